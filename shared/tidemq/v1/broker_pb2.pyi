@@ -1,0 +1,182 @@
+from tidemq.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FOUND: _ClassVar[PullStatus]
+    NO_NEW_MSG: _ClassVar[PullStatus]
+    NO_MATCHED_MSG: _ClassVar[PullStatus]
+    OFFSET_ILLEGAL: _ClassVar[PullStatus]
+FOUND: PullStatus
+NO_NEW_MSG: PullStatus
+NO_MATCHED_MSG: PullStatus
+OFFSET_ILLEGAL: PullStatus
+
+class SendRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "records", "record_count")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    records: bytes
+    record_count: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+
+class SendResponse(_message.Message):
+    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    STORE_HOST_FIELD_NUMBER: _ClassVar[int]
+    status: _common_pb2.SendStatus
+    broker_name: str
+    queue_id: int
+    first_queue_offset: int
+    physical_offsets: _containers.RepeatedScalarFieldContainer[int]
+    store_host: bytes
+    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ...) -> None: ...
+
+class PullRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_messages: int
+    max_bytes: int
+    suspend_timeout_ms: int
+    tag_expression: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ...) -> None: ...
+
+class PullResponse(_message.Message):
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEGIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUGGEST_PULL_FROM_SLAVE_FIELD_NUMBER: _ClassVar[int]
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes
+    record_count: int
+    suggest_pull_from_slave: bool
+    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., suggest_pull_from_slave: _Optional[bool] = ...) -> None: ...
+
+class GetQueueOffsetsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class QueueOffsets(_message.Message):
+    __slots__ = ("queue_id", "min_offset", "max_offset")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    def __init__(self, queue_id: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
+class GetQueueOffsetsResponse(_message.Message):
+    __slots__ = ("broker_name", "queues")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueOffsets]
+    def __init__(self, broker_name: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[QueueOffsets, _Mapping]]] = ...) -> None: ...
+
+class SearchOffsetRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class SearchOffsetResponse(_message.Message):
+    __slots__ = ("queue_offset",)
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue_offset: int
+    def __init__(self, queue_offset: _Optional[int] = ...) -> None: ...
+
+class ViewMessageRequest(_message.Message):
+    __slots__ = ("physical_offset",)
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    physical_offset: int
+    def __init__(self, physical_offset: _Optional[int] = ...) -> None: ...
+
+class ViewMessageResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: bytes
+    def __init__(self, record: _Optional[bytes] = ...) -> None: ...
+
+class QueryMessageByKeyRequest(_message.Message):
+    __slots__ = ("topic", "key", "begin_timestamp_ms", "end_timestamp_ms", "max_results")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    max_results: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., max_results: _Optional[int] = ...) -> None: ...
+
+class QueryMessageByKeyResponse(_message.Message):
+    __slots__ = ("records", "record_count")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    record_count: int
+    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+
+class GetBrokerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBrokerInfoResponse(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    COMMITLOG_MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMMITLOG_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
+    commitlog_min_offset: int
+    commitlog_max_offset: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ...) -> None: ...
