@@ -72,6 +72,51 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoResponse.FromString,
                 _registered_method=True)
+        self.CommitOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/CommitOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.CommitOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.CommitOffsetsResponse.FromString,
+                _registered_method=True)
+        self.QueryOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/QueryOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.QueryOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.QueryOffsetsResponse.FromString,
+                _registered_method=True)
+        self.ResetOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/ResetOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/tidemq.v1.BrokerService/JoinGroup',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/tidemq.v1.BrokerService/SyncGroup',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/tidemq.v1.BrokerService/Heartbeat',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/tidemq.v1.BrokerService/LeaveGroup',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/tidemq.v1.BrokerService/DescribeGroup',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.DescribeGroupResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/tidemq.v1.BrokerService/ListGroups',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -122,6 +167,63 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitOffsets(self, request, context):
+        """Consumer offsets, kept by the broker that owns the queue (SPEC §4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Group coordinator (Kafka's design; SPEC §4). Join/Sync block until the rebalance round
+        completes or the call's deadline passes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +261,51 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.GetBrokerInfo,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoResponse.SerializeToString,
+            ),
+            'CommitOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.CommitOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.CommitOffsetsResponse.SerializeToString,
+            ),
+            'QueryOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.QueryOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.QueryOffsetsResponse.SerializeToString,
+            ),
+            'ResetOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.JoinGroupRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.SyncGroupRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.HeartbeatRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,6 +500,249 @@ class BrokerService:
             '/tidemq.v1.BrokerService/GetBrokerInfo',
             tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.GetBrokerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/CommitOffsets',
+            tidemq_dot_v1_dot_broker__pb2.CommitOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.CommitOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/QueryOffsets',
+            tidemq_dot_v1_dot_broker__pb2.QueryOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.QueryOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/ResetOffsets',
+            tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/JoinGroup',
+            tidemq_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/SyncGroup',
+            tidemq_dot_v1_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/Heartbeat',
+            tidemq_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/LeaveGroup',
+            tidemq_dot_v1_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/DescribeGroup',
+            tidemq_dot_v1_dot_broker__pb2.DescribeGroupRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/ListGroups',
+            tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,48 @@
+"""Health probe usable from supervisors, compose healthchecks and tests.
+
+    python -m tidemq.common.healthcheck grpc 127.0.0.1:9876
+    python -m tidemq.common.healthcheck http http://127.0.0.1:8080/healthz
+
+Exit status 0 when healthy, 1 otherwise (with the reason on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.request
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
+    try:
+        with grpc.insecure_channel(addr) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout
+            )
+    except grpc.RpcError as exc:
+        return False, f"{addr}: {exc.code().name} {exc.details() or ''}".strip()
+    ok = reply.status == health_pb2.HealthCheckResponse.SERVING
+    return ok, f"{addr}: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}"
+
+
+def http_healthy(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - local probe
+            return response.status == 200, f"{url}: HTTP {response.status}"
+    except OSError as exc:
+        return False, f"{url}: {exc}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("grpc", "http"):
+        print("usage: python -m tidemq.common.healthcheck grpc HOST:PORT | http URL", file=sys.stderr)
+        return 2
+    ok, reason = (grpc_healthy if argv[0] == "grpc" else http_healthy)(argv[1])
+    print(reason, file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,155 @@
+"""gRPC client plumbing: pooled channels, a deadline on every call, a breaker per endpoint.
+
+Why a breaker per endpoint: when a broker dies, callers should fail in microseconds instead of
+each waiting for a connect timeout, and producers should steer traffic elsewhere
+(`is_endpoint_open`). Only transport failures (UNAVAILABLE, DEADLINE_EXCEEDED) count against
+the breaker; an application answer such as TOPIC_NOT_EXIST proves the endpoint is healthy.
+Retries happen only for calls the caller declares idempotent, and never past the deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pybreaker
+from tidemq.common import errors
+
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    # Fail fast on a dead endpoint rather than waiting out long reconnect backoffs.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+]
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    fail_max: int = 5            # consecutive transport failures that open the breaker
+    reset_timeout_s: float = 10  # how long it stays open before a trial call
+    redis_url: str = ""          # share state across worker processes fronting one endpoint
+
+
+class ChannelPool:
+    """One channel per address, shared by every stub in the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def get(self, addr: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(addr)
+            if channel is None:
+                channel = grpc.insecure_channel(addr, options=GRPC_OPTIONS)
+                self._channels[addr] = channel
+            return channel
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+
+
+default_pool = ChannelPool()
+
+_breakers: dict[str, pybreaker.CircuitBreaker] = {}
+_breakers_lock = threading.Lock()
+
+
+def _is_not_transport_failure(exc: BaseException) -> bool:
+    return not isinstance(exc, errors.ServiceUnavailable | errors.DeadlineExceeded)
+
+
+def breaker_for(addr: str, settings: BreakerSettings) -> pybreaker.CircuitBreaker:
+    with _breakers_lock:
+        breaker = _breakers.get(addr)
+        if breaker is None:
+            storage = None
+            if settings.redis_url:
+                import redis  # the gateway ships redis-py; core services need not
+
+                storage = pybreaker.CircuitRedisStorage(
+                    pybreaker.STATE_CLOSED,
+                    redis.Redis.from_url(settings.redis_url, socket_timeout=1.0),
+                    namespace=f"tidemq:breaker:{addr}",
+                )
+            kwargs: dict[str, Any] = {"state_storage": storage} if storage else {}
+            breaker = pybreaker.CircuitBreaker(
+                fail_max=settings.fail_max,
+                reset_timeout=settings.reset_timeout_s,
+                exclude=[_is_not_transport_failure],
+                name=addr,
+                **kwargs,
+            )
+            _breakers[addr] = breaker
+        return breaker
+
+
+def is_endpoint_open(addr: str) -> bool:
+    """True while the endpoint's breaker is open (callers should route around it)."""
+    breaker = _breakers.get(addr)
+    return breaker is not None and breaker.current_state == pybreaker.STATE_OPEN
+
+
+class RpcClient:
+    """A stub for one endpoint with deadlines, breaker and safe retries.
+
+    >>> client = RpcClient("127.0.0.1:9876", NameServerServiceStub)
+    >>> route = client.call("GetRouteInfo", GetRouteInfoRequest(topic="orders"), idempotent=True)
+    """
+
+    def __init__(
+        self,
+        addr: str,
+        stub_class: type,
+        *,
+        timeout: float = 3.0,
+        breaker: BreakerSettings | None = None,
+        pool: ChannelPool | None = None,
+        retries: int = 2,
+    ) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.retries = retries
+        self._stub = stub_class((pool or default_pool).get(addr))
+        self._breaker = breaker_for(addr, breaker or BreakerSettings())
+
+    def call(self, method: str, request: Any, *, timeout: float | None = None,
+             idempotent: bool = False) -> Any:
+        deadline = time.monotonic() + (timeout or self.timeout)
+        attempts = 1 + (self.retries if idempotent else 0)
+        for attempt in range(attempts):
+            try:
+                return self._breaker.call(self._invoke, method, request, deadline)
+            except pybreaker.CircuitBreakerError:
+                raise errors.BreakerOpen(
+                    f"circuit breaker for {self.addr} is open after repeated failures; "
+                    f"calls fail fast for up to {self._breaker.reset_timeout:g} s"
+                ) from None
+            except errors.ServiceUnavailable:
+                remaining = deadline - time.monotonic()
+                if attempt + 1 >= attempts or remaining <= 0.05:
+                    raise
+                time.sleep(min(0.05 * 2**attempt, remaining / 2))
+        raise AssertionError("unreachable")
+
+    def _invoke(self, method: str, request: Any, deadline: float) -> Any:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise errors.DeadlineExceeded(f"deadline passed before calling {method} on {self.addr}")
+        try:
+            return getattr(self._stub, method)(request, timeout=remaining)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+
+    def stream(self, method: str, request: Any, *, timeout: float | None = None):
+        """Server-streaming call (no breaker accounting: streams are long-lived by design)."""
+        return getattr(self._stub, method)(request, timeout=timeout)

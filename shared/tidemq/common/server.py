@@ -1,0 +1,161 @@
+"""The process shell every gRPC service runs in.
+
+It owns what each service would otherwise repeat: logging and tracing setup, the gRPC server
+with TideMQError → status mapping, grpc.health.v1, Prometheus /metrics, the ready file that
+tests and supervisors poll, and graceful SIGTERM handling (stop accepting, drain in-flight
+calls, then run the service's own stop callbacks: flush, unregister, remove abort markers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import prometheus_client
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from tidemq.common import errors
+from tidemq.common.logs import configure_logging, get_logger
+from tidemq.common.rpc import GRPC_OPTIONS
+from tidemq.common.settings import ServiceSettings
+from tidemq.common.tracing import init_tracing, shutdown_tracing
+
+log = get_logger(__name__)
+
+
+def _abort(context: grpc.ServicerContext, exc: errors.TideMQError) -> None:
+    context.set_trailing_metadata(((errors.CODE_METADATA_KEY, exc.code),))
+    context.abort(exc.grpc_status, exc.message)
+
+
+def _guard_unary(behavior: Callable) -> Callable:
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return behavior(request, context)
+        except errors.TideMQError as exc:
+            _abort(context, exc)
+        except Exception as exc:
+            if isinstance(exc, grpc.RpcError) or context.code() is not None:
+                raise  # already aborted by the handler or by _abort
+            log.exception("unhandled error in handler")
+            _abort(context, errors.Internal(f"internal error: {type(exc).__name__}: {exc}"))
+
+    return handler
+
+
+def _guard_stream(behavior: Callable) -> Callable:
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            yield from behavior(request, context)
+        except errors.TideMQError as exc:
+            _abort(context, exc)
+
+    return handler
+
+
+class ErrorMappingInterceptor(grpc.ServerInterceptor):
+    """Servicers raise TideMQError; callers see its gRPC status plus the `tidemq-code`."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        if handler.unary_unary:
+            return handler._replace(unary_unary=_guard_unary(handler.unary_unary))
+        if handler.unary_stream:
+            return handler._replace(unary_stream=_guard_stream(handler.unary_stream))
+        return handler
+
+
+def write_json_atomically(path: str | Path, payload: dict[str, Any]) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, target)
+
+
+class ServiceRuntime:
+    """Run one gRPC service: `add` servicers, `start`, then `run_until_signal`."""
+
+    def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
+                 tracing: bool = True) -> None:
+        self.name = name
+        self.settings = settings
+        configure_logging(name, settings.log_level, settings.log_format)
+        if tracing:
+            init_tracing(name, settings.otlp_endpoint)
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
+            interceptors=[ErrorMappingInterceptor()],
+            options=GRPC_OPTIONS,
+        )
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = 0
+        self.metrics_port = 0
+        self.ready_extra: dict[str, Any] = {}
+        self._service_names: list[str] = []
+        self._stop_callbacks: list[Callable[[], None]] = []
+        self._stopping = threading.Event()
+        self._metrics_server = None
+
+    def add(self, add_to_server: Callable, servicer: Any, service_name: str = "") -> None:
+        add_to_server(servicer, self.server)
+        if service_name:
+            self._service_names.append(service_name)
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Run `callback` after the server drained (callbacks run in reverse order)."""
+        self._stop_callbacks.append(callback)
+
+    def start(self) -> int:
+        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind {self.settings.host}:{self.settings.port}")
+        self.settings.port = self.port
+        if self.settings.metrics_port >= 0:
+            self._metrics_server, _ = prometheus_client.start_http_server(
+                self.settings.metrics_port, addr=self.settings.host
+            )
+            self.metrics_port = self._metrics_server.server_port
+        self.server.start()
+        for service in ["", *self._service_names]:
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        if self.settings.ready_file:
+            write_json_atomically(self.settings.ready_file, {
+                "port": self.port, "metrics_port": self.metrics_port, "pid": os.getpid(),
+                **self.ready_extra,
+            })
+        log.info("serving", service=self.name, addr=f"{self.settings.host}:{self.port}",
+                 metrics_port=self.metrics_port)
+        return self.port
+
+    def request_stop(self, *_: Any) -> None:
+        self._stopping.set()
+
+    def run_until_signal(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        self._stopping.wait()
+        self.stop()
+
+    def stop(self) -> None:
+        log.info("stopping", service=self.name, grace_s=self.settings.shutdown_grace_s)
+        self.health.enter_graceful_shutdown()
+        self.server.stop(self.settings.shutdown_grace_s).wait()
+        for callback in reversed(self._stop_callbacks):
+            try:
+                callback()
+            except Exception:
+                log.exception("stop callback failed", callback=getattr(callback, "__name__", "?"))
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+        shutdown_tracing()
+        log.info("stopped", service=self.name)

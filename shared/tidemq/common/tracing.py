@@ -1,0 +1,67 @@
+"""OpenTelemetry bootstrap: one call per process names the service and wires OTLP export.
+
+gRPC client and server calls are instrumented globally, so every hop becomes a span and the
+trace context crosses services in gRPC metadata. With no endpoint configured, spans are still
+created (cheap no-op exporters are not installed) so code paths stay identical.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+_lock = threading.Lock()
+_initialised = False
+
+MESSAGING_SYSTEM = "tidemq"
+
+
+def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True) -> None:
+    """Install the global tracer provider (idempotent per process)."""
+    global _initialised
+    with _lock:
+        if _initialised:
+            return
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        if otlp_endpoint:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            provider.add_span_processor(
+                BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True))
+            )
+        trace.set_tracer_provider(provider)
+        if instrument_grpc:
+            from opentelemetry.instrumentation.grpc import (
+                GrpcInstrumentorClient,
+                GrpcInstrumentorServer,
+            )
+
+            GrpcInstrumentorServer().instrument()
+            GrpcInstrumentorClient().instrument()
+        _initialised = True
+
+
+def shutdown_tracing() -> None:
+    """Flush pending spans (called on graceful shutdown)."""
+    provider = trace.get_tracer_provider()
+    if hasattr(provider, "shutdown"):
+        provider.shutdown()
+
+
+def get_tracer(name: str) -> trace.Tracer:
+    return trace.get_tracer(name)
+
+
+def inject_context() -> dict[str, str]:
+    """The current trace context as a carrier dict (to ride in message properties)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def extract_context(carrier: dict[str, str]):
+    return propagate.extract(carrier)

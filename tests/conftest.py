@@ -1,0 +1,29 @@
+"""Fixtures shared by every test package: real processes, cleaned up whatever happens."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.processes import RedisServer, ServiceProcess, start_redis, start_service
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> RedisServer:
+    server = start_redis(tmp_path)
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def services(tmp_path):
+    """Start services with `services(module, args)`; every one is stopped at teardown."""
+    started: list[ServiceProcess] = []
+
+    def start(module: str, args: list[str] | None = None, **kwargs) -> ServiceProcess:
+        process = start_service(module, args or [], tmp_path, **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in reversed(started):
+        process.kill()

@@ -1,0 +1,194 @@
+"""Start real TideMQ processes and a real Redis for tests: ephemeral ports, temp dirs, no sleeps.
+
+Readiness is observed, never assumed: services write a ready file once serving (see
+tidemq.common.server), Redis answers PING; both are polled with a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REDIS_SERVER = os.environ.get("TIDEMQ_TEST_REDIS_SERVER", "redis-server")
+_counter = itertools.count()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.02,
+               message: str = "condition") -> object:
+    """Poll `predicate` until it returns a truthy value; fail with `message` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class RedisServer:
+    data_dir: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = self.data_dir / "redis.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 15.0) -> RedisServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            self.port = self.port or free_port()
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+                 "--save", "", "--logfile", str(self.log)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            )
+            try:
+                wait_until(self._pong, timeout, message=f"redis-server on port {self.port}")
+                return self
+            except TimeoutError:
+                self.kill()
+                self.port = 0  # the port was taken between probe and bind: try another
+        raise RuntimeError(f"redis-server would not start:\n{_tail(self.log)}")
+
+    def _pong(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{_tail(self.log)}")
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(15)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def start_redis(tmp_path: Path) -> RedisServer:
+    return RedisServer(Path(tmp_path) / f"redis-{next(_counter)}").start()
+
+
+@dataclass
+class ServiceProcess:
+    module: str
+    args: list[str]
+    workdir: Path
+    env: dict[str, str] | None = None
+    port: int = 0
+    metrics_port: int = 0
+    info: dict = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "service.log"
+
+    @property
+    def ready_file(self) -> Path:
+        return self.workdir / "ready.json"
+
+    def start(self, timeout: float = 30.0) -> ServiceProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ready_file.unlink(missing_ok=True)
+        command = [
+            sys.executable, "-m", self.module, "--host", "127.0.0.1", "--port", str(self.port),
+            "--metrics-port", "0", "--ready-file", str(self.ready_file),
+            "--data-dir", str(self.workdir / "data"), *self.args,
+        ]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        wait_until(self._ready, timeout, message=f"{self.module} to become ready")
+        self.info = json.loads(self.ready_file.read_text())
+        self.port = self.info["port"]
+        self.metrics_port = self.info.get("metrics_port", 0)
+        return self
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"{self.module} exited with {self.proc.returncode}:\n{_tail(self.log)}"
+            )
+        return self.ready_file.exists()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (graceful drain); SIGKILL if it does not exit in time."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise RuntimeError(
+                f"{self.module} ignored SIGTERM for {timeout} s:\n{_tail(self.log)}"
+            ) from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> ServiceProcess:
+        """Start again on the same port (clients keep their address)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+        return self.start(timeout)
+
+
+def start_service(module: str, args: list[str], tmp_path: Path, env: dict[str, str] | None = None,
+                  name: str | None = None) -> ServiceProcess:
+    workdir = Path(tmp_path) / f"{name or module.rsplit('.', 1)[-1]}-{next(_counter)}"
+    return ServiceProcess(module, list(args), workdir, env).start()

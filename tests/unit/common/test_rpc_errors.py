@@ -1,0 +1,70 @@
+"""Error mapping and breakers over a real gRPC server on loopback."""
+
+import pytest
+from tidemq.common import errors
+from tidemq.common.rpc import BreakerSettings, ChannelPool, RpcClient, is_endpoint_open
+from tidemq.common.server import ServiceRuntime
+from tidemq.common.settings import ServiceSettings
+from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
+
+
+class RaisingNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
+    def GetRouteInfo(self, request, context):
+        if request.topic == "boom":
+            raise RuntimeError("kaput")
+        raise errors.TopicNotExist(f"topic {request.topic!r} does not exist")
+
+    def GetAllTopics(self, request, context):
+        return nameserver_pb2.TopicList(topics=["a", "b"])
+
+
+@pytest.fixture
+def runtime():
+    rt = ServiceRuntime("test", ServiceSettings(metrics_port=-1, shutdown_grace_s=0), tracing=False)
+    rt.add(nameserver_pb2_grpc.add_NameServerServiceServicer_to_server, RaisingNameServer())
+    rt.start()
+    yield rt
+    rt.stop()
+
+
+def test_domain_error_crosses_the_wire_with_its_code(runtime):
+    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    with pytest.raises(errors.TopicNotExist) as info:
+        client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="orders"))
+    assert info.value.code == "TOPIC_NOT_EXIST"
+    assert info.value.http_status == 404
+    assert "'orders' does not exist" in info.value.message
+
+
+def test_unexpected_exception_becomes_internal_error(runtime):
+    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    with pytest.raises(errors.Internal, match="kaput"):
+        client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="boom"))
+
+
+def test_application_errors_do_not_open_the_breaker(runtime):
+    addr = f"127.0.0.1:{runtime.port}"
+    client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub,
+                       breaker=BreakerSettings(fail_max=2))
+    for _ in range(5):
+        with pytest.raises(errors.TopicNotExist):
+            client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="x"))
+    assert not is_endpoint_open(addr)
+    assert list(client.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest()).topics) == ["a", "b"]
+
+
+def test_dead_endpoint_opens_breaker_then_fails_fast():
+    from tests.support.processes import free_port
+
+    addr = f"127.0.0.1:{free_port()}"  # nothing listens here
+    client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub, pool=ChannelPool(),
+                       breaker=BreakerSettings(fail_max=3, reset_timeout_s=60), timeout=2.0)
+    failures = []
+    for _ in range(3):
+        with pytest.raises(errors.ServiceUnavailable) as info:
+            client.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest())
+        failures.append(info.value)
+    assert failures[-1].code == "CIRCUIT_OPEN"  # the third failure trips it
+    assert is_endpoint_open(addr)
+    with pytest.raises(errors.BreakerOpen, match="is open"):
+        client.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest())
