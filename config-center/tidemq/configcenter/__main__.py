@@ -1,0 +1,38 @@
+"""`python -m tidemq.configcenter --redis-url redis://... --port 7070`"""
+
+from __future__ import annotations
+
+import sys
+
+from tidemq.common.logs import get_logger
+from tidemq.common.server import ServiceRuntime
+from tidemq.common.settings import load_settings
+from tidemq.configcenter.reaper import LeaseReaper
+from tidemq.configcenter.servicer import ConfigServicer
+from tidemq.configcenter.settings import ConfigCenterSettings
+from tidemq.configcenter.store import ConfigStore
+from tidemq.v1 import config_pb2_grpc
+
+log = get_logger(__name__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings(ConfigCenterSettings, argv, prog="python -m tidemq.configcenter")
+    runtime = ServiceRuntime("config-center", settings)
+    store = ConfigStore(settings.redis_url, namespace=settings.namespace,
+                        retention=settings.event_retention, history_limit=settings.history_limit,
+                        redis_timeout=settings.redis_timeout_s,
+                        watch_block_ms=settings.watch_block_ms)
+    reaper = LeaseReaper(store, settings.lease_reap_interval_s)
+    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store),
+                "tidemq.v1.ConfigService")
+    runtime.on_stop(store.close)
+    runtime.on_stop(reaper.stop)
+    reaper.start()
+    runtime.start()
+    log.info("config store", redis_url=settings.redis_url, namespace=settings.namespace)
+    runtime.run_until_signal()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

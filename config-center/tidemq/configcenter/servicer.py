@@ -1,0 +1,123 @@
+"""gRPC adapter: ConfigService requests → ConfigStore calls → replies. No logic of its own
+beyond translating messages and turning a Redis stream read loop into a Watch stream."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from tidemq.configcenter.model import (
+    Event,
+    EventType,
+    KeyValue,
+    RevisionCompacted,
+    validate_prefix,
+    validate_revision,
+)
+from tidemq.configcenter.scopes import resolve, scope_prefixes
+from tidemq.configcenter.store import ConfigStore
+from tidemq.v1 import config_pb2 as pb
+from tidemq.v1 import config_pb2_grpc
+
+PROGRESS_INTERVAL_S = 1.0  # how often a quiet watch reports the revision it has covered
+
+
+def kv_to_pb(kv: KeyValue | None) -> pb.KeyValue | None:
+    if kv is None:
+        return None
+    return pb.KeyValue(key=kv.key, value=kv.value, create_revision=kv.create_revision,
+                       mod_revision=kv.mod_revision, version=kv.version, lease=kv.lease)
+
+
+def event_to_pb(event: Event) -> pb.Event:
+    kind = pb.Event.PUT if event.type is EventType.PUT else pb.Event.DELETE
+    return pb.Event(type=kind, kv=kv_to_pb(event.kv))
+
+
+def _expected(request, field: str = "expected_mod_revision") -> int | None:
+    return getattr(request, field) if request.HasField(field) else None
+
+
+class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
+    def __init__(self, store: ConfigStore) -> None:
+        self.store = store
+
+    def Get(self, request, context):
+        kv, revision = self.store.get(request.key)
+        return pb.GetResponse(found=kv is not None, kv=kv_to_pb(kv), revision=revision)
+
+    def Range(self, request, context):
+        result = self.store.range(request.prefix, revision=request.revision, limit=request.limit)
+        return pb.RangeResponse(kvs=[kv_to_pb(kv) for kv in result.kvs], revision=result.revision)
+
+    def Put(self, request, context):
+        result = self.store.put(request.key, request.value, lease=request.lease,
+                                expected_mod_revision=_expected(request))
+        return pb.PutResponse(succeeded=result.succeeded, revision=result.revision,
+                              current_mod_revision=result.current_mod_revision,
+                              prev_kv=kv_to_pb(result.prev_kv))
+
+    def Delete(self, request, context):
+        result = self.store.delete(request.key, expected_mod_revision=_expected(request))
+        return pb.DeleteResponse(succeeded=result.succeeded, deleted=result.deleted,
+                                 revision=result.revision,
+                                 current_mod_revision=result.current_mod_revision)
+
+    def Watch(self, request, context) -> Iterator[pb.WatchResponse]:
+        prefix = validate_prefix(request.prefix)
+        start = validate_revision(request.start_revision, "start revision")
+        compact = self.store.compact_revision()
+        after = start - 1 if start else self.store.revision()
+        if start and start < compact:
+            yield pb.WatchResponse(compacted=True, compact_revision=compact, revision=after)
+            return
+        # The header tells the watcher where it stands, so it can resume even before any event.
+        yield pb.WatchResponse(revision=after, compact_revision=compact)
+        last_sent = time.monotonic()
+        while context.is_active():
+            try:
+                events = self.store.read_events(after)
+            except RevisionCompacted as exc:
+                yield pb.WatchResponse(compacted=True, compact_revision=exc.compact_revision,
+                                       revision=after)
+                return
+            if not events:
+                continue
+            after = events[-1].revision
+            matching = [event_to_pb(e) for e in events if e.kv.key.startswith(prefix)]
+            now = time.monotonic()
+            if matching or now - last_sent >= PROGRESS_INTERVAL_S:
+                last_sent = now
+                yield pb.WatchResponse(events=matching, revision=after)
+
+    def LeaseGrant(self, request, context):
+        lease = self.store.lease_grant(request.ttl_seconds)
+        return pb.LeaseGrantResponse(lease=lease, ttl_seconds=request.ttl_seconds)
+
+    def LeaseKeepAlive(self, request, context):
+        ttl = self.store.lease_keepalive(request.lease)
+        return pb.LeaseKeepAliveResponse(lease=request.lease, ttl_seconds=ttl)
+
+    def LeaseRevoke(self, request, context):
+        self.store.lease_revoke(request.lease)
+        return pb.LeaseRevokeResponse()
+
+    def History(self, request, context):
+        events = self.store.history(request.key, request.limit)
+        return pb.HistoryResponse(events=[event_to_pb(e) for e in events])
+
+    def Rollback(self, request, context):
+        result = self.store.rollback(request.key, request.to_revision)
+        return pb.PutResponse(succeeded=result.succeeded, revision=result.revision,
+                              current_mod_revision=result.current_mod_revision,
+                              prev_kv=kv_to_pb(result.prev_kv))
+
+    def EffectiveConfig(self, request, context):
+        layers = scope_prefixes(request.cluster, request.broker_group, request.broker)
+        results = self.store.range_many([prefix for _, prefix in layers])
+        settings = resolve([(scope, prefix, result.kvs)
+                            for (scope, prefix), result in zip(layers, results, strict=True)])
+        return pb.EffectiveConfigResponse(
+            settings=[pb.ConfigSetting(name=s.name, value=s.value, scope=s.scope,
+                                       source_key=s.source_key) for s in settings],
+            revision=results[0].revision)

@@ -1,0 +1,21 @@
+"""Settings of the config-center process (see tidemq.common.settings for how they load)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemq.common.settings import ServiceSettings, setting
+
+
+@dataclass
+class ConfigCenterSettings(ServiceSettings):
+    """TideMQ config center: versioned KV, watches and leases on Redis."""
+
+    port: int = setting(7070, "gRPC port (0 = pick a free port)")
+    redis_url: str = setting("redis://127.0.0.1:6379/0", "Redis holding the store (append-only)")
+    redis_timeout_s: float = setting(1.0, "socket timeout for Redis calls; bounds outage errors")
+    namespace: str = setting("tidemq:cc", "prefix of every Redis key the store uses")
+    event_retention: int = setting(100_000, "events kept for watches; older are compacted")
+    history_limit: int = setting(100, "changes kept per key for history and rollback")
+    lease_reap_interval_s: float = setting(0.2, "how often expired leases are revoked")
+    watch_block_ms: int = setting(1000, "longest a watch waits on Redis before re-checking")
