@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from tidemq.configcenter.store import ConfigStore
 
 from tests.support.processes import start_redis
-from tidemq.configcenter.store import ConfigStore
 
 _namespaces = itertools.count()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tidemq.common.errors import InvalidArgument
 from tidemq.configcenter.model import KeyValue
 from tidemq.configcenter.scopes import resolve, scope_prefixes

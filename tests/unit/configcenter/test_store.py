@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tidemq.common.errors import InvalidArgument, NotFound, PayloadTooLarge
 from tidemq.configcenter.model import MAX_KEY_BYTES, MAX_VALUE_BYTES, EventType, RevisionCompacted
 
