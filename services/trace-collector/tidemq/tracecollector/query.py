@@ -1,0 +1,71 @@
+"""Parsing and formatting for the query API and dashboard (pure functions, no Flask)."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from datetime import UTC, datetime
+
+from tidemq.common.errors import InvalidArgument
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1000
+SERVICE_PALETTE_SIZE = 10
+_RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_limit(text: str | None) -> int:
+    if text is None or text == "":
+        return DEFAULT_LIMIT
+    try:
+        limit = int(text)
+    except ValueError:
+        raise InvalidArgument(f"limit must be an integer, got {text[:32]!r}") from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def parse_since(text: str | None, now_ns: int) -> int:
+    """`since` as Unix seconds, an ISO-8601 time, or a look-back like 15m / 2h / 1d → ns."""
+    if text is None or text.strip() == "":
+        return 0
+    value = text.strip()
+    relative = _RELATIVE_RE.match(value)
+    if relative:
+        return now_ns - int(float(relative.group(1)) * _UNIT_SECONDS[relative.group(2)] * 1e9)
+    try:
+        return int(float(value) * 1e9)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(
+            f"since must be Unix seconds, an ISO-8601 time or a look-back like 15m, 2h, 1d; "
+            f"got {value[:64]!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1e9)
+
+
+def format_duration(ns: int) -> str:
+    if ns < 1_000:
+        return f"{ns} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"
+
+
+def format_time(ns: int) -> str:
+    moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def service_colour(service: str) -> int:
+    """Stable palette slot for a service, so it has the same colour on every page."""
+    return zlib.crc32(service.encode()) % SERVICE_PALETTE_SIZE
