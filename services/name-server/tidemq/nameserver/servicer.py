@@ -1,0 +1,88 @@
+"""NameServerService over gRPC: proto <-> RouteRegistry, nothing else."""
+
+from __future__ import annotations
+
+from tidemq.nameserver.registry import (
+    BrokerData,
+    DataVersion,
+    Registration,
+    RouteRegistry,
+    TopicConfig,
+)
+from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+
+def registration_from_proto(request: nameserver_pb2.RegisterBrokerRequest) -> Registration:
+    return Registration(
+        cluster_name=request.cluster_name,
+        broker_name=request.broker_name,
+        broker_id=request.broker_id,
+        broker_addr=request.broker_addr,
+        ha_server_addr=request.ha_server_addr,
+        data_version=DataVersion(request.data_version.timestamp, request.data_version.counter),
+        topics=tuple(
+            TopicConfig(t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm,
+                        t.topic_sys_flag, t.order)
+            for t in request.topics
+        ),
+    )
+
+
+def _broker_data_pb(data: BrokerData) -> nameserver_pb2.BrokerData:
+    return nameserver_pb2.BrokerData(
+        cluster=data.cluster, broker_name=data.broker_name, broker_addrs=data.broker_addrs
+    )
+
+
+class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
+    def __init__(self, registry: RouteRegistry) -> None:
+        self.registry = registry
+
+    def RegisterBroker(self, request, context):
+        result = self.registry.register(registration_from_proto(request))
+        return nameserver_pb2.RegisterBrokerResponse(
+            master_addr=result.master_addr, ha_server_addr=result.ha_server_addr
+        )
+
+    def UnregisterBroker(self, request, context):
+        self.registry.unregister(request.cluster_name, request.broker_name, request.broker_id,
+                                 request.broker_addr)
+        return nameserver_pb2.UnregisterBrokerResponse()
+
+    def GetRouteInfo(self, request, context):
+        route = self.registry.route(request.topic)
+        return nameserver_pb2.TopicRouteData(
+            queue_datas=[
+                nameserver_pb2.QueueData(
+                    broker_name=q.broker_name, read_queue_nums=q.read_queue_nums,
+                    write_queue_nums=q.write_queue_nums, perm=q.perm,
+                    topic_sys_flag=q.topic_sys_flag,
+                )
+                for q in route.queue_datas
+            ],
+            broker_datas=[_broker_data_pb(b) for b in route.broker_datas],
+            order_topic_conf=route.order_topic_conf,
+        )
+
+    def GetClusterInfo(self, request, context):
+        snapshot = self.registry.cluster_info()
+        return nameserver_pb2.ClusterInfo(
+            broker_addr_table={n: _broker_data_pb(b) for n, b in snapshot.broker_addr_table.items()},
+            cluster_addr_table={
+                c: nameserver_pb2.BrokerNames(broker_names=sorted(names))
+                for c, names in snapshot.cluster_addr_table.items()
+            },
+            live_brokers=[
+                nameserver_pb2.BrokerLiveInfo(
+                    broker_addr=addr, last_update_ms=live.last_update_ms,
+                    data_version=common_pb2.DataVersion(
+                        timestamp=live.data_version.timestamp, counter=live.data_version.counter
+                    ),
+                    ha_server_addr=live.ha_server_addr,
+                )
+                for addr, live in sorted(snapshot.live_brokers.items())
+            ],
+        )
+
+    def GetAllTopics(self, request, context):
+        return nameserver_pb2.TopicList(topics=self.registry.topics())
