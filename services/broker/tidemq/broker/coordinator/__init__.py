@@ -1,0 +1,53 @@
+"""Consumer-group coordination (Kafka's GroupCoordinator) and queue assignment strategies.
+
+Transport-free domain logic; the broker's gRPC servicer is a thin adapter over
+`GroupCoordinator`. See docs/consumer-groups.md for the protocol and the API.
+"""
+
+from .assignors import (
+    ASSIGNORS,
+    DEFAULT_ASSIGNOR,
+    QueueRef,
+    averagely,
+    averagely_by_circle,
+    consistent_hash,
+    get_assignor,
+    sticky,
+)
+from .config import CoordinatorConfig
+from .coordinator import GroupCoordinator, monotonic_ms
+from .errors import ERROR_CODES, CoordinatorError
+from .group import DelayedJoin, GroupMetadata
+from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
+from .placement import coordinator_for
+from .state import GroupState, is_allowed_transition
+from .views import GroupDescription, GroupOverview, MemberDescription
+
+__all__ = [
+    "ASSIGNORS",
+    "DEFAULT_ASSIGNOR",
+    "ERROR_CODES",
+    "UNKNOWN_MEMBER_ID",
+    "CoordinatorConfig",
+    "CoordinatorError",
+    "DelayedJoin",
+    "GroupCoordinator",
+    "GroupDescription",
+    "GroupMetadata",
+    "GroupOverview",
+    "GroupState",
+    "JoinResult",
+    "JoinedMember",
+    "MemberDescription",
+    "MemberMetadata",
+    "QueueRef",
+    "SyncResult",
+    "averagely",
+    "averagely_by_circle",
+    "consistent_hash",
+    "coordinator_for",
+    "get_assignor",
+    "is_allowed_transition",
+    "monotonic_ms",
+    "sticky",
+]
