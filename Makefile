@@ -27,3 +27,26 @@ test: sync proto-check lint ## the whole suite: unit, integration, e2e, compose 
 
 test-fast: sync ## unit tests only
 	$(UV) run --frozen pytest tests/unit $(PYTEST_ARGS)
+
+# --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
+.PHONY: up down status logs images compose-up compose-down
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs
+	$(PY) -m deploy.local up
+
+down: ## stop everything `make up` started (SIGTERM, graceful drain)
+	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
+
+status: ## supervisor status and a health probe of every service
+	@.venv/bin/python -m deploy.local status
+
+logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
+	@.venv/bin/python -m deploy.local logs $(SERVICE)
+
+images: sync ## build every service image (no registry needed; see docs/deployment.md)
+	$(PY) -m deploy.images
+
+compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy
+	$(PY) -m deploy.compose up
+
+compose-down: ## docker-compose down (and stop a dockerd compose-up started)
+	$(PY) -m deploy.compose down

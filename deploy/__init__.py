@@ -1,0 +1,1 @@
+"""Deployment tooling: one topology rendered for supervisord (`make up`) and docker compose."""

@@ -1,0 +1,122 @@
+"""`make compose-up / compose-down`: the same topology under docker compose.
+
+    python -m deploy.compose up      # engine (starts dockerd as root if needed), images, up -d,
+                                     # wait healthy through the published ports, print URLs
+    python -m deploy.compose down    # docker-compose down, then stop a dockerd we started
+
+Works with `docker-compose` (1.29) or `docker compose` (v2), whichever is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
+from deploy.health import Unhealthy, wait_healthy
+from deploy.images import ImageBuildError, base_image, build_images
+from deploy.render import COMPOSE_FILE
+from deploy.topology import REPO_ROOT, Placement, Topology, load
+
+DEFAULT_PROJECT = "tidemq"
+
+
+def compose_command() -> list[str]:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    raise EngineUnavailable("neither `docker-compose` nor `docker compose` is installed")
+
+
+@dataclasses.dataclass
+class ComposeStack:
+    """One compose project of the topology; `host_ports` overrides published ports."""
+
+    project: str = DEFAULT_PROJECT
+    host_ports: dict[str, int] = dataclasses.field(default_factory=dict)  # "svc.port" -> port
+    topology: Topology = dataclasses.field(default_factory=load)
+
+    @property
+    def placement(self) -> Placement:
+        """How the host reaches the stack: 127.0.0.1 and the published ports."""
+        overrides = {
+            f"{s.name}.{p}": self.host_ports.get(f"{s.name}.{p}", s.ports[p])
+            for s in self.topology.services.values()
+            for p in s.publish
+        }
+        return Placement(port_overrides=overrides)
+
+    def env(self) -> dict[str, str]:
+        env = {**os.environ, "TIDEMQ_BASE_IMAGE": base_image()}
+        for service in self.topology.services.values():
+            for port_name in service.publish:
+                key = f"{service.name}.{port_name}"
+                if key in self.host_ports:
+                    env[service.env_name(port_name)] = str(self.host_ports[key])
+        return env
+
+    def compose(self, *args: str, check: bool = True, capture: bool = False):
+        argv = [*compose_command(), "-f", str(COMPOSE_FILE), "-p", self.project, *args]
+        print("+", " ".join(argv), flush=True)
+        return subprocess.run(
+            argv, cwd=REPO_ROOT, env=self.env(), check=check, capture_output=capture, text=True
+        )
+
+    def up(self, *, timeout: float = 180.0) -> None:
+        self.compose("up", "-d", "--no-build")
+        wait_healthy(
+            self.topology.services.values(), self.placement, timeout=timeout, progress=print
+        )
+
+    def logs(self, tail: int = 40) -> str:
+        result = self.compose("logs", "--no-color", f"--tail={tail}", check=False, capture=True)
+        return result.stdout + result.stderr
+
+    def down(self, *, volumes: bool = False) -> None:
+        self.compose("down", "--remove-orphans", *(["-v"] if volumes else []), check=False)
+
+    def urls(self) -> list[str]:
+        place = self.placement
+        return [
+            f"  {s.name:<16} {'http' if p == 'http' else 'tcp'}://127.0.0.1:{place.port(s, p)}"
+            for s in self.topology.services.values()
+            for p in s.publish
+        ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.compose", description=__doc__)
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--project", default=DEFAULT_PROJECT)
+    args = parser.parse_args(argv)
+    stack = ComposeStack(project=args.project)
+    if args.command == "down":
+        if subprocess.run(["docker", "info"], capture_output=True).returncode == 0:
+            stack.down()
+        if stop_engine():
+            print("stopped the dockerd started by compose-up")
+        return 0
+    try:
+        started = ensure_engine()
+        if started:
+            print(f"started dockerd (pid {started}); `make compose-down` stops it")
+        build_images(stack.topology)
+        stack.up()
+    except (EngineUnavailable, ImageBuildError) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    except Unhealthy as exc:
+        print(f"FAILED: {exc}\n{stack.logs()}", file=sys.stderr)
+        return 1
+    print("\nTideMQ (docker compose) is up:")
+    print("\n".join(stack.urls()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Probe services of the topology and wait until they are healthy (with a deadline, no sleeps
+as synchronisation: each probe is a real request, repeated until it answers or time is up).
+
+    python -m deploy.health                      # probe every service of `make up`
+    python -m deploy.health --port-offset 100 broker-a
+
+gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis PING.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterable
+
+from tidemq.common.healthcheck import grpc_healthy, http_healthy
+
+from deploy.topology import Placement, Service, Topology, load
+
+
+def redis_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
+    host, port = addr.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            conn.sendall(b"PING\r\n")
+            reply = conn.recv(64)
+    except OSError as exc:
+        return False, f"{addr}: {exc}"
+    return reply.startswith(b"+PONG"), f"{addr}: {reply.strip().decode(errors='replace')}"
+
+
+def probe(service: Service, placement: Placement, timeout: float = 2.0) -> tuple[bool, str]:
+    """One health probe of one service, through the address `placement` gives it."""
+    addr = f"127.0.0.1:{placement.port(service, service.health.port)}"
+    if service.health.kind == "grpc":
+        return grpc_healthy(addr, timeout)
+    if service.health.kind == "http":
+        return http_healthy(f"http://{addr}{service.health.path}", timeout)
+    return redis_healthy(addr, timeout)
+
+
+class Unhealthy(RuntimeError):
+    def __init__(self, service: Service, reason: str):
+        super().__init__(f"{service.name} did not become healthy: {reason}")
+        self.service = service
+        self.reason = reason
+
+
+def wait_healthy(
+    services: Iterable[Service],
+    placement: Placement,
+    *,
+    timeout: float = 90.0,
+    interval: float = 0.25,
+    progress: Callable[[str], None] = lambda line: None,
+    still_alive: Callable[[Service], str | None] = lambda service: None,
+) -> None:
+    """Return once every service answers healthy; raise `Unhealthy` for the first one that
+    does not by the deadline, or as soon as `still_alive` reports it gave up (e.g. FATAL)."""
+    pending = {s.name: s for s in services}
+    deadline = time.monotonic() + timeout
+    reasons: dict[str, str] = {}
+    while pending:
+        for name, service in list(pending.items()):
+            ok, reasons[name] = probe(service, placement)
+            if ok:
+                progress(f"  healthy  {name:<16} {reasons[name]}")
+                del pending[name]
+                continue
+            dead = still_alive(service)
+            if dead:
+                raise Unhealthy(service, dead)
+        if pending and time.monotonic() > deadline:
+            first = next(iter(pending.values()))
+            raise Unhealthy(first, reasons.get(first.name, "no answer"))
+        if pending:
+            time.sleep(interval)  # pacing between probe rounds, not synchronisation
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.health", description=__doc__)
+    parser.add_argument("services", nargs="*", help="service names (default: all)")
+    parser.add_argument("--port-offset", type=int, default=0)
+    args = parser.parse_args(argv)
+    topology: Topology = load()
+    placement = Placement(port_offset=args.port_offset)
+    unknown = [n for n in args.services if n not in topology.services]
+    if unknown:
+        print(f"unknown services {unknown}; known: {sorted(topology.services)}", file=sys.stderr)
+        return 2
+    names = args.services or list(topology.services)
+    healthy = True
+    for name in names:
+        ok, reason = probe(topology.services[name], placement)
+        healthy &= ok
+        print(f"{'UP  ' if ok else 'DOWN'}  {name:<16} {reason}")
+    return 0 if healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

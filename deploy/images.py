@@ -1,0 +1,205 @@
+"""`make images`: build every image of the topology without reaching a container registry.
+
+1. Base image: $TIDEMQ_BASE_IMAGE if set (e.g. python:3.11-slim-bookworm where a registry is
+   reachable), else localhost/tidemq-base:bookworm made with debootstrap and `docker import`
+   (the root file system tarball is cached under /var/cache/tidemq).
+2. Wheelhouse: the locked third-party dependencies of each image, exported by uv and fetched
+   as wheels on the host into deploy/.wheelhouse (reused while uv.lock is unchanged), plus the
+   build backend, so images install with `pip --no-index`.
+3. `docker build` of each image, the repo root as context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from packaging.markers import Marker
+
+from deploy.render import image_ref, rendered_files
+from deploy.topology import REPO_ROOT, Topology, load
+
+LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
+CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
+WHEELHOUSE = REPO_ROOT / "deploy" / ".wheelhouse"
+BUILD_BACKEND = ["hatchling>=1.25"]
+DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
+
+
+class ImageBuildError(RuntimeError):
+    pass
+
+
+def _run(argv: list[str], **kwargs) -> None:
+    print("+", " ".join(argv), flush=True)
+    try:
+        subprocess.run(argv, check=True, **kwargs)
+    except subprocess.CalledProcessError as exc:
+        raise ImageBuildError(f"command failed ({exc.returncode}): {' '.join(argv)}") from None
+
+
+def _image_exists(ref: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+
+
+def base_image() -> str:
+    return os.environ.get("TIDEMQ_BASE_IMAGE") or LOCAL_BASE_IMAGE
+
+
+def ensure_base_image() -> str:
+    """Make sure the base image exists locally; returns its reference."""
+    ref = base_image()
+    if ref != LOCAL_BASE_IMAGE or _image_exists(ref):
+        return ref
+    tarball = CACHE_DIR / "tidemq-base-bookworm.tar"
+    if not tarball.exists():
+        _debootstrap_tarball(tarball)
+    with tarball.open("rb") as stream:
+        _run(["docker", "import", "-", ref], stdin=stream)
+    return ref
+
+
+def _debootstrap_tarball(tarball: Path) -> None:
+    if shutil.which("debootstrap") is None or os.geteuid() != 0:
+        raise ImageBuildError(
+            "the base image needs debootstrap run as root (`apt-get install debootstrap`), "
+            "or set TIDEMQ_BASE_IMAGE=python:3.11-slim-bookworm where a registry is reachable"
+        )
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tidemq-rootfs-") as rootfs:
+        _run(
+            ["debootstrap", "--variant=minbase", f"--include={DEBOOTSTRAP_PACKAGES}",
+             "bookworm", rootfs],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        partial = tarball.with_suffix(".partial")
+        with partial.open("wb") as out:
+            _run(["tar", "-C", rootfs, "-c", "."], stdout=out)
+        partial.rename(tarball)
+
+
+def _wheelhouse_key(topology: Topology) -> str:
+    digest = hashlib.sha256((REPO_ROOT / "uv.lock").read_bytes())
+    for image in topology.images.values():
+        digest.update(f"{image.name}:{image.package}".encode())
+    digest.update(repr(BUILD_BACKEND).encode())
+    return digest.hexdigest()
+
+
+def ensure_wheelhouse(topology: Topology) -> Path:
+    """deploy/.wheelhouse: <package>.txt requirement files and every wheel they need."""
+    stamp = WHEELHOUSE / ".stamp"
+    key = _wheelhouse_key(topology)
+    if stamp.exists() and stamp.read_text() == key:
+        return WHEELHOUSE
+    if sys.version_info[:2] != (3, 11):
+        raise ImageBuildError("the wheelhouse is built with Python 3.11 (the images' Python)")
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    requirement_files = []
+    for image in topology.images.values():
+        if image.package is None:
+            continue
+        target = WHEELHOUSE / f"{image.package}.txt"
+        _run(
+            ["uv", "export", "--frozen", "--package", image.package, "--no-dev",
+             "--no-emit-workspace", "--no-hashes", "--quiet", "-o", str(target)],
+            cwd=REPO_ROOT,
+        )  # fmt: skip
+        requirement_files.append(target)
+    fetch = WHEELHOUSE / "fetch.txt"
+    fetch.write_text("\n".join(_target_requirements(requirement_files)) + "\n")
+    pip_wheel = [*_pip_command(), "wheel", "--quiet", "--wheel-dir", str(WHEELHOUSE)]
+    _run([*pip_wheel, "--no-deps", "-r", str(fetch)])
+    _run([*pip_wheel, *BUILD_BACKEND])
+    stamp.write_text(key)
+    return WHEELHOUSE
+
+
+def _target_requirements(requirement_files: list[Path]) -> list[str]:
+    """Pinned requirements any image Python may need, whatever the host's patch release.
+
+    Markers are evaluated for the images (Linux, CPython 3.11.x from 3.11.0 to the newest),
+    not the host: bookworm's 3.11.2 needs async-timeout that a 3.11.7 host would skip."""
+    wanted: set[str] = set()
+    for path in requirement_files:
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if not line or line.startswith(("#", "-")):
+                continue
+            pin, _, marker = line.partition(";")
+            if not marker.strip() or any(
+                Marker(marker).evaluate(env) for env in _IMAGE_MARKER_ENVIRONMENTS
+            ):
+                wanted.add(pin.strip())
+    return sorted(wanted)
+
+
+_IMAGE_MARKER_ENVIRONMENTS = [
+    {"python_full_version": patch, "python_version": "3.11", "sys_platform": "linux",
+     "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
+     "platform_python_implementation": "CPython", "platform_machine": os.uname().machine}
+    for patch in ("3.11.0", "3.11.2", "3.11.99")
+]  # fmt: skip
+
+
+def _pip_command() -> list[str]:
+    """A Python 3.11 pip outside our venv (uv venvs have none), else pip run through uv."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    for name in ("python3.11", "python3"):
+        python = shutil.which(name, path=path)
+        if python is None:
+            continue
+        probe = subprocess.run(
+            [python, "-c", "import pip, sys; assert sys.version_info[:2] == (3, 11)"],
+            capture_output=True,
+        )
+        if probe.returncode == 0:
+            return [python, "-m", "pip"]
+    return ["uv", "tool", "run", "--python", "3.11", "pip"]
+
+
+def build_images(topology: Topology | None = None) -> list[str]:
+    """Build all images; returns their references."""
+    topology = topology or load()
+    stale = [p for p, text in rendered_files(topology).items() if p.read_text() != text]
+    if stale:
+        raise ImageBuildError(f"run `python -m deploy.render` first; stale: {stale}")
+    started = time.monotonic()
+    base = ensure_base_image()
+    print(f"base image {base} ready ({time.monotonic() - started:.0f} s)", flush=True)
+    ensure_wheelhouse(topology)
+    print(f"wheelhouse ready ({time.monotonic() - started:.0f} s)", flush=True)
+    refs = []
+    for image in topology.images.values():
+        ref = image_ref(image.name)
+        _run(
+            ["docker", "build", "--quiet", "-t", ref, "-f", f"{image.dockerfile_dir}/Dockerfile",
+             "--build-arg", f"BASE_IMAGE={base}", "."],
+            cwd=REPO_ROOT,
+        )  # fmt: skip
+        refs.append(ref)
+        print(f"built {ref} ({time.monotonic() - started:.0f} s)", flush=True)
+    return refs
+
+
+def main() -> int:
+    from deploy.engine import EngineUnavailable, ensure_engine
+
+    try:
+        ensure_engine()
+        build_images()
+    except (ImageBuildError, EngineUnavailable) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""`make up / down / status / logs`: the topology as supervised local processes.
+
+supervisord (from the dev dependencies) owns every process and restarts any that dies
+(autorestart). `up` starts the services tier by tier in dependency order and waits for each
+tier to be healthy before the next, so a broken service is reported by name with its log.
+
+    python -m deploy.local up [--port-offset N] [--run-dir D] [--data-dir D]
+    python -m deploy.local down | status | logs [SERVICE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deploy.health import Unhealthy, probe, wait_healthy
+from deploy.render import render_supervisor
+from deploy.topology import REPO_ROOT, Placement, Service, Topology, load
+
+DEFAULT_DATA_DIR = REPO_ROOT / ".data"
+BIN_DIR = Path(sys.executable).parent
+
+
+class DeployError(RuntimeError):
+    pass
+
+
+def ensure_redis_server() -> str:
+    """Path of redis-server, installing Debian's package when missing and we are root."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("redis-server is missing: installing Debian's redis-server package")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "redis-server"], check=True, env=env)
+        found = shutil.which("redis-server")
+        if found:
+            return found
+    raise DeployError(
+        "redis-server is not installed. Install Redis (Debian/Ubuntu: "
+        "`sudo apt-get install redis-server`, macOS: `brew install redis`) and run `make up` again."
+    )
+
+
+@dataclasses.dataclass
+class LocalDeployment:
+    """One supervisord-run copy of the topology; tests make their own with other dirs/ports."""
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    port_offset: int = 0
+    topology: Topology = dataclasses.field(default_factory=load)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+    @property
+    def config_file(self) -> Path:
+        return self.run_dir / "supervisord.conf"
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(port_offset=self.port_offset)
+
+    def log_file(self, name: str) -> Path:
+        return self.run_dir / "logs" / f"{name}.log"
+
+    # --- supervisord -------------------------------------------------------------------
+
+    def supervisorctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(BIN_DIR / "supervisorctl"), "-c", str(self.config_file), *args],
+            capture_output=True,
+            text=True,
+            check=check,
+        )
+
+    def supervisord_pid(self) -> int | None:
+        try:
+            pid = int((self.run_dir / "supervisord.pid").read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def _write_config(self, redis_server: str) -> None:
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for service in self.topology.services.values():
+            (self.data_dir / service.name).mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(
+            render_supervisor(
+                self.topology,
+                self.placement,
+                run_dir=self.run_dir,
+                data_dir=self.data_dir,
+                redis_server=redis_server,
+            )
+        )
+
+    def start_supervisord(self, redis_server: str) -> None:
+        if self.supervisord_pid():
+            self._write_config(redis_server)
+            self.supervisorctl("update")  # pick up topology changes for a running supervisor
+            return
+        self._write_config(redis_server)
+        subprocess.run([str(BIN_DIR / "supervisord"), "-c", str(self.config_file)], check=True)
+        deadline = time.monotonic() + 20
+        while self.supervisorctl("pid").returncode != 0:
+            if time.monotonic() > deadline:
+                raise DeployError(f"supervisord did not start; see {self.run_dir}/supervisord.log")
+            time.sleep(0.1)
+
+    def state(self, name: str) -> tuple[str, int | None]:
+        """(supervisor state such as RUNNING/FATAL/BACKOFF, pid or None)."""
+        out = self.supervisorctl("status", name).stdout.split()
+        state = out[1] if len(out) > 1 else "UNKNOWN"
+        pid = int(out[3].rstrip(",")) if state == "RUNNING" and len(out) > 3 else None
+        return state, pid
+
+    def pid(self, name: str) -> int | None:
+        return self.state(name)[1]
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def up(self, *, timeout: float = 90.0, progress=print) -> None:
+        redis_server = ensure_redis_server()
+        self.start_supervisord(redis_server)
+        progress(f"supervisord running (config {self.config_file})")
+        for tier in self.topology.start_order():
+            names = [s.name for s in tier]
+            progress(f"starting {' '.join(names)}")
+            self.supervisorctl("start", *names)
+            wait_healthy(
+                tier,
+                self.placement,
+                timeout=timeout,
+                progress=progress,
+                still_alive=self._gave_up,
+            )
+
+    def _gave_up(self, service: Service) -> str | None:
+        state, _ = self.state(service.name)
+        return f"supervisor reports {state}" if state in ("FATAL", "STOPPED", "EXITED") else None
+
+    def down(self, *, timeout: float = 60.0) -> bool:
+        """supervisorctl shutdown (SIGTERM to each process), then wait for supervisord to exit."""
+        pid = self.supervisord_pid()
+        if pid is None:
+            return False
+        self.supervisorctl("shutdown")
+        deadline = time.monotonic() + timeout
+        while process_alive(pid):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+        return True
+
+    def tail(self, name: str, lines: int = 30) -> str:
+        path = self.log_file(name)
+        if not path.exists():
+            return f"(no log at {path})"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def urls(self) -> list[str]:
+        services, place = self.topology.services, self.placement
+        lines = []
+        for name, service in services.items():
+            for port_name in service.publish:
+                port = place.port(service, port_name)
+                scheme = "http" if port_name == "http" else "grpc" if service.module else "redis"
+                lines.append(f"  {name:<16} {scheme}://127.0.0.1:{port}")
+        return lines
+
+
+def free_port_offset(topology: Topology, attempts: int = 50) -> int:
+    """A port offset under which every port of the topology is free on 127.0.0.1 right now
+    (tests use it to run a second deployment beside `make up`)."""
+    ports = [p for s in topology.services.values() for p in s.ports.values()]
+    for _ in range(attempts):
+        offset = random.randrange(20000, 64000 - max(ports))
+        if all(_port_free(p + offset) for p in ports):
+            return offset
+    raise DeployError("found no port offset with every port free")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    # a zombie child (when we are its parent) is gone for our purposes
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def _cmd_up(deployment: LocalDeployment) -> int:
+    try:
+        deployment.up()
+    except Unhealthy as exc:
+        print(f"\nFAILED: {exc}\n--- last lines of {deployment.log_file(exc.service.name)}:")
+        print(deployment.tail(exc.service.name))
+        print("\n(the other services are still running: `make status`, `make down`)")
+        return 1
+    except DeployError as exc:
+        print(f"FAILED: {exc}")
+        return 1
+    print("\nTideMQ is up:")
+    print("\n".join(deployment.urls()))
+    print(f"  logs: {deployment.run_dir / 'logs'}   data: {deployment.data_dir}")
+    return 0
+
+
+def _cmd_status(deployment: LocalDeployment) -> int:
+    if deployment.supervisord_pid() is None:
+        print("not running (start it with `make up`)")
+        return 1
+    print(deployment.supervisorctl("status").stdout.rstrip())
+    healthy = True
+    for service in deployment.topology.services.values():
+        ok, reason = probe(service, deployment.placement)
+        healthy &= ok
+        print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
+    return 0 if healthy else 1
+
+
+def _cmd_logs(deployment: LocalDeployment, service: str | None) -> int:
+    if service and service not in deployment.topology.services:
+        print(f"unknown service {service!r}; known: {', '.join(deployment.topology.services)}")
+        return 2
+    names = [service] if service else list(deployment.topology.services)
+    files = [str(deployment.log_file(n)) for n in names if deployment.log_file(n).exists()]
+    if not files:
+        print(f"no logs under {deployment.run_dir / 'logs'} yet")
+        return 1
+    os.execvp("tail", ["tail", "-n", "50", "-F", *files])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.local", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "logs"])
+    parser.add_argument("service", nargs="?", help="for logs: one service (default: all)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--port-offset", type=int, default=0)
+    args = parser.parse_args(argv)
+    deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset)
+    if args.command == "up":
+        return _cmd_up(deployment)
+    if args.command == "down":
+        print("stopped" if deployment.down() else "not running")
+        return 0
+    if args.command == "status":
+        return _cmd_status(deployment)
+    return _cmd_logs(deployment, args.service or os.environ.get("SERVICE") or None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

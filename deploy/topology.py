@@ -1,0 +1,201 @@
+"""The deployment topology (deploy/topology.yaml) as plain objects, plus address resolution.
+
+One description feeds both the supervisord config and docker-compose.yml, so the two
+deployments cannot drift. A `Placement` says where services live: locally every service is on
+127.0.0.1 with its ports shifted by an offset (so tests can run beside `make up`); under compose
+each service is reached by its service name on its unshifted port.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.yaml"
+
+_HEALTH_KINDS = ("grpc", "http", "redis")
+_PLACEHOLDER = re.compile(r"\{(addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
+
+
+class TopologyError(ValueError):
+    """The topology file is inconsistent (unknown dependency, port, image, cycle...)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Health:
+    kind: str
+    port: str
+    path: str = "/healthz"
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    name: str
+    dockerfile_dir: str
+    package: str | None
+    members: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Service:
+    name: str
+    image: str
+    module: str | None
+    ports: dict[str, int]
+    publish: tuple[str, ...]
+    args: tuple[str, ...]
+    depends_on: tuple[str, ...]
+    health: Health
+    stateful: bool
+
+    @property
+    def main_port(self) -> str:
+        return next(iter(self.ports))
+
+    @property
+    def is_redis(self) -> bool:
+        return self.module is None
+
+    def env_name(self, port_name: str) -> str:
+        """Environment variable that overrides a published host port under compose."""
+        stem = self.name.upper().replace("-", "_")
+        suffix = "" if port_name == self.main_port else "_" + port_name.upper()
+        return f"TIDEMQ_{stem}{suffix}_PORT"
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    images: dict[str, Image]
+    services: dict[str, Service]
+    tracing: str | None
+
+    def start_order(self) -> list[list[Service]]:
+        """Services in tiers: every service's dependencies sit in an earlier tier."""
+        placed: set[str] = set()
+        tiers: list[list[Service]] = []
+        remaining = dict(self.services)
+        while remaining:
+            tier = [s for s in remaining.values() if set(s.depends_on) <= placed]
+            if not tier:
+                raise TopologyError(f"dependency cycle among {sorted(remaining)}")
+            tiers.append(tier)
+            for service in tier:
+                placed.add(service.name)
+                del remaining[service.name]
+        return tiers
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where services are reachable: local processes or compose containers."""
+
+    compose: bool = False
+    port_offset: int = 0
+    port_overrides: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def host(self, service: Service) -> str:
+        return service.name if self.compose else "127.0.0.1"
+
+    def port(self, service: Service, port_name: str) -> int:
+        if port_name not in service.ports:
+            raise TopologyError(f"service {service.name!r} has no port {port_name!r}")
+        if self.compose:
+            return service.ports[port_name]
+        key = f"{service.name}.{port_name}"
+        return self.port_overrides.get(key, service.ports[port_name] + self.port_offset)
+
+    def addr(self, service: Service, port_name: str | None = None) -> str:
+        return f"{self.host(service)}:{self.port(service, port_name or service.main_port)}"
+
+
+def expand(text: str, service: Service, topology: Topology, placement: Placement) -> str:
+    """Replace {addr:SVC[:PORT]} and {port:PORT} / {port:SVC:PORT} placeholders."""
+
+    def substitute(match: re.Match[str]) -> str:
+        kind, first, second = match.groups()
+        if kind == "port" and second is None:
+            return str(placement.port(service, first))
+        target = topology.services.get(first)
+        if target is None:
+            raise TopologyError(f"{service.name}: {match.group(0)} names no service")
+        if kind == "addr":
+            return placement.addr(target, second)
+        return str(placement.port(target, second or target.main_port))
+
+    return _PLACEHOLDER.sub(substitute, text)
+
+
+def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
+    ports = {str(k): int(v) for k, v in (raw.get("ports") or {}).items()}
+    if not ports:
+        raise TopologyError(f"service {name!r} declares no ports")
+    image = raw.get("image")
+    if image not in images:
+        raise TopologyError(f"service {name!r}: unknown image {image!r}")
+    health_raw = raw.get("health") or {}
+    health = Health(
+        kind=health_raw.get("kind", ""),
+        port=health_raw.get("port", next(iter(ports))),
+        path=health_raw.get("path", "/healthz"),
+    )
+    if health.kind not in _HEALTH_KINDS or health.port not in ports:
+        raise TopologyError(f"service {name!r}: health needs kind in {_HEALTH_KINDS} and a port")
+    module = raw.get("module")
+    if module is not None and "metrics" not in ports:
+        raise TopologyError(f"service {name!r}: a tidemq service needs a 'metrics' port")
+    publish = tuple(raw.get("publish") or ())
+    unknown = [p for p in publish if p not in ports]
+    if unknown:
+        raise TopologyError(f"service {name!r}: publishes unknown ports {unknown}")
+    return Service(
+        name=name,
+        image=image,
+        module=module,
+        ports=ports,
+        publish=publish,
+        args=tuple(str(a) for a in raw.get("args") or ()),
+        depends_on=tuple(raw.get("depends_on") or ()),
+        health=health,
+        stateful=bool(raw.get("stateful", False)),
+    )
+
+
+def parse(data: dict) -> Topology:
+    images = {
+        name: Image(
+            name=name,
+            dockerfile_dir=raw["dockerfile_dir"],
+            package=raw.get("package"),
+            members=tuple(raw.get("members") or ()),
+        )
+        for name, raw in (data.get("images") or {}).items()
+    }
+    services = {name: _service(name, raw, images) for name, raw in data["services"].items()}
+    for service in services.values():
+        missing = [d for d in service.depends_on if d not in services]
+        if missing:
+            raise TopologyError(f"service {service.name!r} depends on unknown {missing}")
+    tracing = data.get("tracing")
+    if tracing is not None and tracing not in services:
+        raise TopologyError(f"tracing service {tracing!r} is not a service")
+    topology = Topology(images=images, services=services, tracing=tracing)
+    topology.start_order()  # rejects cycles early
+    _check_unique_ports(topology)
+    return topology
+
+
+def _check_unique_ports(topology: Topology) -> None:
+    seen: dict[int, str] = {}
+    for service in topology.services.values():
+        for port_name, port in service.ports.items():
+            owner = seen.setdefault(port, f"{service.name}.{port_name}")
+            if owner != f"{service.name}.{port_name}":
+                raise TopologyError(f"port {port} used by both {owner} and {service.name}")
+
+
+def load(path: Path = TOPOLOGY_FILE) -> Topology:
+    return parse(yaml.safe_load(path.read_text()))

@@ -1,0 +1,136 @@
+"""Rendered deployments: committed files in sync, compose properties, supervisord config."""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy.render import (
+    COMPOSE_FILE,
+    render_compose,
+    render_supervisor,
+    rendered_files,
+    service_argv,
+)
+from deploy.topology import REPO_ROOT, Placement, load
+
+
+def test_committed_compose_file_and_dockerfiles_match_the_renderer():
+    for path, text in rendered_files(load()).items():
+        assert path.read_text() == text, f"{path} is stale: run `python -m deploy.render`"
+
+
+def test_compose_services_are_healthchecked_restarted_and_published_on_loopback_only():
+    document = yaml.safe_load(render_compose(load()))
+    for name, service in document["services"].items():
+        assert service["restart"] == "unless-stopped", name
+        assert service["healthcheck"]["test"][0] == "CMD", name
+        for mapping in service.get("ports", []):
+            assert mapping.startswith("127.0.0.1:"), mapping
+        for dependency in service.get("depends_on", {}).values():
+            assert dependency == {"condition": "service_healthy"}
+
+
+def test_compose_redis_is_append_only_and_stateful_services_have_named_volumes():
+    topology = load()
+    document = yaml.safe_load(render_compose(topology))
+    assert "--appendonly" in document["services"]["redis"]["command"]
+    for service in topology.services.values():
+        if service.stateful:
+            volume = f"{service.name}-data"
+            assert volume in document["volumes"]
+            assert document["services"][service.name]["volumes"] == [f"{volume}:/data"]
+
+
+def test_compose_addresses_use_service_names():
+    command = yaml.safe_load(render_compose(load()))["services"]["broker-a"]["command"]
+    assert command[command.index("--namesrv-addrs") + 1] == "namesrv-1:9876;namesrv-2:9877"
+    assert command[command.index("--advertised-host") + 1] == "broker-a"
+    assert command[command.index("--otlp-endpoint") + 1] == "trace-collector:4317"
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_docker_compose_accepts_the_file_and_the_port_overrides():
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "TIDEMQ_GATEWAY_HTTP_PORT": "18123"}
+    check = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE_FILE), "config"],
+        capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    port = yaml.safe_load(check.stdout)["services"]["gateway-http"]["ports"][0]
+    if isinstance(port, str):  # docker-compose 1.x keeps the short syntax
+        assert port.startswith("127.0.0.1:18123:8080")
+    else:
+        assert (str(port["published"]), port["host_ip"]) == ("18123", "127.0.0.1")
+
+
+def test_supervisor_config_runs_every_service_with_autorestart(tmp_path: Path):
+    topology = load()
+    text = render_supervisor(
+        topology, Placement(port_offset=500), run_dir=tmp_path / "run", data_dir=tmp_path
+    )
+    config = configparser.RawConfigParser()
+    config.read_string(text)
+    programs = {s.split(":", 1)[1] for s in config.sections() if s.startswith("program:")}
+    assert programs == set(topology.services)
+    for name in programs:
+        section = config[f"program:{name}"]
+        assert section["autorestart"] == "true"
+        assert section["stopasgroup"] == "true"
+        assert str(tmp_path / name) in section["command"]
+    assert "--port 11421" in config["program:broker-b"]["command"]  # 10921 + 500
+    assert "'127.0.0.1:10376;127.0.0.1:10377'" in config["program:broker-b"]["command"]
+
+
+def test_priorities_follow_dependencies(tmp_path: Path):
+    topology = load()
+    config = configparser.RawConfigParser()
+    config.read_string(
+        render_supervisor(topology, Placement(), run_dir=tmp_path, data_dir=tmp_path)
+    )
+    priority = {n: int(config[f"program:{n}"]["priority"]) for n in topology.services}
+    for service in topology.services.values():
+        for dependency in service.depends_on:
+            assert priority[dependency] < priority[service.name]
+
+
+def test_every_tidemq_service_gets_the_common_flags():
+    topology = load()
+    for service in topology.services.values():
+        if service.is_redis:
+            continue
+        argv = service_argv(service, topology, Placement(), data_dir="/d")
+        for flag in ("--host", "--port", "--metrics-port", "--advertised-host", "--data-dir"):
+            assert flag in argv, (service.name, flag)
+
+
+def _workspace_deps(member: str) -> set[str]:
+    project = tomllib.loads((REPO_ROOT / member / "pyproject.toml").read_text())["project"]
+    return {d.split(">")[0].split("[")[0].strip() for d in project.get("dependencies", [])}
+
+
+def test_each_image_installs_every_workspace_member_its_package_needs():
+    root = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    members = {}  # package name -> member folder
+    for folder in ("shared", "sdk", "config-center", "gateway", *(
+        f"services/{p.name}" for p in (REPO_ROOT / "services").iterdir() if p.is_dir()
+    )):
+        members[tomllib.loads((REPO_ROOT / folder / "pyproject.toml").read_text())[
+            "project"]["name"]] = folder
+    assert set(root["tool"]["uv"]["sources"]) <= set(members)
+    for image in load().images.values():
+        if image.package is None:
+            continue
+        needed, queue = set(), [members[image.package]]
+        while queue:
+            folder = queue.pop()
+            needed.add(folder)
+            queue += [members[d] for d in _workspace_deps(folder) if d in members
+                      and members[d] not in needed]  # fmt: skip
+        assert needed == set(image.members), image.name

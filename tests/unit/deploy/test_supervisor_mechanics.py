@@ -1,0 +1,59 @@
+"""supervisord mechanics with a real process (Redis only, so this runs without the services):
+tiered start waits for health, kill -9 is answered by a restart, down stops everything."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from deploy.health import probe
+from deploy.local import LocalDeployment, free_port_offset, process_alive
+from deploy.topology import parse
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+
+REDIS_ONLY = {
+    "images": {"redis": {"dockerfile_dir": "deploy/redis"}},
+    "services": {
+        "redis": {"image": "redis", "ports": {"redis": 6379}, "health": {"kind": "redis"}},
+    },
+}
+
+
+def _wait_for(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def test_up_restart_after_kill_and_down(tmp_path):
+    topology = parse(REDIS_ONLY)
+    deployment = LocalDeployment(
+        data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
+    )
+    try:
+        deployment.up(timeout=30, progress=lambda line: None)
+        redis = topology.services["redis"]
+        assert probe(redis, deployment.placement)[0]
+        first_pid = deployment.pid("redis")
+        assert first_pid
+
+        os.kill(first_pid, signal.SIGKILL)
+        new_pid = _wait_for(lambda: (p := deployment.pid("redis")) and p != first_pid and p)
+        _wait_for(lambda: probe(redis, deployment.placement)[0])
+        assert new_pid != first_pid
+        assert (tmp_path / "redis" / "appendonlydir").exists()
+    finally:
+        supervisord = deployment.supervisord_pid()
+        assert deployment.down()
+    assert supervisord is not None and not process_alive(supervisord)
+    assert not probe(topology.services["redis"], deployment.placement)[0]
+
