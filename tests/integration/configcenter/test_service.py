@@ -1,0 +1,81 @@
+"""ConfigService over real gRPC: KV, CAS, history, scopes, and errors with precise codes."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.client.config import ConfigClient
+from tidemq.common import errors
+
+
+def test_put_get_range_delete(client):
+    first = client.put("/tidemq/topics/orders", {"name": "orders", "queues": 8, "perm": 6,
+                                                 "order": False})
+    client.put("/tidemq/topics/audit", {"name": "audit", "queues": 2, "perm": 6, "order": True})
+    assert client.get("/tidemq/topics/orders").json()["queues"] == 8
+    listed = client.range("/tidemq/topics/")
+    assert [kv.key for kv in listed.kvs] == ["/tidemq/topics/audit", "/tidemq/topics/orders"]
+    assert listed.revision == first.revision + 1
+    assert client.range("/tidemq/topics/", revision=first.revision).kvs[0].key.endswith("orders")
+    deleted = client.delete("/tidemq/topics/audit")
+    assert deleted.deleted and client.get("/tidemq/topics/audit") is None
+
+
+def test_compare_and_set_and_conditional_delete(client):
+    created = client.put("/cas", "1", expected_revision=0)
+    assert created.succeeded
+    lost = client.put("/cas", "2", expected_revision=0)
+    assert (lost.succeeded, lost.current_mod_revision) == (False, created.revision)
+    assert not client.delete("/cas", expected_revision=created.revision + 1).succeeded
+    assert client.update("/cas", lambda kv: str(int(kv.text) + 1)).succeeded
+    assert client.get("/cas").text == "2"
+
+
+def test_history_and_rollback(client):
+    v1 = client.put("/tidemq/config/cluster/c1/flush", "async")
+    client.put("/tidemq/config/cluster/c1/flush", "sync")
+    assert [e.kv.text for e in client.history("/tidemq/config/cluster/c1/flush")] == [
+        "async", "sync"]
+    client.rollback("/tidemq/config/cluster/c1/flush", v1.revision)
+    assert client.get("/tidemq/config/cluster/c1/flush").text == "async"
+
+
+def test_effective_config_takes_the_most_specific_scope(client):
+    client.put("/tidemq/config/cluster/c1/flush_policy", "async")
+    client.put("/tidemq/config/cluster/c1/retention_hours", "72")
+    client.put("/tidemq/config/group/g1/flush_policy", "sync")
+    client.put("/tidemq/config/broker/b1/retention_hours", "24")
+    client.put("/tidemq/config/broker/b2/retention_hours", "1")
+    effective = client.effective_config(cluster="c1", broker_group="g1", broker="b1")
+    assert {n: (s.value, s.scope) for n, s in effective.settings.items()} == {
+        "flush_policy": ("sync", "broker_group"), "retention_hours": ("24", "broker")}
+    assert effective.settings["retention_hours"].source_key == "/tidemq/config/broker/b1/retention_hours"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "code"),
+    [
+        (lambda c: c.put("", "x"), errors.InvalidArgument, "INVALID_ARGUMENT"),
+        (lambda c: c.get("/" + "k" * 2000), errors.InvalidArgument, "INVALID_ARGUMENT"),
+        (lambda c: c.put("/big", b"x" * (1024 * 1024 + 1)), errors.PayloadTooLarge,
+         "MESSAGE_TOO_LARGE"),
+        (lambda c: c.put("/k", "x", expected_revision=-2), errors.InvalidArgument,
+         "INVALID_ARGUMENT"),
+        (lambda c: c.range("/k", revision=10**6), errors.InvalidArgument, "INVALID_ARGUMENT"),
+        (lambda c: c.put("/k", "x", lease=987654), errors.NotFound, "LEASE_NOT_FOUND"),
+        (lambda c: c.lease_grant(0), errors.InvalidArgument, "INVALID_ARGUMENT"),
+        (lambda c: c.effective_config(), errors.InvalidArgument, "INVALID_ARGUMENT"),
+    ],
+)
+def test_bad_input_gets_a_precise_error(client, call, error, code):
+    with pytest.raises(error) as info:
+        call(client)
+    assert info.value.code == code
+    assert client.range("").revision == 0  # nothing was written
+
+
+def test_several_instances_share_one_store(start_config_center, config_center):
+    other = start_config_center()
+    with ConfigClient(config_center.addr) as a, ConfigClient(other.addr) as b:
+        written = a.put("/shared", "from a")
+        assert b.get("/shared").mod_revision == written.revision
+        assert b.put("/shared", "from b").revision == written.revision + 1
