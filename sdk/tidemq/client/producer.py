@@ -1,0 +1,314 @@
+"""The producer (SPEC §2): sync, batch, async and oneway sends with retries and fault avoidance.
+
+A message becomes a CommitLog-layout record here (tidemq.common.record), so the broker only
+stamps and appends bytes. Each attempt targets the master of one queue's broker group; a
+transport failure marks that group not-available (latency fault avoidance), refreshes the
+route and retries on another group, all inside one overall send timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from opentelemetry import trace
+from tidemq.client import compression
+from tidemq.client.brokers import BrokerClients
+from tidemq.client.fault import LatencyFaultTolerance
+from tidemq.client.message import MAX_MESSAGE_SIZE, Message, MessageQueue, SendResult, SendStatus
+from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
+from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker
+from tidemq.common import errors, record
+from tidemq.common.logs import get_logger
+from tidemq.common.rpc import BreakerSettings
+from tidemq.common.tracing import MESSAGING_SYSTEM, get_tracer, inject_context
+from tidemq.v1 import broker_pb2
+
+log = get_logger(__name__)
+_tracer = get_tracer("tidemq.client")
+
+# Transport-level failures: the message may not have been stored, another broker may take it.
+RETRIABLE = (errors.ServiceUnavailable, errors.DeadlineExceeded)
+
+
+class Producer:
+    """Send messages to a topic.
+
+    >>> from tidemq.client import Producer, Message
+    >>> with Producer("127.0.0.1:9876") as producer:                  # doctest: +SKIP
+    ...     result = producer.send(Message("orders", b"hello", tags="new", keys=["o-1"]))
+    ...     print(result.status, result.broker_name, result.queue_id, result.queue_offset)
+    """
+
+    def __init__(
+        self,
+        namesrv_addrs: str | Sequence[str],
+        *,
+        producer_group: str = "DEFAULT_PRODUCER",
+        send_timeout: float = 3.0,
+        retries: int = 2,
+        compress_threshold: int = 4096,
+        compression: str = compression.ZSTD,
+        fault_avoidance: bool = True,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        breaker: BreakerSettings | None = None,
+        async_workers: int = 4,
+        route_refresh_s: float = 30.0,
+        client_host: str = "",
+    ) -> None:
+        if retries < 0 or send_timeout <= 0:
+            raise errors.InvalidArgument("retries must be >= 0 and send_timeout > 0")
+        self.producer_group = producer_group
+        self.send_timeout = send_timeout
+        self.retries = retries
+        self.compress_threshold = compress_threshold
+        self.compression = compression_codec = compression
+        self.max_message_size = max_message_size
+        _check(compression_codec)
+        self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=send_timeout,
+                                                  breaker=breaker),
+                                 refresh_interval=route_refresh_s)
+        self.brokers = BrokerClients(timeout=send_timeout, breaker=breaker)
+        self.faults = LatencyFaultTolerance() if fault_avoidance else None
+        self._master_addrs: dict[str, str] = {}
+        self._picker = RoundRobinPicker(self.faults, self._is_broker_open)
+        self._born_host = record.pack_host(client_host or _local_ip(), 0)
+        self._async_workers = async_workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- public API --------------------------------------------------------------------
+
+    def send(self, message: Message, *, selector: MessageQueueSelector | None = None,
+             arg: Any = None, timeout: float | None = None) -> SendResult:
+        """Send one message; with `selector`, the queue it picks from `arg` (ordered sends)."""
+        choose = None
+        if selector is not None:
+            def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
+                return selector.select(route.write_queues(), message, arg)
+        return self._send(message.topic, [message], choose, timeout)[0]
+
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   timeout: float | None = None) -> list[SendResult]:
+        """Send several messages of one topic to one queue in one call: all stored or none."""
+        topic = _one_topic(messages)
+        choose = None
+        if queue is not None:
+            def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
+                return queue
+        return self._send(topic, messages, choose, timeout)
+
+    def send_many(self, messages: Sequence[Message], *,
+                  timeout: float | None = None) -> list[SendResult]:
+        """Spread messages of one topic round-robin over queues, one batch send per queue.
+
+        Results are in input order. Batches already stored stay stored if a later batch
+        fails (at-least-once; the error is raised).
+        """
+        topic = _one_topic(messages)
+        for message in messages:
+            message.validate(self.max_message_size)
+        route = self.routes.get(topic)
+        self._remember(route)
+        queues = route.write_queues()
+        groups: dict[MessageQueue, list[int]] = {}
+        for index in range(len(messages)):
+            groups.setdefault(self._picker.pick(queues), []).append(index)
+        results: list[SendResult | None] = [None] * len(messages)
+        deadline = time.monotonic() + (timeout or self.send_timeout)
+        for mq, indexes in groups.items():
+            def choose(route: TopicRoute, last_failed: str, preferred=mq) -> MessageQueue:
+                if not last_failed and not self._is_broker_open(preferred.broker_name):
+                    return preferred
+                return self._picker.pick(route.write_queues(), last_failed)
+            batch = [messages[i] for i in indexes]
+            remaining = max(deadline - time.monotonic(), 0.001)
+            for index, result in zip(indexes, self._send(topic, batch, choose, remaining),
+                                     strict=True):
+                results[index] = result
+        return results  # type: ignore[return-value]
+
+    def send_async(self, message: Message, callback: Callable[[Future], None] | None = None,
+                   **kwargs: Any) -> Future:
+        """Send in the background; the Future resolves to a SendResult or the error."""
+        future = self._pool().submit(self.send, message, **kwargs)
+        if callback is not None:
+            future.add_done_callback(callback)
+        return future
+
+    def send_oneway(self, message: Message) -> None:
+        """Fire and forget: one attempt, no result, failures only logged."""
+        def attempt() -> None:
+            try:
+                self._send(message.topic, [message], None, self.send_timeout, retries=0)
+            except errors.TideMQError as exc:
+                log.debug("oneway send failed", topic=message.topic, error=str(exc))
+        self._pool().submit(attempt)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._closed:
+            raise errors.PreconditionFailed("the producer is closed")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._async_workers, "tidemq-producer")
+        return self._executor
+
+    def _is_broker_open(self, broker_name: str) -> bool:
+        return BrokerClients.is_open(self._master_addrs.get(broker_name, ""))
+
+    def _remember(self, route: TopicRoute) -> None:
+        for name, group in route.brokers.items():
+            if group.master_addr:
+                self._master_addrs[name] = group.master_addr
+
+    def _encode(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
+        trace_carrier = inject_context()
+        extra = {}
+        if trace_carrier.get("traceparent"):
+            extra[record.PROP_TRACE_CONTEXT] = trace_carrier["traceparent"]
+        chunks, unique_ids = [], []
+        born = int(time.time() * 1000)
+        for message in messages:
+            message.validate(self.max_message_size)
+            body, sys_flag, props = bytes(message.body), 0, extra
+            if self.compression != compression.NONE and len(body) > self.compress_threshold:
+                body = compression.compress(body, self.compression)
+                sys_flag |= record.SYS_FLAG_COMPRESSED
+                props = {**extra, record.PROP_COMPRESSION: self.compression}
+            outgoing = record.OutgoingMessage(message.topic, body, message.tags,
+                                              tuple(message.keys), message.properties)
+            try:
+                raw, unique_id = record.encode_message(
+                    outgoing, born_host=self._born_host, born_timestamp=born,
+                    sys_flag=sys_flag, extra_properties=props,
+                )
+            except (record.RecordFormatError, ValueError) as exc:
+                raise errors.InvalidArgument(str(exc), code="INVALID_MESSAGE") from None
+            chunks.append(raw)
+            unique_ids.append(unique_id)
+        return b"".join(chunks), unique_ids
+
+    def _send(self, topic: str, messages: Sequence[Message],
+              choose: Callable[[TopicRoute, str], MessageQueue] | None,
+              timeout: float | None, retries: int | None = None) -> list[SendResult]:
+        if not messages:
+            raise errors.InvalidArgument("nothing to send: the batch is empty")
+        deadline = time.monotonic() + (timeout or self.send_timeout)
+        attributes = {
+            "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": topic,
+            "messaging.operation": "publish", "messaging.batch.message_count": len(messages),
+        }
+        with _tracer.start_as_current_span(f"{topic} publish", kind=trace.SpanKind.PRODUCER,
+                                           attributes=attributes) as span:
+            records, unique_ids = self._encode(messages)
+            results = self._send_records(topic, records, unique_ids, choose, deadline,
+                                         self.retries if retries is None else retries)
+            if len(results) == 1:
+                span.set_attribute("messaging.message.id", results[0].unique_id)
+            span.set_attribute("messaging.destination.partition.id", str(results[0].queue_id))
+            return results
+
+    def _send_records(self, topic: str, records: bytes, unique_ids: list[str],
+                      choose: Callable[[TopicRoute, str], MessageQueue] | None,
+                      deadline: float, retries: int) -> list[SendResult]:
+        last_failed = ""
+        last_error: errors.TideMQError | None = None
+        for attempt in range(1 + retries):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            route = self.routes.get(topic)
+            self._remember(route)
+            mq = (choose(route, last_failed) if choose
+                  else self._picker.pick(route.write_queues(), last_failed))
+            started = time.monotonic()
+            try:
+                addr = route.master_addr(mq.broker_name)
+                response = self.brokers.get(addr).call(
+                    "Send",
+                    broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id, records=records,
+                                           record_count=len(unique_ids)),
+                    timeout=remaining,
+                )
+            except RETRIABLE as exc:
+                last_error, last_failed = exc, mq.broker_name
+                if self.faults is not None:
+                    self.faults.update(mq.broker_name, 0, failed=True)
+                log.info("send attempt failed", topic=topic, queue=str(mq), attempt=attempt + 1,
+                         error=str(exc))
+                self._refresh_quietly(topic)
+                continue
+            except errors.TopicNotExist:
+                self.routes.invalidate(topic)
+                raise
+            if self.faults is not None:
+                self.faults.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            return _results(response, mq, unique_ids)
+        if last_error is None:
+            raise errors.DeadlineExceeded(
+                f"send to {topic!r} did not complete within {self.send_timeout:g} s"
+            )
+        raise type(last_error)(
+            f"send to {topic!r} failed after {attempt + 1} attempt(s): {last_error.message}",
+            code=last_error.code,
+        )
+
+    def _refresh_quietly(self, topic: str) -> None:
+        try:
+            self._remember(self.routes.refresh(topic))
+        except errors.TideMQError as exc:
+            log.debug("route refresh failed", topic=topic, error=str(exc))
+
+
+def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
+             unique_ids: list[str]) -> list[SendResult]:
+    status = SendStatus(response.status)
+    physical = list(response.physical_offsets)
+    store_host = bytes(response.store_host) or b"\0" * 8
+    broker_name = response.broker_name or mq.broker_name
+    return [
+        SendResult(
+            status=status,
+            msg_id=record.offset_msg_id(store_host, physical[i]) if i < len(physical) else "",
+            unique_id=unique_id,
+            broker_name=broker_name,
+            queue_id=response.queue_id if response.broker_name else mq.queue_id,
+            queue_offset=response.first_queue_offset + i,
+        )
+        for i, unique_id in enumerate(unique_ids)
+    ]
+
+
+def _one_topic(messages: Sequence[Message]) -> str:
+    if not messages:
+        raise errors.InvalidArgument("nothing to send: the batch is empty")
+    topics = {m.topic for m in messages}
+    if len(topics) != 1:
+        raise errors.InvalidArgument(f"a batch must hold one topic, got {sorted(topics)}")
+    return messages[0].topic
+
+
+def _check(codec: str) -> None:
+    compression.check_codec(codec)
+
+
+def _local_ip() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
