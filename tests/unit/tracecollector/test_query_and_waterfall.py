@@ -11,6 +11,7 @@ from tidemq.tracecollector.query import (
     parse_limit,
     parse_since,
     service_colour,
+    service_colours,
 )
 from tidemq.tracecollector.waterfall import build_waterfall
 
@@ -48,12 +49,17 @@ def test_parse_trace_id_normalises_and_rejects():
 
 
 def test_format_duration_picks_a_readable_unit():
+    assert format_duration(0) == "0"
     assert [format_duration(n) for n in (12, 1_500, 2_340_000, 3_000_000_000)] == [
         "12 ns", "1.5 µs", "2.34 ms", "3 s"]
 
 
-def test_service_colour_is_stable_per_name():
-    assert service_colour("broker") == service_colour("broker")
+def test_service_colours_are_distinct_for_ten_services_and_stable():
+    names = [f"svc-{i}" for i in range(10)]
+    colours = service_colours(list(reversed(names)))
+    assert sorted(colours.values()) == list(range(10))
+    assert service_colour("svc-3", colours) == colours["svc-3"]
+    assert service_colour("new", colours) == service_colour("new")  # hash fallback
     assert 0 <= service_colour("gateway") < 10
 
 

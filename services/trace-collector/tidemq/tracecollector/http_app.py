@@ -43,8 +43,12 @@ def create_app(store: SpanStore) -> Flask:
     app.jinja_env.globals.update(
         format_duration=query.format_duration,
         format_time=query.format_time,
-        service_colour=query.service_colour,
     )
+
+    @app.context_processor
+    def palette():
+        colours = query.service_colours(store.services())
+        return {"service_colour": lambda name: query.service_colour(name, colours)}
 
     @app.errorhandler(TideMQError)
     def tidemq_error(exc: TideMQError):

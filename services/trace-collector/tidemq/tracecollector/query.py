@@ -52,6 +52,8 @@ def parse_since(text: str | None, now_ns: int) -> int:
 
 
 def format_duration(ns: int) -> str:
+    if ns == 0:
+        return "0"
     if ns < 1_000:
         return f"{ns} ns"
     if ns < 1_000_000:
@@ -66,6 +68,14 @@ def format_time(ns: int) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
 
 
-def service_colour(service: str) -> int:
-    """Stable palette slot for a service, so it has the same colour on every page."""
+def service_colours(all_services: list[str]) -> dict[str, int]:
+    """Palette slot per service: distinct for the first ten services, the same on every page
+    (slots follow the sorted list of all known services, not the services of one trace)."""
+    return {name: index % SERVICE_PALETTE_SIZE for index, name in enumerate(sorted(all_services))}
+
+
+def service_colour(service: str, colours: dict[str, int] | None = None) -> int:
+    """Slot from `colours`, else a stable hash (for services the map does not know yet)."""
+    if colours and service in colours:
+        return colours[service]
     return zlib.crc32(service.encode()) % SERVICE_PALETTE_SIZE
