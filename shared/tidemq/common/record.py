@@ -306,11 +306,15 @@ def decode(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: boo
     props_len = _U16.unpack_from(view, topic_end)[0]
     if topic_end + 2 + props_len != end:
         raise RecordFormatError(f"field lengths do not add up to total_size at {pos}")
+    try:
+        topic = bytes(view[body_end + 1:topic_end]).decode()
+        properties = decode_properties(view[topic_end + 2:end])
+    except UnicodeDecodeError as exc:
+        raise RecordFormatError(f"topic or properties are not UTF-8 at {pos}") from exc
     return Record(
         total, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, born_host,
         store_ts, store_host, reconsume, prepared, view[pos + HEADER_SIZE:body_end],
-        bytes(view[body_end + 1:topic_end]).decode(),
-        decode_properties(view[topic_end + 2:end]),
+        topic, properties,
     )
 
 

@@ -1,0 +1,26 @@
+"""The broker's message store (SPEC §3): CommitLog, consume queues, index, flush, recovery.
+
+Domain code only (no gRPC, no Flask); the broker service adapts it to the wire.
+"""
+
+from .config import (
+    AppendResult,
+    AppendStatus,
+    FlushMode,
+    GetResult,
+    GetStatus,
+    InvalidBatch,
+    MessageNotFound,
+    MessageTooLarge,
+    StoreClosed,
+    StoreConfig,
+    StoreError,
+)
+from .metadata import MetadataFile
+from .store import MessageStore, StartupReport
+
+__all__ = [
+    "AppendResult", "AppendStatus", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
+    "MessageNotFound", "MessageStore", "MessageTooLarge", "MetadataFile", "StartupReport",
+    "StoreClosed", "StoreConfig", "StoreError",
+]

@@ -1,0 +1,117 @@
+"""Store configuration, result types and errors: the vocabulary the broker service speaks.
+
+Every configuration key lives here with its default and unit (SPEC §3 reference values).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidemq.common import record
+
+MIN_SEGMENT_SIZE = 64 * 1024
+CQ_UNIT_SIZE = 20  # commitlog_offset 8 | size 4 | tag_hash 8 (SPEC §3)
+
+
+class FlushMode(enum.Enum):
+    ASYNC = "ASYNC_FLUSH"
+    SYNC = "SYNC_FLUSH"
+
+
+@dataclass
+class StoreConfig:
+    data_dir: Path
+    segment_size: int = 1 << 30               # bytes per CommitLog segment file
+    flush_mode: FlushMode = FlushMode.ASYNC
+    flush_interval_ms: int = 500              # ASYNC: flush at least this often
+    flush_least_pages: int = 4                # ASYNC: ...or as soon as this many 4 KiB pages are dirty
+    full_flush_interval_ms: int = 10_000      # ASYNC: flush whatever is dirty at least this often
+    sync_flush_timeout_ms: int = 5000         # SYNC: an append waits this long for its fsync
+    checkpoint_interval_ms: int = 1000        # CQ/index flush + checkpoint write period
+    consume_queue_units_per_file: int = 300_000
+    index_slots: int = 5_000_000
+    index_entries: int = 20_000_000
+    retention_hours: float = 72.0             # delete CommitLog segments finished before this age
+    delete_when_hour: int | None = 4          # local hour for age-based deletion; None = any time
+    disk_max_used_ratio: float = 0.75         # above this disk use, delete oldest segments now
+    retention_check_interval_ms: int = 10_000
+    max_message_size: int = record.DEFAULT_MAX_MESSAGE_SIZE
+    normal_recovery_segments: int = 3         # clean start: CRC-check this many last segments
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        self.flush_mode = FlushMode(self.flush_mode)
+        if self.segment_size < MIN_SEGMENT_SIZE:
+            raise ValueError(f"segment_size must be at least {MIN_SEGMENT_SIZE} bytes")
+        if self.max_message_size > self.segment_size - 8:
+            self.max_message_size = self.segment_size - 8
+        if self.consume_queue_units_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
+            raise ValueError("consume queue units, index slots and index entries must be positive")
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return self.data_dir / "commitlog"
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.data_dir / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+
+class AppendStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    status: AppendStatus
+    first_queue_offset: int
+    physical_offsets: list[int]
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    status: GetStatus
+    records: bytes
+    record_count: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class StoreError(Exception):
+    """Base of store errors; `code` is the SPEC error name the transport maps to a status."""
+
+    code = "INTERNAL_ERROR"
+
+
+class InvalidBatch(StoreError):
+    code = "INVALID_ARGUMENT"
+
+
+class MessageTooLarge(StoreError):
+    code = "MESSAGE_TOO_LARGE"
+
+
+class MessageNotFound(StoreError):
+    code = "NOT_FOUND"
+
+
+class StoreClosed(StoreError):
+    code = "SERVICE_UNAVAILABLE"

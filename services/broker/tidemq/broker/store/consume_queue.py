@@ -1,0 +1,213 @@
+"""ConsumeQueue: per (topic, queue) index of fixed 20-byte units into the CommitLog.
+
+Unit i (queue offset i) lives at byte i*20 of the logical queue, split over fixed-size files
+named by their first byte position (RocketMQ's layout). Units are written by position, so
+dispatching the same record twice is harmless, which is what makes rebuilding safe.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+from .config import CQ_UNIT_SIZE
+from .mapped_file import MappedFile
+from .segment import parse_segment_name, segment_name
+
+UNIT = struct.Struct(">qiq")  # commitlog_offset 8 | size 4 | tag_hash 8
+assert UNIT.size == CQ_UNIT_SIZE
+_EMPTY_UNIT = bytes(CQ_UNIT_SIZE)
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, units_per_file: int) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.queue_id = queue_id
+        self.units_per_file = units_per_file
+        self.file_size = units_per_file * CQ_UNIT_SIZE
+        self.files: list[MappedFile] = []   # replaced, never mutated
+        self._max = 0   # next queue offset to be written
+        self._min = 0
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        starts = sorted(
+            start for path in self.directory.iterdir()
+            if (start := parse_segment_name(path.name)) is not None
+        )
+        self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
+        if not self.files:
+            return
+        self._min = self._first_unit(self.files[0])
+        last = self.files[-1]
+        # Units are written in order, so the written ones are a prefix of the last file.
+        low, high = 0, self.units_per_file
+        while low < high:
+            mid = (low + high) // 2
+            if UNIT.unpack_from(last.mm, mid * CQ_UNIT_SIZE)[1] > 0:
+                low = mid + 1
+            else:
+                high = mid
+        self._max = self._first_unit(last) + low
+
+    def _first_unit(self, unit_file: MappedFile) -> int:
+        return int(unit_file.path.name) // CQ_UNIT_SIZE
+
+    def close(self) -> None:
+        for unit_file in self.files:
+            unit_file.close()
+
+    # -- offsets ---------------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        return self._max
+
+    @property
+    def min_offset(self) -> int:
+        return self._min
+
+    # -- write -----------------------------------------------------------------------------
+    def put(self, queue_offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
+        unit_file = self._file_for(queue_offset, create=True)
+        UNIT.pack_into(
+            unit_file.mm, (queue_offset % self.units_per_file) * CQ_UNIT_SIZE,
+            physical_offset, size, tag_hash,
+        )
+        unit_file.dirty = True
+        if queue_offset >= self._max:
+            self._max = queue_offset + 1
+
+    def _file_for(self, queue_offset: int, *, create: bool = False) -> MappedFile | None:
+        start = (queue_offset - queue_offset % self.units_per_file) * CQ_UNIT_SIZE
+        files = self.files
+        if files:
+            index = (start - int(files[0].path.name)) // self.file_size
+            if 0 <= index < len(files):
+                return files[index]
+        if not create:
+            return None
+        with self._lock:
+            unit_file = MappedFile(self.directory / segment_name(start), self.file_size)
+            self.files = sorted([*self.files, unit_file], key=lambda f: f.path.name)
+            if len(self.files) == 1:
+                self._min = queue_offset
+        return unit_file
+
+    def truncate_beyond(self, commitlog_end: int) -> int:
+        """Drop trailing units pointing past the end of the recovered CommitLog; returns count."""
+        dropped = 0
+        while self._max > self._min:
+            unit = self.read_units(self._max - 1, 1)
+            if unit and unit[0][0] + unit[0][1] <= commitlog_end:
+                break
+            unit_file = self._file_for(self._max - 1)
+            if unit_file is not None:
+                position = ((self._max - 1) % self.units_per_file) * CQ_UNIT_SIZE
+                unit_file.mm[position:position + CQ_UNIT_SIZE] = _EMPTY_UNIT
+                unit_file.dirty = True
+            self._max -= 1
+            dropped += 1
+        return dropped
+
+    # -- read ------------------------------------------------------------------------------
+    def read_raw(self, queue_offset: int, max_units: int) -> bytes:
+        """Units from `queue_offset`, at most to the end of its file (never past max)."""
+        unit_file = self._file_for(queue_offset)
+        if unit_file is None:
+            return b""
+        count = min(max_units, self._max - queue_offset,
+                    self.units_per_file - queue_offset % self.units_per_file)
+        if count <= 0:
+            return b""
+        position = (queue_offset % self.units_per_file) * CQ_UNIT_SIZE
+        try:
+            return unit_file.mm[position:position + count * CQ_UNIT_SIZE]
+        except ValueError:  # deleted by retention meanwhile
+            return b""
+
+    def read_units(self, queue_offset: int, max_units: int) -> list[tuple[int, int, int]]:
+        return list(UNIT.iter_unpack(self.read_raw(queue_offset, max_units)))
+
+    def physical_offset_of(self, queue_offset: int) -> int | None:
+        units = self.read_raw(queue_offset, 1)
+        return UNIT.unpack(units)[0] if units else None
+
+    # -- maintenance -----------------------------------------------------------------------
+    def flush(self) -> None:
+        for unit_file in self.files:
+            unit_file.sync()
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Retention: forget files wholly below the CommitLog and skip units pointing there."""
+        while len(self.files) > 1:
+            first = self.files[0]
+            last_unit = UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
+            if last_unit[0] + last_unit[1] > commitlog_min:
+                break
+            with self._lock:
+                self.files = self.files[1:]
+            first.delete()
+        if not self.files:
+            return
+        low = max(self._min, self._first_unit(self.files[0]))
+        high = self._max
+        while low < high:  # first unit whose record is still in the CommitLog
+            mid = (low + high) // 2
+            physical = self.physical_offset_of(mid)
+            if physical is not None and physical >= commitlog_min:
+                high = mid
+            else:
+                low = mid + 1
+        self._min = low
+
+
+class ConsumeQueueTable:
+    """All consume queues of the store, by (topic, queue_id)."""
+
+    def __init__(self, directory: Path, units_per_file: int) -> None:
+        self.directory = directory
+        self.units_per_file = units_per_file
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(self.directory.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.is_dir() and queue_dir.name.isdigit():
+                    self.get_or_create(topic_dir.name, int(queue_dir.name))
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            with self._lock:
+                queue = self._queues.get((topic, queue_id))
+                if queue is None:
+                    queue = ConsumeQueue(self.directory / topic / str(queue_id), topic, queue_id,
+                                         self.units_per_file)
+                    queue.load()
+                    self._queues = {**self._queues, (topic, queue_id): queue}
+        return queue
+
+    def all(self) -> list[ConsumeQueue]:
+        return list(self._queues.values())
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        return {key: queue.max_offset for key, queue in self._queues.items()}
+
+    def flush(self) -> None:
+        for queue in self.all():
+            queue.flush()
+
+    def close(self) -> None:
+        for queue in self.all():
+            queue.close()

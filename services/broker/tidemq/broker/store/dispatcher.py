@@ -1,0 +1,175 @@
+"""Dispatcher ("reput"): turns CommitLog records into ConsumeQueue units and index entries.
+
+It reads the log from `reput_offset` in chunks, so the queues and the index are always a pure
+function of the log: after a crash the store rewinds `reput_offset` to the checkpoint and the
+same code rebuilds them.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable
+
+from tidemq.common import record
+from tidemq.common.logs import get_logger
+
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .index import IndexService
+
+log = get_logger(__name__)
+
+ArrivalListener = Callable[[str, int, int], None]
+_SIZE_MAGIC = struct.Struct(">iI")
+_CHUNK = 8 * 1024 * 1024
+_TAGS = b"TAGS\x01"
+_KEYS = b"KEYS\x01"
+_UNIQ = b"UNIQ_KEY\x01"
+
+
+def property_value(properties: bytes, needle: bytes) -> bytes | None:
+    """Value of the property whose `name\\x01` is `needle`, without decoding the others."""
+    at = properties.find(needle)
+    while at > 0 and properties[at - 1] != 2:
+        at = properties.find(needle, at + 1)
+    if at < 0:
+        return None
+    start = at + len(needle)
+    end = properties.find(b"\x02", start)
+    return properties[start:end if end >= 0 else len(properties)]
+
+
+class Dispatcher:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService,
+                 max_message_size: int) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.reput_offset = 0
+        self._chunk = max(_CHUNK, 2 * max_message_size)
+        self._listeners: list[ArrivalListener] = []
+        self._topics: dict[bytes, str] = {}
+        self._wakeup = threading.Event()
+        self._progress = threading.Condition()
+        self._dispatch_lock = threading.Lock()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def add_listener(self, listener: ArrivalListener) -> None:
+        self._listeners = [*self._listeners, listener]
+
+    # -- thread ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="store-dispatcher", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.dispatch_available()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wakeup.wait(1.0)  # the timeout is only a liveness backstop
+            self._wakeup.clear()
+            try:
+                self.dispatch_available()
+            except Exception:  # keep dispatching later records; the error is logged
+                log.exception("dispatch failed", reput_offset=self.reput_offset)
+
+    def wait_dispatched(self, timeout_s: float) -> bool:
+        target = self.commitlog.max_offset
+        deadline = time.monotonic() + timeout_s
+        with self._progress:
+            while self.reput_offset < target:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._wakeup.set()
+                self._progress.wait(remaining)
+        return True
+
+    # -- work ------------------------------------------------------------------------------
+    def dispatch_available(self) -> int:
+        """Dispatch everything appended so far; returns the number of records dispatched."""
+        dispatched = 0
+        with self._dispatch_lock:
+            while True:
+                advanced, records = self._dispatch_chunk()
+                dispatched += records
+                if not advanced:
+                    return dispatched
+
+    def _dispatch_chunk(self) -> tuple[bool, int]:
+        start, end = self.reput_offset, self.commitlog.max_offset
+        if start >= end:
+            return False, 0
+        if start < self.commitlog.min_offset:  # retention removed what we had not read
+            self._advance(self.commitlog.min_offset, {})
+            return True, 0
+        segment = self.commitlog.segment_for(start)
+        if segment is None:
+            return False, 0
+        chunk = self.commitlog.read(start, min(end, segment.end_offset, start + self._chunk) - start)
+        if chunk is None:
+            return False, 0
+        touched: dict[ConsumeQueue, None] = {}
+        pos, count, size = 0, 0, len(chunk)
+        header, topics, queues, index = record.HEADER, self._topics, self.queues, self.index
+        last_key, queue = None, None
+        while pos + 8 <= size:
+            total, magic = _SIZE_MAGIC.unpack_from(chunk, pos)
+            if magic == record.BLANK_MAGIC:
+                self._advance(segment.end_offset, touched)
+                return True, count
+            if magic != record.MESSAGE_MAGIC or total <= 0:
+                raise RuntimeError(f"no record at commitlog offset {start + pos}")
+            if pos + total > size:
+                break
+            (_, _, _, queue_id, _, queue_offset, physical, _, _, _, store_ts, _, _, _,
+             body_len) = header.unpack_from(chunk, pos)
+            topic_at = pos + record.HEADER_SIZE + body_len
+            topic_end = topic_at + 1 + chunk[topic_at]
+            topic_raw = chunk[topic_at + 1:topic_end]
+            props = chunk[topic_end + 2:pos + total]
+            if (topic_raw, queue_id) != last_key:
+                topic = topics.get(topic_raw)
+                if topic is None:
+                    topic = topics[topic_raw] = topic_raw.decode()
+                queue = queues.get_or_create(topic, queue_id)
+                touched[queue] = None
+                last_key = (topic_raw, queue_id)
+            tags = property_value(props, _TAGS)
+            queue.put(queue_offset, physical, total, zlib.crc32(tags) if tags else 0)
+            keys = []
+            uniq = property_value(props, _UNIQ)
+            if uniq:
+                keys.append(topic_raw + b"#" + uniq)
+            raw_keys = property_value(props, _KEYS)
+            if raw_keys:
+                keys.extend(topic_raw + b"#" + k for k in raw_keys.split(b" ") if k)
+            if keys:
+                index.put(keys, physical, store_ts)
+            pos += total
+            count += 1
+        self._advance(start + pos, touched)
+        return pos > 0, count
+
+    def _advance(self, offset: int, touched: dict[ConsumeQueue, None]) -> None:
+        with self._progress:
+            self.reput_offset = offset
+            self._progress.notify_all()
+        for queue in touched:
+            for listener in self._listeners:
+                try:
+                    listener(queue.topic, queue.queue_id, queue.max_offset)
+                except Exception:
+                    log.exception("arrival listener failed", topic=queue.topic)

@@ -1,0 +1,106 @@
+"""FlushService: when CommitLog pages reach the disk.
+
+ASYNC_FLUSH: a thread fsyncs every `flush_interval_ms` once `flush_least_pages` pages are dirty
+(or sooner, when an append crosses that threshold), and everything every full interval.
+SYNC_FLUSH with group commit: appenders register the offset they need durable and wait; one
+thread runs fsync after fsync, each covering every append made before it started, so many
+concurrent appenders share one fsync.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tidemq.common.logs import get_logger
+
+from .commitlog import CommitLog
+from .config import FlushMode, StoreConfig
+
+log = get_logger(__name__)
+PAGE_SIZE = 4096
+
+
+class FlushService:
+    def __init__(self, commitlog: CommitLog, config: StoreConfig) -> None:
+        self.commitlog = commitlog
+        self.sync = config.flush_mode is FlushMode.SYNC
+        self.interval_s = config.flush_interval_ms / 1000
+        self.full_interval_s = config.full_flush_interval_ms / 1000
+        self.least_bytes = max(1, config.flush_least_pages) * PAGE_SIZE
+        self.timeout_s = config.sync_flush_timeout_ms / 1000
+        self._wakeup = threading.Event()
+        self._requested = 0
+        self._request = threading.Condition()
+        self._done = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.fsyncs = 0
+
+    def start(self) -> None:
+        target = self._run_group_commit if self.sync else self._run_async
+        self._thread = threading.Thread(target=target, name="store-flush", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
+        with self._request:
+            self._request.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self.commitlog.flush()
+        with self._done:
+            self._done.notify_all()
+
+    def after_append(self, end_offset: int) -> bool:
+        """Called after an append; False if SYNC_FLUSH could not make it durable in time."""
+        if not self.sync:
+            if end_offset - self.commitlog.flushed_offset >= self.least_bytes:
+                self._wakeup.set()
+            return True
+        if self.commitlog.flushed_offset >= end_offset:
+            return True
+        with self._request:
+            if end_offset > self._requested:
+                self._requested = end_offset
+                self._request.notify()
+        deadline = time.monotonic() + self.timeout_s
+        with self._done:
+            while self.commitlog.flushed_offset < end_offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping and self._thread is None:
+                    return False
+                self._done.wait(remaining)
+        return True
+
+    def _run_group_commit(self) -> None:
+        while True:
+            with self._request:
+                while self._requested <= self.commitlog.flushed_offset and not self._stopping:
+                    self._request.wait()
+                if self._stopping:
+                    return
+            self._flush_and_announce()
+
+    def _flush_and_announce(self) -> None:
+        try:
+            self.commitlog.flush()
+            self.fsyncs += 1
+        except OSError:
+            log.exception("commitlog fsync failed")
+        with self._done:
+            self._done.notify_all()
+
+    def _run_async(self) -> None:
+        last_full = time.monotonic()
+        while not self._stopping:
+            self._wakeup.wait(self.interval_s)
+            self._wakeup.clear()
+            dirty = self.commitlog.max_offset - self.commitlog.flushed_offset
+            now = time.monotonic()
+            full_due = now - last_full >= self.full_interval_s
+            if dirty >= self.least_bytes or (full_due and dirty > 0):
+                self._flush_and_announce()
+            if full_due:
+                last_full = now

@@ -1,0 +1,150 @@
+"""IndexFile: hash index of `topic#key` → physical offset, for queries by key and unique id.
+
+Layout (SPEC §3): 40-byte header, then `slots` 4-byte slot heads, then `entries` 20-byte
+entries chained newest-first through `prev_index`. Entry 0 is the null entry, so a slot value
+of 0 means empty. Hashes collide by design: callers verify the records they get back.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import zlib
+from pathlib import Path
+
+from .mapped_file import MappedFile
+
+HEADER = struct.Struct(">qqqqii")  # begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count
+ENTRY = struct.Struct(">iqii")      # key_hash, phy_offset, time_diff_s, prev_index
+SLOT = struct.Struct(">i")
+HEADER_SIZE = HEADER.size
+assert HEADER_SIZE == 40 and ENTRY.size == 20
+
+
+def key_hash(key: bytes) -> int:
+    return zlib.crc32(key) & 0x7FFFFFFF
+
+
+class IndexFile:
+    def __init__(self, path: Path, slots: int, entries: int) -> None:
+        self.slots = slots
+        self.entries = entries
+        self.file = MappedFile(path, HEADER_SIZE + slots * 4 + entries * 20, preallocate=False)
+        mm = self.file.mm
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, slot_count,
+         self.count) = HEADER.unpack_from(mm, 0)
+        if self.count == 0:
+            self.count = 1
+        elif slot_count != slots:
+            raise ValueError(f"index file {path} has {slot_count} slots, configured {slots}")
+        self._entries_at = HEADER_SIZE + slots * 4
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.entries
+
+    def put(self, key: bytes, physical_offset: int, store_ts_ms: int) -> None:
+        mm = self.file.mm
+        hashed = key_hash(key)
+        slot_at = HEADER_SIZE + (hashed % self.slots) * 4
+        previous = SLOT.unpack_from(mm, slot_at)[0]
+        if not 0 <= previous < self.count:
+            previous = 0
+        if self.count == 1:
+            self.begin_ts, self.begin_phy = store_ts_ms, physical_offset
+        diff = max(0, (store_ts_ms - self.begin_ts) // 1000)
+        ENTRY.pack_into(mm, self._entries_at + self.count * 20, hashed, physical_offset,
+                        min(diff, 0x7FFFFFFF), previous)
+        SLOT.pack_into(mm, slot_at, self.count)
+        self.count += 1
+        self.end_ts = max(self.end_ts, store_ts_ms)
+        self.end_phy = physical_offset
+        HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                         self.slots, self.count)
+        self.file.dirty = True
+
+    def query(self, key: bytes, begin_ms: int, end_ms: int, limit: int) -> list[int]:
+        """Physical offsets of entries with this key hash stored within [begin_ms, end_ms]."""
+        mm = self.file.mm
+        hashed = key_hash(key)
+        index = SLOT.unpack_from(mm, HEADER_SIZE + (hashed % self.slots) * 4)[0]
+        found: list[int] = []
+        while 0 < index < self.count and len(found) < limit:
+            entry_hash, physical, diff_s, previous = ENTRY.unpack_from(
+                mm, self._entries_at + index * 20
+            )
+            approx = self.begin_ts + diff_s * 1000  # stored in whole seconds
+            if entry_hash == hashed and approx <= end_ms and approx + 999 >= begin_ms:
+                found.append(physical)
+            if previous >= index:  # chains only point backwards; anything else is damage
+                break
+            index = previous
+        return found
+
+
+class IndexService:
+    """The list of index files: append to the newest, roll when full, query newest first."""
+
+    def __init__(self, directory: Path, slots: int, entries: int) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.entries = entries
+        self.files: list[IndexFile] = []
+        self.resume_after = -1   # re-dispatch skips records at or below this physical offset
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in self.directory.iterdir() if p.name.isdigit())
+        self.files = [IndexFile(self.directory / n, self.slots, self.entries) for n in names]
+
+    def end_physical_offset(self) -> int:
+        return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
+
+    def put(self, keys: list[bytes], physical_offset: int, store_ts_ms: int) -> None:
+        if physical_offset <= self.resume_after:
+            return
+        for key in keys:
+            current = self.files[-1] if self.files else None
+            if current is None or current.full:
+                current = self._roll()
+            current.put(key, physical_offset, store_ts_ms)
+
+    def _roll(self) -> IndexFile:
+        name = time.time_ns() // 1000
+        if self.files:
+            name = max(name, int(self.files[-1].file.path.name) + 1)
+        index_file = IndexFile(self.directory / f"{name:020d}", self.slots, self.entries)
+        with self._lock:
+            self.files = [*self.files, index_file]
+        return index_file
+
+    def query(self, key: bytes, begin_ms: int, end_ms: int, limit: int) -> list[int]:
+        found: list[int] = []
+        for index_file in reversed(self.files):
+            if index_file.count <= 1:
+                continue
+            if index_file.end_ts < begin_ms - 1000 or index_file.begin_ts > end_ms:
+                continue
+            try:
+                found.extend(index_file.query(key, begin_ms, end_ms, limit - len(found)))
+            except ValueError:  # removed by retention while we read
+                continue
+            if len(found) >= limit:
+                break
+        return found
+
+    def flush(self) -> None:
+        for index_file in self.files:
+            index_file.file.sync()
+
+    def delete_below(self, commitlog_min: int) -> None:
+        while len(self.files) > 1 and self.files[0].end_phy < commitlog_min:
+            with self._lock:
+                oldest, self.files = self.files[0], self.files[1:]
+            oldest.file.delete()
+
+    def close(self) -> None:
+        for index_file in self.files:
+            index_file.file.close()

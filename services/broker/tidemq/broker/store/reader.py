@@ -1,0 +1,141 @@
+"""Reads: queue ranges as contiguous CommitLog slices, records by offset id, key and time.
+
+A pull walks consume queue units and merges units whose records sit back to back in the
+CommitLog into one slice, so a reply costs one copy per run of records, not per message.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from tidemq.common import record
+
+from .commitlog import CommitLog
+from .config import GetResult, GetStatus, MessageNotFound
+from .consume_queue import UNIT, ConsumeQueueTable
+from .dispatcher import _KEYS, _UNIQ, property_value
+from .index import IndexService
+
+MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
+_I64 = struct.Struct(">q")
+
+
+class StoreReader:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService):
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+
+    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
+                     max_bytes: int, tag_hashes: frozenset[int] | None) -> GetResult:
+        queue = self.queues.get(topic, queue_id)
+        low = queue.min_offset if queue else 0
+        high = queue.max_offset if queue else 0
+        if queue is None or high == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, b"", 0, 0, low, high)
+        if queue_offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, b"", 0, low, low, high)
+        if queue_offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
+        if queue_offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
+        scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
+        runs: list[list[int]] = []   # [start, end, record count]
+        offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
+        floor = self.commitlog.min_offset
+        done = max_messages <= 0
+        while not done and offset < high and scanned < scan_limit:
+            raw = queue.read_raw(offset, min(scan_limit - scanned, 8192))
+            if not raw:
+                break
+            for physical, size, tag in UNIT.iter_unpack(raw):
+                if count >= max_messages or (count and total_bytes + size > max_bytes):
+                    done = True
+                    break
+                offset += 1
+                scanned += 1
+                if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
+                    continue
+                if runs and runs[-1][1] == physical:
+                    runs[-1][1] += size
+                    runs[-1][2] += 1
+                else:
+                    runs.append([physical, physical + size, 1])
+                count += 1
+                total_bytes += size
+        slices, found = [], 0
+        for start, end, records in runs:
+            chunk = self.commitlog.read(start, end - start)
+            if chunk is None:  # removed by retention while we read
+                break
+            slices.append(chunk)
+            found += records
+        if found:
+            return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
+        status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+
+    def read_record(self, physical_offset: int) -> bytes:
+        """The record starting exactly at `physical_offset` (an offset message id), verified."""
+        size = self.commitlog.record_size_at(physical_offset)
+        data = self.commitlog.read(physical_offset, size) if size and size > 0 else None
+        if (
+            data is None
+            or _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] != physical_offset
+            or zlib.crc32(memoryview(data)[record.CRC_START:]) != int.from_bytes(data[8:12], "big")
+        ):
+            raise MessageNotFound(f"no message at commitlog offset {physical_offset}")
+        return data
+
+    def store_timestamp_at(self, physical_offset: int) -> int | None:
+        raw = self.commitlog.read(physical_offset + record.OFF_STORE_TIMESTAMP, 8)
+        return _I64.unpack(raw)[0] if raw else None
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after `timestamp_ms`."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        low, high = queue.min_offset, queue.max_offset
+        while low < high:
+            mid = (low + high) // 2
+            physical = queue.physical_offset_of(mid)
+            stored = self.store_timestamp_at(physical) if physical is not None else None
+            if stored is None or stored < timestamp_ms:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int,
+                     max_results: int) -> list[bytes]:
+        """Records of `topic` whose KEYS contain `key` or whose UNIQ_KEY is `key`, oldest first."""
+        wanted = key.encode()
+        results: dict[int, bytes] = {}
+        candidates = self.index.query(f"{topic}#{key}".encode(), begin_ms, end_ms, max_results * 4)
+        for physical in sorted(set(candidates)):
+            try:
+                data = self.read_record(physical)
+            except MessageNotFound:
+                continue   # stale entry from before a truncation, or below retention
+            if self._matches(data, topic.encode(), wanted, begin_ms, end_ms):
+                results[physical] = data
+                if len(results) >= max_results:
+                    break
+        return list(results.values())
+
+    @staticmethod
+    def _matches(data: bytes, topic: bytes, key: bytes, begin_ms: int, end_ms: int) -> bool:
+        stored = _I64.unpack_from(data, record.OFF_STORE_TIMESTAMP)[0]
+        if not begin_ms <= stored <= end_ms:
+            return False
+        topic_at = record.HEADER_SIZE + int.from_bytes(data[84:88], "big", signed=True)
+        topic_end = topic_at + 1 + data[topic_at]
+        if data[topic_at + 1:topic_end] != topic:
+            return False
+        props = data[topic_end + 2:]
+        if property_value(props, _UNIQ) == key:
+            return True
+        keys = property_value(props, _KEYS)
+        return bool(keys) and key in keys.split(b" ")

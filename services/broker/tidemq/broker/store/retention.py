@@ -1,0 +1,79 @@
+"""Retention: delete the oldest CommitLog segments by age and by disk-use ratio (SPEC §3).
+
+A segment's age is taken from the store timestamp of the first record after it (the moment it
+was finished), so it does not depend on file mtimes that mmap writes do not reliably update.
+The active segment is never deleted. Consume queue and index files below the new CommitLog
+start go with it, and queue minimum offsets move up.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tidemq.common import record
+from tidemq.common.logs import get_logger
+
+from .commitlog import CommitLog
+from .config import StoreConfig
+from .consume_queue import ConsumeQueueTable
+from .index import IndexService
+
+log = get_logger(__name__)
+_STORE_TS = struct.Struct(">q")
+
+
+def disk_used_ratio(path: Path) -> float:
+    usage = shutil.disk_usage(path)
+    return usage.used / usage.total if usage.total else 0.0
+
+
+class Retention:
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable,
+                 index: IndexService,
+                 used_ratio: Callable[[Path], float] = disk_used_ratio) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.used_ratio = used_ratio
+
+    def finished_at_ms(self, position: int) -> int | None:
+        """When segment `position` was finished: store time of the next segment's first record."""
+        segments = self.commitlog.segments
+        if position + 1 >= len(segments):
+            return None
+        follower = segments[position + 1]
+        header = self.commitlog.read(follower.base_offset, record.HEADER_SIZE)
+        if header is None or record.BLANK_HEADER.unpack_from(header)[1] != record.MESSAGE_MAGIC:
+            return int(segments[position].path.stat().st_mtime * 1000)
+        return _STORE_TS.unpack_from(header, record.OFF_STORE_TIMESTAMP)[0]
+
+    def run_once(self, now_ms: int | None = None) -> int:
+        """Delete what is due now; returns the number of segments removed."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        hour = time.localtime(now_ms / 1000).tm_hour
+        age_allowed = self.config.delete_when_hour is None or hour == self.config.delete_when_hour
+        max_age_ms = self.config.retention_hours * 3600 * 1000
+        removed = 0
+        while len(self.commitlog.segments) > 1:
+            finished = self.finished_at_ms(0)
+            expired = age_allowed and finished is not None and now_ms - finished >= max_age_ms
+            over_disk = self.used_ratio(self.config.data_dir) > self.config.disk_max_used_ratio
+            if not (expired or over_disk):
+                break
+            segment = self.commitlog.remove_oldest()
+            if segment is None:
+                break
+            removed += 1
+            log.info("commitlog segment deleted", segment=segment.path.name,
+                     reason="expired" if expired else "disk_full")
+        if removed:
+            floor = self.commitlog.min_offset
+            for queue in self.queues.all():
+                queue.correct_min_offset(floor)
+            self.index.delete_below(floor)
+        return removed

@@ -1,0 +1,137 @@
+"""One CommitLog segment: a fixed-size memory-mapped file named by its base physical offset.
+
+A segment knows its file, its base offset and how to validate the records inside it; it knows
+nothing about queues, flushing policy or other segments (Kafka's LogSegment).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidemq.common import record
+
+NAME_DIGITS = 20
+# A segment always keeps room for a blank filler (total_size + magic) at its end.
+FILLER_MIN = record.BLANK_HEADER.size
+MIN_RECORD_SIZE = record.HEADER_SIZE + 3
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    return int(name) if len(name) == NAME_DIGITS and name.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Where the valid records of a segment end, and why the scan stopped there."""
+
+    valid_end: int          # position (within the segment) after the last valid record
+    records: int
+    ended_with_filler: bool  # the segment is complete; the log continues in the next one
+    clean_end: bool          # stopped on zeros (never written), not on a damaged record
+
+
+class Segment:
+    """Fixed-size file, mapped for reads; blocks are allocated up front so a full disk cannot
+    SIGBUS a reader or fail an append halfway."""
+
+    def __init__(self, path: Path, base_offset: int, size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.size = size
+        created = not path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if created or actual < size:
+                os.posix_fallocate(self._fd, 0, size)
+            elif actual != size:
+                raise ValueError(f"segment {path} is {actual} bytes, expected {size}")
+            self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.size
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        # pwrite into the page cache the mapping reads from: the first write fault on a page
+        # of a shared mapping costs about 3x the copy itself (measured: 0.4 vs 2.9 GB/s).
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, position)
+            view, position = view[written:], position + written
+
+    def read(self, position: int, size: int) -> bytes:
+        return self.mm[position:position + size]
+
+    def write_filler(self, position: int) -> None:
+        self.write(position, record.BLANK_HEADER.pack(self.size - position, record.BLANK_MAGIC))
+
+    def sync(self) -> None:
+        """fdatasync: on Linux this writes back pages dirtied through the mapping too."""
+        os.fdatasync(self._fd)
+
+    def truncate(self, position: int) -> None:
+        """Discard everything from `position` on (zero it), keeping the file size and blocks.
+
+        Done by shrinking and re-extending the file, so stale bytes of a torn tail can never
+        be mistaken for records later, at the cost of no per-byte writes.
+        """
+        os.ftruncate(self._fd, position)
+        os.ftruncate(self._fd, self.size)
+        os.posix_fallocate(self._fd, position, self.size - position)
+        os.fsync(self._fd)
+
+    def scan(self, start: int = 0) -> ScanResult:
+        """Walk records from `start`, CRC-checking each; stop at the first invalid one."""
+        mm, pos, count, size = self.mm, start, 0, self.size
+        while pos + FILLER_MIN <= size:
+            total, magic = record.BLANK_HEADER.unpack_from(mm, pos)
+            if magic == record.BLANK_MAGIC and total == size - pos:
+                return ScanResult(pos, count, True, True)
+            if magic != record.MESSAGE_MAGIC or not self._valid_record(pos, total):
+                return ScanResult(pos, count, False, total == 0 and magic == 0)
+            pos += total
+            count += 1
+        return ScanResult(pos, count, False, True)
+
+    def _valid_record(self, pos: int, total: int) -> bool:
+        mm = self.mm
+        if total < MIN_RECORD_SIZE or pos + total + FILLER_MIN > self.size:
+            return False
+        fields = record.HEADER.unpack_from(mm, pos)
+        # A record is only valid where the broker stamped it: this rejects stale or copied
+        # bytes whose own CRC happens to be right.
+        if fields[6] != self.base_offset + pos or fields[10] == 0:
+            return False
+        body_end = pos + record.HEADER_SIZE + fields[14]
+        if fields[14] < 0 or body_end + 3 > pos + total:
+            return False
+        topic_end = body_end + 1 + mm[body_end]
+        if topic_end + 2 > pos + total:
+            return False
+        if topic_end + 2 + int.from_bytes(mm[topic_end:topic_end + 2], "big") != pos + total:
+            return False
+        with memoryview(mm) as view:
+            return zlib.crc32(view[pos + record.CRC_START:pos + total]) == fields[2]
+
+    def close(self) -> None:
+        if self.mm is not None and not self.mm.closed:
+            self.mm.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)

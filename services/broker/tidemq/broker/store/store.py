@@ -1,0 +1,207 @@
+"""MessageStore: the broker's storage facade (SPEC §3), wiring log, queues, index and threads.
+
+Example:
+    store = MessageStore(StoreConfig(data_dir=Path("/tmp/s"), segment_size=64 << 20),
+                         store_host=record.pack_host("127.0.0.1", 10911))
+    store.start()
+    raw, _ = record.encode_message(record.OutgoingMessage("orders", b"hi", tags="eu"))
+    result = store.append_batch("orders", 0, raw, 1)
+    store.wait_dispatched(5)
+    assert store.get_messages("orders", 0, 0).record_count == 1
+    store.shutdown()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from tidemq.common.logs import get_logger
+
+from .checkpoint import AbortMarker, Checkpoint, CheckpointState
+from .commitlog import CommitLog, RecoveryReport
+from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig
+from .consume_queue import ConsumeQueueTable
+from .dispatcher import ArrivalListener, Dispatcher
+from .flush import FlushService
+from .index import IndexService
+from .reader import StoreReader
+from .retention import Retention
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StartupReport:
+    abnormal: bool             # the abort marker was present (or no checkpoint existed)
+    commitlog: RecoveryReport
+    cq_units_dropped: int      # consume queue units that pointed past the recovered log
+    redispatched_records: int  # records re-fed to consume queues/index past the checkpoint
+    elapsed_ms: float
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, store_host: bytes = b"\0" * 8) -> None:
+        if len(store_host) != 8:
+            raise ValueError("store_host must be 8 bytes (record.pack_host)")
+        self.config = config
+        self.store_host = store_host
+        self.commitlog = CommitLog(config.commitlog_dir, config.segment_size,
+                                   config.max_message_size)
+        self.queues = ConsumeQueueTable(config.consumequeue_dir,
+                                        config.consume_queue_units_per_file)
+        self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
+        self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index,
+                                     config.max_message_size)
+        self.flusher = FlushService(self.commitlog, config)
+        self.reader = StoreReader(self.commitlog, self.queues, self.index)
+        self.retention = Retention(config, self.commitlog, self.queues, self.index)
+        self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
+        self.abort_marker = AbortMarker(config.data_dir / "abort")
+        self.startup: StartupReport | None = None
+        self._running = False
+        self._stop = threading.Event()
+        self._housekeeper: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> StartupReport:
+        began = time.monotonic()
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        state = self.checkpoint.read()
+        abnormal = self.abort_marker.exists() or state is None
+        self.commitlog.load()
+        segments = self.commitlog.segments
+        if abnormal:
+            scan_from = min(state.commitlog_flushed, state.dispatched) if state else 0
+        else:
+            keep = self.config.normal_recovery_segments
+            scan_from = segments[-keep].base_offset if len(segments) >= keep else 0
+        report = self.commitlog.recover(max(scan_from, self.commitlog.min_offset))
+        end = self.commitlog.max_offset
+        self.queues.load()
+        dropped = sum(queue.truncate_beyond(end) for queue in self.queues.all())
+        for queue in self.queues.all():
+            queue.correct_min_offset(self.commitlog.min_offset)
+        self.index.load()
+        self.index.resume_after = min(self.index.end_physical_offset(), end - 1)
+        reput = state.dispatched if state else self.commitlog.min_offset
+        self.dispatcher.reput_offset = min(max(reput, self.commitlog.min_offset), end)
+        redispatched = self.dispatcher.dispatch_available()
+        self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self.abort_marker.create()
+        self._write_checkpoint()
+        self.dispatcher.start()
+        self.flusher.start()
+        self._housekeeper = threading.Thread(target=self._housekeep, name="store-housekeeping",
+                                             daemon=True)
+        self._housekeeper.start()
+        self._running = True
+        self.startup = StartupReport(abnormal, report, dropped, redispatched,
+                                     (time.monotonic() - began) * 1000)
+        log.info("store recovered", abnormal=abnormal, scan_from=report.start_offset,
+                 log_end=end, records_scanned=report.records_scanned,
+                 truncated_tail=report.truncated_bytes, cq_units_dropped=dropped,
+                 redispatched=redispatched, elapsed_ms=round(self.startup.elapsed_ms, 1))
+        return self.startup
+
+    def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self._stop.set()
+        if self._housekeeper is not None:
+            self._housekeeper.join()
+        self.dispatcher.stop()
+        self.flusher.stop()
+        self._write_checkpoint()
+        self.abort_marker.remove()
+        self.commitlog.close()
+        self.queues.close()
+        self.index.close()
+        log.info("store shut down", log_end=self.commitlog.max_offset)
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _write_checkpoint(self) -> None:
+        """Queues and index first, then the checkpoint that vouches for them."""
+        dispatched = self.dispatcher.reput_offset
+        self.queues.flush()
+        self.index.flush()
+        self.checkpoint.write(CheckpointState(self.commitlog.flushed_offset, dispatched,
+                                              int(time.time() * 1000)))
+
+    def _housekeep(self) -> None:
+        checkpoint_s = self.config.checkpoint_interval_ms / 1000
+        retention_s = self.config.retention_check_interval_ms / 1000
+        next_retention = time.monotonic() + retention_s
+        while not self._stop.wait(checkpoint_s):
+            try:
+                self._write_checkpoint()
+                if time.monotonic() >= next_retention:
+                    next_retention = time.monotonic() + retention_s
+                    self.retention.run_once()
+            except Exception:
+                log.exception("store housekeeping failed")
+
+    # -- writes ----------------------------------------------------------------------------
+    def append_batch(self, topic: str, queue_id: int, records: bytes,
+                     record_count: int) -> AppendResult:
+        """Append one producer batch for one queue; contiguous queue offsets, all or nothing."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        first, physical_offsets = self.commitlog.append_batch(
+            topic, queue_id, records, record_count, self.store_host
+        )
+        self.dispatcher.wake()
+        durable = self.flusher.after_append(physical_offsets[-1] + 1)
+        status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
+        return AppendResult(status, first, physical_offsets)
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.dispatcher.add_listener(listener)
+
+    def wait_dispatched(self, timeout_s: float) -> bool:
+        return self.dispatcher.wait_dispatched(timeout_s)
+
+    # -- reads -----------------------------------------------------------------------------
+    def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int = 32,
+                     max_bytes: int = 4 << 20,
+                     tag_hashes: frozenset[int] | None = None) -> GetResult:
+        return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
+                                        tag_hashes)
+
+    def read_record(self, physical_offset: int) -> bytes:
+        return self.reader.read_record(physical_offset)
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int,
+                     max_results: int = 32) -> list[bytes]:
+        return self.reader.query_by_key(topic, key, begin_ms, end_ms, max_results)
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.reader.offset_for_timestamp(topic, queue_id, timestamp_ms)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        return queue.min_offset if queue else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        return queue.max_offset if queue else 0
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q.queue_id for q in self.queues.all() if q.topic == topic)
+
+    def topics(self) -> list[str]:
+        return sorted({q.topic for q in self.queues.all()})
+
+    def commitlog_min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    def commitlog_max_offset(self) -> int:
+        return self.commitlog.max_offset
