@@ -50,3 +50,11 @@ compose-up: sync ## the same topology under docker compose: build, up -d, wait h
 
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
+
+# --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
+.PHONY: analytics
+NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877
+OUTPUT ?= .data/analytics/$(TOPIC)-tag-counts.csv
+analytics: sync ## Spark batch job: per-tag counts of TOPIC into OUTPUT (CSV); NAMESRV=h:p TOPIC=t
+	@test -n "$(TOPIC)" || { echo "usage: make analytics TOPIC=<topic> [NAMESRV=$(NAMESRV)] [OUTPUT=file.csv]" >&2; exit 2; }
+	$(PY) -m tidemq.analytics.tag_counts --namesrv "$(NAMESRV)" --topic "$(TOPIC)" --output "$(OUTPUT)" --master "local[*]"

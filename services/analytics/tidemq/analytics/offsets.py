@@ -1,0 +1,189 @@
+"""Offset ranges: which slice of every queue a batch read covers, and how it is split.
+
+Pure planning logic, no Spark and no gRPC, so it is tested on its own. It mirrors Spark's
+Kafka source: a start and an end position per queue, each given as "earliest", "latest" or
+a JSON object of exact offsets; a read covers [start, end) of every readable queue.
+
+JSON offsets name queues by broker and queue id, e.g. ``{"broker-a": {"0": 12, "1": -2}}``,
+where -2 means earliest and -1 latest (Kafka's convention). Queues the JSON leaves out take
+the default: earliest for the start, latest for the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
+
+EARLIEST = -2
+LATEST = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QueueKey:
+    """A queue of the topic: (broker group name, queue id)."""
+
+    broker: str
+    queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueBounds:
+    """What the broker holds for a queue: offsets [min_offset, max_offset) are readable."""
+
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OffsetRange:
+    """Offsets [start, end) of one queue; the unit a Spark partition reads."""
+
+    broker: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """A parsed startingOffsets/endingOffsets option: a default plus per-queue overrides."""
+
+    default: int  # EARLIEST or LATEST
+    exact: Mapping[QueueKey, int]
+
+    def for_queue(self, key: QueueKey) -> int:
+        return self.exact.get(key, self.default)
+
+
+def parse_offsets(option: str, text: str | None, default: int) -> OffsetSpec:
+    """Parse "earliest" | "latest" | JSON {"broker": {"queue_id": offset}}; None = default."""
+    if text is None or not text.strip():
+        return OffsetSpec(default, {})
+    value = text.strip()
+    if value.lower() == "earliest":
+        return OffsetSpec(EARLIEST, {})
+    if value.lower() == "latest":
+        return OffsetSpec(LATEST, {})
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(
+            f"{option} must be 'earliest', 'latest' or a JSON object such as "
+            f'{{"broker-a": {{"0": 12}}}}; {value!r} is not valid JSON ({exc.msg} at '
+            f"character {exc.pos})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidArgument(
+            f"{option} JSON must be an object mapping broker names to {{queue id: offset}}, "
+            f"not a {type(parsed).__name__}"
+        )
+    exact: dict[QueueKey, int] = {}
+    for broker, queues in parsed.items():
+        if not isinstance(queues, dict):
+            raise InvalidArgument(
+                f"{option}: broker {broker!r} must map to an object of {{queue id: offset}}, "
+                f"not a {type(queues).__name__}"
+            )
+        for queue, offset in queues.items():
+            try:
+                queue_id = int(queue)
+            except ValueError:
+                raise InvalidArgument(
+                    f"{option}: queue id {queue!r} of broker {broker!r} is not an integer"
+                ) from None
+            if queue_id < 0:
+                raise InvalidArgument(f"{option}: queue id {queue_id} of broker {broker!r} < 0")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise InvalidArgument(
+                    f"{option}: offset {offset!r} for broker {broker!r} queue {queue_id} must be "
+                    f"an integer >= 0, or -2 (earliest) or -1 (latest)"
+                )
+            exact[QueueKey(broker, queue_id)] = offset
+    return OffsetSpec(default, exact)
+
+
+def resolve(offset: int, bounds: QueueBounds) -> int:
+    if offset == EARLIEST:
+        return bounds.min_offset
+    if offset == LATEST:
+        return bounds.max_offset
+    return offset
+
+
+def plan_ranges(
+    queues: Mapping[QueueKey, QueueBounds],
+    starting: OffsetSpec,
+    ending: OffsetSpec,
+    *,
+    fail_on_data_loss: bool = True,
+) -> list[OffsetRange]:
+    """Resolve start/end for every queue; empty ranges are dropped. Raises on impossible specs.
+
+    A start below the queue's min offset means those messages are gone (retention): an error
+    when `fail_on_data_loss`, else the range starts at the min offset (Kafka's semantics).
+    """
+    for spec, option in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+        unknown = sorted(set(spec.exact) - set(queues))
+        if unknown:
+            names = ", ".join(f"{k.broker}/{k.queue_id}" for k in unknown)
+            known = ", ".join(f"{k.broker}/{k.queue_id}" for k in sorted(queues)) or "none"
+            raise InvalidArgument(
+                f"{option} names queues the topic does not have: {names} (queues: {known})"
+            )
+    ranges = []
+    for key in sorted(queues):
+        bounds = queues[key]
+        start = resolve(starting.for_queue(key), bounds)
+        end = resolve(ending.for_queue(key), bounds)
+        where = f"broker {key.broker!r} queue {key.queue_id}"
+        if end > bounds.max_offset:
+            raise InvalidArgument(
+                f"endingOffsets for {where} is {end}, past the queue's end "
+                f"{bounds.max_offset} (the next offset to be written)"
+            )
+        if start > end:
+            raise InvalidArgument(
+                f"startingOffsets for {where} is {start}, after its ending offset {end}"
+            )
+        if start < bounds.min_offset:
+            if fail_on_data_loss:
+                raise PreconditionFailed(
+                    f"startingOffsets for {where} is {start} but offsets below "
+                    f"{bounds.min_offset} were deleted; set failOnDataLoss=false to read "
+                    f"from {bounds.min_offset}",
+                    code="OFFSET_OUT_OF_RANGE",
+                )
+            start = min(bounds.min_offset, end)
+        if end > start:
+            ranges.append(OffsetRange(key.broker, key.queue_id, start, end))
+    return ranges
+
+
+def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[OffsetRange]:
+    """Cut ranges into pieces of at most `max_per_partition` offsets (0 = never cut).
+
+    Pieces of one range are near-equal in size, so a big queue becomes evenly sized tasks.
+    """
+    if max_per_partition < 0:
+        raise InvalidArgument(
+            f"maxRecordsPerPartition must be >= 0 (0 = one partition per queue), "
+            f"not {max_per_partition}"
+        )
+    pieces: list[OffsetRange] = []
+    for rng in ranges:
+        if max_per_partition == 0 or rng.size <= max_per_partition:
+            pieces.append(rng)
+            continue
+        count = -(-rng.size // max_per_partition)
+        for i in range(count):
+            lo = rng.start + rng.size * i // count
+            hi = rng.start + rng.size * (i + 1) // count
+            pieces.append(OffsetRange(rng.broker, rng.queue_id, lo, hi))
+    return pieces

@@ -1,0 +1,177 @@
+"""The `tidemq` Spark data source (pyspark's Python Data Source API), batch reads.
+
+    spark.dataSource.register(TideMQDataSource)
+    df = (spark.read.format("tidemq").option("namesrv", "127.0.0.1:9876")
+          .option("topic", "orders").load())
+
+Like Spark's Kafka source, the driver plans one partition per queue offset range (asking a
+name server for the route and each broker for its queues' min/max offsets), and every task
+pulls its range straight from the broker that owns the queue. Partitions carry only names,
+addresses and offsets; gRPC channels are opened inside `read()` on the executor.
+
+Options (case-insensitive):
+  namesrv                 name servers, "host:port;host:port" (required)
+  topic                   the topic to read (required)
+  startingOffsets         "earliest" (default) | "latest" | JSON {"broker": {"queue": offset}}
+  endingOffsets           "latest" (default) | "earliest" | JSON, exclusive
+  maxMessagesPerPull      messages asked per Pull call (default 1000)
+  maxRecordsPerPartition  split a queue range into pieces of at most this many offsets
+                          (default 0 = one partition per queue)
+  failOnDataLoss          "true" (default): fail if planned offsets were deleted
+  timeoutSeconds          deadline of each RPC (default 10)
+  consumerGroup           group name sent with pulls (default "tidemq-spark"); the source
+                          never commits offsets: a batch read is defined by its offsets alone
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from tidemq.analytics import offsets
+from tidemq.common.errors import InvalidArgument
+
+FORMAT = "tidemq"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Validated options; small and picklable (sent to every task inside the reader)."""
+
+    namesrv: tuple[str, ...]
+    topic: str
+    starting: str | None
+    ending: str | None
+    max_messages_per_pull: int
+    max_records_per_partition: int
+    fail_on_data_loss: bool
+    timeout: float
+    consumer_group: str = "tidemq-spark"
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> ReadOptions:
+        from tidemq.analytics.brokers import parse_addrs
+
+        opts = {k.lower(): v for k, v in options.items()}
+        topic = (opts.get("topic") or "").strip()
+        if not topic:
+            raise InvalidArgument("option topic is required for format 'tidemq'")
+        return cls(
+            namesrv=tuple(parse_addrs(opts.get("namesrv", ""))),
+            topic=topic,
+            starting=opts.get("startingoffsets"),
+            ending=opts.get("endingoffsets"),
+            max_messages_per_pull=_int(opts, "maxMessagesPerPull", 1000, minimum=1),
+            max_records_per_partition=_int(opts, "maxRecordsPerPartition", 0, minimum=0),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+            timeout=float(_int(opts, "timeoutSeconds", 10, minimum=1)),
+            consumer_group=(opts.get("consumergroup") or "tidemq-spark").strip(),
+        )
+
+
+def _int(opts: dict[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidArgument(f"option {name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise InvalidArgument(f"option {name} must be >= {minimum}, not {value}")
+    return value
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None or raw == "":
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise InvalidArgument(f"option {name} must be true or false, not {raw!r}")
+
+
+class QueueRangePartition(InputPartition):
+    """Offsets [start, end) of one queue plus where to pull them from (master first)."""
+
+    def __init__(self, broker: str, addrs: tuple[str, ...], queue_id: int, start: int,
+                 end: int) -> None:
+        super().__init__((broker, queue_id, start, end))
+        self.broker = broker
+        self.addrs = addrs
+        self.queue_id = queue_id
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"QueueRangePartition({self.broker}/{self.queue_id} [{self.start}, {self.end}))"
+
+
+def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
+    """Driver side: route + queue bounds -> offset ranges -> partitions."""
+    from tidemq.analytics import brokers
+
+    groups = brokers.fetch_route(opts.namesrv, opts.topic, opts.timeout)
+    bounds = brokers.fetch_bounds(groups, opts.topic, opts.timeout)
+    ranges = offsets.plan_ranges(
+        bounds,
+        offsets.parse_offsets("startingOffsets", opts.starting, offsets.EARLIEST),
+        offsets.parse_offsets("endingOffsets", opts.ending, offsets.LATEST),
+        fail_on_data_loss=opts.fail_on_data_loss,
+    )
+    addrs = {group.name: group.addrs for group in groups}
+    return [
+        QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
+        for r in offsets.split_ranges(ranges, opts.max_records_per_partition)
+    ]
+
+
+def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
+    """Executor side: pull the range and yield one Arrow batch per pull reply."""
+    from tidemq.analytics import brokers
+    from tidemq.analytics.decode import ColumnBuilder, arrow_schema
+
+    builder = ColumnBuilder(partition.broker, schema or arrow_schema())
+    for records in brokers.pull_range(
+        partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
+        max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
+        fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
+    ):
+        if builder.add_slice(records, partition.start, partition.end):
+            yield builder.flush()
+
+
+class TideMQBatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        return plan_partitions(self.opts)
+
+    def read(self, partition: InputPartition):
+        if not isinstance(partition, QueueRangePartition):
+            return iter(())  # Spark substitutes InputPartition(None) when nothing is planned
+        return read_partition(self.opts, partition)
+
+
+class TideMQDataSource(DataSource):
+    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self):
+        from tidemq.analytics.decode import spark_schema
+
+        return spark_schema()
+
+    def reader(self, schema) -> DataSourceReader:
+        from tidemq.analytics.decode import spark_schema
+
+        if schema != spark_schema():
+            raise InvalidArgument(
+                "format 'tidemq' has a fixed schema; do not pass .schema(...): "
+                f"expected {spark_schema().simpleString()}"
+            )
+        return TideMQBatchReader(ReadOptions.parse(dict(self.options)))

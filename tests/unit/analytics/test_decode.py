@@ -1,0 +1,113 @@
+"""Pull replies -> Arrow batches for the tidemq Spark source (no Spark JVM needed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tidemq.analytics.decode import COLUMNS, ColumnBuilder, arrow_schema, decompress_body
+from tidemq.client import compression
+from tidemq.common import record as rec
+from tidemq.common.errors import InvalidArgument
+
+STORE_HOST = rec.pack_host("127.0.0.1", 10911)
+
+
+def stored(topic: str, body: bytes, offset: int, *, tags: str = "", keys=(), props=None,
+           sys_flag: int = 0, queue_id: int = 3) -> bytes:
+    """A record as the broker stores it (broker-assigned fields stamped)."""
+    message = rec.OutgoingMessage(topic, body, tags=tags, keys=keys, properties=props or {},
+                                  unique_id=f"U{offset}")
+    properties = message.system_properties()
+    return rec.encode(
+        topic, body, properties=rec.encode_properties(properties), queue_id=queue_id,
+        queue_offset=offset, physical_offset=1000 + offset * 200, sys_flag=sys_flag,
+        born_timestamp=1_700_000_000_000 + offset, store_timestamp=1_700_000_000_500 + offset,
+        store_host=STORE_HOST,
+    )
+
+
+def test_batch_has_the_exact_schema_spark_expects():
+    builder = ColumnBuilder("broker-a", arrow_schema())
+    reply = b"".join(stored("orders", b"x%d" % i, i, tags="T", keys=["k1", "k2"])
+                     for i in range(5))
+    assert builder.add_slice(reply, 0, 5) == 5
+    batch = builder.flush()
+    assert batch.schema.equals(arrow_schema())
+    assert tuple(batch.schema.names) == COLUMNS
+    row = batch.slice(2, 1).to_pylist()[0]
+    assert row["topic"] == "orders" and row["broker"] == "broker-a"
+    assert (row["queue_id"], row["queue_offset"]) == (3, 2)
+    assert row["msg_id"] == rec.offset_msg_id(STORE_HOST, 1400)
+    assert row["unique_id"] == "U2" and row["tag"] == "T" and row["keys"] == ["k1", "k2"]
+    assert dict(row["properties"])["TAGS"] == "T"
+    assert row["body"] == b"x2"
+    assert row["born_timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 2000, dt.UTC)
+    assert row["store_timestamp"] - row["born_timestamp"] == dt.timedelta(milliseconds=500)
+    assert len(builder) == 0, "flush starts a new batch"
+
+
+def test_records_outside_the_range_are_dropped():
+    builder = ColumnBuilder("b", arrow_schema())
+    reply = b"".join(stored("t", b"m", i) for i in range(10, 20))
+    assert builder.add_slice(reply, 12, 15) == 3
+    assert builder.flush().column("queue_offset").to_pylist() == [12, 13, 14]
+
+
+def test_untagged_message_has_empty_tag_and_no_keys():
+    builder = ColumnBuilder("b", arrow_schema())
+    builder.add_slice(stored("t", b"m", 0), 0, 1)
+    row = builder.flush().to_pylist()[0]
+    assert (row["tag"], row["keys"]) == ("", [])
+
+
+def test_compressed_body_is_returned_as_sent():
+    body = b"abc" * 5000
+    raw = stored("t", compression.compress(body, compression.ZSTD), 0,
+                 props={rec.PROP_COMPRESSION: "zstd"}, sys_flag=rec.SYS_FLAG_COMPRESSED)
+    assert decompress_body(rec.decode(raw)) == body
+
+
+def test_unknown_codec_is_a_precise_error():
+    raw = stored("t", b"??", 7, props={rec.PROP_COMPRESSION: "lz4"},
+                 sys_flag=rec.SYS_FLAG_COMPRESSED)
+    with pytest.raises(InvalidArgument) as info:
+        decompress_body(rec.decode(raw))
+    assert info.value.code == "UNSUPPORTED_COMPRESSION"
+    assert "queue 3 offset 7" in info.value.message and "lz4" in info.value.message
+
+
+def test_corrupt_reply_is_refused_not_misread():
+    raw = bytearray(stored("t", b"payload", 0))
+    raw[-1] ^= 0xFF
+    with pytest.raises(rec.RecordFormatError, match="CRC"):
+        ColumnBuilder("b", arrow_schema()).add_slice(bytes(raw), 0, 1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    messages=st.lists(
+        st.tuples(st.binary(min_size=1, max_size=64), st.text("ABCxyz", max_size=4),
+                  st.booleans()),
+        min_size=1, max_size=20,
+    ),
+    window=st.tuples(st.integers(0, 25), st.integers(0, 25)),
+)
+def test_decoding_keeps_bodies_tags_and_offsets(messages, window):
+    start, end = min(window), max(window)
+    parts = []
+    for offset, (body, tag, compressed) in enumerate(messages):
+        if compressed:
+            parts.append(stored("t", compression.compress(body, "zstd"), offset, tags=tag,
+                                props={rec.PROP_COMPRESSION: "zstd"},
+                                sys_flag=rec.SYS_FLAG_COMPRESSED))
+        else:
+            parts.append(stored("t", body, offset, tags=tag))
+    builder = ColumnBuilder("b", arrow_schema())
+    kept = builder.add_slice(b"".join(parts), start, end)
+    rows = builder.flush().to_pylist()
+    expected = [(o, m[0], m[1]) for o, m in enumerate(messages) if start <= o < end]
+    assert kept == len(expected)
+    assert [(r["queue_offset"], r["body"], r["tag"]) for r in rows] == expected

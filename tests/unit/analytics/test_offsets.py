@@ -1,0 +1,161 @@
+"""Offset planning of the tidemq Spark source: parsing, resolution, splitting (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tidemq.analytics.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetRange,
+    OffsetSpec,
+    QueueBounds,
+    QueueKey,
+    parse_offsets,
+    plan_ranges,
+    split_ranges,
+)
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
+
+A0, A1, B0 = QueueKey("broker-a", 0), QueueKey("broker-a", 1), QueueKey("broker-b", 0)
+QUEUES = {A0: QueueBounds(0, 10), A1: QueueBounds(5, 20), B0: QueueBounds(0, 0)}
+
+
+def spec(text, default):
+    return parse_offsets("startingOffsets", text, default)
+
+
+def test_keywords_and_default():
+    assert spec(None, EARLIEST).default == EARLIEST
+    assert spec("  ", LATEST).default == LATEST
+    assert spec("Earliest", LATEST).default == EARLIEST
+    assert spec("latest", EARLIEST).default == LATEST
+
+
+def test_json_offsets_keep_default_for_unnamed_queues():
+    parsed = spec('{"broker-a": {"0": 3, "1": -1}}', EARLIEST)
+    assert parsed.exact == {A0: 3, A1: LATEST}
+    assert parsed.for_queue(B0) == EARLIEST
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("{broker-a", "is not valid JSON"),
+        ("[1, 2]", "must be an object"),
+        ('{"broker-a": 3}', "broker 'broker-a' must map to an object"),
+        ('{"broker-a": {"x": 3}}', "queue id 'x' of broker 'broker-a' is not an integer"),
+        ('{"broker-a": {"-1": 3}}', "queue id -1"),
+        ('{"broker-a": {"0": "3"}}', "offset '3' for broker 'broker-a' queue 0"),
+        ('{"broker-a": {"0": -3}}', "-2 (earliest) or -1 (latest)"),
+        ('{"broker-a": {"0": true}}', "offset True"),
+        ('{"broker-a": {"0": 1.5}}', "offset 1.5"),
+        ("oldest", "'earliest', 'latest' or a JSON object"),
+    ],
+)
+def test_bad_json_is_a_precise_invalid_argument(text, fragment):
+    with pytest.raises(InvalidArgument) as info:
+        spec(text, EARLIEST)
+    assert info.value.code == "INVALID_ARGUMENT"
+    assert "startingOffsets" in info.value.message
+    assert fragment in info.value.message
+
+
+def test_default_plan_reads_every_nonempty_queue_whole():
+    ranges = plan_ranges(QUEUES, spec(None, EARLIEST), spec(None, LATEST))
+    assert ranges == [OffsetRange("broker-a", 0, 0, 10), OffsetRange("broker-a", 1, 5, 20)]
+
+
+def test_exact_offsets_and_latest_start():
+    ranges = plan_ranges(
+        QUEUES, spec('{"broker-a": {"0": 4}}', LATEST), spec('{"broker-a": {"0": 7}}', LATEST)
+    )
+    assert ranges == [OffsetRange("broker-a", 0, 4, 7)]
+
+
+def test_unknown_queue_in_json_is_rejected_with_known_queues_listed():
+    with pytest.raises(InvalidArgument, match=r"broker-c/0 .*queues: broker-a/0, broker-a/1"):
+        plan_ranges(QUEUES, spec('{"broker-c": {"0": 1}}', EARLIEST), spec(None, LATEST))
+
+
+def test_end_past_queue_end_is_rejected():
+    with pytest.raises(InvalidArgument, match="endingOffsets for broker 'broker-a' queue 0 is 11"):
+        plan_ranges(QUEUES, spec(None, EARLIEST), spec('{"broker-a": {"0": 11}}', LATEST))
+
+
+def test_start_after_end_is_rejected():
+    with pytest.raises(InvalidArgument, match="is 9, after its ending offset 8"):
+        plan_ranges(
+            QUEUES, spec('{"broker-a": {"0": 9}}', EARLIEST), spec('{"broker-a": {"0": 8}}', LATEST)
+        )
+
+
+def test_deleted_start_fails_unless_data_loss_is_allowed():
+    starting = spec('{"broker-a": {"1": 2}}', EARLIEST)
+    with pytest.raises(PreconditionFailed) as info:
+        plan_ranges(QUEUES, starting, spec(None, LATEST))
+    assert info.value.code == "OFFSET_OUT_OF_RANGE"
+    assert "failOnDataLoss=false" in info.value.message
+    ranges = plan_ranges(QUEUES, starting, spec(None, LATEST), fail_on_data_loss=False)
+    assert OffsetRange("broker-a", 1, 5, 20) in ranges
+
+
+def test_split_rejects_negative_size():
+    with pytest.raises(InvalidArgument, match="maxRecordsPerPartition"):
+        split_ranges([], -1)
+
+
+@given(
+    ranges=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(1, 5_000)), max_size=8
+    ),
+    limit=st.integers(0, 2_000),
+)
+def test_split_covers_each_range_exactly_once(ranges, limit):
+    originals = [OffsetRange("b", qid, start, start + size) for qid, start, size in ranges]
+    pieces = iter(split_ranges(originals, limit))
+    for original in originals:
+        covered, mine = original.start, []
+        while covered < original.end:
+            piece = next(pieces)
+            assert (piece.broker, piece.queue_id, piece.start) == ("b", original.queue_id, covered)
+            assert piece.size > 0 and (limit == 0 or piece.size <= limit)
+            mine.append(piece.size)
+            covered = piece.end
+        assert covered == original.end
+        assert len(mine) == (1 if limit == 0 else -(-original.size // limit))
+        assert max(mine) - min(mine) <= 1
+    assert next(pieces, None) is None
+
+
+@given(
+    bounds=st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_plan_ranges_stay_within_bounds(bounds, data):
+    queues = {QueueKey("b", i): QueueBounds(min(lo, hi), max(lo, hi))
+              for i, (lo, hi) in enumerate(bounds)}
+    exact_start = {}
+    exact_end = {}
+    for key, qb in queues.items():
+        if data.draw(st.booleans()):
+            exact_start[key] = data.draw(st.integers(qb.min_offset, qb.max_offset))
+        if data.draw(st.booleans()):
+            low = exact_start.get(key, qb.min_offset)
+            exact_end[key] = data.draw(st.integers(low, qb.max_offset))
+    ranges = plan_ranges(
+        queues,
+        OffsetSpec(EARLIEST, exact_start),
+        OffsetSpec(LATEST, exact_end),
+    )
+    for rng in ranges:
+        qb = queues[QueueKey(rng.broker, rng.queue_id)]
+        key = QueueKey(rng.broker, rng.queue_id)
+        assert qb.min_offset <= rng.start < rng.end <= qb.max_offset
+        assert rng.start == exact_start.get(key, qb.min_offset)
+        assert rng.end == exact_end.get(key, qb.max_offset)
+    planned = {QueueKey(r.broker, r.queue_id) for r in ranges}
+    for key, qb in queues.items():
+        if key not in planned:
+            assert exact_start.get(key, qb.min_offset) == exact_end.get(key, qb.max_offset)

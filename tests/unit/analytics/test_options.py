@@ -1,0 +1,52 @@
+"""Options of format("tidemq") and the partitions it plans (no Spark JVM needed)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from tidemq.analytics.source import QueueRangePartition, ReadOptions
+from tidemq.common.errors import InvalidArgument
+
+
+def test_defaults_and_case_insensitive_names():
+    opts = ReadOptions.parse({"NameSrv": "h1:1; h2:2", "TOPIC": "orders"})
+    assert opts.namesrv == ("h1:1", "h2:2") and opts.topic == "orders"
+    assert (opts.starting, opts.ending) == (None, None)
+    assert opts.max_messages_per_pull == 1000 and opts.max_records_per_partition == 0
+    assert opts.fail_on_data_loss is True
+
+
+def test_values_are_parsed():
+    opts = ReadOptions.parse({
+        "namesrv": "h:1", "topic": "t", "startingOffsets": "latest",
+        "maxMessagesPerPull": "32", "maxRecordsPerPartition": "500", "failOnDataLoss": "False",
+    })
+    assert opts.starting == "latest" and opts.max_messages_per_pull == 32
+    assert opts.max_records_per_partition == 500 and opts.fail_on_data_loss is False
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"namesrv": "h:1"}, "option topic is required"),
+        ({"topic": "t"}, "option namesrv is required"),
+        ({"topic": "t", "namesrv": "h1"}, "'h1' must be host:port"),
+        ({"topic": "t", "namesrv": "h:1", "maxMessagesPerPull": "0"}, "maxMessagesPerPull must be >= 1"),
+        ({"topic": "t", "namesrv": "h:1", "maxMessagesPerPull": "ten"}, "must be an integer"),
+        ({"topic": "t", "namesrv": "h:1", "failOnDataLoss": "yes"}, "must be true or false"),
+    ],
+)
+def test_bad_options_are_precise_invalid_arguments(options, fragment):
+    with pytest.raises(InvalidArgument) as info:
+        ReadOptions.parse(options)
+    assert fragment in info.value.message
+
+
+def test_partition_is_small_when_pickled():
+    partition = QueueRangePartition("broker-a", ("10.0.0.1:10911", "10.0.0.2:10911"), 3, 0, 10**9)
+    raw = pickle.dumps(partition)
+    assert len(raw) < 400
+    again = pickle.loads(raw)
+    assert (again.broker, again.addrs, again.queue_id, again.start, again.end) == (
+        "broker-a", ("10.0.0.1:10911", "10.0.0.2:10911"), 3, 0, 10**9)
