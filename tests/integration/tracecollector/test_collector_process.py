@@ -136,3 +136,19 @@ def test_malformed_spans_are_reported_as_partial_success(collector):
     )
     [span] = found.json()["spans"]
     assert (span["name"], span["service"]) == ("ok", "unknown_service")
+
+
+def test_spans_accepted_before_sigterm_survive_a_restart(collector):
+    """Export only queues spans; a graceful stop must commit the queue before exiting."""
+    spans = [trace_pb2.Span(trace_id=bytes(range(2, 18)), span_id=(i + 1).to_bytes(8, "big"),
+                            name=f"op{i}") for i in range(200)]
+    request = trace_service_pb2.ExportTraceServiceRequest(resource_spans=[
+        trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=spans)])
+    ])
+    with grpc.insecure_channel(collector.addr) as channel:
+        trace_service_pb2_grpc.TraceServiceStub(channel).Export(request, timeout=5)
+    assert collector.stop() == 0
+    collector.restart()
+    http = f"http://127.0.0.1:{collector.info['http_port']}"
+    stored = _get_json(f"{http}/api/traces/{bytes(range(2, 18)).hex()}")["spans"]
+    assert sorted(span["name"] for span in stored) == sorted(f"op{i}" for i in range(200))
