@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from tidemq.broker.store import InvalidBatch, MessageTooLarge
 from tidemq.broker.store.commitlog import CommitLog
 from tidemq.broker.store.segment import segment_name

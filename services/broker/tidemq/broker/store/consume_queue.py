@@ -42,6 +42,9 @@ class ConsumeQueue:
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
         if not self.files:
             return
+        while len(self.files) > 1 and UNIT.unpack_from(self.files[-1].mm, 0)[1] == 0:
+            self.files[-1].delete()   # emptied by a truncation after a crash
+            self.files = self.files[:-1]
         self._min = self._first_unit(self.files[0])
         last = self.files[-1]
         # Units are written in order, so the written ones are a prefix of the last file.
