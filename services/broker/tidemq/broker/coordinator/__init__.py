@@ -21,6 +21,7 @@ from .group import DelayedJoin, GroupMetadata
 from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
 from .placement import coordinator_for
 from .state import GroupState, is_allowed_transition
+from .ticker import CoordinatorTicker
 from .views import GroupDescription, GroupOverview, MemberDescription
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "UNKNOWN_MEMBER_ID",
     "CoordinatorConfig",
     "CoordinatorError",
+    "CoordinatorTicker",
     "DelayedJoin",
     "GroupCoordinator",
     "GroupDescription",

@@ -9,16 +9,19 @@ session expiry) only fire inside `tick()`: the broker calls it from a ticker thr
 Futures are completed after the group lock is released, so a done-callback may call back
 into the coordinator without deadlocking.
 
-Example::
+Example (the broker passes the gRPC call's remaining deadline to `result`):
 
-    coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0))
-    joined = coordinator.join_group("g", UNKNOWN_MEMBER_ID, [("averagely", b"")],
-                                    session_timeout_ms=10_000)
-    coordinator.tick()
-    me = joined.result(timeout=5)          # JoinResult; me.is_leader, me.members
-    synced = coordinator.sync_group("g", me.member_id, me.generation_id,
-                                    {me.member_id: b"queue assignment"})
-    synced.result(timeout=5).assignment    # b"queue assignment"
+>>> coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0))
+>>> joining = coordinator.join_group("g", UNKNOWN_MEMBER_ID, [("averagely", b"orders")])
+>>> coordinator.tick()  # the broker's CoordinatorTicker does this every 100 ms
+>>> me = joining.result(timeout=5)
+>>> (me.generation_id, me.is_leader, [m.metadata for m in me.members])
+(1, True, [b'orders'])
+>>> syncing = coordinator.sync_group("g", me.member_id, me.generation_id, {me.member_id: b"q0"})
+>>> syncing.result(timeout=5).assignment
+b'q0'
+>>> coordinator.describe_group("g").state
+<GroupState.STABLE: 'Stable'>
 """
 
 from __future__ import annotations
