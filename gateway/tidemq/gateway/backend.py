@@ -1,0 +1,123 @@
+"""What the HTTP views call: topics and messages over the TideMQ client library.
+
+The views stay thin (parse → one call here → JSON); tests can replace this object when the
+broker is not the subject. Topic definitions live in the config center (SPEC §7); brokers
+watch them and publish routes, so creating a topic means one CAS write and then waiting for
+the route to show up on a name server.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullResult, SendResult
+from tidemq.client.config import ConfigClient
+from tidemq.client.routes import NameServerClient, TopicRoute
+from tidemq.common import errors
+from tidemq.common.rpc import BreakerSettings
+from tidemq.gateway.settings import GatewaySettings
+
+TOPIC_PREFIX = "/tidemq/topics/"
+GATEWAY_GROUP = "tidemq-gateway-http"
+PERM_READ_WRITE = 6
+
+
+@dataclass
+class TopicCreation:
+    name: str
+    queues: int
+    visible: bool           # route seen on a name server with every live broker group
+    brokers: list[str] = field(default_factory=list)
+
+
+class GatewayBackend:
+    def __init__(self, settings: GatewaySettings) -> None:
+        breaker = BreakerSettings(fail_max=settings.breaker_fail_max,
+                                  reset_timeout_s=settings.breaker_reset_s,
+                                  redis_url=settings.redis_url)
+        self.settings = settings
+        self.namesrv = NameServerClient(settings.namesrv_addrs, timeout=settings.rpc_timeout_s,
+                                        breaker=breaker)
+        self.producer = Producer(settings.namesrv_addrs, producer_group=GATEWAY_GROUP,
+                                 send_timeout=settings.send_timeout_s,
+                                 retries=settings.send_retries,
+                                 max_message_size=settings.max_message_size, breaker=breaker)
+        self.consumer = PullConsumer(settings.namesrv_addrs, consumer_group=GATEWAY_GROUP,
+                                     timeout=settings.rpc_timeout_s, breaker=breaker)
+        self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
+
+    # -- topics --------------------------------------------------------------------------
+
+    def create_topic(self, name: str, queues: int) -> TopicCreation:
+        definition = {"name": name, "queues": queues, "perm": PERM_READ_WRITE, "order": False}
+        written = self.config.put(TOPIC_PREFIX + name, json.dumps(definition).encode(),
+                                  expected_revision=0)
+        if not written.succeeded:
+            raise errors.AlreadyExists(f"topic {name!r} already exists")
+        deadline = time.monotonic() + self.settings.topic_visible_timeout_s
+        brokers: list[str] = []
+        while True:
+            visible, brokers = self._route_complete(name)
+            if visible or time.monotonic() >= deadline:
+                return TopicCreation(name, queues, visible, brokers)
+            time.sleep(0.05)  # polling the name server for the route, bounded by the deadline
+
+    def _route_complete(self, name: str) -> tuple[bool, list[str]]:
+        """(every live master group serves the topic, the groups that do)."""
+        try:
+            route = self.namesrv.route(name)
+            live = {
+                broker_name for broker_name, data in self.namesrv.cluster_info()
+                .broker_addr_table.items() if 0 in data.broker_addrs
+            }
+        except (errors.NotFound, errors.ServiceUnavailable, errors.DeadlineExceeded):
+            return False, []
+        serving = sorted({q.broker_name for q in route.queues})
+        return bool(serving) and live <= set(serving), serving
+
+    def list_topics(self) -> list[dict]:
+        topics = []
+        for kv in self.config.range(TOPIC_PREFIX).kvs:
+            try:
+                definition = json.loads(kv.value)
+            except ValueError:
+                continue  # not ours to judge here; the broker logs bad definitions
+            if isinstance(definition, dict):
+                topics.append({"name": kv.key[len(TOPIC_PREFIX):],
+                               "queues": definition.get("queues"),
+                               "perm": definition.get("perm", PERM_READ_WRITE),
+                               "order": bool(definition.get("order", False))})
+        return sorted(topics, key=lambda t: t["name"])
+
+    def route(self, topic: str) -> TopicRoute:
+        return self.consumer.routes.refresh(topic)
+
+    def queue_offsets(self, topic: str, broker_name: str) -> dict[int, tuple[int, int]]:
+        return self.consumer.queue_offsets(topic, broker_name)
+
+    # -- messages ------------------------------------------------------------------------
+
+    def send(self, messages: Sequence[Message]) -> list[SendResult]:
+        return self.producer.send_many(messages)
+
+    def pull(self, topic: str, broker_name: str, queue_id: int, offset: int, max_messages: int,
+             wait_ms: int = 0) -> PullResult:
+        route = self.consumer.routes.get(topic)
+        layout = next((q for q in route.queues if q.broker_name == broker_name), None)
+        if layout is None:
+            raise errors.NotFound(f"broker group {broker_name!r} holds no queue of {topic!r}",
+                                  code="BROKER_NOT_FOUND")
+        if not 0 <= queue_id < max(layout.read_queue_nums, layout.write_queue_nums):
+            raise errors.NotFound(
+                f"{topic!r} has queues 0..{layout.read_queue_nums - 1} on {broker_name!r}, "
+                f"not {queue_id}", code="QUEUE_NOT_FOUND")
+        return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
+                                  max_messages, long_poll=wait_ms / 1000)
+
+    def close(self) -> None:
+        self.producer.close()
+        self.consumer.close()
+        self.config.close()
