@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,8 +104,10 @@ class ConfigClient:
         # Short breaker reset: a Redis restart behind the config center must not lock callers
         # out for long.
         breaker = BreakerSettings(fail_max=5, reset_timeout_s=1.0)
-        self._rpcs = [RpcClient(a, ConfigServiceStub, timeout=timeout, breaker=breaker)
-                      for a in self.addrs]
+        # No retries inside RpcClient: a store outage must surface as UNAVAILABLE within the
+        # deadline, not be retried into DEADLINE_EXCEEDED; failover is `_call`'s job.
+        self._rpcs = [RpcClient(a, ConfigServiceStub, timeout=timeout, breaker=breaker,
+                                retries=0) for a in self.addrs]
         self._preferred = 0
         self._leases: list[Lease] = []
 
@@ -121,12 +124,15 @@ class ConfigClient:
     def _call(self, method: str, request: Any, *, idempotent: bool,
               timeout: float | None = None) -> Any:
         first = self._preferred
+        deadline = time.monotonic() + (timeout or self.timeout)
         last_error: errors.TideMQError | None = None
         for step in range(len(self._rpcs)):
             index = (first + step) % len(self._rpcs)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0.01:
+                break
             try:
-                reply = self._rpcs[index].call(method, request, timeout=timeout,
-                                               idempotent=idempotent)
+                reply = self._rpcs[index].call(method, request, timeout=remaining)
             except errors.BreakerOpen as exc:
                 last_error = exc  # nothing was sent: always safe to try the next instance
             except errors.ServiceUnavailable as exc:
@@ -136,8 +142,7 @@ class ConfigClient:
             else:
                 self._preferred = index
                 return reply
-        assert last_error is not None
-        raise last_error
+        raise last_error or errors.DeadlineExceeded(f"{method}: no time left to call the config center")
 
     def stub_for(self, attempt: int) -> tuple[str, ConfigServiceStub]:
         """The address and raw stub to use for a long-lived stream on its `attempt`-th try."""
@@ -243,6 +248,7 @@ class Lease:
     id: int
     ttl_seconds: int
     on_expired: Callable[[int], None] | None = None
+    renewals: int = 0  # successful keep-alives so far
     expired: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -283,7 +289,9 @@ class Lease:
                 interval = max(self.ttl_seconds / 10, 0.1)
                 continue
             interval = max(self.ttl_seconds / 3, 0.1)
-            if ttl == 0:
+            if ttl:
+                self.renewals += 1
+            else:
                 log.warning("lease expired", lease=self.id)
                 self.expired.set()
                 if self.on_expired is not None:

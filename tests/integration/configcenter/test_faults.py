@@ -1,0 +1,90 @@
+"""Faults: lease expiry, config-center restart, Redis restart (AOF) and Redis outage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from tidemq.client.config import ConfigClient
+from tidemq.common import errors
+
+from tests.support.processes import wait_until
+
+
+def test_a_lease_not_kept_alive_removes_its_keys_within_ttl_plus_one_second(client):
+    ttl = 1
+    with client.watch("/tidemq/brokers/") as watch:
+        assert watch.wait_established(10)
+        lease = client.lease(ttl, keepalive=False)
+        granted = time.monotonic()
+        put = client.put("/tidemq/brokers/b1", "alive", lease=lease.id)
+        assert watch.poll(10).revision == put.revision
+        deletion = watch.poll(ttl + 1.0)  # acceptance bound: TTL + 1 s after the last renewal
+        assert deletion is not None, "no DELETE within TTL + 1 s"
+        assert time.monotonic() - granted <= ttl + 1.5
+    assert (deletion.type, deletion.kv.key) == ("DELETE", "/tidemq/brokers/b1")
+    assert client.get("/tidemq/brokers/b1") is None
+    assert client.lease_keepalive(lease.id) == 0
+
+
+@pytest.mark.slow
+def test_a_kept_alive_lease_survives_a_config_center_restart(config_center, client):
+    ttl = 6  # longer than a config-center restart takes on a loaded CI machine
+    lease = client.lease(ttl)
+    client.put("/tidemq/brokers/b1", "alive", lease=lease.id)
+    written_at = time.monotonic()
+    config_center.stop()
+    config_center.restart()
+    renewals = lease.renewals
+    wait_until(lambda: lease.renewals > renewals, timeout=ttl,
+               message="a keep-alive through the restarted config center")
+    with client.watch("/tidemq/brokers/") as watch:
+        assert watch.wait_established(10)
+        # Past the first deadline: only keep-alives through the restarted instance kept it.
+        assert watch.poll(max(0.0, written_at + ttl + 1 - time.monotonic())) is None
+    assert not lease.expired.is_set()
+    assert client.get("/tidemq/brokers/b1").text == "alive"
+    lease.revoke()
+    assert client.get("/tidemq/brokers/b1") is None
+
+
+def test_redis_restart_keeps_keys_and_revisions_and_watchers_resume(redis_server, client):
+    for i in range(20):
+        client.put(f"/r/{i}", str(i))
+    before = client.range("/r/")
+    watch = client.watch("/r/", start_revision=before.revision + 1)
+    assert watch.wait_established(10)
+    redis_server.stop()  # graceful: the append-only file is fsynced on shutdown
+    redis_server.start()
+    after = wait_until(lambda: _try(lambda: client.range("/r/")), timeout=20,
+                       message="the config center to reach the restarted redis")
+    assert after.kvs == before.kvs and after.revision == before.revision
+    written = [client.put("/r/new", str(i)).revision for i in range(5)]
+    assert written == list(range(before.revision + 1, before.revision + 6))
+    assert [watch.poll(10).revision for _ in written] == written
+    watch.close()
+
+
+def test_redis_outage_answers_unavailable_within_the_deadline(redis_server, config_center):
+    with ConfigClient(config_center.addr, timeout=3.0) as client:
+        client.put("/k", "v")
+        os.kill(redis_server.proc.pid, signal.SIGSTOP)  # a hung Redis: accepts, never answers
+        try:
+            started = time.monotonic()
+            with pytest.raises(errors.ServiceUnavailable):
+                client.get("/k")
+            assert time.monotonic() - started < 3.0 + 0.5
+        finally:
+            os.kill(redis_server.proc.pid, signal.SIGCONT)
+        redis_server.kill()  # a dead Redis: refused connections
+        with pytest.raises(errors.ServiceUnavailable):
+            client.put("/k", "v2")
+
+
+def _try(call):
+    try:
+        return call()
+    except errors.ServiceUnavailable:
+        return None
