@@ -90,7 +90,7 @@ def previous_for(queues, members):
     return st.dictionaries(holders, owned, max_size=len(members) + 2)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(queues=queue_lists, members=member_lists, data=st.data())
 def test_sticky_is_balanced_and_moves_the_minimum(queues, members, data):
     previous = data.draw(previous_for(queues, members))

@@ -20,6 +20,13 @@ from .errors import ERROR_CODES, CoordinatorError
 from .group import DelayedJoin, GroupMetadata
 from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
 from .placement import coordinator_for
+from .protocol import (
+    assign_subscriptions,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from .state import GroupState, is_allowed_transition
 from .ticker import CoordinatorTicker
 from .views import GroupDescription, GroupOverview, MemberDescription
@@ -44,10 +51,15 @@ __all__ = [
     "MemberMetadata",
     "QueueRef",
     "SyncResult",
+    "assign_subscriptions",
     "averagely",
     "averagely_by_circle",
     "consistent_hash",
     "coordinator_for",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
     "get_assignor",
     "is_allowed_transition",
     "monotonic_ms",
