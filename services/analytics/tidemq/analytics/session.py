@@ -29,6 +29,7 @@ def build_session(app_name: str, master: str | None = "local[*]",
     }
     if master and master.startswith("local"):
         # Everything is on this machine: bind to loopback rather than guess an interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                     **settings}
     for key, value in settings.items():

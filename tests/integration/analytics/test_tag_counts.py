@@ -1,0 +1,202 @@
+"""The tidemq Spark source and the tag_counts job against real processes.
+
+Redis, config-center, a name server and a broker run as real processes on loopback; messages
+with known tags go in over BrokerService.Send; a real local SparkSession (one per module:
+JVM start-up is the expensive part) reads them back through format("tidemq").
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from tidemq.client import compression
+from tidemq.client.config import ConfigClient
+from tidemq.common import errors
+from tidemq.common import record as rec
+from tidemq.common.rpc import RpcClient
+from tidemq.v1 import (
+    broker_pb2,
+    broker_pb2_grpc,
+    common_pb2,
+    nameserver_pb2,
+    nameserver_pb2_grpc,
+)
+
+from tests.support.processes import start_redis, start_service, wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TOPIC = "analytics-tags"
+QUEUES = 4
+BROKER = "broker-a"
+# (tag, count): spread over the queues round-robin; "" = messages without a tag.
+TAGS = [("TagA", 37), ("TagB", 23), ("TagC", 11), ("", 5)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """redis -> config-center -> name server -> broker, stopped whatever happens."""
+    tmp = tmp_path_factory.mktemp("analytics-cluster")
+    started = []
+    redis = start_redis(tmp)
+    try:
+        config_center = start_service("tidemq.configcenter", ["--redis-url", redis.url], tmp)
+        started.append(config_center)
+        namesrv = start_service("tidemq.nameserver", [], tmp)
+        started.append(namesrv)
+        broker = start_service("tidemq.broker", [
+            "--cluster-name", "AnalyticsCluster", "--broker-name", BROKER, "--broker-id", "0",
+            "--namesrv-addrs", namesrv.addr, "--config-center", config_center.addr,
+            "--register-interval-s", "0.5",
+        ], tmp)
+        started.append(broker)
+        yield {"config_center": config_center, "namesrv": namesrv, "broker": broker}
+    finally:
+        for process in reversed(started):
+            process.kill()
+        redis.kill()
+
+
+def create_topic(cluster, name: str, queues: int) -> None:
+    with ConfigClient(cluster["config_center"].addr) as config:
+        config.put(f"/tidemq/topics/{name}",
+                   {"name": name, "queues": queues, "perm": 6, "order": False})
+    namesrv = RpcClient(cluster["namesrv"].addr, nameserver_pb2_grpc.NameServerServiceStub)
+
+    def routed():
+        try:
+            route = namesrv.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=name))
+        except errors.NotFound:
+            return False
+        return any(q.read_queue_nums == queues for q in route.queue_datas)
+
+    wait_until(routed, 30, message=f"a route for {name} with {queues} queues")
+
+
+def queue_ends(cluster, topic: str) -> dict[int, int]:
+    broker = RpcClient(cluster["broker"].addr, broker_pb2_grpc.BrokerServiceStub)
+    reply = broker.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic=topic))
+    return {q.queue_id: q.max_offset for q in reply.queues}
+
+
+@pytest.fixture(scope="module")
+def loaded(cluster):
+    """The topic with every TAGS message sent; returns what each queue holds."""
+    create_topic(cluster, TOPIC, QUEUES)
+    per_queue: dict[int, list[bytes]] = {q: [] for q in range(QUEUES)}
+    expected_bodies = {}
+    n = 0
+    for tag, count in TAGS:
+        for _ in range(count):
+            body = f"{tag or 'untagged'}-{n}".encode()
+            message = rec.OutgoingMessage(TOPIC, body, tags=tag, keys=[f"k{n}", "all"],
+                                          properties={"seq": str(n)})
+            if n % 10 == 0:  # some bodies travel compressed, as the client sends big ones
+                record, _ = rec.encode_message(
+                    message, sys_flag=rec.SYS_FLAG_COMPRESSED,
+                    body=compression.compress(body, compression.ZSTD),
+                    extra_properties={rec.PROP_COMPRESSION: compression.ZSTD})
+            else:
+                record, _ = rec.encode_message(message)
+            per_queue[n % QUEUES].append(record)
+            expected_bodies[str(n)] = body
+            n += 1
+    broker = RpcClient(cluster["broker"].addr, broker_pb2_grpc.BrokerServiceStub)
+    for queue_id, records in per_queue.items():
+        for chunk in (records[:7], records[7:]):  # two batches per queue
+            reply = broker.call("Send", broker_pb2.SendRequest(
+                topic=TOPIC, queue_id=queue_id, records=b"".join(chunk),
+                record_count=len(chunk)))
+            assert reply.status == common_pb2.SEND_OK
+    sizes = {q: len(records) for q, records in per_queue.items()}
+    # The ConsumeQueue is built asynchronously: wait until every queue shows its messages.
+    wait_until(lambda: queue_ends(cluster, TOPIC) == sizes, 30, message="queues dispatched")
+    return {"sizes": sizes, "bodies": expected_bodies, "namesrv": cluster["namesrv"].addr}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from tidemq.analytics.session import build_session
+
+    session = build_session("tidemq-analytics-tests", "local[2]", {
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+    })
+    yield session
+    session.stop()
+
+
+def read(spark, namesrv: str, **options):
+    reader = spark.read.format("tidemq").option("namesrv", namesrv).option("topic", TOPIC)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def test_reads_every_message_once_with_exact_tag_counts(spark, loaded):
+    frame = read(spark, loaded["namesrv"])
+    assert frame.rdd.getNumPartitions() == QUEUES
+    rows = frame.collect()
+    assert Counter(row["tag"] for row in rows) == dict(TAGS)
+    positions = Counter((row["queue_id"], row["queue_offset"]) for row in rows)
+    assert set(positions.values()) == {1}, "a (queue, offset) was read twice"
+    assert set(positions) == {(q, o) for q, size in loaded["sizes"].items() for o in range(size)}
+    for row in rows:
+        seq = row["properties"]["seq"]
+        assert bytes(row["body"]) == loaded["bodies"][seq], "body (decompressed) as sent"
+        assert row["keys"] == [f"k{seq}", "all"]
+        assert (row["topic"], row["broker"]) == (TOPIC, BROKER)
+        assert len(row["msg_id"]) == 32 and len(row["unique_id"]) == 32
+        assert row["store_timestamp"] >= row["born_timestamp"]
+
+
+def test_group_by_tag_in_spark(spark, loaded):
+    counts = read(spark, loaded["namesrv"]).groupBy("tag").count().collect()
+    assert {row["tag"]: row["count"] for row in counts} == dict(TAGS)
+
+
+def test_offset_ranges_and_split_partitions(spark, loaded):
+    starting = json.dumps({BROKER: {"0": 2, "1": -1}})
+    ending = json.dumps({BROKER: {"0": 5, "2": 3}})
+    frame = read(spark, loaded["namesrv"], startingOffsets=starting, endingOffsets=ending)
+    got = sorted((r["queue_id"], r["queue_offset"]) for r in
+                 frame.select("queue_id", "queue_offset").collect())
+    expected = ([(0, o) for o in range(2, 5)] + [(2, o) for o in range(3)]
+                + [(3, o) for o in range(loaded["sizes"][3])])
+    assert got == expected
+    split = read(spark, loaded["namesrv"], maxRecordsPerPartition="4", maxMessagesPerPull="3")
+    assert split.rdd.getNumPartitions() == sum(-(-size // 4) for size in loaded["sizes"].values())
+    assert split.count() == sum(count for _, count in TAGS)
+    assert split.select("queue_id", "queue_offset").distinct().count() == split.count()
+
+
+def test_unknown_topic_and_bad_offsets_fail_with_the_tidemq_code(spark, loaded):
+    with pytest.raises(Exception, match="TOPIC_NOT_EXIST"):
+        (spark.read.format("tidemq").option("namesrv", loaded["namesrv"])
+         .option("topic", "no-such-topic").load().count())
+    with pytest.raises(Exception, match="endingOffsets for broker 'broker-a' queue 0 is 999"):
+        read(spark, loaded["namesrv"], endingOffsets=json.dumps({BROKER: {"0": 999}})).count()
+
+
+def test_tag_counts_job_writes_the_csv(loaded, tmp_path):
+    output = tmp_path / "counts.csv"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-m", "tidemq.analytics.tag_counts", "--namesrv", loaded["namesrv"],
+         "--topic", TOPIC, "--output", str(output), "--master", "local[1]"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with output.open(newline="") as f:
+        rows = list(csv.reader(f))
+    expected = sorted(TAGS, key=lambda tc: (-tc[1], tc[0]))
+    assert rows == [["tag", "count"]] + [[tag, str(count)] for tag, count in expected]
+    assert f"{sum(c for _, c in TAGS)} messages, {len(TAGS)} tags" in done.stdout
+
