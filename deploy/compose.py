@@ -25,6 +25,10 @@ from deploy.topology import REPO_ROOT, Placement, Topology, load
 DEFAULT_PROJECT = "tidemq"
 
 
+class StackFailed(RuntimeError):
+    """`compose up` itself failed (e.g. a dependency never became healthy)."""
+
+
 def compose_command() -> list[str]:
     if shutil.which("docker-compose"):
         return ["docker-compose"]
@@ -68,7 +72,10 @@ class ComposeStack:
         )
 
     def up(self, *, timeout: float = 180.0) -> None:
-        self.compose("up", "-d", "--no-build")
+        # docker-compose 1.29 already waits here for depends_on healthchecks
+        started = self.compose("up", "-d", "--no-build", check=False)
+        if started.returncode != 0:
+            raise StackFailed(f"`compose up` failed with exit status {started.returncode}")
         wait_healthy(
             self.topology.services.values(), self.placement, timeout=timeout, progress=print
         )
@@ -110,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineUnavailable, ImageBuildError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
-    except Unhealthy as exc:
+    except (Unhealthy, StackFailed) as exc:
         print(f"FAILED: {exc}\n{stack.logs()}", file=sys.stderr)
         return 1
     print("\nTideMQ (docker compose) is up:")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import time
 import uuid
 
 import pytest
 import requests
 
-from deploy.compose import ComposeStack
+from deploy.compose import ComposeStack, StackFailed
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy
 from deploy.images import ImageBuildError, build_images
@@ -55,7 +56,7 @@ def stack(tmp_path_factory):
     except ImageBuildError as exc:
         stop_engine(pid_file)
         pytest.fail(f"image build failed: {exc}")
-    except Unhealthy as exc:
+    except (Unhealthy, StackFailed) as exc:
         logs = deployment.logs()
         deployment.down(volumes=True)
         stop_engine(pid_file)
@@ -72,13 +73,28 @@ def _body_text(message: dict) -> str:
     return base64.b64decode(body).decode()  # gateways may return bodies base64-encoded
 
 
+def _poll_until_routed(base: str, topic: str, brokers: list[str], timeout: float = 60.0):
+    """202 from topic creation means brokers have not published the route yet: wait for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        described = requests.get(f"{base}/v1/topics/{topic}", timeout=30)
+        if described.status_code == 200:
+            routed = {b["broker_name"] for b in described.json()["brokers"]}
+            if routed >= set(brokers):
+                return
+        assert time.monotonic() < deadline, f"route of {topic} incomplete: {described.text}"
+        time.sleep(0.5)
+
+
 def test_produce_and_fetch_through_the_http_gateway(stack: ComposeStack):
     gateway = stack.topology.services["gateway-http"]
     base = f"http://127.0.0.1:{stack.placement.port(gateway, 'http')}"
     topic = f"compose-{uuid.uuid4().hex[:8]}"
 
     created = requests.post(f"{base}/v1/topics", json={"name": topic, "queues": QUEUES}, timeout=30)
-    assert created.status_code in (200, 201), created.text
+    assert created.status_code in (201, 202), created.text
+    brokers = [s.name for s in stack.topology.services.values() if s.module == "tidemq.broker"]
+    _poll_until_routed(base, topic, brokers)
 
     sent = [f"m-{i}" for i in range(MESSAGES)]
     reply = requests.post(
@@ -88,7 +104,6 @@ def test_produce_and_fetch_through_the_http_gateway(stack: ComposeStack):
     )
     assert reply.status_code in (200, 201), reply.text
 
-    brokers = [s.name for s in stack.topology.services.values() if s.module == "tidemq.broker"]
     received: list[str] = []
     for broker in brokers:
         for queue_id in range(QUEUES):
