@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from coord_harness import GROUP, INITIAL_DELAY_MS, PROTOCOLS, REBALANCE_MS, SESSION_MS, Harness
 from tidemq.broker.coordinator import (
     CoordinatorConfig,
     CoordinatorError,
@@ -13,6 +12,15 @@ from tidemq.broker.coordinator import (
     GroupState,
 )
 from tidemq.common.errors import TideMQError
+
+from tests.unit.coordinator.coord_harness import (
+    GROUP,
+    INITIAL_DELAY_MS,
+    PROTOCOLS,
+    REBALANCE_MS,
+    SESSION_MS,
+    Harness,
+)
 
 
 def error_of(call) -> CoordinatorError:

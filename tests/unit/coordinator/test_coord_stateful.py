@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from coord_harness import GROUP, REBALANCE_MS, SESSION_MS, Harness
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tidemq.broker.coordinator import CoordinatorError, GroupState, JoinResult
+
+from tests.unit.coordinator.coord_harness import GROUP, REBALANCE_MS, SESSION_MS, Harness
 
 S = GroupState
 # Written out again (not imported) so the test checks the implementation's table.

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from coord_harness import GROUP, INITIAL_DELAY_MS, PROTOCOLS, REBALANCE_MS, Harness
 from tidemq.broker.coordinator import CoordinatorError, GroupState
+
+from tests.unit.coordinator.coord_harness import (
+    GROUP,
+    INITIAL_DELAY_MS,
+    PROTOCOLS,
+    REBALANCE_MS,
+    Harness,
+)
 
 EMPTY = GroupState.EMPTY
 PREPARING = GroupState.PREPARING_REBALANCE
