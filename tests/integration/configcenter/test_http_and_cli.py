@@ -1,0 +1,98 @@
+"""The gateway's /v1/config routes and `tidemq config` against a real config center."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from flask import Flask
+from tidemq.client.cli_config import config_app
+from tidemq.gateway import problems
+from tidemq.gateway.config_routes import EXTENSION, config_bp
+from typer.testing import CliRunner
+
+
+@pytest.fixture
+def http(client):
+    app = Flask("test-gateway")
+    problems.install(app)
+    app.register_blueprint(config_bp)
+    app.extensions[EXTENSION] = client
+    return app.test_client()
+
+
+def test_http_put_get_delete_with_if_match(http):
+    created = http.put("/v1/config/tidemq/groups/billing", data=b'{"retry_max": 16}')
+    assert created.status_code == 201
+    revision = created.get_json()["revision"]
+    got = http.get("/v1/config/tidemq/groups/billing")
+    assert got.status_code == 200 and got.headers["ETag"] == f'"{revision}"'
+    assert got.get_json()["value"] == '{"retry_max": 16}'
+    stale = http.put("/v1/config/tidemq/groups/billing", data=b"x",
+                     headers={"If-Match": f'"{revision + 1}"'})
+    assert stale.status_code == 412
+    assert stale.mimetype == "application/problem+json"
+    assert f"at revision {revision}" in stale.get_json()["detail"]
+    updated = http.put("/v1/config/tidemq/groups/billing", data=b"y",
+                       headers={"If-Match": f'"{revision}"'})
+    assert updated.status_code == 200
+    assert http.put("/v1/config/tidemq/groups/billing", data=b"z",
+                    headers={"If-None-Match": "*"}).status_code == 412
+    listed = http.get("/v1/config/tidemq/groups/?prefix=true").get_json()
+    assert [kv["key"] for kv in listed["kvs"]] == ["/tidemq/groups/billing"]
+    deleted = http.delete("/v1/config/tidemq/groups/billing",
+                          headers={"If-Match": updated.headers["ETag"]})
+    assert deleted.status_code == 200
+    missing = http.get("/v1/config/tidemq/groups/billing")
+    assert missing.status_code == 404 and missing.get_json()["code"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "data", "status", "code"),
+    [
+        ("put", "/v1/config/k", {"If-Match": "abc"}, b"x", 400, "INVALID_ARGUMENT"),
+        ("put", "/v1/config/k", {"If-Match": '"-1"'}, b"x", 400, "INVALID_ARGUMENT"),
+        ("get", "/v1/config/", {}, None, 400, "INVALID_ARGUMENT"),
+        ("put", "/v1/config/" + "k" * 1100, {}, b"x", 400, "INVALID_ARGUMENT"),
+        ("put", "/v1/config/big", {}, b"x" * (1024 * 1024 + 1), 413, "MESSAGE_TOO_LARGE"),
+        ("delete", "/v1/config/absent", {}, None, 404, "NOT_FOUND"),
+    ],
+)
+def test_http_bad_input_is_a_problem_document(http, method, path, headers, data, status, code):
+    response = getattr(http, method)(path, headers=headers, data=data)
+    assert response.status_code == status
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json()["code"] == code
+
+
+def test_cli_set_get_history_rollback_watch(config_center):
+    runner = CliRunner()
+    addr = ["--config-center", config_center.addr]
+
+    def run(*args: str) -> str:
+        result = runner.invoke(config_app, [*args, *addr])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    first = json.loads(run("set", "/tidemq/config/cluster/c1/flush_policy", "async", "-o",
+                           "json"))
+    run("set", "/tidemq/config/cluster/c1/flush_policy", "sync")
+    assert json.loads(run("get", "/tidemq/config/cluster/c1/flush_policy", "-o", "json"))[
+        "value"] == "sync"
+    history = json.loads(run("history", "/tidemq/config/cluster/c1/flush_policy", "-o", "json"))
+    assert [e["value"] for e in history] == ["async", "sync"]
+    run("rollback", "/tidemq/config/cluster/c1/flush_policy", str(first["revision"]))
+    lines = run("watch", "/tidemq/config/", "--from-revision", "1", "--count", "3", "-o",
+                "json").splitlines()
+    assert [json.loads(line)["value"] for line in lines] == ["async", "sync", "async"]
+    effective = json.loads(run("effective", "--cluster", "c1", "-o", "json"))
+    assert effective["settings"][0]["value"] == "async"
+    conflict = runner.invoke(config_app, ["set", "/tidemq/config/cluster/c1/flush_policy", "x",
+                                          "--if-revision", "1", *addr])
+    assert conflict.exit_code == 1 and "PRECONDITION_FAILED" in conflict.output
+
+
+def test_cli_reads_the_address_from_the_environment(config_center, monkeypatch):
+    monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", config_center.addr)
+    result = CliRunner().invoke(config_app, ["get", "/missing"])
+    assert result.exit_code == 1 and "NOT_FOUND" in result.output
