@@ -1,0 +1,96 @@
+"""Compose one broker process: store, topic table + config-center sync, long polling,
+consumer offsets, name-server registration and the gRPC servicer, with an ordered shutdown.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from tidemq.broker import metrics
+from tidemq.broker.long_poll import PullRequestHoldService
+from tidemq.broker.messaging import Messaging
+from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.servicer import BrokerServicer
+from tidemq.broker.settings import BrokerSettings
+from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.topic_manager import TopicManager
+from tidemq.broker.topic_table import TopicTable
+from tidemq.common import record
+from tidemq.common.logs import get_logger
+from tidemq.common.server import ServiceRuntime
+from tidemq.v1 import broker_pb2_grpc
+
+log = get_logger(__name__)
+
+
+def _reserve_port(host: str) -> int:
+    """Pick a free port up front: the store must know its address before serving starts."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def store_config(settings: BrokerSettings) -> StoreConfig:
+    return StoreConfig(
+        data_dir=Path(settings.data_dir) / "store",
+        segment_size=int(settings.segment_size_mib * 1024 * 1024),
+        flush_mode=FlushMode.SYNC if settings.flush_mode == "sync" else FlushMode.ASYNC,
+        max_message_size=settings.max_message_size,
+        retention_hours=settings.retention_hours,
+        delete_when_hour=None if settings.delete_when_hour < 0 else settings.delete_when_hour,
+        consume_queue_units_per_file=settings.consume_queue_units_per_file,
+        index_slots=settings.index_slots,
+        index_entries=settings.index_entries,
+    )
+
+
+class BrokerApp:
+    def __init__(self, settings: BrokerSettings) -> None:
+        if settings.port == 0:
+            settings.port = _reserve_port(settings.host)
+        self.settings = settings
+        self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads)
+        self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
+                                       settings.broker_id, settings.advertised_addr)
+        data_dir = Path(settings.data_dir)
+        self.store = MessageStore(store_config(settings),
+                                  store_host=record.pack_host(settings.advertised_host,
+                                                              settings.port))
+        self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
+        self.offsets = ConsumerOffsetManager(MetadataFile(data_dir / "consumer_offsets.json"))
+        self.holds = PullRequestHoldService()
+        self.registrar = BrokerRegistrar(self.identity, settings.name_servers, self.topics,
+                                         settings.register_interval_s,
+                                         settings.register_timeout_s)
+        self.topic_manager = TopicManager(self.topics, settings.config_center,
+                                          on_change=self.registrar.trigger)
+        self.messaging = Messaging(self.store, self.topics, self.holds,
+                                   long_poll_max_ms=settings.long_poll_max_ms,
+                                   max_pull_messages=settings.max_pull_messages,
+                                   max_pull_bytes=settings.max_pull_bytes)
+        self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
+                         BrokerServicer(self.identity, self.messaging, self.offsets),
+                         "tidemq.v1.BrokerService")
+        metrics.HELD_PULLS.set_function(self.holds.held_count)
+
+    def start(self) -> None:
+        self.store.start()
+        self.store.add_arrival_listener(self.holds.notify_arrival)
+        self.offsets.start(self.settings.offset_flush_interval_s)
+        self.topic_manager.start(self.settings.topic_sync_wait_s)
+        self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
+        self.runtime.start()
+        self.registrar.start()
+        log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
+                 topics=len(self.topics.snapshot()[1]))
+
+    def stop(self) -> None:
+        """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
+        self.registrar.stop(unregister=True)
+        self.topic_manager.stop()
+        self.holds.shutdown()
+        self.runtime.stop()
+        self.offsets.stop()
+        self.store.shutdown()

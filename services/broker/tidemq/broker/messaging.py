@@ -1,0 +1,194 @@
+"""Send and pull as the broker serves them: topic/queue checks, long polling, offset lookups.
+
+This is the domain behind BrokerService: no gRPC here. It checks what only the broker can
+(topic served here, permission, queue in range), hands bytes to the store untouched, and turns
+a pull that found nothing into a held pull answered as soon as its queue grows.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+
+from tidemq.broker import metrics
+from tidemq.broker.long_poll import PullRequestHoldService
+from tidemq.broker.store import (
+    AppendResult,
+    GetResult,
+    GetStatus,
+    MessageNotFound,
+    MessageStore,
+    MessageTooLarge,
+    StoreError,
+)
+from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.common import record
+from tidemq.common.errors import (
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ServiceUnavailable,
+    TopicNotExist,
+)
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullOutcome:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes = b""
+    record_count: int = 0
+
+
+def tag_hashes(expression: str) -> frozenset[int] | None:
+    """`""`/`"*"` → None (everything); `"A || B"` → the tags' ConsumeQueue hashes."""
+    tags = [tag.strip() for tag in expression.split("||")]
+    if not expression.strip() or "*" in tags:
+        return None
+    if any(not tag for tag in tags):
+        raise InvalidArgument(f"tag expression {expression!r} has an empty tag")
+    return frozenset(record.tag_hash(tag) for tag in tags)
+
+
+def _outcome(result: GetResult, offset: int) -> PullOutcome:
+    """Map the store's answer to the wire's four pull statuses (RocketMQ's mapping)."""
+    status = result.status
+    if status is GetStatus.FOUND:
+        return PullOutcome(PullStatus.FOUND, result.next_begin_offset, result.min_offset,
+                           result.max_offset, result.records, result.record_count)
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        pull_status = PullStatus.NO_MATCHED_MSG
+    elif status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY) or (
+        status is GetStatus.NO_MESSAGE_IN_QUEUE and offset != 0
+    ):
+        # next_begin_offset is a valid offset to continue from (min, max or 0).
+        return PullOutcome(PullStatus.OFFSET_ILLEGAL, result.next_begin_offset,
+                           result.min_offset, result.max_offset)
+    else:  # NO_MESSAGE_IN_QUEUE at 0, OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL
+        pull_status = PullStatus.NO_NEW_MSG
+    return PullOutcome(pull_status, result.next_begin_offset, result.min_offset,
+                       result.max_offset)
+
+
+class Messaging:
+    def __init__(self, store: MessageStore, topics: TopicTable, holds: PullRequestHoldService,
+                 *, long_poll_max_ms: int, max_pull_messages: int, max_pull_bytes: int) -> None:
+        self.store = store
+        self.topics = topics
+        self.holds = holds
+        self.long_poll_max_ms = long_poll_max_ms
+        self.max_pull_messages = max_pull_messages
+        self.max_pull_bytes = max_pull_bytes
+
+    def topic(self, name: str) -> TopicConfig:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicNotExist(f"topic {name!r} is not served by this broker")
+        return topic
+
+    def _queue(self, topic: TopicConfig, queue_id: int) -> None:
+        if not 0 <= queue_id < topic.queues:
+            raise InvalidArgument(
+                f"queue_id {queue_id} is out of range: topic {topic.name!r} has queues "
+                f"0..{topic.queues - 1}"
+            )
+
+    # -- send ---------------------------------------------------------------------------------
+
+    def send(self, topic_name: str, queue_id: int, records: bytes,
+             record_count: int) -> AppendResult:
+        topic = self.topic(topic_name)
+        if not topic.writable:
+            raise PreconditionFailed(f"topic {topic.name!r} is not writable (perm {topic.perm})",
+                                     code="NO_PERMISSION")
+        self._queue(topic, queue_id)
+        if record_count <= 0 or not records:
+            raise InvalidArgument("a send must carry at least one record and record_count >= 1")
+        started = time.perf_counter()
+        try:
+            result = self.store.append_batch(topic.name, queue_id, records, record_count)
+        except MessageTooLarge as exc:
+            raise PayloadTooLarge(f"rejected batch: {exc}") from None
+        except StoreError as exc:
+            if exc.code == "SERVICE_UNAVAILABLE":
+                raise ServiceUnavailable(f"broker store unavailable: {exc}") from None
+            raise InvalidArgument(f"rejected batch: {exc}") from None
+        metrics.record_put(topic.name, record_count, len(records), time.perf_counter() - started)
+        return result
+
+    # -- pull ---------------------------------------------------------------------------------
+
+    def pull(self, topic_name: str, queue_id: int, queue_offset: int, max_messages: int,
+             max_bytes: int, suspend_timeout_ms: int, tag_expression: str) -> PullOutcome:
+        metrics.PULL_REQUESTS.inc()
+        topic = self.topic(topic_name)
+        if not topic.readable:
+            raise PreconditionFailed(f"topic {topic.name!r} is not readable (perm {topic.perm})",
+                                     code="NO_PERMISSION")
+        self._queue(topic, queue_id)
+        if queue_offset < 0:
+            raise InvalidArgument(f"queue_offset must be >= 0, got {queue_offset}")
+        hashes = tag_hashes(tag_expression)
+        max_messages = max_messages if max_messages > 0 else self.max_pull_messages
+        max_bytes = max_bytes if max_bytes > 0 else self.max_pull_bytes
+        hold_s = min(max(suspend_timeout_ms, 0), self.long_poll_max_ms) / 1000
+        deadline = time.monotonic() + hold_s
+        offset = queue_offset
+        while True:
+            result = self.store.get_messages(topic.name, queue_id, offset, max_messages,
+                                             max_bytes, hashes)
+            outcome = _outcome(result, offset)
+            # Hold only when the caller is at the end of the queue: nothing new, or every
+            # remaining message filtered out. Anything else (found, illegal) answers now.
+            at_end = outcome.status is PullStatus.NO_NEW_MSG or (
+                outcome.status is PullStatus.NO_MATCHED_MSG
+                and outcome.next_begin_offset >= outcome.max_offset
+            )
+            remaining = deadline - time.monotonic()
+            if not at_end or remaining <= 0:
+                return outcome
+            offset = max(offset, outcome.next_begin_offset)
+            if not self.holds.hold(topic.name, queue_id, offset, remaining,
+                                   lambda: self.store.max_offset(topic.name, queue_id)):
+                return PullOutcome(outcome.status, offset, outcome.min_offset,
+                                   self.store.max_offset(topic.name, queue_id))
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def queue_offsets(self, topic_name: str) -> list[tuple[int, int, int]]:
+        topic = self.topic(topic_name)
+        return [(q, self.store.min_offset(topic.name, q), self.store.max_offset(topic.name, q))
+                for q in range(topic.queues)]
+
+    def search_offset(self, topic_name: str, queue_id: int, timestamp_ms: int) -> int:
+        topic = self.topic(topic_name)
+        self._queue(topic, queue_id)
+        return self.store.offset_for_timestamp(topic.name, queue_id, timestamp_ms)
+
+    def view(self, physical_offset: int) -> bytes:
+        if physical_offset < 0:
+            raise InvalidArgument(f"physical_offset must be >= 0, got {physical_offset}")
+        try:
+            return self.store.read_record(physical_offset)
+        except MessageNotFound as exc:
+            raise NotFound(str(exc), code="MESSAGE_NOT_FOUND") from None
+
+    def query_by_key(self, topic_name: str, key: str, begin_ms: int, end_ms: int,
+                     max_results: int) -> list[bytes]:
+        topic = self.topic(topic_name)
+        if not key:
+            raise InvalidArgument("key must not be empty")
+        end_ms = end_ms or int(time.time() * 1000) + 1
+        return self.store.query_by_key(topic.name, key, begin_ms, end_ms,
+                                       max_results if max_results > 0 else 32)

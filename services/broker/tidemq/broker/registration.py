@@ -1,0 +1,118 @@
+"""BrokerRegistrar: announce this broker and its topics to every name server.
+
+Registers at start, every `interval_s` (ref 30 s) and at once when the topic table changes;
+unregisters on clean shutdown. Each name server is called in parallel with its own deadline
+and circuit breaker, so one dead name server never delays the others.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from tidemq.broker.topic_table import TopicTable
+from tidemq.common.errors import TideMQError
+from tidemq.common.logs import get_logger
+from tidemq.common.rpc import RpcClient
+from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_server_addr: str = ""
+
+
+class BrokerRegistrar:
+    def __init__(self, identity: BrokerIdentity, name_servers: list[str], topics: TopicTable,
+                 interval_s: float, call_timeout_s: float = 3.0) -> None:
+        self.identity = identity
+        self.topics = topics
+        self.interval_s = interval_s
+        self.call_timeout_s = call_timeout_s
+        self._clients = {addr: RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub,
+                                         timeout=call_timeout_s) for addr in name_servers}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(name_servers)),
+                                        thread_name_prefix="register")
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="registrar", daemon=True)
+        self.master_addr = ""
+
+    def start(self) -> None:
+        self.register_all()
+        self._thread.start()
+
+    def trigger(self) -> None:
+        """Re-register now (topic table changed)."""
+        self._wake.set()
+
+    def stop(self, unregister: bool = True) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=self.call_timeout_s + 2)
+        if unregister:
+            self.unregister_all()
+        self._pool.shutdown(wait=False)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            self.register_all()
+
+    def _request(self) -> nameserver_pb2.RegisterBrokerRequest:
+        version, topics = self.topics.snapshot()
+        ident = self.identity
+        return nameserver_pb2.RegisterBrokerRequest(
+            cluster_name=ident.cluster_name, broker_name=ident.broker_name,
+            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            ha_server_addr=ident.ha_server_addr,
+            data_version=common_pb2.DataVersion(timestamp=version.timestamp,
+                                                counter=version.counter),
+            topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
+                                           write_queue_nums=t.queues, perm=t.perm, order=t.order)
+                    for t in topics],
+        )
+
+    def register_all(self) -> int:
+        """Register with every name server in parallel; returns how many accepted."""
+        request = self._request()
+        futures = {self._pool.submit(self._call, addr, "RegisterBroker", request): addr
+                   for addr in self._clients}
+        wait(futures, timeout=self.call_timeout_s + 1)
+        accepted = 0
+        for future in futures:
+            if future.done() and future.exception() is None:
+                accepted += 1
+                if future.result().master_addr:
+                    self.master_addr = future.result().master_addr
+        log.debug("registered", accepted=accepted, name_servers=len(self._clients),
+                  data_version=request.data_version.counter)
+        return accepted
+
+    def unregister_all(self) -> None:
+        ident = self.identity
+        request = nameserver_pb2.UnregisterBrokerRequest(
+            cluster_name=ident.cluster_name, broker_name=ident.broker_name,
+            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+        )
+        futures = [self._pool.submit(self._call, addr, "UnregisterBroker", request)
+                   for addr in self._clients]
+        wait(futures, timeout=self.call_timeout_s + 1)
+
+    def _call(self, addr: str, method: str, request):
+        try:
+            return self._clients[addr].call(method, request)
+        except TideMQError as exc:
+            log.warning("name server call failed", name_server=addr, method=method,
+                        error=str(exc))
+            raise

@@ -1,0 +1,108 @@
+"""BrokerService over gRPC: validate, one domain call, map the result. No logic lives here."""
+
+from __future__ import annotations
+
+from tidemq.broker.messaging import Messaging
+from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.registration import BrokerIdentity
+from tidemq.broker.store import AppendStatus
+from tidemq.common.errors import InvalidArgument
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
+
+SEND_STATUS = {
+    AppendStatus.PUT_OK: common_pb2.SEND_OK,
+    AppendStatus.FLUSH_DISK_TIMEOUT: common_pb2.FLUSH_DISK_TIMEOUT,
+}
+
+
+def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
+    return [broker_pb2.QueueOffset(topic=t, queue_id=q, offset=o) for t, q, o in entries]
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
+    def __init__(self, identity: BrokerIdentity, messaging: Messaging,
+                 offsets: ConsumerOffsetManager) -> None:
+        self.identity = identity
+        self.messaging = messaging
+        self.offsets = offsets
+
+    def Send(self, request, context):
+        result = self.messaging.send(request.topic, request.queue_id, request.records,
+                                     request.record_count)
+        return broker_pb2.SendResponse(
+            status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
+            queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
+            physical_offsets=result.physical_offsets,
+            store_host=self.messaging.store.store_host,
+        )
+
+    def Pull(self, request, context):
+        outcome = self.messaging.pull(
+            request.topic, request.queue_id, request.queue_offset, request.max_messages,
+            request.max_bytes, request.suspend_timeout_ms, request.tag_expression,
+        )
+        return broker_pb2.PullResponse(
+            status=broker_pb2.PullStatus.Value(outcome.status.value),
+            next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
+            max_offset=outcome.max_offset, records=outcome.records,
+            record_count=outcome.record_count,
+        )
+
+    def GetQueueOffsets(self, request, context):
+        return broker_pb2.GetQueueOffsetsResponse(
+            broker_name=self.identity.broker_name,
+            queues=[broker_pb2.QueueOffsets(queue_id=q, min_offset=lo, max_offset=hi)
+                    for q, lo, hi in self.messaging.queue_offsets(request.topic)],
+        )
+
+    def SearchOffset(self, request, context):
+        return broker_pb2.SearchOffsetResponse(queue_offset=self.messaging.search_offset(
+            request.topic, request.queue_id, request.timestamp_ms))
+
+    def ViewMessage(self, request, context):
+        return broker_pb2.ViewMessageResponse(
+            record=self.messaging.view(request.physical_offset))
+
+    def QueryMessageByKey(self, request, context):
+        found = self.messaging.query_by_key(request.topic, request.key,
+                                            request.begin_timestamp_ms, request.end_timestamp_ms,
+                                            request.max_results)
+        return broker_pb2.QueryMessageByKeyResponse(records=b"".join(found),
+                                                    record_count=len(found))
+
+    def GetBrokerInfo(self, request, context):
+        _, topics = self.messaging.topics.snapshot()
+        store = self.messaging.store
+        ident = self.identity
+        return broker_pb2.GetBrokerInfoResponse(
+            cluster_name=ident.cluster_name, broker_name=ident.broker_name,
+            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
+                                           write_queue_nums=t.queues, perm=t.perm, order=t.order)
+                    for t in topics],
+            commitlog_min_offset=store.commitlog_min_offset(),
+            commitlog_max_offset=store.commitlog_max_offset(),
+        )
+
+    def CommitOffsets(self, request, context):
+        for entry in request.offsets:
+            self.messaging.topic(entry.topic)
+        self.offsets.commit(request.consumer_group,
+                            [(e.topic, e.queue_id, e.offset) for e in request.offsets])
+        return broker_pb2.CommitOffsetsResponse()
+
+    def QueryOffsets(self, request, context):
+        if not request.consumer_group:
+            raise InvalidArgument("consumer_group must not be empty")
+        return broker_pb2.QueryOffsetsResponse(
+            offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)))
+
+    def ResetOffsets(self, request, context):
+        if not request.consumer_group:
+            raise InvalidArgument("consumer_group must not be empty")
+        topic = self.messaging.topic(request.topic)
+        entries = [(topic.name, q, self.messaging.search_offset(topic.name, q,
+                                                                request.timestamp_ms))
+                   for q in range(topic.queues)]
+        self.offsets.commit(request.consumer_group, entries)
+        return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))

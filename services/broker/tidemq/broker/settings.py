@@ -1,0 +1,53 @@
+"""Broker settings (the table with defaults and units is in services/broker/README.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemq.common import record
+from tidemq.common.settings import ServiceSettings, SettingsError, setting
+
+FLUSH_MODES = ("async", "sync")
+
+
+@dataclass
+class BrokerSettings(ServiceSettings):
+    """TideMQ broker: CommitLog store, send/pull with long polling, consumer offsets."""
+
+    port: int = setting(10911, "gRPC port of BrokerService (0 = pick a free port)")
+    data_dir: str = setting("./.data/broker", "store, topic table and consumer offsets live here")
+    cluster_name: str = setting("DefaultCluster", "cluster this broker's group belongs to")
+    broker_name: str = setting("broker-a", "replica group name (master and slaves share it)")
+    broker_id: int = setting(0, "0 = master, > 0 = slave")
+    namesrv_addrs: str = setting("127.0.0.1:9876", "name servers to register with, ';'-separated")
+    config_center: str = setting("127.0.0.1:7070", "config-center host:port (topic definitions)")
+    topic_sync_wait_s: float = setting(
+        5.0, "at start, wait this long for config-center before serving the persisted topics"
+    )
+    register_interval_s: float = setting(30.0, "re-registration period with every name server")
+    register_timeout_s: float = setting(3.0, "deadline of one registration call")
+    flush_mode: str = setting("async", "async (flush every 500 ms) or sync (group commit)")
+    segment_size_mib: float = setting(1024.0, "CommitLog segment file size in MiB (ref 1 GiB)")
+    max_message_size: int = setting(record.DEFAULT_MAX_MESSAGE_SIZE, "largest record in bytes")
+    long_poll_max_ms: int = setting(15000, "longest a pull with nothing new is held (ref 15 s)")
+    max_pull_messages: int = setting(32, "records per pull when the request asks for 0")
+    max_pull_bytes: int = setting(4 * 1024 * 1024, "bytes per pull when the request asks for 0")
+    retention_hours: float = setting(72.0, "delete CommitLog segments older than this (ref 72 h)")
+    delete_when_hour: int = setting(4, "local hour of the daily age-based deletion; -1 = any time")
+    consume_queue_units_per_file: int = setting(300_000, "ConsumeQueue units per file")
+    index_slots: int = setting(5_000_000, "IndexFile hash slots")
+    index_entries: int = setting(20_000_000, "IndexFile entries")
+    offset_flush_interval_s: float = setting(5.0, "consumer offsets persisted this often")
+    worker_threads: int = setting(256, "gRPC worker threads (held long polls occupy one each)")
+
+    def __post_init__(self) -> None:
+        if self.flush_mode not in FLUSH_MODES:
+            raise SettingsError(f"flush_mode must be one of {FLUSH_MODES}, got {self.flush_mode!r}")
+        if self.broker_id < 0:
+            raise SettingsError(f"broker_id must be >= 0, got {self.broker_id}")
+        if not self.name_servers:
+            raise SettingsError("namesrv_addrs names no name server")
+
+    @property
+    def name_servers(self) -> list[str]:
+        return [addr.strip() for addr in self.namesrv_addrs.split(";") if addr.strip()]

@@ -1,0 +1,128 @@
+"""The broker's table of topics it serves, persisted so a restart can serve without config-center.
+
+Definitions come from config-center (the source of truth) as JSON documents
+`{"name", "queues", "perm", "order"}`; this table is the local copy plus a data version that
+changes on every change, which tells the name servers to rebuild this broker's routes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from tidemq.broker.store.metadata import MetadataFile
+
+PERM_READ = 2
+PERM_WRITE = 4
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
+MAX_QUEUES = 1024
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+
+
+class TopicDefinitionError(ValueError):
+    """A topic document in config-center that cannot be served (bad JSON, name or counts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    queues: int
+    perm: int = PERM_READ_WRITE
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+
+def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
+    """Validate one config-center document; `key_name` is the last segment of its key."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TopicDefinitionError(f"topic {key_name!r}: definition is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise TopicDefinitionError(f"topic {key_name!r}: definition must be a JSON object")
+    name = doc.get("name", key_name)
+    if name != key_name or not TOPIC_NAME.match(str(name)):
+        raise TopicDefinitionError(
+            f"topic {key_name!r}: name {name!r} must equal the key and match {TOPIC_NAME.pattern}"
+        )
+    queues, perm, order = doc.get("queues", 4), doc.get("perm", PERM_READ_WRITE), doc.get("order")
+    if not isinstance(queues, int) or isinstance(queues, bool) or not 1 <= queues <= MAX_QUEUES:
+        raise TopicDefinitionError(f"topic {name!r}: queues must be 1..{MAX_QUEUES}, got {queues!r}")
+    if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
+        raise TopicDefinitionError(f"topic {name!r}: perm must be a 0..7 bit set, got {perm!r}")
+    return TopicConfig(name, queues, perm, bool(order))
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    timestamp: int
+    counter: int
+
+
+class TopicTable:
+    """Topics served here + the data version; every change is persisted before it is visible."""
+
+    def __init__(self, file: MetadataFile) -> None:
+        self._file = file
+        self._lock = threading.Lock()
+        self._topics: dict[str, TopicConfig] = {}
+        self.revision = 0  # last config-center revision applied
+        # A new timestamp per process start: name servers rebuild routes after a restart.
+        self._version = DataVersion(int(time.time() * 1000), 0)
+        self._load()
+
+    def _load(self) -> None:
+        raw = self._file.read()
+        if not raw:
+            return
+        doc = json.loads(raw)
+        self._topics = {t["name"]: TopicConfig(**t) for t in doc.get("topics", [])}
+        self.revision = int(doc.get("revision", 0))
+
+    def _persist(self) -> None:
+        doc = {"revision": self.revision,
+               "topics": [asdict(t) for t in sorted(self._topics.values(), key=lambda t: t.name)]}
+        self._file.write(json.dumps(doc, indent=1).encode())
+
+    def get(self, name: str) -> TopicConfig | None:
+        return self._topics.get(name)
+
+    def snapshot(self) -> tuple[DataVersion, list[TopicConfig]]:
+        with self._lock:
+            return self._version, sorted(self._topics.values(), key=lambda t: t.name)
+
+    @property
+    def data_version(self) -> DataVersion:
+        return self._version
+
+    def apply(self, upserts: list[TopicConfig], deletes: list[str], revision: int, *,
+              replace_all: bool = False) -> bool:
+        """Apply a batch of changes seen at `revision`; True if any topic changed.
+
+        `replace_all` (after a full Range) drops every topic not in `upserts`.
+        """
+        with self._lock:
+            before = dict(self._topics)
+            if replace_all:
+                self._topics = {}
+            for topic in upserts:
+                self._topics[topic.name] = topic
+            for name in deletes:
+                self._topics.pop(name, None)
+            changed = before != self._topics
+            if changed:
+                self._version = DataVersion(self._version.timestamp, self._version.counter + 1)
+            if changed or revision != self.revision:
+                self.revision = max(self.revision, revision) if not replace_all else revision
+                self._persist()
+            return changed

@@ -1,0 +1,188 @@
+"""Real processes: topic in config-center → routes on both name servers → send → pull."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+
+import pytest
+from tidemq.common import record
+from tidemq.common.errors import InvalidArgument, PayloadTooLarge, TopicNotExist
+from tidemq.v1 import broker_pb2, common_pb2
+
+from tests.integration.broker.conftest import broker_client, route_brokers, wait_route
+from tests.support.processes import wait_until
+
+
+def encode_batch(topic: str, count: int, *, tags: str = "", start: int = 0) -> list[bytes]:
+    return [
+        record.encode_message(record.OutgoingMessage(
+            topic, f"body-{start + i}".encode() * 3, tags=tags, keys=[f"k{start + i}"],
+            properties={"n": str(start + i)},
+        ))[0]
+        for i in range(count)
+    ]
+
+
+def send(client, topic: str, queue_id: int, records: list[bytes], count: int | None = None):
+    return client.call("Send", broker_pb2.SendRequest(
+        topic=topic, queue_id=queue_id, records=b"".join(records),
+        record_count=len(records) if count is None else count))
+
+
+def pull(client, topic, queue_id, offset, *, max_messages=100, suspend_ms=0, tags=""):
+    return client.call("Pull", broker_pb2.PullRequest(
+        consumer_group="g", topic=topic, queue_id=queue_id, queue_offset=offset,
+        max_messages=max_messages, suspend_timeout_ms=suspend_ms, tag_expression=tags))
+
+
+def same_message(sent: bytes, stored: bytes) -> bool:
+    """Everything the producer wrote survives byte for byte (broker fields are stamped)."""
+    return (sent[record.OFF_BORN_TIMESTAMP:record.OFF_STORE_TIMESTAMP]
+            == stored[record.OFF_BORN_TIMESTAMP:record.OFF_STORE_TIMESTAMP]
+            and sent[record.OFF_BODY_LEN:] == stored[record.OFF_BODY_LEN:]
+            and sent[:record.OFF_CRC] == stored[:record.OFF_CRC])
+
+
+def split_records(raw: bytes) -> list[bytes]:
+    out, pos = [], 0
+    for rec in record.iter_records(raw):
+        out.append(raw[pos:pos + rec.total_size])
+        pos += rec.total_size
+    return out
+
+
+def test_route_send_pull_roundtrip(cluster):
+    cluster.put_topic("orders", queues=4)
+    broker = cluster.start_broker("broker-a")
+    wait_route(cluster, "orders", {"broker-a"})
+    for ns in cluster.name_servers:
+        assert route_brokers(ns, "orders") == {"broker-a": {0: broker.addr}}
+    client = broker_client(broker)
+
+    batch = encode_batch("orders", 20)
+    reply = send(client, "orders", 2, batch)
+    assert reply.status == common_pb2.SEND_OK
+    assert (reply.broker_name, reply.queue_id, reply.first_queue_offset) == ("broker-a", 2, 0)
+    assert len(reply.physical_offsets) == 20 and len(reply.store_host) == 8
+    second = encode_batch("orders", 5, start=20)
+    reply2 = send(client, "orders", 2, second)
+    assert reply2.first_queue_offset == 20
+    batch += second
+
+    wait_until(lambda: pull(client, "orders", 2, 24).status == broker_pb2.FOUND, 10,
+               message="dispatch of the second batch")
+    pulled, offset = [], 0
+    while offset < 25:
+        answer = pull(client, "orders", 2, offset, max_messages=7)
+        assert answer.status == broker_pb2.FOUND
+        pulled += list(record.iter_records(answer.records))
+        assert answer.record_count == len(pulled) - offset
+        offset = answer.next_begin_offset
+    assert [r.queue_offset for r in pulled] == list(range(25))
+    assert [r.physical_offset for r in pulled] == list(reply.physical_offsets) + list(
+        reply2.physical_offsets)
+    answer = pull(client, "orders", 2, 0, max_messages=100)
+    assert all(same_message(s, p) for s, p in zip(batch, split_records(answer.records),
+                                                    strict=True))
+    assert pull(client, "orders", 2, 25).status == broker_pb2.NO_NEW_MSG
+
+    viewed = client.call("ViewMessage", broker_pb2.ViewMessageRequest(
+        physical_offset=reply.physical_offsets[3]))
+    assert same_message(batch[3], viewed.record)
+    offsets = client.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic="orders"))
+    assert [(q.queue_id, q.min_offset, q.max_offset) for q in offsets.queues] == [
+        (0, 0, 0), (1, 0, 0), (2, 0, 25), (3, 0, 0)]
+    found = client.call("QueryMessageByKey", broker_pb2.QueryMessageByKeyRequest(
+        topic="orders", key="k7", max_results=5))
+    assert [bytes(r.body) for r in record.iter_records(found.records)] == [b"body-7" * 3]
+    info = client.call("GetBrokerInfo", broker_pb2.GetBrokerInfoRequest())
+    assert info.broker_name == "broker-a" and [t.topic_name for t in info.topics] == ["orders"]
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read()
+    assert b'tidemq_broker_messages_in_total{topic="orders"} 25.0' in metrics
+
+
+def test_tag_filter(cluster):
+    cluster.put_topic("tagged", queues=1)
+    client = broker_client(cluster.start_broker())
+    wait_route(cluster, "tagged", {"broker-a"})
+    send(client, "tagged", 0, encode_batch("tagged", 3, tags="A")
+         + encode_batch("tagged", 3, tags="B", start=3)
+         + encode_batch("tagged", 3, tags="C", start=6))
+    wait_until(lambda: pull(client, "tagged", 0, 8).status == broker_pb2.FOUND, 10,
+               message="dispatch")
+    answer = pull(client, "tagged", 0, 0, tags="A || C")
+    assert [r.tags for r in record.iter_records(answer.records)] == ["A"] * 3 + ["C"] * 3
+    answer = pull(client, "tagged", 0, 3, tags="Z", suspend_ms=0)
+    assert answer.status == broker_pb2.NO_MATCHED_MSG and answer.next_begin_offset == 9
+
+
+def held_pulls(broker) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read()
+    for line in text.decode().splitlines():
+        if line.startswith("tidemq_broker_held_pulls "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_long_poll_answered_when_message_arrives(cluster):
+    cluster.put_topic("lp", queues=2)
+    broker = cluster.start_broker()
+    wait_route(cluster, "lp", {"broker-a"})
+    client = broker_client(broker)
+    answers = []
+    # The hold (15 s) outlasts the test's own wait: FOUND can only come from the wake-up.
+    waiter = threading.Thread(target=lambda: answers.append(
+        pull(client, "lp", 1, 0, suspend_ms=15_000)))
+    waiter.start()
+    wait_until(lambda: held_pulls(broker) == 1, 10, message="the pull to be held")
+    send(client, "lp", 1, encode_batch("lp", 1))
+    waiter.join(timeout=12)
+    assert not waiter.is_alive()
+    assert answers[0].status == broker_pb2.FOUND and answers[0].record_count == 1, answers[0]
+    assert held_pulls(broker) == 0
+    # A pull with suspend 0 on an empty queue answers at once.
+    assert pull(client, "lp", 0, 0).status == broker_pb2.NO_NEW_MSG
+
+
+def test_bad_input_gets_precise_errors(cluster):
+    cluster.put_topic("strict", queues=2)
+    cluster.put_topic("readonly", queues=1, perm=2)
+    broker = cluster.start_broker("broker-a", "--max-message-size", "2048")
+    wait_route(cluster, "strict", {"broker-a"})
+    wait_route(cluster, "readonly", {"broker-a"})
+    client = broker_client(broker)
+    good = encode_batch("strict", 2)
+
+    with pytest.raises(TopicNotExist) as err:
+        send(client, "nope", 0, encode_batch("nope", 1))
+    assert err.value.code == "TOPIC_NOT_EXIST"
+    with pytest.raises(InvalidArgument, match="queue_id 2 is out of range"):
+        send(client, "strict", 2, good)
+    with pytest.raises(InvalidArgument, match="record_count is 3"):
+        send(client, "strict", 0, good, count=3)
+    with pytest.raises(InvalidArgument, match="bad magic"):
+        send(client, "strict", 0, [b"\x00\x00\x00\x60" + b"garbage!" * 12])
+    with pytest.raises(InvalidArgument, match="truncated|remain"):
+        send(client, "strict", 0, [good[0][:50]])
+    with pytest.raises(InvalidArgument, match="not for topic"):
+        send(client, "strict", 0, encode_batch("other", 1))
+    with pytest.raises(PayloadTooLarge) as err:
+        send(client, "strict", 0, [record.encode("strict", b"x" * 4096)])
+    assert err.value.code == "MESSAGE_TOO_LARGE"
+    with pytest.raises(Exception) as err:
+        send(client, "readonly", 0, encode_batch("readonly", 1))
+    assert err.value.code == "NO_PERMISSION"
+    with pytest.raises(InvalidArgument, match="at least one record"):
+        send(client, "strict", 0, [])
+    # Nothing above was stored: the queue is still empty, and a good batch starts at offset 0.
+    assert send(client, "strict", 0, good).first_queue_offset == 0
+    wait_until(lambda: pull(client, "strict", 0, 1).status == broker_pb2.FOUND, 10,
+               message="dispatch")
+    illegal = pull(client, "strict", 0, 99)
+    assert illegal.status == broker_pb2.OFFSET_ILLEGAL and illegal.next_begin_offset == 2
+    assert pull(client, "strict", 1, 5).status == broker_pb2.OFFSET_ILLEGAL
+    with pytest.raises(TopicNotExist):
+        pull(client, "nope", 0, 0)
+    with pytest.raises(InvalidArgument, match="empty tag"):
+        pull(client, "strict", 0, 0, tags="A ||")
