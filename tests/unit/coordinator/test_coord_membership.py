@@ -185,6 +185,9 @@ def test_rebalance_in_progress_for_sync_and_heartbeat():
 
 def test_join_arguments_are_validated_with_precise_codes():
     h = Harness()
+    for bad in ([], [("", b"")], [("averagely", "text")], [("a", b""), ("a", b"")]):
+        assert future_error(h.join(protocols=bad)).code == "INCONSISTENT_GROUP_PROTOCOL"
+    assert h.coordinator.list_groups() == []  # rejected joins create no group
     assert future_error(h.join(group="")).code == "INVALID_GROUP_ID"
     assert future_error(h.join(session_ms=50)).code == "INVALID_SESSION_TIMEOUT"
     assert future_error(h.join(session_ms=10**9)).code == "INVALID_SESSION_TIMEOUT"

@@ -36,7 +36,14 @@ from . import errors, rebalance
 from .config import CoordinatorConfig
 from .errors import CoordinatorError
 from .group import GroupMetadata, TransitionListener
-from .member import UNKNOWN_MEMBER_ID, JoinResult, MemberMetadata, Protocol, SyncResult
+from .member import (
+    UNKNOWN_MEMBER_ID,
+    JoinResult,
+    MemberMetadata,
+    Protocol,
+    SyncResult,
+    checked_protocols,
+)
 from .rebalance import Outbox
 from .state import GroupState
 from .views import GroupDescription, GroupOverview, describe
@@ -95,7 +102,7 @@ class GroupCoordinator:
         session_ms = session_timeout_ms or self.config.default_session_timeout_ms
         try:
             self._validate_join(group_id, session_ms, rebalance_timeout_ms)
-            protocols = [(str(name), bytes(metadata)) for name, metadata in protocols]
+            protocols = checked_protocols(protocol_type, protocols)
             group = self._group_for_join(group_id, member_id)
             with group.lock:
                 self._do_join(

@@ -6,12 +6,41 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from . import errors
+from .errors import CoordinatorError
+
 UNKNOWN_MEMBER_ID = ""
 """The member id a consumer sends on its very first JoinGroup (Kafka's UNKNOWN_MEMBER_ID)."""
 
 Protocol = tuple[str, bytes]
 """(assignment strategy name, subscription metadata) as offered in a JoinGroup, in preference
 order; the metadata is opaque to the coordinator and handed to the leader verbatim."""
+
+
+def checked_protocols(protocol_type: str, protocols: Sequence[Protocol]) -> list[Protocol]:
+    """Validate before a group is created, so a bad join leaves nothing behind."""
+    if not protocol_type or not protocols:
+        raise CoordinatorError(
+            errors.INCONSISTENT_GROUP_PROTOCOL,
+            "a JoinGroup needs a protocol type and at least one (name, metadata) protocol",
+        )
+    checked: list[Protocol] = []
+    for name, metadata in protocols:
+        if not isinstance(name, str) or not name:
+            raise CoordinatorError(
+                errors.INCONSISTENT_GROUP_PROTOCOL, f"protocol name {name!r} is not a name"
+            )
+        if not isinstance(metadata, bytes | bytearray | memoryview):
+            raise CoordinatorError(
+                errors.INCONSISTENT_GROUP_PROTOCOL,
+                f"metadata of protocol {name!r} must be bytes, not {type(metadata).__name__}",
+            )
+        checked.append((name, bytes(metadata)))
+    if len({name for name, _ in checked}) != len(checked):
+        raise CoordinatorError(
+            errors.INCONSISTENT_GROUP_PROTOCOL, "a protocol name is offered twice in one JoinGroup"
+        )
+    return checked
 
 
 @dataclass(frozen=True)
