@@ -1,0 +1,105 @@
+"""LiveSettings: a service's effective dynamic configuration, kept current from a watch.
+
+Services read flush policy, retention, breaker thresholds... through this instead of reading
+keys themselves: it resolves cluster < broker group < broker once, then watches
+`/tidemq/config/` from that revision and re-resolves on every change in one of its scopes,
+logs what changed (old → new, and which key it now comes from) and calls `on_change`, so a
+setting is applied without a restart wherever the service says that is safe.
+
+>>> live = LiveSettings(client, cluster="c1", broker_group="g1", broker="b1",
+...                     on_change=lambda changes: store.apply(changes))
+>>> live.get("flush_policy", "async")
+'sync'
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidemq.client.config import ConfigClient, ConfigSetting
+from tidemq.common.errors import TideMQError
+from tidemq.common.logs import get_logger
+
+log = get_logger(__name__)
+CONFIG_ROOT = "/tidemq/config/"
+
+
+@dataclass(frozen=True)
+class SettingChange:
+    name: str
+    old: str | None  # None = was not set
+    new: str | None  # None = no longer set at any scope
+    source_key: str  # where the new value comes from ('' when unset)
+
+
+class LiveSettings:
+    """Effective settings for one (cluster, broker group, broker), updated live."""
+
+    def __init__(self, client: ConfigClient, *, cluster: str = "", broker_group: str = "",
+                 broker: str = "",
+                 on_change: Callable[[list[SettingChange]], None] | None = None) -> None:
+        self._client = client
+        self._scope = {"cluster": cluster, "broker_group": broker_group, "broker": broker}
+        self._prefixes = tuple(
+            f"{CONFIG_ROOT}{segment}/{owner}/"
+            for segment, owner in (("cluster", cluster), ("group", broker_group),
+                                   ("broker", broker)) if owner)
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        effective = client.effective_config(**self._scope)
+        self._settings: dict[str, ConfigSetting] = dict(effective.settings)
+        self.revision = effective.revision
+        self._watch = client.watch(CONFIG_ROOT, start_revision=effective.revision + 1)
+        self._thread = threading.Thread(target=self._follow, daemon=True, name="live-settings")
+        self._thread.start()
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        with self._lock:
+            setting = self._settings.get(name)
+        return setting.value if setting else default
+
+    def snapshot(self) -> dict[str, ConfigSetting]:
+        with self._lock:
+            return dict(self._settings)
+
+    def close(self) -> None:
+        self._watch.close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> LiveSettings:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _follow(self) -> None:
+        try:
+            for event in self._watch:
+                if event.kv.key.startswith(self._prefixes):
+                    self._refresh(event.revision)
+        except TideMQError as exc:  # e.g. compacted after a long outage: reload and go on
+            log.warning("live settings watch ended; reloading", error=str(exc))
+
+    def _refresh(self, revision: int) -> None:
+        try:
+            effective = self._client.effective_config(**self._scope)
+        except TideMQError as exc:
+            log.warning("cannot re-read effective settings", error=str(exc))
+            return
+        with self._lock:
+            old, self._settings = self._settings, dict(effective.settings)
+            self.revision = max(revision, effective.revision)
+        changes = [
+            SettingChange(name, old[name].value if name in old else None,
+                          new.value if new else None, new.source_key if new else "")
+            for name in sorted(set(old) | set(effective.settings))
+            for new in [effective.settings.get(name)]
+            if (old[name].value if name in old else None) != (new.value if new else None)
+        ]
+        for change in changes:
+            log.info("dynamic setting changed", setting=change.name, old=change.old,
+                     new=change.new, source=change.source_key, revision=self.revision)
+        if changes and self._on_change is not None:
+            self._on_change(changes)
