@@ -1,0 +1,105 @@
+"""The gateway as deployed: gunicorn with two workers over real name servers and a broker."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+import requests
+
+from tests.e2e.cluster import process_group, start_cluster
+from tests.support.processes import start_redis
+
+TOPIC = "GatewayTopic"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gateway")
+    redis = start_redis(tmp)
+    try:
+        with process_group(tmp) as start:
+            cluster = start_cluster(start, redis, broker_names=("broker-a",))
+            cluster.start_gateway(workers=2)
+            created = requests.post(f"{cluster.gateway_url}/v1/topics",
+                                    json={"name": TOPIC, "queues": 2}, timeout=30)
+            assert created.status_code == 201, created.text
+            yield cluster
+    finally:
+        redis.kill()
+
+
+def test_topic_list_and_description(stack):
+    url = stack.gateway_url
+    topics = requests.get(f"{url}/v1/topics", timeout=10).json()["topics"]
+    assert {"name": TOPIC, "queues": 2, "perm": 6, "order": False} in topics
+    described = requests.get(f"{url}/v1/topics/{TOPIC}", timeout=10).json()
+    assert described["brokers"][0]["broker_name"] == "broker-a"
+    assert described["brokers"][0]["addrs"]["0"] == stack.brokers["broker-a"].addr
+    assert [(q["queue_id"], q["min_offset"]) for q in described["queues"]] == [(0, 0), (1, 0)]
+
+
+def test_binary_and_text_bodies_round_trip_with_properties(stack):
+    url = stack.gateway_url
+    binary = bytes(range(256)) * 40  # > 4 KiB: compressed on the wire
+    sent = requests.post(f"{url}/v1/topics/{TOPIC}/messages", json={"messages": [
+        {"body": base64.b64encode(binary).decode(), "encoding": "base64", "tag": "bin"},
+        {"body": "zürich ✓", "key": "city", "properties": {"lang": "de"}},
+    ]}, timeout=10)
+    assert sent.status_code == 201, sent.text
+    fetched = {}
+    for result in sent.json()["results"]:
+        assert re.fullmatch(r"[0-9A-F]{32}", result["msg_id"])
+        page = requests.get(
+            f"{url}/v1/topics/{TOPIC}/queues/broker-a/{result['queue_id']}/messages",
+            params={"offset": result["queue_offset"], "max": 1}, timeout=10).json()
+        (message,) = page["messages"]
+        assert message["unique_id"] == result["unique_id"] and message["msg_id"] == result["msg_id"]
+        assert page["next_offset"] == result["queue_offset"] + 1
+        fetched[message["unique_id"]] = message
+    first, second = (fetched[r["unique_id"]] for r in sent.json()["results"])
+    assert first["encoding"] == "base64" and base64.b64decode(first["body"]) == binary
+    assert first["tag"] == "bin"
+    assert second["body"] == "zürich ✓" and "encoding" not in second
+    assert second["keys"] == ["city"] and second["properties"] == {"lang": "de"}
+
+
+def test_an_empty_queue_answers_no_new_messages(stack):
+    url = stack.gateway_url
+    offsets = requests.get(f"{url}/v1/topics/{TOPIC}", timeout=10).json()["queues"]
+    end = offsets[0]["max_offset"]
+    page = requests.get(f"{url}/v1/topics/{TOPIC}/queues/broker-a/0/messages",
+                        params={"offset": end, "wait_ms": 100}, timeout=10).json()
+    assert page["messages"] == [] and page["status"] in ("NO_NEW_MSG", "OFFSET_ILLEGAL")
+    response = requests.get(f"{url}/v1/topics/{TOPIC}/queues/broker-a/7/messages", timeout=10)
+    assert response.status_code == 404 and response.json()["code"] == "QUEUE_NOT_FOUND"
+
+
+def test_metrics_add_up_over_every_worker(stack):
+    url = stack.gateway_url
+
+    def healthz_count() -> float:
+        text = requests.get(f"{url}/metrics", timeout=10).text
+        match = re.search(r'tidemq_gateway_http_requests_total\{endpoint="/healthz",'
+                          r'method="GET",status="200"\} ([0-9.e+]+)', text)
+        return float(match.group(1)) if match else 0.0
+
+    before = healthz_count()
+    for _ in range(20):  # a new connection each time: requests spread over both workers
+        assert requests.get(f"{url}/healthz", timeout=10).json() == {"status": "ok"}
+    assert healthz_count() == before + 20
+
+
+def test_oversized_request_body_is_413_through_gunicorn(stack):
+    url = stack.gateway_url
+    payload = json.dumps({"messages": [{"body": "x" * (6 * 1024 * 1024)}]})
+    response = requests.post(f"{url}/v1/topics/{TOPIC}/messages", data=payload,
+                             headers={"Content-Type": "application/json"}, timeout=30)
+    assert response.status_code == 413
+    assert response.json()["code"] in ("PAYLOAD_TOO_LARGE", "MESSAGE_TOO_LARGE")
+
+
+def test_sigterm_drains_and_exits_cleanly(stack):
+    assert stack.gateway.stop() == 0
