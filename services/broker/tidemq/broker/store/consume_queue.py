@@ -84,6 +84,19 @@ class ConsumeQueue:
         if queue_offset >= self._max:
             self._max = queue_offset + 1
 
+    def put_units(self, first_offset: int, units: bytes | bytearray) -> None:
+        """Write a run of consecutive units (packed with UNIT) starting at `first_offset`."""
+        view, offset = memoryview(units), first_offset
+        while view:
+            unit_file = self._file_for(offset, create=True)
+            position = (offset % self.units_per_file) * CQ_UNIT_SIZE
+            take = min(len(view), self.file_size - position)
+            unit_file.mm[position:position + take] = view[:take]
+            unit_file.dirty = True
+            view, offset = view[take:], offset + take // CQ_UNIT_SIZE
+        if offset > self._max:
+            self._max = offset
+
     def _file_for(self, queue_offset: int, *, create: bool = False) -> MappedFile | None:
         start = (queue_offset - queue_offset % self.units_per_file) * CQ_UNIT_SIZE
         files = self.files

@@ -17,13 +17,16 @@ from tidemq.common import record
 from tidemq.common.logs import get_logger
 
 from .commitlog import CommitLog
-from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
 
 log = get_logger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]
 _SIZE_MAGIC = struct.Struct(">iI")
+# total, magic, queue_id, queue_offset, physical_offset, store_timestamp, body_len
+_DISPATCH_FIELDS = struct.Struct(">iI4xi4xqq20xq20xi")
+assert _DISPATCH_FIELDS.size == record.HEADER_SIZE
 _CHUNK = 8 * 1024 * 1024
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
@@ -122,20 +125,24 @@ class Dispatcher:
         if chunk is None:
             return False, 0
         touched: dict[ConsumeQueue, None] = {}
-        pos, count, size = 0, 0, len(chunk)
-        header, topics, queues, index = record.HEADER, self._topics, self.queues, self.index
-        last_key, queue = None, None
+        index_entries: list[tuple[bytes, int, int]] = []
+        pos, count, size, filler = 0, 0, len(chunk), False
+        fields, pack_unit, crc32 = _DISPATCH_FIELDS.unpack_from, UNIT.pack, zlib.crc32
+        topics, queues = self._topics, self.queues
+        # A run: consecutive units of one queue, written to its file in one copy.
+        run_queue, run_first, run_next, run_units = None, 0, -1, bytearray()
+        last_key = None
         while pos + 8 <= size:
-            total, magic = _SIZE_MAGIC.unpack_from(chunk, pos)
+            total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk, pos) \
+                if pos + record.HEADER_SIZE <= size else (*_SIZE_MAGIC.unpack_from(chunk, pos),
+                                                          0, 0, 0, 0, 0)
             if magic == record.BLANK_MAGIC:
-                self._advance(segment.end_offset, touched)
-                return True, count
+                filler = True
+                break
             if magic != record.MESSAGE_MAGIC or total <= 0:
                 raise RuntimeError(f"no record at commitlog offset {start + pos}")
             if pos + total > size:
                 break
-            (_, _, _, queue_id, _, queue_offset, physical, _, _, _, store_ts, _, _, _,
-             body_len) = header.unpack_from(chunk, pos)
             topic_at = pos + record.HEADER_SIZE + body_len
             topic_end = topic_at + 1 + chunk[topic_at]
             topic_raw = chunk[topic_at + 1:topic_end]
@@ -147,21 +154,38 @@ class Dispatcher:
                 queue = queues.get_or_create(topic, queue_id)
                 touched[queue] = None
                 last_key = (topic_raw, queue_id)
-            tags = property_value(props, _TAGS)
-            queue.put(queue_offset, physical, total, zlib.crc32(tags) if tags else 0)
-            keys = []
-            uniq = property_value(props, _UNIQ)
+            if queue is not run_queue or queue_offset != run_next:
+                if run_units:
+                    run_queue.put_units(run_first, run_units)
+                run_queue, run_first, run_units = queue, queue_offset, bytearray()
+            run_next = queue_offset + 1
+            # Inline fast path of property_value for the two properties every record has
+            # (a find() of -1, no trailing separator, maps to the end of the properties).
+            at = props.find(_TAGS)
+            if at == 0 or at > 0 and props[at - 1] == 2:
+                tags = props[at + 5:props.find(b"\x02", at + 5) % (len(props) + 1)]
+            else:
+                tags = property_value(props, _TAGS) if at > 0 else None
+            run_units += pack_unit(physical, total, crc32(tags) if tags else 0)
+            at = props.find(_UNIQ)
+            if at == 0 or at > 0 and props[at - 1] == 2:
+                uniq = props[at + 9:props.find(b"\x02", at + 9) % (len(props) + 1)]
+            else:
+                uniq = property_value(props, _UNIQ) if at > 0 else None
             if uniq:
-                keys.append(topic_raw + b"#" + uniq)
-            raw_keys = property_value(props, _KEYS)
+                index_entries.append((topic_raw + b"#" + uniq, physical, store_ts))
+            raw_keys = property_value(props, _KEYS) if _KEYS in props else None
             if raw_keys:
-                keys.extend(topic_raw + b"#" + k for k in raw_keys.split(b" ") if k)
-            if keys:
-                index.put(keys, physical, store_ts)
+                index_entries.extend((topic_raw + b"#" + key, physical, store_ts)
+                                     for key in raw_keys.split(b" ") if key)
             pos += total
             count += 1
-        self._advance(start + pos, touched)
-        return pos > 0, count
+        if run_units:
+            run_queue.put_units(run_first, run_units)
+        if index_entries:
+            self.index.put_many(index_entries)
+        self._advance(segment.end_offset if filler else start + pos, touched)
+        return filler or pos > 0, count
 
     def _advance(self, offset: int, touched: dict[ConsumeQueue, None]) -> None:
         with self._progress:

@@ -2,9 +2,9 @@
 
 ASYNC_FLUSH: a thread fsyncs every `flush_interval_ms` once `flush_least_pages` pages are dirty
 (or sooner, when an append crosses that threshold), and everything every full interval.
-SYNC_FLUSH with group commit: appenders register the offset they need durable and wait; one
-thread runs fsync after fsync, each covering every append made before it started, so many
-concurrent appenders share one fsync.
+SYNC_FLUSH with group commit: an appender that needs its bytes durable either runs the fsync
+itself (covering every append made before it started) or, if one is in flight, waits for it
+and possibly leads the next; so many concurrent appenders share one fsync.
 """
 
 from __future__ import annotations
@@ -30,23 +30,21 @@ class FlushService:
         self.least_bytes = max(1, config.flush_least_pages) * PAGE_SIZE
         self.timeout_s = config.sync_flush_timeout_ms / 1000
         self._wakeup = threading.Event()
-        self._requested = 0
-        self._request = threading.Condition()
+        self._flushing = False
         self._done = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.fsyncs = 0
 
     def start(self) -> None:
-        target = self._run_group_commit if self.sync else self._run_async
-        self._thread = threading.Thread(target=target, name="store-flush", daemon=True)
-        self._thread.start()
+        if not self.sync:  # SYNC_FLUSH needs no thread: appenders lead their own fsyncs
+            self._thread = threading.Thread(target=self._run_async, name="store-flush",
+                                            daemon=True)
+            self._thread.start()
 
     def stop(self) -> None:
         self._stopping = True
         self._wakeup.set()
-        with self._request:
-            self._request.notify_all()
         if self._thread is not None:
             self._thread.join()
         self.commitlog.flush()
@@ -59,29 +57,31 @@ class FlushService:
             if end_offset - self.commitlog.flushed_offset >= self.least_bytes:
                 self._wakeup.set()
             return True
-        if self.commitlog.flushed_offset >= end_offset:
-            return True
-        with self._request:
-            if end_offset > self._requested:
-                self._requested = end_offset
-                self._request.notify()
-        deadline = time.monotonic() + self.timeout_s
-        with self._done:
-            while self.commitlog.flushed_offset < end_offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._stopping and self._thread is None:
-                    return False
-                self._done.wait(remaining)
-        return True
+        return self._group_commit(end_offset)
 
-    def _run_group_commit(self) -> None:
+    def _group_commit(self, end_offset: int) -> bool:
+        """Leader/follower group commit: the first waiter with nothing in flight runs fsync for
+        everyone appended so far; the others wait for it, and one of those still not covered
+        leads the next round. No thread hand-off on the common path, one fsync per round."""
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            with self._request:
-                while self._requested <= self.commitlog.flushed_offset and not self._stopping:
-                    self._request.wait()
-                if self._stopping:
-                    return
-            self._flush_and_announce()
+            with self._done:
+                while True:
+                    if self.commitlog.flushed_offset >= end_offset:
+                        return True
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    if not self._flushing:
+                        self._flushing = True
+                        break
+                    self._done.wait(remaining)
+            try:
+                self._flush_and_announce()
+            finally:
+                with self._done:
+                    self._flushing = False
+                    self._done.notify_all()
 
     def _flush_and_announce(self) -> None:
         try:
@@ -89,8 +89,6 @@ class FlushService:
             self.fsyncs += 1
         except OSError:
             log.exception("commitlog fsync failed")
-        with self._done:
-            self._done.notify_all()
 
     def _run_async(self) -> None:
         last_full = time.monotonic()

@@ -13,6 +13,7 @@ import time
 import zlib
 from pathlib import Path
 
+from .config import StoreError
 from .mapped_file import MappedFile
 
 HEADER = struct.Struct(">qqqqii")  # begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count
@@ -37,7 +38,10 @@ class IndexFile:
         if self.count == 0:
             self.count = 1
         elif slot_count != slots:
-            raise ValueError(f"index file {path} has {slot_count} slots, configured {slots}")
+            raise StoreError(
+                f"index file {path} has {slot_count} slots but index_slots is {slots}; "
+                "keep the configuration or delete the index directory to rebuild it"
+            )
         self._entries_at = HEADER_SIZE + slots * 4
 
     @property
@@ -45,24 +49,39 @@ class IndexFile:
         return self.count >= self.entries
 
     def put(self, key: bytes, physical_offset: int, store_ts_ms: int) -> None:
-        mm = self.file.mm
-        hashed = key_hash(key)
-        slot_at = HEADER_SIZE + (hashed % self.slots) * 4
-        previous = SLOT.unpack_from(mm, slot_at)[0]
-        if not 0 <= previous < self.count:
-            previous = 0
-        if self.count == 1:
-            self.begin_ts, self.begin_phy = store_ts_ms, physical_offset
-        diff = max(0, (store_ts_ms - self.begin_ts) // 1000)
-        ENTRY.pack_into(mm, self._entries_at + self.count * 20, hashed, physical_offset,
-                        min(diff, 0x7FFFFFFF), previous)
-        SLOT.pack_into(mm, slot_at, self.count)
-        self.count += 1
-        self.end_ts = max(self.end_ts, store_ts_ms)
-        self.end_phy = physical_offset
+        self.put_many([(key, physical_offset, store_ts_ms)])
+
+    def put_many(self, entries: list[tuple[bytes, int, int]]) -> int:
+        """put() for a run of (key, physical offset, store ms); header written once. Returns
+        how many entries it took (it stops when full)."""
+        mm, slots, entries_at = self.file.mm, self.slots, self._entries_at
+        slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        count, taken = self.count, 0
+        if count == 1 and entries:
+            self.begin_ts, self.begin_phy = entries[0][2], entries[0][1]
+        begin_ts, end_ts = self.begin_ts, self.end_ts
+        for key, physical, store_ts in entries:
+            if count >= self.entries:
+                break
+            hashed = zlib.crc32(key) & 0x7FFFFFFF
+            slot_at = HEADER_SIZE + (hashed % slots) * 4
+            previous = slot_unpack(mm, slot_at)[0]
+            if not 0 <= previous < count:
+                previous = 0
+            diff = (store_ts - begin_ts) // 1000
+            entry_pack(mm, entries_at + count * 20, hashed, physical,
+                       min(max(diff, 0), 0x7FFFFFFF), previous)
+            slot_pack(mm, slot_at, count)
+            count += 1
+            taken += 1
+            if store_ts > end_ts:
+                end_ts = store_ts
+            self.end_phy = physical
+        self.count, self.end_ts = count, end_ts
         HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
                          self.slots, self.count)
         self.file.dirty = True
+        return taken
 
     def query(self, key: bytes, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         """Physical offsets of entries with this key hash stored within [begin_ms, end_ms]."""
@@ -103,13 +122,17 @@ class IndexService:
         return self.files[-1].end_phy if self.files and self.files[-1].count > 1 else -1
 
     def put(self, keys: list[bytes], physical_offset: int, store_ts_ms: int) -> None:
-        if physical_offset <= self.resume_after:
-            return
-        for key in keys:
+        self.put_many([(key, physical_offset, store_ts_ms) for key in keys])
+
+    def put_many(self, entries: list[tuple[bytes, int, int]]) -> None:
+        """Index (key, physical offset, store ms) entries in order, skipping re-dispatched ones."""
+        if entries and entries[0][1] <= self.resume_after:
+            entries = [e for e in entries if e[1] > self.resume_after]
+        while entries:
             current = self.files[-1] if self.files else None
             if current is None or current.full:
                 current = self._roll()
-            current.put(key, physical_offset, store_ts_ms)
+            entries = entries[current.put_many(entries):]
 
     def _roll(self) -> IndexFile:
         name = time.time_ns() // 1000
