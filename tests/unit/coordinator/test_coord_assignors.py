@@ -5,19 +5,18 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tidemq.broker.coordinator import (
+from tidemq.broker.coordinator import coordinator_for
+from tidemq.common.assignors import (
     ASSIGNORS,
     DEFAULT_ASSIGNOR,
-    CoordinatorError,
     QueueRef,
     averagely,
     averagely_by_circle,
     consistent_hash,
-    coordinator_for,
     get_assignor,
     sticky,
 )
-from tidemq.common.errors import ServiceUnavailable
+from tidemq.common.errors import InvalidArgument, ServiceUnavailable
 
 queue_refs = st.builds(
     QueueRef, st.sampled_from(["broker-a", "broker-b", "broker-c"]), st.integers(0, 15)
@@ -136,7 +135,7 @@ def test_sticky_moves_only_from_a_departed_member():
 def test_registry_and_unknown_name():
     assert get_assignor(DEFAULT_ASSIGNOR) is averagely
     assert set(ASSIGNORS) == {"averagely", "averagely-by-circle", "consistent-hash", "sticky"}
-    with pytest.raises(CoordinatorError) as raised:
+    with pytest.raises(InvalidArgument) as raised:
         get_assignor("random")
     assert raised.value.code == "UNKNOWN_ASSIGNOR"
     assert "averagely" in raised.value.message

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tidemq.broker.coordinator import (
-    QueueRef,
+from tidemq.common.assignors import QueueRef
+from tidemq.common.errors import InvalidArgument
+from tidemq.common.protocol import (
     assign_subscriptions,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from tidemq.common.errors import InvalidArgument
 
 rows = st.lists(
     st.tuples(st.text(min_size=1, max_size=8), st.text(max_size=8), st.integers(0, 2**31)),

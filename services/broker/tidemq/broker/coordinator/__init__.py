@@ -4,7 +4,7 @@ Transport-free domain logic; the broker's gRPC servicer is a thin adapter over
 `GroupCoordinator`. See docs/consumer-groups.md for the protocol and the API.
 """
 
-from .assignors import (
+from tidemq.common.assignors import (
     ASSIGNORS,
     DEFAULT_ASSIGNOR,
     QueueRef,
@@ -14,19 +14,20 @@ from .assignors import (
     get_assignor,
     sticky,
 )
-from .config import CoordinatorConfig
-from .coordinator import GroupCoordinator, monotonic_ms
-from .errors import ERROR_CODES, CoordinatorError
-from .group import DelayedJoin, GroupMetadata
-from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
-from .placement import coordinator_for
-from .protocol import (
+from tidemq.common.protocol import (
     assign_subscriptions,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
+
+from .config import CoordinatorConfig
+from .coordinator import GroupCoordinator, monotonic_ms
+from .errors import ERROR_CODES, CoordinatorError
+from .group import DelayedJoin, GroupMetadata
+from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
+from .placement import coordinator_for
 from .state import GroupState, is_allowed_transition
 from .ticker import CoordinatorTicker
 from .views import GroupDescription, GroupOverview, MemberDescription

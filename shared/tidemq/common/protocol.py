@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
+from tidemq.common.assignors import QueueRef, get_assignor
 from tidemq.common.errors import InvalidArgument
-
-from .assignors import QueueRef, get_assignor
 
 TopicQueue = tuple[str, str, int]
 """(topic, broker_name, queue_id): one queue of one topic, the unit a member consumes."""

@@ -1,5 +1,7 @@
 """Queue assignment strategies: which group member consumes which message queue.
 
+Shared by the broker's coordinator docs/tests and the SDK's group leader (tidemq.client.group).
+
 The group leader runs one of these on the member list it gets from JoinGroup and sends the
 result in SyncGroup. Every strategy is a pure, deterministic function
 
@@ -17,7 +19,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .errors import UNKNOWN_ASSIGNOR, CoordinatorError
+from tidemq.common.errors import InvalidArgument
+
+UNKNOWN_ASSIGNOR = "UNKNOWN_ASSIGNOR"
 
 
 class QueueRef(NamedTuple):
@@ -151,7 +155,7 @@ def get_assignor(name: str) -> Assignor:
     try:
         return ASSIGNORS[name]
     except KeyError:
-        raise CoordinatorError(
-            UNKNOWN_ASSIGNOR,
+        raise InvalidArgument(
             f"no assignment strategy named {name!r}; choose one of {sorted(ASSIGNORS)}",
+            code=UNKNOWN_ASSIGNOR,
         ) from None
