@@ -8,6 +8,8 @@ import socket
 from pathlib import Path
 
 from tidemq.broker import metrics
+from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
+from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
@@ -70,8 +72,12 @@ class BrokerApp:
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,
                                    max_pull_bytes=settings.max_pull_bytes)
+        self.groups = GroupRpc(GroupCoordinator(CoordinatorConfig(
+            initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=settings.group_min_session_timeout_ms)))
+        self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
-                         BrokerServicer(self.identity, self.messaging, self.offsets),
+                         BrokerServicer(self.identity, self.messaging, self.offsets, self.groups),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
 
@@ -81,6 +87,7 @@ class BrokerApp:
         self.offsets.start(self.settings.offset_flush_interval_s)
         self.topic_manager.start(self.settings.topic_sync_wait_s)
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
+        self.groups.start()
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,

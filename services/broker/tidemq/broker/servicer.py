@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity
@@ -21,7 +22,8 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
-                 offsets: ConsumerOffsetManager) -> None:
+                 offsets: ConsumerOffsetManager, groups: GroupRpc | None = None) -> None:
+        self.groups = groups  # group-coordinator RPCs (group_rpc.py)
         self.identity = identity
         self.messaging = messaging
         self.offsets = offsets
@@ -106,3 +108,21 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                    for q in range(topic.queues)]
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
+
+    def JoinGroup(self, request, context):
+        return self.groups.JoinGroup(request, context)
+
+    def SyncGroup(self, request, context):
+        return self.groups.SyncGroup(request, context)
+
+    def Heartbeat(self, request, context):
+        return self.groups.Heartbeat(request, context)
+
+    def LeaveGroup(self, request, context):
+        return self.groups.LeaveGroup(request, context)
+
+    def DescribeGroup(self, request, context):
+        return self.groups.DescribeGroup(request, context)
+
+    def ListGroups(self, request, context):
+        return self.groups.ListGroups(request, context)

@@ -38,6 +38,12 @@ class BrokerSettings(ServiceSettings):
     index_slots: int = setting(5_000_000, "IndexFile hash slots")
     index_entries: int = setting(20_000_000, "IndexFile entries")
     offset_flush_interval_s: float = setting(5.0, "consumer offsets persisted this often")
+    group_min_session_timeout_ms: int = setting(
+        6000, "smallest consumer-group session timeout accepted (Kafka ref 6000; tests lower it)"
+    )
+    group_initial_rebalance_delay_ms: int = setting(
+        3000, "first rebalance of an empty group waits this long for more members (ref 3000)"
+    )
     worker_threads: int = setting(256, "gRPC worker threads (held long polls occupy one each)")
 
     def __post_init__(self) -> None:

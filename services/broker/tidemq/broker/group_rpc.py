@@ -1,0 +1,113 @@
+"""The group-coordinator RPCs of BrokerService: proto <-> `GroupCoordinator`, nothing else.
+
+JoinGroup and SyncGroup block on the coordinator's futures for the call's remaining deadline;
+a deadline that passes first cancels the future (the coordinator ignores cancelled futures)
+and answers DEADLINE_EXCEEDED. Coordinator errors are TideMQErrors: the server runtime maps
+them to a gRPC status plus the `tidemq-code` trailer.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from tidemq.broker.coordinator import CoordinatorTicker, GroupCoordinator
+from tidemq.broker.coordinator.views import GroupDescription
+from tidemq.common.errors import DeadlineExceeded
+from tidemq.v1 import broker_pb2
+
+NO_DEADLINE_WAIT_S = 300.0  # a call without a deadline still must not hold a worker forever
+
+
+def _wait(future: Future, context, what: str):
+    remaining = context.time_remaining() if context is not None else None
+    timeout = NO_DEADLINE_WAIT_S if remaining is None else max(0.0, remaining)
+    try:
+        return future.result(timeout=timeout)
+    except FutureTimeout:
+        future.cancel()
+        raise DeadlineExceeded(
+            f"{what} did not complete before the call's deadline ({timeout:.1f} s); "
+            "give JoinGroup a deadline longer than the rebalance timeout plus the initial delay"
+        ) from None
+
+
+def describe_pb(description: GroupDescription) -> broker_pb2.DescribeGroupResponse:
+    return broker_pb2.DescribeGroupResponse(
+        group_id=description.group_id, state=str(description.state),
+        protocol_name=description.protocol_name, generation_id=description.generation_id,
+        leader_id=description.leader_id,
+        members=[broker_pb2.GroupMemberDescription(
+            member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+            metadata=m.metadata, assignment=m.assignment) for m in description.members],
+    )
+
+
+class GroupRpc:
+    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/DescribeGroup/ListGroups for the servicer,
+    plus the ticker that fires the coordinator's timers (`start()` / `stop()`)."""
+
+    def __init__(self, coordinator: GroupCoordinator, tick_interval_ms: int = 100) -> None:
+        self.coordinator = coordinator
+        self._tick_interval_ms = tick_interval_ms
+        self._ticker: CoordinatorTicker | None = None
+
+    def start(self) -> GroupRpc:
+        if self._ticker is None:
+            self._ticker = CoordinatorTicker(self.coordinator, self._tick_interval_ms).start()
+        return self
+
+    def stop(self) -> None:
+        """Waiting joins/syncs fail with NOT_COORDINATOR; timers stop."""
+        self.coordinator.unload_all()
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def JoinGroup(self, request, context):
+        future = self.coordinator.join_group(
+            request.group_id, request.member_id,
+            [(p.name, p.metadata) for p in request.protocols],
+            session_timeout_ms=request.session_timeout_ms or None,
+            rebalance_timeout_ms=request.rebalance_timeout_ms or None,
+            client_id=request.client_id, client_host=request.client_host or _peer_host(context),
+        )
+        result = _wait(future, context, "JoinGroup")
+        return broker_pb2.JoinGroupResponse(
+            generation_id=result.generation_id, protocol_name=result.protocol_name,
+            leader_id=result.leader_id, member_id=result.member_id,
+            members=[broker_pb2.JoinGroupMember(member_id=m.member_id, metadata=m.metadata)
+                     for m in result.members],
+        )
+
+    def SyncGroup(self, request, context):
+        future = self.coordinator.sync_group(
+            request.group_id, request.member_id, request.generation_id,
+            {a.member_id: a.assignment for a in request.assignments},
+        )
+        return broker_pb2.SyncGroupResponse(
+            assignment=_wait(future, context, "SyncGroup").assignment)
+
+    def Heartbeat(self, request, context):
+        self.coordinator.heartbeat(request.group_id, request.member_id, request.generation_id)
+        return broker_pb2.HeartbeatResponse()
+
+    def LeaveGroup(self, request, context):
+        self.coordinator.leave_group(request.group_id, request.member_id)
+        return broker_pb2.LeaveGroupResponse()
+
+    def DescribeGroup(self, request, context):
+        return describe_pb(self.coordinator.describe_group(request.group_id))
+
+    def ListGroups(self, request, context):
+        return broker_pb2.ListGroupsResponse(groups=[
+            broker_pb2.DescribeGroupResponse(group_id=g.group_id, state=str(g.state))
+            for g in self.coordinator.list_groups()
+        ])
+
+
+def _peer_host(context) -> str:
+    """'ipv4:127.0.0.1:5555' -> '127.0.0.1' (best effort; the client may send its own)."""
+    peer = context.peer() if context is not None else ""
+    parts = peer.split(":")
+    return ":".join(parts[1:-1]) if len(parts) > 2 else peer
