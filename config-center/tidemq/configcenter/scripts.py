@@ -165,7 +165,7 @@ RANGE_AT = PRELUDE + r"""
 local prefix, at = ARGV[4], tonumber(ARGV[5])
 local rev = current_rev()
 local compact = tonumber(redis.call('GET', K_COMPACT) or '1')
-if at + 1 < compact or at >= rev then return {rev, compact, {}, {}} end
+if at + 1 < compact or at > rev then return {rev, compact, {}, {}} end
 local lo, hi = '-', '+'
 if prefix ~= '' then lo, hi = '[' .. prefix, '[' .. prefix .. '\255' end
 local live = {}

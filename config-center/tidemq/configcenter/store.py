@@ -149,8 +149,6 @@ class ConfigStore:
         current, compact = int(current), int(compact)
         if at > current:
             raise InvalidArgument(f"revision {at} is in the future; the store is at {current}")
-        if at == current:
-            return self.range(prefix, limit=limit)
         if at + 1 < compact:
             raise RevisionCompacted(at, compact)
         state = {kv.key: kv for kv in (_kv_from_flat(live, i) for i in range(0, len(live), 6))}

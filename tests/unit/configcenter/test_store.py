@@ -135,3 +135,10 @@ def test_a_value_of_exactly_one_mebibyte_is_accepted(store):
     value = bytes(range(256)) * (MAX_VALUE_BYTES // 256)
     store.put("/big", value)
     assert store.get("/big")[0].value == value
+
+
+def test_range_at_the_current_revision_is_the_current_state(store):
+    store.put("/p/a", b"1")
+    store.put("/p/b", b"2")
+    result = store.range("/p/", revision=2)
+    assert ([kv.value for kv in result.kvs], result.revision) == ([b"1", b"2"], 2)
