@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     try:
         print(f"tag_counts: reading topic {args.topic!r} via {args.namesrv}", flush=True)
+        read_began = time.monotonic()
         counts = count_tags(spark, args)
+        print(f"tag_counts: read and counted in {time.monotonic() - read_began:.1f} s",
+              flush=True)
     except (TideMQError, PySparkException) as exc:
         print(f"tag_counts: failed: {explain(exc)}", file=sys.stderr)
         return 2
