@@ -76,7 +76,7 @@ def broker_client(broker: ServiceProcess) -> DirectClient:
 
 def route_brokers(name_server: ServiceProcess, topic: str) -> dict[str, dict[int, str]]:
     """broker_name -> {broker_id: addr} of the topic's route ({} if there is none)."""
-    client = RpcClient(name_server.addr, nameserver_pb2_grpc.NameServerServiceStub)
+    client = DirectClient(name_server.addr, nameserver_pb2_grpc.NameServerServiceStub, 5)
     try:
         route = client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=topic))
     except TopicNotExist:
@@ -84,9 +84,16 @@ def route_brokers(name_server: ServiceProcess, topic: str) -> dict[str, dict[int
     return {b.broker_name: dict(b.broker_addrs) for b in route.broker_datas}
 
 
+def _route_is(name_server: ServiceProcess, topic: str, expected: set[str]) -> bool:
+    try:
+        return set(route_brokers(name_server, topic)) == expected
+    except errors.ServiceUnavailable:
+        return False  # a name server that is (re)starting
+
+
 def wait_route(cluster: Cluster, topic: str, expected: set[str], timeout: float = 20) -> None:
     for ns in cluster.name_servers:
-        wait_until(lambda ns=ns: set(route_brokers(ns, topic)) == expected, timeout,
+        wait_until(lambda ns=ns: _route_is(ns, topic, expected), timeout,
                    message=f"route of {topic!r} on {ns.addr} to be {sorted(expected)}")
 
 

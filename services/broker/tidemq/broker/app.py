@@ -95,9 +95,10 @@ class BrokerApp:
 
     def stop(self) -> None:
         """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
-        self.registrar.stop(unregister=True)
-        self.topic_manager.stop()
-        self.holds.shutdown()
-        self.runtime.stop()
-        self.offsets.stop()
-        self.store.shutdown()
+        for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
+                     self.holds.shutdown, self.runtime.stop, self.offsets.stop,
+                     self.store.shutdown):
+            try:
+                step()
+            except Exception:  # one failing step must not skip the flush that follows
+                log.exception("shutdown step failed")

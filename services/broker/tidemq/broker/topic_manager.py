@@ -21,7 +21,7 @@ from tidemq.broker.topic_table import (
 )
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
-from tidemq.common.rpc import RpcClient
+from tidemq.common.rpc import GRPC_OPTIONS, RpcClient
 from tidemq.v1 import config_pb2, config_pb2_grpc
 
 log = get_logger(__name__)
@@ -39,10 +39,12 @@ class TopicManager:
         self.on_change = on_change
         self._client = client or RpcClient(config_center, config_pb2_grpc.ConfigServiceStub,
                                            timeout=call_timeout_s)
+        # The watch stream gets its own channel: closing it is the one reliable way to end a
+        # blocked server stream from another thread (instrumented stubs return generators).
+        self._watch_channel = grpc.insecure_channel(config_center, options=GRPC_OPTIONS)
+        self._watch_stub = config_pb2_grpc.ConfigServiceStub(self._watch_channel)
         self._stop = threading.Event()
         self._synced = threading.Event()
-        self._stream = None
-        self._stream_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="topic-watch", daemon=True)
 
     def start(self, initial_sync_timeout_s: float = 5.0) -> bool:
@@ -56,9 +58,7 @@ class TopicManager:
 
     def stop(self) -> None:
         self._stop.set()
-        with self._stream_lock:
-            if self._stream is not None:
-                self._stream.cancel()
+        self._watch_channel.close()
         self._thread.join(timeout=5)
 
     @property
@@ -78,7 +78,7 @@ class TopicManager:
                     self._synced.set()
                 need_resync = self._watch()
                 backoff = RETRY_MIN_S
-            except (TideMQError, grpc.RpcError) as exc:
+            except (TideMQError, grpc.RpcError, ValueError) as exc:
                 if self._stop.is_set():
                     return
                 log.warning("topic sync with config-center failed; retrying",
@@ -97,25 +97,17 @@ class TopicManager:
         """Follow the watch stream until it ends; True if a full resync is needed."""
         request = config_pb2.WatchRequest(prefix=TOPIC_PREFIX,
                                           start_revision=self.table.revision + 1)
-        stream = self._client.stream("Watch", request)
-        with self._stream_lock:
-            self._stream = stream
-        if self._stop.is_set():
-            stream.cancel()
         try:
-            for reply in stream:
+            for reply in self._watch_stub.Watch(request):
                 if reply.compacted:
                     log.warning("topic watch compacted; resyncing", revision=self.table.revision)
                     return True
                 if reply.events:
                     self._apply_events(reply.events, reply.revision)
-        except grpc.RpcError as exc:
-            if self._stop.is_set() or exc.code() == grpc.StatusCode.CANCELLED:
+        except (grpc.RpcError, ValueError):
+            if self._stop.is_set():  # the channel was closed under us: normal shutdown
                 return False
             raise
-        finally:
-            with self._stream_lock:
-                self._stream = None
         if not self._stop.is_set():
             raise TideMQError("config-center ended the topic watch stream", code="UNAVAILABLE")
         return False
