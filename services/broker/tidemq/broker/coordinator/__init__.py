@@ -14,6 +14,7 @@ from tidemq.common.assignors import (
     get_assignor,
     sticky,
 )
+from tidemq.common.placement import coordinator_for
 from tidemq.common.protocol import (
     assign_subscriptions,
     decode_assignment,
@@ -27,7 +28,6 @@ from .coordinator import GroupCoordinator, monotonic_ms
 from .errors import ERROR_CODES, CoordinatorError
 from .group import DelayedJoin, GroupMetadata
 from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
-from .placement import coordinator_for
 from .state import GroupState, is_allowed_transition
 from .ticker import CoordinatorTicker
 from .views import GroupDescription, GroupOverview, MemberDescription
