@@ -1,0 +1,418 @@
+"""Admin: the operator's view of a TideMQ cluster, for scripts and the `tidemq` command line.
+
+Topics are defined in config-center (the source of truth) and appear in name-server routes
+once a broker has picked them up; everything else is asked of the brokers that own the data.
+
+>>> with Admin("127.0.0.1:9876", config_center="127.0.0.1:7070") as admin:   # doctest: +SKIP
+...     admin.create_topic("orders", queues=8)
+...     for queue in admin.describe_topic("orders").queues:
+...         print(queue.broker_name, queue.queue_id, queue.max_offset)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tidemq.client.brokers import BrokerClients
+from tidemq.client.config import ConfigClient
+from tidemq.client.message import MessageExt, MessageQueue, decode_records, validate_topic_name
+from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
+from tidemq.common import errors, record
+from tidemq.v1 import broker_pb2
+
+TOPIC_PREFIX = "/tidemq/topics/"
+MAX_QUEUES = 1024            # the broker's limit per topic definition
+PERM_READ_WRITE = 6
+DEFAULT_CONFIG_CENTER = "127.0.0.1:7070"
+ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch within seconds
+POLL_INTERVAL_S = 0.1
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BrokerEntry:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    last_update_ms: int      # last registration seen by the answering name server (0 = none)
+
+    @property
+    def role(self) -> str:
+        return "master" if self.broker_id == MASTER_ID else "slave"
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    queues: int
+    perm: int
+    order: bool
+    broker_names: tuple[str, ...]   # broker groups the name servers route it to
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int          # next offset to be written
+
+    @property
+    def messages(self) -> int:
+        return self.max_offset - self.min_offset
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    route: TopicRoute
+    queues: list[QueueStatus]
+
+
+@dataclass(frozen=True)
+class QueueOffsetEntry:
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    protocol_name: str
+    generation_id: int
+    members: int
+    coordinator: str         # broker name
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    queues: list[MessageQueue]
+
+
+@dataclass(frozen=True)
+class GroupQueueLag:
+    topic: str
+    broker_name: str
+    queue_id: int
+    committed: int | None    # None = the group never committed here
+    max_offset: int
+    member_id: str = ""      # who is assigned the queue now ("" = nobody)
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None else max(self.max_offset - self.committed, 0)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    coordinator: str
+    state: str
+    protocol_name: str
+    generation_id: int
+    leader_id: str
+    members: list[GroupMember]
+    offsets: list[GroupQueueLag] = field(default_factory=list)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(o.lag or 0 for o in self.offsets)
+
+
+def coordinator_for(group: str, master_broker_names: Iterable[str]) -> str:
+    """The broker coordinating `group`: CRC32 of the name over the sorted masters (SPEC §4).
+
+    Must agree with the broker's own placement function.
+    >>> coordinator_for("orders-consumers", ["broker-b", "broker-a"])
+    'broker-a'
+    """
+    masters = sorted(set(master_broker_names))
+    if not masters:
+        raise errors.ServiceUnavailable(
+            f"no master broker is registered, so group {group!r} has no coordinator",
+            code="COORDINATOR_NOT_AVAILABLE")
+    return masters[zlib.crc32(group.encode("utf-8")) % len(masters)]
+
+
+def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> BrokerEntry:
+    """The broker whose advertised address packs to `store_host` (the first 8 id bytes)."""
+    for broker in brokers:
+        host, _, port = broker.addr.rpartition(":")
+        if port.isdigit() and record.pack_host(host, int(port)) == store_host:
+            return broker
+    raise errors.NotFound(
+        f"no registered broker stored this message (store host {record.unpack_host(store_host)})",
+        code="MESSAGE_NOT_FOUND")
+
+
+def parse_assignment(raw: bytes) -> list[MessageQueue]:
+    """A member's assignment JSON {"queues": [[topic, broker_name, queue_id], ...]}."""
+    if not raw:
+        return []
+    try:
+        return [MessageQueue(t, b, int(q)) for t, b, q in json.loads(raw).get("queues", [])]
+    except (ValueError, TypeError, AttributeError):
+        return []
+
+
+class Admin:
+    """Topic, message, group and offset administration over the name servers, config-center
+    and brokers. A context manager; every call has a deadline (`timeout`)."""
+
+    def __init__(self, namesrv_addrs: str | Sequence[str], *,
+                 config_center: str | Sequence[str] = DEFAULT_CONFIG_CENTER,
+                 timeout: float = 3.0) -> None:
+        self.timeout = timeout
+        self.namesrv = NameServerClient(namesrv_addrs, timeout=timeout)
+        self.config_center = config_center
+        self.brokers = BrokerClients(timeout=timeout)
+        self._config: ConfigClient | None = None
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._config is not None:
+            self._config.close()
+            self._config = None
+
+    @property
+    def config(self) -> ConfigClient:
+        if self._config is None:  # lazily: broker-only commands work without config-center
+            addrs = self.config_center
+            self._config = ConfigClient(addrs if isinstance(addrs, str) else list(addrs),
+                                        timeout=self.timeout)
+        return self._config
+
+    # -- cluster -------------------------------------------------------------------------
+
+    def cluster_info(self) -> list[BrokerEntry]:
+        info = self.namesrv.cluster_info()
+        seen = {b.broker_addr: b.last_update_ms for b in info.live_brokers}
+        return sorted(
+            (BrokerEntry(data.cluster, data.broker_name, broker_id, addr, seen.get(addr, 0))
+             for data in info.broker_addr_table.values()
+             for broker_id, addr in data.broker_addrs.items()),
+            key=lambda b: (b.cluster, b.broker_name, b.broker_id))
+
+    def masters(self) -> dict[str, str]:
+        """broker name -> master address, for every group with a registered master."""
+        return {b.broker_name: b.addr for b in self.cluster_info() if b.broker_id == MASTER_ID}
+
+    # -- topics --------------------------------------------------------------------------
+
+    def create_topic(self, name: str, queues: int, order: bool = False, wait: bool = True, *,
+                     wait_timeout: float = ROUTE_WAIT_S,
+                     progress: Progress | None = None) -> TopicRoute | None:
+        """Define the topic in config-center (fails with AlreadyExists if it is defined) and,
+        with `wait`, return its route once a name server has one."""
+        validate_topic_name(name)
+        if not 1 <= queues <= MAX_QUEUES:
+            raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
+        definition = {"name": name, "queues": queues, "perm": PERM_READ_WRITE, "order": order}
+        result = self.config.put(TOPIC_PREFIX + name, definition, expected_revision=0)
+        if not result.succeeded:
+            raise errors.AlreadyExists(f"topic {name!r} already exists",
+                                       code="TOPIC_ALREADY_EXISTS")
+        if not wait:
+            return None
+        if progress:
+            progress(f"topic {name!r} defined (revision {result.revision}); "
+                     "waiting for a broker to serve it")
+        return self._wait_for(lambda: self._route_or_none(name), wait_timeout,
+                              f"no name server routes topic {name!r}")
+
+    def delete_topic(self, name: str, wait: bool = True, *, wait_timeout: float = ROUTE_WAIT_S,
+                     progress: Progress | None = None) -> None:
+        """Remove the definition; with `wait`, return once name servers stop routing it."""
+        result = self.config.delete(TOPIC_PREFIX + name)
+        if not result.deleted:
+            raise errors.TopicNotExist(f"topic {name!r} does not exist")
+        if wait:
+            if progress:
+                progress(f"topic {name!r} removed from config-center; waiting for routes to go")
+            self._wait_for(lambda: self._route_or_none(name) is None or None, wait_timeout,
+                           f"name servers still route topic {name!r}")
+
+    def list_topics(self) -> list[TopicSummary]:
+        """Every topic defined in config-center, with the broker groups that serve it."""
+        routed = set(self.namesrv.topics())
+        summaries = []
+        for kv in self.config.range(TOPIC_PREFIX).kvs:
+            name = kv.key[len(TOPIC_PREFIX):]
+            try:
+                doc = json.loads(kv.value)
+            except ValueError:
+                doc = {}
+            route = self._route_or_none(name) if name in routed else None
+            brokers = tuple(sorted({q.broker_name for q in route.queues})) if route else ()
+            summaries.append(TopicSummary(name, int(doc.get("queues", 0)),
+                                          int(doc.get("perm", PERM_READ_WRITE)),
+                                          bool(doc.get("order")), brokers))
+        return summaries
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        route = self.route(name)
+        queues = []
+        for broker_name in sorted(route.brokers):
+            reply = self._broker(route.master_addr(broker_name), "GetQueueOffsets",
+                                 broker_pb2.GetQueueOffsetsRequest(topic=name))
+            queues += [QueueStatus(broker_name, q.queue_id, q.min_offset, q.max_offset)
+                       for q in reply.queues]
+        return TopicDescription(name, route, sorted(queues, key=lambda q: (q.broker_name,
+                                                                            q.queue_id)))
+
+    def route(self, topic: str) -> TopicRoute:
+        try:
+            return self.namesrv.route(topic)
+        except errors.NotFound as exc:
+            raise errors.TopicNotExist(f"topic {topic!r} does not exist") from exc
+
+    # -- offsets and messages ------------------------------------------------------------
+
+    def offset_for_timestamp(self, topic: str, timestamp_ms: int) -> list[QueueOffsetEntry]:
+        """Per queue, the first offset stored at or after `timestamp_ms`."""
+        route = self.route(topic)
+        entries = []
+        for mq in route.read_queues():
+            reply = self._broker(route.master_addr(mq.broker_name), "SearchOffset",
+                                 broker_pb2.SearchOffsetRequest(topic=topic, queue_id=mq.queue_id,
+                                                                timestamp_ms=timestamp_ms))
+            entries.append(QueueOffsetEntry(topic, mq.broker_name, mq.queue_id,
+                                            reply.queue_offset))
+        return entries
+
+    def view_message(self, msg_id: str) -> MessageExt:
+        """The message an offset message id points at (store host + CommitLog offset)."""
+        try:
+            store_host, physical_offset = record.parse_offset_msg_id(msg_id.strip())
+        except ValueError as exc:
+            raise errors.InvalidArgument(str(exc), code="INVALID_MESSAGE_ID") from None
+        broker = broker_for_store_host(store_host, self.cluster_info())
+        reply = self._broker(broker.addr, "ViewMessage",
+                             broker_pb2.ViewMessageRequest(physical_offset=physical_offset))
+        (message,) = decode_records(reply.record, broker.broker_name)
+        return message
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 0,
+                     max_results: int = 32) -> list[MessageExt]:
+        """Messages of `topic` carrying `key`, stored in [begin_ms, end_ms), oldest first."""
+        if not key:
+            raise errors.InvalidArgument("key must not be empty")
+        route = self.route(topic)
+        found: list[MessageExt] = []
+        for broker_name in sorted(route.brokers):
+            reply = self._broker(route.master_addr(broker_name), "QueryMessageByKey",
+                                 broker_pb2.QueryMessageByKeyRequest(
+                                     topic=topic, key=key, begin_timestamp_ms=begin_ms,
+                                     end_timestamp_ms=end_ms, max_results=max_results))
+            found += decode_records(reply.records, broker_name) if reply.records else []
+        found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.queue_offset))
+        return found[:max_results] if max_results > 0 else found
+
+    # -- consumer groups -----------------------------------------------------------------
+
+    def group_list(self) -> list[GroupSummary]:
+        """Groups known to any coordinator (each master coordinates its share)."""
+        summaries = []
+        for broker_name, addr in sorted(self.masters().items()):
+            reply = self._broker(addr, "ListGroups", broker_pb2.ListGroupsRequest())
+            summaries += [GroupSummary(g.group_id, g.state, g.protocol_name, g.generation_id,
+                                       len(g.members), broker_name) for g in reply.groups]
+        return sorted(summaries, key=lambda g: g.group_id)
+
+    def group_describe(self, group: str) -> GroupDescription:
+        """Members and assignment from the coordinator, committed offsets and lag per queue
+        from the brokers that own the queues."""
+        if not group:
+            raise errors.InvalidArgument("group must not be empty")
+        masters = self.masters()
+        coordinator = coordinator_for(group, masters)
+        reply = self._broker(masters[coordinator], "DescribeGroup",
+                             broker_pb2.DescribeGroupRequest(group_id=group))
+        members = [GroupMember(m.member_id, m.client_id, m.client_host,
+                               parse_assignment(m.assignment)) for m in reply.members]
+        return GroupDescription(group, coordinator, reply.state, reply.protocol_name,
+                                reply.generation_id, reply.leader_id, members,
+                                self.group_offsets(group, masters, members))
+
+    def group_offsets(self, group: str, masters: dict[str, str] | None = None,
+                      members: Sequence[GroupMember] = ()) -> list[GroupQueueLag]:
+        """Committed offset and lag for every queue the group committed to or is assigned."""
+        masters = masters if masters is not None else self.masters()
+        owner = {(mq.topic, mq.broker_name, mq.queue_id): m.member_id
+                 for m in members for mq in m.queues}
+        committed: dict[tuple[str, str, int], int] = {}
+        for broker_name, addr in masters.items():
+            reply = self._broker(addr, "QueryOffsets",
+                                 broker_pb2.QueryOffsetsRequest(consumer_group=group))
+            committed.update({(o.topic, broker_name, o.queue_id): o.offset
+                              for o in reply.offsets})
+        lags = []
+        for topic, broker_name in sorted({(t, b) for t, b, _ in (*committed, *owner)}):
+            if broker_name not in masters:
+                continue
+            reply = self._broker(masters[broker_name], "GetQueueOffsets",
+                                 broker_pb2.GetQueueOffsetsRequest(topic=topic))
+            for q in reply.queues:
+                key = (topic, broker_name, q.queue_id)
+                if key in committed or key in owner:
+                    lags.append(GroupQueueLag(topic, broker_name, q.queue_id,
+                                              committed.get(key), q.max_offset,
+                                              owner.get(key, "")))
+        return lags
+
+    def reset_group_offsets(self, group: str, topic: str, timestamp_ms: int, *,
+                            progress: Progress | None = None) -> list[QueueOffsetEntry]:
+        """Move the group's committed offsets of `topic` to the first message at or after
+        `timestamp_ms`, on every broker group serving the topic (backwards or forwards)."""
+        if not group:
+            raise errors.InvalidArgument("group must not be empty")
+        route = self.route(topic)
+        entries = []
+        for broker_name in sorted(route.brokers):
+            if progress:
+                progress(f"resetting {group!r} on {broker_name}")
+            reply = self._broker(route.master_addr(broker_name), "ResetOffsets",
+                                 broker_pb2.ResetOffsetsRequest(consumer_group=group, topic=topic,
+                                                                timestamp_ms=timestamp_ms))
+            entries += [QueueOffsetEntry(o.topic, broker_name, o.queue_id, o.offset)
+                        for o in reply.offsets]
+        return entries
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _broker(self, addr: str, method: str, request, *, idempotent: bool = True):
+        return self.brokers.get(addr).call(method, request, idempotent=idempotent)
+
+    def _route_or_none(self, topic: str) -> TopicRoute | None:
+        try:
+            route = self.namesrv.route(topic)
+        except errors.NotFound:
+            return None
+        return route if route.queues else None
+
+    def _wait_for(self, probe: Callable[[], object], timeout: float, failure: str):
+        deadline = time.monotonic() + timeout
+        while True:
+            outcome = probe()
+            if outcome:
+                return outcome
+            if time.monotonic() >= deadline:
+                raise errors.DeadlineExceeded(f"{failure} after {timeout:g} s")
+            time.sleep(POLL_INTERVAL_S)  # polling a remote state with a deadline, not syncing
