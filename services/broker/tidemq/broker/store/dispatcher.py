@@ -70,7 +70,8 @@ class Dispatcher:
         self._thread.start()
 
     def wake(self) -> None:
-        self._wakeup.set()
+        if not self._wakeup.is_set():  # set() takes a lock and notifies; skip when pending
+            self._wakeup.set()
 
     def stop(self) -> None:
         self._stopping = True

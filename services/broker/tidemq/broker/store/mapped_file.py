@@ -30,9 +30,10 @@ class MappedFile:
             raise
 
     def sync(self) -> None:
-        if self.dirty:
+        fd = self._fd
+        if self.dirty and fd >= 0:  # fd < 0: deleted by retention meanwhile
             self.dirty = False
-            os.fdatasync(self._fd)
+            os.fdatasync(fd)
 
     def close(self) -> None:
         if not self.mm.closed:

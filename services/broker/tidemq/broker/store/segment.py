@@ -79,7 +79,9 @@ class Segment:
 
     def sync(self) -> None:
         """fdatasync: on Linux this writes back pages dirtied through the mapping too."""
-        os.fdatasync(self._fd)
+        fd = self._fd
+        if fd >= 0:  # a segment deleted by retention meanwhile has nothing left to flush
+            os.fdatasync(fd)
 
     def truncate(self, position: int) -> None:
         """Discard everything from `position` on (zero it), keeping the file size and blocks.
