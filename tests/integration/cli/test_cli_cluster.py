@@ -1,0 +1,187 @@
+"""The `tidemq` command line against real processes: redis, config-center, two name servers
+and two broker groups. Commands run in-process through typer's CliRunner (same code path as
+the console script; one smoke test runs the installed script as a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from tidemq.client.admin import Admin
+from tidemq.client.cli import app
+from typer.testing import CliRunner
+
+from tests.e2e.cluster import process_group, start_cluster
+from tests.support.processes import start_redis
+
+TOPIC = "CliTopic"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli-cluster")
+    redis = start_redis(tmp)
+    try:
+        with process_group(tmp) as start:
+            yield start_cluster(start, redis)
+    finally:
+        redis.kill()
+
+
+@pytest.fixture(scope="module")
+def tidemq(cluster):
+    runner = CliRunner()
+    base = ["--namesrv", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr]
+
+    def run(*args: str, expect: int = 0, input: str | None = None):
+        result = runner.invoke(app, [*base, *args], input=input)
+        assert result.exit_code == expect, (args, result.output, result.exception)
+        return result
+
+    def run_json(*args: str):
+        return json.loads(run("-o", "json", *args).stdout)
+
+    run.json = run_json
+    return run
+
+
+@pytest.fixture(scope="module")
+def topic(tidemq):
+    created = tidemq.json("topic", "create", TOPIC, "--queues", "2")
+    assert created["brokers"], created  # create waits until a name server routes it
+    return TOPIC
+
+
+def test_cluster_list_shows_both_masters(tidemq, cluster):
+    brokers = tidemq.json("cluster", "list")
+    assert {(b["broker_name"], b["role"], b["addr"]) for b in brokers} == {
+        (name, "master", process.addr) for name, process in cluster.brokers.items()}
+    assert "broker-a" in tidemq("cluster", "list").stdout
+
+
+def test_topic_create_list_describe_delete(tidemq):
+    created = tidemq.json("topic", "create", "CliScratch", "--queues", "3", "--order")
+    assert created["order"] is True and created["queues"] == 3
+    again = tidemq("topic", "create", "CliScratch", "--queues", "3", expect=1)
+    assert "TOPIC_ALREADY_EXISTS" in again.stderr and "Traceback" not in again.output
+
+    listed = {t["name"]: t for t in tidemq.json("topic", "list")}
+    assert listed["CliScratch"]["queues"] == 3 and listed["CliScratch"]["order"] is True
+
+    described = tidemq.json("topic", "describe", "CliScratch")
+    assert {(q["broker_name"], q["queue_id"]) for q in described["queues"]} \
+        >= {("broker-a", i) for i in range(3)}
+    assert all(q["min_offset"] == q["max_offset"] == 0 for q in described["queues"])
+
+    tidemq("topic", "delete", "CliScratch", input="n\n", expect=1)  # declined: nothing happens
+    assert "CliScratch" in {t["name"] for t in tidemq.json("topic", "list")}
+    tidemq("topic", "delete", "CliScratch", "--yes")
+    assert "CliScratch" not in {t["name"] for t in tidemq.json("topic", "list")}
+    missing = tidemq("topic", "describe", "CliScratch", expect=1)
+    assert "TOPIC_NOT_EXIST" in missing.stderr
+
+
+def test_send_consume_view_and_query(tidemq, topic):
+    sent = tidemq.json("send", topic, "hello-cli", "--tag", "greet", "--key", "order-7",
+                       "--property", "origin=cli")
+    (result,) = sent
+    assert result["status"] == "SEND_OK" and len(result["msg_id"]) == 32
+
+    viewed = tidemq.json("message", "view", result["msg_id"])
+    assert viewed["body"] == "hello-cli" and viewed["tags"] == "greet"
+    assert viewed["keys"] == ["order-7"] and viewed["properties"] == {"origin": "cli"}
+    assert (viewed["broker_name"], viewed["queue_id"], viewed["queue_offset"]) == \
+        (result["broker_name"], result["queue_id"], result["queue_offset"])
+
+    found = tidemq.json("message", "query", topic, "order-7")
+    assert [m["msg_id"] for m in found] == [result["msg_id"]]
+    assert tidemq.json("message", "query", topic, "no-such-key") == []
+
+    consumed = tidemq("-o", "json", "consume", topic, "--broker", result["broker_name"],
+                      "--queue", str(result["queue_id"]), "--offset",
+                      str(result["queue_offset"]), "--max", "1").stdout
+    (line,) = consumed.splitlines()
+    assert json.loads(line)["body"] == "hello-cli"
+
+    bad = tidemq("message", "view", "not-hex", expect=1)
+    assert "INVALID_MESSAGE_ID" in bad.stderr
+
+
+def test_send_file_then_consume_everything_from_beginning(tidemq, topic, tmp_path):
+    lines = [f"line-{i}" for i in range(40)]
+    path = tmp_path / "bodies.txt"
+    path.write_text("\n".join(lines) + "\n")
+    sent = tidemq.json("send", topic, "--file", str(path), "--key", "batch-1")
+    assert len(sent) == 40 and {r["status"] for r in sent} == {"SEND_OK"}
+    consumed = tidemq("-o", "json", "consume", topic, "--from-beginning").stdout.splitlines()
+    bodies = [json.loads(line)["body"] for line in consumed]
+    assert set(lines) <= set(bodies)
+    # Per queue, consume prints in offset order.
+    seen: dict[tuple[str, int], int] = {}
+    for row in map(json.loads, consumed):
+        queue = (row["broker_name"], row["queue_id"])
+        assert row["queue_offset"] > seen.get(queue, -1)
+        seen[queue] = row["queue_offset"]
+
+
+def test_consume_follow_sees_a_message_sent_later(tidemq, topic, cluster):
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from tidemq.client import Message, Producer
+
+    with ThreadPoolExecutor(1) as pool, Producer(cluster.namesrv_addrs) as producer:
+        follower = pool.submit(tidemq, "-o", "json", "consume", topic, "--follow", "--max", "1")
+        # The follower starts at the end of each queue, so a message sent before it has read
+        # the queue ends would be skipped: keep sending (with a deadline) until it prints one.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            producer.send(Message(topic, b"followed"))
+            try:
+                result = follower.result(timeout=1.0)
+                break
+            except FutureTimeout:
+                continue
+        else:
+            pytest.fail("consume --follow printed nothing within 20 s")
+    assert json.loads(result.stdout.splitlines()[0])["body"] == "followed"
+
+
+def test_offset_for_time_and_group_reset(tidemq, topic, cluster):
+    (first,) = tidemq.json("send", topic, "before-mark")
+    entries = tidemq.json("offset", "for-time", topic, "--time", "0")
+    assert {(e["broker_name"], e["queue_id"]) for e in entries} >= {
+        (first["broker_name"], first["queue_id"])}
+    assert all(e["offset"] == 0 for e in entries)
+    future = tidemq.json("offset", "for-time", topic, "--time", str(int(time.time() * 1000)
+                                                                       + 3_600_000))
+    described = {(q["broker_name"], q["queue_id"]): q["max_offset"]
+                 for q in tidemq.json("topic", "describe", topic)["queues"]}
+    assert {(e["broker_name"], e["queue_id"]): e["offset"] for e in future} == described
+
+    reset = tidemq.json("group", "reset-offsets", "cli-group", topic, "--to-time", "0")
+    assert {(e["broker_name"], e["queue_id"]) for e in reset} == set(described)
+    assert all(e["offset"] == 0 for e in reset)
+    with Admin(cluster.namesrv_addrs) as admin:
+        lags = {(o.broker_name, o.queue_id): o.lag for o in admin.group_offsets("cli-group")}
+    assert lags == described  # committed 0 everywhere: the lag is the whole queue
+
+
+def test_unreachable_name_server_is_one_clear_sentence():
+    result = CliRunner().invoke(app, ["--namesrv", "127.0.0.1:1", "--timeout", "1",
+                                      "cluster", "list"])
+    assert result.exit_code == 1
+    assert "127.0.0.1:1" in result.stderr and "Traceback" not in result.output
+
+
+def test_console_script_runs(cluster):
+    env = {**os.environ, "TIDEMQ_NAMESRV_ADDRS": cluster.namesrv_addrs}
+    script = os.path.join(os.path.dirname(sys.executable), "tidemq")
+    completed = subprocess.run([script, "-o", "json", "cluster", "list"], env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert {b["broker_name"] for b in json.loads(completed.stdout)} == set(cluster.brokers)
