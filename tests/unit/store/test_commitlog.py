@@ -152,3 +152,17 @@ def test_recovery_removes_segments_after_damage(tmp_path):
     report = recovered.recover(0)
     assert report.end_offset == 0 and report.segments_removed >= 2
     assert len(recovered.segments) == 1
+
+
+@pytest.mark.parametrize("topic", ["../etc", "a/b", "", "x" * 128, "tópico"])
+def test_unsafe_topic_names_are_refused(tmp_path, topic):
+    log = new_log(tmp_path)
+    with pytest.raises(InvalidBatch, match="topic"):
+        log.append_batch(topic, 0, b"\0" * 100, 1, HOST)
+    assert log.max_offset == 0
+
+
+def test_queue_id_out_of_range_is_refused(tmp_path):
+    log = new_log(tmp_path)
+    with pytest.raises(InvalidBatch, match="queue id -1"):
+        log.append_batch("t", -1, encode_batch("t", [b"a"])[0], 1, HOST)

@@ -6,6 +6,7 @@ in-place stamping of the broker-assigned fields, slice reads and tail recovery.
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 import time
@@ -30,6 +31,19 @@ assert record.OFF_STORE_HOST == record.OFF_STORE_TIMESTAMP + 8
 assert (record.OFF_QUEUE_ID, record.OFF_QUEUE_OFFSET, record.OFF_STORE_TIMESTAMP) == (12, 20, 56)
 
 
+# Topic names become directory names under consumequeue/, so only RocketMQ's topic
+# alphabet is accepted (no path separators, no "..").
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9%|_-]{1,127}")
+MAX_QUEUE_ID = 1 << 20
+
+
+def check_topic(topic: str) -> None:
+    if not _TOPIC_NAME.fullmatch(topic):
+        raise InvalidBatch(
+            f"topic {topic!r} must be 1-127 characters of letters, digits, '%', '|', '_' or '-'"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
     start_offset: int     # where the CRC scan began
@@ -50,6 +64,7 @@ class CommitLog:
         self._written = 0     # every byte below is a complete, stamped record or filler
         self._flushed = 0
         self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._valid_topics: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -145,6 +160,11 @@ class CommitLog:
         This is the hot path: per record only a few struct calls and one CRC; the bytes are
         stamped in a private copy and reach the segment in one write per segment touched.
         """
+        if topic not in self._valid_topics:
+            check_topic(topic)
+            self._valid_topics.add(topic)
+        if not 0 <= queue_id <= MAX_QUEUE_ID:
+            raise InvalidBatch(f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
         topic_raw = topic.encode()
         size = len(records)
         if size == 0 or record_count <= 0:
