@@ -19,30 +19,30 @@ from tidemq.broker.topic_table import (
     TopicTable,
     parse_topic_definition,
 )
-from tidemq.common.errors import TideMQError
+from tidemq.common.errors import TideMQError, from_rpc_error
 from tidemq.common.logs import get_logger
-from tidemq.common.rpc import GRPC_OPTIONS, RpcClient
+from tidemq.common.rpc import GRPC_OPTIONS
 from tidemq.v1 import config_pb2, config_pb2_grpc
 
 log = get_logger(__name__)
 
 TOPIC_PREFIX = "/tidemq/topics/"
 RETRY_MIN_S = 0.2
-RETRY_MAX_S = 5.0
+RETRY_MAX_S = 2.0
 
 
 class TopicManager:
     def __init__(self, table: TopicTable, config_center: str,
-                 on_change: Callable[[], None] = lambda: None, *, call_timeout_s: float = 3.0,
-                 client: RpcClient | None = None) -> None:
+                 on_change: Callable[[], None] = lambda: None, *,
+                 call_timeout_s: float = 3.0) -> None:
         self.table = table
         self.on_change = on_change
-        self._client = client or RpcClient(config_center, config_pb2_grpc.ConfigServiceStub,
-                                           timeout=call_timeout_s)
-        # The watch stream gets its own channel: closing it is the one reliable way to end a
-        # blocked server stream from another thread (instrumented stubs return generators).
-        self._watch_channel = grpc.insecure_channel(config_center, options=GRPC_OPTIONS)
-        self._watch_stub = config_pb2_grpc.ConfigServiceStub(self._watch_channel)
+        self.call_timeout_s = call_timeout_s
+        # A private channel, no shared breaker: this loop has its own backoff, and closing the
+        # channel is the one reliable way to end a blocked watch stream from another thread
+        # (instrumented stubs return generators, which cannot be cancelled).
+        self._channel = grpc.insecure_channel(config_center, options=GRPC_OPTIONS)
+        self._stub = config_pb2_grpc.ConfigServiceStub(self._channel)
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._thread = threading.Thread(target=self._run, name="topic-watch", daemon=True)
@@ -58,7 +58,7 @@ class TopicManager:
 
     def stop(self) -> None:
         self._stop.set()
-        self._watch_channel.close()
+        self._channel.close()
         self._thread.join(timeout=5)
 
     @property
@@ -81,15 +81,19 @@ class TopicManager:
             except (TideMQError, grpc.RpcError, ValueError) as exc:
                 if self._stop.is_set():
                     return
+                detail = exc.details() if isinstance(exc, grpc.RpcError) else str(exc)
                 log.warning("topic sync with config-center failed; retrying",
-                            error=str(exc), retry_in_s=backoff)
+                            error=detail, retry_in_s=backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, RETRY_MAX_S)
 
     def resync(self) -> None:
         """Replace the table with everything under the prefix."""
-        reply = self._client.call("Range", config_pb2.RangeRequest(prefix=TOPIC_PREFIX),
-                                  idempotent=True)
+        try:
+            reply = self._stub.Range(config_pb2.RangeRequest(prefix=TOPIC_PREFIX),
+                                     timeout=self.call_timeout_s)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
         upserts = [t for kv in reply.kvs if (t := self._parse(kv.key, kv.value)) is not None]
         self._apply(upserts, [], reply.revision, replace_all=True)
 
@@ -98,7 +102,7 @@ class TopicManager:
         request = config_pb2.WatchRequest(prefix=TOPIC_PREFIX,
                                           start_revision=self.table.revision + 1)
         try:
-            for reply in self._watch_stub.Watch(request):
+            for reply in self._stub.Watch(request):
                 if reply.compacted:
                     log.warning("topic watch compacted; resyncing", revision=self.table.revision)
                     return True

@@ -1,0 +1,72 @@
+"""PullRequestHoldService: held pulls wake on arrival, time out, or end at shutdown."""
+
+from __future__ import annotations
+
+import threading
+
+from tidemq.broker.long_poll import PullRequestHoldService
+
+from tests.support.processes import wait_until
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.max_offset = 0
+
+
+def hold_in_thread(holds, queue, offset, timeout_s, topic="t", queue_id=0):
+    result = []
+    thread = threading.Thread(target=lambda: result.append(
+        holds.hold(topic, queue_id, offset, timeout_s, lambda: queue.max_offset)))
+    thread.start()
+    return thread, result
+
+
+def test_returns_at_once_when_the_queue_already_grew():
+    queue = Queue()
+    queue.max_offset = 5
+    assert PullRequestHoldService().hold("t", 0, 4, 30, lambda: queue.max_offset)
+
+
+def test_arrival_wakes_only_the_right_queue():
+    holds, queue, other = PullRequestHoldService(), Queue(), Queue()
+    thread, result = hold_in_thread(holds, queue, 0, 30)
+    other_thread, other_result = hold_in_thread(holds, other, 0, 30, queue_id=1)
+    wait_until(lambda: holds.held_count() == 2, 5, message="two held pulls")
+    queue.max_offset = 1
+    holds.notify_arrival("t", 0, 1)
+    thread.join(10)
+    assert result == [True]
+    assert other_thread.is_alive()  # a different queue's arrival did not release it
+    other.max_offset = 3
+    holds.notify_arrival("t", 1, 3)
+    other_thread.join(10)
+    assert other_result == [True]
+    assert holds.held_count() == 0
+
+
+def test_spurious_notify_keeps_holding():
+    holds, queue = PullRequestHoldService(), Queue()
+    thread, result = hold_in_thread(holds, queue, 0, 30)
+    wait_until(lambda: holds.held_count() == 1, 5, message="held pull")
+    holds.notify_arrival("t", 0, 0)  # nothing new yet
+    assert thread.is_alive() or result == [True]
+    queue.max_offset = 1
+    holds.notify_arrival("t", 0, 1)
+    thread.join(10)
+    assert result == [True]
+
+
+def test_times_out_without_arrival():
+    assert not PullRequestHoldService().hold("t", 0, 0, 0.05, lambda: 0)
+
+
+def test_shutdown_releases_every_hold():
+    holds, queue = PullRequestHoldService(), Queue()
+    threads = [hold_in_thread(holds, queue, 0, 60, queue_id=i) for i in range(3)]
+    wait_until(lambda: holds.held_count() == 3, 5, message="three held pulls")
+    holds.shutdown()
+    for thread, result in threads:
+        thread.join(10)
+        assert result == [False]
+    assert not holds.hold("t", 9, 0, 60, lambda: 0)  # no new hold after shutdown

@@ -1,0 +1,120 @@
+"""Messaging (send/pull domain) over a real MessageStore in a temp dir: no network."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from tidemq.broker.long_poll import PullRequestHoldService
+from tidemq.broker.messaging import Messaging, PullStatus, tag_hashes
+from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.common import record
+from tidemq.common.errors import (
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    TopicNotExist,
+)
+
+from tests.support.processes import wait_until
+
+
+@pytest.fixture
+def messaging(tmp_path):
+    store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=1 << 20,
+                                     max_message_size=4096, index_slots=64, index_entries=256))
+    store.start()
+    holds = PullRequestHoldService()
+    store.add_arrival_listener(holds.notify_arrival)
+    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
+    topics.apply([TopicConfig("t", 2), TopicConfig("ro", 1, perm=2),
+                  TopicConfig("wo", 1, perm=4)], [], 1)
+    yield Messaging(store, topics, holds, long_poll_max_ms=30_000, max_pull_messages=32,
+                    max_pull_bytes=1 << 20)
+    holds.shutdown()
+    store.shutdown()
+
+
+def batch(topic, n, tags=""):
+    return b"".join(record.encode_message(record.OutgoingMessage(topic, b"m%d" % i, tags=tags))[0]
+                    for i in range(n))
+
+
+def test_send_then_pull(messaging):
+    result = messaging.send("t", 1, batch("t", 3), 3)
+    assert result.first_queue_offset == 0 and len(result.physical_offsets) == 3
+    assert messaging.store.wait_dispatched(5)
+    outcome = messaging.pull("t", 1, 0, 10, 0, 0, "")
+    assert outcome.status is PullStatus.FOUND and outcome.record_count == 3
+    assert outcome.next_begin_offset == 3
+    assert [bytes(r.body) for r in record.iter_records(outcome.records)] == [b"m0", b"m1", b"m2"]
+    assert messaging.pull("t", 1, 3, 10, 0, 0, "").status is PullStatus.NO_NEW_MSG
+    illegal = messaging.pull("t", 1, 10, 10, 0, 0, "")
+    assert (illegal.status, illegal.next_begin_offset) == (PullStatus.OFFSET_ILLEGAL, 3)
+    assert messaging.pull("t", 0, 4, 10, 0, 0, "").status is PullStatus.OFFSET_ILLEGAL
+    assert messaging.queue_offsets("t") == [(0, 0, 0), (1, 0, 3)]
+    assert messaging.view(result.physical_offsets[1])[record.OFF_BODY_LEN + 4:][:2] == b"m1"
+    with pytest.raises(NotFound):
+        messaging.view(result.physical_offsets[1] + 1)
+
+
+def test_held_pull_wakes_on_send(messaging):
+    answers = []
+    puller = threading.Thread(target=lambda: answers.append(
+        messaging.pull("t", 0, 0, 10, 0, 30_000, "")))
+    puller.start()
+    wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull")
+    messaging.send("t", 0, batch("t", 2), 2)
+    puller.join(20)
+    assert answers[0].status is PullStatus.FOUND and answers[0].record_count == 2
+
+
+def test_held_filtered_pull_ignores_non_matching_arrivals(messaging):
+    answers = []
+    puller = threading.Thread(target=lambda: answers.append(
+        messaging.pull("t", 0, 0, 10, 0, 30_000, "B")))
+    puller.start()
+    wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull")
+    messaging.send("t", 0, batch("t", 2, tags="A"), 2)
+    assert messaging.store.wait_dispatched(5)
+    wait_until(lambda: messaging.holds.held_count() == 1 and puller.is_alive(), 5,
+               message="the pull to be held again after non-matching messages")
+    messaging.send("t", 0, batch("t", 1, tags="B"), 1)
+    puller.join(20)
+    assert answers[0].status is PullStatus.FOUND
+    assert [r.tags for r in record.iter_records(answers[0].records)] == ["B"]
+    assert answers[0].next_begin_offset == 3
+
+
+def test_errors(messaging):
+    with pytest.raises(TopicNotExist):
+        messaging.send("nope", 0, batch("nope", 1), 1)
+    with pytest.raises(InvalidArgument, match="out of range"):
+        messaging.send("t", 2, batch("t", 1), 1)
+    with pytest.raises(PreconditionFailed) as err:
+        messaging.send("ro", 0, batch("ro", 1), 1)
+    assert err.value.code == "NO_PERMISSION"
+    with pytest.raises(PreconditionFailed):
+        messaging.pull("wo", 0, 0, 1, 0, 0, "")
+    with pytest.raises(InvalidArgument, match="record_count"):
+        messaging.send("t", 0, batch("t", 2), 1)
+    with pytest.raises(PayloadTooLarge):
+        messaging.send("t", 0, record.encode("t", b"x" * 5000), 1)
+    with pytest.raises(InvalidArgument, match="queue_offset"):
+        messaging.pull("t", 0, -1, 1, 0, 0, "")
+    assert messaging.store.max_offset("t", 0) == 0
+
+
+@pytest.mark.parametrize("expression,expected", [
+    ("", None), ("*", None), ("A", {"A"}), ("A || B", {"A", "B"}), (" A||B ", {"A", "B"}),
+])
+def test_tag_expressions(expression, expected):
+    hashes = tag_hashes(expression)
+    assert hashes == (None if expected is None else {record.tag_hash(t) for t in expected})
+
+
+def test_bad_tag_expression():
+    with pytest.raises(InvalidArgument):
+        tag_hashes("A || ")

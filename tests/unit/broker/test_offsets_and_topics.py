@@ -1,0 +1,87 @@
+"""ConsumerOffsetManager and TopicTable persistence; topic definition validation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.store import MetadataFile
+from tidemq.broker.topic_table import (
+    TopicConfig,
+    TopicDefinitionError,
+    TopicTable,
+    parse_topic_definition,
+)
+from tidemq.common.errors import InvalidArgument
+
+
+def test_offsets_survive_restart_only_after_persist(tmp_path):
+    file = MetadataFile(tmp_path / "offsets.json")
+    offsets = ConsumerOffsetManager(file)
+    offsets.commit("g", [("t", 0, 5), ("t", 1, 7), ("u", 0, 1)])
+    offsets.commit("g", [("t", 0, 6)])
+    assert offsets.query("g", "t") == [("t", 0, 6), ("t", 1, 7)]
+    assert ConsumerOffsetManager(file).query("g") == []  # not yet persisted
+    assert offsets.persist() and not offsets.persist()  # second write skipped: not dirty
+    reloaded = ConsumerOffsetManager(file)
+    assert reloaded.query("g") == [("t", 0, 6), ("t", 1, 7), ("u", 0, 1)]
+    assert reloaded.groups() == ["g"]
+
+
+def test_offsets_flusher_persists_on_stop(tmp_path):
+    file = MetadataFile(tmp_path / "offsets.json")
+    offsets = ConsumerOffsetManager(file)
+    offsets.start(interval_s=3600)
+    offsets.commit("g", [("t", 0, 1)])
+    offsets.stop()
+    assert ConsumerOffsetManager(file).query("g") == [("t", 0, 1)]
+
+
+@pytest.mark.parametrize("group,entry", [("", ("t", 0, 1)), ("g", ("t", -1, 1)),
+                                         ("g", ("t", 0, -5))])
+def test_bad_commits_rejected(tmp_path, group, entry):
+    offsets = ConsumerOffsetManager(MetadataFile(tmp_path / "o.json"))
+    with pytest.raises(InvalidArgument):
+        offsets.commit(group, [entry])
+    assert offsets.query("g") == []
+
+
+def test_topic_table_versions_and_persistence(tmp_path):
+    file = MetadataFile(tmp_path / "topics.json")
+    table = TopicTable(file)
+    start = table.data_version
+    assert table.apply([TopicConfig("a", 4)], [], revision=3)
+    assert table.data_version.counter == start.counter + 1
+    assert not table.apply([TopicConfig("a", 4)], [], revision=4)  # no change, no new version
+    assert table.data_version.counter == start.counter + 1
+    assert table.apply([TopicConfig("b", 1)], ["a"], revision=5)
+    reloaded = TopicTable(file)
+    assert [t.name for t in reloaded.snapshot()[1]] == ["b"] and reloaded.revision == 5
+    assert reloaded.apply([TopicConfig("c", 2)], [], revision=9, replace_all=True)
+    assert [t.name for t in reloaded.snapshot()[1]] == ["c"]
+
+
+@pytest.mark.parametrize("raw,why", [
+    (b"{not json", "not JSON"), (b"[1]", "JSON object"), (b'{"name": "other"}', "must equal"),
+    (b'{"queues": 0}', "queues"), (b'{"queues": "4"}', "queues"), (b'{"perm": 9}', "perm"),
+])
+def test_bad_topic_definitions(raw, why):
+    with pytest.raises(TopicDefinitionError, match=why):
+        parse_topic_definition("orders", raw)
+
+
+def test_topic_definition_defaults():
+    topic = parse_topic_definition("orders", b'{"name": "orders", "queues": 8}')
+    assert topic == TopicConfig("orders", 8, 6, False)
+    assert topic.readable and topic.writable
+    assert not parse_topic_definition("ro", b'{"perm": 2}').writable
+
+
+@given(st.binary(max_size=64))
+def test_any_bytes_parse_or_fail_cleanly(raw):
+    try:
+        topic = parse_topic_definition("t", raw)
+    except TopicDefinitionError:
+        return
+    assert topic.name == "t" and 1 <= topic.queues <= 1024
