@@ -56,32 +56,32 @@ class IndexFile:
         how many entries it took (it stops when full)."""
         mm, slots, entries_at = self.file.mm, self.slots, self._entries_at
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        count, taken = self.count, 0
+        crc32 = zlib.crc32
+        start = count = self.count
         if count == 1 and entries:
             self.begin_ts, self.begin_phy = entries[0][2], entries[0][1]
-        begin_ts, end_ts = self.begin_ts, self.end_ts
-        for key, physical, store_ts in entries:
-            if count >= self.entries:
-                break
-            hashed = zlib.crc32(key) & 0x7FFFFFFF
+        begin_ts = self.begin_ts
+        taking = entries[:self.entries - count]
+        for key, physical, store_ts in taking:
+            hashed = crc32(key) & 0x7FFFFFFF
             slot_at = HEADER_SIZE + (hashed % slots) * 4
             previous = slot_unpack(mm, slot_at)[0]
             if not 0 <= previous < count:
                 previous = 0
             diff = (store_ts - begin_ts) // 1000
-            entry_pack(mm, entries_at + count * 20, hashed, physical,
-                       min(max(diff, 0), 0x7FFFFFFF), previous)
+            if not 0 <= diff <= 0x7FFFFFFF:
+                diff = 0 if diff < 0 else 0x7FFFFFFF
+            entry_pack(mm, entries_at + count * 20, hashed, physical, diff, previous)
             slot_pack(mm, slot_at, count)
             count += 1
-            taken += 1
-            if store_ts > end_ts:
-                end_ts = store_ts
-            self.end_phy = physical
-        self.count, self.end_ts = count, end_ts
+        if taking:
+            self.end_ts = max(self.end_ts, max(e[2] for e in taking))
+            self.end_phy = taking[-1][1]
+        self.count = count
         HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
                          self.slots, self.count)
         self.file.dirty = True
-        return taken
+        return count - start
 
     def query(self, key: bytes, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         """Physical offsets of entries with this key hash stored within [begin_ms, end_ms]."""
