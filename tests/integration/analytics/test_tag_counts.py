@@ -17,108 +17,43 @@ from pathlib import Path
 
 import pytest
 from tidemq.client import compression
-from tidemq.client.config import ConfigClient
-from tidemq.common import errors
 from tidemq.common import record as rec
-from tidemq.common.rpc import RpcClient
-from tidemq.v1 import (
-    broker_pb2,
-    broker_pb2_grpc,
-    common_pb2,
-    nameserver_pb2,
-    nameserver_pb2_grpc,
-)
 
-from tests.support.processes import start_redis, start_service, wait_until
+from tests.integration.analytics.cluster import BROKER, tagged
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 TOPIC = "analytics-tags"
 QUEUES = 4
-BROKER = "broker-a"
 # (tag, count): spread over the queues round-robin; "" = messages without a tag.
 TAGS = [("TagA", 37), ("TagB", 23), ("TagC", 11), ("", 5)]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """redis -> config-center -> name server -> broker, stopped whatever happens."""
-    tmp = tmp_path_factory.mktemp("analytics-cluster")
-    started = []
-    redis = start_redis(tmp)
-    try:
-        config_center = start_service("tidemq.configcenter", ["--redis-url", redis.url], tmp)
-        started.append(config_center)
-        namesrv = start_service("tidemq.nameserver", [], tmp)
-        started.append(namesrv)
-        broker = start_service("tidemq.broker", [
-            "--cluster-name", "AnalyticsCluster", "--broker-name", BROKER, "--broker-id", "0",
-            "--namesrv-addrs", namesrv.addr, "--config-center", config_center.addr,
-            "--register-interval-s", "0.5",
-        ], tmp)
-        started.append(broker)
-        yield {"config_center": config_center, "namesrv": namesrv, "broker": broker}
-    finally:
-        for process in reversed(started):
-            process.kill()
-        redis.kill()
-
-
-def create_topic(cluster, name: str, queues: int) -> None:
-    with ConfigClient(cluster["config_center"].addr) as config:
-        config.put(f"/tidemq/topics/{name}",
-                   {"name": name, "queues": queues, "perm": 6, "order": False})
-    namesrv = RpcClient(cluster["namesrv"].addr, nameserver_pb2_grpc.NameServerServiceStub)
-
-    def routed():
-        try:
-            route = namesrv.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=name))
-        except errors.NotFound:
-            return False
-        return any(q.read_queue_nums == queues for q in route.queue_datas)
-
-    wait_until(routed, 30, message=f"a route for {name} with {queues} queues")
-
-
-def queue_ends(cluster, topic: str) -> dict[int, int]:
-    broker = RpcClient(cluster["broker"].addr, broker_pb2_grpc.BrokerServiceStub)
-    reply = broker.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic=topic))
-    return {q.queue_id: q.max_offset for q in reply.queues}
-
-
-@pytest.fixture(scope="module")
 def loaded(cluster):
     """The topic with every TAGS message sent; returns what each queue holds."""
-    create_topic(cluster, TOPIC, QUEUES)
+    cluster.create_topic(TOPIC, QUEUES)
     per_queue: dict[int, list[bytes]] = {q: [] for q in range(QUEUES)}
     expected_bodies = {}
     n = 0
     for tag, count in TAGS:
         for _ in range(count):
             body = f"{tag or 'untagged'}-{n}".encode()
-            message = rec.OutgoingMessage(TOPIC, body, tags=tag, keys=[f"k{n}", "all"],
-                                          properties={"seq": str(n)})
             if n % 10 == 0:  # some bodies travel compressed, as the client sends big ones
+                message = rec.OutgoingMessage(TOPIC, body, tags=tag, keys=[f"k{n}", "all"],
+                                              properties={"seq": str(n)})
                 record, _ = rec.encode_message(
                     message, sys_flag=rec.SYS_FLAG_COMPRESSED,
                     body=compression.compress(body, compression.ZSTD),
                     extra_properties={rec.PROP_COMPRESSION: compression.ZSTD})
             else:
-                record, _ = rec.encode_message(message)
+                record = tagged(TOPIC, tag, n)
             per_queue[n % QUEUES].append(record)
             expected_bodies[str(n)] = body
             n += 1
-    broker = RpcClient(cluster["broker"].addr, broker_pb2_grpc.BrokerServiceStub)
-    for queue_id, records in per_queue.items():
-        for chunk in (records[:7], records[7:]):  # two batches per queue
-            reply = broker.call("Send", broker_pb2.SendRequest(
-                topic=TOPIC, queue_id=queue_id, records=b"".join(chunk),
-                record_count=len(chunk)))
-            assert reply.status == common_pb2.SEND_OK
-    sizes = {q: len(records) for q, records in per_queue.items()}
-    # The ConsumeQueue is built asynchronously: wait until every queue shows its messages.
-    wait_until(lambda: queue_ends(cluster, TOPIC) == sizes, 30, message="queues dispatched")
-    return {"sizes": sizes, "bodies": expected_bodies, "namesrv": cluster["namesrv"].addr}
+    cluster.send(TOPIC, per_queue, batch=7)
+    return {"sizes": {q: len(r) for q, r in per_queue.items()}, "bodies": expected_bodies,
+            "namesrv": cluster.namesrv.addr}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,70 @@
+"""A real TideMQ cluster for the analytics tests (redis, config-center, name server, broker)
+and helpers to create topics and send tagged records over BrokerService.Send."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidemq.client.config import ConfigClient
+from tidemq.common import errors
+from tidemq.common import record as rec
+from tidemq.common.rpc import RpcClient
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+from tests.support.processes import ServiceProcess, wait_until
+
+BROKER = "broker-a"
+
+
+@dataclass
+class Cluster:
+    config_center: ServiceProcess
+    namesrv: ServiceProcess
+    broker: ServiceProcess
+
+    def broker_client(self) -> RpcClient:
+        return RpcClient(self.broker.addr, broker_pb2_grpc.BrokerServiceStub, timeout=10)
+
+    def create_topic(self, name: str, queues: int) -> None:
+        """Define the topic in config-center and wait until the name server routes it."""
+        with ConfigClient(self.config_center.addr) as config:
+            config.put(f"/tidemq/topics/{name}",
+                       {"name": name, "queues": queues, "perm": 6, "order": False})
+        namesrv = RpcClient(self.namesrv.addr, nameserver_pb2_grpc.NameServerServiceStub)
+
+        def routed() -> bool:
+            try:
+                route = namesrv.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=name))
+            except errors.NotFound:
+                return False
+            return any(q.read_queue_nums == queues for q in route.queue_datas)
+
+        wait_until(routed, 30, message=f"a route for {name} with {queues} queues")
+
+    def queue_ends(self, topic: str) -> dict[int, int]:
+        reply = self.broker_client().call(
+            "GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic=topic))
+        return {q.queue_id: q.max_offset for q in reply.queues}
+
+    def send(self, topic: str, per_queue: dict[int, list[bytes]], batch: int = 50) -> None:
+        """Send encoded records queue by queue in batches; wait until all are dispatched."""
+        client = self.broker_client()
+        for queue_id, records in per_queue.items():
+            for i in range(0, len(records), batch):
+                chunk = records[i:i + batch]
+                reply = client.call("Send", broker_pb2.SendRequest(
+                    topic=topic, queue_id=queue_id, records=b"".join(chunk),
+                    record_count=len(chunk)))
+                assert reply.status == common_pb2.SEND_OK
+        sizes = {q: len(records) for q, records in per_queue.items()}
+        # The ConsumeQueue is built asynchronously from the CommitLog: poll until it shows all.
+        wait_until(lambda: {q: n for q, n in self.queue_ends(topic).items() if n} ==
+                   {q: n for q, n in sizes.items() if n}, 30, message=f"{topic} dispatched")
+
+
+def tagged(topic: str, tag: str, n: int) -> bytes:
+    message = rec.OutgoingMessage(topic, f"{tag or 'untagged'}-{n}".encode(), tags=tag,
+                                  keys=[f"k{n}", "all"], properties={"seq": str(n)})
+    return rec.encode_message(message)[0]
+
+
