@@ -331,9 +331,13 @@ class Admin:
         """Groups known to any coordinator (each master coordinates its share)."""
         summaries = []
         for broker_name, addr in sorted(self.masters().items()):
-            reply = self._broker(addr, "ListGroups", broker_pb2.ListGroupsRequest())
-            summaries += [GroupSummary(g.group_id, g.state, g.protocol_name, g.generation_id,
-                                       len(g.members), broker_name) for g in reply.groups]
+            listed = self._broker(addr, "ListGroups", broker_pb2.ListGroupsRequest()).groups
+            for group in listed:  # a listing carries id and state only: describe for the rest
+                g = self._broker(addr, "DescribeGroup",
+                                 broker_pb2.DescribeGroupRequest(group_id=group.group_id))
+                summaries.append(GroupSummary(group.group_id, g.state or group.state,
+                                              g.protocol_name, g.generation_id, len(g.members),
+                                              broker_name))
         return sorted(summaries, key=lambda g: g.group_id)
 
     def group_describe(self, group: str) -> GroupDescription:

@@ -185,3 +185,51 @@ def test_console_script_runs(cluster):
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert {b["broker_name"] for b in json.loads(completed.stdout)} == set(cluster.brokers)
+
+
+def test_group_list_and_describe_show_members_assignment_and_lag(tidemq, topic, cluster):
+    """One member joins through the raw coordinator RPCs (no consumer library involved),
+    is assigned every queue of broker-a, commits an offset on one of them."""
+    from tidemq.client.admin import coordinator_for
+    from tidemq.common.rpc import RpcClient
+    from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+    group = "cli-described"
+    coordinator = cluster.brokers[coordinator_for(group, cluster.brokers)]
+    rpc = RpcClient(coordinator.addr, broker_pb2_grpc.BrokerServiceStub, timeout=20)
+    joined = rpc.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id=group, session_timeout_ms=60_000, rebalance_timeout_ms=10_000,
+        client_id="cli-test", client_host="127.0.0.1",
+        protocols=[broker_pb2.GroupProtocol(name="averagely",
+                                            metadata=json.dumps({"topics": [topic]}).encode())]))
+    queues = [[topic, "broker-a", i] for i in range(2)]
+    rpc.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+        assignments=[broker_pb2.MemberAssignment(
+            member_id=joined.member_id, assignment=json.dumps({"queues": queues}).encode())]))
+    tidemq("send", topic, "lagging")
+    max_offsets = {(q["broker_name"], q["queue_id"]): q["max_offset"]
+                   for q in tidemq.json("topic", "describe", topic)["queues"]}
+    RpcClient(cluster.brokers["broker-a"].addr, broker_pb2_grpc.BrokerServiceStub).call(
+        "CommitOffsets", broker_pb2.CommitOffsetsRequest(
+            consumer_group=group, generation_id=-1,
+            offsets=[broker_pb2.QueueOffset(topic=topic, queue_id=0, offset=0)]))
+
+    listed = {g["group_id"]: g for g in tidemq.json("group", "list")}
+    assert listed[group]["members"] == 1 and listed[group]["state"] == "Stable"
+
+    described = tidemq.json("group", "describe", group)
+    assert described["state"] == "Stable" and described["leader"] == joined.member_id
+    (member,) = described["members"]
+    assert member["member_id"] == joined.member_id and member["client_id"] == "cli-test"
+    assert member["queues"] == [f"{topic}@broker-a#{i}" for i in range(2)]
+    offsets = {(o["broker_name"], o["queue_id"]): o for o in described["offsets"]}
+    assert set(offsets) == {("broker-a", 0), ("broker-a", 1)}
+    assert offsets["broker-a", 0]["committed"] == 0
+    assert offsets["broker-a", 0]["lag"] == max_offsets["broker-a", 0]
+    assert offsets["broker-a", 1]["committed"] is None and offsets["broker-a", 1]["lag"] is None
+    assert all(o["member_id"] == joined.member_id for o in offsets.values())
+    text = tidemq("group", "describe", group).stdout
+    assert "(leader)" in text and "protocol averagely" in text and "Stable" in text
+    rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
+                                                        member_id=joined.member_id))
