@@ -80,10 +80,15 @@ def test_topic_to_messages_to_readback(stack):
                                    result["queue_offset"])
     assert len(acked) == MESSAGES
 
-    described = requests.get(f"{url}/v1/topics/{TOPIC}", timeout=10).json()
+    def fully_indexed():  # brokers build consume queues asynchronously after the ack
+        described = requests.get(f"{url}/v1/topics/{TOPIC}", timeout=10).json()
+        total = sum(q["max_offset"] - q["min_offset"] for q in described["queues"])
+        assert total <= MESSAGES and described["unavailable_brokers"] == []
+        return described if total == MESSAGES else None
+
+    described = wait_until(fully_indexed, 15, interval=0.05, message="all messages indexed")
     queues = [(q["broker_name"], q["queue_id"]) for q in described["queues"]]
-    assert len(queues) == 8 and described["unavailable_brokers"] == []
-    assert sum(q["max_offset"] - q["min_offset"] for q in described["queues"]) == MESSAGES
+    assert len(queues) == 8
 
     seen: dict[str, tuple[str, int, int]] = {}
     for broker, queue_id in queues:

@@ -12,7 +12,7 @@ from tests.e2e.cluster import (
     start_cluster,
     wait_for_route,
 )
-from tests.support.processes import start_redis
+from tests.support.processes import start_redis, wait_until
 
 TOPIC = "FailoverTopic"
 
@@ -41,16 +41,21 @@ def test_sends_survive_a_killed_broker_group(tmp_path):
             # Every acknowledged message on the surviving group is readable exactly once.
             acked = Counter(r.unique_id for r in before + after + batches
                             if r.broker_name == "broker-a")
+            # (Polled: the broker indexes acknowledged records asynchronously.)
             with PullConsumer(cluster.namesrv_addrs, consumer_group="failover") as consumer:
-                seen = Counter()
-                for queue_id in range(2):
-                    mq = MessageQueue(TOPIC, "broker-a", queue_id)
-                    offset = 0
-                    while (result := consumer.pull(mq, offset, 64)).status == PullStatus.FOUND:
-                        assert [m.queue_offset for m in result.messages] == list(
-                            range(offset, result.next_offset))
-                        seen.update(m.unique_id for m in result.messages)
-                        offset = result.next_offset
-            assert seen == acked
+                def read_everything() -> Counter:
+                    seen = Counter()
+                    for queue_id in range(2):
+                        mq = MessageQueue(TOPIC, "broker-a", queue_id)
+                        offset = 0
+                        while (result := consumer.pull(mq, offset, 64)).status == PullStatus.FOUND:
+                            assert [m.queue_offset for m in result.messages] == list(
+                                range(offset, result.next_offset))
+                            seen.update(m.unique_id for m in result.messages)
+                            offset = result.next_offset
+                    return seen
+
+                wait_until(lambda: read_everything() == acked, 15, interval=0.05,
+                           message="every acknowledged message on broker-a to be readable once")
     finally:
         redis.kill()

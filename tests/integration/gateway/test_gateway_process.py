@@ -54,7 +54,8 @@ def test_binary_and_text_bodies_round_trip_with_properties(stack):
         assert re.fullmatch(r"[0-9A-F]{32}", result["msg_id"])
         page = requests.get(
             f"{url}/v1/topics/{TOPIC}/queues/broker-a/{result['queue_id']}/messages",
-            params={"offset": result["queue_offset"], "max": 1}, timeout=10).json()
+            params={"offset": result["queue_offset"], "max": 1, "wait_ms": 5000},
+            timeout=10).json()  # long poll: the broker indexes new records asynchronously
         (message,) = page["messages"]
         assert message["unique_id"] == result["unique_id"] and message["msg_id"] == result["msg_id"]
         assert page["next_offset"] == result["queue_offset"] + 1
