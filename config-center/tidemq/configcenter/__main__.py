@@ -11,6 +11,7 @@ from tidemq.configcenter.reaper import LeaseReaper
 from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
+from tidemq.configcenter.tail import EventTail
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -25,11 +26,15 @@ def main(argv: list[str] | None = None) -> None:
                         redis_timeout=settings.redis_timeout_s,
                         watch_block_ms=settings.watch_block_ms)
     reaper = LeaseReaper(store, settings.lease_reap_interval_s)
-    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store),
+    tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
+    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store, tail),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)
     reaper.start()
+    if tail is not None:
+        runtime.on_stop(tail.stop)
+        tail.start()
     runtime.start()
     log.info("config store", redis_url=settings.redis_url, namespace=settings.namespace)
     runtime.run_until_signal()

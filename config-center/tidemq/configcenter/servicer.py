@@ -16,6 +16,7 @@ from tidemq.configcenter.model import (
 )
 from tidemq.configcenter.scopes import resolve, scope_prefixes
 from tidemq.configcenter.store import ConfigStore
+from tidemq.configcenter.tail import EventTail
 from tidemq.v1 import config_pb2 as pb
 from tidemq.v1 import config_pb2_grpc
 
@@ -39,8 +40,14 @@ def _expected(request, field: str = "expected_mod_revision") -> int | None:
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
-    def __init__(self, store: ConfigStore) -> None:
+    def __init__(self, store: ConfigStore, tail: EventTail | None = None) -> None:
         self.store = store
+        self.tail = tail
+
+    def _read_events(self, after: int) -> list[Event]:
+        if self.tail is None:
+            return self.store.read_events(after)
+        return self.tail.read(after, self.store.watch_block_ms / 1000)
 
     def Get(self, request, context):
         kv, revision = self.store.get(request.key)
@@ -76,7 +83,7 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
         last_sent = time.monotonic()
         while context.is_active():
             try:
-                events = self.store.read_events(after)
+                events = self._read_events(after)
             except RevisionCompacted as exc:
                 yield pb.WatchResponse(compacted=True, compact_revision=exc.compact_revision,
                                        revision=after)

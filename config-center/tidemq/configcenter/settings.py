@@ -18,4 +18,6 @@ class ConfigCenterSettings(ServiceSettings):
     event_retention: int = setting(100_000, "events kept for watches; older are compacted")
     history_limit: int = setting(100, "changes kept per key for history and rollback")
     lease_reap_interval_s: float = setting(0.2, "how often expired leases are revoked")
+    watch_window: int = setting(10_000, "newest events one shared log reader keeps for watches "
+                                "(0 = every watch reads Redis itself)")
     watch_block_ms: int = setting(1000, "longest a watch waits on Redis before re-checking")
