@@ -18,6 +18,7 @@ from tests.support.processes import start_redis, wait_until
 TOPIC = "WalkingSkeleton"
 MESSAGES = 1000
 BATCH = 100
+pytestmark = pytest.mark.slow  # the whole topology plus the trace collector (~25 s)
 
 
 @pytest.fixture(scope="module")

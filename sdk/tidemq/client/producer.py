@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry import trace
-from tidemq.client import compression
+from tidemq.client import compression as codecs
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.fault import LatencyFaultTolerance
 from tidemq.client.message import MAX_MESSAGE_SIZE, Message, MessageQueue, SendResult, SendStatus
@@ -51,7 +51,7 @@ class Producer:
         send_timeout: float = 3.0,
         retries: int = 2,
         compress_threshold: int = 4096,
-        compression: str = compression.ZSTD,
+        compression: str = codecs.ZSTD,
         fault_avoidance: bool = True,
         max_message_size: int = MAX_MESSAGE_SIZE,
         breaker: BreakerSettings | None = None,
@@ -65,9 +65,8 @@ class Producer:
         self.send_timeout = send_timeout
         self.retries = retries
         self.compress_threshold = compress_threshold
-        self.compression = compression_codec = compression
+        self.compression = codecs.check_codec(compression)
         self.max_message_size = max_message_size
-        _check(compression_codec)
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=send_timeout,
                                                   breaker=breaker),
                                  refresh_interval=route_refresh_s)
@@ -186,8 +185,8 @@ class Producer:
         for message in messages:
             message.validate(self.max_message_size)
             body, sys_flag, props = bytes(message.body), 0, extra
-            if self.compression != compression.NONE and len(body) > self.compress_threshold:
-                body = compression.compress(body, self.compression)
+            if self.compression != codecs.NONE and len(body) > self.compress_threshold:
+                body = codecs.compress(body, self.compression)
                 sys_flag |= record.SYS_FLAG_COMPRESSED
                 props = {**extra, record.PROP_COMPRESSION: self.compression}
             outgoing = record.OutgoingMessage(message.topic, body, message.tags,
@@ -301,10 +300,6 @@ def _one_topic(messages: Sequence[Message]) -> str:
     if len(topics) != 1:
         raise errors.InvalidArgument(f"a batch must hold one topic, got {sorted(topics)}")
     return messages[0].topic
-
-
-def _check(codec: str) -> None:
-    compression.check_codec(codec)
 
 
 def _local_ip() -> str:

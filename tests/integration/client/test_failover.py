@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullStatus, SendStatus
 
 from tests.e2e.cluster import (
@@ -15,6 +16,7 @@ from tests.e2e.cluster import (
 from tests.support.processes import start_redis, wait_until
 
 TOPIC = "FailoverTopic"
+pytestmark = pytest.mark.slow  # its own five-process cluster (~15 s)
 
 
 def test_sends_survive_a_killed_broker_group(tmp_path):
