@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.config import ConfigClient
 from tidemq.client.message import MessageExt, MessageQueue, decode_records, validate_topic_name
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
-from tidemq.common import errors, record
+from tidemq.common import errors, protocol, record
+from tidemq.common.placement import coordinator_for
 from tidemq.v1 import broker_pb2
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -99,6 +99,7 @@ class GroupMember:
     client_id: str
     client_host: str
     queues: list[MessageQueue]
+    topics: list[str] = field(default_factory=list)   # the member's subscription
 
 
 @dataclass(frozen=True)
@@ -131,21 +132,6 @@ class GroupDescription:
         return sum(o.lag or 0 for o in self.offsets)
 
 
-def coordinator_for(group: str, master_broker_names: Iterable[str]) -> str:
-    """The broker coordinating `group`: CRC32 of the name over the sorted masters (SPEC §4).
-
-    Must agree with the broker's own placement function.
-    >>> coordinator_for("orders-consumers", ["broker-b", "broker-a"])
-    'broker-a'
-    """
-    masters = sorted(set(master_broker_names))
-    if not masters:
-        raise errors.ServiceUnavailable(
-            f"no master broker is registered, so group {group!r} has no coordinator",
-            code="COORDINATOR_NOT_AVAILABLE")
-    return masters[zlib.crc32(group.encode("utf-8")) % len(masters)]
-
-
 def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> BrokerEntry:
     """The broker whose advertised address packs to `store_host` (the first 8 id bytes)."""
     for broker in brokers:
@@ -158,12 +144,17 @@ def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> 
 
 
 def parse_assignment(raw: bytes) -> list[MessageQueue]:
-    """A member's assignment JSON {"queues": [[topic, broker_name, queue_id], ...]}."""
-    if not raw:
-        return []
+    """A member's assignment; a malformed one shows as no queues rather than failing the view."""
     try:
-        return [MessageQueue(t, b, int(q)) for t, b, q in json.loads(raw).get("queues", [])]
-    except (ValueError, TypeError, AttributeError):
+        return [MessageQueue(t, b, q) for t, b, q in protocol.decode_assignment(raw)]
+    except errors.InvalidArgument:
+        return []
+
+
+def parse_subscription(raw: bytes) -> list[str]:
+    try:
+        return protocol.decode_subscription(raw) if raw else []
+    except errors.InvalidArgument:
         return []
 
 
@@ -350,7 +341,8 @@ class Admin:
         reply = self._broker(masters[coordinator], "DescribeGroup",
                              broker_pb2.DescribeGroupRequest(group_id=group))
         members = [GroupMember(m.member_id, m.client_id, m.client_host,
-                               parse_assignment(m.assignment)) for m in reply.members]
+                               parse_assignment(m.assignment), parse_subscription(m.metadata))
+                   for m in reply.members]
         return GroupDescription(group, coordinator, reply.state, reply.protocol_name,
                                 reply.generation_id, reply.leader_id, members,
                                 self.group_offsets(group, masters, members))

@@ -457,15 +457,17 @@ def group_describe(ctx: typer.Context, group: str, output: OutputOpt = None) -> 
             "group": d.group_id, "coordinator": d.coordinator, "state": d.state,
             "protocol": d.protocol_name, "generation": d.generation_id, "leader": d.leader_id,
             "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                         "client_host": m.client_host, "queues": [str(q) for q in m.queues]}
+                         "client_host": m.client_host, "topics": m.topics,
+                         "queues": [str(q) for q in m.queues]}
                         for m in d.members],
             "offsets": [{**vars(o), "lag": o.lag} for o in d.offsets],
             "total_lag": d.total_lag})
     out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
               f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
-    out.print(_table("Members", ["member", "client", "host", "queues"], [
+    out.print(_table("Members", ["member", "client", "host", "topics", "queues"], [
         [m.member_id + (" (leader)" if m.member_id == d.leader_id else ""), m.client_id,
-         m.client_host, " ".join(str(q) for q in m.queues)] for m in d.members]))
+         m.client_host, ", ".join(m.topics), " ".join(str(q) for q in m.queues)]
+        for m in d.members]))
     out.print(_table(f"Offsets (total lag {d.total_lag})", [
         "topic", "broker", "queue", "committed", "max offset", "lag", "member"], [
         [o.topic, o.broker_name, o.queue_id, o.committed, o.max_offset, o.lag,

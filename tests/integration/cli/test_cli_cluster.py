@@ -222,6 +222,7 @@ def test_group_list_and_describe_show_members_assignment_and_lag(tidemq, topic, 
     assert described["state"] == "Stable" and described["leader"] == joined.member_id
     (member,) = described["members"]
     assert member["member_id"] == joined.member_id and member["client_id"] == "cli-test"
+    assert member["topics"] == [topic]
     assert member["queues"] == [f"{topic}@broker-a#{i}" for i in range(2)]
     offsets = {(o["broker_name"], o["queue_id"]): o for o in described["offsets"]}
     assert set(offsets) == {("broker-a", 0), ("broker-a", 1)}
