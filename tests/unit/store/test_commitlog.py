@@ -166,3 +166,21 @@ def test_queue_id_out_of_range_is_refused(tmp_path):
     log = new_log(tmp_path)
     with pytest.raises(InvalidBatch, match="queue id -1"):
         log.append_batch("t", -1, encode_batch("t", [b"a"])[0], 1, HOST)
+
+
+def test_prepared_segments_are_used_and_leftovers_removed(tmp_path):
+    log = CommitLog(tmp_path, SEGMENT, 32 * 1024, warm_segments=True)
+    log.load()
+    log.recover(0)
+    for _ in range(60):   # five rolls; each claims a prepared or a freshly created segment
+        log.append_batch("t", 0, encode_batch("t", [b"w" * 5000])[0], 1, HOST)
+    assert [r.queue_offset for r in walk(log)] == list(range(60))
+    log.close()
+    (tmp_path / ".00000000000009999999.prepare").write_bytes(b"half")
+    reopened = CommitLog(tmp_path, SEGMENT, 32 * 1024, warm_segments=True)
+    reopened.load()
+    assert not (tmp_path / ".00000000000009999999.prepare").exists()
+    assert reopened.recover(0).end_offset == log.max_offset
+    assert len(walk(reopened)) == 60
+    reopened.close()
+    assert not list(tmp_path.glob(".*.prepare"))

@@ -18,6 +18,7 @@ from tidemq.common import record
 
 from .config import InvalidBatch, MessageTooLarge, StoreError
 from .segment import FILLER_MIN, MIN_RECORD_SIZE, Segment, parse_segment_name, segment_name
+from .segment_allocator import SegmentAllocator
 
 _SIZE_MAGIC = struct.Struct(">iI")
 _I32 = struct.Struct(">i")
@@ -54,8 +55,10 @@ class RecoveryReport:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_size: int, max_message_size: int) -> None:
+    def __init__(self, directory: Path, segment_size: int, max_message_size: int,
+                 warm_segments: bool = False) -> None:
         self.directory = directory
+        self.allocator = SegmentAllocator(directory, segment_size) if warm_segments else None
         self.segment_size = segment_size
         self.max_message_size = max_message_size
         self.segments: list[Segment] = []   # replaced, never mutated, so readers need no lock
@@ -69,6 +72,8 @@ class CommitLog:
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.allocator is not None:
+            self.allocator.remove_leftovers()
         bases = sorted(
             base for path in self.directory.iterdir()
             if (base := parse_segment_name(path.name)) is not None
@@ -110,9 +115,13 @@ class CommitLog:
         if result.ended_with_filler:
             end = segment.end_offset
         self._written = self._flushed = end
+        if self.allocator is not None:
+            self.allocator.request(segment.end_offset)
         return RecoveryReport(scan_from, end, records, damaged, len(stale))
 
     def close(self) -> None:
+        if self.allocator is not None:
+            self.allocator.close()
         for segment in self.segments:
             segment.close()
 
@@ -245,8 +254,12 @@ class CommitLog:
         segment = self.segment_for(phys)
         if segment is None:
             base = phys - phys % self.segment_size
+            if self.allocator is not None:
+                self.allocator.claim(base)
             segment = Segment(self.directory / segment_name(base), base, self.segment_size)
             self.segments = [*self.segments, segment]
+            if self.allocator is not None:
+                self.allocator.request(base + self.segment_size)
         return segment
 
     # -- read ------------------------------------------------------------------------------

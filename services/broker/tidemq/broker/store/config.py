@@ -39,6 +39,7 @@ class StoreConfig:
     retention_check_interval_ms: int = 10_000
     max_message_size: int = record.DEFAULT_MAX_MESSAGE_SIZE
     normal_recovery_segments: int = 3         # clean start: CRC-check this many last segments
+    warm_segments: bool = True                # zero-fill the next segment in the background
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)

@@ -48,7 +48,7 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.commitlog = CommitLog(config.commitlog_dir, config.segment_size,
-                                   config.max_message_size)
+                                   config.max_message_size, config.warm_segments)
         self.queues = ConsumeQueueTable(config.consumequeue_dir,
                                         config.consume_queue_units_per_file)
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
