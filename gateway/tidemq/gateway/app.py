@@ -12,6 +12,8 @@ Endpoints (docs/http-api.md has examples):
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import time
 
 from flask import Flask, Response, g, jsonify, request
@@ -29,7 +31,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     app.json.sort_keys = False
     app.extensions["tidemq_backend"] = backend
     problems.install(app)
-    _register_config_routes(app)
+    _register_config_routes(app, getattr(backend, "config", None))
 
     @app.before_request
     def start_timer():
@@ -129,12 +131,18 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     return app
 
 
-def _register_config_routes(app: Flask) -> None:
-    """Mount the config-center endpoints if that module is installed (written separately)."""
-    try:
-        from tidemq.gateway.config_routes import config_bp
-    except ImportError as exc:
-        if exc.name not in ("tidemq.gateway.config_routes",):
-            raise  # the module exists but is broken: fail loudly, not silently
+CONFIG_ROUTES_MODULE = "tidemq.gateway.config_routes"
+
+
+def _register_config_routes(app: Flask, config_client) -> None:
+    """Mount the config-center endpoints (/v1/config/...) when that module is installed.
+
+    Absent module: the gateway runs without them. Present but broken: the import error
+    propagates, so a bad deploy fails at start instead of silently losing endpoints.
+    """
+    if importlib.util.find_spec(CONFIG_ROUTES_MODULE) is None:
         return
-    app.register_blueprint(config_bp)
+    module = importlib.import_module(CONFIG_ROUTES_MODULE)
+    if config_client is not None:
+        app.extensions[getattr(module, "EXTENSION", "tidemq.config_client")] = config_client
+    app.register_blueprint(module.config_bp)

@@ -237,3 +237,11 @@ def test_arbitrary_input_never_causes_a_500(payload):
     for path in ("/v1/topics", "/v1/topics/orders/messages"):
         response = client.post(path, data=payload)
         assert response.status_code < 500, response.get_data(as_text=True)
+
+
+def test_config_center_routes_are_mounted_with_the_backend_config_client(backend):
+    backend.config = object()
+    app = create_app(backend, GatewaySettings())
+    rules = {rule.rule for rule in app.url_map.iter_rules()}
+    assert any(rule.startswith("/v1/config/") for rule in rules)
+    assert backend.config in app.extensions.values()
