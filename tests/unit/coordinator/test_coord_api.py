@@ -12,9 +12,9 @@ from tidemq.broker.coordinator import (
     GroupCoordinator,
     GroupState,
     coordinator,
-    placement,
     ticker,
 )
+from tidemq.common import placement
 
 
 @pytest.mark.parametrize("module", [coordinator, placement, ticker])
