@@ -158,6 +158,8 @@ def _compose_service(service: Service, topology: Topology) -> dict:
         },
         "command": service_argv(service, topology, placement, data_dir=COMPOSE_DATA_DIR),
         "restart": "unless-stopped",
+        # a tiny init as PID 1 forwards SIGTERM (graceful drain) and reaps gunicorn's workers
+        "init": True,
     }
     if service.depends_on:
         entry["depends_on"] = {d: {"condition": "service_healthy"} for d in service.depends_on}
