@@ -20,7 +20,7 @@ log = get_logger(__name__)
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(ConfigCenterSettings, argv, prog="python -m tidemq.configcenter")
     # Each open Watch holds a worker thread for its lifetime: leave room for many watchers.
-    # Tracing only when spans go somewhere: server instrumentation costs ~per call otherwise.
+    # Trace only when spans are exported: server instrumentation costs time on every call.
     runtime = ServiceRuntime("config-center", settings, max_workers=256,
                              tracing=bool(settings.otlp_endpoint))
     store = ConfigStore(settings.redis_url, namespace=settings.namespace,
