@@ -48,6 +48,8 @@ def open_store(directory: Path, segment_size: int, mode: FlushMode) -> MessageSt
                                      flush_mode=mode, index_slots=500_000,
                                      index_entries=2_000_000), HOST)
     store.start()
+    if store.commitlog.allocator is not None:  # a broker warms up before it takes traffic
+        store.commitlog.allocator.wait_idle(120)
     return store
 
 

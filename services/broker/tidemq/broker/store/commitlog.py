@@ -91,6 +91,8 @@ class CommitLog:
     def recover(self, start_offset: int) -> RecoveryReport:
         """CRC-scan from the segment holding `start_offset`; cut the log at the first bad record."""
         if not self.segments:
+            if self.allocator is not None:
+                self.allocator.request(0)
             return RecoveryReport(0, 0, 0, False, 0)
         index = max(0, min(self._segment_index(start_offset), len(self.segments) - 1))
         scan_from = self.segments[index].base_offset

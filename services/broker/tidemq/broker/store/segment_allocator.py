@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from tidemq.common.logs import get_logger
@@ -80,6 +81,15 @@ class SegmentAllocator:
         except OSError:
             temp.unlink(missing_ok=True)
             log.exception("preparing a commitlog segment failed", segment=segment_name(base_offset))
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no segment is being prepared (benchmarks warm up like a broker does)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        return not any(worker.is_alive() for worker in workers)
 
     def close(self) -> None:
         with self._lock:
