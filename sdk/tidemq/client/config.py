@@ -83,6 +83,12 @@ def _put_result(reply: pb.PutResponse) -> PutResult:
     return PutResult(reply.succeeded, reply.revision, reply.current_mod_revision, prev)
 
 
+def _never_sent(exc: errors.TideMQError) -> bool:
+    """True when the call failed to connect at all, so repeating it elsewhere cannot apply it
+    twice (gRPC reports "failed to connect"; a store outage carries the server's own code)."""
+    return "failed to connect" in exc.message.lower()
+
+
 def _as_bytes(value: bytes | str | dict | list) -> bytes:
     if isinstance(value, bytes):
         return value
@@ -137,7 +143,7 @@ class ConfigClient:
                 last_error = exc  # nothing was sent: always safe to try the next instance
             except errors.ServiceUnavailable as exc:
                 last_error = exc
-                if not idempotent:
+                if not idempotent and not _never_sent(exc):
                     raise
             else:
                 self._preferred = index

@@ -79,3 +79,12 @@ def test_several_instances_share_one_store(start_config_center, config_center):
         written = a.put("/shared", "from a")
         assert b.get("/shared").mod_revision == written.revision
         assert b.put("/shared", "from b").revision == written.revision + 1
+
+
+def test_writes_move_to_a_live_instance_when_one_is_down(start_config_center, config_center):
+    other = start_config_center()
+    with ConfigClient([config_center.addr, other.addr]) as client:
+        client.put("/ha", "1")
+        config_center.kill()
+        assert client.put("/ha", "2").succeeded  # never reached the dead one: safe to move on
+        assert client.get("/ha").text == "2"
