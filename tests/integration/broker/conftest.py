@@ -18,7 +18,7 @@ from tidemq.v1 import (
     nameserver_pb2_grpc,
 )
 
-from tests.support.processes import ServiceProcess, wait_until
+from tests.support.processes import ServiceProcess, start_redis, start_service, wait_until
 
 
 @dataclass
@@ -95,6 +95,31 @@ def wait_route(cluster: Cluster, topic: str, expected: set[str], timeout: float 
     for ns in cluster.name_servers:
         wait_until(lambda ns=ns: _route_is(ns, topic, expected), timeout,
                    message=f"route of {topic!r} on {ns.addr} to be {sorted(expected)}")
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster and one broker for a whole module whose tests use distinct topics."""
+    tmp = tmp_path_factory.mktemp("shared-cluster")
+    redis = start_redis(tmp)
+    started: list[ServiceProcess] = []
+
+    def start(module: str, args: list[str] | None = None, **kwargs) -> ServiceProcess:
+        process = start_service(module, args or [], tmp, **kwargs)
+        started.append(process)
+        return process
+
+    try:
+        config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
+        name_servers = [start("tidemq.nameserver", ["--scan-interval-s", "0.2"])
+                        for _ in range(2)]
+        cluster = Cluster(start, config_center, name_servers)
+        cluster.start_broker("broker-a", "--max-message-size", "2048")
+        yield cluster
+    finally:
+        for process in reversed(started):
+            process.kill()
+        redis.kill()
 
 
 @pytest.fixture

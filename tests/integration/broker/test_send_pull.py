@@ -52,9 +52,10 @@ def split_records(raw: bytes) -> list[bytes]:
     return out
 
 
-def test_route_send_pull_roundtrip(cluster):
+def test_route_send_pull_roundtrip(shared_cluster):
+    cluster = shared_cluster
     cluster.put_topic("orders", queues=4)
-    broker = cluster.start_broker("broker-a")
+    broker = cluster.brokers[0]
     wait_route(cluster, "orders", {"broker-a"})
     for ns in cluster.name_servers:
         assert route_brokers(ns, "orders") == {"broker-a": {0: broker.addr}}
@@ -102,9 +103,10 @@ def test_route_send_pull_roundtrip(cluster):
     assert b'tidemq_broker_messages_in_total{topic="orders"} 25.0' in metrics
 
 
-def test_tag_filter(cluster):
+def test_tag_filter(shared_cluster):
+    cluster = shared_cluster
     cluster.put_topic("tagged", queues=1)
-    client = broker_client(cluster.start_broker())
+    client = broker_client(cluster.brokers[0])
     wait_route(cluster, "tagged", {"broker-a"})
     send(client, "tagged", 0, encode_batch("tagged", 3, tags="A")
          + encode_batch("tagged", 3, tags="B", start=3)
@@ -125,9 +127,10 @@ def held_pulls(broker) -> float:
     return 0.0
 
 
-def test_long_poll_answered_when_message_arrives(cluster):
+def test_long_poll_answered_when_message_arrives(shared_cluster):
+    cluster = shared_cluster
     cluster.put_topic("lp", queues=2)
-    broker = cluster.start_broker()
+    broker = cluster.brokers[0]
     wait_route(cluster, "lp", {"broker-a"})
     client = broker_client(broker)
     answers = []
@@ -143,12 +146,18 @@ def test_long_poll_answered_when_message_arrives(cluster):
     assert held_pulls(broker) == 0
     # A pull with suspend 0 on an empty queue answers at once.
     assert pull(client, "lp", 0, 0).status == broker_pb2.NO_NEW_MSG
+    # A hold longer than the caller's deadline ends before it: an answer, not DEADLINE_EXCEEDED.
+    short = client.call("Pull", broker_pb2.PullRequest(
+        consumer_group="g", topic="lp", queue_id=0, queue_offset=0, max_messages=1,
+        suspend_timeout_ms=60_000), timeout=1.5)
+    assert short.status == broker_pb2.NO_NEW_MSG
 
 
-def test_bad_input_gets_precise_errors(cluster):
+def test_bad_input_gets_precise_errors(shared_cluster):
+    cluster = shared_cluster
     cluster.put_topic("strict", queues=2)
     cluster.put_topic("readonly", queues=1, perm=2)
-    broker = cluster.start_broker("broker-a", "--max-message-size", "2048")
+    broker = cluster.brokers[0]  # started with --max-message-size 2048
     wait_route(cluster, "strict", {"broker-a"})
     wait_route(cluster, "readonly", {"broker-a"})
     client = broker_client(broker)

@@ -16,6 +16,18 @@ SEND_STATUS = {
 }
 
 
+# A held pull answers this long before the caller's deadline, so the caller gets NO_NEW_MSG
+# rather than DEADLINE_EXCEEDED (and no worker thread stays parked for a caller who left).
+DEADLINE_MARGIN_MS = 250
+
+
+def _hold_ms(suspend_timeout_ms: int, context) -> int:
+    remaining = context.time_remaining() if context is not None else None
+    if remaining is None:
+        return suspend_timeout_ms
+    return max(0, min(suspend_timeout_ms, int(remaining * 1000) - DEADLINE_MARGIN_MS))
+
+
 def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
     return [broker_pb2.QueueOffset(topic=t, queue_id=q, offset=o) for t, q, o in entries]
 
@@ -41,7 +53,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def Pull(self, request, context):
         outcome = self.messaging.pull(
             request.topic, request.queue_id, request.queue_offset, request.max_messages,
-            request.max_bytes, request.suspend_timeout_ms, request.tag_expression,
+            request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
+            request.tag_expression,
         )
         return broker_pb2.PullResponse(
             status=broker_pb2.PullStatus.Value(outcome.status.value),
