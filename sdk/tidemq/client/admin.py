@@ -216,7 +216,7 @@ class Admin:
         if not 1 <= queues <= MAX_QUEUES:
             raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
         definition = {"name": name, "queues": queues, "perm": PERM_READ_WRITE, "order": order}
-        result = self.config.put(TOPIC_PREFIX + name, definition, expected_revision=0)
+        result = self._config_call("put", TOPIC_PREFIX + name, definition, expected_revision=0)
         if not result.succeeded:
             raise errors.AlreadyExists(f"topic {name!r} already exists",
                                        code="TOPIC_ALREADY_EXISTS")
@@ -231,7 +231,7 @@ class Admin:
     def delete_topic(self, name: str, wait: bool = True, *, wait_timeout: float = ROUTE_WAIT_S,
                      progress: Progress | None = None) -> None:
         """Remove the definition; with `wait`, return once name servers stop routing it."""
-        result = self.config.delete(TOPIC_PREFIX + name)
+        result = self._config_call("delete", TOPIC_PREFIX + name)
         if not result.deleted:
             raise errors.TopicNotExist(f"topic {name!r} does not exist")
         if wait:
@@ -244,7 +244,7 @@ class Admin:
         """Every topic defined in config-center, with the broker groups that serve it."""
         routed = set(self.namesrv.topics())
         summaries = []
-        for kv in self.config.range(TOPIC_PREFIX).kvs:
+        for kv in self._config_call("range", TOPIC_PREFIX).kvs:
             name = kv.key[len(TOPIC_PREFIX):]
             try:
                 doc = json.loads(kv.value)
@@ -394,7 +394,20 @@ class Admin:
     # -- plumbing ------------------------------------------------------------------------
 
     def _broker(self, addr: str, method: str, request, *, idempotent: bool = True):
-        return self.brokers.get(addr).call(method, request, idempotent=idempotent)
+        try:
+            return self.brokers.get(addr).call(method, request, idempotent=idempotent)
+        except errors.ServiceUnavailable as exc:
+            raise type(exc)(f"broker {addr} did not answer {method}: {exc.message}",
+                            code=exc.code) from None
+
+    def _config_call(self, method: str, *args, **kwargs):
+        try:
+            return getattr(self.config, method)(*args, **kwargs)
+        except errors.ServiceUnavailable as exc:
+            addrs = self.config_center if isinstance(self.config_center, str) \
+                else ",".join(self.config_center)
+            raise type(exc)(f"config-center {addrs} is unreachable: {exc.message}",
+                            code=exc.code) from None
 
     def _route_or_none(self, topic: str) -> TopicRoute | None:
         try:

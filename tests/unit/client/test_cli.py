@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import typer
 from tidemq.client import admin as admin_module
-from tidemq.client import cli
+from tidemq.client import cli, cli_common
 from tidemq.client.admin import (
     BrokerEntry,
     GroupDescription,
@@ -94,7 +94,7 @@ class StubAdmin:
 def run(monkeypatch):
     StubAdmin.calls = []
     StubAdmin.fail_with = None
-    monkeypatch.setattr(cli, "Admin", StubAdmin)
+    monkeypatch.setattr(cli_common, "Admin", StubAdmin)
     runner = CliRunner()
 
     def invoke(*args: str, expect: int = 0, input: str | None = None):

@@ -1,0 +1,134 @@
+"""What every `tidemq` command shares: global options, output modes, error rendering."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from tidemq.client.admin import Admin
+from tidemq.client.message import MessageExt
+from tidemq.common.errors import TideMQError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+@dataclass
+class Globals:
+    namesrv: str
+    config_center: str
+    output: Output
+    timeout: float
+
+
+OutputOpt = Annotated[Output | None, typer.Option(
+    "--output", "-o", help="table (default) or json; overrides the global --output")]
+TIME_HELP = ("ISO 8601 (2026-11-22T05:00:00Z; no zone = UTC), milliseconds since the epoch, "
+             "'now', or relative like -15m / -2h / -1d")
+
+
+def globals_of(ctx: typer.Context) -> Globals:
+    return ctx.find_root().obj
+
+
+def json_mode(ctx: typer.Context, output: Output | None) -> bool:
+    return (output or globals_of(ctx).output) == Output.json
+
+
+@contextmanager
+def admin_session(ctx: typer.Context) -> Iterator[Admin]:
+    g = globals_of(ctx)
+    with expected_errors(), Admin(g.namesrv, config_center=g.config_center,
+                                  timeout=g.timeout) as admin:
+        yield admin
+
+
+@contextmanager
+def expected_errors() -> Iterator[None]:
+    """Expected failures become one red line and exit status 1, never a traceback."""
+    try:
+        yield
+    except TideMQError as exc:
+        err.print(f"[red]error {exc.code}[/red]: {exc.message}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def progress(message: str) -> None:
+    err.print(f"[dim]{message}[/dim]")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("-" if cell is None else str(cell) for cell in row))
+    return table
+
+
+def parse_time(value: str, *, now_ms: int | None = None) -> int:
+    """A user's time (see TIME_HELP) as milliseconds since the epoch."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    text = value.strip()
+    if text == "now":
+        return now_ms
+    if text.isdigit():
+        return int(text)
+    relative = re.fullmatch(r"-(\d+)([smhd])", text)
+    if relative:
+        unit = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[relative.group(2)]
+        return now_ms - int(relative.group(1)) * unit
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a time: use {TIME_HELP}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def message_json(message: MessageExt) -> dict[str, Any]:
+    try:
+        body: dict[str, str] = {"body": message.body.decode("utf-8")}
+    except UnicodeDecodeError:
+        body = {"body_base64": base64.b64encode(message.body).decode()}
+    return {
+        "msg_id": message.msg_id, "unique_id": message.unique_id, "topic": message.topic,
+        "broker_name": message.broker_name, "queue_id": message.queue_id,
+        "queue_offset": message.queue_offset, "tags": message.tags, "keys": message.keys,
+        "properties": message.user_properties, "born_timestamp": message.born_timestamp,
+        "store_timestamp": message.store_timestamp, "reconsume_times": message.reconsume_times,
+        **body,
+    }
+
+
+def body_text(message: MessageExt) -> str:
+    row = message_json(message)
+    return row.get("body", f"<{len(message.body)} bytes, not UTF-8>")
+

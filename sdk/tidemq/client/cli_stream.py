@@ -1,0 +1,176 @@
+"""`tidemq send` and `tidemq consume`: the producer and pull consumer on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tidemq.client.cli_common import (
+    OutputOpt,
+    body_text,
+    emit_json,
+    err,
+    expected_errors,
+    globals_of,
+    json_mode,
+    message_json,
+    out,
+    progress,
+    table,
+)
+from tidemq.client.consumer import PullConsumer
+from tidemq.client.message import Message, MessageExt, MessageQueue
+from tidemq.client.producer import Producer
+from tidemq.common.errors import InvalidArgument
+
+CONSUME_GROUP = "tidemq-cli"
+FOLLOW_POLL_S = 1.0   # long-poll hold per queue while following; Ctrl-C waits at most this
+
+
+def _property(value: str) -> tuple[str, str]:
+    name, sep, prop = value.partition("=")
+    if not sep or not name:
+        raise typer.BadParameter(f"{value!r} must look like name=value")
+    return name, prop
+
+
+def send(
+    ctx: typer.Context, topic: str,
+    body: Annotated[str | None, typer.Argument(help="message body (omit with --file)")] = None,
+    file: Annotated[Path | None, typer.Option(
+        "--file", "-f", help="send one message per line of this file ('-' = stdin)",
+        allow_dash=True)] = None,
+    tag: Annotated[str, typer.Option("--tag", "-t", help="message tag")] = "",
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="key (repeatable)")] = None,
+    prop: Annotated[list[str] | None, typer.Option(
+        "--property", "-p", help="user property name=value (repeatable)")] = None,
+    output: OutputOpt = None,
+) -> None:
+    """Send a message (or every line of --file) and print where each was stored."""
+    if (body is None) == (file is None):
+        raise typer.BadParameter("give either BODY or --file, not both or neither")
+    properties = dict(_property(p) for p in prop or [])
+    if file is None:
+        bodies = [body.encode()]
+    else:
+        text = typer.get_text_stream("stdin").read() if str(file) == "-" else file.read_text()
+        bodies = [line.encode() for line in text.splitlines() if line]
+    messages = [Message(topic, b, tags=tag, keys=key or [], properties=properties) for b in bodies]
+    g = globals_of(ctx)
+    with expected_errors(), Producer(g.namesrv, send_timeout=g.timeout) as producer:
+        results = []
+        for start in range(0, len(messages), 256):
+            results += producer.send_many(messages[start:start + 256]) \
+                if len(messages) > 1 else [producer.send(messages[0])]
+            if len(messages) > 256:
+                progress(f"sent {len(results)}/{len(messages)}")
+    if json_mode(ctx, output):
+        return emit_json([{"status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
+                            "broker_name": r.broker_name, "queue_id": r.queue_id,
+                            "queue_offset": r.queue_offset} for r in results])
+    out.print(table("Sent", ["status", "msg id", "broker", "queue", "offset"], [
+        [r.status.name, r.msg_id, r.broker_name, r.queue_id, r.queue_offset]
+        for r in results[-20:]]))
+    if len(results) > 20:
+        out.print(f"... {len(results)} messages sent; the last 20 are shown")
+
+
+def _start_offsets(consumer: PullConsumer, queues: list[MessageQueue], offset: int | None,
+                   from_beginning: bool) -> dict[MessageQueue, int]:
+    if offset is not None:
+        return {mq: offset for mq in queues}
+    starts = {}
+    for broker_name in sorted({mq.broker_name for mq in queues}):
+        bounds = consumer.queue_offsets(queues[0].topic, broker_name)
+        for mq in queues:
+            if mq.broker_name == broker_name and mq.queue_id in bounds:
+                low, high = bounds[mq.queue_id]
+                starts[mq] = low if from_beginning else high
+    return starts
+
+
+def consume(
+    ctx: typer.Context, topic: str,
+    broker: Annotated[str | None, typer.Option(help="only this broker group")] = None,
+    queue: Annotated[int | None, typer.Option(min=0, help="only this queue id")] = None,
+    offset: Annotated[int | None, typer.Option(
+        min=0, help="start at this queue offset (needs --queue)")] = None,
+    from_beginning: Annotated[bool, typer.Option(
+        "--from-beginning", help="start at the oldest stored message")] = False,
+    max_messages: Annotated[int, typer.Option(
+        "--max", "-n", min=0, help="stop after this many messages (0 = no limit)")] = 0,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-F", help="keep waiting for new messages until Ctrl-C or --max")] = False,
+    tag_expression: Annotated[str, typer.Option(
+        "--tags", help="tag filter, e.g. 'created || paid'")] = "*",
+    output: OutputOpt = None,
+) -> None:
+    """Print messages pulled from a topic's queues. Starts at the end of each queue (only new
+    messages, like kafka-console-consumer) unless --from-beginning or --offset is given;
+    without --follow it stops once it has read up to where the queues were at start. Offsets
+    are not committed."""
+    if offset is not None and queue is None:
+        raise typer.BadParameter("--offset needs --queue (offsets are per queue)")
+    if offset is not None and from_beginning:
+        raise typer.BadParameter("--offset and --from-beginning exclude each other")
+    as_json = json_mode(ctx, output)
+    g = globals_of(ctx)
+    with expected_errors(), PullConsumer(g.namesrv, consumer_group=CONSUME_GROUP,
+                                 timeout=g.timeout) as consumer:
+        queues = [mq for mq in consumer.fetch_queues(topic)
+                  if (broker is None or mq.broker_name == broker)
+                  and (queue is None or mq.queue_id == queue)]
+        if not queues:
+            raise InvalidArgument(f"topic {topic!r} has no queue matching --broker/--queue",
+                                  code="QUEUE_NOT_FOUND")
+        positions = _start_offsets(consumer, queues, offset, from_beginning)
+        ends = _start_offsets(consumer, queues, None, False) if not follow else {}
+        printed = _pump(consumer, positions, ends, follow=follow, max_messages=max_messages,
+                        tag_expression=tag_expression, as_json=as_json)
+    if not as_json:
+        err.print(f"[dim]{printed} message(s)[/dim]")
+
+
+def _pump(consumer: PullConsumer, positions: dict[MessageQueue, int],
+          ends: dict[MessageQueue, int], *, follow: bool, max_messages: int,
+          tag_expression: str, as_json: bool) -> int:
+    """Round-robin pulls over the queues; prints messages; returns how many it printed.
+
+    While following, a round that found nothing makes the next round's first pull a long
+    poll (held by the broker until a message arrives), so an idle tail costs no busy loop.
+    """
+    printed, idle = 0, False
+    while positions and (not max_messages or printed < max_messages):
+        found_any = False
+        for index, mq in enumerate(list(positions)):
+            limit = min(32, max_messages - printed) if max_messages else 32
+            if limit <= 0:
+                break
+            hold = FOLLOW_POLL_S if follow and idle and index == 0 else 0.0
+            result = consumer.pull(mq, positions[mq], limit, tag_expression=tag_expression,
+                                   long_poll=hold)
+            for message in result.messages[:limit]:
+                _print_message(message, as_json)
+                printed += 1
+            found_any = found_any or bool(result.messages)
+            positions[mq] = result.next_offset
+            if not follow and positions[mq] >= ends.get(mq, 0):
+                del positions[mq]
+        idle = not found_any
+        if follow and len(positions) > 1:  # rotate so each queue gets the long poll in turn
+            first = next(iter(positions))
+            positions[first] = positions.pop(first)
+    return printed
+
+
+def _print_message(message: MessageExt, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(message_json(message)), flush=True)
+        return
+    where = f"{message.broker_name}#{message.queue_id}@{message.queue_offset}"
+    labels = " ".join(filter(None, [f"tags={message.tags}" if message.tags else "",
+                                    f"keys={','.join(message.keys)}" if message.keys else ""]))
+    out.print(f"[cyan]{where}[/cyan] [dim]{labels}[/dim] {body_text(message)}")
+
