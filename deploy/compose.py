@@ -20,7 +20,7 @@ from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy, wait_healthy
 from deploy.images import ImageBuildError, base_image, build_images
 from deploy.render import COMPOSE_FILE
-from deploy.topology import REPO_ROOT, Placement, Topology, load
+from deploy.topology import REPO_ROOT, Placement, Topology, load, published_urls
 
 DEFAULT_PROJECT = "tidemq"
 
@@ -88,12 +88,7 @@ class ComposeStack:
         self.compose("down", "--remove-orphans", *(["-v"] if volumes else []), check=False)
 
     def urls(self) -> list[str]:
-        place = self.placement
-        return [
-            f"  {s.name:<16} {'http' if p == 'http' else 'tcp'}://127.0.0.1:{place.port(s, p)}"
-            for s in self.topology.services.values()
-            for p in s.publish
-        ]
+        return published_urls(self.topology, self.placement)
 
 
 def main(argv: list[str] | None = None) -> int:

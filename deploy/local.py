@@ -24,7 +24,7 @@ from pathlib import Path
 
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.render import render_supervisor
-from deploy.topology import REPO_ROOT, Placement, Service, Topology, load
+from deploy.topology import REPO_ROOT, Placement, Service, Topology, load, published_urls
 
 DEFAULT_DATA_DIR = REPO_ROOT / ".data"
 BIN_DIR = Path(sys.executable).parent
@@ -133,8 +133,23 @@ class LocalDeployment:
 
     # --- lifecycle ---------------------------------------------------------------------
 
+    def busy_ports(self) -> list[str]:
+        """Ports of the topology some other program already listens on."""
+        return [
+            f"{place_port} ({service.name} {port_name})"
+            for service in self.topology.services.values()
+            for port_name in service.ports
+            if not _port_free(place_port := self.placement.port(service, port_name))
+        ]
+
     def up(self, *, timeout: float = 90.0, progress=print) -> None:
         redis_server = ensure_redis_server()
+        if self.supervisord_pid() is None and (busy := self.busy_ports()):
+            # otherwise a foreign listener would answer our health probes
+            raise DeployError(
+                f"ports already in use: {', '.join(busy)}. Stop what holds them (another "
+                "`make up`? `make compose-down`?) or use `python -m deploy.local up --port-offset N`"
+            )
         self.start_supervisord(redis_server)
         progress(f"supervisord running (config {self.config_file})")
         for tier in self.topology.start_order():
@@ -174,14 +189,7 @@ class LocalDeployment:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def urls(self) -> list[str]:
-        services, place = self.topology.services, self.placement
-        lines = []
-        for name, service in services.items():
-            for port_name in service.publish:
-                port = place.port(service, port_name)
-                scheme = "http" if port_name == "http" else "grpc" if service.module else "redis"
-                lines.append(f"  {name:<16} {scheme}://127.0.0.1:{port}")
-        return lines
+        return published_urls(self.topology, self.placement)
 
 
 def missing_service_modules(topology: Topology) -> list[str]:

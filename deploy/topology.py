@@ -51,6 +51,7 @@ class Service:
     depends_on: tuple[str, ...]
     health: Health
     stateful: bool
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def main_port(self) -> str:
@@ -161,6 +162,7 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
         depends_on=tuple(raw.get("depends_on") or ()),
         health=health,
         stateful=bool(raw.get("stateful", False)),
+        labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
     )
 
 
@@ -199,3 +201,15 @@ def _check_unique_ports(topology: Topology) -> None:
 
 def load(path: Path = TOPOLOGY_FILE) -> Topology:
     return parse(yaml.safe_load(path.read_text()))
+
+
+def published_urls(topology: Topology, placement: Placement) -> list[str]:
+    """One line per published port: what it is and where, as `make up` prints them."""
+    lines = []
+    for service in topology.services.values():
+        for port_name in service.publish:
+            scheme = "http" if port_name == "http" else "redis" if service.is_redis else "grpc"
+            url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
+            label = service.labels.get(port_name, port_name)
+            lines.append(f"  {url:<28} {service.name:<16} {label}")
+    return lines

@@ -57,3 +57,19 @@ def test_up_restart_after_kill_and_down(tmp_path):
     assert supervisord is not None and not process_alive(supervisord)
     assert not probe(topology.services["redis"], deployment.placement)[0]
 
+
+
+def test_up_refuses_ports_held_by_another_program(tmp_path):
+    import socket
+
+    from deploy.local import DeployError
+
+    topology = parse(REDIS_ONLY)
+    offset = free_port_offset(topology)
+    deployment = LocalDeployment(data_dir=tmp_path, port_offset=offset, topology=topology)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 6379 + offset))
+        squatter.listen()
+        with pytest.raises(DeployError, match=f"{6379 + offset} \\(redis redis\\)"):
+            deployment.up(timeout=5, progress=lambda line: None)
+    assert deployment.supervisord_pid() is None
