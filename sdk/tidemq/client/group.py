@@ -1,0 +1,234 @@
+"""Group membership for a CLUSTERING consumer (SPEC §4, Kafka's consumer protocol, eager).
+
+One thread runs the member's life: find the coordinator (CRC32 placement over the master
+broker names), JoinGroup, the leader computes everyone's queues with the shared assignor,
+SyncGroup, then heartbeats. Any sign that the generation is over (REBALANCE_IN_PROGRESS,
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, a lost coordinator) revokes *all* queues first — the
+consumer stops pulling them and commits — and then rejoins. Revoking before rejoining means
+two members never consume the same queue at once after a clean handover, and committed
+offsets never move backwards because of a stale owner.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from tidemq.client.message import MessageQueue
+from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache
+from tidemq.common import errors
+from tidemq.common.assignors import DEFAULT_ASSIGNOR, QueueRef, get_assignor
+from tidemq.common.logs import get_logger
+from tidemq.common.placement import coordinator_for
+from tidemq.common.protocol import (
+    assign_subscriptions,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from tidemq.common.rpc import default_pool
+from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+log = get_logger(__name__)
+
+REJOIN = {"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"}
+JOIN_DEADLINE_MARGIN_S = 5.0  # Kafka adds 5 s to the rebalance timeout for the JoinGroup call
+INITIAL_DELAY_ALLOWANCE_S = 3.0  # the coordinator's initial rebalance delay (ref)
+
+
+class DirectClient:
+    """A broker stub with deadlines and TideMQError mapping but no circuit breaker.
+
+    Why not RpcClient: its breaker holds one lock per endpoint for the whole call, so a held
+    long poll or a JoinGroup waiting for a rebalance would block every other call this process
+    makes to that broker (other queues' pulls, heartbeats, commits).
+    """
+
+    def __init__(self, addr: str, timeout: float = 3.0) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self._stub = broker_pb2_grpc.BrokerServiceStub(default_pool.get(addr))
+
+    def call(self, method: str, request: Any, *, timeout: float | None = None,
+             idempotent: bool = False) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+
+
+class DirectClients:
+    """`BrokerClients`-compatible pool of DirectClient (plugs into PullConsumer.brokers)."""
+
+    def __init__(self, timeout: float = 3.0) -> None:
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._clients: dict[str, DirectClient] = {}
+
+    def get(self, addr: str) -> DirectClient:
+        with self._lock:
+            if addr not in self._clients:
+                self._clients[addr] = DirectClient(addr, self._timeout)
+            return self._clients[addr]
+
+
+QueuesCallback = Callable[[list[MessageQueue]], None]
+
+
+class GroupMember:
+    """Keeps this process in `group` and tells the consumer which queues it owns.
+
+    `on_assigned(queues)` runs after every successful SyncGroup with the full new set;
+    `on_revoked(queues)` runs before every rejoin and at `stop()` with the set being given up.
+    """
+
+    def __init__(self, namesrv: NameServerClient, routes: RouteCache, brokers: DirectClients,
+                 group: str, topics: Sequence[str], *, on_assigned: QueuesCallback,
+                 on_revoked: QueuesCallback, strategy: str = DEFAULT_ASSIGNOR,
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
+                 rebalance_timeout_ms: int = 0, client_id: str = "") -> None:
+        get_assignor(strategy)  # UNKNOWN_ASSIGNOR now, not in the first rebalance
+        self.namesrv, self.routes, self.brokers = namesrv, routes, brokers
+        self.group, self.topics, self.strategy = group, sorted(set(topics)), strategy
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.rebalance_timeout_ms = rebalance_timeout_ms or session_timeout_ms
+        self.client_id = client_id or f"{socket.gethostname()}@{os.getpid()}"
+        self.on_assigned, self.on_revoked = on_assigned, on_revoked
+        self.member_id = ""
+        self.generation_id = -1
+        self.is_leader = False
+        self.assignment: list[MessageQueue] = []
+        self.coordinator_addr = ""
+        self._leader_view: dict[str, list[QueueRef]] = {}
+        self._stopping = threading.Event()
+        self._stable = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> GroupMember:
+        self._thread.start()
+        return self
+
+    def wait_stable(self, timeout: float) -> bool:
+        """True once this member holds an assignment of the current generation."""
+        return self._stable.wait(timeout)
+
+    def stop(self, leave: bool = True) -> None:
+        """Revoke (commit) everything, then LeaveGroup so the others rebalance at once."""
+        self._stopping.set()
+        self._thread.join(self.rebalance_timeout_ms / 1000 + 10)
+        self._revoke_all()
+        if leave and self.member_id and self.coordinator_addr:
+            try:
+                self._coordinator().call("LeaveGroup", broker_pb2.LeaveGroupRequest(
+                    group_id=self.group, member_id=self.member_id))
+            except errors.TideMQError as exc:
+                log.info("leave_group_failed", group=self.group, error=str(exc))
+
+    # ------------------------------------------------------------------ the member's life
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            try:
+                self._join_and_sync()
+                backoff = 0.1
+                self._heartbeat_until_rejoin()
+            except errors.TideMQError as exc:
+                self._on_error(exc)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+            except Exception:  # never let the membership thread die silently
+                log.exception("group_member_failed", group=self.group)
+                self._stopping.wait(1.0)
+            self._stable.clear()
+            self._revoke_all()
+
+    def _on_error(self, exc: errors.TideMQError) -> None:
+        log.info("group_rejoin", group=self.group, code=exc.code, error=exc.message)
+        if exc.code == "UNKNOWN_MEMBER_ID":
+            self.member_id = ""
+        elif exc.code not in REJOIN:  # coordinator moved, down, or not answering
+            self.coordinator_addr = ""
+
+    def _join_and_sync(self) -> None:
+        subscription = encode_subscription(self.topics)
+        join_deadline = (self.rebalance_timeout_ms / 1000 + INITIAL_DELAY_ALLOWANCE_S
+                         + JOIN_DEADLINE_MARGIN_S)
+        joined = self._coordinator().call("JoinGroup", broker_pb2.JoinGroupRequest(
+            group_id=self.group, member_id=self.member_id,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, client_id=self.client_id,
+            protocols=[broker_pb2.GroupProtocol(name=self.strategy, metadata=subscription)],
+        ), timeout=join_deadline)
+        self.member_id, self.generation_id = joined.member_id, joined.generation_id
+        self.is_leader = joined.leader_id == joined.member_id
+        assignments = []
+        if self.is_leader:
+            plan = self._leader_assignment(joined.protocol_name, joined.members)
+            assignments = [broker_pb2.MemberAssignment(member_id=m, assignment=a)
+                           for m, a in plan.items()]
+        synced = self._coordinator().call("SyncGroup", broker_pb2.SyncGroupRequest(
+            group_id=self.group, generation_id=self.generation_id, member_id=self.member_id,
+            assignments=assignments), timeout=self.rebalance_timeout_ms / 1000 + 5)
+        queues = [MessageQueue(t, b, q) for t, b, q in decode_assignment(synced.assignment)]
+        self.assignment = queues
+        log.info("group_assigned", group=self.group, member=self.member_id,
+                 generation=self.generation_id, leader=self.is_leader, queues=len(queues))
+        self.on_assigned(list(queues))
+        self._stable.set()
+
+    def _leader_assignment(self, strategy: str, members) -> dict[str, bytes]:
+        subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
+        wanted = sorted({t for topics in subscriptions.values() for t in topics})
+        self._leader_view = self._topic_queues(wanted)
+        plan = assign_subscriptions(strategy, self._leader_view, subscriptions)
+        return {member: encode_assignment(rows) for member, rows in plan.items()}
+
+    def _topic_queues(self, topics: Sequence[str]) -> dict[str, list[QueueRef]]:
+        view: dict[str, list[QueueRef]] = {}
+        for topic in topics:
+            try:
+                route = self.routes.refresh(topic)
+            except errors.TopicNotExist:
+                continue
+            view[topic] = [QueueRef(mq.broker_name, mq.queue_id) for mq in route.read_queues()]
+        return view
+
+    def _heartbeat_until_rejoin(self) -> None:
+        """Heartbeat until the coordinator says the generation is over (raises) or stop."""
+        request = broker_pb2.HeartbeatRequest(group_id=self.group, member_id=self.member_id,
+                                              generation_id=self.generation_id)
+        while not self._stopping.wait(self.heartbeat_interval_s):
+            self._coordinator().call("Heartbeat", request)
+            if self.is_leader and self._topic_queues(sorted(self._leader_view)) != \
+                    self._leader_view:
+                log.info("group_route_changed", group=self.group)
+                return  # the leader rejoins: the coordinator starts a new round for everyone
+
+    def _revoke_all(self) -> None:
+        revoked, self.assignment = self.assignment, []
+        if revoked:
+            self.on_revoked(revoked)
+
+    # ------------------------------------------------------------------ coordinator
+
+    def _coordinator(self) -> DirectClient:
+        if not self.coordinator_addr:
+            self.coordinator_addr = self.find_coordinator()
+        return self.brokers.get(self.coordinator_addr)
+
+    def find_coordinator(self) -> str:
+        """Address of the master broker that coordinates this group (placement.py rule)."""
+        info = self.namesrv.cluster_info()
+        masters = {name: data.broker_addrs[MASTER_ID]
+                   for name, data in info.broker_addr_table.items()
+                   if data.broker_addrs.get(MASTER_ID)}
+        return masters[coordinator_for(self.group, masters)]

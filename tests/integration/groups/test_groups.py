@@ -1,0 +1,217 @@
+"""Consumer groups end to end: real redis, config-center, name servers, two brokers, and
+PushConsumers in their own processes (SIGKILL is real). Session timeouts are shrunk through
+the broker's group settings so the whole module runs in about a minute."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tidemq.client import Message, Producer
+from tidemq.common.errors import TideMQError
+from tidemq.common.placement import coordinator_for
+from tidemq.common.protocol import decode_assignment, encode_subscription
+from tidemq.v1 import broker_pb2
+
+from tests.e2e.cluster import (
+    create_topic_in_config_center,
+    process_group,
+    start_cluster,
+    wait_for_route,
+)
+from tests.integration.broker.conftest import DirectClient
+from tests.support.processes import start_redis, wait_until
+
+SESSION_MS, HEARTBEAT_MS = 3000, 500
+BROKER_ENV = {"TIDEMQ_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
+              "TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "500"}
+MEMBER = Path(__file__).with_name("member_main.py")
+ALL_QUEUES = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("groups")
+    redis = start_redis(tmp)
+    try:
+        with process_group(tmp) as start:
+            cluster = start_cluster(functools.partial(start, env=BROKER_ENV), redis)
+            for topic in ("GroupTopic", "BroadcastTopic"):
+                create_topic_in_config_center(cluster, topic, 4)
+                wait_for_route(cluster, topic, 2)
+            yield cluster
+    finally:
+        redis.kill()
+
+
+def coordinator(cluster, group: str) -> DirectClient:
+    from tidemq.v1 import broker_pb2_grpc
+
+    name = coordinator_for(group, cluster.brokers)
+    return DirectClient(cluster.brokers[name].addr, broker_pb2_grpc.BrokerServiceStub)
+
+
+def stable_assignment(cluster, group: str, members: int):
+    """{member_id: {(broker, queue)}} once the group is Stable with `members` members."""
+    described = coordinator(cluster, group).call(
+        "DescribeGroup", broker_pb2.DescribeGroupRequest(group_id=group))
+    if described.state != "Stable" or len(described.members) != members:
+        return None
+    return described.generation_id, {
+        m.member_id: {(b, q) for _, b, q in decode_assignment(m.assignment)}
+        for m in described.members}
+
+
+def wait_stable(cluster, group, members, timeout=30.0):
+    found = {}
+
+    def check():
+        found["value"] = stable_assignment(cluster, group, members)
+        return found["value"]
+
+    wait_until(check, timeout, interval=0.1, message=f"{group} Stable with {members} members")
+    return found["value"]
+
+
+def assert_disjoint_cover(assignment: dict) -> None:
+    queues = [q for qs in assignment.values() for q in qs]
+    assert len(queues) == len(set(queues)), f"overlapping assignment {assignment}"
+    assert set(queues) == ALL_QUEUES
+    assert all(assignment.values()), f"a member got nothing: {assignment}"
+
+
+class Members:
+    def __init__(self, cluster, tmp: Path, group: str, topic: str):
+        self.cluster, self.tmp, self.group, self.topic = cluster, tmp, group, topic
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> subprocess.Popen:
+        out = self.tmp / f"member-{len(self.procs)}.txt"
+        with open(self.tmp / f"member-{len(self.procs)}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, str(MEMBER), self.cluster.namesrv_addrs, self.group,
+                 self.topic, str(out), str(SESSION_MS), str(HEARTBEAT_MS)],
+                stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def consumed(self) -> set[str]:
+        seen: set[str] = set()
+        for path in self.tmp.glob("member-*.txt"):
+            seen.update(line for line in path.read_text().splitlines() if line)
+        return seen
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.mark.slow
+def test_rebalance_on_join_and_on_silent_death_loses_nothing(cluster, tmp_path):
+    group = "g-rebalance"
+    members = Members(cluster, tmp_path, group, "GroupTopic")
+    try:
+        for _ in range(3):
+            members.start()
+        generation, assignment = wait_stable(cluster, group, 3)
+        assert_disjoint_cover(assignment)
+
+        with Producer(cluster.namesrv_addrs) as producer:
+            sent = [f"m-{i}" for i in range(400)]
+            for body in sent[:200]:
+                producer.send(Message("GroupTopic", body.encode()))
+            wait_until(lambda: len(members.consumed() & set(sent[:200])) >= 100, 30,
+                       message="consumption to start")
+            members.procs[0].kill()  # SIGKILL: no LeaveGroup, heartbeats just stop
+            for body in sent[200:]:
+                producer.send(Message("GroupTopic", body.encode()))
+
+        after_kill, assignment = wait_stable(cluster, group, 2, timeout=SESSION_MS / 1000 + 20)
+        assert after_kill > generation
+        assert_disjoint_cover(assignment)
+        wait_until(lambda: members.consumed() >= set(sent), 30,
+                   message="every sent message consumed by someone (at-least-once)")
+
+        members.start()
+        joined, assignment = wait_stable(cluster, group, 3)
+        assert joined > after_kill
+        assert_disjoint_cover(assignment)
+    finally:
+        members.kill_all()
+
+
+def test_stale_generation_is_rejected(cluster):
+    group = "g-raw"
+    client = coordinator(cluster, group)
+    protocols = [broker_pb2.GroupProtocol(name="averagely",
+                                          metadata=encode_subscription(["GroupTopic"]))]
+    joined = client.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id=group, session_timeout_ms=SESSION_MS, protocols=protocols), timeout=15)
+    assert joined.leader_id == joined.member_id and joined.generation_id >= 1
+    client.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id=group, member_id=joined.member_id, generation_id=joined.generation_id))
+    client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+        group_id=group, member_id=joined.member_id, generation_id=joined.generation_id))
+    with pytest.raises(TideMQError) as stale:
+        client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+            group_id=group, member_id=joined.member_id,
+            generation_id=joined.generation_id - 1))
+    assert stale.value.code == "ILLEGAL_GENERATION"
+    with pytest.raises(TideMQError) as stale_sync:
+        client.call("SyncGroup", broker_pb2.SyncGroupRequest(
+            group_id=group, member_id=joined.member_id,
+            generation_id=joined.generation_id + 5))
+    assert stale_sync.value.code == "ILLEGAL_GENERATION"
+    with pytest.raises(TideMQError) as unknown:
+        client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+            group_id=group, member_id="nobody", generation_id=joined.generation_id))
+    assert unknown.value.code == "UNKNOWN_MEMBER_ID"
+    client.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
+                                                          member_id=joined.member_id))
+    listed = client.call("ListGroups", broker_pb2.ListGroupsRequest())
+    assert any(g.group_id == group and g.state == "Empty" for g in listed.groups)
+
+
+def test_broadcasting_gives_every_member_every_message(cluster, tmp_path):
+    from tidemq.client.push_consumer import (
+        ConsumeFrom,
+        ConsumeStatus,
+        MessageModel,
+        PushConsumer,
+    )
+
+    received: list[set[str]] = [set(), set()]
+
+    def listener_for(seen: set[str]):
+        def listener(messages):
+            seen.update(m.body.decode() for m in messages)
+            return ConsumeStatus.CONSUME_SUCCESS
+        return listener
+
+    consumers = [
+        PushConsumer(cluster.namesrv_addrs, "g-broadcast", "BroadcastTopic",
+                     listener_for(received[i]), model=MessageModel.BROADCASTING,
+                     consume_from=ConsumeFrom.FIRST, offset_store_dir=tmp_path / f"c{i}",
+                     long_poll_s=2.0, auto_commit_interval_s=0.5)
+        for i in range(2)
+    ]
+    sent = {f"b-{i}" for i in range(60)}
+    try:
+        for consumer in consumers:
+            consumer.start()
+        assert all(len(c.assigned_queues()) == 8 for c in consumers)
+        with Producer(cluster.namesrv_addrs) as producer:
+            for body in sorted(sent):
+                producer.send(Message("BroadcastTopic", body.encode()))
+        wait_until(lambda: all(r >= sent for r in received), 30,
+                   message="both broadcasting consumers to get every message")
+    finally:
+        for consumer in consumers:
+            consumer.shutdown()
+    offsets = (tmp_path / "c0" / "g-broadcast.json").read_text()
+    assert "BroadcastTopic|broker-a|0" in offsets  # kept locally, written atomically
