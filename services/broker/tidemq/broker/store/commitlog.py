@@ -68,6 +68,7 @@ class CommitLog:
         self._flushed = 0
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._valid_topics: set[str] = set()
+        self._prepare_next_at = 0   # past this offset, ask for the next segment to be prepared
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -117,9 +118,19 @@ class CommitLog:
         if result.ended_with_filler:
             end = segment.end_offset
         self._written = self._flushed = end
-        if self.allocator is not None:
-            self.allocator.request(segment.end_offset)
+        self._prepare_next()
         return RecoveryReport(scan_from, end, records, damaged, len(stale))
+
+    def _prepare_next(self) -> None:
+        """Once the active segment is half full, have the allocator prepare the next one."""
+        base = self._written - self._written % self.segment_size
+        half = base + self.segment_size // 2
+        if self._written < half:
+            self._prepare_next_at = half
+        else:
+            self._prepare_next_at = base + self.segment_size + self.segment_size // 2
+            if self.allocator is not None:
+                self.allocator.request(base + self.segment_size)
 
     def close(self) -> None:
         if self.allocator is not None:
@@ -232,6 +243,8 @@ class CommitLog:
             self._write_chunks(view, chunks)
             self._queue_offsets[key] = queue_offset
             self._written = cursor
+            if cursor >= self._prepare_next_at:
+                self._prepare_next()
         view.release()
         return first_queue_offset, physical_offsets
 
@@ -260,8 +273,6 @@ class CommitLog:
                 self.allocator.claim(base)
             segment = Segment(self.directory / segment_name(base), base, self.segment_size)
             self.segments = [*self.segments, segment]
-            if self.allocator is not None:
-                self.allocator.request(base + self.segment_size)
         return segment
 
     # -- read ------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """FlushService: when CommitLog pages reach the disk.
 
-ASYNC_FLUSH: a thread fsyncs every `flush_interval_ms` once `flush_least_pages` pages are dirty
-(or sooner, when an append crosses that threshold), and everything every full interval.
+ASYNC_FLUSH (RocketMQ's FlushRealTimeService): every `flush_interval_ms` a thread fsyncs if at
+least `flush_least_pages` pages are dirty, and whatever is dirty every `full_flush_interval_ms`;
+appends never wait for it or wake it, so fsyncs stay few and large under load.
 SYNC_FLUSH with group commit: an appender that needs its bytes durable either runs the fsync
 itself (covering every append made before it started) or, if one is in flight, waits for it
 and possibly leads the next; so many concurrent appenders share one fsync.
@@ -53,11 +54,7 @@ class FlushService:
 
     def after_append(self, end_offset: int) -> bool:
         """Called after an append; False if SYNC_FLUSH could not make it durable in time."""
-        if not self.sync:
-            if end_offset - self.commitlog.flushed_offset >= self.least_bytes:
-                self._wakeup.set()
-            return True
-        return self._group_commit(end_offset)
+        return self._group_commit(end_offset) if self.sync else True
 
     def _group_commit(self, end_offset: int) -> bool:
         """Leader/follower group commit: the first waiter with nothing in flight runs fsync for
