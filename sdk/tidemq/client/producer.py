@@ -8,7 +8,9 @@ route and retries on another group, all inside one overall send timeout.
 
 from __future__ import annotations
 
+import contextvars
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +34,7 @@ _tracer = get_tracer("tidemq.client")
 
 # Transport-level failures: the message may not have been stored, another broker may take it.
 RETRIABLE = (errors.ServiceUnavailable, errors.DeadlineExceeded)
+FANOUT_WORKERS = 8  # concurrent per-queue batch sends of one send_many
 
 
 class Producer:
@@ -77,6 +80,8 @@ class Producer:
         self._born_host = record.pack_host(client_host or _local_ip(), 0)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
+        self._fanout: ThreadPoolExecutor | None = None
+        self._fanout_lock = threading.Lock()
         self._closed = False
 
     # -- public API --------------------------------------------------------------------
@@ -113,20 +118,45 @@ class Producer:
         route = self.routes.get(topic)
         self._remember(route)
         queues = route.write_queues()
+        # One breaker look-up per group per call (breaker state may live in Redis).
+        open_brokers = frozenset(name for name in route.brokers if self._is_broker_open(name))
         groups: dict[MessageQueue, list[int]] = {}
         for index in range(len(messages)):
-            groups.setdefault(self._picker.pick(queues), []).append(index)
-        results: list[SendResult | None] = [None] * len(messages)
+            groups.setdefault(self._picker.pick(queues, open_brokers=open_brokers),
+                              []).append(index)
         deadline = time.monotonic() + (timeout or self.send_timeout)
-        for mq, indexes in groups.items():
-            def choose(route: TopicRoute, last_failed: str, preferred=mq) -> MessageQueue:
-                if not last_failed and not self._is_broker_open(preferred.broker_name):
-                    return preferred
+
+        def send_group(mq: MessageQueue, indexes: list[int]) -> list[SendResult]:
+            def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
+                if not last_failed and mq.broker_name not in open_brokers:
+                    return mq
                 return self._picker.pick(route.write_queues(), last_failed)
-            batch = [messages[i] for i in indexes]
             remaining = max(deadline - time.monotonic(), 0.001)
-            for index, result in zip(indexes, self._send(topic, batch, choose, remaining),
-                                     strict=True):
+            return self._send(topic, [messages[i] for i in indexes], choose, remaining)
+
+        # Broker groups are independent: each group's batches go out in one task, the groups
+        # side by side, so a request costs about one group's latency, not the sum. Each task
+        # runs in a copy of the caller's context so its spans stay in the caller's trace.
+        items = list(groups.items())
+        by_broker: dict[str, list[tuple[MessageQueue, list[int]]]] = {}
+        for mq, indexes in items:
+            by_broker.setdefault(mq.broker_name, []).append((mq, indexes))
+
+        def send_broker(batches: list[tuple[MessageQueue, list[int]]]) -> list[list[SendResult]]:
+            return [send_group(mq, indexes) for mq, indexes in batches]
+
+        if len(by_broker) == 1:
+            per_broker = [send_broker(items)]
+        else:
+            pool = self._fanout_pool()
+            futures = [pool.submit(contextvars.copy_context().run, send_broker, batches)
+                       for batches in by_broker.values()]
+            per_broker = [f.result() for f in futures]
+        items = [item for batches in by_broker.values() for item in batches]
+        outcomes = [outcome for outcomes in per_broker for outcome in outcomes]
+        results: list[SendResult | None] = [None] * len(messages)
+        for (_, indexes), outcome in zip(items, outcomes, strict=True):
+            for index, result in zip(indexes, outcome, strict=True):
                 results[index] = result
         return results  # type: ignore[return-value]
 
@@ -149,8 +179,9 @@ class Producer:
 
     def close(self) -> None:
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        for pool in (self._executor, self._fanout):
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     def __enter__(self) -> Producer:
         return self
@@ -166,6 +197,12 @@ class Producer:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self._async_workers, "tidemq-producer")
         return self._executor
+
+    def _fanout_pool(self) -> ThreadPoolExecutor:
+        with self._fanout_lock:
+            if self._fanout is None:
+                self._fanout = ThreadPoolExecutor(FANOUT_WORKERS, "tidemq-producer-fanout")
+            return self._fanout
 
     def _is_broker_open(self, broker_name: str) -> bool:
         return BrokerClients.is_open(self._master_addrs.get(broker_name, ""))

@@ -78,20 +78,23 @@ class RoundRobinPicker:
         with self._lock:
             return next(self._counter)
 
-    def pick(self, queues: Sequence[MessageQueue], last_failed_broker: str = "") -> MessageQueue:
+    def pick(self, queues: Sequence[MessageQueue], last_failed_broker: str = "",
+             open_brokers: frozenset[str] | None = None) -> MessageQueue:
+        """The next queue; `open_brokers` is a snapshot of breaker-open groups (else asked)."""
         if not queues:
             raise ServiceUnavailable("the topic has no writable queue on any master")
+        is_open = open_brokers.__contains__ if open_brokers is not None else self._is_broker_open
         start = self._next()
         n = len(queues)
         for i in range(n):
             mq = queues[(start + i) % n]
-            if mq.broker_name == last_failed_broker or self._is_broker_open(mq.broker_name):
+            if mq.broker_name == last_failed_broker or is_open(mq.broker_name):
                 continue
             if self.faults is None or self.faults.is_available(mq.broker_name):
                 return mq
         # Every broker is avoided: prefer one that did not just fail and is not known dead.
         others = [mq for mq in queues if mq.broker_name != last_failed_broker]
-        alive = [mq for mq in others if not self._is_broker_open(mq.broker_name)]
+        alive = [mq for mq in others if not is_open(mq.broker_name)]
         pool = alive or others or list(queues)
         if self.faults is not None:
             best = self.faults.least_bad(sorted({mq.broker_name for mq in pool}))
