@@ -176,6 +176,8 @@ class PushConsumer:
                                           long_poll=self.long_poll_s, tag_expression=expression)
                 backoff = 0.05
             except errors.TideMQError as exc:
+                if pq.dropped or self._stopping.is_set():
+                    return
                 log.info("pull_failed", queue=str(pq.mq), error=str(exc))
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 2.0)

@@ -1,0 +1,238 @@
+"""End-to-end latency and throughput of TideMQ on loopback, next to a same-run Redis Streams
+baseline. Starts its own redis / config-center / name server / broker on ephemeral ports in a
+temp dir. See README.md.
+
+    uv run --frozen python bench/e2e_latency/run.py [--quick] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+BODY = b"x" * 1024
+PEERS = [  # measured earlier on this machine (msgs/s, 1 KiB)
+    ("Redis Streams (earlier)", "~45 000 publish / ~214 000 consume"),
+    ("NATS JetStream", "~23 000"),
+    ("RabbitMQ", "8 000 - 21 000"),
+]
+BROKER_ENV = {"TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+# ---------------------------------------------------------------- (a) latency
+
+def measure_latency(namesrv: str, topic: str, count: int) -> list[float]:
+    """One message at a time: perf_counter at send -> perf_counter in the listener (one
+    process, one monotonic clock). The consumer long-polls an idle queue between sends."""
+    from tidemq.client import Message, Producer
+    from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
+
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    arrived = threading.Event()
+
+    def listener(messages):
+        now = time.perf_counter()
+        for m in messages:
+            latencies.append(now - sent_at[m.body.decode()])
+        arrived.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with PushConsumer(namesrv, "bench-latency", topic, listener, consume_from=ConsumeFrom.LAST,
+                      concurrency=1, long_poll_s=15.0) as consumer, Producer(namesrv) as producer:
+        if not consumer.member.wait_stable(30):
+            raise RuntimeError("latency consumer never got its queue")
+        sent_at["warm-up"] = time.perf_counter()
+        producer.send(Message(topic, b"warm-up"))  # routes, channels, first long poll
+        if not arrived.wait(10):
+            raise RuntimeError("the warm-up message was not delivered within 10 s")
+        latencies.clear()
+        for i in range(count):
+            key = str(i)
+            arrived.clear()
+            time.sleep(0.002)  # let the consumer park its long poll: measure the idle path
+            sent_at[key] = time.perf_counter()
+            producer.send(Message(topic, key.encode()))
+            if not arrived.wait(10):
+                raise RuntimeError(f"message {i} was not delivered within 10 s")
+    return latencies
+
+
+# ---------------------------------------------------------------- (b) throughput roles
+
+def produce(namesrv: str, topic: str, count: int, batch: int, threads: int) -> None:
+    from tidemq.client import Message, Producer
+
+    with Producer(namesrv, compress_threshold=1 << 30) as producer:
+        queues = producer.routes.get(topic).write_queues()
+        per_thread = count // threads
+
+        def work(index: int) -> None:
+            mq = queues[index % len(queues)]
+            messages = [Message(topic, BODY) for _ in range(batch)]
+            for _ in range(per_thread // batch):
+                producer.send_batch(messages, queue=mq)
+
+        start = time.perf_counter()
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        elapsed = time.perf_counter() - start
+    done = (per_thread // batch) * batch * threads
+    print(json.dumps({"messages": done, "seconds": elapsed}))
+
+
+def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
+    from tidemq.client import PullConsumer, PullStatus
+    from tidemq.client.group import DirectClients
+
+    with PullConsumer(namesrv, consumer_group="bench-tput") as consumer:
+        consumer.brokers = DirectClients()
+        queues = consumer.fetch_queues(topic)
+        got = 0
+        start = time.perf_counter()
+
+        def work(mq, totals, index):
+            offset = 0
+            while True:
+                result = consumer.pull(mq, offset, batch, max_bytes=8 << 20)
+                if result.status is not PullStatus.FOUND:
+                    return
+                totals[index] += len(result.messages)
+                offset = result.next_offset
+
+        totals = [0] * len(queues)
+        workers = [threading.Thread(target=work, args=(mq, totals, i))
+                   for i, mq in enumerate(queues)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        elapsed = time.perf_counter() - start
+        got = sum(totals)
+    print(json.dumps({"messages": got, "seconds": elapsed, "expected": count}))
+
+
+def run_role(args: list[str], profile_to: Path | None) -> dict:
+    command = [sys.executable]
+    if profile_to is not None:
+        command += ["-m", "cProfile", "-o", str(profile_to)]
+    command += [str(Path(__file__).resolve()), *args]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- Redis Streams baseline
+
+def redis_streams(url: str, count: int, batch: int) -> tuple[float, float]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.delete("bench")
+    start = time.perf_counter()
+    for _ in range(count // batch):
+        pipe = client.pipeline(transaction=False)
+        for _ in range(batch):
+            pipe.xadd("bench", {"b": BODY})
+        pipe.execute()
+    publish = (count // batch) * batch / (time.perf_counter() - start)
+    start, last, got = time.perf_counter(), "0-0", 0
+    while got < (count // batch) * batch:
+        reply = client.xread({"bench": last}, count=1000)
+        if not reply:
+            break
+        entries = reply[0][1]
+        got += len(entries)
+        last = entries[-1][0]
+    consume_rate = got / (time.perf_counter() - start)
+    client.delete("bench")
+    return publish, consume_rate
+
+
+# ---------------------------------------------------------------- main
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer samples (~1 min)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the two roles")
+    parser.add_argument("--role", choices=["produce", "consume"], help=argparse.SUPPRESS)
+    parser.add_argument("--namesrv", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "produce":
+        return produce(args.namesrv, args.topic, args.count, batch=256, threads=4)
+    if args.role == "consume":
+        return consume(args.namesrv, args.topic, args.count, batch=1024)
+
+    from tests.e2e.cluster import (
+        create_topic_in_config_center,
+        process_group,
+        start_cluster,
+        wait_for_route,
+    )
+    from tests.support.processes import start_redis
+
+    latency_n, tput_n = (200, 40_000) if args.quick else (1000, 200_000)
+    tmp = Path(tempfile.mkdtemp(prefix="tidemq-bench-e2e-"))
+    redis = start_redis(tmp)
+    try:
+        with process_group(tmp) as start:
+            def start_with_env(module, a=None, **kw):
+                return start(module, a, env=BROKER_ENV)
+
+            cluster = start_cluster(start_with_env, redis, broker_names=("broker-a",))
+            for topic, queues in (("BenchLatency", 1), ("BenchThroughput", 4)):
+                create_topic_in_config_center(cluster, topic, queues)
+                wait_for_route(cluster, topic, 1)
+            namesrv = cluster.namesrv_addrs
+
+            lat = measure_latency(namesrv, "BenchLatency", latency_n)
+            role = ["--namesrv", namesrv, "--topic", "BenchThroughput", "--count", str(tput_n)]
+            prof = (lambda name: tmp / f"{name}.prof") if args.profile else (lambda name: None)
+            produced = run_role(["--role", "produce", *role], prof("produce"))
+            role[-1] = str(produced["messages"])
+            consumed = run_role(["--role", "consume", *role], prof("consume"))
+            redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
+    finally:
+        redis.kill()
+
+    ms = [v * 1000 for v in lat]
+    pub = produced["messages"] / produced["seconds"]
+    con = consumed["messages"] / consumed["seconds"]
+    print(f"\nTideMQ end-to-end on loopback, 1 broker, {'quick' if args.quick else 'full'} run")
+    print(f"(a) latency send->listener, {len(ms)} msgs, idle long-polled queue:")
+    print(f"    median {statistics.median(ms):.2f} ms (target < 2)   "
+          f"p99 {percentile(ms, 99):.2f} ms (target < 10)   max {max(ms):.2f} ms")
+    print(f"(b) throughput, 1 KiB bodies, {produced['messages']} msgs, "
+          "1 producer process (4 threads, batches of 256) / 1 consumer process "
+          "(1 thread per queue, pulls of 1024):")
+    print(f"    TideMQ produce {pub:,.0f} msgs/s   consume {con:,.0f} msgs/s "
+          f"(target >= 100 000; consumed {consumed['messages']}/{consumed['expected']})")
+    print(f"    Redis Streams same run (redis-py, XADD pipelines of 256 / XREAD COUNT 1000): "
+          f"publish {redis_pub:,.0f} msgs/s   consume {redis_con:,.0f} msgs/s")
+    for name, figure in PEERS:
+        print(f"    {name}: {figure} msgs/s")
+    if args.profile:
+        print(f"    profiles: {tmp}/produce.prof {tmp}/consume.prof")
+
+
+if __name__ == "__main__":
+    main()
