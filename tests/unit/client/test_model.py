@@ -106,3 +106,19 @@ def test_parse_addrs():
     assert parse_addrs("a:1; b:2,c:3") == ["a:1", "b:2", "c:3"]
     with pytest.raises(InvalidArgument):
         parse_addrs(" ; ")
+
+
+def test_the_trace_context_rides_in_the_message_so_consumers_can_link(producer):
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from tidemq.common.tracing import extract_context
+
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("send orders") as span:
+        raw, _ = producer._encode([Message("orders", b"traced")])
+    (message,) = decode_records(raw)
+    assert message.properties[record.PROP_TRACE_CONTEXT].startswith("00-")
+    assert message.user_properties == {}
+    linked = trace.get_current_span(extract_context(message.trace_carrier)).get_span_context()
+    assert linked.trace_id == span.get_span_context().trace_id
+    assert linked.span_id == span.get_span_context().span_id
