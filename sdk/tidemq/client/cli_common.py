@@ -37,6 +37,7 @@ class Globals:
     timeout: float
 
 
+UNWRAPPED_COLUMNS = frozenset({"msg id", "stored", "address", "master"})  # ids must stay whole
 OutputOpt = Annotated[Output | None, typer.Option(
     "--output", "-o", help="table (default) or json; overrides the global --output")]
 TIME_HELP = ("ISO 8601 (2026-11-22T05:00:00Z; no zone = UTC), milliseconds since the epoch, "
@@ -82,7 +83,7 @@ def progress(message: str) -> None:
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in UNWRAPPED_COLUMNS)
     for row in rows:
         table.add_row(*("-" if cell is None else str(cell) for cell in row))
     return table
@@ -110,7 +111,8 @@ def parse_time(value: str, *, now_ms: int | None = None) -> int:
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    """UTC, millisecond precision: 2026-11-22T04:46:55.806Z."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def message_json(message: MessageExt) -> dict[str, Any]:

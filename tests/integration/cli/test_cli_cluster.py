@@ -45,7 +45,11 @@ def tidemq(cluster):
     def run_json(*args: str):
         return json.loads(run("-o", "json", *args).stdout)
 
+    def run_json_input(*args: str, input: str):
+        return json.loads(run("-o", "json", *args, input=input).stdout)
+
     run.json = run_json
+    run.json_input = run_json_input
     return run
 
 
@@ -117,9 +121,11 @@ def test_send_file_then_consume_everything_from_beginning(tidemq, topic, tmp_pat
     path.write_text("\n".join(lines) + "\n")
     sent = tidemq.json("send", topic, "--file", str(path), "--key", "batch-1")
     assert len(sent) == 40 and {r["status"] for r in sent} == {"SEND_OK"}
+    piped = tidemq.json_input("send", topic, "--file", "-", input="stdin-1\n\nstdin-2\n")
+    assert len(piped) == 2  # the empty line is skipped
     consumed = tidemq("-o", "json", "consume", topic, "--from-beginning").stdout.splitlines()
     bodies = [json.loads(line)["body"] for line in consumed]
-    assert set(lines) <= set(bodies)
+    assert {*lines, "stdin-1", "stdin-2"} <= set(bodies)
     # Per queue, consume prints in offset order.
     seen: dict[tuple[str, int], int] = {}
     for row in map(json.loads, consumed):
