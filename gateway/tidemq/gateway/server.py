@@ -81,13 +81,29 @@ class GatewayApplication(BaseApplication):
 
     def _when_ready(self, arbiter) -> None:
         port = arbiter.LISTENERS[0].sock.getsockname()[1]
+        metrics_port = self._start_metrics_listener()
         log.info("serving", service=SERVICE_NAME, addr=f"{self.settings.host}:{port}",
-                 workers=self.settings.workers)
+                 workers=self.settings.workers, metrics_port=metrics_port)
         if self.settings.ready_file:
-            # /metrics is served on the HTTP port itself.
             write_json_atomically(self.settings.ready_file, {
-                "port": port, "metrics_port": port, "pid": os.getpid(), "http_port": port,
+                "port": port, "metrics_port": metrics_port, "pid": os.getpid(),
+                "http_port": port,
             })
+
+    def _start_metrics_listener(self) -> int:
+        """/metrics is on the HTTP port; --metrics-port (>= 0) adds the same text on its own
+        listener in the arbiter, like every other service, so scrapes never queue behind
+        requests. -1 = only the HTTP port."""
+        if self.settings.metrics_port < 0:
+            return 0
+        import prometheus_client
+        from prometheus_client import CollectorRegistry, multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        server, _ = prometheus_client.start_http_server(
+            self.settings.metrics_port, addr=self.settings.host, registry=registry)
+        return server.server_port
 
     def _post_fork(self, arbiter, worker) -> None:
         configure_logging(SERVICE_NAME, self.settings.log_level, self.settings.log_format)

@@ -91,6 +91,11 @@ def test_metrics_add_up_over_every_worker(stack):
     for _ in range(20):  # a new connection each time: requests spread over both workers
         assert requests.get(f"{url}/healthz", timeout=10).json() == {"status": "ok"}
     assert healthz_count() == before + 20
+    # The dedicated --metrics-port listener serves the same aggregated text.
+    metrics_port = stack.gateway.metrics_port
+    assert metrics_port and metrics_port != stack.gateway.port
+    text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    assert 'tidemq_gateway_http_requests_total{endpoint="/healthz"' in text
 
 
 def test_oversized_request_body_is_413_through_gunicorn(stack):
