@@ -51,6 +51,7 @@ class LiveSettings:
         effective = client.effective_config(**self._scope)
         self._settings: dict[str, ConfigSetting] = dict(effective.settings)
         self.revision = effective.revision
+        self._closed = threading.Event()
         self._watch = client.watch(CONFIG_ROOT, start_revision=effective.revision + 1)
         self._thread = threading.Thread(target=self._follow, daemon=True, name="live-settings")
         self._thread.start()
@@ -65,7 +66,10 @@ class LiveSettings:
             return dict(self._settings)
 
     def close(self) -> None:
-        self._watch.close()
+        with self._lock:  # never between _follow's closed-check and its next watch
+            self._closed.set()
+            watch = self._watch
+        watch.close()
         self._thread.join(timeout=5)
 
     def __enter__(self) -> LiveSettings:
@@ -75,12 +79,21 @@ class LiveSettings:
         self.close()
 
     def _follow(self) -> None:
-        try:
-            for event in self._watch:
-                if event.kv.key.startswith(self._prefixes):
-                    self._refresh(event.revision)
-        except TideMQError as exc:  # e.g. compacted after a long outage: reload and go on
-            log.warning("live settings watch ended; reloading", error=str(exc))
+        while True:
+            try:
+                for event in self._watch:
+                    if event.kv.key.startswith(self._prefixes):
+                        self._refresh(event.revision)
+                return  # closed
+            except TideMQError as exc:  # e.g. compacted after a long absence: re-read, go on
+                log.warning("live settings watch ended; re-reading", error=str(exc))
+                self._closed.wait(0.2)  # do not spin if the config center keeps failing
+            self._watch.close()
+            self._refresh(self.revision)
+            with self._lock:
+                if self._closed.is_set():
+                    return
+                self._watch = self._client.watch(CONFIG_ROOT, start_revision=self.revision + 1)
 
     def _refresh(self, revision: int) -> None:
         try:
@@ -102,4 +115,7 @@ class LiveSettings:
             log.info("dynamic setting changed", setting=change.name, old=change.old,
                      new=change.new, source=change.source_key, revision=self.revision)
         if changes and self._on_change is not None:
-            self._on_change(changes)
+            try:
+                self._on_change(changes)
+            except Exception:  # the service's handler must not stop the updates
+                log.exception("applying changed settings failed")
