@@ -24,8 +24,10 @@ from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_common import (
     TIME_HELP,
     Globals,
+    GroupArg,
     Output,
     OutputOpt,
+    TopicArg,
     admin_session,
     body_text,
     emit_json,
@@ -144,7 +146,7 @@ def topic_list(ctx: typer.Context, output: OutputOpt = None) -> None:
 
 
 @topic_app.command("describe")
-def topic_describe(ctx: typer.Context, name: str, output: OutputOpt = None) -> None:
+def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None) -> None:
     """Route and per-queue offsets: min, max (next to write) and stored message count."""
     with admin_session(ctx) as admin:
         description = admin.describe_topic(name)
@@ -168,7 +170,7 @@ def topic_describe(ctx: typer.Context, name: str, output: OutputOpt = None) -> N
 
 @topic_app.command("delete")
 def topic_delete(
-    ctx: typer.Context, name: str,
+    ctx: typer.Context, name: TopicArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="don't ask for confirmation")] = False,
 ) -> None:
     """Delete a topic definition; brokers stop serving it (stored messages age out)."""
@@ -195,7 +197,7 @@ def group_list(ctx: typer.Context, output: OutputOpt = None) -> None:
 
 
 @group_app.command("describe")
-def group_describe(ctx: typer.Context, group: str, output: OutputOpt = None) -> None:
+def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None) -> None:
     """Members and their queues, and per queue the committed offset, max offset and lag."""
     with admin_session(ctx) as admin:
         d = admin.group_describe(group)
@@ -223,7 +225,7 @@ def group_describe(ctx: typer.Context, group: str, output: OutputOpt = None) -> 
 
 @group_app.command("reset-offsets")
 def group_reset_offsets(
-    ctx: typer.Context, group: str, topic: str,
+    ctx: typer.Context, group: GroupArg, topic: TopicArg,
     to_time: Annotated[str, typer.Option("--to-time", help=TIME_HELP)],
     output: OutputOpt = None,
 ) -> None:
@@ -244,7 +246,7 @@ def _print_offsets(ctx: typer.Context, output: Output | None, title: str, entrie
 
 @offset_app.command("for-time")
 def offset_for_time(
-    ctx: typer.Context, topic: str,
+    ctx: typer.Context, topic: TopicArg,
     at: Annotated[str, typer.Option("--time", help=TIME_HELP)],
     output: OutputOpt = None,
 ) -> None:
@@ -279,7 +281,8 @@ def message_view(ctx: typer.Context,
 
 @message_app.command("query")
 def message_query(
-    ctx: typer.Context, topic: str, key: str,
+    ctx: typer.Context, topic: TopicArg,
+    key: Annotated[str, typer.Argument(help="message key to look up")],
     begin: Annotated[str | None, typer.Option(help="stored at or after; " + TIME_HELP)] = None,
     end: Annotated[str | None, typer.Option(help="stored before (default now)")] = None,
     max_results: Annotated[int, typer.Option("--max", min=1, max=1000,

@@ -37,6 +37,8 @@ class Globals:
     timeout: float
 
 
+TopicArg = Annotated[str, typer.Argument(help="topic name", show_default=False)]
+GroupArg = Annotated[str, typer.Argument(help="consumer group name", show_default=False)]
 UNWRAPPED_COLUMNS = frozenset({"msg id", "stored", "address", "master"})  # ids must stay whole
 OutputOpt = Annotated[Output | None, typer.Option(
     "--output", "-o", help="table (default) or json; overrides the global --output")]

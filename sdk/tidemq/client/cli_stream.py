@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from tidemq.client.cli_common import (
     OutputOpt,
+    TopicArg,
     body_text,
     emit_json,
     err,
@@ -37,7 +38,7 @@ def _property(value: str) -> tuple[str, str]:
 
 
 def send(
-    ctx: typer.Context, topic: str,
+    ctx: typer.Context, topic: TopicArg,
     body: Annotated[str | None, typer.Argument(help="message body (omit with --file)")] = None,
     file: Annotated[Path | None, typer.Option(
         "--file", "-f", help="send one message per line of this file ('-' = stdin)",
@@ -92,7 +93,7 @@ def _start_offsets(consumer: PullConsumer, queues: list[MessageQueue], offset: i
 
 
 def consume(
-    ctx: typer.Context, topic: str,
+    ctx: typer.Context, topic: TopicArg,
     broker: Annotated[str | None, typer.Option(help="only this broker group")] = None,
     queue: Annotated[int | None, typer.Option(min=0, help="only this queue id")] = None,
     offset: Annotated[int | None, typer.Option(
