@@ -29,7 +29,8 @@ def stack(tmp_path_factory):
         with process_group(tmp) as start:
             collector = start("tidemq.tracecollector", ["--http-port", "0"])
             cluster = start_cluster(start, redis, otlp_endpoint=collector.addr)
-            cluster.start_gateway(workers=2)
+            # A long breaker reset so "open" cannot lapse mid-test on a loaded machine.
+            cluster.start_gateway(workers=2, extra=["--breaker-reset-s", "120"])
             cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
             yield cluster
     finally:
