@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ NAME_DIGITS = 20
 # A segment always keeps room for a blank filler (total_size + magic) at its end.
 FILLER_MIN = record.BLANK_HEADER.size
 MIN_RECORD_SIZE = record.HEADER_SIZE + 3
+# total, magic, record_crc, physical_offset, store_timestamp, body_len
+_SCAN_FIELDS = struct.Struct(">iII16xq20xq20xi")
+assert _SCAN_FIELDS.size == record.HEADER_SIZE
+_U16 = struct.Struct(">H")
 
 
 def segment_name(base_offset: int) -> str:
@@ -95,37 +100,36 @@ class Segment:
         os.fsync(self._fd)
 
     def scan(self, start: int = 0) -> ScanResult:
-        """Walk records from `start`, CRC-checking each; stop at the first invalid one."""
-        mm, pos, count, size = self.mm, start, 0, self.size
-        while pos + FILLER_MIN <= size:
-            total, magic = record.BLANK_HEADER.unpack_from(mm, pos)
-            if magic == record.BLANK_MAGIC and total == size - pos:
-                return ScanResult(pos, count, True, True)
-            if magic != record.MESSAGE_MAGIC or not self._valid_record(pos, total):
-                return ScanResult(pos, count, False, total == 0 and magic == 0)
-            pos += total
-            count += 1
-        return ScanResult(pos, count, False, True)
+        """Walk records from `start`, CRC-checking each; stop at the first invalid one.
 
-    def _valid_record(self, pos: int, total: int) -> bool:
-        mm = self.mm
-        if total < MIN_RECORD_SIZE or pos + total + FILLER_MIN > self.size:
-            return False
-        fields = record.HEADER.unpack_from(mm, pos)
-        # A record is only valid where the broker stamped it: this rejects stale or copied
-        # bytes whose own CRC happens to be right.
-        if fields[6] != self.base_offset + pos or fields[10] == 0:
-            return False
-        body_end = pos + record.HEADER_SIZE + fields[14]
-        if fields[14] < 0 or body_end + 3 > pos + total:
-            return False
-        topic_end = body_end + 1 + mm[body_end]
-        if topic_end + 2 > pos + total:
-            return False
-        if topic_end + 2 + int.from_bytes(mm[topic_end:topic_end + 2], "big") != pos + total:
-            return False
+        A record counts only if its CRC is right, its physical_offset field is its own position
+        and its store timestamp is set: stale bytes, a copy of another record or a producer's
+        unstamped bytes (whose own CRC is right) are never taken for log records.
+        """
+        mm, pos, count, size, base = self.mm, start, 0, self.size, self.base_offset
+        fields, short_at, crc32 = _SCAN_FIELDS.unpack_from, _U16.unpack_from, zlib.crc32
         with memoryview(mm) as view:
-            return zlib.crc32(view[pos + record.CRC_START:pos + total]) == fields[2]
+            while pos + FILLER_MIN <= size:
+                total, magic = record.BLANK_HEADER.unpack_from(mm, pos)
+                if magic == record.BLANK_MAGIC and total == size - pos:
+                    return ScanResult(pos, count, True, True)
+                end = pos + total
+                if (magic != record.MESSAGE_MAGIC or total < MIN_RECORD_SIZE
+                        or end + FILLER_MIN > size):
+                    return ScanResult(pos, count, False, total == 0 and magic == 0)
+                _, _, crc, physical, store_ts, body_len = fields(mm, pos)
+                body_end = pos + record.HEADER_SIZE + body_len
+                if physical != base + pos or store_ts == 0 or not (
+                    pos + record.HEADER_SIZE <= body_end <= end - 3
+                ):
+                    return ScanResult(pos, count, False, False)
+                topic_end = body_end + 1 + mm[body_end]
+                if (topic_end + 2 > end or topic_end + 2 + short_at(mm, topic_end)[0] != end
+                        or crc32(view[pos + record.CRC_START:end]) != crc):
+                    return ScanResult(pos, count, False, False)
+                pos = end
+                count += 1
+        return ScanResult(pos, count, False, True)
 
     def close(self) -> None:
         if self.mm is not None and not self.mm.closed:
