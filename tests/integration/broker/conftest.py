@@ -114,7 +114,8 @@ def shared_cluster(tmp_path_factory):
         name_servers = [start("tidemq.nameserver", ["--scan-interval-s", "0.2"])
                         for _ in range(2)]
         cluster = Cluster(start, config_center, name_servers)
-        cluster.start_broker("broker-a", "--max-message-size", "2048")
+        cluster.start_broker("broker-a", "--max-message-size", "2048",
+                             "--group-initial-rebalance-delay-ms", "300")
         yield cluster
     finally:
         for process in reversed(started):

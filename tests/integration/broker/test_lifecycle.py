@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tidemq.common import record
-from tidemq.common.errors import ServiceUnavailable, TopicNotExist
+from tidemq.common.errors import ServiceUnavailable
 from tidemq.v1 import broker_pb2
 
 from tests.integration.broker.conftest import broker_client, route_brokers, wait_route
@@ -35,22 +35,6 @@ def test_sigkill_expires_after_silence(cluster):
     # The survivor keeps heartbeating, so it is never expired.
     assert all(set(route_brokers(ns, "orders")) == {"broker-a"} for ns in cluster.name_servers)
 
-
-def test_topic_update_and_delete_follow_config_center(cluster):
-    cluster.put_topic("orders", queues=2)
-    broker = cluster.start_broker()
-    wait_route(cluster, "orders", {"broker-a"})
-    client = broker_client(broker)
-    cluster.put_topic("orders", queues=8)
-    wait_until(lambda: len(client.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(
-        topic="orders")).queues) == 8, 20, message="queue count update")
-    send(client, "orders", 7, encode_batch("orders", 1))
-    cluster.put_topic("audit", queues=1)
-    wait_route(cluster, "audit", {"broker-a"})
-    cluster.delete_topic("orders")
-    wait_route(cluster, "orders", set())
-    with pytest.raises(TopicNotExist):
-        send(client, "orders", 0, encode_batch("orders", 1))
 
 
 @pytest.mark.slow
@@ -84,23 +68,6 @@ def test_restart_keeps_messages_offsets_and_topics_without_config_center(cluster
     cluster.put_topic("later", queues=1)
     wait_route(cluster, "later", {"broker-a"}, timeout=30)
 
-
-def test_reset_offsets_to_timestamp(cluster):
-    cluster.put_topic("orders", queues=1)
-    client = broker_client(cluster.start_broker())
-    wait_route(cluster, "orders", {"broker-a"})
-    send(client, "orders", 0, encode_batch("orders", 3))
-    wait_until(lambda: pull(client, "orders", 0, 2).status == broker_pb2.FOUND, 10,
-               message="dispatch")
-    reset = client.call("ResetOffsets", broker_pb2.ResetOffsetsRequest(
-        consumer_group="g2", topic="orders", timestamp_ms=0))
-    assert [(o.queue_id, o.offset) for o in reset.offsets] == [(0, 0)]
-    reset = client.call("ResetOffsets", broker_pb2.ResetOffsetsRequest(
-        consumer_group="g2", topic="orders", timestamp_ms=2**62))
-    assert [(o.queue_id, o.offset) for o in reset.offsets] == [(0, 3)]
-    stored = client.call("QueryOffsets", broker_pb2.QueryOffsetsRequest(consumer_group="g2",
-                                                                        topic="orders"))
-    assert [(o.queue_id, o.offset) for o in stored.offsets] == [(0, 3)]
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Real processes: topic in config-center → routes on both name servers → send → pull."""
+"""Real processes: topic in config-center → routes on both name servers → send → pull,
+offsets, topic changes and group RPCs, all against one shared cluster (distinct topics)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import urllib.request
 
 import pytest
 from tidemq.common import record
-from tidemq.common.errors import InvalidArgument, PayloadTooLarge, TopicNotExist
+from tidemq.common.errors import InvalidArgument, PayloadTooLarge, TideMQError, TopicNotExist
 from tidemq.v1 import broker_pb2, common_pb2
 
 from tests.integration.broker.conftest import broker_client, route_brokers, wait_route
@@ -195,3 +196,99 @@ def test_bad_input_gets_precise_errors(shared_cluster):
         pull(client, "nope", 0, 0)
     with pytest.raises(InvalidArgument, match="empty tag"):
         pull(client, "strict", 0, 0, tags="A ||")
+
+
+def test_topic_update_and_delete_follow_config_center(shared_cluster):
+    cluster = shared_cluster
+    cluster.put_topic("evolving", queues=2)
+    broker = cluster.brokers[0]
+    wait_route(cluster, "evolving", {"broker-a"})
+    client = broker_client(broker)
+    cluster.put_topic("evolving", queues=8)
+    wait_until(lambda: len(client.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(
+        topic="evolving")).queues) == 8, 20, message="queue count update")
+    send(client, "evolving", 7, encode_batch("evolving", 1))
+    cluster.put_topic("audit", queues=1)
+    wait_route(cluster, "audit", {"broker-a"})
+    cluster.delete_topic("evolving")
+    wait_route(cluster, "evolving", set())
+    with pytest.raises(TopicNotExist):
+        send(client, "evolving", 0, encode_batch("evolving", 1))
+
+
+def test_reset_offsets_to_timestamp(shared_cluster):
+    cluster = shared_cluster
+    cluster.put_topic("resettable", queues=1)
+    client = broker_client(cluster.brokers[0])
+    wait_route(cluster, "resettable", {"broker-a"})
+    send(client, "resettable", 0, encode_batch("resettable", 3))
+    wait_until(lambda: pull(client, "resettable", 0, 2).status == broker_pb2.FOUND, 10,
+               message="dispatch")
+    reset = client.call("ResetOffsets", broker_pb2.ResetOffsetsRequest(
+        consumer_group="g2", topic="resettable", timestamp_ms=0))
+    assert [(o.queue_id, o.offset) for o in reset.offsets] == [(0, 0)]
+    reset = client.call("ResetOffsets", broker_pb2.ResetOffsetsRequest(
+        consumer_group="g2", topic="resettable", timestamp_ms=2**62))
+    assert [(o.queue_id, o.offset) for o in reset.offsets] == [(0, 3)]
+    stored = client.call("QueryOffsets", broker_pb2.QueryOffsetsRequest(consumer_group="g2",
+                                                                        topic="resettable"))
+    assert [(o.queue_id, o.offset) for o in stored.offsets] == [(0, 3)]
+
+
+def join(client, member_id="", client_id="c"):
+    return client.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id="g", member_id=member_id, session_timeout_ms=10_000, client_id=client_id,
+        protocols=[broker_pb2.GroupProtocol(name="averagely", metadata=b'{"topics":["t"]}')]))
+
+
+def test_join_sync_heartbeat_leave(shared_cluster):
+    client = broker_client(shared_cluster.brokers[0])
+    answers = {}
+    threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, join(client, client_id=n)))
+               for n in ("c1", "c2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 2
+    generations = {a.generation_id for a in answers.values()}
+    leaders = {a.leader_id for a in answers.values()}
+    assert len(generations) == 1 and len(leaders) == 1
+    leader = next(a for a in answers.values() if a.member_id == a.leader_id)
+    follower = next(a for a in answers.values() if a.member_id != a.leader_id)
+    assert {m.member_id for m in leader.members} == {leader.member_id, follower.member_id}
+    assert list(follower.members) == []  # the member list goes to the leader only
+
+    generation = leader.generation_id
+    synced = {}
+    follower_sync = threading.Thread(target=lambda: synced.__setitem__("f", client.call(
+        "SyncGroup", broker_pb2.SyncGroupRequest(group_id="g", generation_id=generation,
+                                                  member_id=follower.member_id))))
+    follower_sync.start()
+    synced["l"] = client.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id="g", generation_id=generation, member_id=leader.member_id, assignments=[
+            broker_pb2.MemberAssignment(member_id=leader.member_id, assignment=b"L"),
+            broker_pb2.MemberAssignment(member_id=follower.member_id, assignment=b"F")]))
+    follower_sync.join(30)
+    assert (synced["l"].assignment, synced["f"].assignment) == (b"L", b"F")
+
+    client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+        group_id="g", generation_id=generation, member_id=follower.member_id))
+    with pytest.raises(TideMQError) as err:
+        client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+            group_id="g", generation_id=generation + 5, member_id=follower.member_id))
+    assert err.value.code == "ILLEGAL_GENERATION"
+    described = client.call("DescribeGroup", broker_pb2.DescribeGroupRequest(group_id="g"))
+    assert described.state == "Stable" and len(described.members) == 2
+    listed = client.call("ListGroups", broker_pb2.ListGroupsRequest())
+    assert [g.group_id for g in listed.groups] == ["g"]
+
+    client.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id="g",
+                                                          member_id=follower.member_id))
+    with pytest.raises(TideMQError) as err:
+        client.call("Heartbeat", broker_pb2.HeartbeatRequest(
+            group_id="g", generation_id=generation, member_id=leader.member_id))
+    assert err.value.code == "REBALANCE_IN_PROGRESS"
+    with pytest.raises(TideMQError) as err:
+        join(client, member_id="nobody")
+    assert err.value.code == "UNKNOWN_MEMBER_ID"
