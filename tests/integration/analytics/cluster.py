@@ -49,6 +49,7 @@ class Cluster:
     def send(self, topic: str, per_queue: dict[int, list[bytes]], batch: int = 50) -> None:
         """Send encoded records queue by queue in batches; wait until all are dispatched."""
         client = self.broker_client()
+        before = self.queue_ends(topic)
         for queue_id, records in per_queue.items():
             for i in range(0, len(records), batch):
                 chunk = records[i:i + batch]
@@ -56,10 +57,13 @@ class Cluster:
                     topic=topic, queue_id=queue_id, records=b"".join(chunk),
                     record_count=len(chunk)))
                 assert reply.status == common_pb2.SEND_OK
-        sizes = {q: len(records) for q, records in per_queue.items()}
-        # The ConsumeQueue is built asynchronously from the CommitLog: poll until it shows all.
-        wait_until(lambda: {q: n for q, n in self.queue_ends(topic).items() if n} ==
-                   {q: n for q, n in sizes.items() if n}, 30, message=f"{topic} dispatched")
+        target = {q: before.get(q, 0) + len(records) for q, records in per_queue.items()}
+
+        def dispatched() -> bool:  # the ConsumeQueue is built asynchronously from the CommitLog
+            ends = self.queue_ends(topic)
+            return all(ends.get(q, 0) == n for q, n in target.items())
+
+        wait_until(dispatched, 30, message=f"{topic} dispatched")
 
 
 def tagged(topic: str, tag: str, n: int) -> bytes:

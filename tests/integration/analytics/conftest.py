@@ -32,3 +32,16 @@ def cluster(tmp_path_factory):
         for process in reversed(started):
             process.kill()
         redis.kill()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] session; after the first module the JVM is already up, so later ones are cheap."""
+    from tidemq.analytics.session import build_session
+
+    session = build_session("tidemq-analytics-tests", "local[2]", {
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+    })
+    yield session
+    session.stop()

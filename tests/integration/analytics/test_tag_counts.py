@@ -56,18 +56,6 @@ def loaded(cluster):
             "namesrv": cluster.namesrv.addr}
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from tidemq.analytics.session import build_session
-
-    session = build_session("tidemq-analytics-tests", "local[2]", {
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-    })
-    yield session
-    session.stop()
-
-
 def read(spark, namesrv: str, **options):
     reader = spark.read.format("tidemq").option("namesrv", namesrv).option("topic", TOPIC)
     for name, value in options.items():

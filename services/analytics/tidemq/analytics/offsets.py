@@ -187,3 +187,48 @@ def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[
             hi = rng.start + rng.size * (i + 1) // count
             pieces.append(OffsetRange(rng.broker, rng.queue_id, lo, hi))
     return pieces
+
+
+# --- streaming: offsets as Spark checkpoints them -------------------------------------------
+
+StreamOffsets = dict[str, dict[str, int]]  # {"broker": {"queue id": next offset to read}}
+
+
+def to_stream_offsets(positions: Mapping[QueueKey, int]) -> StreamOffsets:
+    """Queue positions -> the JSON-ready dict Spark stores in its offset log."""
+    out: StreamOffsets = {}
+    for key in sorted(positions):
+        out.setdefault(key.broker, {})[str(key.queue_id)] = positions[key]
+    return out
+
+
+def from_stream_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[QueueKey, int]:
+    return {QueueKey(broker, int(queue)): int(offset)
+            for broker, queues in offsets.items() for queue, offset in queues.items()}
+
+
+def cap_positions(start: Mapping[QueueKey, int], latest: Mapping[QueueKey, int],
+                  max_rows: int | None) -> dict[QueueKey, int]:
+    """End positions of the next micro-batch: `latest`, or at most `max_rows` messages past
+    `start` shared out in proportion to each queue's backlog (Kafka's maxOffsetsPerTrigger).
+
+    Queues absent from `start` are new and start at 0; a queue never moves backwards.
+    """
+    begin = {key: start.get(key, 0) for key in latest}
+    backlog = {key: max(latest[key] - begin[key], 0) for key in latest}
+    total = sum(backlog.values())
+    if max_rows is None or total <= max_rows:
+        ends = {key: begin[key] + backlog[key] for key in latest}
+    else:
+        shares = {key: max_rows * backlog[key] // total for key in latest}
+        spare = max_rows - sum(shares.values())
+        for key in sorted(latest, key=lambda k: (shares[k] - max_rows * backlog[k] / total, k)):
+            if spare <= 0:
+                break
+            if shares[key] < backlog[key]:
+                shares[key] += 1
+                spare -= 1
+        ends = {key: begin[key] + shares[key] for key in latest}
+    for key, offset in start.items():  # queues gone from the route keep their position
+        ends.setdefault(key, offset)
+    return ends

@@ -1,4 +1,5 @@
-"""The `tidemq` Spark data source (pyspark's Python Data Source API), batch reads.
+"""The `tidemq` Spark data source (pyspark's Python Data Source API): batch reads here,
+Structured Streaming in `streaming`.
 
     spark.dataSource.register(TideMQDataSource)
     df = (spark.read.format("tidemq").option("namesrv", "127.0.0.1:9876")
@@ -19,6 +20,8 @@ Options (case-insensitive):
                           (default 0 = one partition per queue)
   failOnDataLoss          "true" (default): fail if planned offsets were deleted
   timeoutSeconds          deadline of each RPC (default 10)
+  maxOffsetsPerTrigger    streaming only: at most this many messages per micro-batch, shared
+                          by backlog over the queues (default 0 = everything available)
   consumerGroup           group name sent with pulls (default "tidemq-spark"); the source
                           never commits offsets: a batch read is defined by its offsets alone
 """
@@ -47,6 +50,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     timeout: float
     consumer_group: str = "tidemq-spark"
+    max_offsets_per_trigger: int = 0
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReadOptions:
@@ -66,6 +70,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             timeout=float(_int(opts, "timeoutSeconds", 10, minimum=1)),
             consumer_group=(opts.get("consumergroup") or "tidemq-spark").strip(),
+            max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", 0, minimum=0),
         )
 
 
@@ -107,6 +112,14 @@ class QueueRangePartition(InputPartition):
         return f"QueueRangePartition({self.broker}/{self.queue_id} [{self.start}, {self.end}))"
 
 
+def to_partitions(ranges, addrs: dict[str, tuple[str, ...]],
+                  max_per_partition: int) -> list[QueueRangePartition]:
+    return [
+        QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
+        for r in offsets.split_ranges(ranges, max_per_partition)
+    ]
+
+
 def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
     """Driver side: route + queue bounds -> offset ranges -> partitions."""
     from tidemq.analytics import brokers
@@ -120,10 +133,7 @@ def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
         fail_on_data_loss=opts.fail_on_data_loss,
     )
     addrs = {group.name: group.addrs for group in groups}
-    return [
-        QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
-        for r in offsets.split_ranges(ranges, opts.max_records_per_partition)
-    ]
+    return to_partitions(ranges, addrs, opts.max_records_per_partition)
 
 
 def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
@@ -167,11 +177,21 @@ class TideMQDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema) -> DataSourceReader:
-        from tidemq.analytics.decode import spark_schema
-
-        if schema != spark_schema():
-            raise InvalidArgument(
-                "format 'tidemq' has a fixed schema; do not pass .schema(...): "
-                f"expected {spark_schema().simpleString()}"
-            )
+        _check_schema(schema)
         return TideMQBatchReader(ReadOptions.parse(dict(self.options)))
+
+    def streamReader(self, schema):
+        from tidemq.analytics.streaming import TideMQStreamReader
+
+        _check_schema(schema)
+        return TideMQStreamReader(ReadOptions.parse(dict(self.options)))
+
+
+def _check_schema(schema) -> None:
+    from tidemq.analytics.decode import spark_schema
+
+    if schema != spark_schema():
+        raise InvalidArgument(
+            "format 'tidemq' has a fixed schema; do not pass .schema(...): "
+            f"expected {spark_schema().simpleString()}"
+        )

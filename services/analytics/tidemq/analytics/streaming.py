@@ -1,0 +1,73 @@
+"""Structured Streaming for format("tidemq"): micro-batches of per-queue offset ranges.
+
+Spark keeps the offsets in its checkpoint (offset log) as {"broker": {"queue id": offset}},
+exactly like the Kafka source keeps topic-partition offsets: a restarted query resumes where
+its last committed batch ended, and the broker never stores anything for it. Each trigger
+asks the route and the brokers' queue max offsets (`latestOffset`); a batch's partitions pull
+[previous end, new end) of every queue that grew, with the batch source's reader.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from tidemq.analytics import brokers, offsets
+from tidemq.analytics.source import ReadOptions, read_partition, to_partitions
+from tidemq.common.errors import InvalidArgument
+
+
+class TideMQStreamReader(DataSourceStreamReader):
+    """Stateless across restarts: everything it needs is in the offsets Spark hands back."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        if opts.ending is not None:
+            raise InvalidArgument("endingOffsets is for batch reads; a stream has no end")
+        self.opts = opts
+        self._addrs: dict[str, tuple[str, ...]] = {}
+
+    def _bounds(self) -> dict[offsets.QueueKey, offsets.QueueBounds]:
+        groups = brokers.fetch_route(self.opts.namesrv, self.opts.topic, self.opts.timeout)
+        self._addrs = {group.name: group.addrs for group in groups}
+        return brokers.fetch_bounds(groups, self.opts.topic, self.opts.timeout)
+
+    def initialOffset(self) -> dict:
+        """startingOffsets resolved now (default "latest": only messages sent from now on)."""
+        bounds = self._bounds()
+        ranges = offsets.plan_ranges(
+            bounds,
+            offsets.parse_offsets("startingOffsets", self.opts.starting, offsets.LATEST),
+            offsets.OffsetSpec(offsets.LATEST, {}),
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+        )
+        positions = {key: bound.max_offset for key, bound in bounds.items()}
+        positions.update({offsets.QueueKey(r.broker, r.queue_id): r.start for r in ranges})
+        return offsets.to_stream_offsets(positions)
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        latest = {key: bound.max_offset for key, bound in self._bounds().items()}
+        begin = offsets.from_stream_offsets(start if start is not None else self.initialOffset())
+        max_rows = getattr(limit, "max_rows", None)
+        return offsets.to_stream_offsets(offsets.cap_positions(begin, latest, max_rows))
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        begin = offsets.from_stream_offsets(start)
+        ranges = [
+            offsets.OffsetRange(key.broker, key.queue_id, begin.get(key, 0), stop)
+            for key, stop in sorted(offsets.from_stream_offsets(end).items())
+            if stop > begin.get(key, 0)
+        ]
+        if any(r.broker not in self._addrs for r in ranges):
+            self._bounds()  # a broker group appeared since the last trigger: refresh addresses
+        return to_partitions(ranges, self._addrs, self.opts.max_records_per_partition)
+
+    def read(self, partition: InputPartition):
+        return read_partition(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, not on the brokers."""

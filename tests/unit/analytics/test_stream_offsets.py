@@ -1,0 +1,47 @@
+"""Micro-batch offset arithmetic of the tidemq streaming source (no Spark)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tidemq.analytics.offsets import (
+    QueueKey,
+    cap_positions,
+    from_stream_offsets,
+    to_stream_offsets,
+)
+
+A0, A1, B0 = QueueKey("broker-a", 0), QueueKey("broker-a", 1), QueueKey("broker-b", 0)
+
+
+def test_offsets_round_trip_through_the_checkpoint_shape():
+    positions = {A0: 3, A1: 0, B0: 12}
+    stored = to_stream_offsets(positions)
+    assert stored == {"broker-a": {"0": 3, "1": 0}, "broker-b": {"0": 12}}
+    assert from_stream_offsets(stored) == positions
+
+
+def test_uncapped_batch_reads_to_latest_and_new_queues_start_at_zero():
+    assert cap_positions({A0: 3}, {A0: 10, A1: 4}, None) == {A0: 10, A1: 4}
+
+
+def test_cap_shares_the_budget_by_backlog():
+    assert cap_positions({A0: 0, A1: 0}, {A0: 30, A1: 10}, 8) == {A0: 6, A1: 2}
+
+
+def test_queue_missing_from_the_route_keeps_its_position():
+    assert cap_positions({A0: 3, B0: 7}, {A0: 5}, None) == {A0: 5, B0: 7}
+
+
+@given(
+    queues=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6),
+    max_rows=st.one_of(st.none(), st.integers(1, 120)),
+)
+def test_cap_never_exceeds_budget_or_latest_and_always_progresses(queues, max_rows):
+    start = {QueueKey("b", i): s for i, (s, _) in enumerate(queues)}
+    latest = {QueueKey("b", i): s + extra for i, (s, extra) in enumerate(queues)}
+    ends = cap_positions(start, latest, max_rows)
+    moved = sum(ends[k] - start[k] for k in latest)
+    backlog = sum(latest[k] - start[k] for k in latest)
+    assert all(start[k] <= ends[k] <= latest[k] for k in latest)
+    assert moved == (backlog if max_rows is None else min(backlog, max_rows))
