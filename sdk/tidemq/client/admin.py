@@ -14,15 +14,34 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
+from tidemq.client.admin_types import (
+    BrokerEntry,
+    GroupDescription,
+    GroupMember,
+    GroupQueueLag,
+    GroupSummary,
+    QueueOffsetEntry,
+    QueueStatus,
+    TopicDescription,
+    TopicSummary,
+    broker_for_store_host,
+    parse_assignment,
+    parse_subscription,
+)
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.config import ConfigClient
-from tidemq.client.message import MessageExt, MessageQueue, decode_records, validate_topic_name
+from tidemq.client.message import MessageExt, decode_records, validate_topic_name
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
-from tidemq.common import errors, protocol, record
+from tidemq.common import errors, record
 from tidemq.common.placement import coordinator_for
 from tidemq.v1 import broker_pb2
+
+__all__ = [
+    "Admin", "BrokerEntry", "GroupDescription", "GroupMember", "GroupQueueLag", "GroupSummary",
+    "QueueOffsetEntry", "QueueStatus", "TopicDescription", "TopicSummary",
+    "broker_for_store_host", "coordinator_for", "parse_assignment", "parse_subscription",
+]
 
 TOPIC_PREFIX = "/tidemq/topics/"
 MAX_QUEUES = 1024            # the broker's limit per topic definition
@@ -32,130 +51,6 @@ ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch with
 POLL_INTERVAL_S = 0.1
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BrokerEntry:
-    cluster: str
-    broker_name: str
-    broker_id: int
-    addr: str
-    last_update_ms: int      # last registration seen by the answering name server (0 = none)
-
-    @property
-    def role(self) -> str:
-        return "master" if self.broker_id == MASTER_ID else "slave"
-
-
-@dataclass(frozen=True)
-class TopicSummary:
-    name: str
-    queues: int
-    perm: int
-    order: bool
-    broker_names: tuple[str, ...]   # broker groups the name servers route it to
-
-
-@dataclass(frozen=True)
-class QueueStatus:
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int          # next offset to be written
-
-    @property
-    def messages(self) -> int:
-        return self.max_offset - self.min_offset
-
-
-@dataclass(frozen=True)
-class TopicDescription:
-    name: str
-    route: TopicRoute
-    queues: list[QueueStatus]
-
-
-@dataclass(frozen=True)
-class QueueOffsetEntry:
-    topic: str
-    broker_name: str
-    queue_id: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    group_id: str
-    state: str
-    protocol_name: str
-    generation_id: int
-    members: int
-    coordinator: str         # broker name
-
-
-@dataclass(frozen=True)
-class GroupMember:
-    member_id: str
-    client_id: str
-    client_host: str
-    queues: list[MessageQueue]
-    topics: list[str] = field(default_factory=list)   # the member's subscription
-
-
-@dataclass(frozen=True)
-class GroupQueueLag:
-    topic: str
-    broker_name: str
-    queue_id: int
-    committed: int | None    # None = the group never committed here
-    max_offset: int
-    member_id: str = ""      # who is assigned the queue now ("" = nobody)
-
-    @property
-    def lag(self) -> int | None:
-        return None if self.committed is None else max(self.max_offset - self.committed, 0)
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    group_id: str
-    coordinator: str
-    state: str
-    protocol_name: str
-    generation_id: int
-    leader_id: str
-    members: list[GroupMember]
-    offsets: list[GroupQueueLag] = field(default_factory=list)
-
-    @property
-    def total_lag(self) -> int:
-        return sum(o.lag or 0 for o in self.offsets)
-
-
-def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> BrokerEntry:
-    """The broker whose advertised address packs to `store_host` (the first 8 id bytes)."""
-    for broker in brokers:
-        host, _, port = broker.addr.rpartition(":")
-        if port.isdigit() and record.pack_host(host, int(port)) == store_host:
-            return broker
-    raise errors.NotFound(
-        f"no registered broker stored this message (store host {record.unpack_host(store_host)})",
-        code="MESSAGE_NOT_FOUND")
-
-
-def parse_assignment(raw: bytes) -> list[MessageQueue]:
-    """A member's assignment; a malformed one shows as no queues rather than failing the view."""
-    try:
-        return [MessageQueue(t, b, q) for t, b, q in protocol.decode_assignment(raw)]
-    except errors.InvalidArgument:
-        return []
-
-
-def parse_subscription(raw: bytes) -> list[str]:
-    try:
-        return protocol.decode_subscription(raw) if raw else []
-    except errors.InvalidArgument:
-        return []
 
 
 class Admin:

@@ -1,0 +1,134 @@
+"""What Admin answers with: plain records of brokers, topics, queues, offsets and groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tidemq.client.message import MessageQueue
+from tidemq.client.routes import MASTER_ID, TopicRoute
+from tidemq.common import errors, protocol, record
+
+
+@dataclass(frozen=True)
+class BrokerEntry:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    last_update_ms: int      # last registration seen by the answering name server (0 = none)
+
+    @property
+    def role(self) -> str:
+        return "master" if self.broker_id == MASTER_ID else "slave"
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    queues: int
+    perm: int
+    order: bool
+    broker_names: tuple[str, ...]   # broker groups the name servers route it to
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int          # next offset to be written
+
+    @property
+    def messages(self) -> int:
+        return self.max_offset - self.min_offset
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    route: TopicRoute
+    queues: list[QueueStatus]
+
+
+@dataclass(frozen=True)
+class QueueOffsetEntry:
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    protocol_name: str
+    generation_id: int
+    members: int
+    coordinator: str         # broker name
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    queues: list[MessageQueue]
+    topics: list[str] = field(default_factory=list)   # the member's subscription
+
+
+@dataclass(frozen=True)
+class GroupQueueLag:
+    topic: str
+    broker_name: str
+    queue_id: int
+    committed: int | None    # None = the group never committed here
+    max_offset: int
+    member_id: str = ""      # who is assigned the queue now ("" = nobody)
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None else max(self.max_offset - self.committed, 0)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    coordinator: str
+    state: str
+    protocol_name: str
+    generation_id: int
+    leader_id: str
+    members: list[GroupMember]
+    offsets: list[GroupQueueLag] = field(default_factory=list)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(o.lag or 0 for o in self.offsets)
+
+
+def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> BrokerEntry:
+    """The broker whose advertised address packs to `store_host` (the first 8 id bytes)."""
+    for broker in brokers:
+        host, _, port = broker.addr.rpartition(":")
+        if port.isdigit() and record.pack_host(host, int(port)) == store_host:
+            return broker
+    raise errors.NotFound(
+        f"no registered broker stored this message (store host {record.unpack_host(store_host)})",
+        code="MESSAGE_NOT_FOUND")
+
+
+def parse_assignment(raw: bytes) -> list[MessageQueue]:
+    """A member's assignment; a malformed one shows as no queues rather than failing the view."""
+    try:
+        return [MessageQueue(t, b, q) for t, b, q in protocol.decode_assignment(raw)]
+    except errors.InvalidArgument:
+        return []
+
+
+def parse_subscription(raw: bytes) -> list[str]:
+    try:
+        return protocol.decode_subscription(raw) if raw else []
+    except errors.InvalidArgument:
+        return []
