@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import struct
 import zlib
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import accumulate
 
 from tidemq.common import record
 
 from .commitlog import CommitLog
-from .config import GetResult, GetStatus, MessageNotFound
+from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueueTable
 from .dispatcher import _KEYS, _UNIQ, property_value
 from .index import IndexService
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
 _I64 = struct.Struct(">q")
+
+
+@lru_cache(maxsize=64)
+def _units_struct(units: int) -> struct.Struct:
+    return struct.Struct(">" + "qiq" * units)
 
 
 class StoreReader:
@@ -40,6 +48,12 @@ class StoreReader:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
         if queue_offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
+        if tag_hashes is None and max_messages > 0:
+            found = self._contiguous_run(queue, queue_offset, min(max_messages, high - queue_offset),
+                                         max_bytes)
+            if found is not None:
+                records, count = found
+                return GetResult(GetStatus.FOUND, records, count, queue_offset + count, low, high)
         scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
         runs: list[list[int]] = []   # [start, end, record count]
         offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
@@ -75,6 +89,25 @@ class StoreReader:
             return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
         status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
         return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+
+    def _contiguous_run(self, queue, queue_offset: int, count: int,
+                        max_bytes: int) -> tuple[bytes, int] | None:
+        """Fast path of an unfiltered pull: when the wanted units are back to back in the
+        CommitLog (one producer batch, one busy queue), decode them in one C call and answer
+        with one slice. None means "take the general path"."""
+        raw = queue.read_raw(queue_offset, count)
+        units = len(raw) // CQ_UNIT_SIZE
+        if not units:
+            return None
+        values = _units_struct(units).unpack(raw)
+        physicals, sizes = values[0::3], values[1::3]
+        ends = list(accumulate(sizes))
+        take = max(1, bisect_right(ends, max_bytes))
+        first = physicals[0]
+        if first < self.commitlog.min_offset or physicals[take - 1] + sizes[take - 1] - first != ends[take - 1]:
+            return None
+        chunk = self.commitlog.read(first, ends[take - 1])
+        return None if chunk is None else (chunk, take)
 
     def read_record(self, physical_offset: int) -> bytes:
         """The record starting exactly at `physical_offset` (an offset message id), verified."""
