@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 from tidemq.common.errors import TopicNotExist
 from tidemq.common.rpc import RpcClient
@@ -43,6 +45,8 @@ def test_register_route_unregister_and_expiry(services):
     assert set(info.cluster_addr_table["DefaultCluster"].broker_names) == {
         "b-10.0.0.1:1", "b-10.0.0.2:1"
     }
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{ns.metrics_port}/metrics").read()
+    assert b"tidemq_nameserver_live_brokers 2.0" in metrics
 
     client.call("UnregisterBroker", nameserver_pb2.UnregisterBrokerRequest(
         cluster_name="DefaultCluster", broker_name="b-10.0.0.1:1", broker_id=0,

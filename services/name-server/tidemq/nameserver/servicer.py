@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from prometheus_client import Counter, Gauge
 from tidemq.nameserver.registry import (
     BrokerData,
     DataVersion,
@@ -10,6 +11,10 @@ from tidemq.nameserver.registry import (
     TopicConfig,
 )
 from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
+
+REGISTRATIONS = Counter("tidemq_nameserver_registrations_total", "RegisterBroker calls answered")
+ROUTE_QUERIES = Counter("tidemq_nameserver_route_queries_total", "GetRouteInfo calls received")
+LIVE_BROKERS = Gauge("tidemq_nameserver_live_brokers", "Brokers currently registered")
 
 
 def registration_from_proto(request: nameserver_pb2.RegisterBrokerRequest) -> Registration:
@@ -37,9 +42,11 @@ def _broker_data_pb(data: BrokerData) -> nameserver_pb2.BrokerData:
 class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
     def __init__(self, registry: RouteRegistry) -> None:
         self.registry = registry
+        LIVE_BROKERS.set_function(lambda: len(registry.broker_live_table))
 
     def RegisterBroker(self, request, context):
         result = self.registry.register(registration_from_proto(request))
+        REGISTRATIONS.inc()
         return nameserver_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr, ha_server_addr=result.ha_server_addr
         )
@@ -50,6 +57,7 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
         return nameserver_pb2.UnregisterBrokerResponse()
 
     def GetRouteInfo(self, request, context):
+        ROUTE_QUERIES.inc()
         route = self.registry.route(request.topic)
         return nameserver_pb2.TopicRouteData(
             queue_datas=[
