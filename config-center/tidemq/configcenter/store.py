@@ -84,7 +84,8 @@ class ConfigStore:
             socket_connect_timeout=redis_timeout, retry=retry, retry_on_timeout=False)
         self._scripts: dict[str, Callable] = {
             name: self._redis.register_script(getattr(scripts, name))
-            for name in ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT", "LEASE_KEEPALIVE",
+            for name in ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT",
+                         "LEASE_KEEPALIVE",
                          "LEASE_REVOKE", "LEASE_REAP")
         }
         self._log_key = f"{namespace}:log"

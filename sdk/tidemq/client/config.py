@@ -148,7 +148,8 @@ class ConfigClient:
             else:
                 self._preferred = index
                 return reply
-        raise last_error or errors.DeadlineExceeded(f"{method}: no time left to call the config center")
+        raise last_error or errors.DeadlineExceeded(
+            f"{method}: no time left to call the config center")
 
     def stub_for(self, attempt: int) -> tuple[str, ConfigServiceStub]:
         """The address and raw stub to use for a long-lived stream on its `attempt`-th try."""

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 
 @pytest.fixture
-def http(client):
+def http(shared_client):
     app = Flask("test-gateway")
     problems.install(app)
     app.register_blueprint(config_bp)
-    app.extensions[EXTENSION] = client
+    app.extensions[EXTENSION] = shared_client
     return app.test_client()
 
 
@@ -65,9 +65,9 @@ def test_http_bad_input_is_a_problem_document(http, method, path, headers, data,
     assert response.get_json()["code"] == code
 
 
-def test_cli_set_get_history_rollback_watch(config_center):
+def test_cli_set_get_history_rollback_watch(shared_center):
     runner = CliRunner()
-    addr = ["--config-center", config_center.addr]
+    addr = ["--config-center", shared_center.addr]
 
     def run(*args: str) -> str:
         result = runner.invoke(config_app, [*args, *addr])
@@ -82,8 +82,8 @@ def test_cli_set_get_history_rollback_watch(config_center):
     history = json.loads(run("history", "/tidemq/config/cluster/c1/flush_policy", "-o", "json"))
     assert [e["value"] for e in history] == ["async", "sync"]
     run("rollback", "/tidemq/config/cluster/c1/flush_policy", str(first["revision"]))
-    lines = run("watch", "/tidemq/config/", "--from-revision", "1", "--count", "3", "-o",
-                "json").splitlines()
+    lines = run("watch", "/tidemq/config/", "--from-revision", str(first["revision"]),
+                "--count", "3", "-o", "json").splitlines()
     assert [json.loads(line)["value"] for line in lines] == ["async", "sync", "async"]
     effective = json.loads(run("effective", "--cluster", "c1", "-o", "json"))
     assert effective["settings"][0]["value"] == "async"
@@ -92,7 +92,7 @@ def test_cli_set_get_history_rollback_watch(config_center):
     assert conflict.exit_code == 1 and "PRECONDITION_FAILED" in conflict.output
 
 
-def test_cli_reads_the_address_from_the_environment(config_center, monkeypatch):
-    monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", config_center.addr)
+def test_cli_reads_the_address_from_the_environment(shared_center, monkeypatch):
+    monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", shared_center.addr)
     result = CliRunner().invoke(config_app, ["get", "/missing"])
     assert result.exit_code == 1 and "NOT_FOUND" in result.output

@@ -7,48 +7,51 @@ from tidemq.client.config import ConfigClient
 from tidemq.common import errors
 
 
-def test_put_get_range_delete(client):
-    first = client.put("/tidemq/topics/orders", {"name": "orders", "queues": 8, "perm": 6,
-                                                 "order": False})
-    client.put("/tidemq/topics/audit", {"name": "audit", "queues": 2, "perm": 6, "order": True})
-    assert client.get("/tidemq/topics/orders").json()["queues"] == 8
-    listed = client.range("/tidemq/topics/")
+def test_put_get_range_delete(shared_client):
+    first = shared_client.put("/tidemq/topics/orders",
+                              {"name": "orders", "queues": 8, "perm": 6, "order": False})
+    shared_client.put("/tidemq/topics/audit",
+                      {"name": "audit", "queues": 2, "perm": 6, "order": True})
+    assert shared_client.get("/tidemq/topics/orders").json()["queues"] == 8
+    listed = shared_client.range("/tidemq/topics/")
     assert [kv.key for kv in listed.kvs] == ["/tidemq/topics/audit", "/tidemq/topics/orders"]
     assert listed.revision == first.revision + 1
-    assert client.range("/tidemq/topics/", revision=first.revision).kvs[0].key.endswith("orders")
-    deleted = client.delete("/tidemq/topics/audit")
-    assert deleted.deleted and client.get("/tidemq/topics/audit") is None
+    then = shared_client.range("/tidemq/topics/", revision=first.revision)
+    assert [kv.key for kv in then.kvs] == ["/tidemq/topics/orders"]
+    deleted = shared_client.delete("/tidemq/topics/audit")
+    assert deleted.deleted and shared_client.get("/tidemq/topics/audit") is None
 
 
-def test_compare_and_set_and_conditional_delete(client):
-    created = client.put("/cas", "1", expected_revision=0)
+def test_compare_and_set_and_conditional_delete(shared_client):
+    created = shared_client.put("/cas", "1", expected_revision=0)
     assert created.succeeded
-    lost = client.put("/cas", "2", expected_revision=0)
+    lost = shared_client.put("/cas", "2", expected_revision=0)
     assert (lost.succeeded, lost.current_mod_revision) == (False, created.revision)
-    assert not client.delete("/cas", expected_revision=created.revision + 1).succeeded
-    assert client.update("/cas", lambda kv: str(int(kv.text) + 1)).succeeded
-    assert client.get("/cas").text == "2"
+    assert not shared_client.delete("/cas", expected_revision=created.revision + 1).succeeded
+    assert shared_client.update("/cas", lambda kv: str(int(kv.text) + 1)).succeeded
+    assert shared_client.get("/cas").text == "2"
 
 
-def test_history_and_rollback(client):
-    v1 = client.put("/tidemq/config/cluster/c1/flush", "async")
-    client.put("/tidemq/config/cluster/c1/flush", "sync")
-    assert [e.kv.text for e in client.history("/tidemq/config/cluster/c1/flush")] == [
+def test_history_and_rollback(shared_client):
+    v1 = shared_client.put("/tidemq/config/cluster/c9/flush", "async")
+    shared_client.put("/tidemq/config/cluster/c9/flush", "sync")
+    assert [e.kv.text for e in shared_client.history("/tidemq/config/cluster/c9/flush")] == [
         "async", "sync"]
-    client.rollback("/tidemq/config/cluster/c1/flush", v1.revision)
-    assert client.get("/tidemq/config/cluster/c1/flush").text == "async"
+    shared_client.rollback("/tidemq/config/cluster/c9/flush", v1.revision)
+    assert shared_client.get("/tidemq/config/cluster/c9/flush").text == "async"
 
 
-def test_effective_config_takes_the_most_specific_scope(client):
-    client.put("/tidemq/config/cluster/c1/flush_policy", "async")
-    client.put("/tidemq/config/cluster/c1/retention_hours", "72")
-    client.put("/tidemq/config/group/g1/flush_policy", "sync")
-    client.put("/tidemq/config/broker/b1/retention_hours", "24")
-    client.put("/tidemq/config/broker/b2/retention_hours", "1")
-    effective = client.effective_config(cluster="c1", broker_group="g1", broker="b1")
+def test_effective_config_takes_the_most_specific_scope(shared_client):
+    shared_client.put("/tidemq/config/cluster/c1/flush_policy", "async")
+    shared_client.put("/tidemq/config/cluster/c1/retention_hours", "72")
+    shared_client.put("/tidemq/config/group/g1/flush_policy", "sync")
+    shared_client.put("/tidemq/config/broker/b1/retention_hours", "24")
+    shared_client.put("/tidemq/config/broker/b2/retention_hours", "1")
+    effective = shared_client.effective_config(cluster="c1", broker_group="g1", broker="b1")
     assert {n: (s.value, s.scope) for n, s in effective.settings.items()} == {
         "flush_policy": ("sync", "broker_group"), "retention_hours": ("24", "broker")}
-    assert effective.settings["retention_hours"].source_key == "/tidemq/config/broker/b1/retention_hours"
+    source = effective.settings["retention_hours"].source_key
+    assert source == "/tidemq/config/broker/b1/retention_hours"
 
 
 @pytest.mark.parametrize(
@@ -66,11 +69,12 @@ def test_effective_config_takes_the_most_specific_scope(client):
         (lambda c: c.effective_config(), errors.InvalidArgument, "INVALID_ARGUMENT"),
     ],
 )
-def test_bad_input_gets_a_precise_error(client, call, error, code):
+def test_bad_input_gets_a_precise_error(shared_client, call, error, code):
+    before = shared_client.range("").revision
     with pytest.raises(error) as info:
-        call(client)
+        call(shared_client)
     assert info.value.code == code
-    assert client.range("").revision == 0  # nothing was written
+    assert shared_client.range("").revision == before  # nothing was written
 
 
 def test_several_instances_share_one_store(start_config_center, config_center):

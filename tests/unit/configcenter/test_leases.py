@@ -47,4 +47,5 @@ def test_expired_lease_is_reaped_and_keepalive_reports_it(store):
     assert store.get("/eph")[0] is None
     assert store.lease_keepalive(lease) == 0
     assert store.reap_expired_leases() == (0, 0)  # idempotent
-    assert [(e.type, e.revision) for e in store.read_events(1, block_ms=0)] == [(EventType.DELETE, 2)]
+    events = store.read_events(1, block_ms=0)
+    assert [(e.type, e.revision) for e in events] == [(EventType.DELETE, 2)]
