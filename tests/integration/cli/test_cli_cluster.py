@@ -70,6 +70,8 @@ def test_cluster_list_shows_both_masters(tidemq, cluster):
 def test_topic_create_list_describe_delete(tidemq):
     created = tidemq.json("topic", "create", "CliScratch", "--queues", "3", "--order")
     assert created["order"] is True and created["queues"] == 3
+    invalid = tidemq("topic", "create", "bad name!", expect=1)
+    assert "INVALID_TOPIC" in invalid.stderr
     again = tidemq("topic", "create", "CliScratch", "--queues", "3", expect=1)
     assert "TOPIC_ALREADY_EXISTS" in again.stderr and "Traceback" not in again.output
 
@@ -113,6 +115,8 @@ def test_send_consume_view_and_query(tidemq, topic):
 
     bad = tidemq("message", "view", "not-hex", expect=1)
     assert "INVALID_MESSAGE_ID" in bad.stderr
+    elsewhere = tidemq("message", "view", "0A0000010000270F" + result["msg_id"][16:], expect=1)
+    assert "MESSAGE_NOT_FOUND" in elsewhere.stderr and "10.0.0.1:9999" in elsewhere.stderr
 
 
 def test_send_file_then_consume_everything_from_beginning(tidemq, topic, tmp_path):
