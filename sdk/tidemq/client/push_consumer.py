@@ -140,7 +140,8 @@ class PushConsumer:
             pq = ProcessQueue(mq, self._start_offset(mq, stored))
             with self._lock:
                 self._queues[mq] = pq
-                self._committed[mq] = pq.next_offset
+                self._committed[mq] = -1  # commit the start offset too: a LAST start must
+                # survive a rebalance that happens before anything arrives
             threading.Thread(target=self._pull_loop, args=(pq,), daemon=True,
                              name=f"pull-{mq}").start()
 

@@ -39,8 +39,9 @@ def cluster(tmp_path_factory):
     try:
         with process_group(tmp) as start:
             cluster = start_cluster(functools.partial(start, env=BROKER_ENV), redis)
-            for topic in ("GroupTopic", "BroadcastTopic"):
-                create_topic_in_config_center(cluster, topic, 4)
+            for topic, queues in (("GroupTopic", 4), ("BroadcastTopic", 4), ("RetryTopic", 1),
+                                  ("FlowTopic", 1)):
+                create_topic_in_config_center(cluster, topic, queues)
                 wait_for_route(cluster, topic, 2)
             yield cluster
     finally:
@@ -215,3 +216,84 @@ def test_broadcasting_gives_every_member_every_message(cluster, tmp_path):
             consumer.shutdown()
     offsets = (tmp_path / "c0" / "g-broadcast.json").read_text()
     assert "BroadcastTopic|broker-a|0" in offsets  # kept locally, written atomically
+
+
+def one_member(cluster, group, topic, listener, **kwargs):
+    from tidemq.client.push_consumer import ConsumeFrom, PushConsumer
+
+    consumer = PushConsumer(cluster.namesrv_addrs, group, topic, listener,
+                            consume_from=ConsumeFrom.FIRST, session_timeout_ms=SESSION_MS,
+                            heartbeat_interval_ms=HEARTBEAT_MS, long_poll_s=2.0,
+                            auto_commit_interval_s=3600, **kwargs).start()
+    assert consumer.member.wait_stable(30)
+    return consumer
+
+
+def test_reconsume_later_is_redelivered_and_never_committed_past(cluster):
+    import threading
+
+    from tidemq.client import MessageQueue, PullConsumer
+    from tidemq.client.push_consumer import ConsumeStatus
+
+    release, deliveries = threading.Event(), {}
+    lock = threading.Lock()
+
+    def listener(messages):
+        (m,) = messages
+        with lock:
+            deliveries[m.body] = deliveries.get(m.body, 0) + 1
+        if m.body == b"r-0" and not release.is_set():
+            return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = one_member(cluster, "g-retry", "RetryTopic", listener, reconsume_backoff_s=0.1)
+    try:
+        mq = MessageQueue("RetryTopic", "broker-a", 0)
+        with Producer(cluster.namesrv_addrs) as producer:
+            sent = producer.send_batch([Message("RetryTopic", f"r-{i}".encode())
+                                        for i in range(10)], queue=mq)
+        first = sent[0].queue_offset
+        wait_until(lambda: deliveries.get(b"r-0", 0) >= 3 and len(deliveries) == 10, 20,
+                   message="r-0 redelivered while the rest is consumed")
+        consumer.commit_now()
+        with PullConsumer(cluster.namesrv_addrs, consumer_group="g-retry") as reader:
+            assert reader.committed(mq) == first  # not past the message that failed
+            release.set()
+
+            def committed_past():
+                consumer.commit_now()
+                return reader.committed(mq) == first + 10
+
+            wait_until(committed_past, 20, message="commit to pass r-0 once it succeeds")
+    finally:
+        consumer.shutdown()
+
+
+def test_flow_control_bounds_pulled_but_unconsumed_messages(cluster):
+    import threading
+
+    from tidemq.client import MessageQueue
+    from tidemq.client.push_consumer import ConsumeStatus
+
+    gate, seen = threading.Event(), set()
+
+    def listener(messages):
+        gate.wait(30)
+        seen.update(m.body for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = one_member(cluster, "g-flow", "FlowTopic", listener, max_pending_messages=10,
+                          pull_batch_size=4, concurrency=2)
+    try:
+        mq = MessageQueue("FlowTopic", "broker-a", 0)
+        with Producer(cluster.namesrv_addrs) as producer:
+            producer.send_batch([Message("FlowTopic", f"f-{i}".encode()) for i in range(100)],
+                                queue=mq)
+        pq = consumer._queues[mq]
+        wait_until(lambda: pq.pending()[0] >= 10, 20, message="the queue to fill up")
+        assert pq.pending()[0] <= 10 - 1 + 4  # below the limit when the last pull started
+        gate.set()
+        wait_until(lambda: len(seen) == 100, 30, message="all 100 consumed after release")
+    finally:
+        gate.set()
+        consumer.shutdown()
