@@ -81,8 +81,18 @@ def root(
         "--timeout", min=0.1, help="deadline of each remote call, in seconds")] = 5.0,
 ) -> None:
     ctx.obj = Globals(namesrv, config_center, output, timeout)
-    # `tidemq config ...` reads its address from this variable: keep one global flag.
+    # `tidemq config ...` reads its address from this variable: keep one global flag. Restored
+    # when the invocation ends, so embedding callers (tests, scripts) see no lasting change.
+    previous = os.environ.get("TIDEMQ_CONFIG_CENTER")
     os.environ["TIDEMQ_CONFIG_CENTER"] = config_center
+    ctx.call_on_close(lambda: _restore_env("TIDEMQ_CONFIG_CENTER", previous))
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def main() -> None:

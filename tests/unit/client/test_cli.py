@@ -134,6 +134,34 @@ def test_global_options_reach_admin(run):
     assert StubAdmin.calls[0] == ("init", "h1:1;h2:2", "cc:7", 2.5)
 
 
+def test_global_config_center_reaches_the_config_sub_app_and_is_not_leaked(run, monkeypatch):
+    import os
+
+    from tidemq.client import cli_config
+
+    seen = []
+
+    class StubConfigClient:
+        def __init__(self, addr, **kwargs):
+            seen.append(addr)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def get(self, key):
+            return None
+
+    monkeypatch.delenv("TIDEMQ_CONFIG_CENTER", raising=False)
+    monkeypatch.setattr(cli_config, "ConfigClient", StubConfigClient)
+    # A missing key is the sub-app's business (its exit status is not what is tested here).
+    CliRunner().invoke(cli.app, ["--config-center", "cc-global:7070", "config", "get", "/x"])
+    assert seen == ["cc-global:7070"]
+    assert "TIDEMQ_CONFIG_CENTER" not in os.environ
+
+
 def test_env_vars_supply_addresses(run, monkeypatch):
     monkeypatch.setenv("TIDEMQ_NAMESRV_ADDRS", "env-ns:9876")
     monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", "env-cc:7070")
