@@ -123,3 +123,11 @@ def test_tag_counts_job_writes_the_csv(loaded, tmp_path):
     assert rows == [["tag", "count"]] + [[tag, str(count)] for tag, count in expected]
     assert f"{sum(c for _, c in TAGS)} messages, {len(TAGS)} tags" in done.stdout
 
+
+
+def test_a_topic_with_only_empty_queues_reads_as_no_rows(spark, cluster):
+    cluster.create_topic("analytics-empty", 2)
+    frame = (spark.read.format("tidemq").option("namesrv", cluster.namesrv.addr)
+             .option("topic", "analytics-empty").load())
+    assert frame.count() == 0
+    assert frame.groupBy("tag").count().collect() == []
