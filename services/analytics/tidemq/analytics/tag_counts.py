@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from tidemq.common.errors import TideMQError
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = count_tags(spark, args)
         print(f"tag_counts: read and counted in {time.monotonic() - read_began:.1f} s",
               flush=True)
-    except (TideMQError, PySparkException) as exc:
+    except (TideMQError, PySparkException, Py4JJavaError) as exc:
         print(f"tag_counts: failed: {explain(exc)}", file=sys.stderr)
         return 2
     finally:
