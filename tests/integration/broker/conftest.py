@@ -60,12 +60,12 @@ class DirectClient:
 
     def __init__(self, addr: str, stub_class, timeout: float = 20.0) -> None:
         self._channel = grpc.insecure_channel(addr, options=GRPC_OPTIONS)
-        self._stub = stub_class(self._channel)
+        self.stub = stub_class(self._channel)
         self.timeout = timeout
 
     def call(self, method: str, request, timeout: float | None = None):
         try:
-            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+            return getattr(self.stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
 

@@ -152,6 +152,13 @@ def test_long_poll_answered_when_message_arrives(shared_cluster):
         consumer_group="g", topic="lp", queue_id=0, queue_offset=0, max_messages=1,
         suspend_timeout_ms=60_000), timeout=1.5)
     assert short.status == broker_pb2.NO_NEW_MSG
+    # A caller that cancels its held pull frees the broker's worker at once, not after 60 s.
+    call = client.stub.Pull.future(broker_pb2.PullRequest(
+        consumer_group="g", topic="lp", queue_id=0, queue_offset=0, max_messages=1,
+        suspend_timeout_ms=60_000), timeout=120)
+    wait_until(lambda: held_pulls(broker) == 1, 10, message="the pull to be held")
+    call.cancel()
+    wait_until(lambda: held_pulls(broker) == 0, 10, message="the cancelled pull to be released")
 
 
 def test_bad_input_gets_precise_errors(shared_cluster):

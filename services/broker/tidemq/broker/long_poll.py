@@ -29,8 +29,10 @@ class PullRequestHoldService:
         self._shutting_down = False
 
     def hold(self, topic: str, queue_id: int, offset: int, timeout_s: float,
-             max_offset: Callable[[], int]) -> bool:
-        """Wait until `max_offset()` > `offset`, the timeout passes or shutdown; True if it grew."""
+             max_offset: Callable[[], int],
+             abandoned: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until `max_offset()` > `offset`, the timeout passes, shutdown, or `abandoned()`
+        (the caller went away; wake it with `notify_arrival`); True if the queue grew."""
         deadline = time.monotonic() + timeout_s
         key = (topic, queue_id)
         with self._lock:
@@ -43,7 +45,7 @@ class PullRequestHoldService:
                     if max_offset() > offset:
                         return True
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._shutting_down:
+                    if remaining <= 0 or self._shutting_down or abandoned():
                         return False
                     signal.condition.wait(remaining)
             finally:

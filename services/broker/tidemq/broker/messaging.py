@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker import metrics
@@ -130,7 +131,8 @@ class Messaging:
     # -- pull ---------------------------------------------------------------------------------
 
     def pull(self, topic_name: str, queue_id: int, queue_offset: int, max_messages: int,
-             max_bytes: int, suspend_timeout_ms: int, tag_expression: str) -> PullOutcome:
+             max_bytes: int, suspend_timeout_ms: int, tag_expression: str,
+             abandoned: Callable[[], bool] = lambda: False) -> PullOutcome:
         metrics.PULL_REQUESTS.inc()
         topic = self.topic(topic_name)
         if not topic.readable:
@@ -160,7 +162,8 @@ class Messaging:
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
             if not self.holds.hold(topic.name, queue_id, offset, remaining,
-                                   lambda: self.store.max_offset(topic.name, queue_id)):
+                                   lambda: self.store.max_offset(topic.name, queue_id),
+                                   abandoned):
                 return PullOutcome(outcome.status, offset, outcome.min_offset,
                                    self.store.max_offset(topic.name, queue_id))
 

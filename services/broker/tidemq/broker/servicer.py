@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
@@ -51,10 +53,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     def Pull(self, request, context):
+        finished = threading.Event()
+
+        def on_rpc_done() -> None:  # also fires when the caller cancels or disconnects
+            finished.set()
+            self.messaging.holds.notify_arrival(request.topic, request.queue_id)
+
+        if context is not None:
+            context.add_callback(on_rpc_done)
         outcome = self.messaging.pull(
             request.topic, request.queue_id, request.queue_offset, request.max_messages,
             request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
-            request.tag_expression,
+            request.tag_expression, finished.is_set,
         )
         return broker_pb2.PullResponse(
             status=broker_pb2.PullStatus.Value(outcome.status.value),
