@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -88,15 +89,15 @@ def produce(namesrv: str, topic: str, count: int, batch: int, threads: int) -> N
             for _ in range(per_thread // batch):
                 producer.send_batch(messages, queue=mq)
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for w in workers:
             w.start()
         for w in workers:
             w.join()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     done = (per_thread // batch) * batch * threads
-    print(json.dumps({"messages": done, "seconds": elapsed}))
+    print(json.dumps({"messages": done, "seconds": elapsed, "cpu": cpu}))
 
 
 def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
@@ -106,8 +107,7 @@ def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
     with PullConsumer(namesrv, consumer_group="bench-tput") as consumer:
         consumer.brokers = DirectClients()
         queues = consumer.fetch_queues(topic)
-        got = 0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
 
         def work(mq, totals, index):
             offset = 0
@@ -125,9 +125,15 @@ def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
             w.start()
         for w in workers:
             w.join()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         got = sum(totals)
-    print(json.dumps({"messages": got, "seconds": elapsed, "expected": count}))
+    print(json.dumps({"messages": got, "seconds": elapsed, "expected": count, "cpu": cpu}))
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_role(args: list[str], profile_to: Path | None) -> dict:
@@ -190,6 +196,7 @@ def main() -> None:
     )
     from tests.support.processes import start_redis
 
+    load_before = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     latency_n, tput_n = (200, 40_000) if args.quick else (1000, 200_000)
     tmp = Path(tempfile.mkdtemp(prefix="tidemq-bench-e2e-"))
     redis = start_redis(tmp)
@@ -207,9 +214,14 @@ def main() -> None:
             lat = measure_latency(namesrv, "BenchLatency", latency_n)
             role = ["--namesrv", namesrv, "--topic", "BenchThroughput", "--count", str(tput_n)]
             prof = (lambda name: tmp / f"{name}.prof") if args.profile else (lambda name: None)
+            broker_pid = cluster.brokers["broker-a"].pid
+            before = cpu_seconds(broker_pid)
             produced = run_role(["--role", "produce", *role], prof("produce"))
+            produced["broker_cpu"] = cpu_seconds(broker_pid) - before
+            before = cpu_seconds(broker_pid)
             role[-1] = str(produced["messages"])
             consumed = run_role(["--role", "consume", *role], prof("consume"))
+            consumed["broker_cpu"] = cpu_seconds(broker_pid) - before
             redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
     finally:
         redis.kill()
@@ -217,7 +229,9 @@ def main() -> None:
     ms = [v * 1000 for v in lat]
     pub = produced["messages"] / produced["seconds"]
     con = consumed["messages"] / consumed["seconds"]
-    print(f"\nTideMQ end-to-end on loopback, 1 broker, {'quick' if args.quick else 'full'} run")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"\nTideMQ end-to-end on loopback, 1 broker, {'quick' if args.quick else 'full'} run; "
+          f"{os.cpu_count()} cores, load average before/after {load_before} / {load}")
     print(f"(a) latency send->listener, {len(ms)} msgs, idle long-polled queue:")
     print(f"    median {statistics.median(ms):.2f} ms (target < 2)   "
           f"p99 {percentile(ms, 99):.2f} ms (target < 10)   max {max(ms):.2f} ms")
@@ -226,6 +240,11 @@ def main() -> None:
           "(1 thread per queue, pulls of 1024):")
     print(f"    TideMQ produce {pub:,.0f} msgs/s   consume {con:,.0f} msgs/s "
           f"(target >= 100 000; consumed {consumed['messages']}/{consumed['expected']})")
+    for name, run in (("produce", produced), ("consume", consumed)):
+        per = 1e6 / run["messages"]
+        print(f"    CPU per message ({name}): client process {run['cpu'] * per:.1f} us, "
+              f"broker {run['broker_cpu'] * per:.1f} us; "
+              f"wall {run['seconds'] * per:.1f} us")
     print(f"    Redis Streams same run (redis-py, XADD pipelines of 256 / XREAD COUNT 1000): "
           f"publish {redis_pub:,.0f} msgs/s   consume {redis_con:,.0f} msgs/s")
     for name, figure in PEERS:
