@@ -57,3 +57,26 @@ def test_queues_read_back_their_model_across_restart_and_rebuild(tmp_path_factor
     assert store.startup.abnormal
     assert_matches(store, model)
     store.shutdown()
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 3000), min_size=40, max_size=80), st.data())
+def test_unfiltered_fast_path_answers_like_the_general_path(tmp_path_factory, sizes, data):
+    store = open_store(small_config(tmp_path_factory.mktemp("store")))
+    try:
+        bodies = [b"f" * size for size in sizes]
+        store.append_batch("p", 0, encode_batch("p", bodies, tags="x")[0], len(bodies))
+        store.append_batch("q", 0, encode_batch("q", [b"gap"])[0], 1)   # breaks contiguity
+        store.append_batch("p", 0, encode_batch("p", [b"tail"], tags="x")[0], 1)
+        assert store.wait_dispatched(10)
+        everything = frozenset({record.tag_hash("x")})
+        for _ in range(5):
+            offset = data.draw(st.integers(0, len(sizes)))
+            max_messages = data.draw(st.integers(1, 70))
+            max_bytes = data.draw(st.integers(1, 200_000))
+            fast = store.get_messages("p", 0, offset, max_messages, max_bytes)
+            general = store.get_messages("p", 0, offset, max_messages, max_bytes, everything)
+            assert fast == general
+    finally:
+        store.shutdown()

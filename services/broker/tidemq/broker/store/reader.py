@@ -103,6 +103,8 @@ class StoreReader:
         physicals, sizes = values[0::3], values[1::3]
         ends = list(accumulate(sizes))
         take = max(1, bisect_right(ends, max_bytes))
+        if take == units < count:  # stopped by a CQ file end, not by a limit: general path
+            return None
         first = physicals[0]
         if first < self.commitlog.min_offset or physicals[take - 1] + sizes[take - 1] - first != ends[take - 1]:
             return None
