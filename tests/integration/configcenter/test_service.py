@@ -6,6 +6,8 @@ import pytest
 from tidemq.client.config import ConfigClient
 from tidemq.common import errors
 
+from tests.support.processes import wait_until
+
 
 def test_put_get_range_delete(shared_client):
     first = shared_client.put("/tidemq/topics/orders",
@@ -88,7 +90,19 @@ def test_several_instances_share_one_store(start_config_center, config_center):
 def test_writes_move_to_a_live_instance_when_one_is_down(start_config_center, config_center):
     other = start_config_center()
     with ConfigClient([config_center.addr, other.addr]) as client:
-        client.put("/ha", "1")
+        first = client.put("/ha", "1")
         config_center.kill()
-        assert client.put("/ha", "2").succeeded  # never reached the dead one: safe to move on
-        assert client.get("/ha").text == "2"
+        # A compare-and-set cannot apply twice, so it moves to the live instance at once.
+        assert client.put("/ha", "2", expected_revision=first.revision).succeeded
+        # A blind write moves on once the dead instance is known to be unreachable (until then
+        # a broken connection may have carried it, and it is reported rather than repeated).
+        wait_until(lambda: _put_or_none(client, "/ha", "3"), timeout=10,
+                   message="a blind write to reach the live instance")
+        assert client.get("/ha").text == "3"
+
+
+def _put_or_none(client: ConfigClient, key: str, value: str):
+    try:
+        return client.put(key, value)
+    except errors.ServiceUnavailable:
+        return None
