@@ -244,3 +244,33 @@ def test_group_list_and_describe_show_members_assignment_and_lag(tidemq, topic, 
     assert "(leader)" in text and "protocol averagely" in text and "Stable" in text
     rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
                                                         member_id=joined.member_id))
+
+
+def test_group_describe_follows_a_real_push_consumer_to_zero_lag(tidemq, topic, cluster,
+                                                                  tmp_path):
+    """The SDK's PushConsumer joins, gets every queue, consumes and commits: describe shows
+    the member, its assignment and a lag that drains to zero."""
+    from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
+
+    from tests.support.processes import wait_until
+
+    tidemq("send", topic, "for-the-group")
+    group = "cli-push"
+    consumer = PushConsumer(cluster.namesrv_addrs, group, topic,
+                            lambda messages: ConsumeStatus.CONSUME_SUCCESS,
+                            consume_from=ConsumeFrom.FIRST, auto_commit_interval_s=0.2,
+                            long_poll_s=1.0, offset_store_dir=tmp_path)
+    with consumer, Admin(cluster.namesrv_addrs) as admin:
+        def drained():
+            d = admin.group_describe(group)
+            return d if len(d.members) == 1 and d.offsets and d.total_lag == 0 \
+                and all(o.committed is not None for o in d.offsets) else None
+
+        wait_until(drained, timeout=30, interval=0.2, message=f"{group} drained")
+        described = tidemq.json("group", "describe", group)
+    (member,) = described["members"]
+    queues = {(q["broker_name"], q["queue_id"])
+              for q in tidemq.json("topic", "describe", topic)["queues"]}
+    assert {q.split("@", 1)[1] for q in member["queues"]} == {f"{b}#{i}" for b, i in queues}
+    assert member["topics"] == [topic] and described["total_lag"] == 0
+    assert {o["member_id"] for o in described["offsets"]} == {member["member_id"]}
