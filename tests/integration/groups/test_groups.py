@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tidemq.client import Message, Producer
+from tidemq.client.group import DirectClient
 from tidemq.common.errors import TideMQError
 from tidemq.common.placement import coordinator_for
 from tidemq.common.protocol import decode_assignment, encode_subscription
@@ -22,7 +23,6 @@ from tests.e2e.cluster import (
     start_cluster,
     wait_for_route,
 )
-from tests.integration.broker.conftest import DirectClient
 from tests.support.processes import start_redis, wait_until
 
 SESSION_MS, HEARTBEAT_MS = 3000, 500
@@ -49,10 +49,8 @@ def cluster(tmp_path_factory):
 
 
 def coordinator(cluster, group: str) -> DirectClient:
-    from tidemq.v1 import broker_pb2_grpc
-
     name = coordinator_for(group, cluster.brokers)
-    return DirectClient(cluster.brokers[name].addr, broker_pb2_grpc.BrokerServiceStub)
+    return DirectClient(cluster.brokers[name].addr, timeout=20)
 
 
 def stable_assignment(cluster, group: str, members: int):

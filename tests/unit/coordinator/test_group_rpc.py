@@ -9,13 +9,12 @@ import pytest
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.servicer import BrokerServicer
+from tidemq.client.group import DirectClient
 from tidemq.common.errors import TideMQError
 from tidemq.common.protocol import encode_subscription
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import ServiceSettings
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
-
-from tests.integration.broker.conftest import DirectClient
 
 PROTOCOLS = [broker_pb2.GroupProtocol(name="averagely", metadata=encode_subscription(["t"]))]
 
@@ -33,7 +32,7 @@ def served():
                     BrokerServicer(None, None, None, rpc))
         runtime.start()
         started.append((rpc, runtime))
-        return rpc, DirectClient(f"127.0.0.1:{runtime.port}", broker_pb2_grpc.BrokerServiceStub)
+        return rpc, DirectClient(f"127.0.0.1:{runtime.port}", timeout=20)
 
     started: list = []
     yield serve
