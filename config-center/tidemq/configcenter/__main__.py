@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
@@ -39,7 +40,24 @@ def main(argv: list[str] | None = None) -> None:
         tail.start()
     runtime.start()
     log.info("config store", redis_url=settings.redis_url, namespace=settings.namespace)
+    _check_persistence(store)
     runtime.run_until_signal()
+
+
+def _check_persistence(store: ConfigStore) -> None:
+    """Warn (never fail: Redis may be starting) when revisions would not survive a restart."""
+    try:
+        persistence = store.persistence()
+    except TideMQError as exc:
+        log.warning("redis not reachable yet; calls answer UNAVAILABLE until it is",
+                    error=str(exc))
+        return
+    if persistence and persistence.get("appendonly") != "yes":
+        log.warning("redis runs without append-only persistence: keys and revisions will not "
+                    "survive a Redis restart (start it with --appendonly yes)")
+    elif persistence.get("appendfsync") not in (None, "always"):
+        log.info("redis fsyncs the append-only file every second: a Redis crash can lose "
+                 "the last second of writes", appendfsync=persistence.get("appendfsync"))
 
 
 if __name__ == "__main__":

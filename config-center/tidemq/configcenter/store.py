@@ -105,6 +105,16 @@ class ConfigStore:
         with self._redis_errors():
             return self._scripts[name](keys=[], args=[*self._common, *args])
 
+    def persistence(self) -> dict[str, str]:
+        """Redis's append-only settings ({} if CONFIG is not allowed), to warn when off."""
+        try:
+            with self._redis_errors():
+                config = self._redis.config_get("append*")
+        except redis.ResponseError:
+            return {}
+        return {str(k, "utf-8") if isinstance(k, bytes) else k:
+                str(v, "utf-8") if isinstance(v, bytes) else v for k, v in config.items()}
+
     # -- reads ---------------------------------------------------------------------------
 
     def revision(self) -> int:

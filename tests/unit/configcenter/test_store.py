@@ -142,3 +142,7 @@ def test_range_at_the_current_revision_is_the_current_state(store):
     store.put("/p/b", b"2")
     result = store.range("/p/", revision=2)
     assert ([kv.value for kv in result.kvs], result.revision) == ([b"1", b"2"], 2)
+
+
+def test_persistence_reports_the_append_only_settings(store):
+    assert store.persistence()["appendonly"] == "yes"  # the test Redis runs append-only
