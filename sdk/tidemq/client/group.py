@@ -61,6 +61,10 @@ class DirectClient:
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
 
+    def start(self, method: str, request: Any, *, timeout: float | None = None) -> grpc.Future:
+        """The call as a future (cancel() ends it at once, e.g. a JoinGroup at shutdown)."""
+        return getattr(self._stub, method).future(request, timeout=timeout or self.timeout)
+
 
 class DirectClients:
     """`BrokerClients`-compatible pool of DirectClient (plugs into PullConsumer.brokers)."""
@@ -108,6 +112,8 @@ class GroupMember:
         self._leader_view: dict[str, list[QueueRef]] = {}
         self._stopping = threading.Event()
         self._stable = threading.Event()
+        self._inflight: grpc.Future | None = None
+        self.last_error_code = ""  # why the member last had to rejoin (for tests and logs)
         self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -123,6 +129,9 @@ class GroupMember:
     def stop(self, leave: bool = True) -> None:
         """Revoke (commit) everything, then LeaveGroup so the others rebalance at once."""
         self._stopping.set()
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.cancel()  # a JoinGroup/SyncGroup parked in a rebalance
         self._thread.join(self.rebalance_timeout_ms / 1000 + 10)
         self._revoke_all()
         if leave and self.member_id and self.coordinator_addr:
@@ -152,6 +161,7 @@ class GroupMember:
             self._revoke_all()
 
     def _on_error(self, exc: errors.TideMQError) -> None:
+        self.last_error_code = exc.code
         log.info("group_rejoin", group=self.group, code=exc.code, error=exc.message)
         if exc.code == "UNKNOWN_MEMBER_ID":
             self.member_id = ""
@@ -162,7 +172,7 @@ class GroupMember:
         subscription = encode_subscription(self.topics)
         join_deadline = (self.rebalance_timeout_ms / 1000 + INITIAL_DELAY_ALLOWANCE_S
                          + JOIN_DEADLINE_MARGIN_S)
-        joined = self._coordinator().call("JoinGroup", broker_pb2.JoinGroupRequest(
+        joined = self._blocking_call("JoinGroup", broker_pb2.JoinGroupRequest(
             group_id=self.group, member_id=self.member_id,
             session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, client_id=self.client_id,
@@ -175,7 +185,7 @@ class GroupMember:
             plan = self._leader_assignment(joined.protocol_name, joined.members)
             assignments = [broker_pb2.MemberAssignment(member_id=m, assignment=a)
                            for m, a in plan.items()]
-        synced = self._coordinator().call("SyncGroup", broker_pb2.SyncGroupRequest(
+        synced = self._blocking_call("SyncGroup", broker_pb2.SyncGroupRequest(
             group_id=self.group, generation_id=self.generation_id, member_id=self.member_id,
             assignments=assignments), timeout=self.rebalance_timeout_ms / 1000 + 5)
         queues = [MessageQueue(t, b, q) for t, b, q in decode_assignment(synced.assignment)]
@@ -219,6 +229,26 @@ class GroupMember:
             self.on_revoked(revoked)
 
     # ------------------------------------------------------------------ coordinator
+
+    def _blocking_call(self, method: str, request: Any, timeout: float) -> Any:
+        """A call that may wait for a whole rebalance; `stop()` cancels it."""
+        future = self._coordinator().start(method, request, timeout=timeout)
+        self._inflight = future
+        try:
+            if self._stopping.is_set():
+                future.cancel()
+            return future.result()
+        except grpc.FutureCancelledError:
+            raise errors.ServiceUnavailable(f"{method} cancelled: the consumer is stopping",
+                                            code="CONSUMER_STOPPING") from None
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.CANCELLED:
+                raise errors.ServiceUnavailable(
+                    f"{method} cancelled: the consumer is stopping", code="CONSUMER_STOPPING"
+                ) from None
+            raise errors.from_rpc_error(exc) from None
+        finally:
+            self._inflight = None
 
     def _coordinator(self) -> DirectClient:
         if not self.coordinator_addr:

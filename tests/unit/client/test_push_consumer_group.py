@@ -1,0 +1,87 @@
+"""GroupMember against a real coordinator behind gRPC on loopback (no name server needed:
+the coordinator address is given): leader assignment, rejoin codes, cancellable shutdown."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
+from tidemq.broker.group_rpc import GroupRpc
+from tidemq.broker.servicer import BrokerServicer
+from tidemq.client.group import DirectClients, GroupMember
+from tidemq.client.message import MessageQueue
+from tidemq.common.server import ServiceRuntime
+from tidemq.common.settings import ServiceSettings
+from tidemq.v1 import broker_pb2_grpc
+
+from tests.support.processes import wait_until
+
+
+class _Routes:
+    """The two topics' readable queues, as the leader would get them from the name server."""
+
+    def refresh(self, topic):
+        class Route:
+            def read_queues(self):
+                return [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b")
+                        for q in range(2)]
+        return Route()
+
+
+@pytest.fixture
+def coordinator_addr():
+    started = []
+
+    def serve(initial_delay_ms):
+        rpc = GroupRpc(GroupCoordinator(CoordinatorConfig(
+            initial_rebalance_delay_ms=initial_delay_ms, min_session_timeout_ms=100)),
+            tick_interval_ms=10).start()
+        runtime = ServiceRuntime("coordinator-test", ServiceSettings(metrics_port=-1,
+                                                                     shutdown_grace_s=0.2),
+                                 tracing=False)
+        runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
+                    BrokerServicer(None, None, None, rpc))
+        runtime.start()
+        started.append((rpc, runtime))
+        return rpc, f"127.0.0.1:{runtime.port}"
+
+    yield serve
+    for rpc, runtime in started:
+        rpc.stop()
+        runtime.server.stop(0)
+
+
+def member(addr, assigned, revoked, **kwargs):
+    m = GroupMember(None, _Routes(), DirectClients(), "g", ["t"],
+                    on_assigned=assigned.append, on_revoked=revoked.append,
+                    session_timeout_ms=2000, heartbeat_interval_ms=100, **kwargs)
+    m.coordinator_addr = addr
+    return m
+
+
+def test_two_members_split_the_queues_and_the_survivor_takes_all_after_leave(coordinator_addr):
+    rpc, addr = coordinator_addr(200)
+    assigned_a, revoked_a, assigned_b, revoked_b = [], [], [], []
+    a = member(addr, assigned_a, revoked_a).start()
+    b = member(addr, assigned_b, revoked_b).start()
+    try:
+        wait_until(lambda: a.assignment and b.assignment
+                   and len(a.assignment) + len(b.assignment) == 4, 20,
+                   message="both members assigned")
+        assert not set(a.assignment) & set(b.assignment)
+        b.stop()  # revokes (callback) and leaves: a rebalances at once, not after a session
+        assert revoked_b and set(revoked_b[-1]) == set(assigned_b[-1])
+        wait_until(lambda: len(a.assignment) == 4, 20, message="the survivor to take all")
+        assert revoked_a  # eager: a gave everything up before rejoining
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_stop_cancels_a_join_parked_in_a_rebalance(coordinator_addr):
+    rpc, addr = coordinator_addr(60_000)  # the first rebalance would wait a minute
+    m = member(addr, [], []).start()
+    wait_until(lambda: rpc.coordinator.list_groups(), 10, message="the join to arrive")
+    m.stop(leave=False)
+    assert not m._thread.is_alive()
+    assert m.last_error_code == "CONSUMER_STOPPING"  # cancelled, not timed out
+    assert m.assignment == []
