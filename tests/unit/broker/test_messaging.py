@@ -118,3 +118,10 @@ def test_tag_expressions(expression, expected):
 def test_bad_tag_expression():
     with pytest.raises(InvalidArgument):
         tag_hashes("A || ")
+
+
+def test_slave_rejects_sends(messaging):
+    messaging.accepts_writes = False
+    with pytest.raises(PreconditionFailed, match="slave") as err:
+        messaging.send("t", 0, batch("t", 1), 1)
+    assert err.value.code == "NO_PERMISSION"

@@ -71,7 +71,8 @@ class BrokerApp:
         self.messaging = Messaging(self.store, self.topics, self.holds,
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,
-                                   max_pull_bytes=settings.max_pull_bytes)
+                                   max_pull_bytes=settings.max_pull_bytes,
+                                   accepts_writes=settings.broker_id == 0)
         self.groups = GroupRpc(GroupCoordinator(CoordinatorConfig(
             initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=settings.group_min_session_timeout_ms)))

@@ -84,8 +84,10 @@ def _outcome(result: GetResult, offset: int) -> PullOutcome:
 
 class Messaging:
     def __init__(self, store: MessageStore, topics: TopicTable, holds: PullRequestHoldService,
-                 *, long_poll_max_ms: int, max_pull_messages: int, max_pull_bytes: int) -> None:
+                 *, long_poll_max_ms: int, max_pull_messages: int, max_pull_bytes: int,
+                 accepts_writes: bool = True) -> None:
         self.store = store
+        self.accepts_writes = accepts_writes  # False on a slave: it only takes replicated bytes
         self.topics = topics
         self.holds = holds
         self.long_poll_max_ms = long_poll_max_ms
@@ -110,6 +112,9 @@ class Messaging:
     def send(self, topic_name: str, queue_id: int, records: bytes,
              record_count: int) -> AppendResult:
         topic = self.topic(topic_name)
+        if not self.accepts_writes:
+            raise PreconditionFailed("this broker is a slave and does not accept sends; "
+                                     "send to the master of its group", code="NO_PERMISSION")
         if not topic.writable:
             raise PreconditionFailed(f"topic {topic.name!r} is not writable (perm {topic.perm})",
                                      code="NO_PERMISSION")
