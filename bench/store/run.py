@@ -136,8 +136,12 @@ def backlog_figures(directory: Path, segment_size: int, backlog: int) -> None:
     payload = raw * 256
     rss_before = rss_anon_mib()
     began = time.perf_counter()
+    rss_half = None
     while store.commitlog_max_offset() < backlog:
         store.append_batch("bench", 0, payload, 256)
+        if rss_half is None and store.commitlog_max_offset() >= backlog // 2:
+            store.wait_dispatched(600)
+            rss_half = rss_anon_mib()
     store.wait_dispatched(600)
     build = time.perf_counter() - began
     rss_after = rss_anon_mib()
@@ -145,7 +149,9 @@ def backlog_figures(directory: Path, segment_size: int, backlog: int) -> None:
     messages = store.max_offset("bench", 0)
     print(f"  backlog: {size / 2**20:.0f} MiB, {messages} msgs written+dispatched in {build:.1f} s "
           f"({messages / build:,.0f} msgs/s end to end)")
-    print(f"  memory (RssAnon, the Python heap; mapped file pages are page cache): {rss_before:.0f} MiB before, {rss_after:.0f} MiB after the backlog")
+    print(f"  memory (RssAnon, the Python heap; mapped file pages are page cache): "
+          f"{rss_before:.0f} MiB before, {rss_half:.0f} MiB at half, {rss_after:.0f} MiB after "
+          f"the backlog")
 
     began, offset, read_bytes = time.perf_counter(), 0, 0
     while offset < messages:
