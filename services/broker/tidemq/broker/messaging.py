@@ -157,11 +157,10 @@ class Messaging:
                                              max_bytes, hashes)
             outcome = _outcome(result, offset)
             # Hold only when the caller is at the end of the queue: nothing new, or every
-            # remaining message filtered out. Anything else (found, illegal) answers now.
-            at_end = outcome.status is PullStatus.NO_NEW_MSG or (
-                outcome.status is PullStatus.NO_MATCHED_MSG
-                and outcome.next_begin_offset >= outcome.max_offset
-            )
+            # remaining message filtered out. Anything else (found, illegal, a hole left by
+            # retention) answers now — holding there would spin, as the queue is already longer.
+            at_end = (outcome.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG)
+                      and outcome.next_begin_offset >= outcome.max_offset)
             remaining = deadline - time.monotonic()
             if not at_end or remaining <= 0:
                 return outcome
