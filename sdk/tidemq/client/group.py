@@ -199,8 +199,20 @@ class GroupMember:
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
         wanted = sorted({t for topics in subscriptions.values() for t in topics})
         self._leader_view = self._topic_queues(wanted)
-        plan = assign_subscriptions(strategy, self._leader_view, subscriptions)
+        previous = self._previous_assignment() if strategy == "sticky" else None
+        plan = assign_subscriptions(strategy, self._leader_view, subscriptions, previous)
         return {member: encode_assignment(rows) for member, rows in plan.items()}
+
+    def _previous_assignment(self) -> dict[str, list] | None:
+        """Last generation's queues per member, as the coordinator still holds them (it keeps
+        them until the next SyncGroup): what the sticky strategy preserves."""
+        try:
+            described = self._coordinator().call("DescribeGroup", broker_pb2.DescribeGroupRequest(
+                group_id=self.group))
+            return {m.member_id: decode_assignment(m.assignment) for m in described.members}
+        except errors.TideMQError as exc:  # sticky without history is still a valid plan
+            log.info("previous_assignment_unavailable", group=self.group, error=str(exc))
+            return None
 
     def _topic_queues(self, topics: Sequence[str]) -> dict[str, list[QueueRef]]:
         view: dict[str, list[QueueRef]] = {}

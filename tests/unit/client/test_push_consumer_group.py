@@ -85,3 +85,23 @@ def test_stop_cancels_a_join_parked_in_a_rebalance(coordinator_addr):
     assert not m._thread.is_alive()
     assert m.last_error_code == "CONSUMER_STOPPING"  # cancelled, not timed out
     assert m.assignment == []
+
+
+def test_sticky_leader_keeps_previous_queues_when_a_member_joins(coordinator_addr):
+    _, addr = coordinator_addr(100)
+    members = [member(addr, [], [], strategy="sticky") for _ in range(3)]
+    try:
+        for m in members[:2]:
+            m.start()
+        wait_until(lambda: all(len(m.assignment) == 2 for m in members[:2]), 20,
+                   message="two members with two queues each")
+        before = [set(m.assignment) for m in members[:2]]
+        members[2].start()
+        wait_until(lambda: all(m.assignment for m in members)
+                   and sum(len(m.assignment) for m in members) == 4, 20,
+                   message="three members sharing the four queues")
+        for m, old in zip(members[:2], before, strict=True):
+            assert set(m.assignment) <= old  # only moves to the newcomer
+    finally:
+        for m in members:
+            m.stop()
