@@ -106,3 +106,9 @@ def _put_or_none(client: ConfigClient, key: str, value: str):
         return client.put(key, value)
     except errors.ServiceUnavailable:
         return None
+
+
+def test_a_watch_on_a_bad_prefix_raises_instead_of_retrying(shared_client):
+    with shared_client.watch("/bad\nprefix") as watch, pytest.raises(errors.InvalidArgument):
+        watch.poll(10)
+    assert watch.reconnects == 0
