@@ -22,6 +22,19 @@ log = get_logger(__name__)
 PAGE_SIZE = 4096
 
 
+class _Follower:
+    """An appender waiting for a group-commit fsync; `wakeup` is released to wake it."""
+
+    __slots__ = ("end_offset", "wakeup", "woken", "lead")
+
+    def __init__(self, end_offset: int) -> None:
+        self.end_offset = end_offset
+        self.wakeup = threading.Lock()
+        self.wakeup.acquire()
+        self.woken = False
+        self.lead = False
+
+
 class FlushService:
     def __init__(self, commitlog: CommitLog, config: StoreConfig) -> None:
         self.commitlog = commitlog
@@ -32,7 +45,8 @@ class FlushService:
         self.timeout_s = config.sync_flush_timeout_ms / 1000
         self._wakeup = threading.Event()
         self._flushing = False
-        self._done = threading.Condition()
+        self._lock = threading.Lock()
+        self._followers: list[_Follower] = []
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.fsyncs = 0
@@ -49,36 +63,68 @@ class FlushService:
         if self._thread is not None:
             self._thread.join()
         self.commitlog.flush()
-        with self._done:
-            self._done.notify_all()
 
     def after_append(self, end_offset: int) -> bool:
         """Called after an append; False if SYNC_FLUSH could not make it durable in time."""
         return self._group_commit(end_offset) if self.sync else True
 
     def _group_commit(self, end_offset: int) -> bool:
-        """Leader/follower group commit: the first waiter with nothing in flight runs fsync for
-        everyone appended so far; the others wait for it, and one of those still not covered
-        leads the next round. No thread hand-off on the common path, one fsync per round."""
+        """Leader/follower group commit. The first appender finding no fsync in flight leads:
+        it runs one fsync covering every append made before it started. Others queue as
+        followers; when the fsync returns, the leader wakes exactly the followers it covered
+        and hands leadership to one follower it did not cover. Each appender thread is woken
+        at most once, so 64 appenders do not stampede on every fsync."""
+        commitlog = self.commitlog
+        if commitlog.flushed_offset >= end_offset:
+            return True
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            with self._done:
-                while True:
-                    if self.commitlog.flushed_offset >= end_offset:
-                        return True
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    if not self._flushing:
-                        self._flushing = True
-                        break
-                    self._done.wait(remaining)
-            try:
-                self._flush_and_announce()
-            finally:
-                with self._done:
+        with self._lock:
+            if commitlog.flushed_offset >= end_offset:
+                return True
+            follower = None
+            if self._flushing:
+                follower = _Follower(end_offset)
+                self._followers.append(follower)
+            else:
+                self._flushing = True
+        if follower is not None and not self._wait_as_follower(follower, deadline):
+            return False
+        if follower is not None and not follower.lead:
+            return True
+        self._lead()
+        # Durable now, but if the fsync itself outlasted the timeout the producer is told so.
+        return commitlog.flushed_offset >= end_offset and time.monotonic() <= deadline
+
+    def _wait_as_follower(self, follower: _Follower, deadline: float) -> bool:
+        """False if the wait timed out before a leader woke this follower."""
+        if follower.wakeup.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return True
+        with self._lock:
+            if follower.woken:  # woken just as the wait gave up: honour it
+                return True
+            self._followers.remove(follower)
+            return False
+
+    def _lead(self) -> None:
+        try:
+            self._flush_and_announce()
+        finally:
+            with self._lock:
+                flushed = self.commitlog.flushed_offset
+                waiting = []
+                for follower in self._followers:
+                    if follower.end_offset <= flushed:
+                        follower.woken = True
+                        follower.wakeup.release()
+                    else:
+                        waiting.append(follower)
+                if waiting:  # leadership passes on; _flushing stays True
+                    successor = waiting.pop(0)
+                    successor.lead = successor.woken = True
+                    successor.wakeup.release()
+                else:
                     self._flushing = False
-                    self._done.notify_all()
+                self._followers = waiting
 
     def _flush_and_announce(self) -> None:
         try:

@@ -23,6 +23,7 @@ MIN_RECORD_SIZE = record.HEADER_SIZE + 3
 _SCAN_FIELDS = struct.Struct(">iII16xq20xq20xi")
 assert _SCAN_FIELDS.size == record.HEADER_SIZE
 _U16 = struct.Struct(">H")
+_SMALL_WRITE = 16 * 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -69,8 +70,15 @@ class Segment:
         return self.base_offset + self.size
 
     def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
-        # pwrite into the page cache the mapping reads from: the first write fault on a page
-        # of a shared mapping costs about 3x the copy itself (measured: 0.4 vs 2.9 GB/s).
+        # Large batches: pwrite into the page cache the mapping reads from; the first write
+        # fault on a page of a shared mapping made big copies ~3x slower (0.4 vs 2.9 GB/s).
+        if len(data) <= _SMALL_WRITE:
+            # Small batches are copied into the mapping with the GIL held: a syscall inside
+            # the append lock lets every other appender thread run into that lock and sleep
+            # on it (measured, 1-message appends: 64 threads 25k -> 38k msgs/s, one thread
+            # 59k -> 120k; SYNC_FLUSH with 64 threads 10k -> 23k msgs/s).
+            self.mm[position:position + len(data)] = data
+            return
         view = memoryview(data)
         while view:
             written = os.pwrite(self._fd, view, position)
