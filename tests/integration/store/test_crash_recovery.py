@@ -94,7 +94,7 @@ def check_invariants(store: MessageStore, acks) -> int:
             got = store.get_messages(TOPIC, queue_id, expected, max_messages=500, max_bytes=1 << 30)
             offsets = [(r.queue_offset, r.queue_id) for r in record.iter_records(got.records)]
             assert offsets == [(o, queue_id) for o in range(expected, expected + len(offsets))]
-            assert offsets, f"queue {queue_id} has a hole at {expected}"
+            assert offsets, f"queue {queue_id} has a hole at {expected}: {got}"
             expected += len(offsets)
     # Every acknowledged record, byte for byte.
     checked = 0

@@ -91,3 +91,20 @@ def test_index_survives_reopen_and_skips_redispatched(tmp_path):
     reopened.put([b"t#k"], 10, 5000)     # re-dispatch of an indexed record
     reopened.put([b"t#k"], 20, 6000)
     assert reopened.query(b"t#k", 0, 10**6, 10) == [20, 10]
+
+
+def test_truncation_below_a_file_start_keeps_the_earlier_file(tmp_path):
+    """A crash can leave units past the recovered log in a newer file; dropping them must
+    not make the older, partly rewritten file look deletable."""
+    queue = new_queue(tmp_path)
+    for offset in range(13):
+        queue.put(offset, offset * 100, 100, 0)
+    assert queue.truncate_beyond(750) == 6
+    queue.correct_min_offset(0)
+    assert (queue.min_offset, queue.max_offset) == (0, 7)
+    assert [u[0] for u in queue.read_units(0, 10)] == [o * 100 for o in range(7)]
+    assert len(queue.files) == 1
+    queue.close()
+    reloaded = new_queue(tmp_path)
+    reloaded.correct_min_offset(0)
+    assert (reloaded.min_offset, reloaded.max_offset) == (0, 7)

@@ -127,6 +127,9 @@ class ConsumeQueue:
                 unit_file.dirty = True
             self._max -= 1
             dropped += 1
+        while len(self.files) > 1 and self._first_unit(self.files[-1]) >= self._max:
+            emptied, self.files = self.files[-1], self.files[:-1]
+            emptied.delete()
         return dropped
 
     # -- read ------------------------------------------------------------------------------
@@ -162,7 +165,9 @@ class ConsumeQueue:
         while len(self.files) > 1:
             first = self.files[0]
             last_unit = UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
-            if last_unit[0] + last_unit[1] > commitlog_min:
+            # Only a completely written file whose last record is gone may go.
+            if (self._max < self._first_unit(self.files[1]) or last_unit[1] == 0
+                    or last_unit[0] + last_unit[1] > commitlog_min):
                 break
             with self._lock:
                 self.files = self.files[1:]
