@@ -198,3 +198,18 @@ def test_metadata_file_replaces_atomically(tmp_path):
     meta.write(b"two")
     assert meta.read() == b"two"
     assert [p.name for p in tmp_path.iterdir()] == ["offsets.json"]
+
+
+def test_dispatcher_reads_the_right_property_among_look_alikes(store):
+    message = record.OutgoingMessage("t", b"body", tags="red", keys=["a", "b"],
+                                     properties={"XTAGS": "blue", "MY_UNIQ_KEY": "zzz"})
+    raw, uid = record.encode_message(message)
+    untagged, _ = record.encode_message(record.OutgoingMessage("t", b"plain"))
+    store.append_batch("t", 0, raw + untagged, 2)
+    assert store.wait_dispatched(5)
+    red = store.get_messages("t", 0, 0, tag_hashes=frozenset({record.tag_hash("red")}))
+    blue = store.get_messages("t", 0, 0, tag_hashes=frozenset({record.tag_hash("blue")}))
+    assert (red.record_count, blue.record_count) == (1, 0)
+    for key in ("a", "b", uid):
+        assert [record.decode(r).unique_id for r in store.query_by_key("t", key, 0, 2**62)] == [uid]
+    assert store.query_by_key("t", "zzz", 0, 2**62) == []

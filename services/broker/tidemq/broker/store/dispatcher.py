@@ -132,7 +132,7 @@ class Dispatcher:
         topics, queues = self._topics, self.queues
         # A run: consecutive units of one queue, written to its file in one copy.
         run_queue, run_first, run_next, run_units = None, 0, -1, bytearray()
-        last_key = None
+        last_key, key_prefix, find = None, b"", chunk.find
         while pos + 8 <= size:
             total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk, pos) \
                 if pos + record.HEADER_SIZE <= size else (*_SIZE_MAGIC.unpack_from(chunk, pos),
@@ -147,7 +147,7 @@ class Dispatcher:
             topic_at = pos + record.HEADER_SIZE + body_len
             topic_end = topic_at + 1 + chunk[topic_at]
             topic_raw = chunk[topic_at + 1:topic_end]
-            props = chunk[topic_end + 2:pos + total]
+            props_at, end = topic_end + 2, pos + total
             if (topic_raw, queue_id) != last_key:
                 topic = topics.get(topic_raw)
                 if topic is None:
@@ -155,30 +155,39 @@ class Dispatcher:
                 queue = queues.get_or_create(topic, queue_id)
                 touched[queue] = None
                 last_key = (topic_raw, queue_id)
+                key_prefix = topic_raw + b"#"
             if queue is not run_queue or queue_offset != run_next:
                 if run_units:
                     run_queue.put_units(run_first, run_units)
                 run_queue, run_first, run_units = queue, queue_offset, bytearray()
             run_next = queue_offset + 1
-            # Inline fast path of property_value for the two properties every record has
-            # (a find() of -1, no trailing separator, maps to the end of the properties).
-            at = props.find(_TAGS)
-            if at == 0 or at > 0 and props[at - 1] == 2:
-                tags = props[at + 5:props.find(b"\x02", at + 5) % (len(props) + 1)]
+            # Inline fast path of property_value for the two properties every record has,
+            # searching the chunk in place (a value without a trailing separator runs to the
+            # record end; a name preceded by anything but a separator takes the slow path).
+            at = find(_TAGS, props_at, end)
+            if at < 0:
+                tags = None
+            elif at == props_at or chunk[at - 1] == 2:
+                stop = find(b"\x02", at + 5, end)
+                tags = chunk[at + 5:stop if stop >= 0 else end]
             else:
-                tags = property_value(props, _TAGS) if at > 0 else None
+                tags = property_value(chunk[props_at:end], _TAGS)
             run_units += pack_unit(physical, total, crc32(tags) if tags else 0)
-            at = props.find(_UNIQ)
-            if at == 0 or at > 0 and props[at - 1] == 2:
-                uniq = props[at + 9:props.find(b"\x02", at + 9) % (len(props) + 1)]
+            at = find(_UNIQ, props_at, end)
+            if at < 0:
+                uniq = None
+            elif at == props_at or chunk[at - 1] == 2:
+                stop = find(b"\x02", at + 9, end)
+                uniq = chunk[at + 9:stop if stop >= 0 else end]
             else:
-                uniq = property_value(props, _UNIQ) if at > 0 else None
+                uniq = property_value(chunk[props_at:end], _UNIQ)
             if uniq:
-                index_entries.append((topic_raw + b"#" + uniq, physical, store_ts))
-            raw_keys = property_value(props, _KEYS) if _KEYS in props else None
-            if raw_keys:
-                index_entries.extend((topic_raw + b"#" + key, physical, store_ts)
-                                     for key in raw_keys.split(b" ") if key)
+                index_entries.append((key_prefix + uniq, physical, store_ts))
+            if find(_KEYS, props_at, end) >= 0:
+                raw_keys = property_value(chunk[props_at:end], _KEYS)
+                if raw_keys:
+                    index_entries.extend((key_prefix + key, physical, store_ts)
+                                         for key in raw_keys.split(b" ") if key)
             pos += total
             count += 1
         if run_units:
