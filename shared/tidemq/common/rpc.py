@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -99,6 +100,14 @@ def is_endpoint_open(addr: str) -> bool:
     return breaker is not None and breaker.current_state == pybreaker.STATE_OPEN
 
 
+def _succeed() -> None:
+    return None
+
+
+def _fail_with(exc: BaseException) -> None:
+    raise exc
+
+
 class RpcClient:
     """A stub for one endpoint with deadlines, breaker and safe retries.
 
@@ -127,19 +136,51 @@ class RpcClient:
         deadline = time.monotonic() + (timeout or self.timeout)
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
+            self._admit()
             try:
-                return self._breaker.call(self._invoke, method, request, deadline)
-            except pybreaker.CircuitBreakerError:
-                raise errors.BreakerOpen(
-                    f"circuit breaker for {self.addr} is open after repeated failures; "
-                    f"calls fail fast for up to {self._breaker.reset_timeout:g} s"
-                ) from None
-            except errors.ServiceUnavailable:
+                result = self._invoke(method, request, deadline)
+            except errors.TideMQError as exc:
+                self._record(exc)
                 remaining = deadline - time.monotonic()
-                if attempt + 1 >= attempts or remaining <= 0.05:
+                if (not isinstance(exc, errors.ServiceUnavailable) or attempt + 1 >= attempts
+                        or remaining <= 0.05):
                     raise
                 time.sleep(min(0.05 * 2**attempt, remaining / 2))
+                continue
+            self._record(None)
+            return result
         raise AssertionError("unreachable")
+
+    # The RPC itself runs outside the breaker: pybreaker's `call` holds the breaker's lock for
+    # the whole guarded call, which would serialise every call to one endpoint (a held long
+    # poll would block the send that should wake it). So admission and outcome are two short
+    # steps, and the outcome is replayed through `breaker.call` to drive its state machine.
+
+    def _admit(self) -> None:
+        if self._breaker.current_state != pybreaker.STATE_OPEN:
+            return
+        opened_at = self._breaker._state_storage.opened_at  # no public accessor in pybreaker
+        if opened_at and datetime.now(UTC) < opened_at + timedelta(
+                seconds=self._breaker.reset_timeout):
+            raise self._open_error()
+
+    def _record(self, failure: errors.TideMQError | None) -> None:
+        try:
+            if failure is None:
+                self._breaker.call(_succeed)
+            else:
+                self._breaker.call(_fail_with, failure)
+        except pybreaker.CircuitBreakerError:
+            if failure is not None:  # this failure tripped (or met) an open breaker
+                raise self._open_error() from None
+        except errors.TideMQError:
+            pass  # pybreaker re-raises the replayed failure; the caller raises the original
+
+    def _open_error(self) -> errors.BreakerOpen:
+        return errors.BreakerOpen(
+            f"circuit breaker for {self.addr} is open after repeated failures; "
+            f"calls fail fast for up to {self._breaker.reset_timeout:g} s"
+        )
 
     def _invoke(self, method: str, request: Any, deadline: float) -> Any:
         remaining = deadline - time.monotonic()

@@ -68,3 +68,40 @@ def test_dead_endpoint_opens_breaker_then_fails_fast():
     assert is_endpoint_open(addr)
     with pytest.raises(errors.BreakerOpen, match="is open"):
         client.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest())
+
+
+def test_calls_to_one_endpoint_run_concurrently():
+    """A slow call must not hold up others to the same endpoint (no lock across the RPC)."""
+    import threading
+
+    entered = threading.Event()
+    release = threading.Event()
+
+    class SlowNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
+        def GetRouteInfo(self, request, context):
+            entered.set()
+            release.wait(30)
+            return nameserver_pb2.TopicRouteData()
+
+        def GetAllTopics(self, request, context):
+            return nameserver_pb2.TopicList(topics=["t"])
+
+    rt = ServiceRuntime("slow", ServiceSettings(metrics_port=-1, shutdown_grace_s=0), tracing=False)
+    rt.add(nameserver_pb2_grpc.add_NameServerServiceServicer_to_server, SlowNameServer())
+    rt.start()
+    try:
+        client = RpcClient(f"127.0.0.1:{rt.port}", nameserver_pb2_grpc.NameServerServiceStub,
+                           timeout=30)
+        slow = threading.Thread(target=client.call, args=(
+            "GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="t")))
+        slow.start()
+        assert entered.wait(10)
+        # Answered while the slow call is still in flight: it would deadlock on a held lock.
+        assert list(client.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest(),
+                                timeout=5).topics) == ["t"]
+        assert slow.is_alive()
+        release.set()
+        slow.join(10)
+    finally:
+        release.set()
+        rt.stop()
