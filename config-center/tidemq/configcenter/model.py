@@ -1,80 +1,21 @@
-"""The config center's domain values: keys with revisions, change events, write outcomes.
-
-They mirror etcd's model (SPEC §7): every write gets a global, gap-free revision; a key knows
-the revision that created it, the one that last modified it and how many writes it has seen.
-"""
+"""Limits and validation of the config center's inputs; the value types live in tidemq.common.kv."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-
-from tidemq.common.errors import InvalidArgument, PayloadTooLarge, PreconditionFailed
+from tidemq.common.errors import InvalidArgument, PayloadTooLarge
+from tidemq.common.kv import (  # noqa: F401 - re-exported for the store and servicer
+    DeleteResult,
+    Event,
+    EventType,
+    KeyValue,
+    PutResult,
+    RangeResult,
+    RevisionCompacted,
+)
 
 MAX_KEY_BYTES = 1024
 MAX_VALUE_BYTES = 1024 * 1024
 MAX_LEASE_TTL_S = 7 * 24 * 3600
-
-
-class EventType(Enum):
-    PUT = "PUT"
-    DELETE = "DELETE"
-
-
-@dataclass(frozen=True)
-class KeyValue:
-    key: str
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    lease: int = 0
-
-
-@dataclass(frozen=True)
-class Event:
-    type: EventType
-    kv: KeyValue  # for DELETE: key and the deletion's revision as mod_revision
-
-    @property
-    def revision(self) -> int:
-        return self.kv.mod_revision
-
-
-@dataclass(frozen=True)
-class PutResult:
-    succeeded: bool
-    revision: int  # revision of this write, or the store revision when the compare failed
-    current_mod_revision: int  # the key's mod revision before the write (0 = it was absent)
-    prev_kv: KeyValue | None = None
-
-
-@dataclass(frozen=True)
-class DeleteResult:
-    succeeded: bool
-    deleted: bool
-    revision: int
-    current_mod_revision: int
-
-
-@dataclass(frozen=True)
-class RangeResult:
-    kvs: list[KeyValue]
-    revision: int
-
-
-class RevisionCompacted(PreconditionFailed):
-    """The requested revision is older than the retained event history."""
-
-    code = "REVISION_COMPACTED"
-
-    def __init__(self, revision: int, compact_revision: int) -> None:
-        super().__init__(
-            f"revision {revision} has been compacted; the oldest retained revision is "
-            f"{compact_revision}: re-read the current state and watch from its revision"
-        )
-        self.revision = revision
-        self.compact_revision = compact_revision
 
 
 def validate_key(key: str, what: str = "key") -> str:

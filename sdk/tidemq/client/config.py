@@ -24,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemq.client.config_watch import Event, KeyValue, Watch, WatchCompacted, kv_from_pb
+from tidemq.client.config_watch import Watch, WatchCompacted, event_from_pb, kv_from_pb
 from tidemq.common import errors
+from tidemq.common.kv import DeleteResult, Event, KeyValue, PutResult, RangeResult
 from tidemq.common.logs import get_logger
 from tidemq.common.rpc import BreakerSettings, RpcClient
 from tidemq.v1 import config_pb2 as pb
@@ -36,28 +37,6 @@ __all__ = ["ConfigClient", "DeleteResult", "EffectiveConfig", "Event", "KeyValue
 
 log = get_logger(__name__)
 DEFAULT_ADDR = "127.0.0.1:7070"
-
-
-@dataclass(frozen=True)
-class PutResult:
-    succeeded: bool
-    revision: int  # the write's revision; the store revision when the compare failed
-    current_mod_revision: int  # the key's mod revision before (0 = absent)
-    prev_kv: KeyValue | None = None
-
-
-@dataclass(frozen=True)
-class DeleteResult:
-    succeeded: bool
-    deleted: bool
-    revision: int
-    current_mod_revision: int
-
-
-@dataclass(frozen=True)
-class RangeResult:
-    kvs: list[KeyValue]
-    revision: int
 
 
 @dataclass(frozen=True)
@@ -198,7 +177,7 @@ class ConfigClient:
 
     def history(self, key: str, limit: int = 0) -> list[Event]:
         reply = self._call("History", pb.HistoryRequest(key=key, limit=limit), idempotent=True)
-        return [Event.from_pb(event) for event in reply.events]
+        return [event_from_pb(event) for event in reply.events]
 
     def rollback(self, key: str, to_revision: int) -> PutResult:
         reply = self._call("Rollback", pb.RollbackRequest(key=key, to_revision=to_revision),

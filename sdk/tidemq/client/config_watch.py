@@ -9,14 +9,13 @@ store has compacted is reported as WatchCompacted: re-read with `range` and watc
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from tidemq.common import errors
+from tidemq.common.kv import Event, EventType, KeyValue, RevisionCompacted
 from tidemq.common.logs import get_logger
 from tidemq.v1 import config_pb2 as pb
 
@@ -31,49 +30,15 @@ _FINAL_STATUSES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PREC
 _CLOSED = object()
 
 
-@dataclass(frozen=True)
-class KeyValue:
-    key: str
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    lease: int = 0
-
-    @property
-    def text(self) -> str:
-        return self.value.decode("utf-8")
-
-    def json(self) -> Any:
-        return json.loads(self.value)
-
-
 def kv_from_pb(kv: pb.KeyValue) -> KeyValue:
     return KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
 
 
-@dataclass(frozen=True)
-class Event:
-    type: str  # "PUT" or "DELETE"
-    kv: KeyValue  # for DELETE: the key and the deletion's revision
-
-    @property
-    def revision(self) -> int:
-        return self.kv.mod_revision
-
-    @classmethod
-    def from_pb(cls, event: pb.Event) -> Event:
-        return cls(pb.Event.EventType.Name(event.type), kv_from_pb(event.kv))
+def event_from_pb(event: pb.Event) -> Event:
+    return Event(EventType(pb.Event.EventType.Name(event.type)), kv_from_pb(event.kv))
 
 
-class WatchCompacted(errors.PreconditionFailed):
-    code = "REVISION_COMPACTED"
-
-    def __init__(self, revision: int, compact_revision: int) -> None:
-        super().__init__(f"watch start revision {revision} has been compacted; the oldest "
-                         f"retained revision is {compact_revision}")
-        self.revision = revision
-        self.compact_revision = compact_revision
+WatchCompacted = RevisionCompacted  # the name watchers know it by
 
 
 class Watch:
@@ -176,7 +141,7 @@ class Watch:
     def _deliver(self, reply: pb.WatchResponse) -> None:
         for event in reply.events:
             if self.revision is None or event.kv.mod_revision > self.revision:
-                self._queue.put(Event.from_pb(event))
+                self._queue.put(event_from_pb(event))
         if self.revision is None or reply.revision > self.revision:
             self.revision = reply.revision
         self._established.set()
