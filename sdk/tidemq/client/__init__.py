@@ -1,6 +1,6 @@
-"""TideMQ Python client: Producer, PullConsumer and the message model.
+"""TideMQ Python client: Producer, PullConsumer, PushConsumer and the message model.
 
->>> from tidemq.client import Producer, PullConsumer, Message   # doctest: +SKIP
+>>> from tidemq.client import Producer, PushConsumer, Message   # doctest: +SKIP
 """
 
 from tidemq.client.consumer import PullConsumer
@@ -15,6 +15,7 @@ from tidemq.client.message import (
     SendStatus,
 )
 from tidemq.client.producer import Producer
+from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, MessageModel, PushConsumer
 from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
 from tidemq.client.selector import (
     MessageQueueSelector,
@@ -24,6 +25,7 @@ from tidemq.client.selector import (
 )
 
 __all__ = [
+    "ConsumeFrom", "ConsumeStatus", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
     "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult", "SendStatus", "TopicRoute",
