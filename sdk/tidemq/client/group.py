@@ -44,9 +44,9 @@ INITIAL_DELAY_ALLOWANCE_S = 3.0  # the coordinator's initial rebalance delay (re
 class DirectClient:
     """A broker stub with deadlines and TideMQError mapping but no circuit breaker.
 
-    Why not RpcClient: its breaker holds one lock per endpoint for the whole call, so a held
-    long poll or a JoinGroup waiting for a rebalance would block every other call this process
-    makes to that broker (other queues' pulls, heartbeats, commits).
+    Why not RpcClient: long polls and JoinGroups parked in a rebalance legitimately run to their
+    deadline, which a breaker would count as transport failures; and `start` gives a
+    cancellable future so shutdown can end a parked call at once.
     """
 
     def __init__(self, addr: str, timeout: float = 3.0) -> None:

@@ -80,7 +80,7 @@ class PushConsumer:
         self.auto_commit_interval_s = auto_commit_interval_s
         self.long_poll_s, self.reconsume_backoff_s = long_poll_s, reconsume_backoff_s
         self.puller = PullConsumer(namesrv_addrs, consumer_group=group, timeout=timeout)
-        self.puller.brokers = DirectClients(timeout)  # long polls must not share one lock
+        self.puller.brokers = DirectClients(timeout)  # long polls must not trip breakers
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"consume-{group}")
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._committed: dict[MessageQueue, int] = {}
