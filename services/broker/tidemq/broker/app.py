@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tidemq.broker import metrics
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
+from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
@@ -60,6 +61,10 @@ class BrokerApp:
         self.store = MessageStore(store_config(settings),
                                   store_host=record.pack_host(settings.advertised_host,
                                                               settings.port))
+        self.dynamic = DynamicSettings(settings.config_center, self.store.config,
+                                       cluster=settings.cluster_name,
+                                       broker_name=settings.broker_name,
+                                       broker_id=settings.broker_id)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
         self.offsets = ConsumerOffsetManager(MetadataFile(data_dir / "consumer_offsets.json"))
         self.holds = PullRequestHoldService()
@@ -85,6 +90,7 @@ class BrokerApp:
     def start(self) -> None:
         self.store.start()
         self.store.add_arrival_listener(self.holds.notify_arrival)
+        self.dynamic.start()
         self.offsets.start(self.settings.offset_flush_interval_s)
         self.topic_manager.start(self.settings.topic_sync_wait_s)
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
@@ -97,6 +103,7 @@ class BrokerApp:
     def stop(self) -> None:
         """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
         for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
+                     self.dynamic.stop,
                      self.holds.shutdown, self.runtime.stop, self.offsets.stop,
                      self.store.shutdown):
             try:
