@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 import requests
 
-from tests.e2e.cluster import process_group, ready_http_port, start_cluster
+from tests.support.cluster import process_group, ready_http_port, start_cluster
 from tests.support.processes import start_redis, wait_until
 
 TOPIC = "WalkingSkeleton"

@@ -55,8 +55,8 @@ class Cluster:
 
 
 class DirectClient:
-    """A plain stub with TideMQError mapping. Not RpcClient: its pybreaker breaker holds a lock
-    for the whole call, which would serialise a held long poll with the send meant to wake it."""
+    """A plain stub with TideMQError mapping and no breaker: these tests kill and restart
+    brokers on purpose and must see each call's real outcome, never a fail-fast CIRCUIT_OPEN."""
 
     def __init__(self, addr: str, stub_class, timeout: float = 20.0) -> None:
         self._channel = grpc.insecure_channel(addr, options=GRPC_OPTIONS)

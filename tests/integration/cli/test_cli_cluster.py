@@ -15,21 +15,15 @@ from tidemq.client.admin import Admin
 from tidemq.client.cli import app
 from typer.testing import CliRunner
 
-from tests.e2e.cluster import process_group, start_cluster
-from tests.support.processes import start_redis
+from tests.support.cluster import running_cluster
 
 TOPIC = "CliTopic"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("cli-cluster")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            yield start_cluster(start, redis)
-    finally:
-        redis.kill()
+    with running_cluster(tmp_path_factory.mktemp("cli-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

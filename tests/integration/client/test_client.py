@@ -17,29 +17,22 @@ from tidemq.client import (
 )
 from tidemq.common.errors import TopicNotExist
 
-from tests.e2e.cluster import (
+from tests.support.cluster import (
     create_topic_in_config_center,
-    process_group,
-    start_cluster,
+    running_cluster,
     wait_for_route,
 )
-from tests.support.processes import start_redis, wait_until
+from tests.support.processes import wait_until
 
 TOPIC = "ClientTopic"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("client-cluster")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            cluster = start_cluster(start, redis)
-            create_topic_in_config_center(cluster, TOPIC, 4)
-            wait_for_route(cluster, TOPIC, 2)
-            yield cluster
-    finally:
-        redis.kill()
+    with running_cluster(tmp_path_factory.mktemp("client-cluster")) as cluster:
+        create_topic_in_config_center(cluster, TOPIC, 4)
+        wait_for_route(cluster, TOPIC, 2)
+        yield cluster
 
 
 @pytest.fixture(scope="module")

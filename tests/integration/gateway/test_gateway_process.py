@@ -9,26 +9,20 @@ import re
 import pytest
 import requests
 
-from tests.e2e.cluster import process_group, start_cluster
-from tests.support.processes import start_redis
+from tests.support.cluster import running_cluster
 
 TOPIC = "GatewayTopic"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gateway")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            cluster = start_cluster(start, redis, broker_names=("broker-a",))
-            cluster.start_gateway(workers=2)
-            created = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                    json={"name": TOPIC, "queues": 2}, timeout=30)
-            assert created.status_code == 201, created.text
-            yield cluster
-    finally:
-        redis.kill()
+    with running_cluster(tmp_path_factory.mktemp("gateway"),
+                         broker_names=("broker-a",)) as cluster:
+        cluster.start_gateway(workers=2)
+        created = requests.post(f"{cluster.gateway_url}/v1/topics",
+                                json={"name": TOPIC, "queues": 2}, timeout=30)
+        assert created.status_code == 201, created.text
+        yield cluster
 
 
 def test_topic_list_and_description(stack):

@@ -4,7 +4,6 @@ the broker's group settings so the whole module runs in about a minute."""
 
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +16,12 @@ from tidemq.common.placement import coordinator_for
 from tidemq.common.protocol import decode_assignment, encode_subscription
 from tidemq.v1 import broker_pb2
 
-from tests.e2e.cluster import (
+from tests.support.cluster import (
     create_topic_in_config_center,
-    process_group,
-    start_cluster,
+    running_cluster,
     wait_for_route,
 )
-from tests.support.processes import start_redis, wait_until
+from tests.support.processes import wait_until
 
 SESSION_MS, HEARTBEAT_MS = 3000, 500
 BROKER_ENV = {"TIDEMQ_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
@@ -34,18 +32,12 @@ ALL_QUEUES = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("groups")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            cluster = start_cluster(functools.partial(start, env=BROKER_ENV), redis)
-            for topic, queues in (("GroupTopic", 4), ("BroadcastTopic", 4), ("RetryTopic", 1),
-                                  ("FlowTopic", 1)):
-                create_topic_in_config_center(cluster, topic, queues)
-                wait_for_route(cluster, topic, 2)
-            yield cluster
-    finally:
-        redis.kill()
+    with running_cluster(tmp_path_factory.mktemp("groups"), env=BROKER_ENV) as cluster:
+        for topic, queues in (("GroupTopic", 4), ("BroadcastTopic", 4), ("RetryTopic", 1),
+                              ("FlowTopic", 1)):
+            create_topic_in_config_center(cluster, topic, queues)
+            wait_for_route(cluster, topic, 2)
+        yield cluster
 
 
 def coordinator(cluster, group: str) -> DirectClient:

@@ -12,13 +12,13 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.processes import RedisServer, ServiceProcess, wait_until
+from tests.support.processes import RedisServer, ServiceProcess, start_redis, wait_until
 
 _ids = itertools.count()
 # Export spans every 200 ms instead of 5 s so trace assertions do not wait.
@@ -107,6 +107,23 @@ def process_group(tmp_path: Path):
     finally:
         for process in reversed(started):
             process.kill()
+
+
+@contextmanager
+def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
+                    **cluster_options) -> Iterator[Cluster]:
+    """Redis plus `start_cluster` in `tmp_path`; every process is killed on exit.
+
+    For module-scoped fixtures: `with running_cluster(tmp) as cluster: yield cluster`.
+    `env` is given to every service process (e.g. shrunk coordinator timings)."""
+    redis = start_redis(tmp_path)
+    try:
+        with process_group(tmp_path) as start:
+            if env:
+                start = functools.partial(start, env=env)
+            yield start_cluster(start, redis, **cluster_options)
+    finally:
+        redis.kill()
 
 
 def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> None:
