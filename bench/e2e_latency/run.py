@@ -188,7 +188,7 @@ def main() -> None:
     if args.role == "consume":
         return consume(args.namesrv, args.topic, args.count, batch=1024)
 
-    from tests.e2e.cluster import (
+    from tests.support.cluster import (
         create_topic_in_config_center,
         process_group,
         start_cluster,
