@@ -6,7 +6,6 @@ nothing about queues, flushing policy or other segments (Kafka's LogSegment).
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
@@ -14,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import record
+
+from .mapped_file import MappedFile
 
 NAME_DIGITS = 20
 # A segment always keeps room for a blank filler (total_size + magic) at its end.
@@ -44,26 +45,13 @@ class ScanResult:
     clean_end: bool          # stopped on zeros (never written), not on a damaged record
 
 
-class Segment:
+class Segment(MappedFile):
     """Fixed-size file, mapped for reads; blocks are allocated up front so a full disk cannot
     SIGBUS a reader or fail an append halfway."""
 
     def __init__(self, path: Path, base_offset: int, size: int) -> None:
-        self.path = path
+        super().__init__(path, size, preallocate=True)
         self.base_offset = base_offset
-        self.size = size
-        created = not path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            actual = os.fstat(self._fd).st_size
-            if created or actual < size:
-                os.posix_fallocate(self._fd, 0, size)
-            elif actual != size:
-                raise ValueError(f"segment {path} is {actual} bytes, expected {size}")
-            self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(self._fd)
-            raise
 
     @property
     def end_offset(self) -> int:
@@ -138,14 +126,3 @@ class Segment:
                 pos = end
                 count += 1
         return ScanResult(pos, count, False, True)
-
-    def close(self) -> None:
-        if self.mm is not None and not self.mm.closed:
-            self.mm.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
