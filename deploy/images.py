@@ -28,7 +28,7 @@ from deploy.topology import REPO_ROOT, Topology, load
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
 CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
 WHEELHOUSE = REPO_ROOT / "deploy" / ".wheelhouse"
-BUILD_BACKEND = ["hatchling>=1.25", "editables~=0.3"]  # editable installs need both
+BUILD_BACKEND = ["hatchling>=1.25"]  # the images build the member wheels with it
 DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
 
 

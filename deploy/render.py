@@ -205,8 +205,8 @@ def render_dockerfiles(topology: Topology) -> dict[Path, str]:
     for image in topology.images.values():
         if image.package is None:
             continue
-        copies = "\n".join(f"COPY {m}/ /opt/tidemq/{m}/" for m in image.members)
-        sources = " ".join(f"-e /opt/tidemq/{m}" for m in image.members)
+        copies = "\n".join(f"COPY {m}/ /src/{m}/" for m in image.members)
+        sources = " ".join(f"/src/{m}" for m in image.members)
         modules = sorted({s.module for s in topology.services.values() if s.image == image.name})
         text = (
             template.replace("@PACKAGE@", image.package)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -111,3 +113,19 @@ def test_produce_and_fetch_through_the_http_gateway(stack: ComposeStack):
             assert "next_offset" in answer
             received += [m["body"] for m in answer["messages"]]
     assert sorted(received) == sorted(sent)
+
+
+def test_no_service_runs_as_root(stack: ComposeStack):
+    """Every container's main process runs as an unprivileged user (images set USER)."""
+    listed = stack.compose("ps", "-q", capture=True)
+    container_ids = listed.stdout.split()
+    assert len(container_ids) == len(stack.topology.services)
+    for container_id in container_ids:
+        inspected = subprocess.run(
+            ["docker", "inspect", "--format", "{{.Name}} {{.State.Pid}}", container_id],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        name, pid = inspected.stdout.split()
+        status = Path(f"/proc/{pid}/status").read_text()
+        uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+        assert uid != "0", f"{name} runs as root"
