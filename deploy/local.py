@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from deploy.health import Unhealthy, probe, wait_healthy
+from deploy.observability import render_prometheus
 from deploy.render import render_supervisor
 from deploy.topology import REPO_ROOT, Placement, Service, Topology, load, published_urls
 
@@ -70,6 +71,11 @@ class LocalDeployment:
         return self.run_dir / "supervisord.conf"
 
     @property
+    def prometheus_file(self) -> Path:
+        """Scrape configuration for these processes: `prometheus --config.file=<this>`."""
+        return self.run_dir / "prometheus.yml"
+
+    @property
     def placement(self) -> Placement:
         return Placement(port_offset=self.port_offset)
 
@@ -107,6 +113,7 @@ class LocalDeployment:
                 redis_server=redis_server,
             )
         )
+        self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
 
     def start_supervisord(self, redis_server: str) -> None:
         if self.supervisord_pid():
@@ -253,6 +260,7 @@ def _cmd_up(deployment: LocalDeployment) -> int:
     print("\nTideMQ is up:")
     print("\n".join(deployment.urls()))
     print(f"  logs: {deployment.run_dir / 'logs'}   data: {deployment.data_dir}")
+    print(f"  Prometheus scrape config: {deployment.prometheus_file}")
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Render the topology into a supervisord config, docker-compose.yml and per-service Dockerfiles.
+"""Render the topology into a supervisord config, docker-compose.yml, per-service Dockerfiles
+and the Prometheus scrape configuration (observability/prometheus.yml).
 
-    python -m deploy.render            # rewrite docker-compose.yml and the Dockerfiles
+    python -m deploy.render            # rewrite the committed rendered files
     python -m deploy.render --check    # exit 1 if a committed file differs from the render
 
 The supervisord config is not committed: `make up` renders it under .data/run/ with the
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from deploy.observability import PROMETHEUS_FILE, render_prometheus
 from deploy.topology import REPO_ROOT, Placement, Service, Topology, expand, load
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
@@ -219,7 +221,11 @@ def render_dockerfiles(topology: Topology) -> dict[Path, str]:
 
 
 def rendered_files(topology: Topology) -> dict[Path, str]:
-    return {COMPOSE_FILE: render_compose(topology), **render_dockerfiles(topology)}
+    return {
+        COMPOSE_FILE: render_compose(topology),
+        PROMETHEUS_FILE: GENERATED + render_prometheus(topology, Placement(compose=True)),
+        **render_dockerfiles(topology),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,3 +134,16 @@ def test_each_image_installs_every_workspace_member_its_package_needs():
             queue += [members[d] for d in _workspace_deps(folder) if d in members
                       and members[d] not in needed]  # fmt: skip
         assert needed == set(image.members), image.name
+
+
+def test_prometheus_config_scrapes_every_service_metrics_port_once():
+    from deploy.observability import render_prometheus, scrape_targets
+
+    topology = load()
+    local = scrape_targets(render_prometheus(topology, Placement(port_offset=3)))
+    services = [s for s in topology.services.values() if s.module]
+    assert sorted(local) == sorted(
+        (s.name, f"127.0.0.1:{s.ports['metrics'] + 3}") for s in services
+    )
+    compose = scrape_targets(render_prometheus(topology, Placement(compose=True)))
+    assert sorted(compose) == sorted((s.name, f"{s.name}:{s.ports['metrics']}") for s in services)
