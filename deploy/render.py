@@ -48,7 +48,7 @@ def service_argv(
         bind = "0.0.0.0" if placement.compose else "127.0.0.1"
         return [
             "redis-server", "--bind", bind, "--port", str(port), "--dir", data_dir,
-            "--appendonly", "yes", "--protected-mode", "no",
+            "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no",
         ]  # fmt: skip
     argv = [
         python, "-m", service.module,
