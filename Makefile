@@ -51,6 +51,13 @@ compose-up: sync ## the same topology under docker compose: build, up -d, wait h
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
 
+# --- benchmarks (bench/README.md) -----------------------------------------------------------
+.PHONY: bench
+bench: sync ## quick run of every benchmark, each printing its same-run baseline (a few minutes)
+	$(PY) -m bench.store --quick
+	$(PY) bench/e2e_latency/run.py --quick
+	$(PY) bench/config/run.py --quick
+
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
 NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877
