@@ -48,7 +48,7 @@ class SendResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class PullRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    BROADCASTING_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
@@ -65,7 +66,8 @@ class PullRequest(_message.Message):
     max_bytes: int
     suspend_timeout_ms: int
     tag_expression: str
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ...) -> None: ...
+    broadcasting: bool
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., broadcasting: _Optional[bool] = ...) -> None: ...
 
 class PullResponse(_message.Message):
     __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave")
@@ -382,3 +384,45 @@ class ListGroupsResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[DescribeGroupResponse]
     def __init__(self, groups: _Optional[_Iterable[_Union[DescribeGroupResponse, _Mapping]]] = ...) -> None: ...
+
+class SubscriptionGroup(_message.Message):
+    __slots__ = ("name", "consume_enable", "consume_from_min_enable", "consume_broadcast_enable", "consume_message_orderly", "retry_queue_nums", "retry_max_times", "broker_id", "which_broker_when_consume_slowly", "notify_consumer_ids_changed_enable", "defined")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_FROM_MIN_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_BROADCAST_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_MESSAGE_ORDERLY_FIELD_NUMBER: _ClassVar[int]
+    RETRY_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_MAX_TIMES_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    WHICH_BROKER_WHEN_CONSUME_SLOWLY_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_CONSUMER_IDS_CHANGED_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    DEFINED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    consume_enable: bool
+    consume_from_min_enable: bool
+    consume_broadcast_enable: bool
+    consume_message_orderly: bool
+    retry_queue_nums: int
+    retry_max_times: int
+    broker_id: int
+    which_broker_when_consume_slowly: int
+    notify_consumer_ids_changed_enable: bool
+    defined: bool
+    def __init__(self, name: _Optional[str] = ..., consume_enable: _Optional[bool] = ..., consume_from_min_enable: _Optional[bool] = ..., consume_broadcast_enable: _Optional[bool] = ..., consume_message_orderly: _Optional[bool] = ..., retry_queue_nums: _Optional[int] = ..., retry_max_times: _Optional[int] = ..., broker_id: _Optional[int] = ..., which_broker_when_consume_slowly: _Optional[int] = ..., notify_consumer_ids_changed_enable: _Optional[bool] = ..., defined: _Optional[bool] = ...) -> None: ...
+
+class GetSubscriptionGroupsRequest(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetSubscriptionGroupsResponse(_message.Message):
+    __slots__ = ("groups", "auto_create", "revision")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    AUTO_CREATE_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[SubscriptionGroup]
+    auto_create: bool
+    revision: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[SubscriptionGroup, _Mapping]]] = ..., auto_create: _Optional[bool] = ..., revision: _Optional[int] = ...) -> None: ...

@@ -117,6 +117,11 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.FromString,
                 _registered_method=True)
+        self.GetSubscriptionGroups = channel.unary_unary(
+                '/tidemq.v1.BrokerService/GetSubscriptionGroups',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -224,6 +229,14 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSubscriptionGroups(self, request, context):
+        """Subscription-group definitions this broker enforces (from the config center's
+        /tidemq/groups/; the retry / dead-letter path reads retry_* from the same table).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -306,6 +319,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ListGroups,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'GetSubscriptionGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSubscriptionGroups,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -743,6 +761,33 @@ class BrokerService:
             '/tidemq.v1.BrokerService/ListGroups',
             tidemq_dot_v1_dot_broker__pb2.ListGroupsRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSubscriptionGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/GetSubscriptionGroups',
+            tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

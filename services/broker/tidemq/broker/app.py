@@ -5,11 +5,13 @@ consumer offsets, name-server registration and the gRPC servicer, with an ordere
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 from tidemq.broker import metrics
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.dynamic import DynamicSettings
+from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
@@ -18,6 +20,7 @@ from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
 from tidemq.common import record
@@ -66,6 +69,11 @@ class BrokerApp:
                                        broker_name=settings.broker_name,
                                        broker_id=settings.broker_id)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
+        self.subscriptions = SubscriptionGroupTable(
+            MetadataFile(data_dir / "subscription_groups.json"),
+            auto_create=settings.auto_create_subscription_group)
+        self.group_manager = SubscriptionGroupManager(self.subscriptions,
+                                                      settings.config_center)
         self.offsets = ConsumerOffsetManager(MetadataFile(data_dir / "consumer_offsets.json"))
         self.holds = PullRequestHoldService()
         self.registrar = BrokerRegistrar(self.identity, settings.name_servers, self.topics,
@@ -80,10 +88,12 @@ class BrokerApp:
                                    accepts_writes=settings.broker_id == 0)
         self.groups = GroupRpc(GroupCoordinator(CoordinatorConfig(
             initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=settings.group_min_session_timeout_ms)))
+            min_session_timeout_ms=settings.group_min_session_timeout_ms)),
+            admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
-                         BrokerServicer(self.identity, self.messaging, self.offsets, self.groups),
+                         BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
+                                        self.group_manager),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
 
@@ -92,7 +102,10 @@ class BrokerApp:
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.dynamic.start()
         self.offsets.start(self.settings.offset_flush_interval_s)
+        sync_deadline = time.monotonic() + self.settings.topic_sync_wait_s
+        self.group_manager.start()
         self.topic_manager.start(self.settings.topic_sync_wait_s)
+        self.group_manager.wait_synced(max(0.0, sync_deadline - time.monotonic()))
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
         self.runtime.start()
@@ -103,7 +116,7 @@ class BrokerApp:
     def stop(self) -> None:
         """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
         for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
-                     self.dynamic.stop,
+                     self.group_manager.stop, self.dynamic.stop,
                      self.holds.shutdown, self.runtime.stop, self.offsets.stop,
                      self.store.shutdown):
             try:

@@ -8,6 +8,7 @@ them to a gRPC status plus the `tidemq-code` trailer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -47,8 +48,10 @@ class GroupRpc:
     """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/DescribeGroup/ListGroups for the servicer,
     plus the ticker that fires the coordinator's timers (`start()` / `stop()`)."""
 
-    def __init__(self, coordinator: GroupCoordinator, tick_interval_ms: int = 100) -> None:
+    def __init__(self, coordinator: GroupCoordinator, tick_interval_ms: int = 100, *,
+                 admit: Callable[[str], None] = lambda group: None) -> None:
         self.coordinator = coordinator
+        self._admit = admit  # raises when the group may not consume (its definition says so)
         self._tick_interval_ms = tick_interval_ms
         self._ticker: CoordinatorTicker | None = None
 
@@ -65,6 +68,7 @@ class GroupRpc:
             self._ticker = None
 
     def JoinGroup(self, request, context):
+        self._admit(request.group_id)
         future = self.coordinator.join_group(
             request.group_id, request.member_id,
             [(p.name, p.metadata) for p in request.protocols],

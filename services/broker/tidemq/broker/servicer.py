@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 
+from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.store import AppendStatus
+from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common.errors import InvalidArgument
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
@@ -36,8 +38,12 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
-                 offsets: ConsumerOffsetManager, groups: GroupRpc | None = None) -> None:
+                 offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
+                 subscriptions: SubscriptionGroupManager | None = None) -> None:
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
+        # Subscription-group definitions (none given: every group consumes with the defaults)
+        self.subscriptions = subscriptions
+        self.group_table = subscriptions.table if subscriptions else SubscriptionGroupTable()
         self.identity = identity
         self.messaging = messaging
         self.offsets = offsets
@@ -53,6 +59,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     def Pull(self, request, context):
+        self.group_table.check_consume(request.consumer_group, broadcasting=request.broadcasting)
         finished = threading.Event()
 
         def on_rpc_done() -> None:  # also fires when the caller cancels or disconnects
@@ -110,6 +117,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     def CommitOffsets(self, request, context):
+        self.group_table.check_consume(request.consumer_group)
         for entry in request.offsets:
             self.messaging.topic(entry.topic)
         self.offsets.commit(request.consumer_group,
@@ -149,3 +157,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
 
     def ListGroups(self, request, context):
         return self.groups.ListGroups(request, context)
+
+    def GetSubscriptionGroups(self, request, context):
+        table = self.group_table
+        names = list(request.groups)
+        groups = [table.effective(n) for n in names] if names else table.snapshot()
+        return broker_pb2.GetSubscriptionGroupsResponse(
+            groups=[subscription_group_pb(g, table.get(g.name) is not None) for g in groups],
+            auto_create=table.auto_create,
+            revision=self.subscriptions.revision if self.subscriptions else 0,
+        )
+
+
+def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:
+    return broker_pb2.SubscriptionGroup(**group.to_json(), defined=defined)

@@ -24,6 +24,10 @@ class BrokerSettings(ServiceSettings):
     topic_sync_wait_s: float = setting(
         5.0, "at start, wait this long for config-center before serving the persisted topics"
     )
+    auto_create_subscription_group: bool = setting(
+        True, "a group with no definition in config-center consumes with the defaults; "
+        "false = such a group is refused (SUBSCRIPTION_GROUP_NOT_EXIST)"
+    )
     register_interval_s: float = setting(30.0, "re-registration period with every name server")
     register_timeout_s: float = setting(3.0, "deadline of one registration call")
     flush_mode: str = setting("async", "async (flush every 500 ms) or sync (group commit)")
