@@ -31,6 +31,12 @@ from tidemq.client.admin_types import (
 )
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.config import ConfigClient
+from tidemq.client.config_groups import (
+    FIELDS,
+    DefinedGroup,
+    SubscriptionGroupConfig,
+    SubscriptionGroups,
+)
 from tidemq.client.message import MessageExt, decode_records, validate_topic_name
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
 from tidemq.common import errors, record
@@ -286,6 +292,38 @@ class Admin:
                         for o in reply.offsets]
         return entries
 
+    # -- subscription-group definitions (config-center /tidemq/groups/) -----------------
+
+    def create_group(self, name: str, **fields: object) -> DefinedGroup:
+        """Define a group (fails with SUBSCRIPTION_GROUP_ALREADY_EXISTS if defined); fields
+        not given take the defaults (tidemq.client.config_groups.SubscriptionGroupConfig)."""
+        return self._config_call(lambda: SubscriptionGroups(self.config).create(name, **fields))
+
+    def update_group(self, name: str, changes: dict[str, object], *,
+                     if_revision: int | None = None) -> DefinedGroup:
+        """Change some fields; with `if_revision`, only if still at that revision."""
+        return self._config_call(lambda: SubscriptionGroups(self.config).update(
+            name, changes, if_revision=if_revision))
+
+    def delete_group(self, name: str, *, if_revision: int | None = None) -> None:
+        self._config_call(lambda: SubscriptionGroups(self.config).delete(
+            name, if_revision=if_revision))
+
+    def group_definitions(self) -> list[DefinedGroup | tuple[str, str]]:
+        """Every definition; an invalid one (brokers refuse it) as (name, reason)."""
+        return self._config_call(lambda: SubscriptionGroups(self.config).list())
+
+    def group_in_force(self, group: str) -> dict[str, tuple[SubscriptionGroupConfig, bool]]:
+        """broker name -> (the definition that master enforces for `group`, defined?)."""
+        in_force = {}
+        for broker_name, addr in sorted(self.masters().items()):
+            reply = self._broker(addr, "GetSubscriptionGroups",
+                                 broker_pb2.GetSubscriptionGroupsRequest(groups=[group]))
+            for g in reply.groups:
+                fields = {name: getattr(g, name) for name in FIELDS}
+                in_force[broker_name] = (SubscriptionGroupConfig(**fields), g.defined)
+        return in_force
+
     # -- plumbing ------------------------------------------------------------------------
 
     def _broker(self, addr: str, method: str, request, *, idempotent: bool = True):
@@ -295,8 +333,10 @@ class Admin:
             raise type(exc)(f"broker {addr} did not answer {method}: {exc.message}",
                             code=exc.code) from None
 
-    def _config_call(self, method: str, *args, **kwargs):
+    def _config_call(self, method: str | Callable, *args, **kwargs):
         try:
+            if callable(method):
+                return method()
             return getattr(self.config, method)(*args, **kwargs)
         except errors.ServiceUnavailable as exc:
             addrs = self.config_center if isinstance(self.config_center, str) \

@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from tidemq.client import cli_stream
+from tidemq.client import cli_groups, cli_stream
 from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_common import (
     TIME_HELP,
@@ -54,7 +54,8 @@ cluster_app = typer.Typer(no_args_is_help=True, help="Brokers registered with th
 topic_app = typer.Typer(no_args_is_help=True,
                         help="Create, list, describe and delete topics (defined in config-center).")
 group_app = typer.Typer(no_args_is_help=True,
-                        help="Consumer groups: members, assignment, committed offsets and lag.")
+                        help="Consumer groups: members, assignment, committed offsets and lag; "
+                             "subscription-group definitions (config-center).")
 offset_app = typer.Typer(no_args_is_help=True, help="Find queue offsets by time.")
 message_app = typer.Typer(no_args_is_help=True, help="Look up stored messages by id or key.")
 app.add_typer(cluster_app, name="cluster")
@@ -102,6 +103,10 @@ def main() -> None:
 
 app.command("send")(cli_stream.send)
 app.command("consume")(cli_stream.consume)
+group_app.command("create")(cli_groups.create)
+group_app.command("update")(cli_groups.update)
+group_app.command("delete")(cli_groups.delete)
+group_app.command("definition")(cli_groups.definition)
 
 
 # -- cluster -------------------------------------------------------------------------------
@@ -194,8 +199,14 @@ def topic_delete(
 # -- groups --------------------------------------------------------------------------------
 
 @group_app.command("list")
-def group_list(ctx: typer.Context, output: OutputOpt = None) -> None:
-    """Consumer groups known to the coordinators, with state and member count."""
+def group_list(ctx: typer.Context, output: OutputOpt = None,
+               defined: Annotated[bool, typer.Option(
+                   "--defined", help="list subscription-group definitions in config-center "
+                                     "instead")] = False) -> None:
+    """Consumer groups known to the coordinators, with state and member count
+    (--defined: the definitions in config-center)."""
+    if defined:
+        return cli_groups.list_defined(ctx, output)
     with admin_session(ctx) as admin:
         groups = admin.group_list()
     if json_mode(ctx, output):
