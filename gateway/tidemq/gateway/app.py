@@ -8,6 +8,7 @@ Endpoints (docs/http-api.md has examples):
   GET  /v1/topics/<topic>                        route + per-queue min/max offsets
   POST /v1/topics/<topic>/messages               send {"messages": [...]}
   GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
+  POST/GET /v1/groups, GET/PATCH/DELETE /v1/groups/<name>   subscription-group definitions
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flask import Flask, Response, g, jsonify, request
 from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.gateway import metrics, problems, validation
+from tidemq.gateway.group_routes import groups_bp
 from tidemq.gateway.settings import GatewaySettings
 
 
@@ -32,6 +34,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     app.extensions["tidemq_backend"] = backend
     problems.install(app)
     _register_config_routes(app, getattr(backend, "config", None))
+    app.register_blueprint(groups_bp)
 
     @app.before_request
     def start_timer():

@@ -18,6 +18,7 @@ from tidemq.client.config import ConfigClient
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors
 from tidemq.common.rpc import BreakerSettings
+from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -48,6 +49,8 @@ class GatewayBackend:
         self.consumer = PullConsumer(settings.namesrv_addrs, consumer_group=GATEWAY_GROUP,
                                      timeout=settings.rpc_timeout_s, breaker=breaker)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
+        # Breaker thresholds from the config center, applied live in this worker.
+        self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
     # -- topics --------------------------------------------------------------------------
 
@@ -118,6 +121,8 @@ class GatewayBackend:
                                   max_messages, long_poll=wait_ms / 1000)
 
     def close(self) -> None:
+        if self.dynamic is not None:
+            self.dynamic.stop()
         self.producer.close()
         self.consumer.close()
         self.config.close()

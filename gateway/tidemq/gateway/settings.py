@@ -29,6 +29,12 @@ class GatewaySettings(ServiceSettings):
     max_pull_wait_ms: int = setting(10_000, "longest long-poll `wait_ms` accepted by fetch")
     breaker_fail_max: int = setting(5, "consecutive transport failures that open a breaker")
     breaker_reset_s: float = setting(10.0, "seconds a breaker stays open before a trial call")
+    cluster_name: str = setting("DefaultCluster",
+                                "config-center cluster scope of the gateway's dynamic settings")
+    config_group: str = setting(
+        "gateway", "config-center group scope (overrides the cluster's) of dynamic settings")
+    dynamic_settings: bool = setting(
+        True, "follow breaker_fail_max / breaker_reset_s in the config center, live")
     worker_timeout_s: int = setting(30, "gunicorn kills a worker silent for this long")
 
     @property

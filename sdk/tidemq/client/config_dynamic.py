@@ -14,6 +14,7 @@ setting is applied without a restart wherever the service says that is safe.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,3 +120,98 @@ class LiveSettings:
                 self._on_change(changes)
             except Exception:  # the service's handler must not stop the updates
                 log.exception("applying changed settings failed")
+
+
+@dataclass(frozen=True)
+class SettingRule:
+    """How a service reads one live setting: parse the text, check it, say what is legal."""
+
+    parse: Callable[[str], object]
+    valid: Callable[[object], bool]
+    legal: str
+
+
+class DynamicSettingsFollower:
+    """LiveSettings for a service that must never wait for the config center.
+
+    Connects in the background (retrying until it answers), then calls `apply(name, value)`
+    with each rule's effective value at start and on every change — the parsed value, or the
+    service's static value when no scope sets it. A value that does not parse or breaks the
+    rule is refused and logged, and the value in force stays.
+
+    >>> follower = DynamicSettingsFollower(
+    ...     "127.0.0.1:7070", {"breaker_fail_max": SettingRule(int, lambda v: v > 0, "> 0")},
+    ...     {"breaker_fail_max": 5}, apply=lambda name, value: ..., cluster="c1").start()
+    """
+
+    def __init__(self, config_center: str, rules: dict[str, SettingRule],
+                 static: dict[str, object], apply: Callable[[str, object], None], *,
+                 cluster: str = "", broker_group: str = "", broker: str = "",
+                 retry_interval_s: float = 2.0) -> None:
+        self._config_center = config_center
+        self._rules = rules
+        self._static = dict(static)
+        self._apply = apply
+        self._scope = {"cluster": cluster, "broker_group": broker_group, "broker": broker}
+        self._retry_interval_s = retry_interval_s
+        self.current: dict[str, object] = dict(static)
+        self._stopping = threading.Event()
+        self._live: LiveSettings | None = None
+        self._client: ConfigClient | None = None
+        self._thread = threading.Thread(target=self._connect, daemon=True,
+                                        name="dynamic-settings")
+
+    def start(self) -> DynamicSettingsFollower:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+        if self._live is not None:
+            self._live.close()
+        if self._client is not None:
+            self._client.close()
+
+    def _connect(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._client = self._client or ConfigClient(self._config_center)
+                live = LiveSettings(self._client, **self._scope, on_change=self._on_change)
+            except TideMQError as exc:
+                log.warning("dynamic settings unavailable; retrying", error=str(exc))
+                self._stopping.wait(self._retry_interval_s)
+                continue
+            self._live = live
+            for name in self._rules:
+                self.offer(name, live.get(name))
+            if self._stopping.is_set():
+                live.close()
+            return
+
+    def _on_change(self, changes: list[SettingChange]) -> None:
+        for change in changes:
+            if change.name in self._rules:
+                self.offer(change.name, change.new)
+
+    def offer(self, name: str, text: str | None) -> bool:
+        """Apply `text` (None = unset: the static value) if legal; True if it is in force."""
+        rule = self._rules[name]
+        if text is None:
+            value = self._static[name]
+        else:
+            try:
+                value = rule.parse(text)
+                ok = rule.valid(value)
+            except ValueError:
+                ok = False
+            if not ok:
+                log.error("refused dynamic setting", setting=name, value=text,
+                          expected=rule.legal, in_force=self.current[name], pid=os.getpid())
+                return False
+        old = self.current[name]
+        if old != value:
+            self._apply(name, value)
+            self.current[name] = value
+            log.info("applied dynamic setting", setting=name, old=old, new=value, pid=os.getpid())
+        return True

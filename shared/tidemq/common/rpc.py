@@ -63,6 +63,7 @@ default_pool = ChannelPool()
 
 _breakers: dict[str, pybreaker.CircuitBreaker] = {}
 _breakers_lock = threading.Lock()
+_retuned: dict[str, float] = {}  # thresholds set by retune_breakers: win over BreakerSettings
 
 
 def _is_not_transport_failure(exc: BaseException) -> bool:
@@ -84,14 +85,32 @@ def breaker_for(addr: str, settings: BreakerSettings) -> pybreaker.CircuitBreake
                 )
             kwargs: dict[str, Any] = {"state_storage": storage} if storage else {}
             breaker = pybreaker.CircuitBreaker(
-                fail_max=settings.fail_max,
-                reset_timeout=settings.reset_timeout_s,
+                fail_max=int(_retuned.get("fail_max", settings.fail_max)),
+                reset_timeout=_retuned.get("reset_timeout", settings.reset_timeout_s),
                 exclude=[_is_not_transport_failure],
                 name=addr,
                 **kwargs,
             )
             _breakers[addr] = breaker
         return breaker
+
+
+def retune_breakers(*, fail_max: int | None = None,
+                    reset_timeout_s: float | None = None) -> int:
+    """New thresholds for every breaker of this process, existing and future (a service
+    applying dynamic settings without a restart). Returns how many existing breakers changed.
+    An open breaker keeps its opening time; the new reset timeout counts from it."""
+    with _breakers_lock:
+        if fail_max is not None:
+            _retuned["fail_max"] = fail_max
+        if reset_timeout_s is not None:
+            _retuned["reset_timeout"] = reset_timeout_s
+        for breaker in _breakers.values():
+            if fail_max is not None:
+                breaker.fail_max = fail_max
+            if reset_timeout_s is not None:
+                breaker.reset_timeout = reset_timeout_s
+        return len(_breakers)
 
 
 def is_endpoint_open(addr: str) -> bool:

@@ -1,0 +1,40 @@
+"""The gateway's dynamic settings: circuit-breaker thresholds from the config center, live.
+
+Scopes (SPEC §7): `/tidemq/config/cluster/<cluster_name>/<setting>` < `/tidemq/config/group/
+<config_group>/<setting>` (default group `gateway`, so gateways can be tuned apart from
+brokers). Each gunicorn worker runs its own follower (built after the fork, in the worker's
+backend), so every worker applies a change; each logs it with its pid. Unset → the static
+`--breaker-*` value. A value that does not parse or is out of range is refused and logged.
+"""
+
+from __future__ import annotations
+
+from tidemq.client.config_dynamic import DynamicSettingsFollower, SettingRule
+from tidemq.common import rpc
+from tidemq.gateway.settings import GatewaySettings
+
+MAX_FAIL_MAX = 10_000
+MAX_RESET_S = 3600.0
+
+BREAKER_RULES = {
+    "breaker_fail_max": SettingRule(int, lambda v: 1 <= v <= MAX_FAIL_MAX,
+                                    f"an integer 1..{MAX_FAIL_MAX}"),
+    "breaker_reset_s": SettingRule(float, lambda v: 0 < v <= MAX_RESET_S,
+                                   f"seconds in (0, {MAX_RESET_S:g}]"),
+}
+
+
+def apply_breaker_setting(name: str, value: object) -> None:
+    """Every breaker this worker has, and every one it makes later, gets the new threshold."""
+    if name == "breaker_fail_max":
+        rpc.retune_breakers(fail_max=int(value))  # type: ignore[arg-type]
+    elif name == "breaker_reset_s":
+        rpc.retune_breakers(reset_timeout_s=float(value))  # type: ignore[arg-type]
+
+
+def follow_breaker_settings(settings: GatewaySettings) -> DynamicSettingsFollower:
+    static = {"breaker_fail_max": settings.breaker_fail_max,
+              "breaker_reset_s": settings.breaker_reset_s}
+    return DynamicSettingsFollower(settings.config_center, BREAKER_RULES, static,
+                                   apply_breaker_setting, cluster=settings.cluster_name,
+                                   broker_group=settings.config_group).start()
