@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from itertools import accumulate
 
 import pytest
 from hypothesis import given, settings
@@ -102,3 +103,70 @@ def test_offset_message_id_round_trip():
     assert record.parse_offset_msg_id(msg_id) == (host, 123456789)
     with pytest.raises(ValueError, match="32 hex"):
         record.parse_offset_msg_id("ABCD")
+
+
+# ---------------------------------------------------------------- lazy decoding (scan_records)
+
+headers = st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62), st.integers(0, 2**62),
+                    st.integers(0, 2**62), st.integers(0, 2**31 - 1))
+
+
+def _stored(message: record.OutgoingMessage, fields: tuple[int, int, int, int, int]) -> bytes:
+    queue_id, queue_offset, physical_offset, store_ts, reconsume = fields
+    return record.encode(
+        message.topic, message.body,
+        properties=record.encode_properties(message.system_properties()),
+        queue_id=queue_id, queue_offset=queue_offset, physical_offset=physical_offset,
+        store_timestamp=store_ts, reconsume_times=reconsume, born_timestamp=store_ts // 2,
+        store_host=record.pack_host("127.0.0.1", 10911), born_host=record.pack_host("10.0.0.1", 7),
+    )
+
+
+@given(st.lists(st.tuples(messages, headers), min_size=1, max_size=8))
+def test_lazy_scan_equals_eager_decode(batch):
+    raw = b"".join(_stored(m, h) for m, h in batch)
+    eager = list(record.iter_records(raw))
+    scanned = record.scan_records(raw)
+    assert [pos for pos, _ in scanned] == [0, *accumulate(r.total_size for r in eager)][:-1]
+    for (pos, header), rec in zip(scanned, eager, strict=True):
+        assert header == record.HEADER.unpack_from(raw, pos)
+        assert header[record.H_TOTAL_SIZE] == rec.total_size
+        assert header[record.H_QUEUE_OFFSET] == rec.queue_offset
+        assert header[record.H_STORE_HOST] == rec.store_host
+        assert record.topic_at(raw, pos, header) == rec.topic
+        assert record.properties_at(raw, pos, header) == rec.properties
+        assert record.body_at(raw, pos, header) == bytes(rec.body)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=600), st.booleans())
+def test_scan_of_garbage_raises_only_record_format_error(garbage, verify_crc):
+    with contextlib.suppress(record.RecordFormatError):
+        record.scan_records(garbage, verify_crc=verify_crc)
+
+
+@given(st.lists(messages, min_size=1, max_size=4), st.data())
+def test_scan_detects_any_flipped_byte_in_any_record(batch, data):
+    raw = bytearray(b"".join(record.encode_message(m)[0] for m in batch))
+    at = data.draw(st.integers(0, len(raw) - 1))
+    raw[at] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(record.RecordFormatError):
+        record.scan_records(raw)
+
+
+@given(messages, st.data())
+def test_scan_rejects_a_torn_tail(message, data):
+    raw, _ = record.encode_message(message)
+    cut = data.draw(st.integers(1, len(raw) - 1))
+    with pytest.raises(record.RecordFormatError):
+        record.scan_records(raw + raw[:cut])
+
+
+def test_non_utf8_fields_pass_the_scan_and_fail_when_read():
+    raw = record.encode("t", b"body", properties=b"\xff\xfe\x01v\x02")
+    ((pos, header),) = record.scan_records(raw)
+    assert record.body_at(raw, pos, header) == b"body"
+    with pytest.raises(record.RecordFormatError, match="not UTF-8"):
+        record.properties_at(raw, pos, header)
+    with pytest.raises(record.RecordFormatError, match="not UTF-8"):
+        record.decode(raw)

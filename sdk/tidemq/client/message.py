@@ -103,25 +103,122 @@ class SendResult:
         return MessageQueue("", self.broker_name, self.queue_id)
 
 
-@dataclass(frozen=True, slots=True)
+_FIELDS = ("topic", "body", "tags", "keys", "properties", "broker_name", "queue_id",
+           "queue_offset", "msg_id", "unique_id", "born_timestamp", "store_timestamp",
+           "reconsume_times", "physical_offset")
+_H = record  # header tuple indexes: record.H_*
+
+
 class MessageExt:
-    """A stored message, as read back by a consumer."""
+    """A stored message, as read back by a consumer (read-only).
 
-    topic: str
-    body: bytes
-    tags: str
-    keys: list[str]
-    properties: dict[str, str]
-    broker_name: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str
-    unique_id: str
-    born_timestamp: int
-    store_timestamp: int
-    reconsume_times: int
-    physical_offset: int = 0
+    Messages of a pull reply are lazy views: the reply's records are checked (framing and CRC)
+    when it arrives, but only the fixed header is unpacked; topic, properties (tags, keys,
+    unique id) and the body are decoded on first access and cached. A message keeps its reply
+    buffer alive until its body and properties have been read. Constructing one with all
+    fields (as a dataclass would) gives an eager message; both kinds compare, print and pickle
+    alike, and a lazy record that turns out not to be UTF-8 raises RecordFormatError when read.
+    """
 
+    __slots__ = ("_buf", "_pos", "_h", "_broker", "_body", "_dec")
+    __match_args__ = _FIELDS
+
+    def __init__(self, topic: str, body: bytes, tags: str, keys: list[str],
+                 properties: dict[str, str], broker_name: str, queue_id: int, queue_offset: int,
+                 msg_id: str, unique_id: str, born_timestamp: int, store_timestamp: int,
+                 reconsume_times: int, physical_offset: int = 0) -> None:
+        self._buf = None
+        self._pos = 0
+        self._h = (0, 0, 0, queue_id, 0, queue_offset, physical_offset, 0, born_timestamp, b"",
+                   store_timestamp, b"", reconsume_times, 0, len(body))
+        self._broker = broker_name
+        self._body = body
+        self._dec = (topic, properties, tags, keys, unique_id, msg_id)
+
+    # -- fields from the fixed header (no decoding) -----------------------------------------
+    @property
+    def broker_name(self) -> str:
+        return self._broker
+
+    @property
+    def queue_id(self) -> int:
+        return self._h[3]
+
+    @property
+    def queue_offset(self) -> int:
+        return self._h[5]
+
+    @property
+    def physical_offset(self) -> int:
+        return self._h[6]
+
+    @property
+    def born_timestamp(self) -> int:
+        return self._h[8]
+
+    @property
+    def store_timestamp(self) -> int:
+        return self._h[10]
+
+    @property
+    def reconsume_times(self) -> int:
+        return self._h[12]
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id (store host + physical offset, 32 hex chars)."""
+        dec = self._dec
+        if dec is not None and dec[5] is not None:
+            return dec[5]
+        return record.offset_msg_id(self._h[11], self._h[6])
+
+    # -- fields decoded on first access --------------------------------------------------------
+    @property
+    def body(self) -> bytes:
+        body = self._body
+        if body is None:
+            h = self._h
+            body = record.body_at(self._buf, self._pos, h)
+            if h[7] & record.SYS_FLAG_COMPRESSED:
+                body = compression.decompress(
+                    body, self.properties.get(record.PROP_COMPRESSION, compression.ZSTD))
+            self._body = body
+            if self._dec is not None:
+                self._buf = None  # everything is decoded: let go of the reply buffer
+        return body
+
+    @property
+    def topic(self) -> str:
+        return (self._dec or self._decode())[0]
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return (self._dec or self._decode())[1]
+
+    @property
+    def tags(self) -> str:
+        return (self._dec or self._decode())[2]
+
+    @property
+    def keys(self) -> list[str]:
+        return (self._dec or self._decode())[3]
+
+    @property
+    def unique_id(self) -> str:
+        return (self._dec or self._decode())[4]
+
+    def _decode(self) -> tuple:
+        buf, pos, h = self._buf, self._pos, self._h
+        props = record.properties_at(buf, pos, h)
+        keys = props.get(record.PROP_KEYS, "")
+        self._dec = dec = (record.topic_at(buf, pos, h), props, props.get(record.PROP_TAGS, ""),
+                           keys.split(record.KEY_SEPARATOR) if keys else [],
+                           props.get(record.PROP_UNIQ_KEY, ""), None)
+        if self._body is not None:
+            self._buf = None
+        return dec
+
+    # -- derived ------------------------------------------------------------------------------
     @property
     def user_properties(self) -> dict[str, str]:
         """Properties set by the sender, without TideMQ's system ones."""
@@ -132,6 +229,25 @@ class MessageExt:
         """The producer's trace context, for `tidemq.common.tracing.extract_context`."""
         traceparent = self.properties.get(record.PROP_TRACE_CONTEXT, "")
         return {"traceparent": traceparent} if traceparent else {}
+
+    # -- value semantics (as the frozen dataclass this replaced) -------------------------------
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())  # TypeError, like the dataclass: keys is a list
+
+    def __repr__(self) -> str:
+        return "MessageExt(" + ", ".join(
+            f"{name}={value!r}" for name, value in zip(_FIELDS, self._fields(), strict=True)) + ")"
+
+    def __reduce__(self) -> tuple:
+        return (MessageExt, self._fields())  # pickles eagerly, without the reply buffer
 
     @classmethod
     def from_record(cls, rec: record.Record, broker_name: str = "") -> MessageExt:
@@ -156,8 +272,17 @@ SYSTEM_PROPERTIES = frozenset({
 
 
 def decode_records(raw: bytes, broker_name: str = "") -> list[MessageExt]:
-    """Decode a pull reply's record batch into messages (CRC-checked)."""
-    return [MessageExt.from_record(rec, broker_name) for rec in record.iter_records(raw)]
+    """A pull reply's records as lazy messages: every record's framing and CRC is checked now
+    (RecordFormatError), everything past the fixed header is decoded on first access."""
+    if not isinstance(raw, bytes):
+        raw = bytes(raw)
+    new, cls, messages = object.__new__, MessageExt, []
+    append = messages.append
+    for pos, header in record.scan_records(raw):
+        m = new(cls)
+        m._buf, m._pos, m._h, m._broker, m._body, m._dec = raw, pos, header, broker_name, None, None
+        append(m)
+    return messages
 
 
 class PullStatus(enum.Enum):

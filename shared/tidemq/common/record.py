@@ -160,6 +160,14 @@ def new_unique_id() -> str:
     ).hex().upper()
 
 
+def new_unique_ids(count: int) -> list[str]:
+    """`count` unique ids at once (one clock read), as `new_unique_id` would make them."""
+    base = (_UNIQ_PREFIX + (int(time.time() * 1000) & 0xFFFFFFFFFFFF).to_bytes(6, "big")).hex()
+    base = base.upper()
+    counter = _uniq_counter
+    return [f"{base}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+
+
 def encode(
     topic: str,
     body: bytes,
@@ -201,6 +209,46 @@ def encode(
     _U16.pack_into(buf, pos, len(properties))
     buf[pos + 2:] = properties
     _U32.pack_into(buf, OFF_CRC, zlib.crc32(memoryview(buf)[CRC_START:]))
+    return bytes(buf)
+
+
+_ZERO_HOST = b"\0" * 8
+
+
+def encode_batch(topic: str, items: Sequence[tuple[bytes, bytes, int]], *,
+                 born_timestamp: int = 0, born_host: bytes = _ZERO_HOST) -> bytes:
+    """Encode records of one topic into one buffer, CRCs included: what `encode` gives for
+    each item, concatenated, without an intermediate object per record. Each item is
+    (body, encoded properties, sys_flag)."""
+    topic_raw = topic.encode()
+    topic_len = len(topic_raw)
+    if not 0 < topic_len <= MAX_TOPIC_LEN:
+        raise RecordFormatError(f"topic must be 1..{MAX_TOPIC_LEN} bytes")
+    fixed = HEADER_SIZE + 1 + topic_len + 2
+    sizes = [fixed + len(body) + len(props) for body, props, _ in items]
+    buf = bytearray(sum(sizes))
+    pack, magic, topic_head = HEADER.pack_into, MESSAGE_MAGIC, bytes([topic_len]) + topic_raw
+    pos = 0
+    for (body, props, sys_flag), total in zip(items, sizes, strict=True):
+        props_len = len(props)
+        if props_len > MAX_PROPERTIES_SIZE:
+            raise RecordFormatError(
+                f"properties are {props_len} bytes; the limit is {MAX_PROPERTIES_SIZE}")
+        body_end = pos + HEADER_SIZE + len(body)
+        pack(buf, pos, total, magic, 0, 0, 0, 0, 0, sys_flag, born_timestamp, born_host, 0,
+             _ZERO_HOST, 0, 0, len(body))
+        buf[pos + HEADER_SIZE:body_end] = body
+        at = body_end + 1 + topic_len
+        buf[body_end:at] = topic_head
+        buf[at] = props_len >> 8
+        buf[at + 1] = props_len & 0xFF
+        buf[at + 2:pos + total] = props
+        pos += total
+    view, crc32, put, pos = memoryview(buf), zlib.crc32, _U32.pack_into, 0
+    for total in sizes:
+        put(buf, pos + OFF_CRC, crc32(view[pos + CRC_START:pos + total]))
+        pos += total
+    view.release()
     return bytes(buf)
 
 
@@ -282,46 +330,102 @@ class Record:
         return offset_msg_id(self.store_host, self.physical_offset)
 
 
-def decode(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True) -> Record:
-    """Decode the record at `pos`; raises RecordFormatError if it is not a whole valid record."""
-    view = memoryview(buf)
+# Indexes into a HEADER tuple (HEADER.unpack_from), for callers that keep the tuple whole.
+H_TOTAL_SIZE, H_MAGIC, H_CRC, H_QUEUE_ID, H_FLAG, H_QUEUE_OFFSET, H_PHYSICAL_OFFSET = range(7)
+H_SYS_FLAG, H_BORN_TIMESTAMP, H_BORN_HOST, H_STORE_TIMESTAMP, H_STORE_HOST = range(7, 12)
+H_RECONSUME_TIMES, H_PREPARED_TXN_OFFSET, H_BODY_LEN = range(12, 15)
+
+
+def checked_header(view: memoryview, pos: int, verify_crc: bool = True) -> tuple:
+    """The HEADER fields of the record at `pos` after checking its framing: magic, sizes, the
+    body/topic/properties lengths adding up to total_size, and (optionally) the CRC. Topic and
+    properties are not decoded here; `topic_at`/`properties_at` do that (and check UTF-8)."""
     if len(view) - pos < HEADER_SIZE:
         raise RecordFormatError(f"truncated header at {pos}")
-    (total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
-     born_host, store_ts, store_host, reconsume, prepared, body_len) = HEADER.unpack_from(view, pos)
-    if magic != MESSAGE_MAGIC:
-        raise RecordFormatError(f"bad magic {magic:#x} at {pos}")
+    header = HEADER.unpack_from(view, pos)
+    total = header[0]
+    if header[1] != MESSAGE_MAGIC:
+        raise RecordFormatError(f"bad magic {header[1]:#x} at {pos}")
     end = pos + total
     if total < HEADER_SIZE + 3 or end > len(view):
         raise RecordFormatError(f"bad total_size {total} at {pos}")
-    if verify_crc and zlib.crc32(view[pos + CRC_START:end]) != crc:
+    if verify_crc and zlib.crc32(view[pos + CRC_START:end]) != header[2]:
         raise RecordFormatError(f"CRC mismatch at {pos}")
+    body_len = header[14]
     body_end = pos + HEADER_SIZE + body_len
     if body_len < 0 or body_end + 3 > end:
         raise RecordFormatError(f"bad body_len {body_len} at {pos}")
-    topic_len = view[body_end]
-    topic_end = body_end + 1 + topic_len
+    topic_end = body_end + 1 + view[body_end]
     if topic_end + 2 > end:
-        raise RecordFormatError(f"bad topic_len {topic_len} at {pos}")
-    props_len = _U16.unpack_from(view, topic_end)[0]
-    if topic_end + 2 + props_len != end:
+        raise RecordFormatError(f"bad topic_len {view[body_end]} at {pos}")
+    if topic_end + 2 + (view[topic_end] << 8 | view[topic_end + 1]) != end:
         raise RecordFormatError(f"field lengths do not add up to total_size at {pos}")
+    return header
+
+
+def scan_records(buf: bytes | bytearray | memoryview, *,
+                 verify_crc: bool = True) -> list[tuple[int, tuple]]:
+    """Check every record of a concatenation (a pull reply) in one pass and return
+    [(position, HEADER fields)], decoding nothing else: the base of lazy views, which decode
+    topic, properties and body only when asked (`topic_at`, `properties_at`, `body_at`)."""
+    view = memoryview(buf)
+    pos, end, found = 0, len(view), []
+    while pos < end:
+        header = checked_header(view, pos, verify_crc)
+        found.append((pos, header))
+        pos += header[0]
+    return found
+
+
+def body_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple) -> bytes:
+    """The body (a copy) of the checked record at `pos`."""
+    start = pos + HEADER_SIZE
+    return bytes(buf[start:start + header[14]])
+
+
+def topic_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple) -> str:
+    """The topic of the checked record at `pos` (RecordFormatError if it is not UTF-8)."""
+    at = pos + HEADER_SIZE + header[14]
     try:
-        topic = bytes(view[body_end + 1:topic_end]).decode()
-        properties = decode_properties(view[topic_end + 2:end])
+        return str(buf[at + 1:at + 1 + buf[at]], "utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordFormatError(f"topic or properties are not UTF-8 at {pos}") from exc
+        raise RecordFormatError(f"topic is not UTF-8 at {pos}") from exc
+
+
+def properties_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple) -> dict[str, str]:
+    """The properties of the checked record at `pos` (RecordFormatError if not UTF-8)."""
+    at = pos + HEADER_SIZE + header[14]
+    at += 3 + buf[at]
+    try:
+        return decode_properties(buf[at:pos + header[0]])
+    except UnicodeDecodeError as exc:
+        raise RecordFormatError(f"properties are not UTF-8 at {pos}") from exc
+
+
+def decode(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True) -> Record:
+    """Decode the record at `pos`; raises RecordFormatError if it is not a whole valid record."""
+    view = memoryview(buf)
+    header = checked_header(view, pos, verify_crc)
+    return _record(view, pos, header)
+
+
+def _record(view: memoryview, pos: int, header: tuple) -> Record:
+    (total, _, _, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, born_host,
+     store_ts, store_host, reconsume, prepared, body_len) = header
+    topic = topic_at(view, pos, header)
+    properties = properties_at(view, pos, header)
     return Record(
         total, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, born_host,
-        store_ts, store_host, reconsume, prepared, view[pos + HEADER_SIZE:body_end],
-        topic, properties,
+        store_ts, store_host, reconsume, prepared,
+        view[pos + HEADER_SIZE:pos + HEADER_SIZE + body_len], topic, properties,
     )
 
 
 def iter_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Iterator[Record]:
     """Decode a concatenation of records (a send batch or a pull reply)."""
-    pos, end = 0, len(buf)
+    view = memoryview(buf)
+    pos, end = 0, len(view)
     while pos < end:
-        record = decode(buf, pos, verify_crc=verify_crc)
-        yield record
-        pos += record.total_size
+        header = checked_header(view, pos, verify_crc)
+        yield _record(view, pos, header)
+        pos += header[0]
