@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import trace
 from tidemq.client import compression as codecs
 from tidemq.client.brokers import BrokerClients
+from tidemq.client.encoding import BatchEncoder
 from tidemq.client.fault import LatencyFaultTolerance
 from tidemq.client.message import MAX_MESSAGE_SIZE, Message, MessageQueue, SendResult, SendStatus
 from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
@@ -77,7 +78,10 @@ class Producer:
         self.faults = LatencyFaultTolerance() if fault_avoidance else None
         self._master_addrs: dict[str, str] = {}
         self._picker = RoundRobinPicker(self.faults, self._is_broker_open)
-        self._born_host = record.pack_host(client_host or _local_ip(), 0)
+        self._encoder = BatchEncoder(
+            max_message_size=max_message_size, compression=self.compression,
+            compress_threshold=compress_threshold,
+            born_host=record.pack_host(client_host or _local_ip(), 0))
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
         self._fanout: ThreadPoolExecutor | None = None
@@ -213,31 +217,7 @@ class Producer:
                 self._master_addrs[name] = group.master_addr
 
     def _encode(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
-        trace_carrier = inject_context()
-        extra = {}
-        if trace_carrier.get("traceparent"):
-            extra[record.PROP_TRACE_CONTEXT] = trace_carrier["traceparent"]
-        chunks, unique_ids = [], []
-        born = int(time.time() * 1000)
-        for message in messages:
-            message.validate(self.max_message_size)
-            body, sys_flag, props = bytes(message.body), 0, extra
-            if self.compression != codecs.NONE and len(body) > self.compress_threshold:
-                body = codecs.compress(body, self.compression)
-                sys_flag |= record.SYS_FLAG_COMPRESSED
-                props = {**extra, record.PROP_COMPRESSION: self.compression}
-            outgoing = record.OutgoingMessage(message.topic, body, message.tags,
-                                              tuple(message.keys), message.properties)
-            try:
-                raw, unique_id = record.encode_message(
-                    outgoing, born_host=self._born_host, born_timestamp=born,
-                    sys_flag=sys_flag, extra_properties=props,
-                )
-            except (record.RecordFormatError, ValueError) as exc:
-                raise errors.InvalidArgument(str(exc), code="INVALID_MESSAGE") from None
-            chunks.append(raw)
-            unique_ids.append(unique_id)
-        return b"".join(chunks), unique_ids
+        return self._encoder.encode(messages, inject_context().get("traceparent", ""))
 
     def _send(self, topic: str, messages: Sequence[Message],
               choose: Callable[[TopicRoute, str], MessageQueue] | None,
