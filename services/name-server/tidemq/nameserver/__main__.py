@@ -6,6 +6,7 @@ import sys
 
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
+from tidemq.nameserver.dynamic import RULES, NameServerDynamicSettings
 from tidemq.nameserver.registry import RouteRegistry
 from tidemq.nameserver.scanner import ExpiryScanner
 from tidemq.nameserver.servicer import NameServerServicer
@@ -23,6 +24,11 @@ def main(argv: list[str] | None = None) -> None:
     runtime.start()
     scanner.start()
     runtime.on_stop(scanner.stop)
+    if settings.config_center:
+        dynamic = NameServerDynamicSettings(
+            settings.config_center, {name: getattr(settings, name) for name in RULES},
+            scanner.retune, cluster=settings.cluster_name, group=settings.config_group).start()
+        runtime.on_stop(dynamic.stop)
     runtime.run_until_signal()
 
 

@@ -17,3 +17,8 @@ class NameServerSettings(ServiceSettings):
     broker_expiry_s: float = setting(
         120.0, "a broker silent this long is removed from every table (ref 120 s)"
     )
+    config_center: str = setting(
+        "", "config-center host:port to follow broker_expiry_s / scan_interval_s live from "
+        "('' = off: the name server needs no other service)")
+    cluster_name: str = setting("DefaultCluster", "config-center cluster scope of those settings")
+    config_group: str = setting("name-server", "config-center group scope (overrides cluster)")
