@@ -6,6 +6,7 @@ Domain code only (no gRPC, no Flask); the broker service adapts it to the wire.
 from .config import (
     AppendResult,
     AppendStatus,
+    FlushFailed,
     FlushMode,
     GetResult,
     GetStatus,
@@ -20,7 +21,7 @@ from .metadata import MetadataFile
 from .store import MessageStore, StartupReport
 
 __all__ = [
-    "AppendResult", "AppendStatus", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
+    "AppendResult", "AppendStatus", "FlushFailed", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
     "MessageNotFound", "MessageStore", "MessageTooLarge", "MetadataFile", "StartupReport",
     "StoreClosed", "StoreConfig", "StoreError",
 ]

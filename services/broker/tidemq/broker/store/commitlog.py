@@ -45,6 +45,10 @@ def check_topic(topic: str) -> None:
         )
 
 
+# One producer batch for one queue: (topic, queue_id, concatenated records, record_count).
+AppendRequest = tuple[str, int, bytes, int]
+
+
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
     start_offset: int     # where the CRC scan began
@@ -52,6 +56,15 @@ class RecoveryReport:
     records_scanned: int
     truncated_bytes: bool  # a damaged tail was cut off
     segments_removed: int
+
+
+class _Rejected(Exception):
+    """An invalid batch found while stamping a group: the group is stamped again without it."""
+
+    def __init__(self, index: int, error: StoreError) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
 
 
 class CommitLog:
@@ -177,76 +190,132 @@ class CommitLog:
         self, topic: str, queue_id: int, records: bytes, record_count: int, store_host: bytes
     ) -> tuple[int, list[int]]:
         """Stamp and append a batch for one queue; returns (first queue offset, physical
-        offsets). Every record is validated before a byte is written: all or nothing.
+        offsets). Every record is validated before a byte is written: all or nothing."""
+        outcome = self.append_group([(topic, queue_id, records, record_count)], store_host)[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
+        return outcome
+
+    def append_group(
+        self, requests: list[AppendRequest], store_host: bytes
+    ) -> list[tuple[int, list[int]] | StoreError]:
+        """Append several producer batches (possibly for different queues) in one go: one lock
+        hold, one store timestamp and one write per segment touched. Each batch is all or
+        nothing on its own: an invalid one gets its StoreError in the returned list and the
+        others are still appended. A failing write raises (nothing of the group is then
+        counted as appended; the bytes past the log end are overwritten later).
 
         This is the hot path: per record only a few struct calls and one CRC; the bytes are
-        stamped in a private copy and reach the segment in one write per segment touched.
+        stamped in a private copy.
         """
+        outcomes: list[tuple[int, list[int]] | StoreError | None] = [
+            self._precheck(*request) for request in requests
+        ]
+        with self._append_lock:
+            while True:
+                live = [i for i, outcome in enumerate(outcomes) if outcome is None]
+                if not live:
+                    break
+                try:
+                    self._stamp_and_write(requests, live, outcomes, store_host)
+                    break
+                except _Rejected as rejected:  # stamp the group again without that batch
+                    outcomes[rejected.index] = rejected.error
+        return outcomes  # type: ignore[return-value]
+
+    def _precheck(self, topic: str, queue_id: int, records: bytes,
+                  record_count: int) -> StoreError | None:
         if topic not in self._valid_topics:
-            check_topic(topic)
+            try:
+                check_topic(topic)
+            except StoreError as exc:
+                return exc
             self._valid_topics.add(topic)
         if not 0 <= queue_id <= MAX_QUEUE_ID:
-            raise InvalidBatch(f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
-        topic_raw = topic.encode()
-        size = len(records)
-        if size == 0 or record_count <= 0:
-            raise InvalidBatch("a batch must hold at least one record")
-        buf = bytearray(records)
-        view = memoryview(buf)
+            return InvalidBatch(f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
+        if not records or record_count <= 0:
+            return InvalidBatch("a batch must hold at least one record")
+        return None
+
+    def _stamp_and_write(self, requests: list[AppendRequest], live: list[int],
+                         outcomes: list, store_host: bytes) -> None:
+        """Under the append lock: validate and stamp the live batches in one private copy for
+        the log's end, then write it (one write per segment touched, a filler where a segment
+        ends). Raises _Rejected for the first invalid batch, before anything is written."""
+        buf = bytearray(b"".join([requests[i][2] for i in live]))
         size_magic, int_at, short_at = _SIZE_MAGIC.unpack_from, _I32.unpack_from, _U16.unpack_from
         pack_queue_id, pack_offsets = _QUEUE_ID.pack_into, _QUEUE_AND_PHYSICAL_OFFSET.pack_into
         pack_crc, crc32 = _U32.pack_into, zlib.crc32
         max_size, segment_size, magic_ok = self.max_message_size, self.segment_size, record.MESSAGE_MAGIC
-        physical_offsets: list[int] = []
-        with self._append_lock:
-            key = (topic, queue_id)
-            first_queue_offset = queue_offset = self._queue_offsets.get(key, 0)
-            stamp = _STORE_TIME_AND_HOST.pack(time.time_ns() // 1_000_000, store_host)
-            cursor = self._written
-            segment_end = cursor - cursor % segment_size + segment_size
-            # chunks: (physical offset, buffer start, buffer end, filler offset or -1)
-            chunks: list[tuple[int, int, int, int]] = []
-            chunk_start, chunk_phys, pos = 0, cursor, 0
-            while pos < size:
-                if pos + record.HEADER_SIZE > size:
-                    raise InvalidBatch(f"record {len(physical_offsets)} is truncated")
-                total, magic = size_magic(records, pos)
-                end = pos + total
-                if magic != magic_ok or total < MIN_RECORD_SIZE or end > size or total > max_size:
-                    raise self._rejection(len(physical_offsets), total, magic, size - pos)
-                body_end = pos + record.HEADER_SIZE + int_at(records, pos + 84)[0]
-                if not pos + record.HEADER_SIZE <= body_end <= end - 3:
-                    raise InvalidBatch(f"record {len(physical_offsets)} has a bad body_len")
-                topic_end = body_end + 1 + records[body_end]
-                if records[body_end + 1:topic_end] != topic_raw:
-                    raise InvalidBatch(f"record {len(physical_offsets)} is not for topic {topic!r}")
-                if topic_end + 2 > end or topic_end + 2 + short_at(records, topic_end)[0] != end:
-                    raise InvalidBatch(f"record {len(physical_offsets)}: field lengths do not add up")
-                if cursor + total + FILLER_MIN > segment_end:
-                    chunks.append((chunk_phys, chunk_start, pos, cursor))
-                    cursor = chunk_phys = segment_end
-                    chunk_start = pos
-                    segment_end += segment_size
-                pack_queue_id(buf, pos + 12, queue_id)
-                pack_offsets(buf, pos + 20, queue_offset, cursor)
-                buf[pos + 56:pos + 72] = stamp
-                pack_crc(buf, pos + 8, crc32(view[pos + 12:end]))
-                physical_offsets.append(cursor)
-                queue_offset += 1
-                cursor += total
-                pos = end
-            if len(physical_offsets) != record_count:
-                raise InvalidBatch(
-                    f"batch holds {len(physical_offsets)} records but record_count is {record_count}"
-                )
-            chunks.append((chunk_phys, chunk_start, size, -1))
+        header_size = record.HEADER_SIZE
+        stamp = _STORE_TIME_AND_HOST.pack(time.time_ns() // 1_000_000, store_host)
+        cursor = self._written
+        segment_end = cursor - cursor % segment_size + segment_size
+        # chunks: (physical offset, buffer start, buffer end, filler offset or -1)
+        chunks: list[tuple[int, int, int, int]] = []
+        chunk_start, chunk_phys, pos = 0, cursor, 0
+        queue_offsets, next_offsets = self._queue_offsets, {}
+        results: list[tuple[int, list[int]]] = []
+        with memoryview(buf) as view:
+            for i in live:
+                topic, queue_id, records, record_count = requests[i]
+                key = (topic, queue_id)
+                queue_offset = next_offsets.get(key)
+                if queue_offset is None:
+                    queue_offset = queue_offsets.get(key, 0)
+                first_queue_offset = queue_offset
+                topic_raw = topic.encode()
+                size = pos + len(records)
+                physical_offsets: list[int] = []
+                try:
+                    while pos < size:
+                        if pos + header_size > size:
+                            raise InvalidBatch(f"record {len(physical_offsets)} is truncated")
+                        total, magic = size_magic(buf, pos)
+                        end = pos + total
+                        if (magic != magic_ok or total < MIN_RECORD_SIZE or end > size
+                                or total > max_size):
+                            raise self._rejection(len(physical_offsets), total, magic, size - pos)
+                        body_end = pos + header_size + int_at(buf, pos + 84)[0]
+                        if not pos + header_size <= body_end <= end - 3:
+                            raise InvalidBatch(f"record {len(physical_offsets)} has a bad body_len")
+                        topic_end = body_end + 1 + buf[body_end]
+                        if buf[body_end + 1:topic_end] != topic_raw:
+                            raise InvalidBatch(
+                                f"record {len(physical_offsets)} is not for topic {topic!r}"
+                            )
+                        if topic_end + 2 > end or topic_end + 2 + short_at(buf, topic_end)[0] != end:
+                            raise InvalidBatch(
+                                f"record {len(physical_offsets)}: field lengths do not add up"
+                            )
+                        if cursor + total + FILLER_MIN > segment_end:
+                            chunks.append((chunk_phys, chunk_start, pos, cursor))
+                            cursor = chunk_phys = segment_end
+                            chunk_start = pos
+                            segment_end += segment_size
+                        pack_queue_id(buf, pos + 12, queue_id)
+                        pack_offsets(buf, pos + 20, queue_offset, cursor)
+                        buf[pos + 56:pos + 72] = stamp
+                        pack_crc(buf, pos + 8, crc32(view[pos + 12:end]))
+                        physical_offsets.append(cursor)
+                        queue_offset += 1
+                        cursor += total
+                        pos = end
+                    if len(physical_offsets) != record_count:
+                        raise InvalidBatch(f"batch holds {len(physical_offsets)} records but "
+                                           f"record_count is {record_count}")
+                except StoreError as exc:
+                    raise _Rejected(i, exc) from None
+                next_offsets[key] = queue_offset
+                results.append((first_queue_offset, physical_offsets))
+            chunks.append((chunk_phys, chunk_start, pos, -1))
             self._write_chunks(view, chunks)
-            self._queue_offsets[key] = queue_offset
-            self._written = cursor
-            if cursor >= self._prepare_next_at:
-                self._prepare_next()
-        view.release()
-        return first_queue_offset, physical_offsets
+        queue_offsets.update(next_offsets)
+        self._written = cursor
+        if cursor >= self._prepare_next_at:
+            self._prepare_next()
+        for i, result in zip(live, results, strict=True):
+            outcomes[i] = result
 
     def _rejection(self, index: int, total: int, magic: int, remaining: int) -> StoreError:
         if magic != record.MESSAGE_MAGIC:

@@ -120,3 +120,9 @@ class MessageNotFound(StoreError):
 
 class StoreClosed(StoreError):
     code = "SERVICE_UNAVAILABLE"
+
+
+class FlushFailed(StoreError):
+    """A SYNC_FLUSH round's write or fsync failed: its batches are not acknowledged."""
+
+    code = "SERVICE_UNAVAILABLE"

@@ -17,8 +17,10 @@ from tidemq.common import record
 from tidemq.common.logs import get_logger
 
 from .commitlog import CommitLog
+from .config import CQ_UNIT_SIZE
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
+from .segment import MIN_RECORD_SIZE
 
 log = get_logger(__name__)
 
@@ -126,74 +128,92 @@ class Dispatcher:
         if chunk is None:
             return False, 0
         touched: dict[ConsumeQueue, None] = {}
-        index_entries: list[tuple[bytes, int, int]] = []
+        index_entries: list[tuple[int, int, int]] = []   # (key hash, physical offset, store ms)
         pos, count, size, filler = 0, 0, len(chunk), False
-        fields, pack_unit, crc32 = _DISPATCH_FIELDS.unpack_from, UNIT.pack, zlib.crc32
+        fields, pack_unit, crc32 = _DISPATCH_FIELDS.unpack_from, UNIT.pack_into, zlib.crc32
+        find, startswith = chunk.find, chunk.startswith
+        header_size, message_magic = record.HEADER_SIZE, record.MESSAGE_MAGIC
         topics, queues = self._topics, self.queues
-        # A run: consecutive units of one queue, written to its file in one copy.
-        run_queue, run_first, run_next, run_units = None, 0, -1, bytearray()
-        last_key, key_prefix, find = None, b"", chunk.find
+        # Units are packed into one buffer for the chunk; a run (consecutive units of one
+        # queue) goes to its file in one copy.
+        units = bytearray(CQ_UNIT_SIZE * (size // MIN_RECORD_SIZE + 1))
+        units_view = memoryview(units)
+        unit_at, run_queue, run_first, run_next, run_start = 0, None, 0, -1, 0
+        # The last record's queue: its queue id and its topic field (length byte + name), so
+        # a record of the same queue is recognised without slicing its topic out.
+        queue, last_queue_id, last_topic_field, props_skip, key_crc = None, -1, b"\xff", 0, 0
         while pos + 8 <= size:
-            total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk, pos) \
-                if pos + record.HEADER_SIZE <= size else (*_SIZE_MAGIC.unpack_from(chunk, pos),
-                                                          0, 0, 0, 0, 0)
-            if magic == record.BLANK_MAGIC:
-                filler = True
-                break
-            if magic != record.MESSAGE_MAGIC or total <= 0:
+            if pos + header_size <= size:
+                total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk,
+                                                                                            pos)
+            else:
+                total, magic = _SIZE_MAGIC.unpack_from(chunk, pos)
+            if magic != message_magic or total <= 0:
+                if magic == record.BLANK_MAGIC:
+                    filler = True
+                    break
                 raise RuntimeError(f"no record at commitlog offset {start + pos}")
-            if pos + total > size:
+            end = pos + total
+            if end > size:
                 break
-            topic_at = pos + record.HEADER_SIZE + body_len
-            topic_end = topic_at + 1 + chunk[topic_at]
-            topic_raw = chunk[topic_at + 1:topic_end]
-            props_at, end = topic_end + 2, pos + total
-            if (topic_raw, queue_id) != last_key:
+            topic_at = pos + header_size + body_len
+            if queue_id != last_queue_id or not startswith(last_topic_field, topic_at):
+                topic_end = topic_at + 1 + chunk[topic_at]
+                topic_raw = chunk[topic_at + 1:topic_end]
                 topic = topics.get(topic_raw)
                 if topic is None:
                     topic = topics[topic_raw] = topic_raw.decode()
                 queue = queues.get_or_create(topic, queue_id)
                 touched[queue] = None
-                last_key = (topic_raw, queue_id)
-                key_prefix = topic_raw + b"#"
-            if queue is not run_queue or queue_offset != run_next:
-                if run_units:
-                    run_queue.put_units(run_first, run_units)
-                run_queue, run_first, run_units = queue, queue_offset, bytearray()
+                last_queue_id, last_topic_field = queue_id, chunk[topic_at:topic_end]
+                props_skip = topic_end + 2 - topic_at
+                key_crc = crc32(topic_raw + b"#")   # index keys are topic#key
+            if queue_offset != run_next or queue is not run_queue:
+                if unit_at > run_start:
+                    run_queue.put_units(run_first, units_view[run_start:unit_at])
+                run_queue, run_first, run_start = queue, queue_offset, unit_at
             run_next = queue_offset + 1
+            props_at = topic_at + props_skip
             # Inline fast path of property_value for the two properties every record has,
             # searching the chunk in place (a value without a trailing separator runs to the
             # record end; a name preceded by anything but a separator takes the slow path).
             at = find(_TAGS, props_at, end)
             if at < 0:
-                tags = None
+                tags_hash = 0
             elif at == props_at or chunk[at - 1] == 2:
                 stop = find(b"\x02", at + 5, end)
-                tags = chunk[at + 5:stop if stop >= 0 else end]
+                tags_hash = crc32(chunk[at + 5:stop if stop >= 0 else end])
             else:
                 tags = property_value(chunk[props_at:end], _TAGS)
-            run_units += pack_unit(physical, total, crc32(tags) if tags else 0)
+                tags_hash = crc32(tags) if tags else 0
+            pack_unit(units, unit_at, physical, total, tags_hash)
+            unit_at += CQ_UNIT_SIZE
             at = find(_UNIQ, props_at, end)
             if at < 0:
-                uniq = None
+                pass
             elif at == props_at or chunk[at - 1] == 2:
                 stop = find(b"\x02", at + 9, end)
-                uniq = chunk[at + 9:stop if stop >= 0 else end]
+                if stop < 0:
+                    stop = end
+                if stop > at + 9:
+                    index_entries.append((crc32(chunk[at + 9:stop], key_crc) & 0x7FFFFFFF,
+                                          physical, store_ts))
             else:
                 uniq = property_value(chunk[props_at:end], _UNIQ)
-            if uniq:
-                index_entries.append((key_prefix + uniq, physical, store_ts))
+                if uniq:
+                    index_entries.append((crc32(uniq, key_crc) & 0x7FFFFFFF, physical, store_ts))
             if find(_KEYS, props_at, end) >= 0:
                 raw_keys = property_value(chunk[props_at:end], _KEYS)
                 if raw_keys:
-                    index_entries.extend((key_prefix + key, physical, store_ts)
+                    index_entries.extend((crc32(key, key_crc) & 0x7FFFFFFF, physical, store_ts)
                                          for key in raw_keys.split(b" ") if key)
-            pos += total
+            pos = end
             count += 1
-        if run_units:
-            run_queue.put_units(run_first, run_units)
+        if unit_at > run_start:
+            run_queue.put_units(run_first, units_view[run_start:unit_at])
+        units_view.release()
         if index_entries:
-            self.index.put_many(index_entries)
+            self.index.put_hashed(index_entries)
         self._advance(segment.end_offset if filler else start + pos, touched)
         return filler or pos > 0, count
 

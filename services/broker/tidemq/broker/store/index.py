@@ -52,30 +52,37 @@ class IndexFile:
         self.put_many([(key, physical_offset, store_ts_ms)])
 
     def put_many(self, entries: list[tuple[bytes, int, int]]) -> int:
-        """put() for a run of (key, physical offset, store ms); header written once. Returns
-        how many entries it took (it stops when full)."""
+        """put() for a run of (key, physical offset, store ms); see put_hashed."""
+        return self.put_hashed([(key_hash(key), physical, ts) for key, physical, ts in entries])
+
+    def put_hashed(self, entries: list[tuple[int, int, int]]) -> int:
+        """Index a run of (key_hash(key), physical offset, store ms); header written once.
+        Returns how many entries it took (it stops when full)."""
         mm, slots, entries_at = self.file.mm, self.slots, self._entries_at
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        crc32 = zlib.crc32
         start = count = self.count
         if count == 1 and entries:
             self.begin_ts, self.begin_phy = entries[0][2], entries[0][1]
-        begin_ts = self.begin_ts
+        begin_ts, end_ts = self.begin_ts, self.end_ts
         taking = entries[:self.entries - count]
-        for key, physical, store_ts in taking:
-            hashed = crc32(key) & 0x7FFFFFFF
+        last_ts = diff = None   # a batch's records share their store time: compute once
+        for hashed, physical, store_ts in taking:
             slot_at = HEADER_SIZE + (hashed % slots) * 4
             previous = slot_unpack(mm, slot_at)[0]
             if not 0 <= previous < count:
                 previous = 0
-            diff = (store_ts - begin_ts) // 1000
-            if not 0 <= diff <= 0x7FFFFFFF:
-                diff = 0 if diff < 0 else 0x7FFFFFFF
+            if store_ts != last_ts:
+                last_ts = store_ts
+                diff = (store_ts - begin_ts) // 1000
+                if not 0 <= diff <= 0x7FFFFFFF:
+                    diff = 0 if diff < 0 else 0x7FFFFFFF
+                if store_ts > end_ts:
+                    end_ts = store_ts
             entry_pack(mm, entries_at + count * 20, hashed, physical, diff, previous)
             slot_pack(mm, slot_at, count)
             count += 1
         if taking:
-            self.end_ts = max(self.end_ts, max(e[2] for e in taking))
+            self.end_ts = end_ts
             self.end_phy = taking[-1][1]
         self.count = count
         HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
@@ -126,13 +133,18 @@ class IndexService:
 
     def put_many(self, entries: list[tuple[bytes, int, int]]) -> None:
         """Index (key, physical offset, store ms) entries in order, skipping re-dispatched ones."""
+        self.put_hashed([(key_hash(key), physical, ts) for key, physical, ts in entries])
+
+    def put_hashed(self, entries: list[tuple[int, int, int]]) -> None:
+        """put_many with the keys already hashed (key_hash; the dispatcher hashes `topic#key`
+        without building it, continuing the CRC of `topic#`)."""
         if entries and entries[0][1] <= self.resume_after:
             entries = [e for e in entries if e[1] > self.resume_after]
         while entries:
             current = self.files[-1] if self.files else None
             if current is None or current.full:
                 current = self._roll()
-            entries = entries[current.put_many(entries):]
+            entries = entries[current.put_hashed(entries):]
 
     def _roll(self) -> IndexFile:
         name = time.time_ns() // 1000

@@ -54,7 +54,7 @@ class MessageStore:
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
         self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index,
                                      config.max_message_size)
-        self.flusher = FlushService(self.commitlog, config)
+        self.flusher = FlushService(self.commitlog, config, store_host, self.dispatcher.wake)
         self.reader = StoreReader(self.commitlog, self.queues, self.index)
         self.retention = Retention(config, self.commitlog, self.queues, self.index)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
@@ -155,11 +155,16 @@ class MessageStore:
         """Append one producer batch for one queue; contiguous queue offsets, all or nothing."""
         if not self._running:
             raise StoreClosed("the store is not running")
-        first, physical_offsets = self.commitlog.append_batch(
-            topic, queue_id, records, record_count, self.store_host
-        )
-        self.dispatcher.wake()
-        durable = self.flusher.after_append(physical_offsets[-1] + 1)
+        if self.flusher.sync:  # group commit: queued, appended and fsynced in rounds
+            first, physical_offsets, durable = self.flusher.append(
+                topic, queue_id, records, record_count
+            )
+        else:
+            first, physical_offsets = self.commitlog.append_batch(
+                topic, queue_id, records, record_count, self.store_host
+            )
+            self.dispatcher.wake()
+            durable = True
         status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
         return AppendResult(status, first, physical_offsets)
 
