@@ -89,12 +89,17 @@ def check_invariants(store: MessageStore, acks) -> int:
     # Contiguous queue offsets, each unit pointing at its own record.
     for queue_id in range(QUEUES):
         high = store.max_offset(TOPIC, queue_id)
-        expected = 0
+        expected, previous_physical = 0, -1
         while expected < high:
             got = store.get_messages(TOPIC, queue_id, expected, max_messages=500, max_bytes=1 << 30)
-            offsets = [(r.queue_offset, r.queue_id) for r in record.iter_records(got.records)]
+            records = list(record.iter_records(got.records))
+            offsets = [(r.queue_offset, r.queue_id) for r in records]
             assert offsets == [(o, queue_id) for o in range(expected, expected + len(offsets))]
             assert offsets, f"queue {queue_id} has a hole at {expected}: {got}"
+            # A queue's records lie in the log in queue-offset order.
+            physical = [r.physical_offset for r in records]
+            assert physical == sorted(physical) and physical[0] > previous_physical
+            previous_physical = physical[-1]
             expected += len(offsets)
     # Every acknowledged record, byte for byte.
     checked = 0
@@ -113,18 +118,33 @@ def check_invariants(store: MessageStore, acks) -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_sigkilled_sync_writer_loses_no_acknowledged_append(tmp_path):
+    truncations = crash_rounds(tmp_path, ROUNDS, threads=4, max_batch=6)
+    assert truncations > 0, "no round exercised tail truncation; the damage modes are not biting"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_sigkilled_writer_with_many_one_message_appenders_loses_no_ack(tmp_path):
+    """32 threads appending one record each share group-commit rounds: every ack survives."""
+    crash_rounds(tmp_path, 6, threads=32, max_batch=1)
+
+
+def crash_rounds(tmp_path: Path, rounds: int, threads: int, max_batch: int) -> int:
+    """Kill/damage/recover `rounds` times; returns how many recoveries truncated a tail."""
     seed = int(os.environ.get("TIDEMQ_CRASH_SEED", random.randrange(1 << 30)))
     print(f"crash test seed {seed} (replay with TIDEMQ_CRASH_SEED={seed})")
     rng = random.Random(seed)
     data_dir, ack_log = tmp_path / "store", tmp_path / "acks.log"
     truncations = 0
-    for round_no in range(ROUNDS):
+    for round_no in range(rounds):
         writer = subprocess.Popen(
-            [sys.executable, str(WRITER), str(data_dir), str(ack_log), str(seed + round_no)],
+            [sys.executable, str(WRITER), str(data_dir), str(ack_log), str(seed + round_no),
+             str(threads), str(max_batch)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         try:
-            wait_for_acks(ack_log, len(read_acks(ack_log)) + rng.randint(1, 60), writer)
+            wait_for_acks(ack_log, len(read_acks(ack_log)) + rng.randint(1, 60 * max_batch // 6
+                                                                         + threads), writer)
         finally:
             writer.send_signal(signal.SIGKILL)
             writer.wait()
@@ -141,4 +161,4 @@ def test_sigkilled_sync_writer_loses_no_acknowledged_append(tmp_path):
                   f"recovery {report.elapsed_ms:.0f} ms, truncated={report.commitlog.truncated_bytes}")
         finally:
             store.shutdown()
-    assert truncations > 0, "no round exercised tail truncation; the damage modes are not biting"
+    return truncations

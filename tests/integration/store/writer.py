@@ -1,6 +1,7 @@
 """Crash-test writer: appends random batches with SYNC_FLUSH and logs every acknowledgement.
 
-Run as `python writer.py DATA_DIR ACK_LOG SEED`; it appends until killed. Each acknowledged
+Run as `python writer.py DATA_DIR ACK_LOG SEED [THREADS [MAX_BATCH]]` (defaults 4 threads,
+batches of 1-6 records); it appends until killed. Each acknowledged
 batch becomes one line in ACK_LOG, written only after append_batch returned PUT_OK:
     queue_id first_queue_offset phys:size:crc,phys:size:crc,...
 where crc is crc32 of the producer's bytes with the broker-stamped fields zeroed.
@@ -40,6 +41,8 @@ def store_config(data_dir: Path) -> StoreConfig:
 
 def main() -> None:
     data_dir, ack_path, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    threads_count = int(sys.argv[4]) if len(sys.argv) > 4 else 4
+    max_batch = int(sys.argv[5]) if len(sys.argv) > 5 else 6
     store = MessageStore(store_config(data_dir), record.pack_host("127.0.0.1", 10911))
     store.start()
     ack_fd = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -51,7 +54,7 @@ def main() -> None:
         while True:
             queue_id = rng.randrange(QUEUES)
             raws = []
-            for _ in range(rng.randint(1, 6)):
+            for _ in range(rng.randint(1, max_batch)):
                 body = rng.randbytes(rng.randint(1, 3000))
                 message = record.OutgoingMessage(TOPIC, body, tags=rng.choice(["a", "b"]),
                                                  keys=[f"k{rng.randrange(50)}"])
@@ -66,7 +69,8 @@ def main() -> None:
             with ack_lock:
                 os.write(ack_fd, f"{queue_id} {result.first_queue_offset} {units}\n".encode())
 
-    threads = [threading.Thread(target=produce, args=(n,), daemon=True) for n in range(4)]
+    threads = [threading.Thread(target=produce, args=(n,), daemon=True)
+               for n in range(threads_count)]
     for thread in threads:
         thread.start()
     for thread in threads:

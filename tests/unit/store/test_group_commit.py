@@ -1,0 +1,240 @@
+"""SYNC_FLUSH group commit: append groups, rounds, failures and timeouts.
+
+Disk faults are injected by replacing the CommitLog's flush/write with ones that raise or
+block (the disk is outside the system); everything else is the real store.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreError
+
+from .helpers import HOST, encode_batch, open_store, read_all, small_config
+from .test_commitlog import new_log, walk
+
+
+def sync_store(tmp_path, **overrides):
+    return open_store(small_config(tmp_path, flush_mode=FlushMode.SYNC, **overrides))
+
+
+def run_threads(count: int, target) -> list:
+    """Run target(n) in `count` threads; returns each thread's result or exception."""
+    results: list = [None] * count
+
+    def run(n: int) -> None:
+        try:
+            results[n] = target(n)
+        except Exception as exc:  # returned to the test, which asserts on it
+            results[n] = exc
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive(), "an appender never returned"
+    return results
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)  # polling interval; the loop checks the condition
+
+
+class GatedFlush:
+    """Replaces CommitLog.flush: call i waits for gate i to open, then fails if told to."""
+
+    def __init__(self, commitlog, gates: int, failing: set[int] = frozenset()) -> None:
+        self.real = commitlog.flush
+        self.gates = [threading.Event() for _ in range(gates)]
+        self.entered = [threading.Event() for _ in range(gates)]
+        self.failing = failing
+        self.calls = 0
+        commitlog.flush = self
+
+    def __call__(self) -> int:
+        call, self.calls = self.calls, self.calls + 1
+        if call < len(self.gates):
+            self.entered[call].set()
+            assert self.gates[call].wait(30)
+        if call in self.failing:
+            raise OSError(errno.EIO, "Input/output error")
+        return self.real()
+
+    def open_all(self) -> None:
+        for gate in self.gates:
+            gate.set()
+
+
+def one(topic: str = "t", body: bytes = b"m") -> bytes:
+    return encode_batch(topic, [body])[0]
+
+
+def test_concurrent_one_message_appends_are_contiguous_and_in_log_order(tmp_path):
+    store = sync_store(tmp_path, segment_size=256 * 1024)
+    results = run_threads(24, lambda n: [store.append_batch("t", n % 4, one(body=b"x" * n), 1)
+                                         for _ in range(25)])
+    flat = [r for per_thread in results for r in per_thread]
+    assert {r.status for r in flat} == {AppendStatus.PUT_OK}
+    for queue_id in range(4):   # thread n appends to queue n % 4
+        mine = sorted((r.first_queue_offset, r.physical_offsets[0])
+                      for n in range(queue_id, 24, 4) for r in results[n])
+        assert [offset for offset, _ in mine] == list(range(len(mine)))
+        physical = [p for _, p in mine]
+        assert physical == sorted(physical), "a queue's records are in offset order in the log"
+    assert store.commitlog.flushed_offset > max(r.physical_offsets[-1] for r in flat)
+    assert store.flusher.fsyncs < len(flat) and store.flusher.round_requests == len(flat)
+    assert store.wait_dispatched(10)
+    assert sum(len(read_all(store, "t", q)) for q in range(4)) == len(flat)
+    store.shutdown()
+
+
+def test_a_failed_fsync_fails_every_waiter_of_its_round_and_only_them(tmp_path):
+    store = sync_store(tmp_path)
+    flush = GatedFlush(store.commitlog, gates=2, failing={1})
+    first = []
+    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
+    leader.start()
+    assert flush.entered[0].wait(10)          # round 1 (the leader alone) is in its fsync
+    results: list = []
+    waiters = threading.Thread(target=lambda: results.extend(
+        run_threads(4, lambda n: store.append_batch("t", 1, one(), 1))))
+    waiters.start()
+    wait_until(lambda: len(store.flusher._pending) == 4)
+    flush.open_all()                          # round 1 succeeds; round 2 (the four) fails
+    leader.join(30)
+    waiters.join(30)
+    assert first[0].status is AppendStatus.PUT_OK
+    assert len(results) == 4 and all(isinstance(r, FlushFailed) for r in results), results
+    assert all(r.code == "SERVICE_UNAVAILABLE" and "fsync failed" in str(r) for r in results)
+    assert store.append_batch("t", 2, one(), 1).status is AppendStatus.PUT_OK
+    store.shutdown()
+
+
+def test_a_failed_write_appends_nothing_and_fails_the_round(tmp_path):
+    store = sync_store(tmp_path)
+    real_write = store.commitlog._write_chunks
+
+    def no_space(view, chunks):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store.commitlog._write_chunks = no_space
+    with pytest.raises(FlushFailed, match="write failed.*nothing was appended"):
+        store.append_batch("t", 0, one(), 1)
+    assert store.commitlog_max_offset() == 0
+    store.commitlog._write_chunks = real_write
+    result = store.append_batch("t", 0, one(), 1)
+    assert (result.status, result.first_queue_offset, result.physical_offsets) == (
+        AppendStatus.PUT_OK, 0, [0])
+    store.shutdown()
+
+
+def test_an_invalid_batch_fails_alone_in_its_group(tmp_path):
+    log = new_log(tmp_path)
+    good = one(body=b"good")
+    outcomes = log.append_group([
+        ("t", 0, good, 1),
+        ("t", 0, one("u"), 1),          # not for topic t
+        ("t", 1, good, 1),
+        ("t", 0, good + good, 3),       # wrong record_count
+        ("../x", 0, good, 1),           # unsafe topic name
+        ("t", 0, good, 1),
+    ], HOST)
+    assert outcomes[0] == (0, [0])
+    assert isinstance(outcomes[1], InvalidBatch) and "not for topic" in str(outcomes[1])
+    assert isinstance(outcomes[3], InvalidBatch) and "record_count" in str(outcomes[3])
+    assert isinstance(outcomes[4], InvalidBatch)
+    assert outcomes[2][0] == 0 and outcomes[5][0] == 1
+    assert [(r.queue_id, r.queue_offset) for r in walk(log)] == [(0, 0), (1, 0), (0, 1)]
+    log.close()
+
+
+requests = st.lists(
+    st.tuples(st.integers(0, 2), st.lists(st.integers(0, 5000), min_size=1, max_size=4),
+              st.booleans()),
+    min_size=1, max_size=12,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(requests, min_size=1, max_size=6))
+def test_random_append_groups_match_their_model(tmp_path_factory, groups):
+    """Groups of batches for several queues, some invalid, across segment ends: valid batches
+    get contiguous offsets per queue in group order, invalid ones change nothing."""
+    directory = tmp_path_factory.mktemp("log")
+    log = new_log(directory)
+    model: dict[int, list[bytes]] = {}
+    for g, group in enumerate(groups):
+        batch_requests, expected = [], []
+        for r, (queue_id, sizes, valid) in enumerate(group):
+            bodies = [bytes([(g * 13 + r) % 251]) * size for size in sizes]
+            raw = encode_batch("t", bodies)[0]
+            batch_requests.append(("t", queue_id, raw if valid else raw[:-1], len(bodies)))
+            expected.append((queue_id, bodies, valid))
+        outcomes = log.append_group(batch_requests, HOST)
+        for (queue_id, bodies, valid), outcome in zip(expected, outcomes, strict=True):
+            if not valid:
+                assert isinstance(outcome, StoreError)
+                continue
+            queue = model.setdefault(queue_id, [])
+            assert outcome[0] == len(queue) and len(outcome[1]) == len(bodies)
+            queue.extend(bodies)
+    log.close()
+    reopened = new_log(directory)
+    records = walk(reopened)
+    for queue_id, bodies in model.items():
+        mine = [r for r in records if r.queue_id == queue_id]
+        assert [bytes(r.body) for r in mine] == bodies
+        assert [r.queue_offset for r in mine] == list(range(len(bodies)))
+    assert len(records) == sum(len(b) for b in model.values())
+    reopened.close()
+
+
+def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_timeout(tmp_path):
+    store = sync_store(tmp_path, sync_flush_timeout_ms=300)
+    flush = GatedFlush(store.commitlog, gates=1)
+    first = []
+    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
+    leader.start()
+    assert flush.entered[0].wait(10)        # the leader's fsync hangs
+    late = store.append_batch("t", 0, one(), 1)   # queued behind it until its timeout
+    assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
+    assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
+    flush.open_all()
+    leader.join(30)
+    assert first[0].status is AppendStatus.FLUSH_DISK_TIMEOUT  # its fsync outlasted the wait
+    assert store.flusher.round_requests == 1    # the late one was not part of a round
+    assert store.append_batch("t", 0, one(), 1).status is AppendStatus.PUT_OK
+    assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
+    store.shutdown()
+
+
+def test_waiters_taken_by_a_hanging_round_report_flush_timeout_with_their_offsets(tmp_path):
+    store = sync_store(tmp_path, sync_flush_timeout_ms=500)
+    flush = GatedFlush(store.commitlog, gates=2)
+    first = []
+    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
+    leader.start()
+    assert flush.entered[0].wait(10)
+    results: list = []
+    waiters = threading.Thread(target=lambda: results.extend(
+        run_threads(3, lambda n: store.append_batch("t", 1, one(), 1))))
+    waiters.start()
+    wait_until(lambda: len(store.flusher._pending) == 3)
+    flush.gates[0].set()                    # round 1 ends; round 2 takes the three and hangs
+    waiters.join(30)
+    assert sorted(r.first_queue_offset for r in results) == [0, 1, 2]
+    assert {r.status for r in results} == {AppendStatus.FLUSH_DISK_TIMEOUT}
+    flush.open_all()
+    leader.join(30)
+    assert (store.flusher.rounds, store.flusher.round_requests) == (2, 4)  # taken by round 2
+    assert store.append_batch("t", 1, one(), 1).first_queue_offset == 3
+    store.shutdown()
