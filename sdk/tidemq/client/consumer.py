@@ -60,7 +60,8 @@ class PullConsumer:
         )
         response = self._call(mq, "Pull", request, timeout=self.timeout + long_poll
                               + (RPC_MARGIN_S if long_poll else 0), idempotent=True)
-        messages = decode_records(response.records, mq.broker_name) if response.records else []
+        records = response.records  # each read of a bytes field is a fresh copy: read it once
+        messages = decode_records(records, mq.broker_name) if records else []
         return PullResult(PullStatus(response.status), messages, response.next_begin_offset,
                           response.min_offset, response.max_offset)
 

@@ -367,13 +367,28 @@ def scan_records(buf: bytes | bytearray | memoryview, *,
                  verify_crc: bool = True) -> list[tuple[int, tuple]]:
     """Check every record of a concatenation (a pull reply) in one pass and return
     [(position, HEADER fields)], decoding nothing else: the base of lazy views, which decode
-    topic, properties and body only when asked (`topic_at`, `properties_at`, `body_at`)."""
+    topic, properties and body only when asked (`topic_at`, `properties_at`, `body_at`).
+
+    The loop repeats `checked_header`'s checks inline (a call per record is a tenth of the
+    cost); a record that fails them is handed to `checked_header` for the precise error."""
     view = memoryview(buf)
     pos, end, found = 0, len(view), []
+    unpack, crc32, append, magic = HEADER.unpack_from, zlib.crc32, found.append, MESSAGE_MAGIC
     while pos < end:
-        header = checked_header(view, pos, verify_crc)
-        found.append((pos, header))
-        pos += header[0]
+        if end - pos < HEADER_SIZE:
+            checked_header(view, pos, verify_crc)
+        header = unpack(view, pos)
+        stop = pos + header[0]
+        body_end = pos + HEADER_SIZE + header[14]
+        if (header[1] != magic or header[0] < HEADER_SIZE + 3 or stop > end
+                or header[14] < 0 or body_end + 3 > stop):
+            checked_header(view, pos, verify_crc)
+        topic_end = body_end + 1 + view[body_end]
+        if (topic_end + 2 > stop or topic_end + 2 + (view[topic_end] << 8 | view[topic_end + 1])
+                != stop or verify_crc and crc32(view[pos + CRC_START:stop]) != header[2]):
+            checked_header(view, pos, verify_crc)
+        append((pos, header))
+        pos = stop
     return found
 
 
