@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `tidemq` and the repo importable
@@ -89,23 +91,27 @@ def append_rate(directory: Path, segment_size: int, mode: FlushMode, batch: int,
     payload = raw * batch
     count, began = 0, time.perf_counter()
     thread_cpu, process_cpu = time.thread_time(), time.process_time()
+    kernel = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
     while count * RECORD_TARGET < total_bytes and time.perf_counter() - began < seconds:
         store.append_batch("bench", 0, payload, batch)
         count += batch
     appended = time.perf_counter() - began
     thread_cpu = time.thread_time() - thread_cpu
+    kernel = resource.getrusage(resource.RUSAGE_THREAD).ru_stime - kernel
     store.commitlog.flush()
     durable = time.perf_counter() - began
     store.wait_dispatched(600)
     process_cpu = time.process_time() - process_cpu
     store.shutdown()
     return {"rate": count / appended, "durable": count / durable,
-            "append_cpu_us": thread_cpu / count * 1e6, "total_cpu_us": process_cpu / count * 1e6}
+            "append_cpu_us": thread_cpu / count * 1e6, "total_cpu_us": process_cpu / count * 1e6,
+            "append_kernel_us": kernel / count * 1e6}
 
 
 def group_commit_rate(directory: Path, segment_size: int, appenders: int,
-                      seconds: float) -> tuple[float, int]:
-    """SYNC_FLUSH, `appenders` threads appending one message per call: (msgs/s, fsyncs)."""
+                      seconds: float) -> tuple[float, int, float]:
+    """SYNC_FLUSH, `appenders` threads appending one message per call: (msgs/s, fsyncs,
+    appends per group-commit round)."""
     store = open_store(directory, segment_size, FlushMode.SYNC)
     raw = one_kib_record("bench")
     counts = [0] * appenders
@@ -125,9 +131,51 @@ def group_commit_rate(directory: Path, segment_size: int, appenders: int,
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    fsyncs = store.flusher.fsyncs
+    flusher = store.flusher
+    per_round = flusher.round_requests / max(flusher.rounds, 1)
     store.shutdown()
-    return sum(counts) / elapsed, fsyncs
+    return sum(counts) / elapsed, flusher.fsyncs, per_round
+
+
+def thread_wake_ceiling(directory: Path, raw: bytes, appenders: int, seconds: float) -> float:
+    """What the interpreter allows for 1-message appends by `appenders` threads: each thread
+    only queues a lock and sleeps on it; one thread writes the round's bytes, fdatasyncs and
+    releases the round's locks. No store code at all. Messages/s."""
+    fd = os.open(directory / "wake-ceiling", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    pending: deque[threading.Lock] = deque()
+    counts = [0] * appenders
+    stop = threading.Event()
+
+    def appender(slot: int) -> None:
+        while not stop.is_set():
+            wakeup = threading.Lock()
+            wakeup.acquire()
+            pending.append(wakeup)
+            wakeup.acquire()
+            counts[slot] += 1
+
+    def writer() -> None:
+        while not stop.is_set() or pending:
+            batch = [pending.popleft() for _ in range(len(pending))]
+            os.write(fd, raw * max(1, len(batch)))
+            os.fdatasync(fd)
+            for wakeup in batch:
+                wakeup.release()
+
+    threads = [threading.Thread(target=appender, args=(n,)) for n in range(appenders)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    flusher = threading.Thread(target=writer)
+    flusher.start()
+    stop.wait(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    flusher.join()
+    os.close(fd)
+    return sum(counts) / elapsed
 
 
 def backlog_figures(directory: Path, segment_size: int, backlog: int) -> None:
@@ -221,14 +269,20 @@ def main(argv: list[str] | None = None) -> None:
                       f"{rate * RECORD_TARGET / 1e6:>6,.0f} MB/s = {rate * RECORD_TARGET / raw_bw:>4.0%}"
                       f" of raw write; durable {fig['durable']:>9,.0f} msgs/s; CPU/msg: append "
                       f"{fig['append_cpu_us']:.2f} us (= {1e6 / fig['append_cpu_us']:,.0f}/s per "
-                      f"core), +dispatch {fig['total_cpu_us']:.2f} us")
+                      f"core; of it kernel {fig['append_kernel_us']:.2f} us), +dispatch "
+                      f"{fig['total_cpu_us']:.2f} us")
         naive = fsync_per_message(root, one_kib_record("bench"), min(seconds, 3.0))
-        grouped, fsyncs = group_commit_rate(root / "group", segment_size, args.appenders,
-                                            seconds)
+        grouped, fsyncs, per_round = group_commit_rate(root / "group", segment_size,
+                                                    args.appenders, seconds)
         shutil.rmtree(root / "group")
         print(f"SYNC_FLUSH, {args.appenders} concurrent appenders, 1 msg per append: {grouped:,.0f} msgs/s "
               f"({fsyncs} fsyncs); one fsync per message: {naive:,.0f} msgs/s "
               f"-> {grouped / naive:.1f}x")
+        ceiling = thread_wake_ceiling(root, one_kib_record("bench"), args.appenders,
+                                      min(seconds, 3.0))
+        print(f"  {per_round:.1f} appends per group-commit round on average; interpreter ceiling ({args.appenders} threads that only "
+              f"queue, sleep and are woken after one write+fdatasync per round, no store code): "
+              f"{ceiling:,.0f} msgs/s = {ceiling / naive:.1f}x")
         print(f"backlog of {backlog >> 20} MiB (segment {args.segment_mib} MiB):")
         backlog_figures(root / "backlog", segment_size, backlog)
     finally:

@@ -21,15 +21,19 @@ from .segment import FILLER_MIN, MIN_RECORD_SIZE, Segment, parse_segment_name, s
 from .segment_allocator import SegmentAllocator
 
 _SIZE_MAGIC = struct.Struct(">iI")
-_I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_QUEUE_ID = struct.Struct(">i")
-_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")   # at OFF_QUEUE_OFFSET, both 8 bytes
 _STORE_TIME_AND_HOST = struct.Struct(">q8s")        # at OFF_STORE_TIMESTAMP
-assert record.OFF_PHYSICAL_OFFSET == record.OFF_QUEUE_OFFSET + 8
-assert record.OFF_STORE_HOST == record.OFF_STORE_TIMESTAMP + 8
-assert (record.OFF_QUEUE_ID, record.OFF_QUEUE_OFFSET, record.OFF_STORE_TIMESTAMP) == (12, 20, 56)
+# What stamping reads of a record: total_size, magic, the producer's flag and the producer's
+# sys_flag/born_timestamp/born_host (rewritten unchanged), body_len.
+_HEAD = struct.Struct(">iI8x4s16x20s28xi")
+# What stamping writes from OFF_QUEUE_ID in one call: queue_id, flag (unchanged), queue_offset,
+# physical_offset, the producer's 20 bytes (unchanged), store_timestamp + store_host.
+_STAMP = struct.Struct(">i4sqq20s16s")
+assert _HEAD.size == record.HEADER_SIZE and 12 + _STAMP.size == record.OFF_RECONSUME_TIMES
+assert (record.OFF_QUEUE_ID, record.OFF_FLAG, record.OFF_QUEUE_OFFSET, record.OFF_PHYSICAL_OFFSET,
+        record.OFF_SYS_FLAG, record.OFF_STORE_TIMESTAMP, record.OFF_STORE_HOST,
+        record.OFF_BODY_LEN) == (12, 16, 20, 28, 36, 56, 64, 84)
 
 
 # Topic names become directory names under consumequeue/, so only RocketMQ's topic
@@ -243,8 +247,7 @@ class CommitLog:
         the log's end, then write it (one write per segment touched, a filler where a segment
         ends). Raises _Rejected for the first invalid batch, before anything is written."""
         buf = bytearray(b"".join([requests[i][2] for i in live]))
-        size_magic, int_at, short_at = _SIZE_MAGIC.unpack_from, _I32.unpack_from, _U16.unpack_from
-        pack_queue_id, pack_offsets = _QUEUE_ID.pack_into, _QUEUE_AND_PHYSICAL_OFFSET.pack_into
+        head, short_at, pack_stamp = _HEAD.unpack_from, _U16.unpack_from, _STAMP.pack_into
         pack_crc, crc32 = _U32.pack_into, zlib.crc32
         max_size, segment_size, magic_ok = self.max_message_size, self.segment_size, record.MESSAGE_MAGIC
         header_size = record.HEADER_SIZE
@@ -265,22 +268,23 @@ class CommitLog:
                     queue_offset = queue_offsets.get(key, 0)
                 first_queue_offset = queue_offset
                 topic_raw = topic.encode()
+                topic_field = bytes((len(topic_raw),)) + topic_raw   # topic_len, topic
                 size = pos + len(records)
                 physical_offsets: list[int] = []
                 try:
                     while pos < size:
                         if pos + header_size > size:
                             raise InvalidBatch(f"record {len(physical_offsets)} is truncated")
-                        total, magic = size_magic(buf, pos)
+                        total, magic, flag, producer_fields, body_len = head(buf, pos)
                         end = pos + total
                         if (magic != magic_ok or total < MIN_RECORD_SIZE or end > size
                                 or total > max_size):
                             raise self._rejection(len(physical_offsets), total, magic, size - pos)
-                        body_end = pos + header_size + int_at(buf, pos + 84)[0]
+                        body_end = pos + header_size + body_len
                         if not pos + header_size <= body_end <= end - 3:
                             raise InvalidBatch(f"record {len(physical_offsets)} has a bad body_len")
-                        topic_end = body_end + 1 + buf[body_end]
-                        if buf[body_end + 1:topic_end] != topic_raw:
+                        topic_end = body_end + len(topic_field)
+                        if not buf.startswith(topic_field, body_end):
                             raise InvalidBatch(
                                 f"record {len(physical_offsets)} is not for topic {topic!r}"
                             )
@@ -293,9 +297,8 @@ class CommitLog:
                             cursor = chunk_phys = segment_end
                             chunk_start = pos
                             segment_end += segment_size
-                        pack_queue_id(buf, pos + 12, queue_id)
-                        pack_offsets(buf, pos + 20, queue_offset, cursor)
-                        buf[pos + 56:pos + 72] = stamp
+                        pack_stamp(buf, pos + 12, queue_id, flag, queue_offset, cursor,
+                                   producer_fields, stamp)
                         pack_crc(buf, pos + 8, crc32(view[pos + 12:end]))
                         physical_offsets.append(cursor)
                         queue_offset += 1

@@ -129,7 +129,7 @@ class Dispatcher:
             return False, 0
         touched: dict[ConsumeQueue, None] = {}
         index_entries: list[tuple[int, int, int]] = []   # (key hash, physical offset, store ms)
-        pos, count, size, filler = 0, 0, len(chunk), False
+        pos, size, filler = 0, len(chunk), False
         fields, pack_unit, crc32 = _DISPATCH_FIELDS.unpack_from, UNIT.pack_into, zlib.crc32
         find, startswith = chunk.find, chunk.startswith
         header_size, message_magic = record.HEADER_SIZE, record.MESSAGE_MAGIC
@@ -208,7 +208,7 @@ class Dispatcher:
                     index_entries.extend((crc32(key, key_crc) & 0x7FFFFFFF, physical, store_ts)
                                          for key in raw_keys.split(b" ") if key)
             pos = end
-            count += 1
+        count = unit_at // CQ_UNIT_SIZE
         if unit_at > run_start:
             run_queue.put_units(run_first, units_view[run_start:unit_at])
         units_view.release()
