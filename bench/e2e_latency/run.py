@@ -28,6 +28,11 @@ PEERS = [  # measured earlier on this machine (msgs/s, 1 KiB)
     ("RabbitMQ", "8 000 - 21 000"),
 ]
 BROKER_ENV = {"TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
+# --broker-malloc: keep freed heap memory in the broker instead of handing it back to the
+# kernel after every large reply (what a mallopt at broker start would do; see README).
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(256 << 20), "MALLOC_MMAP_THRESHOLD_": str(256 << 20)}
+PULL_MESSAGES = 1024
+PULL_BYTES = 384 << 10  # replies above ~512 KiB cost the broker ~1 page fault per KiB (README)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -89,7 +94,7 @@ def produce(namesrv: str, topic: str, count: int, batch: int, threads: int) -> N
             for _ in range(per_thread // batch):
                 producer.send_batch(messages, queue=mq)
 
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, faults = time.perf_counter(), time.process_time(), minor_faults(os.getpid())
         workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for w in workers:
             w.start()
@@ -97,22 +102,23 @@ def produce(namesrv: str, topic: str, count: int, batch: int, threads: int) -> N
             w.join()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     done = (per_thread // batch) * batch * threads
-    print(json.dumps({"messages": done, "seconds": elapsed, "cpu": cpu}))
+    print(json.dumps({"messages": done, "seconds": elapsed, "cpu": cpu,
+                      "faults": minor_faults(os.getpid()) - faults}))
 
 
-def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
+def consume(namesrv: str, topic: str, count: int, batch: int, max_bytes: int) -> None:
     from tidemq.client import PullConsumer, PullStatus
     from tidemq.client.group import DirectClients
 
     with PullConsumer(namesrv, consumer_group="bench-tput") as consumer:
         consumer.brokers = DirectClients()
         queues = consumer.fetch_queues(topic)
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, faults = time.perf_counter(), time.process_time(), minor_faults(os.getpid())
 
         def work(mq, totals, index):
             offset = 0
             while True:
-                result = consumer.pull(mq, offset, batch, max_bytes=8 << 20)
+                result = consumer.pull(mq, offset, batch, max_bytes=max_bytes)
                 if result.status is not PullStatus.FOUND:
                     return
                 totals[index] += len(result.messages)
@@ -127,13 +133,19 @@ def consume(namesrv: str, topic: str, count: int, batch: int) -> None:
             w.join()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         got = sum(totals)
-    print(json.dumps({"messages": got, "seconds": elapsed, "expected": count, "cpu": cpu}))
+    print(json.dumps({"messages": got, "seconds": elapsed, "expected": count, "cpu": cpu,
+                      "faults": minor_faults(os.getpid()) - faults}))
 
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (fresh memory touched for the first time)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
 def run_role(args: list[str], profile_to: Path | None) -> dict:
@@ -178,6 +190,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer samples (~1 min)")
     parser.add_argument("--profile", action="store_true", help="cProfile the two roles")
+    parser.add_argument("--pull-bytes", type=int, default=PULL_BYTES,
+                        help=f"max_bytes of each throughput pull (default {PULL_BYTES})")
+    parser.add_argument("--broker-malloc", action="store_true",
+                        help="start the broker with glibc's heap trimming off (see README)")
     parser.add_argument("--role", choices=["produce", "consume"], help=argparse.SUPPRESS)
     parser.add_argument("--namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -186,7 +202,7 @@ def main() -> None:
     if args.role == "produce":
         return produce(args.namesrv, args.topic, args.count, batch=256, threads=4)
     if args.role == "consume":
-        return consume(args.namesrv, args.topic, args.count, batch=1024)
+        return consume(args.namesrv, args.topic, args.count, PULL_MESSAGES, args.pull_bytes)
 
     from tests.support.cluster import (
         create_topic_in_config_center,
@@ -203,7 +219,8 @@ def main() -> None:
     try:
         with process_group(tmp) as start:
             def start_with_env(module, a=None, **kw):
-                return start(module, a, env=BROKER_ENV)
+                env = {**BROKER_ENV, **(MALLOC_ENV if args.broker_malloc else {})}
+                return start(module, a, env=env if module == "tidemq.broker" else BROKER_ENV)
 
             cluster = start_cluster(start_with_env, redis, broker_names=("broker-a",))
             for topic, queues in (("BenchLatency", 1), ("BenchThroughput", 4)):
@@ -215,13 +232,16 @@ def main() -> None:
             role = ["--namesrv", namesrv, "--topic", "BenchThroughput", "--count", str(tput_n)]
             prof = (lambda name: tmp / f"{name}.prof") if args.profile else (lambda name: None)
             broker_pid = cluster.brokers["broker-a"].pid
-            before = cpu_seconds(broker_pid)
+            before, faults = cpu_seconds(broker_pid), minor_faults(broker_pid)
             produced = run_role(["--role", "produce", *role], prof("produce"))
             produced["broker_cpu"] = cpu_seconds(broker_pid) - before
-            before = cpu_seconds(broker_pid)
+            produced["broker_faults"] = minor_faults(broker_pid) - faults
+            before, faults = cpu_seconds(broker_pid), minor_faults(broker_pid)
             role[-1] = str(produced["messages"])
-            consumed = run_role(["--role", "consume", *role], prof("consume"))
+            consumed = run_role(["--role", "consume", *role, "--pull-bytes", str(args.pull_bytes)],
+                                prof("consume"))
             consumed["broker_cpu"] = cpu_seconds(broker_pid) - before
+            consumed["broker_faults"] = minor_faults(broker_pid) - faults
             redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
     finally:
         redis.kill()
@@ -237,14 +257,16 @@ def main() -> None:
           f"p99 {percentile(ms, 99):.2f} ms (target < 10)   max {max(ms):.2f} ms")
     print(f"(b) throughput, 1 KiB bodies, {produced['messages']} msgs, "
           "1 producer process (4 threads, batches of 256) / 1 consumer process "
-          "(1 thread per queue, pulls of 1024):")
+          f"(1 thread per queue, pulls of <= {PULL_MESSAGES} msgs / {args.pull_bytes >> 10} KiB)"
+          + ("; broker heap trimming off" if args.broker_malloc else "") + ":")
     print(f"    TideMQ produce {pub:,.0f} msgs/s   consume {con:,.0f} msgs/s "
           f"(target >= 100 000; consumed {consumed['messages']}/{consumed['expected']})")
     for name, run in (("produce", produced), ("consume", consumed)):
         per = 1e6 / run["messages"]
         print(f"    CPU per message ({name}): client process {run['cpu'] * per:.1f} us, "
-              f"broker {run['broker_cpu'] * per:.1f} us; "
-              f"wall {run['seconds'] * per:.1f} us")
+              f"broker {run['broker_cpu'] * per:.1f} us; wall {run['seconds'] * per:.1f} us; "
+              f"page faults per 1000 msgs: client {run['faults'] * 1000 / run['messages']:.0f}, "
+              f"broker {run['broker_faults'] * 1000 / run['messages']:.0f}")
     print(f"    Redis Streams same run (redis-py, XADD pipelines of 256 / XREAD COUNT 1000): "
           f"publish {redis_pub:,.0f} msgs/s   consume {redis_con:,.0f} msgs/s")
     for name, figure in PEERS:

@@ -103,6 +103,30 @@ class SendResult:
         return MessageQueue("", self.broker_name, self.queue_id)
 
 
+# SendResult's slot setters: a batch's results are made without the frozen dataclass's
+# per-field object.__setattr__ (a third of a batch send's client CPU otherwise).
+_SEND_RESULT_SETTERS = tuple(SendResult.__dict__[name].__set__ for name in (
+    "status", "msg_id", "unique_id", "broker_name", "queue_id", "queue_offset"))
+
+
+def send_results(status: SendStatus, msg_ids: list[str], unique_ids: list[str], broker_name: str,
+                 queue_id: int, first_queue_offset: int) -> list[SendResult]:
+    """The results of one stored batch: consecutive queue offsets from `first_queue_offset`."""
+    set_status, set_msg_id, set_unique_id, set_broker, set_queue, set_offset = _SEND_RESULT_SETTERS
+    new, results = object.__new__, []
+    for offset, (msg_id, unique_id) in enumerate(zip(msg_ids, unique_ids, strict=True),
+                                                 first_queue_offset):
+        result = new(SendResult)
+        set_status(result, status)
+        set_msg_id(result, msg_id)
+        set_unique_id(result, unique_id)
+        set_broker(result, broker_name)
+        set_queue(result, queue_id)
+        set_offset(result, offset)
+        results.append(result)
+    return results
+
+
 _FIELDS = ("topic", "body", "tags", "keys", "properties", "broker_name", "queue_id",
            "queue_offset", "msg_id", "unique_id", "born_timestamp", "store_timestamp",
            "reconsume_times", "physical_offset")

@@ -21,7 +21,14 @@ from tidemq.client import compression as codecs
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.encoding import BatchEncoder
 from tidemq.client.fault import LatencyFaultTolerance
-from tidemq.client.message import MAX_MESSAGE_SIZE, Message, MessageQueue, SendResult, SendStatus
+from tidemq.client.message import (
+    MAX_MESSAGE_SIZE,
+    Message,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    send_results,
+)
 from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
 from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker
 from tidemq.common import errors, record
@@ -293,21 +300,16 @@ class Producer:
 
 def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
              unique_ids: list[str]) -> list[SendResult]:
-    status = SendStatus(response.status)
     physical = list(response.physical_offsets)
     store_host = bytes(response.store_host) or b"\0" * 8
-    broker_name = response.broker_name or mq.broker_name
-    return [
-        SendResult(
-            status=status,
-            msg_id=record.offset_msg_id(store_host, physical[i]) if i < len(physical) else "",
-            unique_id=unique_id,
-            broker_name=broker_name,
-            queue_id=response.queue_id if response.broker_name else mq.queue_id,
-            queue_offset=response.first_queue_offset + i,
-        )
-        for i, unique_id in enumerate(unique_ids)
-    ]
+    host_hex = store_host.hex().upper()
+    msg_ids = [f"{host_hex}{offset:016X}" if offset >= 0 else record.offset_msg_id(
+        store_host, offset) for offset in physical]  # record.offset_msg_id, one hex per id
+    msg_ids += [""] * (len(unique_ids) - len(msg_ids))
+    return send_results(SendStatus(response.status), msg_ids, unique_ids,
+                        response.broker_name or mq.broker_name,
+                        response.queue_id if response.broker_name else mq.queue_id,
+                        response.first_queue_offset)
 
 
 def _one_topic(messages: Sequence[Message]) -> str:

@@ -227,6 +227,7 @@ def encode_batch(topic: str, items: Sequence[tuple[bytes, bytes, int]], *,
     fixed = HEADER_SIZE + 1 + topic_len + 2
     sizes = [fixed + len(body) + len(props) for body, props, _ in items]
     buf = bytearray(sum(sizes))
+    view, crc32, put = memoryview(buf), zlib.crc32, _U32.pack_into
     pack, magic, topic_head = HEADER.pack_into, MESSAGE_MAGIC, bytes([topic_len]) + topic_raw
     pos = 0
     for (body, props, sys_flag), total in zip(items, sizes, strict=True):
@@ -242,12 +243,10 @@ def encode_batch(topic: str, items: Sequence[tuple[bytes, bytes, int]], *,
         buf[body_end:at] = topic_head
         buf[at] = props_len >> 8
         buf[at + 1] = props_len & 0xFF
-        buf[at + 2:pos + total] = props
-        pos += total
-    view, crc32, put, pos = memoryview(buf), zlib.crc32, _U32.pack_into, 0
-    for total in sizes:
-        put(buf, pos + OFF_CRC, crc32(view[pos + CRC_START:pos + total]))
-        pos += total
+        end = pos + total
+        buf[at + 2:end] = props
+        put(buf, pos + OFF_CRC, crc32(view[pos + CRC_START:end]))
+        pos = end
     view.release()
     return bytes(buf)
 

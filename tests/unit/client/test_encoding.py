@@ -94,3 +94,26 @@ def test_system_names_among_user_properties_lose_to_the_message_fields():
     rec = record.decode(raw)
     assert (rec.tags, rec.unique_id, rec.keys) == ("real", uid, ["kept"])
     assert rec.properties["a"] == "1"
+
+
+@given(st.lists(st.integers(0, 2**62), min_size=1, max_size=20), st.integers(0, 2**40),
+       st.booleans())
+def test_send_results_equal_the_dataclass_results(physical, first, answered_by_broker):
+    from tidemq.client.message import MessageQueue, SendResult, SendStatus
+    from tidemq.client.producer import _results
+    from tidemq.v1 import broker_pb2
+
+    host = record.pack_host("10.0.0.9", 10911)
+    unique_ids = record.new_unique_ids(len(physical))
+    response = broker_pb2.SendResponse(
+        status=1, broker_name="broker-b" if answered_by_broker else "", queue_id=3,
+        first_queue_offset=first, physical_offsets=physical, store_host=host)
+    mq = MessageQueue("orders", "broker-a", 5)
+    expected = [SendResult(SendStatus.FLUSH_DISK_TIMEOUT, record.offset_msg_id(host, p), u,
+                           "broker-b" if answered_by_broker else "broker-a",
+                           3 if answered_by_broker else 5, first + i)
+                for i, (p, u) in enumerate(zip(physical, unique_ids, strict=True))]
+    results = _results(response, mq, unique_ids)
+    assert results == expected and repr(results) == repr(expected)
+    with pytest.raises(AttributeError):
+        results[0].msg_id = "x"  # still frozen
