@@ -348,15 +348,19 @@ class CommitLog:
         return segment
 
     # -- read ------------------------------------------------------------------------------
-    def read(self, offset: int, size: int) -> bytes | None:
-        """Bytes [offset, offset+size) if they are inside one live segment, else None."""
+    def read(self, offset: int, size: int, *, copy: bool = False) -> bytes | None:
+        """Bytes [offset, offset+size) if they are inside one live segment, else None.
+        `copy`: read with pread (big sequential reads of fresh data: the dispatcher)."""
         if offset < 0 or offset + size > self._written:
             return None
         segment = self.segment_for(offset)
         if segment is None or offset + size > segment.end_offset:
             return None
+        position = offset - segment.base_offset
+        if copy:
+            return segment.read_copy(position, size)
         try:
-            return segment.read(offset - segment.base_offset, size)
+            return segment.read(position, size)
         except ValueError:  # the segment was closed by retention while we read
             return None
 

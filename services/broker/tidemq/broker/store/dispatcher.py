@@ -124,7 +124,8 @@ class Dispatcher:
         segment = self.commitlog.segment_for(start)
         if segment is None:
             return False, 0
-        chunk = self.commitlog.read(start, min(end, segment.end_offset, start + self._chunk) - start)
+        chunk = self.commitlog.read(start, min(end, segment.end_offset, start + self._chunk) - start,
+                                    copy=True)
         if chunk is None:
             return False, 0
         touched: dict[ConsumeQueue, None] = {}

@@ -75,6 +75,17 @@ class Segment(MappedFile):
     def read(self, position: int, size: int) -> bytes:
         return self.mm[position:position + size]
 
+    def read_copy(self, position: int, size: int) -> bytes | None:
+        """read() by the kernel (pread, GIL released) instead of through the mapping, whose
+        first touch of freshly written pages faults under the GIL (0.2-0.4 vs 0.07 us/KiB
+        here). None if the segment was closed meanwhile: the mapping is closed before the
+        descriptor, so an open mapping after the pread means the descriptor was this file's."""
+        try:
+            data = os.pread(self._fd, size, position)
+        except OSError:
+            return None
+        return data if len(data) == size and not self.mm.closed else None
+
     def write_filler(self, position: int) -> None:
         self.write(position, record.BLANK_HEADER.pack(self.size - position, record.BLANK_MAGIC))
 
