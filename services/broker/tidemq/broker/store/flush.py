@@ -3,9 +3,9 @@
 ASYNC_FLUSH (RocketMQ's FlushRealTimeService): every `flush_interval_ms` a thread fsyncs if at
 least `flush_least_pages` pages are dirty, and whatever is dirty every `full_flush_interval_ms`;
 appends never wait for it or wake it, so fsyncs stay few and large under load.
-SYNC_FLUSH with group commit: an appender that needs its bytes durable either runs the fsync
-itself (covering every append made before it started) or, if one is in flight, waits for it
-and possibly leads the next; so many concurrent appenders share one fsync.
+SYNC_FLUSH with group commit: appends queue up and are appended, fsynced and acknowledged in
+rounds, one CommitLog write and one fsync per round, run by one of the appender threads (the
+leader); so many concurrent appenders share one fsync and never contend on the log's lock.
 """
 
 from __future__ import annotations
@@ -101,11 +101,11 @@ class FlushService:
                 self._lead(waiter)
         elif waiter.lead:
             self._lead(waiter)
-        if waiter.error is not None:
-            raise waiter.error
         outcome = waiter.outcome
         if isinstance(outcome, StoreError):
             raise outcome
+        if waiter.error is not None:
+            raise waiter.error
         first, physical_offsets = outcome  # type: ignore[misc]
         return first, physical_offsets, time.monotonic() <= deadline
 
@@ -153,17 +153,17 @@ class FlushService:
             for waiter, outcome in zip(batch, outcomes, strict=True):
                 waiter.outcome = outcome
                 appended = appended or not isinstance(outcome, StoreError)
-        if appended:
-            self.on_appended()
-            try:
+        try:
+            if appended:
+                self.on_appended()
                 self.commitlog.flush()
                 self.fsyncs += 1
-            except OSError as exc:
-                log.exception("commitlog fsync failed")
-                error = FlushFailed(f"commitlog fsync failed ({exc}); the batch is in the log "
-                                    "but not known to be durable")
-                for waiter in batch:
-                    waiter.error = error
+        except Exception as exc:  # nobody of this round may be acknowledged
+            log.exception("commitlog fsync failed")
+            error = FlushFailed(f"commitlog fsync failed ({exc}); the batch is in the log "
+                                "but not known to be durable")
+            for waiter in batch:
+                waiter.error = error
         self.rounds += 1
         self.round_requests += len(batch)
         with self._lock:
