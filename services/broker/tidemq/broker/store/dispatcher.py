@@ -143,12 +143,8 @@ class Dispatcher:
         # The last record's queue: its queue id and its topic field (length byte + name), so
         # a record of the same queue is recognised without slicing its topic out.
         queue, last_queue_id, last_topic_field, props_skip, key_crc = None, -1, b"\xff", 0, 0
-        while pos + 8 <= size:
-            if pos + header_size <= size:
-                total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk,
-                                                                                            pos)
-            else:
-                total, magic = _SIZE_MAGIC.unpack_from(chunk, pos)
+        while pos + header_size <= size:
+            total, magic, queue_id, queue_offset, physical, store_ts, body_len = fields(chunk, pos)
             if magic != message_magic or total <= 0:
                 if magic == record.BLANK_MAGIC:
                     filler = True
@@ -169,7 +165,8 @@ class Dispatcher:
                 last_queue_id, last_topic_field = queue_id, chunk[topic_at:topic_end]
                 props_skip = topic_end + 2 - topic_at
                 key_crc = crc32(topic_raw + b"#")   # index keys are topic#key
-            if queue_offset != run_next or queue is not run_queue:
+                run_next = -1   # another queue: start a run
+            if queue_offset != run_next:
                 if unit_at > run_start:
                     run_queue.put_units(run_first, units_view[run_start:unit_at])
                 run_queue, run_first, run_start = queue, queue_offset, unit_at
@@ -209,6 +206,9 @@ class Dispatcher:
                     index_entries.extend((crc32(key, key_crc) & 0x7FFFFFFF, physical, store_ts)
                                          for key in raw_keys.split(b" ") if key)
             pos = end
+        else:  # fewer than a header's bytes left: a filler (8 bytes) or a record cut by the chunk
+            if pos + 8 <= size and _SIZE_MAGIC.unpack_from(chunk, pos)[1] == record.BLANK_MAGIC:
+                filler = True
         count = unit_at // CQ_UNIT_SIZE
         if unit_at > run_start:
             run_queue.put_units(run_first, units_view[run_start:unit_at])
