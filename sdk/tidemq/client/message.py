@@ -201,8 +201,10 @@ class MessageExt:
     def body(self) -> bytes:
         body = self._body
         if body is None:
-            h = self._h
-            body = record.body_at(self._buf, self._pos, h)
+            buf, h = self._buf, self._h
+            if buf is None:  # another thread decoded everything meanwhile
+                return self._body
+            body = record.body_at(buf, self._pos, h)
             if h[7] & record.SYS_FLAG_COMPRESSED:
                 body = compression.decompress(
                     body, self.properties.get(record.PROP_COMPRESSION, compression.ZSTD))
@@ -233,6 +235,8 @@ class MessageExt:
 
     def _decode(self) -> tuple:
         buf, pos, h = self._buf, self._pos, self._h
+        if buf is None:  # another thread decoded everything meanwhile
+            return self._dec
         props = record.properties_at(buf, pos, h)
         keys = props.get(record.PROP_KEYS, "")
         self._dec = dec = (record.topic_at(buf, pos, h), props, props.get(record.PROP_TAGS, ""),

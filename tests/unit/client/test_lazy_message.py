@@ -114,3 +114,35 @@ def test_non_utf8_properties_fail_when_read_not_when_pulled():
     assert message.body == b"body" and message.queue_offset == 0
     with pytest.raises(record.RecordFormatError, match="not UTF-8"):
         _ = message.tags
+
+
+def test_threads_reading_the_same_messages_see_the_eager_values():
+    import sys
+    import threading
+
+    batch = [{"topic": "t", "body": b"b%d" % i * 50, "tags": f"t{i % 3}", "keys": ["k"],
+              "properties": {"n": str(i)}, "traceparent": "", "compressed": i % 2 == 0,
+              "queue_id": 1, "queue_offset": i, "physical_offset": i * 100,
+              "store_timestamp": 5, "reconsume_times": 0} for i in range(200)]
+    raw = b"".join(encode(m) for m in batch)
+    eager = [MessageExt.from_record(rec, "b") for rec in record.iter_records(raw)]
+    lazy = decode_records(raw, "b")
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: provoke interleavings
+    seen: list[list] = []
+
+    def read(order):
+        seen.append([tuple(getattr(m, name) == getattr(e, name) for name in order)
+                     for m, e in zip(lazy, eager, strict=True)])
+
+    try:
+        threads = [threading.Thread(target=read, args=(FIELDS[i:] + FIELDS[:i],))
+                   for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(previous)
+    assert len(seen) == 8 and all(all(all(row) for row in rows) for rows in seen)
+    assert lazy == eager and all(m._buf is None for m in lazy)
