@@ -7,6 +7,7 @@ same code rebuilds them.
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 import time
@@ -30,6 +31,12 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _DISPATCH_FIELDS = struct.Struct(">iI4xi4xqq20xq20xi")
 assert _DISPATCH_FIELDS.size == record.HEADER_SIZE
 _CHUNK = 8 * 1024 * 1024
+# The properties exactly as producers encode them (tags, optional keys, unique id, each ending
+# in the separator) matched in one C call; anything else takes the general search below. A
+# value cannot hold the separator, so a full match is the one and only parse.
+_COMMON_PROPERTIES = re.compile(
+    rb"TAGS\x01([^\x02]*)\x02(?:KEYS\x01([^\x02]*)\x02)?UNIQ_KEY\x01([^\x02]*)\x02"
+)
 _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
 _UNIQ = b"UNIQ_KEY\x01"
@@ -132,7 +139,7 @@ class Dispatcher:
         index_entries: list[tuple[int, int, int]] = []   # (key hash, physical offset, store ms)
         pos, size, filler = 0, len(chunk), False
         fields, pack_unit, crc32 = _DISPATCH_FIELDS.unpack_from, UNIT.pack_into, zlib.crc32
-        find, startswith = chunk.find, chunk.startswith
+        find, startswith, common = chunk.find, chunk.startswith, _COMMON_PROPERTIES.fullmatch
         header_size, message_magic = record.HEADER_SIZE, record.MESSAGE_MAGIC
         topics, queues = self._topics, self.queues
         # Units are packed into one buffer for the chunk; a run (consecutive units of one
@@ -172,6 +179,18 @@ class Dispatcher:
                 run_queue, run_first, run_start = queue, queue_offset, unit_at
             run_next = queue_offset + 1
             props_at = topic_at + props_skip
+            parsed = common(chunk, props_at, end)
+            if parsed is not None:
+                tags, raw_keys, uniq = parsed.groups()
+                pack_unit(units, unit_at, physical, total, crc32(tags))
+                unit_at += CQ_UNIT_SIZE
+                if uniq:
+                    index_entries.append((crc32(uniq, key_crc) & 0x7FFFFFFF, physical, store_ts))
+                if raw_keys:
+                    index_entries.extend((crc32(key, key_crc) & 0x7FFFFFFF, physical, store_ts)
+                                         for key in raw_keys.split(b" ") if key)
+                pos = end
+                continue
             # Inline fast path of property_value for the two properties every record has,
             # searching the chunk in place (a value without a trailing separator runs to the
             # record end; a name preceded by anything but a separator takes the slow path).
