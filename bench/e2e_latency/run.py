@@ -28,9 +28,6 @@ PEERS = [  # measured earlier on this machine (msgs/s, 1 KiB)
     ("RabbitMQ", "8 000 - 21 000"),
 ]
 BROKER_ENV = {"TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
-# --broker-malloc: keep freed heap memory in the broker instead of handing it back to the
-# kernel after every large reply (what a mallopt at broker start would do; see README).
-MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(256 << 20), "MALLOC_MMAP_THRESHOLD_": str(256 << 20)}
 PULL_MESSAGES = 1024
 PULL_BYTES = 384 << 10  # replies above ~512 KiB cost the broker ~1 page fault per KiB (README)
 
@@ -192,8 +189,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the two roles")
     parser.add_argument("--pull-bytes", type=int, default=PULL_BYTES,
                         help=f"max_bytes of each throughput pull (default {PULL_BYTES})")
-    parser.add_argument("--broker-malloc", action="store_true",
-                        help="start the broker with glibc's heap trimming off (see README)")
+    parser.add_argument("--broker-malloc-keep-mib", type=int, default=None,
+                        help="the broker's --malloc-keep-mib (0 = glibc trims its heap after "
+                             "every large reply; see README); default: the broker's default")
     parser.add_argument("--role", choices=["produce", "consume"], help=argparse.SUPPRESS)
     parser.add_argument("--namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -219,7 +217,9 @@ def main() -> None:
     try:
         with process_group(tmp) as start:
             def start_with_env(module, a=None, **kw):
-                env = {**BROKER_ENV, **(MALLOC_ENV if args.broker_malloc else {})}
+                keep = args.broker_malloc_keep_mib
+                env = {**BROKER_ENV,
+                       **({} if keep is None else {"TIDEMQ_MALLOC_KEEP_MIB": str(keep)})}
                 return start(module, a, env=env if module == "tidemq.broker" else BROKER_ENV)
 
             cluster = start_cluster(start_with_env, redis, broker_names=("broker-a",))
@@ -258,7 +258,8 @@ def main() -> None:
     print(f"(b) throughput, 1 KiB bodies, {produced['messages']} msgs, "
           "1 producer process (4 threads, batches of 256) / 1 consumer process "
           f"(1 thread per queue, pulls of <= {PULL_MESSAGES} msgs / {args.pull_bytes >> 10} KiB)"
-          + ("; broker heap trimming off" if args.broker_malloc else "") + ":")
+          + ("" if args.broker_malloc_keep_mib is None
+             else f"; broker --malloc-keep-mib {args.broker_malloc_keep_mib}") + ":")
     print(f"    TideMQ produce {pub:,.0f} msgs/s   consume {con:,.0f} msgs/s "
           f"(target >= 100 000; consumed {consumed['messages']}/{consumed['expected']})")
     for name, run in (("produce", produced), ("consume", consumed)):

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tidemq.broker import metrics
+from tidemq.broker.allocator import keep_freed_memory
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.group_manager import SubscriptionGroupManager
@@ -57,6 +58,8 @@ class BrokerApp:
         if settings.port == 0:
             settings.port = _reserve_port(settings.host)
         self.settings = settings
+        if keep_freed_memory(settings.malloc_keep_mib << 20):
+            log.info("heap keeps freed memory for reuse", keep_mib=settings.malloc_keep_mib)
         self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads)
         self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
                                        settings.broker_id, settings.advertised_addr)

@@ -48,6 +48,8 @@ class BrokerSettings(ServiceSettings):
     group_initial_rebalance_delay_ms: int = setting(
         3000, "first rebalance of an empty group waits this long for more members (ref 3000)"
     )
+    malloc_keep_mib: int = setting(
+        64, "freed heap memory kept for reuse (pull replies stop page-faulting); 0 = libc default")
     worker_threads: int = setting(256, "gRPC worker threads (held long polls occupy one each)")
 
     def __post_init__(self) -> None:
