@@ -49,14 +49,18 @@ class PullConsumer:
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 32, *,
              long_poll: float = 0.0, tag_expression: str = "*",
-             max_bytes: int = 0) -> PullResult:
-        """Read up to `max_messages` from `offset`; hold up to `long_poll` s if none are there."""
+             max_bytes: int = 0, broadcasting: bool = False) -> PullResult:
+        """Read up to `max_messages` from `offset`; hold up to `long_poll` s if none are there.
+
+        `broadcasting` says the group consumes every queue in every member, so the broker can
+        refuse it where the group's definition disallows broadcast consumption."""
         if offset < 0 or max_messages <= 0:
             raise errors.InvalidArgument("offset must be >= 0 and max_messages > 0")
         request = broker_pb2.PullRequest(
             consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
             queue_offset=offset, max_messages=max_messages, max_bytes=max_bytes,
             suspend_timeout_ms=int(long_poll * 1000), tag_expression=tag_expression,
+            broadcasting=broadcasting,
         )
         response = self._call(mq, "Pull", request, timeout=self.timeout + long_poll
                               + (RPC_MARGIN_S if long_poll else 0), idempotent=True)

@@ -173,8 +173,10 @@ class PushConsumer:
             if not pq.wait_for_space(self.max_pending_messages, self.max_pending_bytes, 1.0):
                 continue  # flow control: this queue's consumers are behind
             try:
-                result = self.puller.pull(pq.mq, pq.next_offset, self.pull_batch_size,
-                                          long_poll=self.long_poll_s, tag_expression=expression)
+                result = self.puller.pull(
+                    pq.mq, pq.next_offset, self.pull_batch_size, long_poll=self.long_poll_s,
+                    tag_expression=expression,
+                    broadcasting=self.model is MessageModel.BROADCASTING)
                 backoff = 0.05
             except errors.TideMQError as exc:
                 if pq.dropped or self._stopping.is_set():

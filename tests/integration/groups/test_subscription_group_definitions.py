@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tidemq.client import Message, Producer
+from tidemq.client import Message, Producer, PullConsumer
 from tidemq.client.config import ConfigClient
 from tidemq.client.config_groups import SubscriptionGroups
 from tidemq.client.group import DirectClient
@@ -137,3 +137,17 @@ def test_broadcasting_refused_when_disallowed_and_delete_restores_defaults(
     groups.delete("audit")
     wait_until(lambda: not in_force(broker, "audit").defined, 15, message="the deletion")
     assert pull(broker, "audit", broadcasting=True).record_count == 1
+
+
+def test_the_client_says_when_it_consumes_by_broadcasting(cluster, broker, groups):
+    created = groups.create("replicas", consume_broadcast_enable=False)
+    wait_until(lambda: applied(broker, created.revision), 15, message="the definition")
+    consumer = PullConsumer(cluster.namesrv_addrs, consumer_group="replicas")
+    try:
+        mq = consumer.fetch_queues(TOPIC)[0]
+        assert len(consumer.pull(mq, 0).messages) == 1
+        with pytest.raises(PreconditionFailed) as err:
+            consumer.pull(mq, 0, broadcasting=True)
+        assert err.value.code == "SUBSCRIPTION_GROUP_BROADCAST_DISABLED"
+    finally:
+        consumer.close()
