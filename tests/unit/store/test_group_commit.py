@@ -218,7 +218,8 @@ def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_t
 
 
 def test_waiters_taken_by_a_hanging_round_report_flush_timeout_with_their_offsets(tmp_path):
-    store = sync_store(tmp_path, sync_flush_timeout_ms=500)
+    # The timeout only has to outlast the leader taking the three after gate 0 opens.
+    store = sync_store(tmp_path, sync_flush_timeout_ms=1500)
     flush = GatedFlush(store.commitlog, gates=2)
     first = []
     leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
