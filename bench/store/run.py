@@ -24,6 +24,7 @@ if __package__ in (None, ""):  # run as a script: make `tidemq` and the repo imp
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tidemq.broker.store import FlushMode, MessageStore, StoreConfig
+from tidemq.broker.store.affinity import pin_threads, restore_threads
 from tidemq.common import record
 
 RECORD_TARGET = 1024
@@ -45,10 +46,11 @@ def rss_anon_mib() -> float:
     return float("nan")
 
 
-def open_store(directory: Path, segment_size: int, mode: FlushMode) -> MessageStore:
+def open_store(directory: Path, segment_size: int, mode: FlushMode,
+               cpu_affinity: frozenset[int] | None = None) -> MessageStore:
     store = MessageStore(StoreConfig(data_dir=directory, segment_size=segment_size,
                                      flush_mode=mode, index_slots=500_000,
-                                     index_entries=2_000_000), HOST)
+                                     index_entries=2_000_000, cpu_affinity=cpu_affinity), HOST)
     store.start()
     if store.commitlog.allocator is not None:  # a broker warms up before it takes traffic
         store.commitlog.allocator.wait_idle(120)
@@ -108,11 +110,11 @@ def append_rate(directory: Path, segment_size: int, mode: FlushMode, batch: int,
             "append_kernel_us": kernel / count * 1e6}
 
 
-def group_commit_rate(directory: Path, segment_size: int, appenders: int,
-                      seconds: float) -> tuple[float, int, float]:
+def group_commit_rate(directory: Path, segment_size: int, appenders: int, seconds: float,
+                      cpu_affinity: frozenset[int] | None = None) -> tuple[float, int, float]:
     """SYNC_FLUSH, `appenders` threads appending one message per call: (msgs/s, fsyncs,
     appends per group-commit round)."""
-    store = open_store(directory, segment_size, FlushMode.SYNC)
+    store = open_store(directory, segment_size, FlushMode.SYNC, cpu_affinity)
     raw = one_kib_record("bench")
     counts = [0] * appenders
     stop = threading.Event()
@@ -283,6 +285,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {per_round:.1f} appends per group-commit round on average; interpreter ceiling ({args.appenders} threads that only "
               f"queue, sleep and are woken after one write+fdatasync per round, no store code): "
               f"{ceiling:,.0f} msgs/s = {ceiling / naive:.1f}x")
+        cpu = frozenset({min(os.sched_getaffinity(0))})
+        pinned, _, per_round = group_commit_rate(root / "group", segment_size, args.appenders,
+                                                 seconds, cpu)
+        shutil.rmtree(root / "group")
+        previous = pin_threads(cpu)
+        try:
+            pinned_ceiling = thread_wake_ceiling(root, one_kib_record("bench"), args.appenders,
+                                                 min(seconds, 3.0))
+        finally:
+            restore_threads(previous)
+        print(f"  the same with StoreConfig.cpu_affinity={set(cpu)} (opt-in; every thread of the "
+              f"process on one CPU): {pinned:,.0f} msgs/s -> {pinned / naive:.1f}x "
+              f"({per_round:.1f} appends per round); ceiling loop pinned alike: "
+              f"{pinned_ceiling:,.0f} msgs/s = {pinned_ceiling / naive:.1f}x")
         print(f"backlog of {backlog >> 20} MiB (segment {args.segment_mib} MiB):")
         backlog_figures(root / "backlog", segment_size, backlog)
     finally:

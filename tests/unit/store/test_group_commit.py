@@ -7,6 +7,7 @@ block (the disk is outside the system); everything else is the real store.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 
@@ -239,3 +240,20 @@ def test_waiters_taken_by_a_hanging_round_report_flush_timeout_with_their_offset
     assert (store.flusher.rounds, store.flusher.round_requests) == (2, 4)  # taken by round 2
     assert store.append_batch("t", 1, one(), 1).first_queue_offset == 3
     store.shutdown()
+
+
+def test_cpu_affinity_pins_the_threads_while_the_store_runs(tmp_path):
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    store = sync_store(tmp_path, cpu_affinity={cpu})
+    try:
+        assert os.sched_getaffinity(0) == {cpu}
+        inherited = run_threads(1, lambda n: os.sched_getaffinity(0))
+        assert inherited == [{cpu}]
+        assert store.append_batch("t", 0, one(), 1).status is AppendStatus.PUT_OK
+    finally:
+        store.shutdown()
+        os.sched_setaffinity(0, before)  # in case shutdown did not get that far
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(ValueError, match="at least one CPU"):
+        small_config(tmp_path, cpu_affinity=set())

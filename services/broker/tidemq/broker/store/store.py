@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tidemq.common.logs import get_logger
 
+from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
 from .commitlog import CommitLog, RecoveryReport
 from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig
@@ -63,10 +64,13 @@ class MessageStore:
         self._running = False
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
+        self._pinned: dict[int, set[int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
         began = time.monotonic()
+        if self.config.cpu_affinity is not None:
+            self._pinned = pin_threads(self.config.cpu_affinity)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         state = self.checkpoint.read()
         abnormal = self.abort_marker.exists() or state is None
@@ -119,6 +123,8 @@ class MessageStore:
         self.commitlog.close()
         self.queues.close()
         self.index.close()
+        restore_threads(self._pinned)
+        self._pinned = {}
         log.info("store shut down", log_end=self.commitlog.max_offset)
 
     def __enter__(self) -> MessageStore:
