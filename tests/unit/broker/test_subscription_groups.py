@@ -142,3 +142,26 @@ def test_put_reports_changes_and_the_table_persists(tmp_path):
     assert SubscriptionGroupTable(file).snapshot() == [second]
     assert reloaded.remove("billing") == second
     assert SubscriptionGroupTable(file).snapshot() == []
+
+
+class FailingFile(MetadataFile):
+    """A metadata file whose writes fail (disk full), to see what readers are shown."""
+
+    def write(self, content: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_change_that_cannot_be_persisted_is_not_enforced(tmp_path):
+    file = FailingFile(tmp_path / "groups.json")
+    table = SubscriptionGroupTable(file)
+    with pytest.raises(OSError):
+        table.put(SubscriptionGroupConfig("billing", consume_enable=False))
+    assert table.get("billing") is None
+    table.check_consume("billing")
+
+    table._groups = {"billing": SubscriptionGroupConfig("billing")}  # as loaded at start
+    with pytest.raises(OSError):
+        table.remove("billing")
+    with pytest.raises(OSError):
+        table.retain(set())
+    assert table.get("billing") == SubscriptionGroupConfig("billing")

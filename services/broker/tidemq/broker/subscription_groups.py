@@ -40,11 +40,14 @@ class SubscriptionGroupTable:
             self._groups = {g["name"]: SubscriptionGroupConfig(**g)
                             for g in json.loads(raw).get("groups", [])}
 
-    def _persist(self) -> None:
+    def _commit(self, groups: dict[str, SubscriptionGroupConfig]) -> None:
+        """Persist `groups`, then make them the table in force: a reader never sees a change
+        that a restart would lose. Readers take `self._groups` without the lock, so it is
+        replaced whole, never mutated."""
         if self._file is not None:
-            doc = {"groups": [g.to_json() for g in sorted(self._groups.values(),
-                                                          key=lambda g: g.name)]}
+            doc = {"groups": [g.to_json() for g in sorted(groups.values(), key=lambda g: g.name)]}
             self._file.write(json.dumps(doc, indent=1).encode())
+        self._groups = groups
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -91,23 +94,20 @@ class SubscriptionGroupTable:
             old = self._groups.get(group.name)
             if old == group:
                 return False, old
-            self._groups[group.name] = group
-            self._persist()
+            self._commit({**self._groups, group.name: group})
             return True, old
 
     def remove(self, name: str) -> SubscriptionGroupConfig | None:
         with self._lock:
-            old = self._groups.pop(name, None)
+            old = self._groups.get(name)
             if old is not None:
-                self._persist()
+                self._commit({n: g for n, g in self._groups.items() if n != name})
             return old
 
     def retain(self, names: set[str]) -> list[str]:
         """Drop every definition not in `names` (after a full listing); returns the dropped."""
         with self._lock:
             dropped = sorted(set(self._groups) - names)
-            for name in dropped:
-                del self._groups[name]
             if dropped:
-                self._persist()
+                self._commit({n: g for n, g in self._groups.items() if n in names})
             return dropped
