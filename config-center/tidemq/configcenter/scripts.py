@@ -13,6 +13,8 @@ Layout under namespace `ns`:
   ns:log             stream of events, entry id "<revision>-0" (one event per revision)
   ns:compact         oldest revision still in ns:log
   ns:hist:<key>      list "TYPE|rev|create|version|lease|value" of the key's last changes
+  ns:histtrimmed     set of keys whose history list has lost its oldest entries (so a revision
+                     before the first entry is unknown, not "the key did not exist")
   ns:leases          sorted set lease id -> deadline (ms, Redis clock)
   ns:lease:<id>      hash {ttl}; ns:lease:<id>:keys set of keys attached to the lease
 """
@@ -26,6 +28,7 @@ local K_KEYS = ns .. ':keys'
 local K_LOG = ns .. ':log'
 local K_COMPACT = ns .. ':compact'
 local K_LEASES = ns .. ':leases'
+local K_TRIMMED = ns .. ':histtrimmed'
 local function k_kv(key) return ns .. ':kv:' .. key end
 local function k_hist(key) return ns .. ':hist:' .. key end
 local function k_lease(id) return ns .. ':lease:' .. id end
@@ -48,6 +51,7 @@ local function append_event(rev, etype, key, value, create, version, lease)
              .. lease .. '|' .. value)
   if redis.call('LLEN', hist) > HIST_MAX then
     redis.call('LTRIM', hist, -HIST_MAX, -1)
+    redis.call('SADD', K_TRIMMED, key)
   end
   local compact = tonumber(redis.call('GET', K_COMPACT) or '1')
   if rev - compact + 1 > RETENTION then
@@ -160,7 +164,8 @@ return out
 """
 
 # Snapshot for a range at an older revision. ARGV[4] = prefix, ARGV[5] = revision R.
-# -> {revision, compact, {live kvs flat (6 each)}, {changed key, its history list, ...}}
+# -> {revision, compact, {live kvs flat (6 each)},
+#     {changed key, its history list, 1 if that history was trimmed else 0, ...}}
 RANGE_AT = PRELUDE + r"""
 local prefix, at = ARGV[4], tonumber(ARGV[5])
 local rev = current_rev()
@@ -182,6 +187,7 @@ for _, entry in ipairs(redis.call('XRANGE', K_LOG, (at + 1) .. '-0', '+')) do
     seen[key] = true
     changed[#changed + 1] = key
     changed[#changed + 1] = redis.call('LRANGE', k_hist(key), 0, -1)
+    changed[#changed + 1] = redis.call('SISMEMBER', K_TRIMMED, key)
   end
 end
 return {rev, compact, live, changed}
@@ -221,6 +227,14 @@ local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_ms(), 'LIMIT',
 local deleted = 0
 for _, id in ipairs(expired) do deleted = deleted + revoke_lease(id) end
 return {#expired, deleted}
+"""
+
+# ARGV[4] = key -> {revision, 1 if the history was trimmed else 0, {history entries}}:
+# one snapshot, so a rollback sees the history and the revision it was read at together.
+HISTORY = PRELUDE + r"""
+local key = ARGV[4]
+return {current_rev(), redis.call('SISMEMBER', K_TRIMMED, key),
+        redis.call('LRANGE', k_hist(key), 0, -1)}
 """
 
 # ARGV[4] = key -> {revision, value, create, mod, ver, lease} (fields nil when absent).

@@ -52,6 +52,22 @@ def parse_history_entry(key: str, raw: bytes) -> Event:
     return Event(EventType(etype.decode()), kv)
 
 
+def state_at(history: list[Event], trimmed: bool, at: int) -> KeyValue | None:
+    """The key's record as of revision `at` from its retained history (None = absent then).
+
+    The history holds the key's newest changes without gaps, so the last change at or before
+    `at` decides. When every retained change is newer, the key was absent at `at` only if the
+    history is complete; once trimmed, the deciding change is gone (a key deleted and created
+    again looks freshly created), so the answer is REVISION_COMPACTED.
+    """
+    before = [event for event in history if event.revision <= at]
+    if before:
+        return before[-1].kv if before[-1].type is EventType.PUT else None
+    if history and trimmed:
+        raise RevisionCompacted(at, history[0].revision)
+    return None
+
+
 def _event_from_stream(entry_id: bytes, fields: dict) -> Event:
     revision = int(entry_id.split(b"-", 1)[0])
     kv = KeyValue(fields[b"k"].decode(), fields[b"v"], _int(fields[b"c"]), revision,
@@ -85,8 +101,7 @@ class ConfigStore:
         self._scripts: dict[str, Callable] = {
             name: self._redis.register_script(getattr(scripts, name))
             for name in ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT",
-                         "LEASE_KEEPALIVE",
-                         "LEASE_REVOKE", "LEASE_REAP")
+                         "LEASE_KEEPALIVE", "LEASE_REVOKE", "LEASE_REAP", "HISTORY")
         }
         self._log_key = f"{namespace}:log"
 
@@ -163,20 +178,17 @@ class ConfigStore:
         if at + 1 < compact:
             raise RevisionCompacted(at, compact)
         state = {kv.key: kv for kv in (_kv_from_flat(live, i) for i in range(0, len(live), 6))}
-        for i in range(0, len(changed), 2):
+        for i in range(0, len(changed), 3):
             key = changed[i].decode()
             history = [parse_history_entry(key, raw) for raw in changed[i + 1]]
-            before = [event for event in history if event.revision <= at]
-            if before:
-                last = before[-1]
-                if last.type is EventType.PUT:
-                    state[key] = last.kv
-                else:
-                    state.pop(key, None)
-            elif history and history[0].type is EventType.PUT and history[0].kv.version == 1:
-                state.pop(key, None)  # created after `at`: absent then
+            try:
+                kv = state_at(history, bool(changed[i + 2]), at)
+            except RevisionCompacted as exc:
+                raise RevisionCompacted(at, max(compact, exc.compact_revision)) from None
+            if kv is None:
+                state.pop(key, None)
             else:
-                raise RevisionCompacted(at, compact)
+                state[key] = kv
         kvs = [state[key] for key in sorted(state)]
         return RangeResult(kvs[:limit] if limit else kvs, at)
 
@@ -219,21 +231,23 @@ class ConfigStore:
 
     def rollback(self, key: str, to_revision: int, *, attempts: int = 16) -> PutResult:
         """Write again the value `key` had at `to_revision` (a new revision, like any put)."""
+        validate_key(key)
         if validate_revision(to_revision, "revision") == 0:
             raise InvalidArgument("rollback needs a revision >= 1")
         for _ in range(attempts):
-            history = self.history(key)
-            before = [event for event in history if event.revision <= to_revision]
-            created_later = bool(history) and history[0].kv.version == 1
-            if not before and not created_later:
-                if not history:
-                    raise NotFound(f"key {key!r} has no history")
-                raise RevisionCompacted(to_revision, history[0].revision)
-            if not before or before[-1].type is EventType.DELETE:
+            revision, trimmed, raw = self._run("HISTORY", key)
+            if to_revision > int(revision):
+                raise InvalidArgument(f"revision {to_revision} is in the future; the store is "
+                                      f"at {int(revision)}")
+            history = [parse_history_entry(key, entry) for entry in raw]
+            if not history:
+                raise NotFound(f"key {key!r} has no history")
+            kv = state_at(history, bool(trimmed), to_revision)
+            if kv is None:
                 raise NotFound(f"key {key!r} had no value at revision {to_revision}")
-            current, _ = self.get(key)
-            result = self.put(key, before[-1].kv.value,
-                              expected_mod_revision=current.mod_revision if current else 0)
+            latest = history[-1]  # the key as of the snapshot: CAS on it, retry if it moved
+            current = latest.revision if latest.type is EventType.PUT else 0
+            result = self.put(key, kv.value, expected_mod_revision=current)
             if result.succeeded:
                 return result
         raise InvalidArgument(f"key {key!r} kept changing; rollback gave up after {attempts} tries")

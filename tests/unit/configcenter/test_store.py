@@ -123,6 +123,7 @@ def test_history_is_bounded_per_key(make_store):
         (lambda s: s.get(""), InvalidArgument, "must not be empty"),
         (lambda s: s.lease_grant(0), InvalidArgument, "TTL"),
         (lambda s: s.rollback("/k", 0), InvalidArgument, "revision >= 1"),
+        (lambda s: s.rollback("/k", 5), InvalidArgument, "in the future"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_error(store, call, error, text):
