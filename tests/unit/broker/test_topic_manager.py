@@ -107,6 +107,7 @@ def test_start_without_config_center_serves_persisted_table(config_center, tmp_p
         config_center.start()
         config.put("b", 2)  # missed while down: picked up by the resync that follows
         wait_until(lambda: names(table) == {"a": 1, "b": 2}, 20, message="resync")
-        assert manager.synced
+        # set just after the resync applied the table (a reader can see the table first)
+        wait_until(lambda: manager.synced, 5, message="synced after the resync")
     finally:
         manager.stop()
