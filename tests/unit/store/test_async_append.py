@@ -1,0 +1,143 @@
+"""append_batch_async: SYNC_FLUSH group commit for asyncio callers (no thread per append).
+
+Disk faults are injected as in test_group_commit (the disk is outside the system); the store,
+its group-commit thread and the event loop are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreClosed
+
+from .helpers import encode_batch, open_store, read_all, small_config
+from .test_group_commit import GatedFlush, one, run_threads, sync_store, wait_until
+
+
+def gather(*coroutines) -> list:
+    """Run the coroutines concurrently on a fresh loop; each result or exception, in order."""
+    async def main():
+        return await asyncio.gather(*coroutines, return_exceptions=True)
+    return asyncio.run(main())
+
+
+def test_concurrent_async_appends_share_fsyncs_and_get_contiguous_offsets(tmp_path):
+    store = sync_store(tmp_path, segment_size=256 * 1024)
+
+    async def appender(n: int) -> list:
+        return [await store.append_batch_async("t", n % 4, one(body=b"x" * n), 1)
+                for _ in range(25)]
+
+    results = gather(*(appender(n) for n in range(64)))
+    flat = [r for per_task in results for r in per_task]
+    assert {r.status for r in flat} == {AppendStatus.PUT_OK}
+    for queue_id in range(4):
+        mine = sorted((r.first_queue_offset, r.physical_offsets[0])
+                      for n in range(queue_id, 64, 4) for r in results[n])
+        assert [offset for offset, _ in mine] == list(range(len(mine)))
+        assert [p for _, p in mine] == sorted(p for _, p in mine)
+    assert store.commitlog.flushed_offset > max(r.physical_offsets[-1] for r in flat)
+    assert store.flusher.fsyncs < len(flat) / 4, "appends of one loop share rounds"
+    assert store.wait_dispatched(10)
+    assert sum(len(read_all(store, "t", q)) for q in range(4)) == len(flat)
+    store.shutdown()
+
+
+def test_async_and_thread_appenders_share_rounds(tmp_path):
+    store = sync_store(tmp_path)
+    done = threading.Event()
+
+    def thread_appends(n: int) -> list:
+        return [store.append_batch("t", 0, one(), 1) for _ in range(50)]
+
+    def loop_appends() -> list:
+        async def appender() -> list:
+            return [await store.append_batch_async("t", 1, one(), 1) for _ in range(50)]
+        try:
+            return gather(*(appender() for _ in range(8)))
+        finally:
+            done.set()
+
+    results = run_threads(5, lambda n: loop_appends() if n == 0 else thread_appends(n))
+    assert done.is_set()
+    statuses = {r.status for per in results[0] for r in per} | {
+        r.status for per in results[1:] for r in per}
+    assert statuses == {AppendStatus.PUT_OK}
+    assert store.max_offset("t", 0) == 200 and store.max_offset("t", 1) == 400
+    store.shutdown()
+
+
+def test_an_invalid_async_batch_fails_alone(tmp_path):
+    store = sync_store(tmp_path)
+    bad = bytearray(one())
+    bad[4:8] = b"\0\0\0\0"  # magic
+    results = gather(store.append_batch_async("t", 0, one(), 1),
+                     store.append_batch_async("t", 0, bytes(bad), 1),
+                     store.append_batch_async("t", 0, one(), 1))
+    assert isinstance(results[1], InvalidBatch), results
+    assert [r.first_queue_offset for r in (results[0], results[2])] == [0, 1]
+    store.shutdown()
+
+
+def test_a_failed_fsync_fails_the_async_appends_of_its_round(tmp_path):
+    store = sync_store(tmp_path)
+    flush = GatedFlush(store.commitlog, gates=2, failing={1})
+
+    async def scenario():
+        first = asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1))
+        while not flush.entered[0].is_set():        # round 1 (first alone) is in its fsync
+            await asyncio.sleep(0.001)
+        rest = [asyncio.ensure_future(store.append_batch_async("t", 1, one(), 1))
+                for _ in range(4)]
+        while len(store.flusher._pending) < 4:
+            await asyncio.sleep(0.001)
+        flush.open_all()                              # round 1 succeeds, round 2 fails
+        return await first, await asyncio.gather(*rest, return_exceptions=True)
+
+    first, rest = asyncio.run(scenario())
+    assert first.status is AppendStatus.PUT_OK
+    assert all(isinstance(r, FlushFailed) and "fsync failed" in str(r) for r in rest), rest
+    assert gather(store.append_batch_async("t", 2, one(), 1))[0].status is AppendStatus.PUT_OK
+    store.shutdown()
+
+
+def test_an_async_append_queued_behind_a_hung_fsync_reports_flush_timeout(tmp_path):
+    store = sync_store(tmp_path, sync_flush_timeout_ms=300)
+    flush = GatedFlush(store.commitlog, gates=1)
+    first = []
+    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
+    leader.start()
+    assert flush.entered[0].wait(10)                  # the thread leader's fsync hangs
+    late = gather(store.append_batch_async("t", 0, one(), 1))[0]
+    assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
+    assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
+    flush.open_all()
+    leader.join(30)
+    assert store.flusher.round_requests == 1          # appended by itself, not by a round
+    assert gather(store.append_batch_async("t", 0, one(), 1))[0].status is AppendStatus.PUT_OK
+    assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
+    store.shutdown()
+
+
+def test_async_appends_taken_by_a_hung_round_report_flush_timeout_with_offsets(tmp_path):
+    store = sync_store(tmp_path, sync_flush_timeout_ms=1000)
+    flush = GatedFlush(store.commitlog, gates=1)
+    results = gather(*(store.append_batch_async("t", 0, one(), 1) for _ in range(3)))
+    assert flush.entered[0].is_set()
+    assert sorted(r.first_queue_offset for r in results) == [0, 1, 2]
+    assert {r.status for r in results} == {AppendStatus.FLUSH_DISK_TIMEOUT}
+    flush.open_all()
+    wait_until(lambda: store.commitlog.flushed_offset == store.commitlog.max_offset)
+    store.shutdown()
+
+
+def test_async_append_with_async_flush_and_on_a_stopped_store(tmp_path):
+    store = open_store(small_config(tmp_path, flush_mode=FlushMode.ASYNC))
+    raw, _ = encode_batch("t", [b"a", b"b"])
+    result = gather(store.append_batch_async("t", 0, raw, 2))[0]
+    assert (result.status, result.first_queue_offset) == (AppendStatus.PUT_OK, 0)
+    store.shutdown()
+    sync = sync_store(tmp_path / "sync")
+    sync.shutdown()
+    assert isinstance(gather(sync.append_batch_async("t", 0, one(), 1))[0], StoreClosed)
