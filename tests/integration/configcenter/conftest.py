@@ -14,7 +14,7 @@ def start_config_center(services, redis_server):
 
     def start(*extra: str):
         return services(MODULE, ["--redis-url", redis_server.url, "--shutdown-grace-s", "1",
-                                 "--lease-reap-interval-s", "0.1", *extra])
+                                 *extra])
 
     return start
 
