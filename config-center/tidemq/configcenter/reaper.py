@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 
-from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.configcenter.store import ConfigStore
 
 log = get_logger(__name__)
+
+MAX_BACKOFF_S = 1.0  # longest pause between attempts while Redis fails
 
 
 class LeaseReaper:
@@ -33,16 +34,20 @@ class LeaseReaper:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        wait = self._interval_s
+        while not self._stopped.wait(wait):
             try:
                 leases, keys = self._store.reap_expired_leases()
-            except TideMQError as exc:
+            except Exception as exc:  # noqa: BLE001 - a dead reaper would let leases live forever
                 if not self._failing:
-                    log.warning("lease reaper cannot reach redis", error=str(exc))
+                    log.warning("lease reaper cannot reap; retrying", error=str(exc),
+                                error_type=type(exc).__name__)
                 self._failing = True
+                wait = max(self._interval_s, min(wait * 2, MAX_BACKOFF_S))
                 continue
+            wait = self._interval_s
             if self._failing:
-                log.info("lease reaper reconnected to redis")
+                log.info("lease reaper reaping again")
             self._failing = False
             if leases:
                 log.info("leases expired", leases=leases, keys_deleted=keys)

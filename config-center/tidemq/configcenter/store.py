@@ -2,8 +2,9 @@
 
 Stateless by design: every fact (revision counter, keys, event log, histories, lease deadlines)
 lives in Redis and every write is one Lua script, so any number of config-center instances can
-serve the same store and a restarted instance loses nothing. Redis failures surface as
-ServiceUnavailable within the socket timeout, never as a hang.
+serve the same store and a restarted instance loses nothing. Redis failures (down, hung, or
+answering an error such as READONLY or MISCONF) surface as ServiceUnavailable within the socket
+timeout, never as a hang or an unexplained INTERNAL error.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ class ConfigStore:
             yield
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise ServiceUnavailable(f"config store (redis) unavailable: {exc}") from None
+        except redis.RedisError as exc:
+            # READONLY (a demoted primary), MISCONF (failed persistence), NOPERM, OOM...: the
+            # store cannot serve until the operator fixes Redis; say what Redis said.
+            raise ServiceUnavailable(
+                f"config store (redis) refused the call ({type(exc).__name__}): {exc}") from None
 
     def _run(self, name: str, *args: Any) -> Any:
         with self._redis_errors():
@@ -122,11 +128,11 @@ class ConfigStore:
 
     def persistence(self) -> dict[str, str]:
         """Redis's append-only settings ({} if CONFIG is not allowed), to warn when off."""
-        try:
-            with self._redis_errors():
+        with self._redis_errors():
+            try:
                 config = self._redis.config_get("append*")
-        except redis.ResponseError:
-            return {}
+            except redis.ResponseError:
+                return {}
         return {str(k, "utf-8") if isinstance(k, bytes) else k:
                 str(v, "utf-8") if isinstance(v, bytes) else v for k, v in config.items()}
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.configcenter.model import Event, RevisionCompacted
 from tidemq.configcenter.store import ConfigStore
 
 log = get_logger(__name__)
+
+MIN_BACKOFF_S, MAX_BACKOFF_S = 0.1, 1.0  # retry pace while Redis fails (short: watchers wait)
 
 
 class EventTail:
@@ -62,7 +63,7 @@ class EventTail:
         return [self._window[i] for i in range(start, len(self._window))]
 
     def _run(self) -> None:
-        after, failing = None, False
+        after, failing, backoff = None, False, MIN_BACKOFF_S
         while not self._stopped.is_set():
             try:
                 if after is None:
@@ -72,12 +73,16 @@ class EventTail:
             except RevisionCompacted:
                 after = None  # fell behind retention: restart at the head, readers use Redis
                 continue
-            except TideMQError as exc:
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any Redis answer
+                # Dying here would stall every watcher at the head for good: log, back off, retry.
                 if not failing:
-                    log.warning("event tail cannot read the log; retrying", error=str(exc))
+                    log.warning("event tail cannot read the log; retrying", error=str(exc),
+                                error_type=type(exc).__name__)
                 failing = True
-                self._stopped.wait(0.2)
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
                 continue
+            backoff = MIN_BACKOFF_S
             if failing:
                 log.info("event tail reading the log again", revision=after)
                 failing = False

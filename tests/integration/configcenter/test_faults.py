@@ -7,10 +7,11 @@ import signal
 import time
 
 import pytest
+import redis
 from tidemq.client.config import ConfigClient
 from tidemq.common import errors
 
-from tests.support.processes import wait_until
+from tests.support.processes import free_port, wait_until
 
 
 def test_a_lease_not_kept_alive_removes_its_keys_within_ttl_plus_one_second(client):
@@ -84,6 +85,62 @@ def test_redis_outage_answers_unavailable_within_the_deadline(redis_server, conf
         with pytest.raises(errors.ServiceUnavailable):
             client.put("/k", "v2")
         assert time.monotonic() - started < 3.0 + 0.5  # within the call deadline, never a hang
+
+
+def test_redis_answering_errors_stops_neither_watches_nor_lease_expiry(redis_server,
+                                                                        config_center, client):
+    """Redis answering an error to every command (NOPERM here: an ACL mistake; READONLY or MISCONF are the same
+    kind of reply): calls answer UNAVAILABLE with Redis's words, and once Redis serves again the
+    shared watch reader and the lease reaper are still at work."""
+    admin = redis.Redis.from_url(redis_server.url)
+    with client.watch("/e/") as watch:
+        assert watch.wait_established(10)
+        offset = config_center.log.stat().st_size
+        admin.execute_command("ACL", "SETUSER", "default", "-@all", "+acl", "+ping")
+        try:
+            with pytest.raises(errors.ServiceUnavailable, match="no permissions"):
+                client.get("/e/k")
+            wait_until(lambda: _logged_since(config_center, offset, ("event tail", "event-tail"))
+                       and _logged_since(config_center, offset, ("lease reaper", "lease-reaper")),
+                       timeout=20, message="the watch reader and the reaper to meet the errors")
+        finally:
+            admin.execute_command("ACL", "SETUSER", "default", "+@all")
+            admin.close()
+        lease = client.lease(1, keepalive=False)
+        put = client.put("/e/k", "v", lease=lease.id)
+        event = watch.poll(10)
+        assert event is not None and event.revision == put.revision, "watchers stalled"
+        deletion = watch.poll(10)
+        assert deletion is not None, "the lease never expired: the reaper stopped"
+        assert (deletion.type, deletion.kv.key) == ("DELETE", "/e/k")
+
+
+def test_a_read_only_redis_answers_unavailable_and_leases_expire_once_writable(
+        redis_server, config_center, client):
+    """A primary demoted to a replica answers READONLY to writes (the reaper's too)."""
+    admin = redis.Redis.from_url(redis_server.url)
+    lease = client.lease(1, keepalive=False)
+    client.put("/ro/k", "v", lease=lease.id)
+    offset = config_center.log.stat().st_size
+    admin.execute_command("REPLICAOF", "127.0.0.1", str(free_port()))  # a primary never there
+    try:
+        with pytest.raises(errors.ServiceUnavailable, match="read only replica"):
+            client.put("/ro/other", "v")
+        assert client.get("/ro/k").text == "v"  # reads still served
+        wait_until(lambda: _logged_since(config_center, offset, ("lease reaper", "lease-reaper")),
+                   timeout=20, message="the reaper to meet READONLY")
+    finally:
+        admin.execute_command("REPLICAOF", "NO", "ONE")
+        admin.close()
+    wait_until(lambda: client.get("/ro/k") is None, timeout=10,
+               message="the expired lease's key to be deleted once Redis is writable")
+
+
+def _logged_since(service, offset: int, needles: tuple[str, ...]) -> bool:
+    with open(service.log, "rb") as log:
+        log.seek(offset)
+        text = log.read().decode(errors="replace")
+    return any(needle in text for needle in needles)
 
 
 def _try(call):
