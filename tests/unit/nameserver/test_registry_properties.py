@@ -25,6 +25,12 @@ class RegistryMachine(RuleBasedStateMachine):
           version=st.integers(0, 3), topics=st.sets(st.sampled_from(TOPICS)))
     def register(self, addr, name, cluster, broker_id, version, topics):
         configs = tuple(TopicConfig(t, 4, 4) for t in sorted(topics))
+        previous = self.registry.broker_live_table.get(addr)
+        # Routes follow a master's registration only when its data version changed (SPEC §1;
+        # a broker bumps it with every topic change), or the address is new to this identity.
+        publishes = previous is None or (previous.cluster, previous.broker_name,
+                                         previous.broker_id, previous.data_version) != (
+            cluster, name, broker_id, DataVersion(0, version))
         answer = self.registry.register(
             Registration(cluster, name, broker_id, addr, "", DataVersion(0, version), configs)
         )
@@ -32,8 +38,9 @@ class RegistryMachine(RuleBasedStateMachine):
         assert (live.broker_name, live.broker_id, live.last_update_ms) == (name, broker_id, self.now)
         if broker_id == 0:
             assert answer.master_addr == ""
-            if topics:  # a (re)registering master always publishes at least its own route once
-                assert self.registry.topic_queue_table
+            if publishes:
+                for topic in topics:
+                    assert name in self.registry.topic_queue_table[topic]
         else:
             assert answer.master_addr == self.registry.broker_addr_table[name].broker_addrs.get(0, "")
 
