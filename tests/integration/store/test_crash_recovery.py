@@ -129,7 +129,16 @@ def test_sigkilled_writer_with_many_one_message_appenders_loses_no_ack(tmp_path)
     crash_rounds(tmp_path, 6, threads=32, max_batch=1)
 
 
-def crash_rounds(tmp_path: Path, rounds: int, threads: int, max_batch: int) -> int:
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_sigkilled_writer_with_asyncio_appenders_loses_no_ack(tmp_path):
+    """48 tasks on one event loop awaiting append_batch_async (the broker's Send path), whose
+    rounds the group-commit thread leads: every acknowledged append survives."""
+    crash_rounds(tmp_path, 6, threads=48, max_batch=2, appenders="asyncio")
+
+
+def crash_rounds(tmp_path: Path, rounds: int, threads: int, max_batch: int,
+                 appenders: str = "threads") -> int:
     """Kill/damage/recover `rounds` times; returns how many recoveries truncated a tail."""
     seed = int(os.environ.get("TIDEMQ_CRASH_SEED", random.randrange(1 << 30)))
     print(f"crash test seed {seed} (replay with TIDEMQ_CRASH_SEED={seed})")
@@ -139,7 +148,7 @@ def crash_rounds(tmp_path: Path, rounds: int, threads: int, max_batch: int) -> i
     for round_no in range(rounds):
         writer = subprocess.Popen(
             [sys.executable, str(WRITER), str(data_dir), str(ack_log), str(seed + round_no),
-             str(threads), str(max_batch)],
+             str(threads), str(max_batch), appenders],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         try:
