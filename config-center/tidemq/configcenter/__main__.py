@@ -17,12 +17,18 @@ from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
 
+UNARY_THREADS = 64  # server threads no watch can take
+
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(ConfigCenterSettings, argv, prog="python -m tidemq.configcenter")
-    # Each open Watch holds a worker thread for its lifetime: leave room for many watchers.
+    if settings.max_watches < 1:
+        raise SystemExit(f"--max-watches must be >= 1, got {settings.max_watches}")
+    # Each open Watch holds a worker thread for its lifetime: the servicer refuses watches past
+    # max_watches, and UNARY_THREADS more threads stay free for every other call.
     # Trace only when spans are exported: server instrumentation costs time on every call.
-    runtime = ServiceRuntime("config-center", settings, max_workers=256,
+    runtime = ServiceRuntime("config-center", settings,
+                             max_workers=settings.max_watches + UNARY_THREADS,
                              tracing=bool(settings.otlp_endpoint))
     store = ConfigStore(settings.redis_url, namespace=settings.namespace,
                         retention=settings.event_retention, history_limit=settings.history_limit,
@@ -30,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
                         watch_block_ms=settings.watch_block_ms)
     reaper = LeaseReaper(store, settings.lease_reap_interval_s)
     tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
-    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store, tail),
+    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store, tail, max_watches=settings.max_watches),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)

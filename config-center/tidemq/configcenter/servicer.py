@@ -3,9 +3,11 @@ beyond translating messages and turning a Redis stream read loop into a Watch st
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from tidemq.common.errors import ResourceExhausted
 from tidemq.configcenter.model import (
     Event,
     EventType,
@@ -40,9 +42,33 @@ def _expected(request, field: str = "expected_mod_revision") -> int | None:
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
-    def __init__(self, store: ConfigStore, tail: EventTail | None = None) -> None:
+    def __init__(self, store: ConfigStore, tail: EventTail | None = None, *,
+                 max_watches: int = 0) -> None:
         self.store = store
         self.tail = tail
+        self.max_watches = max_watches  # 0 = no limit
+        self._watches = 0
+        self._watches_lock = threading.Lock()
+
+    def _watch_slot(self, context) -> Callable[[], None]:
+        """Take one of max_watches slots or refuse: an open watch holds a server thread for its
+        lifetime, so unbounded watches would leave no thread for any other call."""
+        with self._watches_lock:
+            if self.max_watches and self._watches >= self.max_watches:
+                raise ResourceExhausted(
+                    f"this config-center instance already serves {self._watches} watches, its "
+                    f"limit (--max-watches); retry later or watch through another instance")
+            self._watches += 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._watches_lock:
+                if not released.is_set():
+                    released.set()
+                    self._watches -= 1
+
+        context.add_callback(release)  # runs when the stream ends, however it ends
+        return release
 
     def _read_events(self, after: int) -> list[Event]:
         if self.tail is None:
@@ -73,6 +99,13 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
     def Watch(self, request, context) -> Iterator[pb.WatchResponse]:
         prefix = validate_prefix(request.prefix)
         start = validate_revision(request.start_revision, "start revision")
+        release = self._watch_slot(context)
+        try:
+            yield from self._watch(prefix, start, context)
+        finally:
+            release()
+
+    def _watch(self, prefix: str, start: int, context) -> Iterator[pb.WatchResponse]:
         compact = self.store.compact_revision()
         after = start - 1 if start else self.store.revision()
         if start and start < compact:

@@ -20,4 +20,6 @@ class ConfigCenterSettings(ServiceSettings):
     lease_reap_interval_s: float = setting(0.2, "how often expired leases are revoked")
     watch_window: int = setting(10_000, "newest events one shared log reader keeps for watches "
                                 "(0 = every watch reads Redis itself)")
+    max_watches: int = setting(192, "open Watch streams per instance; more answer "
+                               "RESOURCE_EXHAUSTED (each holds a server thread)")
     watch_block_ms: int = setting(1000, "longest a watch waits on Redis before re-checking")

@@ -77,6 +77,14 @@ class ServiceUnavailable(TideMQError):
     http_status = 503
 
 
+class ResourceExhausted(ServiceUnavailable):
+    """A per-instance limit is reached: retry later or on another instance."""
+
+    code = "RESOURCE_EXHAUSTED"
+    grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
+    http_status = 429
+
+
 class BreakerOpen(ServiceUnavailable):
     code = "CIRCUIT_OPEN"
 
@@ -107,6 +115,7 @@ _BY_CODE: dict[str, type[TideMQError]] = {
     TopicNotExist.code: TopicNotExist,
     PayloadTooLarge.code: PayloadTooLarge,
     BreakerOpen.code: BreakerOpen,
+    ResourceExhausted.code: ResourceExhausted,
 }
 
 

@@ -6,8 +6,12 @@ import random
 import threading
 import time
 
+import grpc
 import pytest
 from tidemq.client.config import ConfigClient, WatchCompacted
+from tidemq.v1 import config_pb2
+
+from tests.support.processes import wait_until
 
 
 def test_watch_from_now_sees_later_changes_only(client):
@@ -33,6 +37,49 @@ def test_compacted_start_revision_is_reported(start_config_center):
         assert info.value.compact_revision == 21
         with client.watch("/c", start_revision=21) as watch:
             assert watch.poll(10).revision == 21
+
+
+
+def test_watches_past_the_limit_are_refused_and_leave_threads_for_other_calls(
+        start_config_center):
+    """Each open watch holds a server thread: past --max-watches a watch is refused with
+    RESOURCE_EXHAUSTED (the client moves on or retries) and unary calls are still served."""
+    server = start_config_center("--max-watches", "3")
+    with ConfigClient(server.addr, timeout=3.0) as client:
+        watches = [client.watch(f"/lim/{i}") for i in range(3)]
+        try:
+            for watch in watches:
+                assert watch.wait_established(10)
+            with pytest.raises(grpc.RpcError) as refused:
+                _first_watch_reply(client)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "limit (--max-watches)" in refused.value.details()
+            assert client.put("/lim/k", "v").succeeded  # unary calls still answered
+            assert client.get("/lim/k").text == "v"
+            watches.pop().close()
+            wait_until(lambda: _watch_accepted(client), timeout=10,
+                       message="a watch slot to be released when a watch closes")
+        finally:
+            for watch in watches:
+                watch.close()
+
+
+def _first_watch_reply(client: ConfigClient):
+    _, stub = client.stub_for(0)
+    call = stub.Watch(config_pb2.WatchRequest(prefix="/lim/"), timeout=5)
+    try:
+        return next(iter(call))
+    finally:
+        call.cancel()
+
+
+def _watch_accepted(client: ConfigClient) -> bool:
+    try:
+        return _first_watch_reply(client) is not None
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise
+        return False
 
 
 @pytest.mark.slow
