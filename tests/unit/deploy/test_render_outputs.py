@@ -55,6 +55,22 @@ def test_compose_addresses_use_service_names():
     assert command[command.index("--otlp-endpoint") + 1] == "trace-collector:4317"
 
 
+
+FOLLOWERS = ("namesrv-1", "namesrv-2", "trace-collector", "broker-a", "broker-b",
+             "gateway-http")  # every service that follows dynamic settings from the config center
+
+
+def test_every_settings_follower_is_given_the_config_center_in_both_deployments(tmp_path: Path):
+    compose = yaml.safe_load(render_compose(load()))["services"]
+    for name in FOLLOWERS:
+        command = compose[name]["command"]
+        assert command[command.index("--config-center") + 1] == "config-center:7070", name
+    config = configparser.RawConfigParser()
+    config.read_string(render_supervisor(load(), Placement(port_offset=500),
+                                         run_dir=tmp_path, data_dir=tmp_path))
+    for name in FOLLOWERS:
+        assert "--config-center 127.0.0.1:7570" in config[f"program:{name}"]["command"], name
+
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 def test_docker_compose_accepts_the_file_and_the_port_overrides():
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "TIDEMQ_GATEWAY_HTTP_PORT": "18123"}

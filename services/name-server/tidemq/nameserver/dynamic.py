@@ -2,39 +2,16 @@
 `scan_interval_s` (the expiry scanner reads both on every round, so a change is safe at once).
 
 Off unless `--config-center` is given: the name server is the root of discovery and must start
-and serve with nothing else up. Scopes (SPEC §7): `/tidemq/config/cluster/<cluster_name>/` <
-`/tidemq/config/group/<config_group>/` (default group `name-server`).
-
-Why not tidemq.client.LiveSettings: the name server ships with tidemq-shared only (its image
-holds no client library), so this follows the config center on the raw protos. It is state
-based, which keeps it short: read the effective config, watch `/tidemq/config/` and re-read
-on any change in one of our scopes; after any stream fault, re-read and watch again (a
-re-read covers whatever the gap held, so nothing needs replaying).
+and serve with nothing else up (the deployments pass it; the follower connects in the
+background). Scopes: cluster `<cluster_name>` < group `<config_group>` (default `name-server`).
+The following itself is tidemq.common.dynamic's (the image ships tidemq-shared only).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import grpc
-from tidemq.common.logs import get_logger
-from tidemq.common.rpc import GRPC_OPTIONS
-from tidemq.v1 import config_pb2, config_pb2_grpc
-
-log = get_logger(__name__)
-
-CONFIG_ROOT = "/tidemq/config/"
-RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0
-
-
-@dataclass(frozen=True)
-class Rule:
-    parse: Callable[[str], object]
-    valid: Callable[[object], bool]
-    legal: str
-
+from tidemq.common.dynamic import Rule, SettingsFollower
 
 RULES = {
     "broker_expiry_s": Rule(float, lambda v: 1 <= v <= 86_400, "seconds in [1, 86400]"),
@@ -42,83 +19,9 @@ RULES = {
 }
 
 
-class NameServerDynamicSettings:
-    """Keeps `current` (and, through `apply`, the scanner) equal to the effective values."""
-
+class NameServerDynamicSettings(SettingsFollower):
     def __init__(self, config_center: str, static: dict[str, object],
                  apply: Callable[[str, object], None], *, cluster: str, group: str,
                  call_timeout_s: float = 3.0) -> None:
-        self.current = dict(static)
-        self._static = dict(static)
-        self._apply = apply
-        self._request = config_pb2.EffectiveConfigRequest(cluster=cluster, broker_group=group)
-        self._prefixes = (f"{CONFIG_ROOT}cluster/{cluster}/", f"{CONFIG_ROOT}group/{group}/")
-        self._call_timeout_s = call_timeout_s
-        # A private channel: closing it is the one way to end a blocked watch from stop().
-        self._channel = grpc.insecure_channel(config_center, options=GRPC_OPTIONS)
-        self._stub = config_pb2_grpc.ConfigServiceStub(self._channel)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="dynamic-settings")
-
-    def start(self) -> NameServerDynamicSettings:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._channel.close()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        backoff = RETRY_MIN_S
-        while not self._stop.is_set():
-            try:
-                revision = self.refresh()
-                backoff = RETRY_MIN_S
-                self._follow(revision)
-            except (grpc.RpcError, ValueError) as exc:
-                if self._stop.is_set():
-                    return
-                detail = exc.details() if isinstance(exc, grpc.RpcError) else str(exc)
-                log.warning("dynamic settings unavailable; retrying", error=detail,
-                            retry_in_s=backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, RETRY_MAX_S)
-
-    def refresh(self) -> int:
-        """Read the effective settings and apply ours; the revision they were read at."""
-        reply = self._stub.EffectiveConfig(self._request, timeout=self._call_timeout_s)
-        values = {s.name: s.value for s in reply.settings}
-        for name in RULES:
-            self.offer(name, values.get(name))
-        return reply.revision
-
-    def _follow(self, revision: int) -> None:
-        request = config_pb2.WatchRequest(prefix=CONFIG_ROOT, start_revision=revision + 1)
-        for reply in self._stub.Watch(request):
-            if reply.compacted:
-                return  # re-read and watch from now
-            if any(e.kv.key.startswith(self._prefixes) for e in reply.events):
-                self.refresh()
-
-    def offer(self, name: str, text: str | None) -> bool:
-        """Apply `text` (None = unset: the static value) if legal; True if it is in force."""
-        rule = RULES[name]
-        if text is None:
-            value = self._static[name]
-        else:
-            try:
-                value = rule.parse(text)
-                ok = rule.valid(value)
-            except ValueError:
-                ok = False
-            if not ok:
-                log.error("refused dynamic setting", setting=name, value=text,
-                          expected=rule.legal, in_force=self.current[name])
-                return False
-        old = self.current[name]
-        if old != value:
-            self._apply(name, value)
-            self.current[name] = value
-            log.info("applied dynamic setting", setting=name, old=old, new=value)
-        return True
+        super().__init__(config_center, RULES, static, apply, cluster=cluster, group=group,
+                         call_timeout_s=call_timeout_s)

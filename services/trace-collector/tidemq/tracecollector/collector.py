@@ -12,6 +12,7 @@ import threading
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.tracecollector import metrics
+from tidemq.tracecollector.dynamic import follow_retention
 from tidemq.tracecollector.http_app import create_app
 from tidemq.tracecollector.receiver import SERVICE_NAME, TraceReceiver, add_to_server
 from tidemq.tracecollector.settings import TraceCollectorSettings
@@ -68,6 +69,8 @@ class TraceCollector:
         self.http.start()
         self.runtime.ready_extra["http_port"] = self.http.port
         self.runtime.start()
+        if self.settings.config_center:
+            self.runtime.on_stop(follow_retention(self.settings, self.store).stop)
         log.info("dashboard", url=f"http://{self.settings.advertised_host}:{self.http.port}/")
 
 

@@ -25,6 +25,12 @@ class TraceCollectorSettings(ServiceSettings):
     retention_hours: float = setting(
         72.0, "drop spans received more than this many hours ago (0 = no age bound)"
     )
+    config_center: str = setting(
+        "", "config-center host:port to follow retention_spans / retention_hours live from "
+        "('' = off: the collector needs no other service)")
+    cluster_name: str = setting("DefaultCluster", "config-center cluster scope of those settings")
+    config_group: str = setting("trace-collector",
+                                "config-center group scope (overrides cluster)")
     max_queued_spans: int = setting(
         200_000, "spans waiting for the disk before Export calls are refused (back-pressure)"
     )

@@ -1,0 +1,45 @@
+"""Trace-collector dynamic settings from the config center, applied live: `retention_spans`
+and `retention_hours` (the store reads its retention policy on every batch and every idle
+enforcement, so a change is safe at once; a tighter bound is enforced immediately).
+
+Off unless `--config-center` is given: the collector receives every service's spans and must
+start with nothing else up (the follower connects in the background). Scopes: cluster
+`<cluster_name>` < group `<config_group>` (default `trace-collector`). The following itself is
+tidemq.common.dynamic's: the collector's image ships tidemq-shared only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+
+from tidemq.common.dynamic import Rule, SettingsFollower
+from tidemq.common.logs import get_logger
+from tidemq.tracecollector.settings import TraceCollectorSettings
+from tidemq.tracecollector.store import SpanStore
+
+log = get_logger(__name__)
+
+MAX_SPANS = 1_000_000_000
+MAX_HOURS = 87_600.0  # ten years
+
+RULES = {
+    "retention_spans": Rule(int, lambda v: 0 <= v <= MAX_SPANS,
+                            f"an integer 0..{MAX_SPANS} (0 = no count bound)"),
+    "retention_hours": Rule(float, lambda v: 0 <= v <= MAX_HOURS,
+                            f"hours in [0, {MAX_HOURS:g}] (0 = no age bound)"),
+}
+_FIELDS = {"retention_spans": "max_spans", "retention_hours": "max_age_hours"}
+
+
+def follow_retention(settings: TraceCollectorSettings, store: SpanStore) -> SettingsFollower:
+    def apply(name: str, value: object) -> None:
+        store.retention = dataclasses.replace(store.retention, **{_FIELDS[name]: value})
+        try:
+            store.enforce_retention()  # a tighter bound applies now, not at the next batch
+        except sqlite3.Error as exc:  # e.g. closing down: the next batch enforces it anyway
+            log.warning("retention not enforced yet", setting=name, error=str(exc))
+
+    static = {name: getattr(settings, name) for name in RULES}
+    return SettingsFollower(settings.config_center, RULES, static, apply,
+                            cluster=settings.cluster_name, group=settings.config_group).start()
