@@ -3,8 +3,8 @@
     tidemq config set /tidemq/topics/orders '{"name":"orders","queues":8,"perm":6,"order":false}'
     tidemq config get /tidemq/topics/ --prefix
     tidemq config watch /tidemq/topics/ --from-revision 1
-    tidemq config history /tidemq/config/cluster/c1/flush_policy
-    tidemq config rollback /tidemq/config/cluster/c1/flush_policy 12
+    tidemq config history /tidemq/config/cluster/c1/retention_hours
+    tidemq config rollback /tidemq/config/cluster/c1/retention_hours 12
 """
 
 from __future__ import annotations

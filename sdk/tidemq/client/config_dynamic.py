@@ -1,6 +1,6 @@
 """LiveSettings: a service's effective dynamic configuration, kept current from a watch.
 
-Services read flush policy, retention, breaker thresholds... through this instead of reading
+Services read retention, disk limits, breaker thresholds... through this instead of reading
 keys themselves: it resolves cluster < broker group < broker once, then watches
 `/tidemq/config/` from that revision and re-resolves on every change in one of its scopes,
 logs what changed (old → new, and which key it now comes from) and calls `on_change`, so a
@@ -8,8 +8,8 @@ setting is applied without a restart wherever the service says that is safe.
 
 >>> live = LiveSettings(client, cluster="c1", broker_group="g1", broker="b1",
 ...                     on_change=lambda changes: store.apply(changes))
->>> live.get("flush_policy", "async")
-'sync'
+>>> live.get("retention_hours", "72")
+'48'
 """
 
 from __future__ import annotations

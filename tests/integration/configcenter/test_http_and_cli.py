@@ -74,21 +74,20 @@ def test_cli_set_get_history_rollback_watch(shared_center):
         assert result.exit_code == 0, result.output
         return result.output
 
-    first = json.loads(run("set", "/tidemq/config/cluster/c1/flush_policy", "async", "-o",
-                           "json"))
-    run("set", "/tidemq/config/cluster/c1/flush_policy", "sync")
-    assert json.loads(run("get", "/tidemq/config/cluster/c1/flush_policy", "-o", "json"))[
-        "value"] == "sync"
-    history = json.loads(run("history", "/tidemq/config/cluster/c1/flush_policy", "-o", "json"))
-    assert [e["value"] for e in history] == ["async", "sync"]
-    run("rollback", "/tidemq/config/cluster/c1/flush_policy", str(first["revision"]))
+    key = "/tidemq/config/cluster/c1/disk_max_used_ratio"
+    first = json.loads(run("set", key, "0.75", "-o", "json"))
+    run("set", key, "0.9")
+    assert json.loads(run("get", key, "-o", "json"))[
+        "value"] == "0.9"
+    history = json.loads(run("history", key, "-o", "json"))
+    assert [e["value"] for e in history] == ["0.75", "0.9"]
+    run("rollback", key, str(first["revision"]))
     lines = run("watch", "/tidemq/config/", "--from-revision", str(first["revision"]),
                 "--count", "3", "-o", "json").splitlines()
-    assert [json.loads(line)["value"] for line in lines] == ["async", "sync", "async"]
+    assert [json.loads(line)["value"] for line in lines] == ["0.75", "0.9", "0.75"]
     effective = json.loads(run("effective", "--cluster", "c1", "-o", "json"))
-    assert effective["settings"][0]["value"] == "async"
-    conflict = runner.invoke(config_app, ["set", "/tidemq/config/cluster/c1/flush_policy", "x",
-                                          "--if-revision", "1", *addr])
+    assert effective["settings"][0]["value"] == "0.75"
+    conflict = runner.invoke(config_app, ["set", key, "0.5", "--if-revision", "1", *addr])
     assert conflict.exit_code == 1 and "PRECONDITION_FAILED" in conflict.output
 
 

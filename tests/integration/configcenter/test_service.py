@@ -35,23 +35,23 @@ def test_compare_and_set_and_conditional_delete(shared_client):
 
 
 def test_history_and_rollback(shared_client):
-    v1 = shared_client.put("/tidemq/config/cluster/c9/flush", "async")
-    shared_client.put("/tidemq/config/cluster/c9/flush", "sync")
-    assert [e.kv.text for e in shared_client.history("/tidemq/config/cluster/c9/flush")] == [
-        "async", "sync"]
-    shared_client.rollback("/tidemq/config/cluster/c9/flush", v1.revision)
-    assert shared_client.get("/tidemq/config/cluster/c9/flush").text == "async"
+    v1 = shared_client.put("/tidemq/config/cluster/c9/disk_max_used_ratio", "0.75")
+    shared_client.put("/tidemq/config/cluster/c9/disk_max_used_ratio", "0.9")
+    assert [e.kv.text for e in shared_client.history("/tidemq/config/cluster/c9/disk_max_used_ratio")] == [
+        "0.75", "0.9"]
+    shared_client.rollback("/tidemq/config/cluster/c9/disk_max_used_ratio", v1.revision)
+    assert shared_client.get("/tidemq/config/cluster/c9/disk_max_used_ratio").text == "0.75"
 
 
 def test_effective_config_takes_the_most_specific_scope(shared_client):
-    shared_client.put("/tidemq/config/cluster/c1/flush_policy", "async")
+    shared_client.put("/tidemq/config/cluster/c1/disk_max_used_ratio", "0.75")
     shared_client.put("/tidemq/config/cluster/c1/retention_hours", "72")
-    shared_client.put("/tidemq/config/group/g1/flush_policy", "sync")
+    shared_client.put("/tidemq/config/group/g1/disk_max_used_ratio", "0.9")
     shared_client.put("/tidemq/config/broker/b1/retention_hours", "24")
     shared_client.put("/tidemq/config/broker/b2/retention_hours", "1")
     effective = shared_client.effective_config(cluster="c1", broker_group="g1", broker="b1")
     assert {n: (s.value, s.scope) for n, s in effective.settings.items()} == {
-        "flush_policy": ("sync", "broker_group"), "retention_hours": ("24", "broker")}
+        "disk_max_used_ratio": ("0.9", "broker_group"), "retention_hours": ("24", "broker")}
     source = effective.settings["retention_hours"].source_key
     assert source == "/tidemq/config/broker/b1/retention_hours"
 

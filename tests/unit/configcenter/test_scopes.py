@@ -17,14 +17,15 @@ def test_most_specific_scope_wins():
     assert [prefix for _, prefix in layers] == [
         "/tidemq/config/cluster/c1/", "/tidemq/config/group/g1/", "/tidemq/config/broker/b1/"]
     kvs = {
-        "cluster": [_kv("/tidemq/config/cluster/c1/flush", "async"),
+        "cluster": [_kv("/tidemq/config/cluster/c1/disk_max_used_ratio", "0.75"),
                     _kv("/tidemq/config/cluster/c1/retention_h", "72")],
-        "broker_group": [_kv("/tidemq/config/group/g1/flush", "sync")],
+        "broker_group": [_kv("/tidemq/config/group/g1/disk_max_used_ratio", "0.9")],
         "broker": [_kv("/tidemq/config/broker/b1/retention_h", "24")],
     }
     settings = resolve([(scope, prefix, kvs[scope]) for scope, prefix in layers])
     assert [(s.name, s.value, s.scope, s.source_key) for s in settings] == [
-        ("flush", "sync", "broker_group", "/tidemq/config/group/g1/flush"),
+        ("disk_max_used_ratio", "0.9", "broker_group",
+         "/tidemq/config/group/g1/disk_max_used_ratio"),
         ("retention_h", "24", "broker", "/tidemq/config/broker/b1/retention_h"),
     ]
 
