@@ -13,6 +13,7 @@ costs on top of Redis itself.
 from __future__ import annotations
 
 import argparse
+import queue
 import statistics
 import sys
 import tempfile
@@ -43,37 +44,57 @@ def rate(ops: int, threads: int, operation: Callable[[int], object]) -> float:
     return ops / (time.perf_counter() - started)
 
 
-def latencies(count: int, send: Callable[[int], None], receive: Callable[[], int]) -> list[float]:
-    """Send `count` stamped changes one at a time; return send→delivery times in ms."""
+RECEIVE_TIMEOUT_S = 10.0  # a change not delivered by then is counted as lost
+
+
+def latencies(count: int, send: Callable[[int], object],
+              receive: Callable[[int], bool]) -> tuple[list[float], int]:
+    """Send `count` stamped changes one at a time: (send→delivery times in ms, changes lost).
+
+    `receive(i)` answers whether change i arrived within RECEIVE_TIMEOUT_S; a lost change is
+    counted, not timed (it would be a meaningless 10 s sample and hide the loss).
+    """
     results: list[float] = []
+    lost = 0
     for i in range(count):
         started = time.perf_counter_ns()
         send(i)
-        receive()
-        results.append((time.perf_counter_ns() - started) / 1e6)
-    return results
+        if receive(i):
+            results.append((time.perf_counter_ns() - started) / 1e6)
+        else:
+            lost += 1
+    return results, lost
 
 
-def config_center_latency(client: ConfigClient, count: int) -> list[float]:
+def _await(stamp: int, take: Callable[[float], str | None]) -> bool:
+    """Take deliveries until the one stamped `stamp` (later than any before it) or time out."""
+    deadline = time.monotonic() + RECEIVE_TIMEOUT_S
+    while (left := deadline - time.monotonic()) > 0:
+        if take(left) == str(stamp):
+            return True
+    return False
+
+
+def config_center_latency(client: ConfigClient, count: int) -> tuple[list[float], int]:
     with client.watch("/bench/watch/") as watch:
-        watch.wait_established(10)
+        if not watch.wait_established(RECEIVE_TIMEOUT_S):
+            raise TimeoutError("watch not established within 10 s")
 
-        def receive() -> int:
-            event = watch.poll(10)
-            if event is None:
-                raise TimeoutError("watch event not delivered within 10 s")
-            return event.revision
+        def take(timeout: float) -> str | None:
+            event = watch.poll(timeout)
+            return None if event is None else event.kv.text
 
-        return latencies(count, lambda i: client.put("/bench/watch/k", str(i)), receive)
+        return latencies(count, lambda i: client.put("/bench/watch/k", str(i)),
+                         lambda i: _await(i, take))
 
 
-def redis_latency(redis_url: str, count: int) -> list[float]:
+def redis_latency(redis_url: str, count: int) -> tuple[list[float], int]:
     """Baseline: XADD on one connection, XREAD BLOCK on another, as the store's watch does."""
     raw, reader = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)
     stream = "bench:stream"
     raw.delete(stream)
     last = [raw.xadd(stream, {"start": "1"})]
-    delivered = threading.Semaphore(0)
+    delivered: queue.Queue[str] = queue.Queue()
 
     def tail() -> None:
         while True:
@@ -82,12 +103,18 @@ def redis_latency(redis_url: str, count: int) -> list[float]:
                 last[0] = entry_id
                 if fields.get(b"stop"):
                     return
-                delivered.release()
+                delivered.put(fields[b"v"].decode())
+
+    def take(timeout: float) -> str | None:
+        try:
+            return delivered.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     thread = threading.Thread(target=tail, daemon=True)
     thread.start()
     result = latencies(count, lambda i: raw.xadd(stream, {"v": str(i)}),
-                       lambda: delivered.acquire(timeout=10))
+                       lambda i: _await(i, take))
     raw.xadd(stream, {"stop": "1"})
     thread.join(10)
     return result
@@ -142,13 +169,17 @@ def run(args: argparse.Namespace, redis_url: str, addr: str) -> None:
             raw_get = rate(args.ops, threads, lambda i: raw.get(f"bench:k{i % 100}"))
             rows += [(f"put/s ({threads} thr)", cc_put, raw_put),
                      (f"get/s ({threads} thr)", cc_get, raw_get)]
-        cc_lat = config_center_latency(client, args.watch_events)
-    raw_lat = redis_latency(redis_url, args.watch_events)
+        cc_lat, cc_lost = config_center_latency(client, args.watch_events)
+    raw_lat, raw_lost = redis_latency(redis_url, args.watch_events)
     print(f"config center {addr}  redis {redis_url}  ops={args.ops} "
           f"watch_events={args.watch_events}")
     print(f"{'measure':<24}{'config-center':>16}{'raw redis-py':>16}{'ratio':>8}")
     for name, ours, baseline in rows:
         print(f"{name:<24}{ours:>16,.0f}{baseline:>16,.0f}{ours / baseline:>8.2f}")
+    print(f"{'watch events lost':<24}{cc_lost:>16}{raw_lost:>16}")
+    if not cc_lat or not raw_lat:
+        print("watch latency: no delivered events to time")
+        return
     for label, fraction in (("p50", 0.5), ("p99", 0.99)):
         ours, baseline = percentile(cc_lat, fraction), percentile(raw_lat, fraction)
         print(f"{'watch latency ' + label + ' ms':<24}{ours:>16.2f}{baseline:>16.2f}"
