@@ -4,7 +4,8 @@ The URL path after /v1/config is the key (`/v1/config/tidemq/topics/orders` is t
 `/tidemq/topics/orders`). Revisions travel as ETags: a GET answers `ETag: "<mod_revision>"`; a
 PUT or DELETE with `If-Match: "<rev>"` only applies if the key is still at that revision
 (412 PRECONDITION_FAILED otherwise), and `If-None-Match: *` creates only if absent. A GET with
-`?prefix=true` lists every key under the path. Errors are raised as TideMQError and rendered as
+`?prefix=true` lists every key under the path; `?revision=R` reads the key (or the listing) as
+it was at a retained revision R. Errors are raised as TideMQError and rendered as
 problem+json by the gateway's single error handler.
 """
 
@@ -77,15 +78,16 @@ def empty_key():
 @config_bp.get("/v1/config/<path:key>")
 def get_key(key: str):
     key = "/" + key
+    revision = request.args.get("revision", "0")
+    if not revision.isdigit():
+        raise InvalidArgument(f"revision must be a non-negative integer, got {revision!r}")
     if request.args.get("prefix", "").lower() in ("1", "true", "yes"):
-        revision = request.args.get("revision", "0")
-        if not revision.isdigit():
-            raise InvalidArgument(f"revision must be a non-negative integer, got {revision!r}")
         result = _client().range(key, revision=int(revision))
         return jsonify({"revision": result.revision, "kvs": [_kv_json(kv) for kv in result.kvs]})
-    kv = _client().get(key)
+    kv = _client().get(key, revision=int(revision))
     if kv is None:
-        raise NotFound(f"key {key!r} does not exist")
+        when = f" at revision {revision}" if int(revision) else ""
+        raise NotFound(f"key {key!r} does not exist{when}")
     return jsonify(_kv_json(kv)), 200, _etag(kv.mod_revision)
 
 

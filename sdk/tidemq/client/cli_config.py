@@ -74,7 +74,7 @@ def _print_kvs(kvs: list[KeyValue], output: str, title: str) -> None:
 @config_app.command()
 def get(key: str,
         prefix: Annotated[bool, typer.Option("--prefix", help="list every key under KEY")] = False,
-        revision: Annotated[int, typer.Option(help="read as of this revision (with --prefix)")] = 0,
+        revision: Annotated[int, typer.Option(help="read as of this retained revision")] = 0,
         output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
     """Show one key (or every key under a prefix) with its revisions."""
 
@@ -83,9 +83,10 @@ def get(key: str,
             result = client.range(key, revision=revision)
             _print_kvs(result.kvs, output, f"{key}* at revision {result.revision}")
             return
-        kv = client.get(key)
+        kv = client.get(key, revision=revision)
         if kv is None:
-            _err.print(f"[red]error NOT_FOUND[/red]: key {key!r} does not exist")
+            when = f" at revision {revision}" if revision else ""
+            _err.print(f"[red]error NOT_FOUND[/red]: key {key!r} does not exist{when}")
             raise typer.Exit(1)
         if output == "json":
             print(json.dumps(_kv_json(kv)))

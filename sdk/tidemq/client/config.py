@@ -137,7 +137,12 @@ class ConfigClient:
 
     # -- key-value -----------------------------------------------------------------------
 
-    def get(self, key: str) -> KeyValue | None:
+    def get(self, key: str, *, revision: int = 0) -> KeyValue | None:
+        """The key now, or as of a retained `revision` (None = absent then)."""
+        if revision:
+            # The exact key sorts first among the keys it prefixes: a one-key range at R.
+            kvs = self.range(key, revision=revision, limit=1).kvs
+            return kvs[0] if kvs and kvs[0].key == key else None
         reply = self._call("Get", pb.GetRequest(key=key), idempotent=True)
         return kv_from_pb(reply.kv) if reply.found else None
 

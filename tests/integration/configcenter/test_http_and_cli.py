@@ -47,6 +47,29 @@ def test_http_put_get_delete_with_if_match(http):
     assert missing.status_code == 404 and missing.get_json()["code"] == "NOT_FOUND"
 
 
+
+def test_http_and_cli_read_a_single_key_at_a_revision(http, shared_center):
+    """`?revision=` without `prefix=true` (and `get --revision` without `--prefix`) read the key
+    as it was then, never silently the current value."""
+    first = http.put("/v1/config/rev/k", data=b"one").get_json()["revision"]
+    http.put("/v1/config/rev/kk", data=b"sibling")  # a key the exact key prefixes
+    http.put("/v1/config/rev/k", data=b"two")
+    old = http.get(f"/v1/config/rev/k?revision={first}")
+    assert old.status_code == 200 and old.get_json()["value"] == "one"
+    assert old.headers["ETag"] == f'"{first}"'
+    assert http.get("/v1/config/rev/k").get_json()["value"] == "two"
+    before = http.get(f"/v1/config/rev/kk?revision={first}")
+    assert before.status_code == 404 and f"at revision {first}" in before.get_json()["detail"]
+    assert http.get("/v1/config/rev/k?revision=x").status_code == 400
+    runner = CliRunner()
+    addr = ["--config-center", shared_center.addr]
+    result = runner.invoke(config_app, ["get", "/rev/k", "--revision", str(first), "-o", "json",
+                                        *addr])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["value"] == "one"
+    missing = runner.invoke(config_app, ["get", "/rev/kk", "--revision", str(first), *addr])
+    assert missing.exit_code == 1 and f"at revision {first}" in missing.output
+
 @pytest.mark.parametrize(
     ("method", "path", "headers", "data", "status", "code"),
     [
