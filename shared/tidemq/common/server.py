@@ -21,6 +21,7 @@ import grpc
 import prometheus_client
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tidemq.common import errors
+from tidemq.common.aio_server import AsyncioGrpcServer
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.rpc import GRPC_OPTIONS
 from tidemq.common.settings import ServiceSettings
@@ -82,22 +83,30 @@ def write_json_atomically(path: str | Path, payload: dict[str, Any]) -> None:
 
 
 class ServiceRuntime:
-    """Run one gRPC service: `add` servicers, `start`, then `run_until_signal`."""
+    """Run one gRPC service: `add` servicers, `start`, then `run_until_signal`.
+
+    `aio=True` serves on grpc.aio (see tidemq.common.aio_server): the servicer's `async def`
+    handlers run on the event loop, its plain ones on `max_workers` threads."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
-                 tracing: bool = True) -> None:
+                 tracing: bool = True, aio: bool = False) -> None:
         self.name = name
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
         if tracing:
             init_tracing(name, settings.otlp_endpoint)
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
-            interceptors=[ErrorMappingInterceptor()],
-            options=GRPC_OPTIONS,
-        )
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.aio = AsyncioGrpcServer(name, max_workers=max_workers,
+                                     options=GRPC_OPTIONS) if aio else None
+        if self.aio is not None:
+            self.server = self.aio.server
+        else:
+            self.server = grpc.server(
+                futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
+                interceptors=[ErrorMappingInterceptor()],
+                options=GRPC_OPTIONS,
+            )
+            self.health = health.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = 0
         self.metrics_port = 0
         self.ready_extra: dict[str, Any] = {}
@@ -125,9 +134,13 @@ class ServiceRuntime:
                 self.settings.metrics_port, addr=self.settings.host
             )
             self.metrics_port = self._metrics_server.server_port
-        self.server.start()
-        for service in ["", *self._service_names]:
-            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        if self.aio is not None:
+            self.aio.start()
+            self.aio.set_serving(["", *self._service_names])
+        else:
+            self.server.start()
+            for service in ["", *self._service_names]:
+                self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if self.settings.ready_file:
             write_json_atomically(self.settings.ready_file, {
                 "port": self.port, "metrics_port": self.metrics_port, "pid": os.getpid(),
@@ -148,8 +161,11 @@ class ServiceRuntime:
 
     def stop(self) -> None:
         log.info("stopping", service=self.name, grace_s=self.settings.shutdown_grace_s)
-        self.health.enter_graceful_shutdown()
-        self.server.stop(self.settings.shutdown_grace_s).wait()
+        if self.aio is not None:
+            self.aio.stop(self.settings.shutdown_grace_s)
+        else:
+            self.health.enter_graceful_shutdown()
+            self.server.stop(self.settings.shutdown_grace_s).wait()
         for callback in reversed(self._stop_callbacks):
             try:
                 callback()

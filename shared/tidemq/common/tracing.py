@@ -36,11 +36,13 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
         trace.set_tracer_provider(provider)
         if instrument_grpc:
             from opentelemetry.instrumentation.grpc import (
+                GrpcAioInstrumentorServer,
                 GrpcInstrumentorClient,
                 GrpcInstrumentorServer,
             )
 
             GrpcInstrumentorServer().instrument()
+            GrpcAioInstrumentorServer().instrument()
             GrpcInstrumentorClient().instrument()
         _initialised = True
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
+import pytest
 from tidemq.broker.long_poll import PullRequestHoldService
 
 from tests.support.processes import wait_until
@@ -14,10 +16,15 @@ class Queue:
         self.max_offset = 0
 
 
+def hold(holds, topic, queue_id, offset, timeout_s, max_offset) -> bool:
+    return asyncio.run(holds.hold(topic, queue_id, offset, timeout_s, max_offset))
+
+
 def hold_in_thread(holds, queue, offset, timeout_s, topic="t", queue_id=0):
+    """A held pull on an event loop of its own: woken across threads like the broker's."""
     result = []
     thread = threading.Thread(target=lambda: result.append(
-        holds.hold(topic, queue_id, offset, timeout_s, lambda: queue.max_offset)))
+        hold(holds, topic, queue_id, offset, timeout_s, lambda: queue.max_offset)))
     thread.start()
     return thread, result
 
@@ -25,7 +32,7 @@ def hold_in_thread(holds, queue, offset, timeout_s, topic="t", queue_id=0):
 def test_returns_at_once_when_the_queue_already_grew():
     queue = Queue()
     queue.max_offset = 5
-    assert PullRequestHoldService().hold("t", 0, 4, 30, lambda: queue.max_offset)
+    assert hold(PullRequestHoldService(), "t", 0, 4, 30, lambda: queue.max_offset)
 
 
 def test_arrival_wakes_only_the_right_queue():
@@ -58,7 +65,7 @@ def test_spurious_notify_keeps_holding():
 
 
 def test_times_out_without_arrival():
-    assert not PullRequestHoldService().hold("t", 0, 0, 0.05, lambda: 0)
+    assert not hold(PullRequestHoldService(), "t", 0, 0, 0.05, lambda: 0)
 
 
 def test_shutdown_releases_every_hold():
@@ -69,4 +76,38 @@ def test_shutdown_releases_every_hold():
     for thread, result in threads:
         thread.join(10)
         assert result == [False]
-    assert not holds.hold("t", 9, 0, 60, lambda: 0)  # no new hold after shutdown
+    assert not hold(holds, "t", 9, 0, 60, lambda: 0)  # no new hold after shutdown
+
+
+def test_many_pulls_held_on_one_loop_without_a_thread_each():
+    holds, queues = PullRequestHoldService(), [Queue() for _ in range(500)]
+
+    async def scenario():
+        held = [asyncio.ensure_future(holds.hold("t", n, 0, 30, lambda q=q: q.max_offset))
+                for n, q in enumerate(queues)]
+        while holds.held_count() < len(held):
+            await asyncio.sleep(0.001)
+        for n, queue in enumerate(queues):
+            queue.max_offset = 1
+            holds.notify_arrival("t", n, 1)
+        return await asyncio.gather(*held)
+
+    threads_before = threading.active_count()
+    assert asyncio.run(scenario()) == [True] * len(queues)
+    assert threading.active_count() == threads_before
+    assert holds.held_count() == 0
+
+
+def test_a_cancelled_hold_unregisters():
+    holds, queue = PullRequestHoldService(), Queue()
+
+    async def scenario():
+        task = asyncio.ensure_future(holds.hold("t", 0, 0, 30, lambda: queue.max_offset))
+        while holds.held_count() < 1:
+            await asyncio.sleep(0.001)
+        task.cancel()  # what grpc.aio does when the caller cancels or disconnects
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert holds.held_count() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -43,17 +44,17 @@ def batch(topic, n, tags=""):
 
 
 def test_send_then_pull(messaging):
-    result = messaging.send("t", 1, batch("t", 3), 3)
+    result = asyncio.run(messaging.send("t", 1, batch("t", 3), 3))
     assert result.first_queue_offset == 0 and len(result.physical_offsets) == 3
     assert messaging.store.wait_dispatched(5)
-    outcome = messaging.pull("t", 1, 0, 10, 0, 0, "")
+    outcome = asyncio.run(messaging.pull("t", 1, 0, 10, 0, 0, ""))
     assert outcome.status is PullStatus.FOUND and outcome.record_count == 3
     assert outcome.next_begin_offset == 3
     assert [bytes(r.body) for r in record.iter_records(outcome.records)] == [b"m0", b"m1", b"m2"]
-    assert messaging.pull("t", 1, 3, 10, 0, 0, "").status is PullStatus.NO_NEW_MSG
-    illegal = messaging.pull("t", 1, 10, 10, 0, 0, "")
+    assert asyncio.run(messaging.pull("t", 1, 3, 10, 0, 0, "")).status is PullStatus.NO_NEW_MSG
+    illegal = asyncio.run(messaging.pull("t", 1, 10, 10, 0, 0, ""))
     assert (illegal.status, illegal.next_begin_offset) == (PullStatus.OFFSET_ILLEGAL, 3)
-    assert messaging.pull("t", 0, 4, 10, 0, 0, "").status is PullStatus.OFFSET_ILLEGAL
+    assert asyncio.run(messaging.pull("t", 0, 4, 10, 0, 0, "")).status is PullStatus.OFFSET_ILLEGAL
     assert messaging.queue_offsets("t") == [(0, 0, 0), (1, 0, 3)]
     assert messaging.view(result.physical_offsets[1])[record.OFF_BODY_LEN + 4:][:2] == b"m1"
     with pytest.raises(NotFound):
@@ -63,10 +64,10 @@ def test_send_then_pull(messaging):
 def test_held_pull_wakes_on_send(messaging):
     answers = []
     puller = threading.Thread(target=lambda: answers.append(
-        messaging.pull("t", 0, 0, 10, 0, 30_000, "")))
+        asyncio.run(messaging.pull("t", 0, 0, 10, 0, 30_000, ""))))
     puller.start()
     wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull")
-    messaging.send("t", 0, batch("t", 2), 2)
+    asyncio.run(messaging.send("t", 0, batch("t", 2), 2))
     puller.join(20)
     assert answers[0].status is PullStatus.FOUND and answers[0].record_count == 2
 
@@ -74,14 +75,14 @@ def test_held_pull_wakes_on_send(messaging):
 def test_held_filtered_pull_ignores_non_matching_arrivals(messaging):
     answers = []
     puller = threading.Thread(target=lambda: answers.append(
-        messaging.pull("t", 0, 0, 10, 0, 30_000, "B")))
+        asyncio.run(messaging.pull("t", 0, 0, 10, 0, 30_000, "B"))))
     puller.start()
     wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull")
-    messaging.send("t", 0, batch("t", 2, tags="A"), 2)
+    asyncio.run(messaging.send("t", 0, batch("t", 2, tags="A"), 2))
     assert messaging.store.wait_dispatched(5)
     wait_until(lambda: messaging.holds.held_count() == 1 and puller.is_alive(), 5,
                message="the pull to be held again after non-matching messages")
-    messaging.send("t", 0, batch("t", 1, tags="B"), 1)
+    asyncio.run(messaging.send("t", 0, batch("t", 1, tags="B"), 1))
     puller.join(20)
     assert answers[0].status is PullStatus.FOUND
     assert [r.tags for r in record.iter_records(answers[0].records)] == ["B"]
@@ -90,20 +91,20 @@ def test_held_filtered_pull_ignores_non_matching_arrivals(messaging):
 
 def test_errors(messaging):
     with pytest.raises(TopicNotExist):
-        messaging.send("nope", 0, batch("nope", 1), 1)
+        asyncio.run(messaging.send("nope", 0, batch("nope", 1), 1))
     with pytest.raises(InvalidArgument, match="out of range"):
-        messaging.send("t", 2, batch("t", 1), 1)
+        asyncio.run(messaging.send("t", 2, batch("t", 1), 1))
     with pytest.raises(PreconditionFailed) as err:
-        messaging.send("ro", 0, batch("ro", 1), 1)
+        asyncio.run(messaging.send("ro", 0, batch("ro", 1), 1))
     assert err.value.code == "NO_PERMISSION"
     with pytest.raises(PreconditionFailed):
-        messaging.pull("wo", 0, 0, 1, 0, 0, "")
+        asyncio.run(messaging.pull("wo", 0, 0, 1, 0, 0, ""))
     with pytest.raises(InvalidArgument, match="record_count"):
-        messaging.send("t", 0, batch("t", 2), 1)
+        asyncio.run(messaging.send("t", 0, batch("t", 2), 1))
     with pytest.raises(PayloadTooLarge):
-        messaging.send("t", 0, record.encode("t", b"x" * 5000), 1)
+        asyncio.run(messaging.send("t", 0, record.encode("t", b"x" * 5000), 1))
     with pytest.raises(InvalidArgument, match="queue_offset"):
-        messaging.pull("t", 0, -1, 1, 0, 0, "")
+        asyncio.run(messaging.pull("t", 0, -1, 1, 0, 0, ""))
     assert messaging.store.max_offset("t", 0) == 0
 
 
@@ -123,5 +124,5 @@ def test_bad_tag_expression():
 def test_slave_rejects_sends(messaging):
     messaging.accepts_writes = False
     with pytest.raises(PreconditionFailed, match="slave") as err:
-        messaging.send("t", 0, batch("t", 1), 1)
+        asyncio.run(messaging.send("t", 0, batch("t", 1), 1))
     assert err.value.code == "NO_PERMISSION"

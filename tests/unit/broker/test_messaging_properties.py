@@ -3,6 +3,7 @@ queue with next_begin_offset sees every matching record exactly once, in order."
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import tempfile
 from pathlib import Path
@@ -41,13 +42,13 @@ def test_walk_sees_each_matching_record_once_in_order(batches, page, wanted):
                     sent.append((n, tag))
                     records.append(record.encode_message(
                         record.OutgoingMessage("t", str(n).encode(), tags=tag))[0])
-                messaging.send("t", 0, b"".join(records), len(records))
+                asyncio.run(messaging.send("t", 0, b"".join(records), len(records)))
             assert store.wait_dispatched(10)
             accepted = {t.strip() for t in wanted.split("||")} if wanted else None
             expected = [n for n, tag in sent if accepted is None or tag in accepted]
             seen, offsets, offset = [], [], 0
             while offset < len(sent):
-                outcome = messaging.pull("t", 0, offset, page, 0, 0, wanted)
+                outcome = asyncio.run(messaging.pull("t", 0, offset, page, 0, 0, wanted))
                 assert outcome.status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG)
                 assert outcome.next_begin_offset > offset
                 for rec in record.iter_records(outcome.records):
@@ -56,6 +57,6 @@ def test_walk_sees_each_matching_record_once_in_order(batches, page, wanted):
                 offset = outcome.next_begin_offset
             assert seen == expected
             assert offsets == sorted(set(offsets))
-            assert messaging.pull("t", 0, offset, page, 0, 0, wanted).status is PullStatus.NO_NEW_MSG
+            assert asyncio.run(messaging.pull("t", 0, offset, page, 0, 0, wanted)).status is PullStatus.NO_NEW_MSG
         finally:
             store.shutdown()

@@ -1,6 +1,9 @@
-"""Error mapping and breakers over a real gRPC server on loopback."""
+"""Error mapping and breakers over a real gRPC server on loopback: the threaded runtime and the
+grpc.aio one (with plain handlers on its thread pool, and with coroutine handlers)."""
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tidemq.common import errors
 from tidemq.common.rpc import BreakerSettings, ChannelPool, RpcClient, is_endpoint_open
 from tidemq.common.server import ServiceRuntime
@@ -18,13 +21,33 @@ class RaisingNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
         return nameserver_pb2.TopicList(topics=["a", "b"])
 
 
-@pytest.fixture
-def runtime():
-    rt = ServiceRuntime("test", ServiceSettings(metrics_port=-1, shutdown_grace_s=0), tracing=False)
-    rt.add(nameserver_pb2_grpc.add_NameServerServiceServicer_to_server, RaisingNameServer())
+class AsyncRaisingNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
+    async def GetRouteInfo(self, request, context):
+        return RaisingNameServer.GetRouteInfo(self, request, context)
+
+    async def GetAllTopics(self, request, context):
+        return nameserver_pb2.TopicList(topics=["a", "b"])
+
+
+@pytest.fixture(params=["threaded", "aio-plain-handlers", "aio-coroutine-handlers"])
+def runtime(request):
+    rt = ServiceRuntime("test", ServiceSettings(metrics_port=-1, shutdown_grace_s=0),
+                        tracing=False, aio=request.param.startswith("aio"))
+    servicer = (AsyncRaisingNameServer() if request.param == "aio-coroutine-handlers"
+                else RaisingNameServer())
+    rt.add(nameserver_pb2_grpc.add_NameServerServiceServicer_to_server, servicer,
+           "tidemq.v1.NameServerService")
     rt.start()
     yield rt
     rt.stop()
+
+
+def test_health_reports_serving(runtime):
+    with grpc.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "tidemq.v1.NameServerService"):
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_domain_error_crosses_the_wire_with_its_code(runtime):

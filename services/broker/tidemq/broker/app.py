@@ -60,7 +60,8 @@ class BrokerApp:
         self.settings = settings
         if keep_freed_memory(settings.malloc_keep_mib << 20):
             log.info("heap keeps freed memory for reuse", keep_mib=settings.malloc_keep_mib)
-        self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads)
+        self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads,
+                                      aio=True)
         self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
                                        settings.broker_id, settings.advertised_addr)
         data_dir = Path(settings.data_dir)
@@ -99,6 +100,7 @@ class BrokerApp:
                                         self.group_manager),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
+        metrics.watch_flusher(self.store.flusher)
 
     def start(self) -> None:
         self.store.start()

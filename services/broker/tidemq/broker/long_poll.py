@@ -1,72 +1,93 @@
 """PullRequestHoldService: park pulls that found nothing until their queue grows (long polling).
 
-A pull with nothing new waits on its queue's Condition; the store's dispatcher calls
-`notify_arrival` right after new ConsumeQueue entries exist, which wakes exactly the pulls
-parked on that (topic, queue). No polling loop: an idle held pull costs one blocked thread.
-The waiter re-reads the queue's max offset under the same lock the notifier takes, so an
-arrival between "found nothing" and "start waiting" is never missed.
+A held pull is an asyncio future, not a thread (Kafka's purgatory, RocketMQ's
+PullRequestHoldService): the store's dispatcher thread calls `notify_arrival` right after new
+ConsumeQueue entries exist, which resolves the futures parked on that (topic, queue) with one
+`call_soon_threadsafe` per event loop. An idle held pull costs a few hundred bytes, so the
+number of waiting consumers is not bounded by a thread pool. A holder registers before it
+re-reads the queue's max offset, so an arrival between "found nothing" and "start waiting" is
+never missed. A caller that goes away cancels its handler task, which unregisters it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
-import time
 from collections.abc import Callable
 
 
-class _QueueSignal:
-    __slots__ = ("condition", "waiters")
-
-    def __init__(self, lock: threading.Lock) -> None:
-        self.condition = threading.Condition(lock)
-        self.waiters = 0
+def _wake(held: list[asyncio.Future]) -> None:
+    for future in held:
+        if not future.done():
+            future.set_result(None)
 
 
 class PullRequestHoldService:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._signals: dict[tuple[str, int], _QueueSignal] = {}
+        self._held: dict[tuple[str, int], list[asyncio.Future]] = {}
         self._shutting_down = False
 
-    def hold(self, topic: str, queue_id: int, offset: int, timeout_s: float,
-             max_offset: Callable[[], int],
-             abandoned: Callable[[], bool] = lambda: False) -> bool:
-        """Wait until `max_offset()` > `offset`, the timeout passes, shutdown, or `abandoned()`
-        (the caller went away; wake it with `notify_arrival`); True if the queue grew."""
-        deadline = time.monotonic() + timeout_s
+    async def hold(self, topic: str, queue_id: int, offset: int, timeout_s: float,
+                   max_offset: Callable[[], int]) -> bool:
+        """Wait until `max_offset()` > `offset`, the timeout passes or shutdown; True if the
+        queue grew."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         key = (topic, queue_id)
-        with self._lock:
-            signal = self._signals.get(key)
-            if signal is None:
-                signal = self._signals[key] = _QueueSignal(self._lock)
-            signal.waiters += 1
+        while True:
+            future = loop.create_future()
+            with self._lock:
+                stopping = self._shutting_down
+                if not stopping:
+                    self._held.setdefault(key, []).append(future)
             try:
-                while True:
-                    if max_offset() > offset:
-                        return True
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._shutting_down or abandoned():
-                        return False
-                    signal.condition.wait(remaining)
+                if max_offset() > offset:
+                    return True
+                remaining = deadline - loop.time()
+                if remaining <= 0 or stopping:
+                    return False
+                try:
+                    async with asyncio.timeout(remaining):
+                        await future
+                except TimeoutError:
+                    return max_offset() > offset
             finally:
-                signal.waiters -= 1
-                if signal.waiters == 0:
-                    del self._signals[key]
+                self._unregister(key, future)
+
+    def _unregister(self, key: tuple[str, int], future: asyncio.Future) -> None:
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and future in held:
+                held.remove(future)
+                if not held:
+                    del self._held[key]
 
     def notify_arrival(self, topic: str, queue_id: int, max_offset: int = 0) -> None:
-        """Store arrival listener: wake the pulls held on this queue."""
+        """Store arrival listener (any thread): wake the pulls held on this queue."""
         with self._lock:
-            signal = self._signals.get((topic, queue_id))
-            if signal is not None:
-                signal.condition.notify_all()
+            held = self._held.pop((topic, queue_id), None)
+        if held:
+            self._wake_all(held)
+
+    @staticmethod
+    def _wake_all(held: list[asyncio.Future]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future]] = {}
+        for future in held:
+            by_loop.setdefault(future.get_loop(), []).append(future)
+        for loop, futures in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: its callers are gone
+                loop.call_soon_threadsafe(_wake, futures)
 
     def held_count(self) -> int:
         with self._lock:
-            return sum(signal.waiters for signal in self._signals.values())
+            return sum(len(held) for held in self._held.values())
 
     def shutdown(self) -> None:
         """Answer every held pull now (graceful stop must not wait out 15 s holds)."""
         with self._lock:
             self._shutting_down = True
-            for signal in self._signals.values():
-                signal.condition.notify_all()
+            held = [future for futures in self._held.values() for future in futures]
+            self._held.clear()
+        self._wake_all(held)

@@ -2,14 +2,15 @@
 
 This is the domain behind BrokerService: no gRPC here. It checks what only the broker can
 (topic served here, permission, queue in range), hands bytes to the store untouched, and turns
-a pull that found nothing into a held pull answered as soon as its queue grows.
+a pull that found nothing into a held pull answered as soon as its queue grows. Send and pull
+are coroutines: a SYNC_FLUSH send waits for its group-commit round and a held pull for its
+queue without a thread each (the store's reads are page-cache copies, done on the loop).
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker import metrics
@@ -109,8 +110,8 @@ class Messaging:
 
     # -- send ---------------------------------------------------------------------------------
 
-    def send(self, topic_name: str, queue_id: int, records: bytes,
-             record_count: int) -> AppendResult:
+    async def send(self, topic_name: str, queue_id: int, records: bytes,
+                   record_count: int) -> AppendResult:
         topic = self.topic(topic_name)
         if not self.accepts_writes:
             raise PreconditionFailed("this broker is a slave and does not accept sends; "
@@ -123,7 +124,8 @@ class Messaging:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")
         started = time.perf_counter()
         try:
-            result = self.store.append_batch(topic.name, queue_id, records, record_count)
+            result = await self.store.append_batch_async(topic.name, queue_id, records,
+                                                         record_count)
         except MessageTooLarge as exc:
             raise PayloadTooLarge(f"rejected batch: {exc}") from None
         except StoreError as exc:
@@ -135,9 +137,8 @@ class Messaging:
 
     # -- pull ---------------------------------------------------------------------------------
 
-    def pull(self, topic_name: str, queue_id: int, queue_offset: int, max_messages: int,
-             max_bytes: int, suspend_timeout_ms: int, tag_expression: str,
-             abandoned: Callable[[], bool] = lambda: False) -> PullOutcome:
+    async def pull(self, topic_name: str, queue_id: int, queue_offset: int, max_messages: int,
+                   max_bytes: int, suspend_timeout_ms: int, tag_expression: str) -> PullOutcome:
         metrics.PULL_REQUESTS.inc()
         topic = self.topic(topic_name)
         if not topic.readable:
@@ -165,9 +166,8 @@ class Messaging:
             if not at_end or remaining <= 0:
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
-            if not self.holds.hold(topic.name, queue_id, offset, remaining,
-                                   lambda: self.store.max_offset(topic.name, queue_id),
-                                   abandoned):
+            if not await self.holds.hold(topic.name, queue_id, offset, remaining,
+                                         lambda: self.store.max_offset(topic.name, queue_id)):
                 return PullOutcome(outcome.status, offset, outcome.min_offset,
                                    self.store.max_offset(topic.name, queue_id))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
@@ -21,7 +19,7 @@ SEND_STATUS = {
 
 
 # A held pull answers this long before the caller's deadline, so the caller gets NO_NEW_MSG
-# rather than DEADLINE_EXCEEDED (and no worker thread stays parked for a caller who left).
+# rather than DEADLINE_EXCEEDED.
 DEADLINE_MARGIN_MS = 250
 
 
@@ -48,9 +46,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.messaging = messaging
         self.offsets = offsets
 
-    def Send(self, request, context):
-        result = self.messaging.send(request.topic, request.queue_id, request.records,
-                                     request.record_count)
+    async def Send(self, request, context):
+        result = await self.messaging.send(request.topic, request.queue_id, request.records,
+                                           request.record_count)
         return broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
             queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
@@ -58,20 +56,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             store_host=self.messaging.store.store_host,
         )
 
-    def Pull(self, request, context):
+    async def Pull(self, request, context):
+        """A caller that cancels or disconnects cancels this coroutine, ending its hold."""
         self.group_table.check_consume(request.consumer_group, broadcasting=request.broadcasting)
-        finished = threading.Event()
-
-        def on_rpc_done() -> None:  # also fires when the caller cancels or disconnects
-            finished.set()
-            self.messaging.holds.notify_arrival(request.topic, request.queue_id)
-
-        if context is not None:
-            context.add_callback(on_rpc_done)
-        outcome = self.messaging.pull(
+        outcome = await self.messaging.pull(
             request.topic, request.queue_id, request.queue_offset, request.max_messages,
             request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
-            request.tag_expression, finished.is_set,
+            request.tag_expression,
         )
         return broker_pb2.PullResponse(
             status=broker_pb2.PullStatus.Value(outcome.status.value),
