@@ -65,6 +65,10 @@ class Waiter:
         return outcome  # type: ignore[return-value]
 
 
+def _queue_of(waiter: Waiter) -> tuple[str, int]:
+    return waiter.request[0], waiter.request[1]
+
+
 class FlushService:
     def __init__(self, commitlog: CommitLog, config: StoreConfig, store_host: bytes = b"\0" * 8,
                  on_appended: Callable[[], None] = lambda: None) -> None:
@@ -82,6 +86,7 @@ class FlushService:
         self._lock = threading.Lock()        # waiter hand-over: taken, handed leadership, removed
         self._appending = threading.Lock()   # held by the leader while it drains and stamps
         self._commit_wanted = threading.Event()  # SYNC: asynchronous appends wait, no leader
+        self._commit_requested = False  # set before _commit_wanted, cleared by its waiter
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.fsyncs = 0
@@ -140,7 +145,10 @@ class FlushService:
         `Waiter.result()`). Past `sync_flush_timeout`, call `give_up(waiter)`."""
         waiter = Waiter((topic, queue_id, records, record_count), sink, token)
         self._pending.append(waiter)
-        if not self._leader.locked():  # a leader drains it anyway; else the thread leads
+        # A leader drains it anyway; else wake the group-commit thread, once per burst (an
+        # event loop submits a whole round's appends before that thread can run).
+        if not self._commit_requested and not self._leader.locked():
+            self._commit_requested = True
             self._commit_wanted.set()
         return waiter
 
@@ -171,6 +179,7 @@ class FlushService:
         while True:
             self._commit_wanted.wait()
             self._commit_wanted.clear()
+            self._commit_requested = False  # before draining: a later submit wakes us again
             if self._stopping and not self._pending:
                 return
             if not self._pending or not self._leader.acquire(blocking=False):
@@ -198,6 +207,9 @@ class FlushService:
             with self._lock:
                 pop = self._pending.popleft
                 batch = [pop() for _ in range(len(self._pending))]
+            # One run per queue in the log (stable: a queue keeps its arrival order), so the
+            # dispatcher writes each queue's units of the round with one copy, not one each.
+            batch.sort(key=_queue_of)
             outcomes = self._append_group(batch)
             appended = False
             for waiter, outcome in zip(batch, outcomes, strict=True):

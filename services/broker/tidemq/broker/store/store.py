@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
+from collections import deque
 from dataclasses import dataclass
 
 from tidemq.common.logs import get_logger
@@ -38,12 +38,17 @@ log = get_logger(__name__)
 _EXPIRED = object()   # an asynchronous append's future, resolved by its timeout instead
 
 
-class _LoopCompletions:
-    """Hands a group-commit round's finished appends to one asyncio loop: one
-    call_soon_threadsafe per round, however many appends of that loop it carried."""
+class _LoopAppends:
+    """One asyncio loop's SYNC_FLUSH appends: a round hands over its finished ones with one
+    call_soon_threadsafe, however many it carried; `sync_flush_timeout` is kept with one
+    timer for the oldest pending deadline (appends are tracked in deadline order), not a
+    timer per append, which would cost a Python-level heap push and cancel each."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
         self.loop = loop
+        self.timeout_s = timeout_s
+        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     def completed(self, waiters: list[Waiter]) -> None:
         self.loop.call_soon_threadsafe(self._resolve, waiters)
@@ -54,10 +59,25 @@ class _LoopCompletions:
             if not waiter.token.done():
                 waiter.token.set_result(None)
 
+    def track(self, future: asyncio.Future) -> None:
+        """Resolve `future` with _EXPIRED if it is still pending after the timeout."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][1].done():
+            deadlines.popleft()
+        deadline = self.loop.time() + self.timeout_s
+        deadlines.append((deadline, future))
+        if self._timer is None:
+            self._timer = self.loop.call_at(deadline, self._expire_due)
 
-def _expire(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(_EXPIRED)
+    def _expire_due(self) -> None:
+        self._timer = None
+        deadlines, now = self._deadlines, self.loop.time()
+        while deadlines and (deadlines[0][1].done() or deadlines[0][0] <= now):
+            _, future = deadlines.popleft()
+            if not future.done():
+                future.set_result(_EXPIRED)
+        if deadlines:
+            self._timer = self.loop.call_at(deadlines[0][0], self._expire_due)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +112,7 @@ class MessageStore:
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
         self._pinned: dict[int, set[int]] = {}
-        self._completions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._loop_appends: _LoopAppends | None = None   # of the loop that appended last
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -213,14 +233,13 @@ class MessageStore:
         if not self._running:
             raise StoreClosed("the store is not running")
         loop = asyncio.get_running_loop()
-        completions = self._completions.get(loop)
-        if completions is None:
-            completions = self._completions[loop] = _LoopCompletions(loop)
+        appends = self._loop_appends
+        if appends is None or appends.loop is not loop:  # a broker has one loop; tests several
+            appends = self._loop_appends = _LoopAppends(loop, self.flusher.timeout_s)
         future = loop.create_future()
-        waiter = self.flusher.submit(topic, queue_id, records, record_count, completions, future)
-        timer = loop.call_later(self.flusher.timeout_s, _expire, future)
+        waiter = self.flusher.submit(topic, queue_id, records, record_count, appends, future)
+        appends.track(future)
         durable = await future is not _EXPIRED
-        timer.cancel()
         if not durable:
             late = self.flusher.give_up(waiter)   # briefly blocks if its round is stamping
             if late is not None:
