@@ -10,7 +10,8 @@ import struct
 import zlib
 from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, compress
+from operator import ne, sub
 
 from tidemq.common import record
 
@@ -49,8 +50,8 @@ class StoreReader:
         if queue_offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
         if tag_hashes is None and max_messages > 0:
-            found = self._contiguous_run(queue, queue_offset, min(max_messages, high - queue_offset),
-                                         max_bytes)
+            found = self._unfiltered_runs(queue, queue_offset,
+                                          min(max_messages, high - queue_offset), max_bytes)
             if found is not None:
                 records, count = found
                 return GetResult(GetStatus.FOUND, records, count, queue_offset + count, low, high)
@@ -90,26 +91,35 @@ class StoreReader:
         status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
         return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
 
-    def _contiguous_run(self, queue, queue_offset: int, count: int,
-                        max_bytes: int) -> tuple[bytes, int] | None:
-        """Fast path of an unfiltered pull: when the wanted units are back to back in the
-        CommitLog (one producer batch, one busy queue), decode them in one C call and answer
-        with one slice. None means "take the general path"."""
+    def _unfiltered_runs(self, queue, queue_offset: int, count: int,
+                         max_bytes: int) -> tuple[bytes, int] | None:
+        """Fast path of an unfiltered pull: decode the wanted units in one C call, find where
+        they stop being back to back in the CommitLog with C-level iterators (no Python step
+        per unit), and answer with one slice per run — one per producer batch, typically, as
+        concurrent batches for other queues interleave. None means "take the general path"."""
         raw = queue.read_raw(queue_offset, count)
         units = len(raw) // CQ_UNIT_SIZE
         if not units:
             return None
         values = _units_struct(units).unpack(raw)
-        physicals, sizes = values[0::3], values[1::3]
-        ends = list(accumulate(sizes))
+        ends = list(accumulate(values[1::3]))
         take = max(1, bisect_right(ends, max_bytes))
         if take == units < count:  # stopped by a CQ file end, not by a limit: general path
             return None
-        first = physicals[0]
-        if first < self.commitlog.min_offset or physicals[take - 1] + sizes[take - 1] - first != ends[take - 1]:
+        physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
+        if physicals[0] < self.commitlog.min_offset:  # retention passed it: general path
             return None
-        chunk = self.commitlog.read(first, ends[take - 1])
-        return None if chunk is None else (chunk, take)
+        breaks = compress(range(1, take),
+                          map(ne, map(sub, physicals[1:], physicals), sizes))
+        slices, start = [], 0
+        for stop in (*breaks, take):
+            chunk = self.commitlog.read(physicals[start],
+                                        ends[stop - 1] - (ends[start - 1] if start else 0))
+            if chunk is None:  # removed by retention while we read
+                return None
+            slices.append(chunk)
+            start = stop
+        return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
     def read_record(self, physical_offset: int) -> bytes:
         """The record starting exactly at `physical_offset` (an offset message id), verified."""
