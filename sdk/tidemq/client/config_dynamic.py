@@ -14,12 +14,12 @@ setting is applied without a restart wherever the service says that is safe.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.client.config import ConfigClient, ConfigSetting
+from tidemq.common.dynamic import AppliedSettings, Rule
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 
@@ -122,16 +122,10 @@ class LiveSettings:
                 log.exception("applying changed settings failed")
 
 
-@dataclass(frozen=True)
-class SettingRule:
-    """How a service reads one live setting: parse the text, check it, say what is legal."""
-
-    parse: Callable[[str], object]
-    valid: Callable[[object], bool]
-    legal: str
+SettingRule = Rule  # how a service reads one live setting (parse, check, what is legal)
 
 
-class DynamicSettingsFollower:
+class DynamicSettingsFollower(AppliedSettings):
     """LiveSettings for a service that must never wait for the config center.
 
     Connects in the background (retrying until it answers), then calls `apply(name, value)`
@@ -148,13 +142,10 @@ class DynamicSettingsFollower:
                  static: dict[str, object], apply: Callable[[str, object], None], *,
                  cluster: str = "", broker_group: str = "", broker: str = "",
                  retry_interval_s: float = 2.0) -> None:
+        super().__init__(rules, static, apply)
         self._config_center = config_center
-        self._rules = rules
-        self._static = dict(static)
-        self._apply = apply
         self._scope = {"cluster": cluster, "broker_group": broker_group, "broker": broker}
         self._retry_interval_s = retry_interval_s
-        self.current: dict[str, object] = dict(static)
         self._stopping = threading.Event()
         self._live: LiveSettings | None = None
         self._client: ConfigClient | None = None
@@ -183,7 +174,7 @@ class DynamicSettingsFollower:
                 self._stopping.wait(self._retry_interval_s)
                 continue
             self._live = live
-            for name in self._rules:
+            for name in self.rules:
                 self.offer(name, live.get(name))
             if self._stopping.is_set():
                 live.close()
@@ -191,27 +182,5 @@ class DynamicSettingsFollower:
 
     def _on_change(self, changes: list[SettingChange]) -> None:
         for change in changes:
-            if change.name in self._rules:
+            if change.name in self.rules:
                 self.offer(change.name, change.new)
-
-    def offer(self, name: str, text: str | None) -> bool:
-        """Apply `text` (None = unset: the static value) if legal; True if it is in force."""
-        rule = self._rules[name]
-        if text is None:
-            value = self._static[name]
-        else:
-            try:
-                value = rule.parse(text)
-                ok = rule.valid(value)
-            except ValueError:
-                ok = False
-            if not ok:
-                log.error("refused dynamic setting", setting=name, value=text,
-                          expected=rule.legal, in_force=self.current[name], pid=os.getpid())
-                return False
-        old = self.current[name]
-        if old != value:
-            self._apply(name, value)
-            self.current[name] = value
-            log.info("applied dynamic setting", setting=name, old=old, new=value, pid=os.getpid())
-        return True

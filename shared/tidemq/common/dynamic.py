@@ -12,6 +12,7 @@ re-read and watch again (a re-read covers whatever the gap held, so nothing need
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,17 +35,50 @@ class Rule:
     legal: str
 
 
-class SettingsFollower:
+class AppliedSettings:
+    """A service's live settings: their rules, static values and the values in force. `offer`
+    is the one place a new value is parsed, checked, applied and logged (here, and in
+    tidemq.client's DynamicSettingsFollower)."""
+
+    def __init__(self, rules: dict[str, Rule], static: dict[str, object],
+                 apply: Callable[[str, object], None]) -> None:
+        self.rules = dict(rules)
+        self.current = dict(static)
+        self._static = dict(static)
+        self._apply = apply
+
+    def offer(self, name: str, text: str | None) -> bool:
+        """Apply `text` (None = unset: the static value) if legal; True if it is in force."""
+        rule = self.rules[name]
+        if text is None:
+            value = self._static[name]
+        else:
+            try:
+                value = rule.parse(text)
+                ok = rule.valid(value)
+            except ValueError:
+                ok = False
+            if not ok:
+                log.error("refused dynamic setting", setting=name, value=text,
+                          expected=rule.legal, in_force=self.current[name], pid=os.getpid())
+                return False
+        old = self.current[name]
+        if old != value:
+            self._apply(name, value)
+            self.current[name] = value
+            log.info("applied dynamic setting", setting=name, old=old, new=value,
+                     pid=os.getpid())
+        return True
+
+
+class SettingsFollower(AppliedSettings):
     """Keeps `current` (and, through `apply`, the service) equal to the effective values of
     the settings named in `rules`; unset = the static value, an illegal value is refused."""
 
     def __init__(self, config_center: str, rules: dict[str, Rule], static: dict[str, object],
                  apply: Callable[[str, object], None], *, cluster: str, group: str,
                  call_timeout_s: float = 3.0) -> None:
-        self.rules = dict(rules)
-        self.current = dict(static)
-        self._static = dict(static)
-        self._apply = apply
+        super().__init__(rules, static, apply)
         self._request = config_pb2.EffectiveConfigRequest(cluster=cluster, broker_group=group)
         self._prefixes = (f"{CONFIG_ROOT}cluster/{cluster}/", f"{CONFIG_ROOT}group/{group}/")
         self._call_timeout_s = call_timeout_s
@@ -94,25 +128,3 @@ class SettingsFollower:
                 return  # re-read and watch from now
             if any(e.kv.key.startswith(self._prefixes) for e in reply.events):
                 self.refresh()
-
-    def offer(self, name: str, text: str | None) -> bool:
-        """Apply `text` (None = unset: the static value) if legal; True if it is in force."""
-        rule = self.rules[name]
-        if text is None:
-            value = self._static[name]
-        else:
-            try:
-                value = rule.parse(text)
-                ok = rule.valid(value)
-            except ValueError:
-                ok = False
-            if not ok:
-                log.error("refused dynamic setting", setting=name, value=text,
-                          expected=rule.legal, in_force=self.current[name])
-                return False
-        old = self.current[name]
-        if old != value:
-            self._apply(name, value)
-            self.current[name] = value
-            log.info("applied dynamic setting", setting=name, old=old, new=value)
-        return True
