@@ -1,0 +1,34 @@
+"""Every benchmark still runs end to end in its quick mode and prints its figures beside the
+same-run baseline (timings are the benchmarks' business, never asserted here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from deploy.topology import REPO_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+BENCHMARKS = {
+    "store": (["-m", "bench.store", "--quick"],
+              ["raw sequential write", "ASYNC_FLUSH batch 256", "asyncio appenders",
+               "appender threads",
+               "abnormal recovery"]),
+    "e2e_latency": (["bench/e2e_latency/run.py", "--quick"],
+                    ["median", "TideMQ produce", "Redis Streams same run"]),
+    "config": (["bench/config/run.py", "--quick"], ["put/s", "raw redis-py", "watch latency"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_benchmark_runs_and_prints_its_comparison(name, tmp_path):
+    argv, expected = BENCHMARKS[name]
+    done = subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=540)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    missing = [line for line in expected if line not in done.stdout]
+    assert not missing, f"{name} no longer prints {missing}:\n{done.stdout[-4000:]}"
