@@ -122,10 +122,14 @@ class AsyncioGrpcServer:
             self.call(self.health.set(service, health_pb2.HealthCheckResponse.SERVING))
 
     def stop(self, grace_s: float) -> None:
-        """Stop accepting, let in-flight calls finish for up to `grace_s`, stop the loop."""
+        """Stop accepting, let in-flight calls finish for up to `grace_s`, stop the loop.
+
+        Like the threaded server, this does not wait for plain handlers still running on the
+        pool past the grace (a JoinGroup waits for the coordinator, which the service stops
+        after the server); the loop is stopped, not closed, so their late results are dropped
+        quietly."""
         self.call(self.health.enter_graceful_shutdown())
         self.call(self.server.stop(grace_s))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
-        self.pool.shutdown(wait=True)
-        self.loop.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -128,3 +128,38 @@ def test_calls_to_one_endpoint_run_concurrently():
     finally:
         release.set()
         rt.stop()
+
+
+def test_aio_runtime_stops_while_a_plain_handler_still_blocks():
+    """Like the threaded server, stop() does not wait for a pool handler past the grace (a
+    JoinGroup is only released by the coordinator's stop, which runs after the server's)."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class BlockingNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
+        def GetRouteInfo(self, request, context):
+            entered.set()
+            release.wait(60)
+            return nameserver_pb2.TopicRouteData()
+
+    rt = ServiceRuntime("blocking", ServiceSettings(metrics_port=-1, shutdown_grace_s=0),
+                        tracing=False, aio=True)
+    rt.add(nameserver_pb2_grpc.add_NameServerServiceServicer_to_server, BlockingNameServer())
+    rt.start()
+    try:
+        client = RpcClient(f"127.0.0.1:{rt.port}", nameserver_pb2_grpc.NameServerServiceStub,
+                           timeout=60)
+        caller = threading.Thread(target=lambda: pytest.raises(
+            errors.TideMQError, client.call, "GetRouteInfo",
+            nameserver_pb2.GetRouteInfoRequest(topic="t")))
+        caller.start()
+        assert entered.wait(10)
+        stopper = threading.Thread(target=rt.stop)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), "stop() waited for the blocked handler"
+        assert not release.is_set()
+    finally:
+        release.set()
+    caller.join(30)
