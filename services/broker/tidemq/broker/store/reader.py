@@ -106,9 +106,14 @@ class StoreReader:
         take = max(1, bisect_right(ends, max_bytes))
         if take == units < count:  # stopped by a CQ file end, not by a limit: general path
             return None
-        physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
-        if physicals[0] < self.commitlog.min_offset:  # retention passed it: general path
+        first = values[0]
+        if first < self.commitlog.min_offset:  # retention passed it: general path
             return None
+        last = 3 * (take - 1)
+        if values[last] + values[last + 1] - first == ends[take - 1]:  # one run: no scan
+            chunk = self.commitlog.read(first, ends[take - 1])
+            return None if chunk is None else (chunk, take)
+        physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
         breaks = compress(range(1, take),
                           map(ne, map(sub, physicals[1:], physicals), sizes))
         slices, start = [], 0
