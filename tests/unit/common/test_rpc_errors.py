@@ -15,6 +15,8 @@ class RaisingNameServer(nameserver_pb2_grpc.NameServerServiceServicer):
     def GetRouteInfo(self, request, context):
         if request.topic == "boom":
             raise RuntimeError("kaput")
+        if request.topic == "full":
+            raise errors.ResourceExhausted("this instance holds its limit of 192 watches")
         raise errors.TopicNotExist(f"topic {request.topic!r} does not exist")
 
     def GetAllTopics(self, request, context):
@@ -57,6 +59,13 @@ def test_domain_error_crosses_the_wire_with_its_code(runtime):
     assert info.value.code == "TOPIC_NOT_EXIST"
     assert info.value.http_status == 404
     assert "'orders' does not exist" in info.value.message
+
+
+def test_a_reached_limit_crosses_the_wire_as_resource_exhausted(runtime):
+    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    with pytest.raises(errors.ResourceExhausted, match="limit of 192") as info:
+        client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="full"))
+    assert (info.value.code, info.value.http_status) == ("RESOURCE_EXHAUSTED", 429)
 
 
 def test_unexpected_exception_becomes_internal_error(runtime):
