@@ -1,6 +1,6 @@
 """Calls that wait cost the broker no thread (it serves on grpc.aio): concurrent SYNC_FLUSH
-sends share group-commit fsyncs, and far more pulls than worker threads can be held while
-every other call is still answered. Real broker process, real gRPC."""
+sends share group-commit fsyncs, and far more pulls or JoinGroups than worker threads can wait
+while every other call is still answered. Real broker process, real gRPC."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import threading
 import urllib.request
 
+from tidemq.common.protocol import encode_subscription
 from tidemq.v1 import broker_pb2, common_pb2
 
 from tests.integration.broker.conftest import broker_client, wait_route
@@ -72,3 +73,25 @@ def test_more_held_pulls_than_worker_threads(cluster):
     assert {a.record_count for a in answers} == {3}
     wait_until(lambda: metric(broker, "tidemq_broker_held_pulls") == 0, 10,
                message="no pull held after the arrival")
+
+
+def test_more_pending_joins_than_worker_threads(cluster):
+    cluster.put_topic("joined", queues=2)
+    broker = cluster.start_broker("broker-j", "--worker-threads", "4",
+                                  "--group-initial-rebalance-delay-ms", "60000")
+    wait_route(cluster, "joined", {"broker-j"})
+    client = broker_client(broker)
+    protocols = [broker_pb2.GroupProtocol(name="averagely",
+                                          metadata=encode_subscription(["joined"]))]
+    pending = [client.stub.JoinGroup.future(broker_pb2.JoinGroupRequest(
+        group_id="waiting", session_timeout_ms=30_000, client_id=f"c{n}", protocols=protocols),
+        timeout=90) for n in range(8)]
+    wait_until(lambda: len(client.call("DescribeGroup", broker_pb2.DescribeGroupRequest(
+        group_id="waiting"), timeout=10).members) == 8, 30,
+        message="8 members waiting in the rebalance's initial delay")
+    offsets = client.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic="joined"),
+                          timeout=10)   # answered while 8 joins wait: they hold no thread
+    assert [q.queue_id for q in offsets.queues] == [0, 1]
+    assert not any(future.done() for future in pending)
+    for future in pending:
+        future.cancel()

@@ -37,7 +37,7 @@ def coordinator_addr():
             tick_interval_ms=10).start()
         runtime = ServiceRuntime("coordinator-test", ServiceSettings(metrics_port=-1,
                                                                      shutdown_grace_s=0.2),
-                                 tracing=False)
+                                 tracing=False, aio=True)
         runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                     BrokerServicer(None, None, None, rpc))
         runtime.start()
@@ -47,7 +47,7 @@ def coordinator_addr():
     yield serve
     for rpc, runtime in started:
         rpc.stop()
-        runtime.server.stop(0)
+        runtime.stop()
 
 
 def member(addr, assigned, revoked, **kwargs):

@@ -3,6 +3,7 @@ proto mapping, error codes in the `tidemq-code` trailer, deadlines, and unload o
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -27,7 +28,7 @@ def served():
             tick_interval_ms=10).start()
         runtime = ServiceRuntime("broker-test", ServiceSettings(metrics_port=-1,
                                                                 shutdown_grace_s=0.5),
-                                 tracing=False)
+                                 tracing=False, aio=True)
         runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                     BrokerServicer(None, None, None, rpc))
         runtime.start()
@@ -38,7 +39,7 @@ def served():
     yield serve
     for rpc, runtime in started:
         rpc.stop()
-        runtime.server.stop(0)
+        runtime.stop()
 
 
 def join(client, group, member_id="", timeout=10.0):
@@ -122,6 +123,7 @@ def test_server_side_wait_is_bounded_by_the_calls_remaining_time():
 
     rpc = GroupRpc(GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=60_000)))
     with pytest.raises(DeadlineExceeded) as raised:
-        rpc.JoinGroup(broker_pb2.JoinGroupRequest(group_id="g", protocols=PROTOCOLS), _Context())
+        asyncio.run(rpc.JoinGroup(broker_pb2.JoinGroupRequest(group_id="g", protocols=PROTOCOLS),
+                                  _Context()))
     assert "deadline" in raised.value.message
     assert rpc.coordinator.describe_group("g").members[0].client_host == "127.0.0.1"

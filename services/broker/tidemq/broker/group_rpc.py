@@ -1,32 +1,32 @@
 """The group-coordinator RPCs of BrokerService: proto <-> `GroupCoordinator`, nothing else.
 
-JoinGroup and SyncGroup block on the coordinator's futures for the call's remaining deadline;
-a deadline that passes first cancels the future (the coordinator ignores cancelled futures)
-and answers DEADLINE_EXCEEDED. Coordinator errors are TideMQErrors: the server runtime maps
-them to a gRPC status plus the `tidemq-code` trailer.
+JoinGroup and SyncGroup are coroutines awaiting the coordinator's futures for the call's
+remaining deadline (no thread is held through a rebalance); a deadline that passes first, or a
+caller that goes away, cancels the future (the coordinator ignores cancelled futures) and a
+passed deadline answers DEADLINE_EXCEEDED. Coordinator errors are TideMQErrors: the server
+runtime maps them to a gRPC status plus the `tidemq-code` trailer.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from tidemq.broker.coordinator import CoordinatorTicker, GroupCoordinator
 from tidemq.broker.coordinator.views import GroupDescription
 from tidemq.common.errors import DeadlineExceeded
 from tidemq.v1 import broker_pb2
 
-NO_DEADLINE_WAIT_S = 300.0  # a call without a deadline still must not hold a worker forever
+NO_DEADLINE_WAIT_S = 300.0  # a call without a deadline still must not wait forever
 
 
-def _wait(future: Future, context, what: str):
+async def _wait(future: Future, context, what: str):
     remaining = context.time_remaining() if context is not None else None
     timeout = NO_DEADLINE_WAIT_S if remaining is None else max(0.0, remaining)
-    try:
-        return future.result(timeout=timeout)
-    except FutureTimeout:
-        future.cancel()
+    try:  # cancelling the wrapper (timeout, or the caller left) cancels `future`
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+    except TimeoutError:
         raise DeadlineExceeded(
             f"{what} did not complete before the call's deadline ({timeout:.1f} s); "
             "give JoinGroup a deadline longer than the rebalance timeout plus the initial delay"
@@ -67,7 +67,7 @@ class GroupRpc:
             self._ticker.stop()
             self._ticker = None
 
-    def JoinGroup(self, request, context):
+    async def JoinGroup(self, request, context):
         self._admit(request.group_id)
         future = self.coordinator.join_group(
             request.group_id, request.member_id,
@@ -76,7 +76,7 @@ class GroupRpc:
             rebalance_timeout_ms=request.rebalance_timeout_ms or None,
             client_id=request.client_id, client_host=request.client_host or _peer_host(context),
         )
-        result = _wait(future, context, "JoinGroup")
+        result = await _wait(future, context, "JoinGroup")
         return broker_pb2.JoinGroupResponse(
             generation_id=result.generation_id, protocol_name=result.protocol_name,
             leader_id=result.leader_id, member_id=result.member_id,
@@ -84,13 +84,13 @@ class GroupRpc:
                      for m in result.members],
         )
 
-    def SyncGroup(self, request, context):
+    async def SyncGroup(self, request, context):
         future = self.coordinator.sync_group(
             request.group_id, request.member_id, request.generation_id,
             {a.member_id: a.assignment for a in request.assignments},
         )
         return broker_pb2.SyncGroupResponse(
-            assignment=_wait(future, context, "SyncGroup").assignment)
+            assignment=(await _wait(future, context, "SyncGroup")).assignment)
 
     def Heartbeat(self, request, context):
         self.coordinator.heartbeat(request.group_id, request.member_id, request.generation_id)

@@ -131,11 +131,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
 
-    def JoinGroup(self, request, context):
-        return self.groups.JoinGroup(request, context)
+    async def JoinGroup(self, request, context):
+        return await self.groups.JoinGroup(request, context)
 
-    def SyncGroup(self, request, context):
-        return self.groups.SyncGroup(request, context)
+    async def SyncGroup(self, request, context):
+        return await self.groups.SyncGroup(request, context)
 
     def Heartbeat(self, request, context):
         return self.groups.Heartbeat(request, context)

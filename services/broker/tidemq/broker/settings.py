@@ -51,8 +51,8 @@ class BrokerSettings(ServiceSettings):
     malloc_keep_mib: int = setting(
         64, "freed heap memory kept for reuse (pull replies stop page-faulting); 0 = libc default")
     worker_threads: int = setting(
-        256, "threads for the blocking RPCs (admin, offsets, groups; a JoinGroup holds one for "
-             "its rebalance); sends and held pulls wait on the event loop without one")
+        256, "threads for the plain RPCs (admin, offsets, heartbeats); sends, held pulls and "
+             "JoinGroup/SyncGroup wait on the event loop without one")
 
     def __post_init__(self) -> None:
         if self.flush_mode not in FLUSH_MODES:
