@@ -6,6 +6,7 @@ tidemq.common.server), Redis answers PING; both are polled with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -33,6 +34,19 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
         time.sleep(interval)
+
+
+async def wait_until_async(predicate: Callable[[], object], timeout: float = 30.0,
+                           interval: float = 0.001, message: str = "condition") -> object:
+    """`wait_until` for a coroutine: polls without blocking its event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
+        await asyncio.sleep(interval)
 
 
 def free_port() -> int:

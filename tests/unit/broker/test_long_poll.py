@@ -8,7 +8,7 @@ import threading
 import pytest
 from tidemq.broker.long_poll import PullRequestHoldService
 
-from tests.support.processes import wait_until
+from tests.support.processes import wait_until, wait_until_async
 
 
 class Queue:
@@ -85,8 +85,8 @@ def test_many_pulls_held_on_one_loop_without_a_thread_each():
     async def scenario():
         held = [asyncio.ensure_future(holds.hold("t", n, 0, 30, lambda q=q: q.max_offset))
                 for n, q in enumerate(queues)]
-        while holds.held_count() < len(held):
-            await asyncio.sleep(0.001)
+        await wait_until_async(lambda: holds.held_count() == len(held), 10,
+                               message="every pull held")
         for n, queue in enumerate(queues):
             queue.max_offset = 1
             holds.notify_arrival("t", n, 1)
@@ -103,8 +103,7 @@ def test_a_cancelled_hold_unregisters():
 
     async def scenario():
         task = asyncio.ensure_future(holds.hold("t", 0, 0, 30, lambda: queue.max_offset))
-        while holds.held_count() < 1:
-            await asyncio.sleep(0.001)
+        await wait_until_async(lambda: holds.held_count() == 1, 10, message="the held pull")
         task.cancel()  # what grpc.aio does when the caller cancels or disconnects
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -11,6 +11,8 @@ import threading
 
 from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreClosed
 
+from tests.support.processes import wait_until_async
+
 from .helpers import encode_batch, open_store, read_all, small_config
 from .test_group_commit import GatedFlush, one, run_threads, sync_store, wait_until
 
@@ -86,12 +88,12 @@ def test_a_failed_fsync_fails_the_async_appends_of_its_round(tmp_path):
 
     async def scenario():
         first = asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1))
-        while not flush.entered[0].is_set():        # round 1 (first alone) is in its fsync
-            await asyncio.sleep(0.001)
+        # round 1 (first alone) is in its fsync
+        await wait_until_async(flush.entered[0].is_set, 10, message="round 1's fsync")
         rest = [asyncio.ensure_future(store.append_batch_async("t", 1, one(), 1))
                 for _ in range(4)]
-        while len(store.flusher._pending) < 4:
-            await asyncio.sleep(0.001)
+        await wait_until_async(lambda: len(store.flusher._pending) == 4, 10,
+                               message="four appends queued for round 2")
         flush.open_all()                              # round 1 succeeds, round 2 fails
         return await first, await asyncio.gather(*rest, return_exceptions=True)
 
