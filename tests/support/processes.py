@@ -23,30 +23,31 @@ REDIS_SERVER = os.environ.get("TIDEMQ_TEST_REDIS_SERVER", "redis-server")
 _counter = itertools.count()
 
 
+def _check(predicate: Callable[[], object], deadline: float, timeout: float,
+           message: str) -> object:
+    """One poll: the predicate's value, or TimeoutError naming `message` past the deadline."""
+    value = predicate()
+    if not value and time.monotonic() > deadline:
+        raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
+    return value
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.02,
                message: str = "condition") -> object:
     """Poll `predicate` until it returns a truthy value; fail with `message` at the deadline."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
+    while not (value := _check(predicate, deadline, timeout, message)):
         time.sleep(interval)
+    return value
 
 
 async def wait_until_async(predicate: Callable[[], object], timeout: float = 30.0,
                            interval: float = 0.001, message: str = "condition") -> object:
     """`wait_until` for a coroutine: polls without blocking its event loop."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {message}")
+    while not (value := _check(predicate, deadline, timeout, message)):
         await asyncio.sleep(interval)
+    return value
 
 
 def free_port() -> int:

@@ -104,24 +104,6 @@ def test_a_failed_fsync_fails_the_async_appends_of_its_round(tmp_path):
     store.shutdown()
 
 
-def test_an_async_append_queued_behind_a_hung_fsync_reports_flush_timeout(tmp_path):
-    store = sync_store(tmp_path, sync_flush_timeout_ms=300)
-    flush = GatedFlush(store.commitlog, gates=1)
-    first = []
-    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
-    leader.start()
-    assert flush.entered[0].wait(10)                  # the thread leader's fsync hangs
-    late = gather(store.append_batch_async("t", 0, one(), 1))[0]
-    assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
-    assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
-    flush.open_all()
-    leader.join(30)
-    assert store.flusher.round_requests == 1          # appended by itself, not by a round
-    assert gather(store.append_batch_async("t", 0, one(), 1))[0].status is AppendStatus.PUT_OK
-    assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
-    store.shutdown()
-
-
 def test_async_appends_taken_by_a_hung_round_report_flush_timeout_with_offsets(tmp_path):
     store = sync_store(tmp_path, sync_flush_timeout_ms=1000)
     flush = GatedFlush(store.commitlog, gates=1)

@@ -6,6 +6,7 @@ block (the disk is outside the system); everything else is the real store.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import threading
@@ -199,21 +200,30 @@ def test_random_append_groups_match_their_model(tmp_path_factory, groups):
     reopened.close()
 
 
-def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_timeout(tmp_path):
+APPEND_PATHS = {
+    "thread": lambda store, *args: store.append_batch(*args),
+    "asyncio": lambda store, *args: asyncio.run(store.append_batch_async(*args)),
+}
+
+
+@pytest.mark.parametrize("path", sorted(APPEND_PATHS))
+def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_timeout(
+        tmp_path, path):
+    append = APPEND_PATHS[path]
     store = sync_store(tmp_path, sync_flush_timeout_ms=300)
     flush = GatedFlush(store.commitlog, gates=1)
     first = []
     leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
     leader.start()
-    assert flush.entered[0].wait(10)        # the leader's fsync hangs
-    late = store.append_batch("t", 0, one(), 1)   # queued behind it until its timeout
+    assert flush.entered[0].wait(10)        # the thread leader's fsync hangs
+    late = append(store, "t", 0, one(), 1)  # queued behind it until its timeout
     assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
     assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
     flush.open_all()
     leader.join(30)
     assert first[0].status is AppendStatus.FLUSH_DISK_TIMEOUT  # its fsync outlasted the wait
     assert store.flusher.round_requests == 1    # the late one was not part of a round
-    assert store.append_batch("t", 0, one(), 1).status is AppendStatus.PUT_OK
+    assert append(store, "t", 0, one(), 1).status is AppendStatus.PUT_OK
     assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
     store.shutdown()
 
