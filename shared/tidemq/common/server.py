@@ -74,6 +74,32 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         return handler
 
 
+class ThreadedGrpcServer:
+    """The threaded gRPC server and its health service, with the same small interface as
+    tidemq.common.aio_server.AsyncioGrpcServer, so ServiceRuntime drives either alike."""
+
+    def __init__(self, name: str, *, max_workers: int, options: list) -> None:
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
+            interceptors=[ErrorMappingInterceptor()], options=options)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+
+    def add_insecure_port(self, address: str) -> int:
+        return self.server.add_insecure_port(address)
+
+    def start(self) -> None:
+        self.server.start()
+
+    def set_serving(self, services: list[str]) -> None:
+        for service in services:
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace_s).wait()
+
+
 def write_json_atomically(path: str | Path, payload: dict[str, Any]) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,18 +121,9 @@ class ServiceRuntime:
         configure_logging(name, settings.log_level, settings.log_format)
         if tracing:
             init_tracing(name, settings.otlp_endpoint)
-        self.aio = AsyncioGrpcServer(name, max_workers=max_workers,
-                                     options=GRPC_OPTIONS) if aio else None
-        if self.aio is not None:
-            self.server = self.aio.server
-        else:
-            self.server = grpc.server(
-                futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
-                interceptors=[ErrorMappingInterceptor()],
-                options=GRPC_OPTIONS,
-            )
-            self.health = health.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
+        self.transport = server_class(name, max_workers=max_workers, options=GRPC_OPTIONS)
+        self.server = self.transport.server  # what generated add_*_to_server functions take
         self.port = 0
         self.metrics_port = 0
         self.ready_extra: dict[str, Any] = {}
@@ -125,7 +142,7 @@ class ServiceRuntime:
         self._stop_callbacks.append(callback)
 
     def start(self) -> int:
-        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
+        self.port = self.transport.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
         if self.port == 0:
             raise OSError(f"cannot bind {self.settings.host}:{self.settings.port}")
         self.settings.port = self.port
@@ -134,13 +151,8 @@ class ServiceRuntime:
                 self.settings.metrics_port, addr=self.settings.host
             )
             self.metrics_port = self._metrics_server.server_port
-        if self.aio is not None:
-            self.aio.start()
-            self.aio.set_serving(["", *self._service_names])
-        else:
-            self.server.start()
-            for service in ["", *self._service_names]:
-                self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        self.transport.start()
+        self.transport.set_serving(["", *self._service_names])
         if self.settings.ready_file:
             write_json_atomically(self.settings.ready_file, {
                 "port": self.port, "metrics_port": self.metrics_port, "pid": os.getpid(),
@@ -161,11 +173,7 @@ class ServiceRuntime:
 
     def stop(self) -> None:
         log.info("stopping", service=self.name, grace_s=self.settings.shutdown_grace_s)
-        if self.aio is not None:
-            self.aio.stop(self.settings.shutdown_grace_s)
-        else:
-            self.health.enter_graceful_shutdown()
-            self.server.stop(self.settings.shutdown_grace_s).wait()
+        self.transport.stop(self.settings.shutdown_grace_s)
         for callback in reversed(self._stop_callbacks):
             try:
                 callback()
