@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> None:
                         watch_block_ms=settings.watch_block_ms)
     reaper = LeaseReaper(store, settings.lease_reap_interval_s)
     tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
-    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server, ConfigServicer(store, tail, max_watches=settings.max_watches),
+    runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
+                ConfigServicer(store, tail, max_watches=settings.max_watches),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)
