@@ -4,8 +4,9 @@
    reachable), else localhost/tidemq-base:bookworm made with debootstrap and `docker import`
    (the root file system tarball is cached under /var/cache/tidemq).
 2. Wheelhouse: the locked third-party dependencies of each image, exported by uv and fetched
-   as wheels on the host into deploy/.wheelhouse (reused while uv.lock is unchanged), plus the
-   build backend, so images install with `pip --no-index`.
+   as wheels on the host into deploy/.wheelhouse (reused while uv.lock and the C members are
+   unchanged), the build backend, and the wheels of the members with C code (native/),
+   compiled here, so images install with `pip --no-index` and need no compiler.
 3. `docker build` of each image, the repo root as context.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from packaging.markers import Marker
 
-from deploy.render import image_ref, rendered_files
+from deploy.render import HOST_BUILT_MEMBERS, image_ref, rendered_files
 from deploy.topology import REPO_ROOT, Topology, load
 
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
@@ -89,6 +90,11 @@ def _wheelhouse_key(topology: Topology) -> str:
     for image in topology.images.values():
         digest.update(f"{image.name}:{image.package}".encode())
     digest.update(repr(BUILD_BACKEND).encode())
+    for member in sorted(HOST_BUILT_MEMBERS):   # their wheels are compiled into the wheelhouse
+        for path in sorted((REPO_ROOT / member).rglob("*")):
+            if path.is_file() and path.suffix in {".c", ".h", ".py", ".toml"}:
+                digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+                digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -117,6 +123,10 @@ def ensure_wheelhouse(topology: Topology) -> Path:
     pip_wheel = [*_pip_command(), "wheel", "--quiet", "--wheel-dir", str(WHEELHOUSE)]
     _run([*pip_wheel, "--no-deps", "-r", str(fetch)])
     _run([*pip_wheel, *BUILD_BACKEND])
+    for member, distribution in HOST_BUILT_MEMBERS.items():   # needs gcc and zlib headers
+        for stale in WHEELHOUSE.glob(f"{distribution}-*.whl"):
+            stale.unlink()
+        _run([*pip_wheel, "--no-deps", str(REPO_ROOT / member)])
     stamp.write_text(key)
     return WHEELHOUSE
 

@@ -134,7 +134,7 @@ def _workspace_deps(member: str) -> set[str]:
 def test_each_image_installs_every_workspace_member_its_package_needs():
     root = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     members = {}  # package name -> member folder
-    for folder in ("shared", "sdk", "config-center", "gateway", *(
+    for folder in ("shared", "sdk", "config-center", "gateway", "native", *(
         f"services/{p.name}" for p in (REPO_ROOT / "services").iterdir() if p.is_dir()
     )):
         members[tomllib.loads((REPO_ROOT / folder / "pyproject.toml").read_text())[

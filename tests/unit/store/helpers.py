@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import threading
 from pathlib import Path
 
+from hypothesis import strategies as st
 from tidemq.broker.store import MessageStore, StoreConfig
 from tidemq.common import record
 
@@ -46,3 +49,38 @@ def read_all(store: MessageStore, topic: str, queue_id: int) -> list[record.Reco
         assert result.next_begin_offset > offset
         offset = result.next_begin_offset
     return out
+
+
+# Property lists as producers lay them out (TAGS, optional KEYS, UNIQ_KEY) or in any other
+# order, with look-alike names, duplicates and empty values.
+PROPERTY_NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "MY_UNIQ_KEY", "KEYSX", "a"]
+_values = st.text(alphabet="ab z", max_size=6)
+property_lists = st.one_of(
+    st.tuples(_values, st.one_of(st.none(), _values), _values).map(
+        lambda t: [("TAGS", t[0])] + ([("KEYS", t[1])] if t[1] is not None else [])
+        + [("UNIQ_KEY", t[2])]),
+    st.lists(st.tuples(st.sampled_from(PROPERTY_NAMES), _values), max_size=6),
+)
+
+
+class DiskGates:
+    """A faked disk operation: call i waits for gate i to open, then fails (EIO) if told to.
+    The disk is outside the system; everything around it stays real."""
+
+    def __init__(self, gates: int, failing: set[int] = frozenset()) -> None:
+        self.gates = [threading.Event() for _ in range(gates)]
+        self.entered = [threading.Event() for _ in range(gates)]
+        self.failing = failing
+        self.calls = 0
+
+    def enter(self) -> None:
+        call, self.calls = self.calls, self.calls + 1
+        if call < len(self.gates):
+            self.entered[call].set()
+            assert self.gates[call].wait(30)
+        if call in self.failing:
+            raise OSError(errno.EIO, "Input/output error")
+
+    def open_all(self) -> None:
+        for gate in self.gates:
+            gate.set()

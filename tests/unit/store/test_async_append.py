@@ -1,20 +1,36 @@
-"""append_batch_async: SYNC_FLUSH group commit for asyncio callers (no thread per append).
+"""append_batch_async: SYNC_FLUSH group commit for asyncio callers (no thread per append):
+groups written on the loop, fsynced by a Syncer (the C one, or the Python fallback).
 
-Disk faults are injected as in test_group_commit (the disk is outside the system); the store,
-its group-commit thread and the event loop are real.
+Disk faults are injected by giving the Python syncer a gated fdatasync (the disk is outside
+the system); the store, the syncer thread, its eventfd and the event loop are real.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
+import pytest
 from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreClosed
+from tidemq.broker.store.syncer import PySyncer, Syncer
 
 from tests.support.processes import wait_until_async
 
-from .helpers import encode_batch, open_store, read_all, small_config
-from .test_group_commit import GatedFlush, one, run_threads, sync_store, wait_until
+from .helpers import DiskGates, encode_batch, open_store, read_all, small_config
+from .test_group_commit import one, run_threads, sync_store
+
+
+class GatedSync(DiskGates):
+    """The disk of the store's PySyncers: a gated fdatasync."""
+
+    def __init__(self, store, gates: int, failing: set[int] = frozenset()) -> None:
+        super().__init__(gates, failing)
+        store.syncer_factory = lambda fd: PySyncer(fd, fdatasync=self)
+
+    def __call__(self, fd: int) -> None:
+        self.enter()
+        os.fdatasync(fd)
 
 
 def gather(*coroutines) -> list:
@@ -24,8 +40,15 @@ def gather(*coroutines) -> list:
     return asyncio.run(main())
 
 
-def test_concurrent_async_appends_share_fsyncs_and_get_contiguous_offsets(tmp_path):
+async def appended(store, *args):
+    """store.append_batch_async(*args), called once the loop runs (it needs the loop)."""
+    return await store.append_batch_async(*args)
+
+
+@pytest.mark.parametrize("syncer", [Syncer, PySyncer], ids=["native", "python"])
+def test_concurrent_async_appends_share_fsyncs_and_get_contiguous_offsets(tmp_path, syncer):
     store = sync_store(tmp_path, segment_size=256 * 1024)
+    store.syncer_factory = syncer
 
     async def appender(n: int) -> list:
         return [await store.append_batch_async("t", n % 4, one(body=b"x" * n), 1)
@@ -40,13 +63,14 @@ def test_concurrent_async_appends_share_fsyncs_and_get_contiguous_offsets(tmp_pa
         assert [offset for offset, _ in mine] == list(range(len(mine)))
         assert [p for _, p in mine] == sorted(p for _, p in mine)
     assert store.commitlog.flushed_offset > max(r.physical_offsets[-1] for r in flat)
-    assert store.flusher.fsyncs < len(flat) / 4, "appends of one loop share rounds"
+    assert store.flusher.fsyncs < len(flat) / 4, "appends of one loop share fsyncs"
+    assert store.flusher.round_requests == len(flat)
     assert store.wait_dispatched(10)
     assert sum(len(read_all(store, "t", q)) for q in range(4)) == len(flat)
     store.shutdown()
 
 
-def test_async_and_thread_appenders_share_rounds(tmp_path):
+def test_async_and_thread_appenders_append_concurrently(tmp_path):
     store = sync_store(tmp_path)
     done = threading.Event()
 
@@ -74,54 +98,66 @@ def test_an_invalid_async_batch_fails_alone(tmp_path):
     store = sync_store(tmp_path)
     bad = bytearray(one())
     bad[4:8] = b"\0\0\0\0"  # magic
-    results = gather(store.append_batch_async("t", 0, one(), 1),
-                     store.append_batch_async("t", 0, bytes(bad), 1),
-                     store.append_batch_async("t", 0, one(), 1))
+    results = gather(appended(store, "t", 0, one(), 1),
+                     appended(store, "t", 0, bytes(bad), 1),
+                     appended(store, "t", 0, one(), 1))
     assert isinstance(results[1], InvalidBatch), results
     assert [r.first_queue_offset for r in (results[0], results[2])] == [0, 1]
     store.shutdown()
 
 
-def test_a_failed_fsync_fails_the_async_appends_of_its_round(tmp_path):
+def test_a_failed_fsync_fails_the_async_appends_it_covered(tmp_path):
     store = sync_store(tmp_path)
-    flush = GatedFlush(store.commitlog, gates=2, failing={1})
+    disk = GatedSync(store, gates=2, failing={1})
 
     async def scenario():
-        first = asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1))
-        # round 1 (first alone) is in its fsync
-        await wait_until_async(flush.entered[0].is_set, 10, message="round 1's fsync")
-        rest = [asyncio.ensure_future(store.append_batch_async("t", 1, one(), 1))
+        first = asyncio.ensure_future(appended(store, "t", 0, one(), 1))
+        # the first append alone is written and in its fsync
+        await wait_until_async(disk.entered[0].is_set, 10, message="the first fsync")
+        rest = [asyncio.ensure_future(appended(store, "t", 1, one(), 1))
                 for _ in range(4)]
-        await wait_until_async(lambda: len(store.flusher._pending) == 4, 10,
-                               message="four appends queued for round 2")
-        flush.open_all()                              # round 1 succeeds, round 2 fails
+        await wait_until_async(lambda: store.max_offset("t", 1) == 4, 10,
+                               message="four more appends written, waiting for an fsync")
+        disk.open_all()                               # the first fsync succeeds, the next fails
         return await first, await asyncio.gather(*rest, return_exceptions=True)
 
     first, rest = asyncio.run(scenario())
     assert first.status is AppendStatus.PUT_OK
     assert all(isinstance(r, FlushFailed) and "fsync failed" in str(r) for r in rest), rest
-    assert gather(store.append_batch_async("t", 2, one(), 1))[0].status is AppendStatus.PUT_OK
+    assert gather(appended(store, "t", 2, one(), 1))[0].status is AppendStatus.PUT_OK
     store.shutdown()
 
 
-def test_async_appends_taken_by_a_hung_round_report_flush_timeout_with_offsets(tmp_path):
+def test_async_appends_of_a_hung_fsync_report_flush_timeout_with_offsets(tmp_path):
     store = sync_store(tmp_path, sync_flush_timeout_ms=1000)
-    flush = GatedFlush(store.commitlog, gates=1)
-    results = gather(*(store.append_batch_async("t", 0, one(), 1) for _ in range(3)))
-    assert flush.entered[0].is_set()
+    disk = GatedSync(store, gates=1)
+    results = gather(*(appended(store, "t", 0, one(), 1) for _ in range(3)))
+    assert disk.entered[0].is_set()
     assert sorted(r.first_queue_offset for r in results) == [0, 1, 2]
     assert {r.status for r in results} == {AppendStatus.FLUSH_DISK_TIMEOUT}
-    flush.open_all()
-    wait_until(lambda: store.commitlog.flushed_offset == store.commitlog.max_offset)
+    disk.open_all()
+    store.shutdown()   # joins the syncer once its fsync returned
+    reopened = sync_store(tmp_path)
+    assert len(read_all(reopened, "t", 0)) == 3
+    reopened.shutdown()
+
+
+def test_a_store_serves_one_loop_after_another(tmp_path):
+    store = sync_store(tmp_path)
+    for n in range(3):   # asyncio.run: a new loop each time; the closed ones' syncers end
+        result = gather(appended(store, "t", 0, one(), 1))[0]
+        assert (result.status, result.first_queue_offset) == (AppendStatus.PUT_OK, n)
+    assert len(store._appenders) == 1
     store.shutdown()
+    assert not [t for t in threading.enumerate() if t.name == "store-syncer"]
 
 
 def test_async_append_with_async_flush_and_on_a_stopped_store(tmp_path):
     store = open_store(small_config(tmp_path, flush_mode=FlushMode.ASYNC))
     raw, _ = encode_batch("t", [b"a", b"b"])
-    result = gather(store.append_batch_async("t", 0, raw, 2))[0]
+    result = gather(appended(store, "t", 0, raw, 2))[0]
     assert (result.status, result.first_queue_offset) == (AppendStatus.PUT_OK, 0)
     store.shutdown()
     sync = sync_store(tmp_path / "sync")
     sync.shutdown()
-    assert isinstance(gather(sync.append_batch_async("t", 0, one(), 1))[0], StoreClosed)
+    assert isinstance(gather(appended(sync, "t", 0, one(), 1))[0], StoreClosed)

@@ -12,17 +12,7 @@ from hypothesis import strategies as st
 from tidemq.broker.store.index import key_hash
 from tidemq.common import record
 
-from .helpers import open_store, small_config
-
-NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "MY_UNIQ_KEY", "KEYSX", "a"]
-values = st.text(alphabet="ab z", max_size=6)
-properties = st.one_of(
-    # the producer's layout: TAGS, optional KEYS, UNIQ_KEY
-    st.tuples(values, st.one_of(st.none(), values), values).map(
-        lambda t: [("TAGS", t[0])] + ([("KEYS", t[1])] if t[1] is not None else [])
-        + [("UNIQ_KEY", t[2])]),
-    st.lists(st.tuples(st.sampled_from(NAMES), values), max_size=6),
-)
+from .helpers import open_store, property_lists, small_config
 
 
 def first(props: list[tuple[str, str]], name: str) -> str | None:
@@ -31,7 +21,7 @@ def first(props: list[tuple[str, str]], name: str) -> str | None:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(st.tuples(properties, st.booleans()), min_size=1, max_size=12))
+@given(st.lists(st.tuples(property_lists, st.booleans()), min_size=1, max_size=12))
 def test_tag_hash_and_index_entries_follow_the_first_exact_property(tmp_path_factory, records):
     store = open_store(small_config(tmp_path_factory.mktemp("store"), index_slots=16_384,
                                     index_entries=4_000))

@@ -6,7 +6,6 @@ block (the disk is outside the system); everything else is the real store.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import threading
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreError
 
-from .helpers import HOST, encode_batch, open_store, read_all, small_config
+from .helpers import HOST, DiskGates, encode_batch, open_store, read_all, small_config
 from .test_commitlog import new_log, walk
 
 
@@ -51,29 +50,17 @@ def wait_until(condition, timeout: float = 10.0) -> None:
         time.sleep(0.001)  # polling interval; the loop checks the condition
 
 
-class GatedFlush:
-    """Replaces CommitLog.flush: call i waits for gate i to open, then fails if told to."""
+class GatedFlush(DiskGates):
+    """Replaces CommitLog.flush with a gated one."""
 
     def __init__(self, commitlog, gates: int, failing: set[int] = frozenset()) -> None:
+        super().__init__(gates, failing)
         self.real = commitlog.flush
-        self.gates = [threading.Event() for _ in range(gates)]
-        self.entered = [threading.Event() for _ in range(gates)]
-        self.failing = failing
-        self.calls = 0
         commitlog.flush = self
 
     def __call__(self) -> int:
-        call, self.calls = self.calls, self.calls + 1
-        if call < len(self.gates):
-            self.entered[call].set()
-            assert self.gates[call].wait(30)
-        if call in self.failing:
-            raise OSError(errno.EIO, "Input/output error")
+        self.enter()
         return self.real()
-
-    def open_all(self) -> None:
-        for gate in self.gates:
-            gate.set()
 
 
 def one(topic: str = "t", body: bytes = b"m") -> bytes:
@@ -200,30 +187,22 @@ def test_random_append_groups_match_their_model(tmp_path_factory, groups):
     reopened.close()
 
 
-APPEND_PATHS = {
-    "thread": lambda store, *args: store.append_batch(*args),
-    "asyncio": lambda store, *args: asyncio.run(store.append_batch_async(*args)),
-}
-
-
-@pytest.mark.parametrize("path", sorted(APPEND_PATHS))
 def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_timeout(
-        tmp_path, path):
-    append = APPEND_PATHS[path]
+        tmp_path):
     store = sync_store(tmp_path, sync_flush_timeout_ms=300)
     flush = GatedFlush(store.commitlog, gates=1)
     first = []
     leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
     leader.start()
     assert flush.entered[0].wait(10)        # the thread leader's fsync hangs
-    late = append(store, "t", 0, one(), 1)  # queued behind it until its timeout
+    late = store.append_batch("t", 0, one(), 1)  # queued behind it until its timeout
     assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
     assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
     flush.open_all()
     leader.join(30)
     assert first[0].status is AppendStatus.FLUSH_DISK_TIMEOUT  # its fsync outlasted the wait
     assert store.flusher.round_requests == 1    # the late one was not part of a round
-    assert append(store, "t", 0, one(), 1).status is AppendStatus.PUT_OK
+    assert store.append_batch("t", 0, one(), 1).status is AppendStatus.PUT_OK
     assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
     store.shutdown()
 

@@ -10,30 +10,18 @@ import re
 import struct
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import record
 
-from .config import InvalidBatch, MessageTooLarge, StoreError
-from .segment import FILLER_MIN, MIN_RECORD_SIZE, Segment, parse_segment_name, segment_name
+from .config import InvalidBatch, StoreError
+from .loops import stamp_batch
+from .segment import Segment, parse_segment_name, segment_name
 from .segment_allocator import SegmentAllocator
 
 _SIZE_MAGIC = struct.Struct(">iI")
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
 _STORE_TIME_AND_HOST = struct.Struct(">q8s")        # at OFF_STORE_TIMESTAMP
-# What stamping reads of a record: total_size, magic, the producer's flag and the producer's
-# sys_flag/born_timestamp/born_host (rewritten unchanged), body_len.
-_HEAD = struct.Struct(">iI8x4s16x20s28xi")
-# What stamping writes from OFF_QUEUE_ID in one call: queue_id, flag (unchanged), queue_offset,
-# physical_offset, the producer's 20 bytes (unchanged), store_timestamp + store_host.
-_STAMP = struct.Struct(">i4sqq20s16s")
-assert _HEAD.size == record.HEADER_SIZE and 12 + _STAMP.size == record.OFF_RECONSUME_TIMES
-assert (record.OFF_QUEUE_ID, record.OFF_FLAG, record.OFF_QUEUE_OFFSET, record.OFF_PHYSICAL_OFFSET,
-        record.OFF_SYS_FLAG, record.OFF_STORE_TIMESTAMP, record.OFF_STORE_HOST,
-        record.OFF_BODY_LEN) == (12, 16, 20, 28, 36, 56, 64, 84)
 
 
 # Topic names become directory names under consumequeue/, so only RocketMQ's topic
@@ -84,7 +72,7 @@ class CommitLog:
         self._written = 0     # every byte below is a complete, stamped record or filler
         self._flushed = 0
         self._queue_offsets: dict[tuple[str, int], int] = {}
-        self._valid_topics: set[str] = set()
+        self._topic_fields: dict[str, bytes] = {}   # valid topic -> length byte + name
         self._prepare_next_at = 0   # past this offset, ask for the next segment to be prepared
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -229,12 +217,13 @@ class CommitLog:
 
     def _precheck(self, topic: str, queue_id: int, records: bytes,
                   record_count: int) -> StoreError | None:
-        if topic not in self._valid_topics:
+        if topic not in self._topic_fields:
             try:
                 check_topic(topic)
             except StoreError as exc:
                 return exc
-            self._valid_topics.add(topic)
+            raw = topic.encode()
+            self._topic_fields[topic] = bytes((len(raw),)) + raw
         if not 0 <= queue_id <= MAX_QUEUE_ID:
             return InvalidBatch(f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
         if not records or record_count <= 0:
@@ -247,10 +236,7 @@ class CommitLog:
         the log's end, then write it (one write per segment touched, a filler where a segment
         ends). Raises _Rejected for the first invalid batch, before anything is written."""
         buf = bytearray(b"".join([requests[i][2] for i in live]))
-        head, short_at, pack_stamp = _HEAD.unpack_from, _U16.unpack_from, _STAMP.pack_into
-        pack_crc, crc32 = _U32.pack_into, zlib.crc32
-        max_size, segment_size, magic_ok = self.max_message_size, self.segment_size, record.MESSAGE_MAGIC
-        header_size = record.HEADER_SIZE
+        max_size, segment_size = self.max_message_size, self.segment_size
         stamp = _STORE_TIME_AND_HOST.pack(time.time_ns() // 1_000_000, store_host)
         cursor = self._written
         segment_end = cursor - cursor % segment_size + segment_size
@@ -258,60 +244,32 @@ class CommitLog:
         chunks: list[tuple[int, int, int, int]] = []
         chunk_start, chunk_phys, pos = 0, cursor, 0
         queue_offsets, next_offsets = self._queue_offsets, {}
+        topic_fields = self._topic_fields
         results: list[tuple[int, list[int]]] = []
+        for i in live:
+            topic, queue_id, records, record_count = requests[i]
+            key = (topic, queue_id)
+            queue_offset = next_offsets.get(key)
+            if queue_offset is None:
+                queue_offset = queue_offsets.get(key, 0)
+            first_queue_offset = queue_offset
+            try:
+                (pos, queue_offset, cursor, segment_end, chunk_phys, chunk_start,
+                 physical_offsets, rolled) = stamp_batch(
+                    buf, pos, pos + len(records), topic_fields[topic],
+                    queue_id, queue_offset, cursor, segment_end, segment_size, max_size, stamp,
+                    chunk_phys, chunk_start)  # fmt: skip
+                if len(physical_offsets) != record_count:
+                    raise InvalidBatch(f"batch holds {len(physical_offsets)} records but "
+                                       f"record_count is {record_count}")
+            except StoreError as exc:
+                raise _Rejected(i, exc) from None
+            if rolled:
+                chunks.extend(rolled)
+            next_offsets[key] = queue_offset
+            results.append((first_queue_offset, physical_offsets))
+        chunks.append((chunk_phys, chunk_start, pos, -1))
         with memoryview(buf) as view:
-            for i in live:
-                topic, queue_id, records, record_count = requests[i]
-                key = (topic, queue_id)
-                queue_offset = next_offsets.get(key)
-                if queue_offset is None:
-                    queue_offset = queue_offsets.get(key, 0)
-                first_queue_offset = queue_offset
-                topic_raw = topic.encode()
-                topic_field = bytes((len(topic_raw),)) + topic_raw   # topic_len, topic
-                size = pos + len(records)
-                physical_offsets: list[int] = []
-                try:
-                    while pos < size:
-                        if pos + header_size > size:
-                            raise InvalidBatch(f"record {len(physical_offsets)} is truncated")
-                        total, magic, flag, producer_fields, body_len = head(buf, pos)
-                        end = pos + total
-                        if (magic != magic_ok or total < MIN_RECORD_SIZE or end > size
-                                or total > max_size):
-                            raise self._rejection(len(physical_offsets), total, magic, size - pos)
-                        body_end = pos + header_size + body_len
-                        if not pos + header_size <= body_end <= end - 3:
-                            raise InvalidBatch(f"record {len(physical_offsets)} has a bad body_len")
-                        topic_end = body_end + len(topic_field)
-                        if not buf.startswith(topic_field, body_end):
-                            raise InvalidBatch(
-                                f"record {len(physical_offsets)} is not for topic {topic!r}"
-                            )
-                        if topic_end + 2 > end or topic_end + 2 + short_at(buf, topic_end)[0] != end:
-                            raise InvalidBatch(
-                                f"record {len(physical_offsets)}: field lengths do not add up"
-                            )
-                        if cursor + total + FILLER_MIN > segment_end:
-                            chunks.append((chunk_phys, chunk_start, pos, cursor))
-                            cursor = chunk_phys = segment_end
-                            chunk_start = pos
-                            segment_end += segment_size
-                        pack_stamp(buf, pos + 12, queue_id, flag, queue_offset, cursor,
-                                   producer_fields, stamp)
-                        pack_crc(buf, pos + 8, crc32(view[pos + 12:end]))
-                        physical_offsets.append(cursor)
-                        queue_offset += 1
-                        cursor += total
-                        pos = end
-                    if len(physical_offsets) != record_count:
-                        raise InvalidBatch(f"batch holds {len(physical_offsets)} records but "
-                                           f"record_count is {record_count}")
-                except StoreError as exc:
-                    raise _Rejected(i, exc) from None
-                next_offsets[key] = queue_offset
-                results.append((first_queue_offset, physical_offsets))
-            chunks.append((chunk_phys, chunk_start, pos, -1))
             self._write_chunks(view, chunks)
         queue_offsets.update(next_offsets)
         self._written = cursor
@@ -319,15 +277,6 @@ class CommitLog:
             self._prepare_next()
         for i, result in zip(live, results, strict=True):
             outcomes[i] = result
-
-    def _rejection(self, index: int, total: int, magic: int, remaining: int) -> StoreError:
-        if magic != record.MESSAGE_MAGIC:
-            return InvalidBatch(f"record {index} has a bad magic {magic:#x}")
-        if total > self.max_message_size:
-            return MessageTooLarge(
-                f"record {index} is {total} bytes; the limit is {self.max_message_size}"
-            )
-        return InvalidBatch(f"record {index} has total_size {total} but {remaining} bytes remain")
 
     def _write_chunks(self, view: memoryview, chunks: list[tuple[int, int, int, int]]) -> None:
         for phys, start, end, filler_at in chunks:
@@ -385,6 +334,17 @@ class CommitLog:
                     segment.sync()
                 self._flushed = target
             return self._flushed
+
+    def segment_fds(self, start: int, end: int) -> list[int]:
+        """Descriptors of the live segments holding bytes of [start, end), for a Syncer."""
+        return [segment.fd for segment in self.segments
+                if segment.base_offset < end and start < segment.end_offset and segment.fd >= 0]
+
+    def mark_flushed(self, offset: int) -> None:
+        """Bytes below `offset` were fdatasynced elsewhere (a Syncer). A racing flush() may
+        set an older value back: understating what is durable is always safe."""
+        if offset > self._flushed:
+            self._flushed = offset
 
     def remove_oldest(self) -> Segment | None:
         """Drop the oldest segment unless it is the active one; returns it (already closed)."""

@@ -3,13 +3,11 @@
 ASYNC_FLUSH (RocketMQ's FlushRealTimeService): every `flush_interval_ms` a thread fsyncs if at
 least `flush_least_pages` pages are dirty, and whatever is dirty every `full_flush_interval_ms`;
 appends never wait for it or wake it, so fsyncs stay few and large under load.
-SYNC_FLUSH with group commit: appends queue up and are appended, fsynced and acknowledged in
-rounds, one CommitLog write and one fsync per round, run by one of the appender threads (the
-leader); so many concurrent appenders share one fsync and never contend on the log's lock.
-Asynchronous appends (`submit`, RocketMQ's asyncPutMessage) join the same rounds without a
-thread each: the group-commit thread leads when only they wait, and a round hands each
-`CompletionSink` its finished appends in one call, so acknowledging N appends costs one
-cross-thread wake instead of N.
+SYNC_FLUSH with group commit, for appender threads: appends queue up and are appended, fsynced
+and acknowledged in rounds, one CommitLog write and one fsync per round, run by one of the
+appender threads (the leader); so many concurrent appenders share one fsync and never contend
+on the log's lock. Asynchronous appends (an asyncio server's) take another road to the same
+guarantee: loop_appender.py.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from tidemq.common.logs import get_logger
 
@@ -30,29 +28,20 @@ PAGE_SIZE = 4096
 LEADER_ROUNDS = 4   # SYNC_FLUSH: rounds a leader runs at most before handing over
 
 
-class CompletionSink(Protocol):
-    def completed(self, waiters: list[Waiter]) -> None:
-        """Called from a round's thread with this sink's appends of the round, all done."""
-
-
 class Waiter:
-    """One SYNC_FLUSH append waiting for its round. A thread waiter sleeps on `wakeup`, which
-    is released to wake it once; an asynchronous one (`sink` set) is handed to its sink."""
+    """One SYNC_FLUSH append waiting for its round; its thread sleeps on `wakeup`, which is
+    released to wake it once."""
 
-    __slots__ = ("request", "outcome", "wakeup", "done", "lead", "error", "sink", "token")
+    __slots__ = ("request", "outcome", "wakeup", "done", "lead", "error")
 
-    def __init__(self, request: AppendRequest, sink: CompletionSink | None = None,
-                 token: Any = None) -> None:
+    def __init__(self, request: AppendRequest) -> None:
         self.request = request
         self.outcome: tuple[int, list[int]] | StoreError | None = None  # set when appended
         self.error: StoreError | None = None   # the round's write/fsync failed
-        self.sink = sink
-        self.token = token  # the sink's own handle on this append (e.g. an asyncio future)
-        if sink is None:
-            self.wakeup = threading.Lock()
-            self.wakeup.acquire()
+        self.wakeup = threading.Lock()
+        self.wakeup.acquire()
         self.done = False   # its round is over (durable, or failed with `error`)
-        self.lead = False   # leadership was handed to it (thread waiters only)
+        self.lead = False   # leadership was handed to it
 
     def result(self) -> tuple[int, list[int]]:
         """(first queue offset, physical offsets) once appended; raises the batch's own
@@ -65,8 +54,9 @@ class Waiter:
         return outcome  # type: ignore[return-value]
 
 
-def _queue_of(waiter: Waiter) -> tuple[str, int]:
-    return waiter.request[0], waiter.request[1]
+def queue_of(append: Waiter | Any) -> tuple[str, int]:
+    """The (topic, queue id) of a waiting append (anything with a `request`)."""
+    return append.request[0], append.request[1]
 
 
 class FlushService:
@@ -85,26 +75,21 @@ class FlushService:
         self._leader = threading.Lock()      # held by the appender running rounds
         self._lock = threading.Lock()        # waiter hand-over: taken, handed leadership, removed
         self._appending = threading.Lock()   # held by the leader while it drains and stamps
-        self._commit_wanted = threading.Event()  # SYNC: asynchronous appends wait, no leader
-        self._commit_requested = False  # set before _commit_wanted, cleared by its waiter
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.fsyncs = 0
-        self.rounds = 0             # SYNC_FLUSH group commit rounds
+        self.rounds = 0             # SYNC_FLUSH group commit rounds (fsyncs that acknowledge)
         self.round_requests = 0     # append calls served by those rounds
 
     def start(self) -> None:
-        if self.sync:  # appender threads lead their own rounds; this one leads for `submit`
-            target, name = self._run_group_commit, "store-group-commit"
-        else:
-            target, name = self._run_async, "store-flush"
-        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        if self.sync:  # appender threads lead their own rounds
+            return
+        self._thread = threading.Thread(target=self._run_async, name="store-flush", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stopping = True
         self._wakeup.set()
-        self._commit_wanted.set()
         if self._thread is not None:
             self._thread.join()
         self.commitlog.flush()
@@ -138,20 +123,6 @@ class FlushService:
         first, physical_offsets = waiter.result()
         return first, physical_offsets, time.monotonic() <= deadline
 
-    def submit(self, topic: str, queue_id: int, records: bytes, record_count: int,
-               sink: CompletionSink, token: Any = None) -> Waiter:
-        """Queue one batch for the next group-commit round without waiting: the round hands
-        the returned waiter to `sink.completed` once it is durable or failed (read it with
-        `Waiter.result()`). Past `sync_flush_timeout`, call `give_up(waiter)`."""
-        waiter = Waiter((topic, queue_id, records, record_count), sink, token)
-        self._pending.append(waiter)
-        # A leader drains it anyway; else wake the group-commit thread, once per burst (an
-        # event loop submits a whole round's appends before that thread can run).
-        if not self._commit_requested and not self._leader.locked():
-            self._commit_requested = True
-            self._commit_wanted.set()
-        return waiter
-
     def give_up(self, waiter: Waiter) -> tuple[int, list[int], bool] | None:
         """The wait timed out: append the batch now if no round took it yet, and report it as
         not known durable (FLUSH_DISK_TIMEOUT). None if its round finished meanwhile."""
@@ -167,28 +138,12 @@ class FlushService:
             with self._appending:  # the round that took it has stamped it by now
                 outcome = waiter.outcome
         else:
-            outcome = self._append_group([waiter])[0]
+            outcome = self._append_group([waiter.request])[0]
             self.on_appended()
         if isinstance(outcome, StoreError):
             raise outcome
         first, physical_offsets = outcome  # type: ignore[misc]
         return first, physical_offsets, False
-
-    def _run_group_commit(self) -> None:
-        """Lead rounds for asynchronous appends when no appender thread leads."""
-        while True:
-            self._commit_wanted.wait()
-            self._commit_wanted.clear()
-            self._commit_requested = False  # before draining: a later submit wakes us again
-            if self._stopping and not self._pending:
-                return
-            if not self._pending or not self._leader.acquire(blocking=False):
-                continue  # the leading thread serves them and wakes us if some remain
-            try:
-                while self._pending:
-                    self._round(None)
-            finally:
-                self._step_down()
 
     def _lead(self, me: Waiter) -> None:
         """Run rounds until `me` is durable (or failed) and, while batches keep arriving, a few
@@ -209,8 +164,8 @@ class FlushService:
                 batch = [pop() for _ in range(len(self._pending))]
             # One run per queue in the log (stable: a queue keeps its arrival order), so the
             # dispatcher writes each queue's units of the round with one copy, not one each.
-            batch.sort(key=_queue_of)
-            outcomes = self._append_group(batch)
+            batch.sort(key=queue_of)
+            outcomes = self._append_group([waiter.request for waiter in batch])
             appended = False
             for waiter, outcome in zip(batch, outcomes, strict=True):
                 waiter.outcome = outcome
@@ -228,42 +183,43 @@ class FlushService:
                 waiter.error = error
         self.rounds += 1
         self.round_requests += len(batch)
-        by_sink: dict[CompletionSink, list[Waiter]] = {}
         with self._lock:
             for waiter in batch:
                 waiter.done = True
-                if waiter.sink is not None:
-                    by_sink.setdefault(waiter.sink, []).append(waiter)
-                elif waiter is not me:
+                if waiter is not me:
                     waiter.wakeup.release()
-        for sink, waiters in by_sink.items():
-            try:
-                sink.completed(waiters)
-            except Exception:  # e.g. its event loop closed: those callers are gone
-                log.exception("group commit completion sink failed")
 
-    def _append_group(self, batch: list[Waiter]) -> list[tuple[int, list[int]] | StoreError]:
+    def write(self, requests: list[AppendRequest]) -> list[tuple[int, list[int]] | StoreError]:
+        """Append a group of batches to the log now; the caller has it fsynced and dispatched.
+        Each batch's (first queue offset, physical offsets), or its StoreError; FlushFailed
+        for all when the write itself failed."""
+        return self._append_group(requests)
+
+    def count_synced(self, appends: int) -> None:
+        """A group commit made by others (a LoopAppender's syncer) acknowledged `appends`."""
+        self.fsyncs += 1
+        self.rounds += 1
+        self.round_requests += appends
+
+    def _append_group(self, requests: list[AppendRequest]
+                      ) -> list[tuple[int, list[int]] | StoreError]:
         try:
-            return self.commitlog.append_group([w.request for w in batch], self.store_host)
+            return self.commitlog.append_group(requests, self.store_host)
         except Exception as exc:
             log.exception("commitlog write failed")
             failure = FlushFailed(f"commitlog write failed ({exc}); nothing was appended")
-            return [failure] * len(batch)
+            return [failure] * len(requests)
 
     def _step_down(self) -> None:
-        """Hand leadership to the oldest waiting thread, or to the group-commit thread when only
-        asynchronous appends wait, or release it if nobody waits. An appender that queued just
-        before the release found the lock held, so look again after it."""
+        """Hand leadership to the oldest waiting appender, or release it if nobody waits. An
+        appender that queued just before the release found the lock held, so look again
+        after it."""
         while True:
             with self._lock:
                 if self._pending:
-                    successor = next((w for w in self._pending.copy() if w.sink is None), None)
-                    if successor is not None:
-                        successor.lead = True
-                        successor.wakeup.release()
-                        return
-                    self._leader.release()
-                    self._commit_wanted.set()
+                    successor = self._pending[0]
+                    successor.lead = True
+                    successor.wakeup.release()
                     return
                 self._leader.release()
             if not self._pending or not self._leader.acquire(blocking=False):

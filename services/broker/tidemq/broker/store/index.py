@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 from .config import StoreError
+from .loops import index_put
 from .mapped_file import MappedFile
 
 HEADER = struct.Struct(">qqqqii")  # begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count
@@ -58,34 +59,17 @@ class IndexFile:
     def put_hashed(self, entries: list[tuple[int, int, int]]) -> int:
         """Index a run of (key_hash(key), physical offset, store ms); header written once.
         Returns how many entries it took (it stops when full)."""
-        mm, slots, entries_at = self.file.mm, self.slots, self._entries_at
-        slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        start = count = self.count
-        if count == 1 and entries:
+        start = self.count
+        if start == 1 and entries:
             self.begin_ts, self.begin_phy = entries[0][2], entries[0][1]
-        begin_ts, end_ts = self.begin_ts, self.end_ts
-        taking = entries[:self.entries - count]
-        last_ts = diff = None   # a batch's records share their store time: compute once
-        for hashed, physical, store_ts in taking:
-            slot_at = HEADER_SIZE + (hashed % slots) * 4
-            previous = slot_unpack(mm, slot_at)[0]
-            if not 0 <= previous < count:
-                previous = 0
-            if store_ts != last_ts:
-                last_ts = store_ts
-                diff = (store_ts - begin_ts) // 1000
-                if not 0 <= diff <= 0x7FFFFFFF:
-                    diff = 0 if diff < 0 else 0x7FFFFFFF
-                if store_ts > end_ts:
-                    end_ts = store_ts
-            entry_pack(mm, entries_at + count * 20, hashed, physical, diff, previous)
-            slot_pack(mm, slot_at, count)
-            count += 1
+        taking = entries[:self.entries - start]
+        count, end_ts = index_put(self.file.mm, self.slots, self._entries_at, start,
+                                  self.begin_ts, self.end_ts, taking)
         if taking:
             self.end_ts = end_ts
             self.end_phy = taking[-1][1]
         self.count = count
-        HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+        HEADER.pack_into(self.file.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
                          self.slots, self.count)
         self.file.dirty = True
         return count - start

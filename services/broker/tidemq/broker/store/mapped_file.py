@@ -29,6 +29,11 @@ class MappedFile:
             os.close(self._fd)
             raise
 
+    @property
+    def fd(self) -> int:
+        """The file's descriptor; -1 once closed."""
+        return self._fd
+
     def sync(self) -> None:
         fd = self._fd
         if self.dirty and fd >= 0:  # fd < 0: deleted by retention meanwhile

@@ -18,8 +18,8 @@ from tidemq.common import record
 from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueueTable
-from .dispatcher import _KEYS, _UNIQ, property_value
 from .index import IndexService
+from .loops import KEYS_NAME, UNIQ_NAME, property_value
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
 _I64 = struct.Struct(">q")
@@ -185,7 +185,7 @@ class StoreReader:
         if data[topic_at + 1:topic_end] != topic:
             return False
         props = data[topic_end + 2:]
-        if property_value(props, _UNIQ) == key:
+        if property_value(props, UNIQ_NAME) == key:
             return True
-        keys = property_value(props, _KEYS)
+        keys = property_value(props, KEYS_NAME)
         return bool(keys) and key in keys.split(b" ")

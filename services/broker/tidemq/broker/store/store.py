@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from tidemq.common.logs import get_logger
@@ -24,60 +23,17 @@ from tidemq.common.logs import get_logger
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
 from .commitlog import CommitLog, RecoveryReport
-from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig
+from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig, StoreError
 from .consume_queue import ConsumeQueueTable
 from .dispatcher import ArrivalListener, Dispatcher
-from .flush import FlushService, Waiter
+from .flush import FlushService
 from .index import IndexService
+from .loop_appender import LoopAppender
 from .reader import StoreReader
 from .retention import Retention
+from .syncer import Syncer
 
 log = get_logger(__name__)
-
-
-_EXPIRED = object()   # an asynchronous append's future, resolved by its timeout instead
-
-
-class _LoopAppends:
-    """One asyncio loop's SYNC_FLUSH appends: a round hands over its finished ones with one
-    call_soon_threadsafe, however many it carried; `sync_flush_timeout` is kept with one
-    timer for the oldest pending deadline (appends are tracked in deadline order), not a
-    timer per append, which would cost a Python-level heap push and cancel each."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
-        self.loop = loop
-        self.timeout_s = timeout_s
-        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()
-        self._timer: asyncio.TimerHandle | None = None
-
-    def completed(self, waiters: list[Waiter]) -> None:
-        self.loop.call_soon_threadsafe(self._resolve, waiters)
-
-    @staticmethod
-    def _resolve(waiters: list[Waiter]) -> None:
-        for waiter in waiters:
-            if not waiter.token.done():
-                waiter.token.set_result(None)
-
-    def track(self, future: asyncio.Future) -> None:
-        """Resolve `future` with _EXPIRED if it is still pending after the timeout."""
-        deadlines = self._deadlines
-        while deadlines and deadlines[0][1].done():
-            deadlines.popleft()
-        deadline = self.loop.time() + self.timeout_s
-        deadlines.append((deadline, future))
-        if self._timer is None:
-            self._timer = self.loop.call_at(deadline, self._expire_due)
-
-    def _expire_due(self) -> None:
-        self._timer = None
-        deadlines, now = self._deadlines, self.loop.time()
-        while deadlines and (deadlines[0][1].done() or deadlines[0][0] <= now):
-            _, future = deadlines.popleft()
-            if not future.done():
-                future.set_result(_EXPIRED)
-        if deadlines:
-            self._timer = self.loop.call_at(deadlines[0][0], self._expire_due)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +46,8 @@ class StartupReport:
 
 
 class MessageStore:
+    syncer_factory = Syncer   # fsyncs for asyncio appends (loop_appender.py)
+
     def __init__(self, config: StoreConfig, store_host: bytes = b"\0" * 8) -> None:
         if len(store_host) != 8:
             raise ValueError("store_host must be 8 bytes (record.pack_host)")
@@ -112,7 +70,8 @@ class MessageStore:
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
         self._pinned: dict[int, set[int]] = {}
-        self._loop_appends: _LoopAppends | None = None   # of the loop that appended last
+        self._appenders: list[LoopAppender] = []   # one per event loop that appended
+        self._appenders_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -164,6 +123,10 @@ class MessageStore:
         self._stop.set()
         if self._housekeeper is not None:
             self._housekeeper.join()
+        with self._appenders_lock:
+            appenders, self._appenders = self._appenders, []
+        for appender in appenders:
+            appender.close()
         self.dispatcher.stop()
         self.flusher.stop()
         self._write_checkpoint()
@@ -222,32 +185,41 @@ class MessageStore:
         status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
         return AppendResult(status, first, physical_offsets)
 
-    async def append_batch_async(self, topic: str, queue_id: int, records: bytes,
-                                 record_count: int) -> AppendResult:
-        """`append_batch` for an asyncio caller (RocketMQ's asyncPutMessage): with SYNC_FLUSH
-        the batch joins the group-commit rounds and the coroutine sleeps on a future the round
-        resolves, so many concurrent appends share one fsync without a thread each. Same
-        results and errors as `append_batch`; FLUSH_DISK_TIMEOUT after `sync_flush_timeout`."""
-        if not self.flusher.sync:  # a copy into the page cache: nothing to wait for
-            return self.append_batch(topic, queue_id, records, record_count)
-        if not self._running:
-            raise StoreClosed("the store is not running")
+    def append_batch_async(self, topic: str, queue_id: int, records: bytes,
+                           record_count: int) -> asyncio.Future[AppendResult]:
+        """`append_batch` for an asyncio caller (RocketMQ's asyncPutMessage), to be awaited on
+        the running loop: with SYNC_FLUSH the batch is written with the loop's other appends
+        as one group and the future resolves once a syncer thread has fsynced it
+        (loop_appender.py), so many concurrent appends share one fsync without a thread
+        each. Same results and errors as `append_batch`; FLUSH_DISK_TIMEOUT after
+        `sync_flush_timeout`."""
         loop = asyncio.get_running_loop()
-        appends = self._loop_appends
-        if appends is None or appends.loop is not loop:  # a broker has one loop; tests several
-            appends = self._loop_appends = _LoopAppends(loop, self.flusher.timeout_s)
-        future = loop.create_future()
-        waiter = self.flusher.submit(topic, queue_id, records, record_count, appends, future)
-        appends.track(future)
-        durable = await future is not _EXPIRED
-        if not durable:
-            late = self.flusher.give_up(waiter)   # briefly blocks if its round is stamping
-            if late is not None:
-                first, physical_offsets, _ = late
-                return AppendResult(AppendStatus.FLUSH_DISK_TIMEOUT, first, physical_offsets)
-        first, physical_offsets = waiter.result()
-        status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
-        return AppendResult(status, first, physical_offsets)
+        if self.flusher.sync and self._running:
+            appenders = self._appenders
+            appender = appenders[-1] if appenders else None
+            if appender is None or appender.loop is not loop:   # a broker has one loop
+                appender = self._appender_for(loop)
+            return appender.append((topic, queue_id, records, record_count))
+        future = loop.create_future()   # ASYNC_FLUSH: a copy into the page cache, done now
+        try:
+            future.set_result(self.append_batch(topic, queue_id, records, record_count))
+        except StoreError as exc:
+            future.set_exception(exc)
+        return future
+
+    def _appender_for(self, loop: asyncio.AbstractEventLoop) -> LoopAppender:
+        with self._appenders_lock:
+            appender = next((a for a in self._appenders if a.loop is loop), None)
+            if appender is None:
+                appender = LoopAppender(loop, self.flusher, self.commitlog,
+                                        self.dispatcher.dispatch_here, self.syncer_factory)
+            # the latest loop last (the one-look fast path); drop those of closed loops
+            others = [a for a in self._appenders if a is not appender]
+            for gone in [a for a in others if a.loop.is_closed()]:
+                gone.close()
+                others.remove(gone)
+            self._appenders = [*others, appender]
+        return appender
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.add_listener(listener)

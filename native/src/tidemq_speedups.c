@@ -1,0 +1,786 @@
+/*
+ * tidemq_speedups: the broker store's two per-record loops in C.
+ *
+ *   stamp_batch  append: validate one producer batch and stamp the broker's fields and the
+ *                record CRC into the group's private copy (CommitLog._stamp_and_write).
+ *   scan_chunk   dispatch: read CommitLog records into ConsumeQueue units and index entries
+ *                (Dispatcher._dispatch_chunk).
+ *   index_put    dispatch: chain index entries into an IndexFile (IndexFile.put_hashed).
+ *   Syncer       SYNC_FLUSH group commit for asyncio appends: a thread that fdatasyncs
+ *                without ever taking the GIL and reports through an eventfd (syncer.py).
+ *
+ * All are exact replacements for the Python functions of the same name in
+ * tidemq.broker.store.loops, which define the contract and stay the fallback; the property
+ * tests in tests/unit/store/test_loops.py hold the two to identical results. Record layout:
+ * tidemq.common.record (big-endian, 88-byte header). Nothing here allocates per record
+ * except the Python ints and tuples the contract returns.
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memmem */
+#include <Python.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define HEADER_SIZE 88
+#define MIN_RECORD_SIZE (HEADER_SIZE + 3)
+#define FILLER_MIN 8
+#define CQ_UNIT_SIZE 20
+#define MESSAGE_MAGIC 0xDAA320A7u
+#define BLANK_MAGIC 0xCBD43194u
+
+/* header offsets */
+#define OFF_CRC 8
+#define OFF_QUEUE_ID 12
+#define OFF_QUEUE_OFFSET 20
+#define OFF_PHYSICAL_OFFSET 28
+#define OFF_STORE_TIMESTAMP 56
+#define OFF_BODY_LEN 84
+#define STAMP_SIZE 16 /* store_timestamp + store_host */
+
+static inline uint32_t rd_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline int64_t rd_i64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)rd_u32(p) << 32) | rd_u32(p + 4));
+}
+
+static inline void wr_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void wr_i64(unsigned char *p, int64_t v)
+{
+    wr_u32(p, (uint32_t)((uint64_t)v >> 32));
+    wr_u32(p + 4, (uint32_t)v);
+}
+
+static inline uint32_t crc_of(uint32_t crc, const unsigned char *p, Py_ssize_t n)
+{
+    /* zlib takes uInt lengths; records are far below 4 GiB, but stay correct anyway */
+    while (n > 0) {
+        uInt take = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, take);
+        p += take;
+        n -= take;
+    }
+    return crc;
+}
+
+/* Arguments of METH_FASTCALL functions as C integers; -1 with an exception set on error. */
+static int as_ssize(PyObject *obj, Py_ssize_t *out)
+{
+    Py_ssize_t v = PyLong_AsSsize_t(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int as_i64(PyObject *obj, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(stamp_batch_doc,
+"stamp_batch(buf, pos, size, topic_field, queue_id, queue_offset, cursor, segment_end,\n"
+"            segment_size, max_size, stamp, chunk_phys, chunk_start)\n"
+"--\n\n"
+"Validate and stamp the records of buf[pos:size] (one producer batch for one queue).\n"
+"Returns (pos, queue_offset, cursor, segment_end, chunk_phys, chunk_start,\n"
+"physical_offsets, new_chunks), or None if a record is invalid (nothing to trust then:\n"
+"the caller asks the Python version for the precise error).");
+
+static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "stamp_batch takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t pos, size, segment_size, max_size, chunk_start;
+    int64_t queue_id, queue_offset, cursor, segment_end, chunk_phys;
+    if (as_ssize(args[1], &pos) || as_ssize(args[2], &size) || as_i64(args[4], &queue_id)
+        || as_i64(args[5], &queue_offset) || as_i64(args[6], &cursor)
+        || as_i64(args[7], &segment_end) || as_ssize(args[8], &segment_size)
+        || as_ssize(args[9], &max_size) || as_i64(args[11], &chunk_phys)
+        || as_ssize(args[12], &chunk_start))
+        return NULL;
+
+    Py_buffer buf, topic, stamp;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[3], &topic, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[10], &stamp, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&topic);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    PyObject *result = NULL, *offsets = NULL, *chunks = NULL;
+    if (stamp.len != STAMP_SIZE || pos < 0 || size > buf.len || segment_size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "stamp_batch: bad stamp size or buffer bounds");
+        goto done;
+    }
+    offsets = PyList_New(0);
+    chunks = PyList_New(0);
+    if (offsets == NULL || chunks == NULL)
+        goto done;
+
+    unsigned char *base = (unsigned char *)buf.buf;
+    const unsigned char *topic_field = (const unsigned char *)topic.buf;
+    const Py_ssize_t topic_len = topic.len;
+    int valid = 1;
+    while (pos < size) {
+        unsigned char *rec = base + pos;
+        if (pos + HEADER_SIZE > size) {
+            valid = 0;
+            break;
+        }
+        const int32_t total = (int32_t)rd_u32(rec);
+        const uint32_t magic = rd_u32(rec + 4);
+        const int32_t body_len = (int32_t)rd_u32(rec + OFF_BODY_LEN);
+        const Py_ssize_t end = pos + total;
+        if (magic != MESSAGE_MAGIC || total < MIN_RECORD_SIZE || end > size || total > max_size) {
+            valid = 0;
+            break;
+        }
+        const Py_ssize_t body_end = pos + HEADER_SIZE + (Py_ssize_t)body_len;
+        if (!(pos + HEADER_SIZE <= body_end && body_end <= end - 3)) {
+            valid = 0;
+            break;
+        }
+        const Py_ssize_t topic_end = body_end + topic_len;
+        if (topic_end + 2 > end || memcmp(base + body_end, topic_field, (size_t)topic_len) != 0
+            || topic_end + 2 + (Py_ssize_t)((base[topic_end] << 8) | base[topic_end + 1]) != end) {
+            valid = 0;
+            break;
+        }
+        if (cursor + total + FILLER_MIN > segment_end) { /* roll: filler, next segment */
+            PyObject *chunk = Py_BuildValue("(LnnL)", (long long)chunk_phys, chunk_start, pos,
+                                            (long long)cursor);
+            if (chunk == NULL || PyList_Append(chunks, chunk) < 0) {
+                Py_XDECREF(chunk);
+                goto done;
+            }
+            Py_DECREF(chunk);
+            cursor = chunk_phys = segment_end;
+            chunk_start = pos;
+            segment_end += segment_size;
+        }
+        wr_u32(rec + OFF_QUEUE_ID, (uint32_t)queue_id);
+        wr_i64(rec + OFF_QUEUE_OFFSET, queue_offset);
+        wr_i64(rec + OFF_PHYSICAL_OFFSET, cursor);
+        memcpy(rec + OFF_STORE_TIMESTAMP, stamp.buf, STAMP_SIZE);
+        wr_u32(rec + OFF_CRC, crc_of(0, rec + OFF_QUEUE_ID, total - OFF_QUEUE_ID));
+        PyObject *physical = PyLong_FromLongLong(cursor);
+        if (physical == NULL || PyList_Append(offsets, physical) < 0) {
+            Py_XDECREF(physical);
+            goto done;
+        }
+        Py_DECREF(physical);
+        queue_offset += 1;
+        cursor += total;
+        pos = end;
+    }
+    if (!valid) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = Py_BuildValue("(nLLLLnOO)", pos, (long long)queue_offset, (long long)cursor,
+                           (long long)segment_end, (long long)chunk_phys, chunk_start, offsets,
+                           chunks);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(chunks);
+    PyBuffer_Release(&stamp);
+    PyBuffer_Release(&topic);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+/* The value of property `name` (with its \x01) in p[start:end): the first occurrence that
+ * begins the properties or follows a \x02; the value runs to the next \x02 or to `end`. */
+static int property_value(const unsigned char *p, Py_ssize_t start, Py_ssize_t end,
+                          const char *name, size_t name_len, Py_ssize_t *value_at,
+                          Py_ssize_t *value_end)
+{
+    Py_ssize_t from = start;
+    while (from < end) {
+        const unsigned char *hit = memmem(p + from, (size_t)(end - from), name, name_len);
+        if (hit == NULL)
+            return 0;
+        Py_ssize_t at = hit - p;
+        if (at == start || p[at - 1] == 0x02) {
+            Py_ssize_t v = at + (Py_ssize_t)name_len;
+            const unsigned char *stop = memchr(p + v, 0x02, (size_t)(end - v));
+            *value_at = v;
+            *value_end = stop == NULL ? end : stop - p;
+            return 1;
+        }
+        from = at + 1;
+    }
+    return 0;
+}
+
+static int add_entry(PyObject *entries, uint32_t hashed, int64_t physical, int64_t store_ts)
+{
+    PyObject *entry = Py_BuildValue("(kLL)", (unsigned long)(hashed & 0x7FFFFFFFu),
+                                    (long long)physical, (long long)store_ts);
+    if (entry == NULL)
+        return -1;
+    int rc = PyList_Append(entries, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+static int add_run(PyObject *runs, const unsigned char *topic, Py_ssize_t topic_len,
+                   int64_t queue_id, int64_t first, Py_ssize_t unit_start, Py_ssize_t unit_end)
+{
+    PyObject *run = Py_BuildValue("(y#LLnn)", (const char *)topic, topic_len,
+                                  (long long)queue_id, (long long)first, unit_start, unit_end);
+    if (run == NULL)
+        return -1;
+    int rc = PyList_Append(runs, run);
+    Py_DECREF(run);
+    return rc;
+}
+
+PyDoc_STRVAR(scan_chunk_doc,
+"scan_chunk(chunk, units)\n"
+"--\n\n"
+"Scan the CommitLog records at the start of `chunk`, packing one ConsumeQueue unit per\n"
+"record into `units`. Returns (pos, filler, bad, runs, entries): pos is where scanning\n"
+"stopped; filler: a segment's blank filler was reached; bad: no record at pos; runs:\n"
+"(topic bytes, queue id, first queue offset, unit start, unit end) per run of consecutive\n"
+"offsets of one queue; entries: (key hash, physical offset, store ms) for the index.");
+
+static PyObject *scan_chunk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "scan_chunk takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_buffer chunk, units;
+    if (PyObject_GetBuffer(args[0], &chunk, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &units, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&chunk);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *runs = PyList_New(0), *entries = PyList_New(0);
+    if (runs == NULL || entries == NULL)
+        goto done;
+
+    const unsigned char *p = (const unsigned char *)chunk.buf;
+    unsigned char *out = (unsigned char *)units.buf;
+    const Py_ssize_t size = chunk.len;
+    Py_ssize_t pos = 0, unit_at = 0, run_start = 0;
+    int filler = 0, bad = 0;
+    /* the current run: its queue (topic field = length byte + name, inside chunk) */
+    const unsigned char *run_topic = NULL;
+    Py_ssize_t run_topic_len = 0;
+    int64_t run_queue_id = -1, run_first = 0, run_next = -1;
+    uint32_t key_crc = 0; /* crc32 of "topic#": index keys are topic#key */
+
+    while (pos + HEADER_SIZE <= size) {
+        const unsigned char *rec = p + pos;
+        const int32_t total = (int32_t)rd_u32(rec);
+        const uint32_t magic = rd_u32(rec + 4);
+        if (magic != MESSAGE_MAGIC || total <= 0) {
+            if (magic == BLANK_MAGIC)
+                filler = 1;
+            else
+                bad = 1;
+            goto scanned;
+        }
+        const Py_ssize_t end = pos + total;
+        if (end > size)
+            goto scanned;
+        const int64_t queue_id = (int32_t)rd_u32(rec + OFF_QUEUE_ID);
+        const int64_t queue_offset = rd_i64(rec + OFF_QUEUE_OFFSET);
+        const int64_t physical = rd_i64(rec + OFF_PHYSICAL_OFFSET);
+        const int64_t store_ts = rd_i64(rec + OFF_STORE_TIMESTAMP);
+        const int32_t body_len = (int32_t)rd_u32(rec + OFF_BODY_LEN);
+        const Py_ssize_t topic_at = pos + HEADER_SIZE + (Py_ssize_t)body_len;
+        if (body_len < 0 || topic_at + 1 > end) {
+            bad = 1;
+            goto scanned;
+        }
+        const Py_ssize_t topic_len = 1 + p[topic_at]; /* with its length byte */
+        const Py_ssize_t props_at = topic_at + topic_len + 2;
+        if (props_at > end || props_at - 2 + 2 + ((p[props_at - 2] << 8) | p[props_at - 1]) != end) {
+            bad = 1;
+            goto scanned;
+        }
+        int same_queue = queue_id == run_queue_id && topic_len == run_topic_len
+                         && memcmp(p + topic_at, run_topic, (size_t)topic_len) == 0;
+        if (!same_queue || queue_offset != run_next) {
+            if (unit_at > run_start
+                && add_run(runs, run_topic + 1, run_topic_len - 1, run_queue_id, run_first,
+                           run_start, unit_at) < 0)
+                goto done;
+            if (!same_queue) {
+                run_topic = p + topic_at;
+                run_topic_len = topic_len;
+                run_queue_id = queue_id;
+                key_crc = crc_of(crc_of(0, run_topic + 1, topic_len - 1),
+                                 (const unsigned char *)"#", 1);
+            }
+            run_first = queue_offset;
+            run_start = unit_at;
+        }
+        run_next = queue_offset + 1;
+
+        Py_ssize_t at, stop;
+        uint32_t tags_hash = 0;
+        if (property_value(p, props_at, end, "TAGS\x01", 5, &at, &stop))
+            tags_hash = crc_of(0, p + at, stop - at);
+        if (unit_at + CQ_UNIT_SIZE > units.len) {
+            PyErr_SetString(PyExc_ValueError, "scan_chunk: units buffer too small");
+            goto done;
+        }
+        wr_i64(out + unit_at, physical);
+        wr_u32(out + unit_at + 8, (uint32_t)total);
+        wr_i64(out + unit_at + 12, (int64_t)tags_hash);
+        unit_at += CQ_UNIT_SIZE;
+        if (property_value(p, props_at, end, "UNIQ_KEY\x01", 9, &at, &stop) && stop > at
+            && add_entry(entries, crc_of(key_crc, p + at, stop - at), physical, store_ts) < 0)
+            goto done;
+        if (property_value(p, props_at, end, "KEYS\x01", 5, &at, &stop)) {
+            while (at <= stop) { /* keys separated by spaces; empty ones skipped */
+                const unsigned char *space = memchr(p + at, ' ', (size_t)(stop - at));
+                Py_ssize_t key_end = space == NULL ? stop : space - p;
+                if (key_end > at
+                    && add_entry(entries, crc_of(key_crc, p + at, key_end - at), physical,
+                                 store_ts) < 0)
+                    goto done;
+                at = key_end + 1;
+            }
+        }
+        pos = end;
+    }
+    /* fewer than a header's bytes left: a filler (8 bytes) or a record cut by the chunk */
+    if (pos + FILLER_MIN <= size && rd_u32(p + pos + 4) == BLANK_MAGIC)
+        filler = 1;
+scanned:
+    if (unit_at > run_start
+        && add_run(runs, run_topic + 1, run_topic_len - 1, run_queue_id, run_first, run_start,
+                   unit_at) < 0)
+        goto done;
+    result = Py_BuildValue("(nOOOO)", pos, filler ? Py_True : Py_False, bad ? Py_True : Py_False,
+                           runs, entries);
+done:
+    Py_XDECREF(runs);
+    Py_XDECREF(entries);
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&chunk);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+#define INDEX_HEADER_SIZE 40
+#define INDEX_ENTRY_SIZE 20
+
+PyDoc_STRVAR(index_put_doc,
+"index_put(mm, slots, entries_at, count, begin_ts, end_ts, entries)\n"
+"--\n\n"
+"Chain (key hash, physical offset, store ms) entries into an IndexFile mapping: entry\n"
+"`count` onwards, each slot pointing at its newest entry. Returns (count, end_ts).");
+
+static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "index_put takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t slots, entries_at, count;
+    int64_t begin_ts, end_ts;
+    if (as_ssize(args[1], &slots) || as_ssize(args[2], &entries_at) || as_ssize(args[3], &count)
+        || as_i64(args[4], &begin_ts) || as_i64(args[5], &end_ts))
+        return NULL;
+    PyObject *entries = PySequence_Fast(args[6], "index_put: entries must be a sequence");
+    if (entries == NULL)
+        return NULL;
+    Py_buffer mm;
+    if (PyObject_GetBuffer(args[0], &mm, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(entries);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
+    if (slots <= 0 || count < 0 || INDEX_HEADER_SIZE + slots * 4 > entries_at
+        || entries_at + (count + n) * INDEX_ENTRY_SIZE > mm.len) {
+        PyErr_SetString(PyExc_ValueError, "index_put: the entries do not fit the index file");
+        goto done;
+    }
+    unsigned char *base = (unsigned char *)mm.buf;
+    PyObject **items = PySequence_Fast_ITEMS(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long hashed, physical, store_ts;
+        if (!PyArg_ParseTuple(items[i], "LLL", &hashed, &physical, &store_ts))
+            goto done;
+        if (hashed < 0) {
+            PyErr_SetString(PyExc_ValueError, "index_put: a key hash is negative");
+            goto done;
+        }
+        unsigned char *slot = base + INDEX_HEADER_SIZE + (hashed % slots) * 4;
+        int64_t previous = (int32_t)rd_u32(slot);
+        if (!(0 <= previous && previous < count))
+            previous = 0;
+        int64_t diff = store_ts - begin_ts;
+        diff = diff < 0 ? 0 : diff / 1000;
+        if (diff > 0x7FFFFFFF)
+            diff = 0x7FFFFFFF;
+        if (store_ts > end_ts)
+            end_ts = store_ts;
+        unsigned char *entry = base + entries_at + count * INDEX_ENTRY_SIZE;
+        wr_u32(entry, (uint32_t)hashed);
+        wr_i64(entry + 4, physical);
+        wr_u32(entry + 12, (uint32_t)diff);
+        wr_u32(entry + 16, (uint32_t)previous);
+        wr_u32(slot, (uint32_t)count);
+        count += 1;
+    }
+    result = Py_BuildValue("(nL)", count, (long long)end_ts);
+done:
+    PyBuffer_Release(&mm);
+    Py_DECREF(entries);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Syncer: requests (file descriptors, ticket) are merged while the thread is busy; each pass
+ * fdatasyncs every file of the merged requests once and records (highest ticket, errno).
+ * Descriptors are dup()ed at request time, so a segment closed later is still the file synced
+ * (never a reused descriptor number); one already closed is skipped. The thread never touches
+ * a Python object. */
+
+typedef struct {
+    int64_t ticket;
+    int err;
+} SyncDone;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int started, joined, stopping, notify_fd;
+    int *fds; /* pending, dup()ed */
+    Py_ssize_t nfds, cap_fds;
+    int64_t ticket; /* highest pending ticket */
+    int has_pending;
+    SyncDone *done;
+    Py_ssize_t ndone, cap_done;
+    int lost; /* a result could not be recorded (out of memory) */
+} Syncer;
+
+static int sync_files(int *fds, Py_ssize_t n)
+{
+    int err = 0;
+    struct stat *seen = malloc(sizeof(struct stat) * (size_t)(n > 0 ? n : 1));
+    Py_ssize_t nseen = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        struct stat st;
+        int dup_of_seen = 0;
+        if (seen != NULL && fstat(fds[i], &st) == 0) {
+            for (Py_ssize_t j = 0; j < nseen && !dup_of_seen; j++)
+                dup_of_seen = seen[j].st_dev == st.st_dev && seen[j].st_ino == st.st_ino;
+            if (!dup_of_seen)
+                seen[nseen++] = st;
+        }
+        if (!dup_of_seen && fdatasync(fds[i]) != 0 && err == 0)
+            err = errno;
+        close(fds[i]);
+    }
+    free(seen);
+    return err;
+}
+
+static void *syncer_main(void *arg)
+{
+    Syncer *self = (Syncer *)arg;
+    static const uint64_t one = 1;
+    pthread_mutex_lock(&self->mu);
+    for (;;) {
+        while (!self->has_pending && !self->stopping)
+            pthread_cond_wait(&self->cv, &self->mu);
+        if (!self->has_pending)
+            break; /* stopping, and every request served */
+        int *fds = self->fds;
+        Py_ssize_t nfds = self->nfds;
+        int64_t ticket = self->ticket;
+        self->fds = NULL;
+        self->nfds = self->cap_fds = 0;
+        self->has_pending = 0;
+        pthread_mutex_unlock(&self->mu);
+
+        int err = sync_files(fds, nfds);
+        free(fds);
+
+        pthread_mutex_lock(&self->mu);
+        if (self->ndone == self->cap_done) {
+            Py_ssize_t cap = self->cap_done ? self->cap_done * 2 : 16;
+            SyncDone *grown = realloc(self->done, sizeof(SyncDone) * (size_t)cap);
+            if (grown == NULL) {
+                self->lost = 1;
+            } else {
+                self->done = grown;
+                self->cap_done = cap;
+            }
+        }
+        if (self->ndone < self->cap_done)
+            self->done[self->ndone++] = (SyncDone){ticket, err};
+        pthread_mutex_unlock(&self->mu);
+        ssize_t wrote;
+        do {
+            wrote = write(self->notify_fd, &one, sizeof one);
+        } while (wrote < 0 && errno == EINTR);
+        pthread_mutex_lock(&self->mu);
+    }
+    pthread_mutex_unlock(&self->mu);
+    return NULL;
+}
+
+static int Syncer_init(Syncer *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"notify_fd", NULL};
+    int notify_fd;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "Syncer already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i", kwlist, &notify_fd))
+        return -1;
+    self->notify_fd = notify_fd;
+    if (pthread_mutex_init(&self->mu, NULL) != 0 || pthread_cond_init(&self->cv, NULL) != 0) {
+        PyErr_SetString(PyExc_OSError, "Syncer: cannot create its lock");
+        return -1;
+    }
+    int rc = pthread_create(&self->thread, NULL, syncer_main, self);
+    if (rc != 0) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    self->started = 1;
+    return 0;
+}
+
+PyDoc_STRVAR(Syncer_request_doc,
+"request(fds, ticket)\n--\n\n"
+"Have the files fdatasynced (merged with the requests already waiting); `ticket` (a log\n"
+"offset) is reported by poll() once they are.");
+
+static PyObject *Syncer_request(Syncer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "request(fds, ticket)");
+        return NULL;
+    }
+    int64_t ticket;
+    if (as_i64(args[1], &ticket))
+        return NULL;
+    PyObject *seq = PySequence_Fast(args[0], "request: fds must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int *dups = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (dups == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t ndups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (fd == -1 && PyErr_Occurred())
+            goto fail;
+        int copy = fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
+        if (copy < 0 && errno == EBADF)
+            continue; /* its segment was closed (deleted) meanwhile: nothing to flush */
+        if (copy < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto fail;
+        }
+        dups[ndups++] = copy;
+    }
+    Py_DECREF(seq);
+    pthread_mutex_lock(&self->mu);
+    if (self->stopping || !self->started) {
+        pthread_mutex_unlock(&self->mu);
+        for (Py_ssize_t i = 0; i < ndups; i++)
+            close(dups[i]);
+        free(dups);
+        PyErr_SetString(PyExc_RuntimeError, "the syncer is closed");
+        return NULL;
+    }
+    if (self->nfds + ndups > self->cap_fds) {
+        Py_ssize_t cap = (self->nfds + ndups) * 2;
+        int *grown = realloc(self->fds, sizeof(int) * (size_t)cap);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&self->mu);
+            for (Py_ssize_t i = 0; i < ndups; i++)
+                close(dups[i]);
+            free(dups);
+            return PyErr_NoMemory();
+        }
+        self->fds = grown;
+        self->cap_fds = cap;
+    }
+    memcpy(self->fds + self->nfds, dups, sizeof(int) * (size_t)ndups);
+    self->nfds += ndups;
+    if (!self->has_pending || ticket > self->ticket)
+        self->ticket = ticket;
+    self->has_pending = 1;
+    pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    free(dups);
+    Py_RETURN_NONE;
+fail:
+    for (Py_ssize_t i = 0; i < ndups; i++)
+        close(dups[i]);
+    free(dups);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+PyDoc_STRVAR(Syncer_poll_doc,
+"poll()\n--\n\n"
+"The passes finished since the last poll, oldest first: [(ticket, errno)], errno 0 when\n"
+"every file of the pass was synced.");
+
+static PyObject *Syncer_poll(Syncer *self, PyObject *Py_UNUSED(ignored))
+{
+    pthread_mutex_lock(&self->mu);
+    Py_ssize_t n = self->ndone;
+    SyncDone *done = self->done;
+    int lost = self->lost;
+    self->done = NULL;
+    self->ndone = self->cap_done = 0;
+    self->lost = 0;
+    pthread_mutex_unlock(&self->mu);
+    PyObject *result = lost ? NULL : PyList_New(n);
+    if (lost)
+        PyErr_SetString(PyExc_MemoryError, "the syncer lost a result (out of memory)");
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *item = Py_BuildValue("(Li)", (long long)done[i].ticket, done[i].err);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+    free(done);
+    return result;
+}
+
+static void syncer_stop(Syncer *self)
+{
+    if (!self->started || self->joined)
+        return;
+    pthread_mutex_lock(&self->mu);
+    self->stopping = 1;
+    pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(self->thread, NULL);
+    Py_END_ALLOW_THREADS
+    self->joined = 1;
+}
+
+PyDoc_STRVAR(Syncer_close_doc,
+"close()\n--\n\nServe the waiting requests, then stop the thread (poll() still works).");
+
+static PyObject *Syncer_close(Syncer *self, PyObject *Py_UNUSED(ignored))
+{
+    syncer_stop(self);
+    Py_RETURN_NONE;
+}
+
+static void Syncer_dealloc(Syncer *self)
+{
+    syncer_stop(self);
+    for (Py_ssize_t i = 0; i < self->nfds; i++)
+        close(self->fds[i]);
+    free(self->fds);
+    free(self->done);
+    if (self->started) {
+        pthread_mutex_destroy(&self->mu);
+        pthread_cond_destroy(&self->cv);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Syncer_methods[] = {
+    {"request", (PyCFunction)(void (*)(void))Syncer_request, METH_FASTCALL, Syncer_request_doc},
+    {"poll", (PyCFunction)Syncer_poll, METH_NOARGS, Syncer_poll_doc},
+    {"close", (PyCFunction)Syncer_close, METH_NOARGS, Syncer_close_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SyncerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tidemq_speedups.Syncer",
+    .tp_doc = PyDoc_STR("Syncer(notify_fd): fdatasync on request in a thread without the GIL;\n"
+                        "each finished pass writes 1 to the eventfd `notify_fd`."),
+    .tp_basicsize = sizeof(Syncer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Syncer_init,
+    .tp_dealloc = (destructor)Syncer_dealloc,
+    .tp_methods = Syncer_methods,
+};
+
+static PyMethodDef methods[] = {
+    {"stamp_batch", (PyCFunction)(void (*)(void))stamp_batch, METH_FASTCALL, stamp_batch_doc},
+    {"scan_chunk", (PyCFunction)(void (*)(void))scan_chunk, METH_FASTCALL, scan_chunk_doc},
+    {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "tidemq_speedups",
+    "The broker store's per-record loops in C (see tidemq.broker.store.loops).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_tidemq_speedups(void)
+{
+    if (PyType_Ready(&SyncerType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "Syncer", (PyObject *)&SyncerType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,188 @@
+"""LoopAppender: SYNC_FLUSH appends of one asyncio event loop, group-committed.
+
+RocketMQ's asyncPutMessage with its GroupCommitService: the appends a loop iteration produced
+are written to the CommitLog as one group on the loop itself (one lock hold, one stamping
+pass), and only the fsync goes to another thread, a Syncer, which fdatasyncs everything
+written so far and wakes the loop through an eventfd; the loop then resolves every append the
+fsync covered, and dispatches the group (consume queues, index) while the fsync runs. No
+thread per append, no thread hand-off to write or dispatch, and once `EAGER_GROUP` appends
+wait they are written at once, so that their fsync runs while the loop still serves the
+other appenders: fsync time overlaps the loop's work instead of adding to it.
+
+An append waits at most `sync_flush_timeout` and then reports FLUSH_DISK_TIMEOUT (its bytes
+are in the log, not known durable); a failed fsync fails every append it covered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections import deque
+from collections.abc import Callable
+
+from tidemq.common.logs import get_logger
+
+from .commitlog import AppendRequest, CommitLog
+from .config import AppendResult, AppendStatus, FlushFailed, StoreError
+from .flush import FlushService, queue_of
+from .syncer import Syncer
+
+log = get_logger(__name__)
+
+# Write a group as soon as this many appends wait (else when the loop has run its ready
+# callbacks): 64 one-message appenders then form two cohorts, each written while the other's
+# fsync runs (measured here: 113 k -> 126-140 k msgs/s; smaller groups pay more fsyncs).
+EAGER_GROUP = 32
+
+
+class _Append:
+    __slots__ = ("request", "future", "outcome")
+
+    def __init__(self, request: AppendRequest, future: asyncio.Future) -> None:
+        self.request = request
+        self.future = future
+        self.outcome: tuple[int, list[int]] | StoreError | None = None   # set when written
+
+
+class LoopAppender:
+    def __init__(self, loop: asyncio.AbstractEventLoop, flusher: FlushService,
+                 commitlog: CommitLog, dispatch: Callable[[], None],
+                 syncer_factory: Callable[[int], Syncer] = Syncer) -> None:
+        self.loop = loop
+        self.flusher = flusher
+        self.commitlog = commitlog
+        self.dispatch = dispatch
+        self.timeout_s = flusher.timeout_s
+        self._unwritten: list[_Append] = []
+        self._unwritten_since = 0.0   # loop time of the oldest unwritten append
+        self._syncing: deque[tuple[int, list[_Append]]] = deque()   # (log end, its appends)
+        # sync_flush_timeout, kept per written group (its appends arrived within one loop
+        # iteration) with one timer for the oldest: no per-append timer or deadline entry.
+        self._deadlines: deque[tuple[float, list[_Append]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._notify_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._syncer = syncer_factory(self._notify_fd)
+        loop.add_reader(self._notify_fd, self._on_synced)
+
+    def append(self, request: AppendRequest) -> asyncio.Future[AppendResult]:
+        """One producer batch; the future gets its AppendResult (PUT_OK once fsynced,
+        FLUSH_DISK_TIMEOUT after the timeout), or its StoreError, or FlushFailed if the
+        fsync that covered it failed. A future, not a coroutine: no frames to resume."""
+        future = self.loop.create_future()
+        unwritten = self._unwritten
+        unwritten.append(_Append(request, future))
+        if len(unwritten) == 1:
+            self._unwritten_since = self.loop.time()
+            self.loop.call_soon(self._write)
+        elif len(unwritten) >= EAGER_GROUP:
+            self._write()
+        return future
+
+    def _write(self) -> None:
+        """Write the waiting appends as one group, have the syncer fsync them and dispatch
+        them while it does."""
+        group, self._unwritten = self._unwritten, []
+        if not group:
+            return
+        # One run per queue in the log (stable: a queue keeps its arrival order), so the
+        # dispatcher writes each queue's units of the group with one copy, not one each.
+        group.sort(key=queue_of)
+        start = self.commitlog.max_offset
+        outcomes = self.flusher.write([pending.request for pending in group])
+        written = []
+        for pending, outcome in zip(group, outcomes, strict=True):
+            pending.outcome = outcome
+            if isinstance(outcome, StoreError):
+                pending.future.set_exception(outcome)
+            else:
+                written.append(pending)
+        if not written:
+            return
+        end = self.commitlog.max_offset
+        self._syncing.append((end, written))
+        self._deadlines.append((self._unwritten_since + self.timeout_s, written))
+        if self._timer is None:
+            self._timer = self.loop.call_at(self._deadlines[0][0], self._expire_due)
+        try:
+            self._syncer.request(self.commitlog.segment_fds(start, end), end)
+        except Exception as exc:   # closed by a shutdown, or out of descriptors
+            log.exception("commitlog fsync request failed")
+            self._fail(end, FlushFailed(f"commitlog fsync could not be requested ({exc}); "
+                                        "the batch is in the log but not known to be durable"))
+        self.dispatch()   # while the syncer's fsync runs
+
+    def _on_synced(self) -> None:
+        """The eventfd: resolve the appends every finished fsync covered."""
+        with contextlib.suppress(BlockingIOError):   # already read by an earlier call
+            os.eventfd_read(self._notify_fd)
+        for ticket, errno in self._syncer.poll():
+            if errno:
+                log.error("commitlog fsync failed", error=os.strerror(errno))
+                self._fail(ticket, FlushFailed(f"commitlog fsync failed ({os.strerror(errno)});"
+                                               " the batch is in the log but not known to be "
+                                               "durable"))
+                continue
+            self.commitlog.mark_flushed(ticket)
+            acknowledged = 0
+            for group in self._synced(ticket):
+                acknowledged += _settle(group, AppendStatus.PUT_OK)
+            self.flusher.count_synced(acknowledged)
+
+    def _fail(self, ticket: int, error: FlushFailed) -> None:
+        for group in self._synced(ticket):
+            for pending in group:
+                if not pending.future.done():
+                    pending.future.set_exception(error)
+
+    def _synced(self, ticket: int) -> list[list[_Append]]:
+        """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
+        its answer: a retained future costs every garbage collection)."""
+        syncing, deadlines, groups = self._syncing, self._deadlines, []
+        while syncing and syncing[0][0] <= ticket:
+            group = syncing.popleft()[1]
+            if deadlines and deadlines[0][1] is group:
+                deadlines.popleft()
+            groups.append(group)
+        return groups
+
+    def _expire_due(self) -> None:
+        """FLUSH_DISK_TIMEOUT for the appends of groups past their deadline."""
+        self._timer = None
+        deadlines, now = self._deadlines, self.loop.time()
+        while deadlines and deadlines[0][0] <= now:
+            _settle(deadlines.popleft()[1], AppendStatus.FLUSH_DISK_TIMEOUT)
+        if deadlines:
+            self._timer = self.loop.call_at(deadlines[0][0], self._expire_due)
+
+    def close(self) -> None:
+        """Stop the syncer (after the fsyncs asked for), then let go of the eventfd on the
+        loop's thread. Appends still waiting stay unanswered: the store is shutting down."""
+        self._syncer.close()
+        if self.loop.is_closed():
+            os.close(self._notify_fd)
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._detach()
+        else:
+            self.loop.call_soon_threadsafe(self._detach)
+
+    def _detach(self) -> None:
+        self.loop.remove_reader(self._notify_fd)
+        os.close(self._notify_fd)
+
+
+def _settle(group: list[_Append], status: AppendStatus) -> int:
+    """Give each still-waiting append of a written group its result; returns how many."""
+    settled = 0
+    for pending in group:
+        future = pending.future
+        if not future.done():
+            first, physical_offsets = pending.outcome  # type: ignore[misc]
+            future.set_result(AppendResult(status, first, physical_offsets))
+            settled += 1
+    return settled
