@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import zlib
 from itertools import accumulate
 
 import pytest
@@ -170,3 +171,11 @@ def test_non_utf8_fields_pass_the_scan_and_fail_when_read():
         record.properties_at(raw, pos, header)
     with pytest.raises(record.RecordFormatError, match="not UTF-8"):
         record.decode(raw)
+
+
+@given(st.binary(max_size=4096))
+def test_the_record_checksum_is_zlibs_crc32(data):
+    """record_crc32 (ISA-L's where installed) must stay zlib's CRC-32: stored records and
+    other implementations (the C stamping loop) use that polynomial."""
+    assert record.record_crc32(data) == zlib.crc32(data)
+    assert record.record_crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])

@@ -27,6 +27,9 @@ GRPC_OPTIONS = [
     # Fail fast on a dead endpoint rather than waiting out long reconnect backoffs.
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2_000),
+    # Large pull replies in one HTTP/2 frame instead of 16 KiB ones: fewer frames to build
+    # and parse per reply (e2e consume, 384 KiB pulls: ~390-450 k -> ~480-510 k msgs/s).
+    ("grpc.http2.max_frame_size", 1 << 20),
 ]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,7 +113,7 @@ class Segment(MappedFile):
         unstamped bytes (whose own CRC is right) are never taken for log records.
         """
         mm, pos, count, size, base = self.mm, start, 0, self.size, self.base_offset
-        fields, short_at, crc32 = _SCAN_FIELDS.unpack_from, _U16.unpack_from, zlib.crc32
+        fields, short_at, crc32 = _SCAN_FIELDS.unpack_from, _U16.unpack_from, record.record_crc32
         with memoryview(mm) as view:
             while pos + FILLER_MIN <= size:
                 total, magic = record.BLANK_HEADER.unpack_from(mm, pos)
