@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -245,6 +246,8 @@ def main() -> None:
             redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
     finally:
         redis.kill()
+        if not args.profile:   # ~250 MB of broker data per run
+            shutil.rmtree(tmp, ignore_errors=True)
 
     ms = [v * 1000 for v in lat]
     pub = produced["messages"] / produced["seconds"]

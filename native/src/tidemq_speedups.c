@@ -6,6 +6,8 @@
  *   scan_chunk   dispatch: read CommitLog records into ConsumeQueue units and index entries
  *                (Dispatcher._dispatch_chunk).
  *   index_put    dispatch: chain index entries into an IndexFile (IndexFile.put_hashed).
+ *   unit_runs    pull: consume-queue units -> CommitLog runs to copy (StoreReader).
+ *   scan_records client: check every record of a pull reply (record.scan_records).
  *   Syncer       SYNC_FLUSH group commit for asyncio appends: a thread that fdatasyncs
  *                without ever taking the GIL and reports through an eventfd (syncer.py).
  *
@@ -476,6 +478,161 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(unit_runs_doc,
+"unit_runs(units, max_bytes)\n"
+"--\n\n"
+"The ConsumeQueue units of an unfiltered pull: how many to take (sizes adding up to\n"
+"max_bytes, at least one) and the CommitLog runs they make, [(physical offset, length)]:\n"
+"a new run wherever a record does not start where the previous one ended.");
+
+static PyObject *unit_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "unit_runs(units, max_bytes)");
+        return NULL;
+    }
+    int64_t max_bytes;
+    if (as_i64(args[1], &max_bytes))
+        return NULL;
+    Py_buffer raw;
+    if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *runs = PyList_New(0);
+    const unsigned char *p = (const unsigned char *)raw.buf;
+    const Py_ssize_t units = raw.len / CQ_UNIT_SIZE;
+    if (runs == NULL || units == 0) {
+        if (runs != NULL)
+            PyErr_SetString(PyExc_ValueError, "unit_runs: no units");
+        goto done;
+    }
+    int64_t total = 0, run_start = rd_i64(p), run_end = run_start;
+    Py_ssize_t take = 0;
+    for (Py_ssize_t i = 0; i < units; i++) {
+        const unsigned char *unit = p + i * CQ_UNIT_SIZE;
+        int64_t physical = rd_i64(unit), size = (int32_t)rd_u32(unit + 8);
+        if (take > 0 && total + size > max_bytes)
+            break;
+        if (physical != run_end) {
+            PyObject *run = Py_BuildValue("(LL)", (long long)run_start,
+                                          (long long)(run_end - run_start));
+            if (run == NULL || PyList_Append(runs, run) < 0) {
+                Py_XDECREF(run);
+                goto done;
+            }
+            Py_DECREF(run);
+            run_start = physical;
+        }
+        run_end = physical + size;
+        total += size;
+        take++;
+    }
+    PyObject *last = Py_BuildValue("(LL)", (long long)run_start, (long long)(run_end - run_start));
+    if (last == NULL || PyList_Append(runs, last) < 0) {
+        Py_XDECREF(last);
+        goto done;
+    }
+    Py_DECREF(last);
+    result = Py_BuildValue("(nO)", take, runs);
+done:
+    Py_XDECREF(runs);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(scan_records_doc,
+"scan_records(buf, verify_crc, crc32)\n"
+"--\n\n"
+"record.scan_records in one C pass: [(position, HEADER fields)] of every record of buf, or\n"
+"None if one is not a whole valid record (the caller asks the Python version for the\n"
+"precise error). `crc32` is called on a memoryview of each record's checked bytes.");
+
+static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan_records(buf, verify_crc, crc32)");
+        return NULL;
+    }
+    int verify = PyObject_IsTrue(args[1]);
+    if (verify < 0)
+        return NULL;
+    PyObject *crc_fn = args[2];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *found = PyList_New(0);
+    const unsigned char *p = (const unsigned char *)view.buf;
+    const Py_ssize_t end = view.len;
+    Py_ssize_t pos = 0;
+    int valid = 1;
+    while (found != NULL && pos < end) {
+        const unsigned char *h = p + pos;
+        if (end - pos < HEADER_SIZE) {
+            valid = 0;
+            break;
+        }
+        const int32_t total = (int32_t)rd_u32(h);
+        const uint32_t magic = rd_u32(h + 4), crc = rd_u32(h + OFF_CRC);
+        const int32_t body_len = (int32_t)rd_u32(h + OFF_BODY_LEN);
+        const Py_ssize_t stop = pos + total;
+        const Py_ssize_t body_end = pos + HEADER_SIZE + (Py_ssize_t)body_len;
+        if (magic != MESSAGE_MAGIC || total < MIN_RECORD_SIZE || stop > end || body_len < 0
+            || body_end + 3 > stop) {
+            valid = 0;
+            break;
+        }
+        const Py_ssize_t topic_end = body_end + 1 + p[body_end];
+        if (topic_end + 2 > stop || topic_end + 2 + ((p[topic_end] << 8) | p[topic_end + 1]) != stop) {
+            valid = 0;
+            break;
+        }
+        if (verify) {
+            PyObject *checked = PyMemoryView_FromMemory((char *)h + OFF_QUEUE_ID,
+                                                        total - OFF_QUEUE_ID, PyBUF_READ);
+            PyObject *value = checked == NULL ? NULL : PyObject_CallOneArg(crc_fn, checked);
+            Py_XDECREF(checked);
+            if (value == NULL)
+                goto fail;
+            unsigned long computed = PyLong_AsUnsignedLong(value);
+            Py_DECREF(value);
+            if (computed == (unsigned long)-1 && PyErr_Occurred())
+                goto fail;
+            if (computed != crc) {
+                valid = 0;
+                break;
+            }
+        }
+        /* the HEADER fields: >iIIiiqqiq8sq8siqi */
+        PyObject *item = Py_BuildValue(
+            "(n(iIIiiLLiLy#Ly#iLi))", pos, total, (unsigned int)magic, (unsigned int)crc,
+            (int)(int32_t)rd_u32(h + 12), (int)(int32_t)rd_u32(h + 16), (long long)rd_i64(h + 20),
+            (long long)rd_i64(h + 28), (int)(int32_t)rd_u32(h + 36), (long long)rd_i64(h + 40),
+            (const char *)h + 48, (Py_ssize_t)8, (long long)rd_i64(h + 56), (const char *)h + 64,
+            (Py_ssize_t)8, (int)(int32_t)rd_u32(h + 72), (long long)rd_i64(h + 76), (int)body_len);
+        if (item == NULL || PyList_Append(found, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        pos = stop;
+    }
+    PyBuffer_Release(&view);
+    if (found != NULL && !valid) {
+        Py_DECREF(found);
+        Py_RETURN_NONE;
+    }
+    return found;
+fail:
+    Py_XDECREF(found);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Syncer: requests (file descriptors, ticket) are merged while the thread is busy; each pass
  * fdatasyncs every file of the merged requests once and records (highest ticket, errno).
  * Descriptors are dup()ed at request time, so a segment closed later is still the file synced
@@ -762,6 +919,9 @@ static PyMethodDef methods[] = {
     {"stamp_batch", (PyCFunction)(void (*)(void))stamp_batch, METH_FASTCALL, stamp_batch_doc},
     {"scan_chunk", (PyCFunction)(void (*)(void))scan_chunk, METH_FASTCALL, scan_chunk_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
+    {"unit_runs", (PyCFunction)(void (*)(void))unit_runs, METH_FASTCALL, unit_runs_doc},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
+     scan_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -39,6 +39,10 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+try:  # the C scan of pull replies (native/), optional: the client runs without it
+    from tidemq_speedups import scan_records as _scan_records_c
+except ImportError:
+    _scan_records_c = None
 try:  # ISA-L's crc32: zlib's checksum, ~4x faster on a 1 KiB record (0.06 vs 0.28 us here)
     from isal.isal_zlib import crc32 as record_crc32
 except ImportError:  # a platform without isal wheels: the same values, slower
@@ -372,6 +376,17 @@ def scan_records(buf: bytes | bytearray | memoryview, *,
     """Check every record of a concatenation (a pull reply) in one pass and return
     [(position, HEADER fields)], decoding nothing else: the base of lazy views, which decode
     topic, properties and body only when asked (`topic_at`, `properties_at`, `body_at`).
+    One C pass where `tidemq_speedups` is installed; RecordFormatError names a bad record."""
+    if _scan_records_c is not None:
+        found = _scan_records_c(buf, verify_crc, record_crc32)
+        if found is not None:
+            return found
+    return scan_records_py(buf, verify_crc=verify_crc)
+
+
+def scan_records_py(buf: bytes | bytearray | memoryview, *,
+                    verify_crc: bool = True) -> list[tuple[int, tuple]]:
+    """scan_records in Python, the contract of the C version and its fallback.
 
     The loop repeats `checked_header`'s checks inline (a call per record is a tenth of the
     cost); a record that fails them is handed to `checked_header` for the precise error."""

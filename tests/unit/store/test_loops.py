@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.broker.store import loops
 from tidemq.broker.store.config import StoreError
+from tidemq.broker.store.consume_queue import UNIT
 from tidemq.common import record
 
 from .helpers import HOST, property_lists
@@ -160,3 +161,17 @@ def test_indexing_matches(entries, slots, count, begin_ts, garbage):
 def test_indexing_refuses_entries_that_do_not_fit():
     with pytest.raises(ValueError, match="do not fit"):
         tidemq_speedups.index_put(bytearray(100), 4, 56, 1, 0, 0, [(1, 2, 3), (1, 2, 3)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(91, 5000)), min_size=1, max_size=60),
+       st.integers(0, 2**40), st.integers(0, 200_000))
+def test_unit_runs_match(units, first, max_bytes):
+    """Units back to back in the log or not (a gap before a unit), any byte limit."""
+    raw, physical = bytearray(), first
+    for gap, size in units:
+        physical += 7 * gap
+        raw += UNIT.pack(physical, size, 0)
+        physical += size
+    assert tidemq_speedups.unit_runs(bytes(raw), max_bytes) == loops.unit_runs_py(bytes(raw),
+                                                                                  max_bytes)

@@ -1,4 +1,5 @@
-"""The store's per-record loops: stamping at append; scanning and indexing at dispatch.
+"""The store's per-record loops: stamping at append; scanning and indexing at dispatch;
+the units of a pull.
 
 They are most of the store's per-message Python work, so they run in C when the
 `tidemq_speedups` extension (native/) is installed; the Python functions here define the
@@ -11,6 +12,10 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import accumulate, compress
+from operator import ne, sub
 
 from tidemq.common import record
 
@@ -210,19 +215,44 @@ def index_put_py(mm, slots: int, entries_at: int, count: int, begin_ts: int, end
     return count, end_ts
 
 
+@lru_cache(maxsize=64)
+def _units_struct(units: int) -> struct.Struct:
+    return struct.Struct(">" + "qiq" * units)
+
+
+def unit_runs_py(units: bytes, max_bytes: int) -> tuple[int, list[tuple[int, int]]]:
+    """The ConsumeQueue units of an unfiltered pull: how many to take (their sizes adding up
+    to `max_bytes`, at least one) and the CommitLog runs they make, [(physical offset,
+    length)]: a new run wherever a record does not start where the previous one ended."""
+    count = len(units) // CQ_UNIT_SIZE
+    values = _units_struct(count).unpack_from(units)
+    ends = list(accumulate(values[1::3]))
+    take = max(1, bisect_right(ends, max_bytes))
+    physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
+    breaks = compress(range(1, take), map(ne, map(sub, physicals[1:], physicals), sizes))
+    runs, start = [], 0
+    for stop in (*breaks, take):
+        runs.append((physicals[start], ends[stop - 1] - (ends[start - 1] if start else 0)))
+        start = stop
+    return take, runs
+
+
 try:
     from tidemq_speedups import index_put as _index_put_c
     from tidemq_speedups import scan_chunk as _scan_chunk_c
     from tidemq_speedups import stamp_batch as _stamp_batch_c
+    from tidemq_speedups import unit_runs as _unit_runs_c
 except ImportError:  # not built here: the Python loops, same results, slower
     ACCELERATED = False
     stamp_batch = stamp_batch_py
     scan_chunk = scan_chunk_py
     index_put = index_put_py
+    unit_runs = unit_runs_py
 else:
     ACCELERATED = True
     scan_chunk = _scan_chunk_c
     index_put = _index_put_c
+    unit_runs = _unit_runs_c
 
     def stamp_batch(*args) -> Stamped:  # noqa: D103 - stamp_batch_py's contract
         stamped = _stamp_batch_c(*args)

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from bisect import bisect_right
-from functools import lru_cache
-from itertools import accumulate, compress
-from operator import ne, sub
 
 from tidemq.common import record
 
@@ -19,15 +15,10 @@ from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueueTable
 from .index import IndexService
-from .loops import KEYS_NAME, UNIQ_NAME, property_value
+from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
 _I64 = struct.Struct(">q")
-
-
-@lru_cache(maxsize=64)
-def _units_struct(units: int) -> struct.Struct:
-    return struct.Struct(">" + "qiq" * units)
 
 
 class StoreReader:
@@ -93,37 +84,25 @@ class StoreReader:
 
     def _unfiltered_runs(self, queue, queue_offset: int, count: int,
                          max_bytes: int) -> tuple[bytes, int] | None:
-        """Fast path of an unfiltered pull: decode the wanted units in one C call, find where
-        they stop being back to back in the CommitLog with C-level iterators (no Python step
-        per unit), and answer with one slice per run — one per producer batch, typically, as
+        """Fast path of an unfiltered pull: the wanted units in one read, where they stop
+        being back to back in the CommitLog found in one pass (`loops.unit_runs`, C when
+        built), and the answer as one slice per run — one per producer batch, typically, as
         concurrent batches for other queues interleave. None means "take the general path"."""
         raw = queue.read_raw(queue_offset, count)
         units = len(raw) // CQ_UNIT_SIZE
         if not units:
             return None
-        values = _units_struct(units).unpack(raw)
-        ends = list(accumulate(values[1::3]))
-        take = max(1, bisect_right(ends, max_bytes))
+        take, runs = unit_runs(raw, max_bytes)
         if take == units < count:  # stopped by a CQ file end, not by a limit: general path
             return None
-        first = values[0]
-        if first < self.commitlog.min_offset:  # retention passed it: general path
+        if runs[0][0] < self.commitlog.min_offset:  # retention passed it: general path
             return None
-        last = 3 * (take - 1)
-        if values[last] + values[last + 1] - first == ends[take - 1]:  # one run: no scan
-            chunk = self.commitlog.read(first, ends[take - 1])
-            return None if chunk is None else (chunk, take)
-        physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
-        breaks = compress(range(1, take),
-                          map(ne, map(sub, physicals[1:], physicals), sizes))
-        slices, start = [], 0
-        for stop in (*breaks, take):
-            chunk = self.commitlog.read(physicals[start],
-                                        ends[stop - 1] - (ends[start - 1] if start else 0))
+        slices = []
+        for physical, length in runs:
+            chunk = self.commitlog.read(physical, length)
             if chunk is None:  # removed by retention while we read
                 return None
             slices.append(chunk)
-            start = stop
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
     def read_record(self, physical_offset: int) -> bytes:
