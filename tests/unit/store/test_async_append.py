@@ -161,3 +161,19 @@ def test_async_append_with_async_flush_and_on_a_stopped_store(tmp_path):
     sync = sync_store(tmp_path / "sync")
     sync.shutdown()
     assert isinstance(gather(appended(sync, "t", 0, one(), 1))[0], StoreClosed)
+
+
+def test_an_fsync_that_cannot_be_requested_fails_only_its_group(tmp_path):
+    store = sync_store(tmp_path)
+
+    def closed_syncer(notify_fd: int) -> PySyncer:
+        syncer = PySyncer(notify_fd)
+        syncer.close()   # every request now raises, as after a shutdown
+        return syncer
+
+    store.syncer_factory = closed_syncer
+    results = gather(*(appended(store, "t", 0, one(), 1) for _ in range(3)))
+    assert all(isinstance(r, FlushFailed) and "could not be requested" in str(r)
+               for r in results), results
+    assert store.max_offset("t", 0) == 3   # in the log, not acknowledged
+    store.shutdown()

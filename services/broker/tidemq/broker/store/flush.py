@@ -196,10 +196,12 @@ class FlushService:
         return self._append_group(requests)
 
     def count_synced(self, appends: int) -> None:
-        """A group commit made by others (a LoopAppender's syncer) acknowledged `appends`."""
+        """A group commit made by others (a LoopAppender's syncer) acknowledged `appends`
+        (none when a timeout or a failure had answered them already)."""
         self.fsyncs += 1
-        self.rounds += 1
-        self.round_requests += appends
+        if appends:
+            self.rounds += 1
+            self.round_requests += appends
 
     def _append_group(self, requests: list[AppendRequest]
                       ) -> list[tuple[int, list[int]] | StoreError]:

@@ -108,8 +108,12 @@ class LoopAppender:
             self._syncer.request(self.commitlog.segment_fds(start, end), end)
         except Exception as exc:   # closed by a shutdown, or out of descriptors
             log.exception("commitlog fsync request failed")
-            self._fail(end, FlushFailed(f"commitlog fsync could not be requested ({exc}); "
-                                        "the batch is in the log but not known to be durable"))
+            self._syncing.pop()   # only this group: earlier ones still wait for their fsync
+            self._deadlines.pop()
+            error = FlushFailed(f"commitlog fsync could not be requested ({exc}); the batch "
+                                "is in the log but not known to be durable")
+            for pending in written:
+                pending.future.set_exception(error)
         self.dispatch()   # while the syncer's fsync runs
 
     def _on_synced(self) -> None:
