@@ -28,6 +28,8 @@ class ConsumeQueue:
         self.units_per_file = units_per_file
         self.file_size = units_per_file * CQ_UNIT_SIZE
         self.files: list[MappedFile] = []   # replaced, never mutated
+        # (files, byte position of its first file): parsed once per list, not per lookup
+        self._first_start: tuple[list[MappedFile] | None, int] = (None, 0)
         self._max = 0   # next queue offset to be written
         self._min = 0
         self._lock = threading.Lock()
@@ -101,7 +103,9 @@ class ConsumeQueue:
         start = (queue_offset - queue_offset % self.units_per_file) * CQ_UNIT_SIZE
         files = self.files
         if files:
-            index = (start - int(files[0].path.name)) // self.file_size
+            if self._first_start[0] is not files:   # `files` is replaced, never mutated
+                self._first_start = (files, int(files[0].path.name))
+            index = (start - self._first_start[1]) // self.file_size
             if 0 <= index < len(files):
                 return files[index]
         if not create:
