@@ -142,13 +142,20 @@ def test_async_appends_of_a_hung_fsync_report_flush_timeout_with_offsets(tmp_pat
     reopened.shutdown()
 
 
-def test_a_store_serves_one_loop_after_another(tmp_path):
+@pytest.mark.parametrize("syncer", [Syncer, PySyncer], ids=["native", "python"])
+def test_a_store_serves_one_loop_after_another(tmp_path, syncer):
     store = sync_store(tmp_path)
+    store.syncer_factory = syncer
+    seen = []
     for n in range(3):   # asyncio.run: a new loop each time; the closed ones' syncers end
         result = gather(appended(store, "t", 0, one(), 1))[0]
         assert (result.status, result.first_queue_offset) == (AppendStatus.PUT_OK, n)
-    assert len(store._appenders) == 1
+        seen += [a for a in store._appenders if a not in seen]
+    assert len(seen) == 3 and store._appenders == seen[-1:]
     store.shutdown()
+    for appender in seen:   # every syncer was stopped: the old loops' and, at shutdown, the last
+        with pytest.raises(RuntimeError, match="closed"):
+            appender._syncer.request([], 1)
     assert not [t for t in threading.enumerate() if t.name == "store-syncer"]
 
 

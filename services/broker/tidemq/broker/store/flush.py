@@ -54,8 +54,9 @@ class Waiter:
         return outcome  # type: ignore[return-value]
 
 
-def queue_of(append: Waiter | Any) -> tuple[str, int]:
-    """The (topic, queue id) of a waiting append (anything with a `request`)."""
+def queue_of(append: Any) -> tuple[str, int]:
+    """The (topic, queue id) of a waiting append: a Waiter, or anything else holding an
+    AppendRequest as `request` (a LoopAppender's appends)."""
     return append.request[0], append.request[1]
 
 
