@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tidemq.broker.store import loops
 from tidemq.broker.store.config import StoreError
 from tidemq.broker.store.consume_queue import UNIT
+from tidemq.broker.store.index import index_put_py
 from tidemq.common import record
 
 from .helpers import HOST, property_lists
@@ -151,7 +152,7 @@ def test_indexing_matches(entries, slots, count, begin_ts, garbage):
     garbage = garbage[:entries_at - 40]
     initial[40:40 + len(garbage)] = garbage
     py_mm, c_mm = bytearray(initial), bytearray(initial)
-    py_out = loops.index_put_py(py_mm, slots, entries_at, count, begin_ts, begin_ts, entries)
+    py_out = index_put_py(py_mm, slots, entries_at, count, begin_ts, begin_ts, entries)
     c_out = tidemq_speedups.index_put(c_mm, slots, entries_at, count, begin_ts, begin_ts,
                                       entries)
     assert c_out == py_out

@@ -14,7 +14,6 @@ import zlib
 from pathlib import Path
 
 from .config import StoreError
-from .loops import index_put
 from .mapped_file import MappedFile
 
 HEADER = struct.Struct(">qqqqii")  # begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count
@@ -22,6 +21,35 @@ ENTRY = struct.Struct(">iqii")      # key_hash, phy_offset, time_diff_s, prev_in
 SLOT = struct.Struct(">i")
 HEADER_SIZE = HEADER.size
 assert HEADER_SIZE == 40 and ENTRY.size == 20
+
+
+def index_put_py(mm, slots: int, entries_at: int, count: int, begin_ts: int, end_ts: int,
+                 entries: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """Chain (key hash, physical offset, store ms) entries into an IndexFile mapping (layout
+    above) as entries `count`, `count + 1`, ...: each entry points at the previous head of its
+    slot and becomes the head. Returns (count, end_ts) after them; the caller has checked that
+    they fit. The contract of the C `index_put`, and its fallback."""
+    slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+    last_ts = diff = None   # a batch's records share their store time: compute once
+    for hashed, physical, store_ts in entries:
+        slot_at = HEADER_SIZE + (hashed % slots) * 4
+        previous = slot_unpack(mm, slot_at)[0]
+        if not 0 <= previous < count:
+            previous = 0
+        if store_ts != last_ts:
+            last_ts = store_ts
+            diff = min(max((store_ts - begin_ts) // 1000, 0), 0x7FFFFFFF)
+            end_ts = max(end_ts, store_ts)
+        entry_pack(mm, entries_at + count * ENTRY.size, hashed, physical, diff, previous)
+        slot_pack(mm, slot_at, count)
+        count += 1
+    return count, end_ts
+
+
+try:  # the C loop of native/ (loops.ACCELERATED says whether the extension is installed)
+    from tidemq_speedups import index_put
+except ImportError:
+    index_put = index_put_py
 
 
 def key_hash(key: bytes) -> int:

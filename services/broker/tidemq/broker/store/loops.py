@@ -1,5 +1,5 @@
-"""The store's per-record loops: stamping at append; scanning and indexing at dispatch;
-the units of a pull.
+"""The store's per-record loops: stamping at append; scanning at dispatch; the units of a
+pull (index chaining, the fourth, lives with its file layout in index.py).
 
 They are most of the store's per-message Python work, so they run in C when the
 `tidemq_speedups` extension (native/) is installed; the Python functions here define the
@@ -25,10 +25,7 @@ from .segment import FILLER_MIN, MIN_RECORD_SIZE
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_I32 = struct.Struct(">i")
 _SIZE_MAGIC = struct.Struct(">iI")
-_INDEX_HEADER_SIZE = 40
-_INDEX_ENTRY = struct.Struct(">iqii")  # key_hash, phy_offset, time_diff_s, prev_index
 # What stamping reads of a record: total_size, magic, the producer's flag and the producer's
 # sys_flag/born_timestamp/born_host (rewritten unchanged), body_len.
 _HEAD = struct.Struct(">iI8x4s16x20s28xi")
@@ -192,29 +189,6 @@ def scan_chunk_py(chunk: bytes, units: bytearray) -> Scanned:
     return pos, filler, bad, runs, entries
 
 
-def index_put_py(mm, slots: int, entries_at: int, count: int, begin_ts: int, end_ts: int,
-                 entries: list[tuple[int, int, int]]) -> tuple[int, int]:
-    """Chain (key hash, physical offset, store ms) entries into an IndexFile mapping (layout:
-    index.py) as entries `count`, `count + 1`, ...: each entry points at the previous head of
-    its slot and becomes the head. Returns (count, end_ts) after them; the caller has checked
-    that they fit."""
-    slot_unpack, slot_pack, entry_pack = _I32.unpack_from, _I32.pack_into, _INDEX_ENTRY.pack_into
-    last_ts = diff = None   # a batch's records share their store time: compute once
-    for hashed, physical, store_ts in entries:
-        slot_at = _INDEX_HEADER_SIZE + (hashed % slots) * 4
-        previous = slot_unpack(mm, slot_at)[0]
-        if not 0 <= previous < count:
-            previous = 0
-        if store_ts != last_ts:
-            last_ts = store_ts
-            diff = min(max((store_ts - begin_ts) // 1000, 0), 0x7FFFFFFF)
-            end_ts = max(end_ts, store_ts)
-        entry_pack(mm, entries_at + count * 20, hashed, physical, diff, previous)
-        slot_pack(mm, slot_at, count)
-        count += 1
-    return count, end_ts
-
-
 @lru_cache(maxsize=64)
 def _units_struct(units: int) -> struct.Struct:
     return struct.Struct(">" + "qiq" * units)
@@ -238,7 +212,6 @@ def unit_runs_py(units: bytes, max_bytes: int) -> tuple[int, list[tuple[int, int
 
 
 try:
-    from tidemq_speedups import index_put as _index_put_c
     from tidemq_speedups import scan_chunk as _scan_chunk_c
     from tidemq_speedups import stamp_batch as _stamp_batch_c
     from tidemq_speedups import unit_runs as _unit_runs_c
@@ -246,12 +219,10 @@ except ImportError:  # not built here: the Python loops, same results, slower
     ACCELERATED = False
     stamp_batch = stamp_batch_py
     scan_chunk = scan_chunk_py
-    index_put = index_put_py
     unit_runs = unit_runs_py
 else:
     ACCELERATED = True
     scan_chunk = _scan_chunk_c
-    index_put = _index_put_c
     unit_runs = _unit_runs_c
 
     def stamp_batch(*args) -> Stamped:  # noqa: D103 - stamp_batch_py's contract
