@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
@@ -25,6 +23,7 @@ from tidemq.common.aio_server import AsyncioGrpcServer
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.rpc import GRPC_OPTIONS
 from tidemq.common.settings import ServiceSettings
+from tidemq.common.stopsignal import StopSignal
 from tidemq.common.tracing import init_tracing, shutdown_tracing
 
 log = get_logger(__name__)
@@ -129,7 +128,7 @@ class ServiceRuntime:
         self.ready_extra: dict[str, Any] = {}
         self._service_names: list[str] = []
         self._stop_callbacks: list[Callable[[], None]] = []
-        self._stopping = threading.Event()
+        self._stop_signal = StopSignal()
         self._metrics_server = None
 
     def add(self, add_to_server: Callable, servicer: Any, service_name: str = "") -> None:
@@ -162,13 +161,8 @@ class ServiceRuntime:
                  metrics_port=self.metrics_port)
         return self.port
 
-    def request_stop(self, *_: Any) -> None:
-        self._stopping.set()
-
     def run_until_signal(self) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
-        self._stopping.wait()
+        self._stop_signal.install().wait()
         self.stop()
 
     def stop(self) -> None:

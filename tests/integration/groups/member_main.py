@@ -5,11 +5,11 @@ usage: python member_main.py NAMESRV GROUP TOPIC OUT_FILE SESSION_MS HEARTBEAT_M
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 
 from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
+from tidemq.common.stopsignal import StopSignal
 
 
 def main(namesrv: str, group: str, topic: str, out: str, session_ms: str, heartbeat_ms: str):
@@ -21,8 +21,7 @@ def main(namesrv: str, group: str, topic: str, out: str, session_ms: str, heartb
             sink.write("".join(m.body.decode() + "\n" for m in messages))
         return ConsumeStatus.CONSUME_SUCCESS
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = StopSignal().install()
     with PushConsumer(namesrv, group, topic, listener, consume_from=ConsumeFrom.FIRST,
                       session_timeout_ms=int(session_ms), heartbeat_interval_ms=int(heartbeat_ms),
                       auto_commit_interval_s=0.5, long_poll_s=2.0, concurrency=4):

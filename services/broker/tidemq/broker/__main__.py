@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.settings import BrokerSettings
 from tidemq.common.settings import load_settings
+from tidemq.common.stopsignal import StopSignal
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(BrokerSettings, argv, prog="python -m tidemq.broker")
     app = BrokerApp(settings)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignal().install()
     app.start()
     stop.wait()
     app.stop()
