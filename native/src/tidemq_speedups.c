@@ -81,6 +81,34 @@ static inline uint32_t crc_of(uint32_t crc, const unsigned char *p, Py_ssize_t n
     return crc;
 }
 
+/* METH_FASTCALL plumbing shared by every function below. */
+static int check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t expected)
+{
+    if (nargs == expected)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, expected,
+                 nargs);
+    return -1;
+}
+
+static void release_buffers(Py_buffer *views, int n)
+{
+    while (n-- > 0)
+        PyBuffer_Release(&views[n]);
+}
+
+/* views[i] of objs[i] with flags[i]; on failure the ones already taken are released. */
+static int get_buffers(Py_buffer *views, PyObject *const *objs, const int *flags, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], flags[i]) < 0) {
+            release_buffers(views, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Arguments of METH_FASTCALL functions as C integers; -1 with an exception set on error. */
 static int as_ssize(PyObject *obj, Py_ssize_t *out)
 {
@@ -114,10 +142,8 @@ PyDoc_STRVAR(stamp_batch_doc,
 static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 13) {
-        PyErr_Format(PyExc_TypeError, "stamp_batch takes 13 arguments (%zd given)", nargs);
+    if (check_nargs("stamp_batch", nargs, 13))
         return NULL;
-    }
     Py_ssize_t pos, size, segment_size, max_size, chunk_start;
     int64_t queue_id, queue_offset, cursor, segment_end, chunk_phys;
     if (as_ssize(args[1], &pos) || as_ssize(args[2], &size) || as_i64(args[4], &queue_id)
@@ -127,20 +153,14 @@ static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t
         || as_ssize(args[12], &chunk_start))
         return NULL;
 
-    Py_buffer buf, topic, stamp;
-    if (PyObject_GetBuffer(args[0], &buf, PyBUF_WRITABLE) < 0)
+    Py_buffer views[3];
+    PyObject *const objs[3] = {args[0], args[3], args[10]};
+    const int flags[3] = {PyBUF_WRITABLE, PyBUF_SIMPLE, PyBUF_SIMPLE};
+    if (get_buffers(views, objs, flags, 3))
         return NULL;
-    if (PyObject_GetBuffer(args[3], &topic, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[10], &stamp, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&topic);
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
+    const Py_buffer *buf = &views[0], *topic = &views[1], *stamp = &views[2];
     PyObject *result = NULL, *offsets = NULL, *chunks = NULL;
-    if (stamp.len != STAMP_SIZE || pos < 0 || size > buf.len || segment_size <= 0) {
+    if (stamp->len != STAMP_SIZE || pos < 0 || size > buf->len || segment_size <= 0) {
         PyErr_SetString(PyExc_ValueError, "stamp_batch: bad stamp size or buffer bounds");
         goto done;
     }
@@ -149,9 +169,9 @@ static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t
     if (offsets == NULL || chunks == NULL)
         goto done;
 
-    unsigned char *base = (unsigned char *)buf.buf;
-    const unsigned char *topic_field = (const unsigned char *)topic.buf;
-    const Py_ssize_t topic_len = topic.len;
+    unsigned char *base = (unsigned char *)buf->buf;
+    const unsigned char *topic_field = (const unsigned char *)topic->buf;
+    const Py_ssize_t topic_len = topic->len;
     int valid = 1;
     while (pos < size) {
         unsigned char *rec = base + pos;
@@ -193,7 +213,7 @@ static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t
         wr_u32(rec + OFF_QUEUE_ID, (uint32_t)queue_id);
         wr_i64(rec + OFF_QUEUE_OFFSET, queue_offset);
         wr_i64(rec + OFF_PHYSICAL_OFFSET, cursor);
-        memcpy(rec + OFF_STORE_TIMESTAMP, stamp.buf, STAMP_SIZE);
+        memcpy(rec + OFF_STORE_TIMESTAMP, stamp->buf, STAMP_SIZE);
         wr_u32(rec + OFF_CRC, crc_of(0, rec + OFF_QUEUE_ID, total - OFF_QUEUE_ID));
         PyObject *physical = PyLong_FromLongLong(cursor);
         if (physical == NULL || PyList_Append(offsets, physical) < 0) {
@@ -215,9 +235,7 @@ static PyObject *stamp_batch(PyObject *module, PyObject *const *args, Py_ssize_t
 done:
     Py_XDECREF(offsets);
     Py_XDECREF(chunks);
-    PyBuffer_Release(&stamp);
-    PyBuffer_Release(&topic);
-    PyBuffer_Release(&buf);
+    release_buffers(views, 3);
     return result;
 }
 
@@ -282,25 +300,21 @@ PyDoc_STRVAR(scan_chunk_doc,
 static PyObject *scan_chunk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "scan_chunk takes 2 arguments (%zd given)", nargs);
+    if (check_nargs("scan_chunk", nargs, 2))
         return NULL;
-    }
-    Py_buffer chunk, units;
-    if (PyObject_GetBuffer(args[0], &chunk, PyBUF_SIMPLE) < 0)
+    Py_buffer views[2];
+    const int flags[2] = {PyBUF_SIMPLE, PyBUF_WRITABLE};
+    if (get_buffers(views, args, flags, 2))
         return NULL;
-    if (PyObject_GetBuffer(args[1], &units, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&chunk);
-        return NULL;
-    }
+    const Py_buffer *chunk = &views[0], *units = &views[1];
     PyObject *result = NULL;
     PyObject *runs = PyList_New(0), *entries = PyList_New(0);
     if (runs == NULL || entries == NULL)
         goto done;
 
-    const unsigned char *p = (const unsigned char *)chunk.buf;
-    unsigned char *out = (unsigned char *)units.buf;
-    const Py_ssize_t size = chunk.len;
+    const unsigned char *p = (const unsigned char *)chunk->buf;
+    unsigned char *out = (unsigned char *)units->buf;
+    const Py_ssize_t size = chunk->len;
     Py_ssize_t pos = 0, unit_at = 0, run_start = 0;
     int filler = 0, bad = 0;
     /* the current run: its queue (topic field = length byte + name, inside chunk) */
@@ -362,7 +376,7 @@ static PyObject *scan_chunk(PyObject *module, PyObject *const *args, Py_ssize_t 
         uint32_t tags_hash = 0;
         if (property_value(p, props_at, end, "TAGS\x01", 5, &at, &stop))
             tags_hash = crc_of(0, p + at, stop - at);
-        if (unit_at + CQ_UNIT_SIZE > units.len) {
+        if (unit_at + CQ_UNIT_SIZE > units->len) {
             PyErr_SetString(PyExc_ValueError, "scan_chunk: units buffer too small");
             goto done;
         }
@@ -399,8 +413,7 @@ scanned:
 done:
     Py_XDECREF(runs);
     Py_XDECREF(entries);
-    PyBuffer_Release(&units);
-    PyBuffer_Release(&chunk);
+    release_buffers(views, 2);
     return result;
 }
 
@@ -418,10 +431,8 @@ PyDoc_STRVAR(index_put_doc,
 static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "index_put takes 7 arguments (%zd given)", nargs);
+    if (check_nargs("index_put", nargs, 7))
         return NULL;
-    }
     Py_ssize_t slots, entries_at, count;
     int64_t begin_ts, end_ts;
     if (as_ssize(args[1], &slots) || as_ssize(args[2], &entries_at) || as_ssize(args[3], &count)
@@ -489,10 +500,8 @@ PyDoc_STRVAR(unit_runs_doc,
 static PyObject *unit_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "unit_runs(units, max_bytes)");
+    if (check_nargs("unit_runs", nargs, 2))
         return NULL;
-    }
     int64_t max_bytes;
     if (as_i64(args[1], &max_bytes))
         return NULL;
@@ -553,10 +562,8 @@ PyDoc_STRVAR(scan_records_doc,
 static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "scan_records(buf, verify_crc, crc32)");
+    if (check_nargs("scan_records", nargs, 3))
         return NULL;
-    }
     int verify = PyObject_IsTrue(args[1]);
     if (verify < 0)
         return NULL;
@@ -758,10 +765,8 @@ PyDoc_STRVAR(Syncer_request_doc,
 
 static PyObject *Syncer_request(Syncer *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "request(fds, ticket)");
+    if (check_nargs("Syncer.request", nargs, 2))
         return NULL;
-    }
     int64_t ticket;
     if (as_i64(args[1], &ticket))
         return NULL;

@@ -38,6 +38,21 @@ def test_the_extension_is_built_and_used():
     assert loops.scan_chunk is tidemq_speedups.scan_chunk
 
 
+
+def test_bad_calls_raise_and_release_every_buffer_taken():
+    """A wrong argument count names the function; a bad later argument leaves no earlier
+    buffer exported (a bytearray with an exported buffer refuses to resize)."""
+    with pytest.raises(TypeError, match=r"unit_runs takes 2 arguments \(1 given\)"):
+        tidemq_speedups.unit_runs(b"")
+    buf, units = bytearray(64), bytearray(64)
+    with pytest.raises(TypeError):  # the stamp, the last of three buffers, is not one
+        tidemq_speedups.stamp_batch(buf, 0, 64, b"\x01t", 7, 42, 0, SEGMENT, SEGMENT, 1 << 20,
+                                    None, 0, 0)
+    with pytest.raises(BufferError):  # units: bytes are not writable
+        tidemq_speedups.scan_chunk(units, b"")
+    buf.extend(b"x")
+    units.extend(b"x")
+
 def stamp_both(raw: bytes, topic: str, cursor: int, max_size: int = 1 << 20):
     """stamp_batch_py and the C stamp_batch on copies of `raw`: (buffer, outcome) each, the
     outcome being the result tuple, or None / the StoreError for an invalid batch."""
