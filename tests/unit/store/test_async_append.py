@@ -142,6 +142,24 @@ def test_async_appends_of_a_hung_fsync_report_flush_timeout_with_offsets(tmp_pat
     reopened.shutdown()
 
 
+
+def test_a_shutdown_answers_every_waiting_async_append(tmp_path):
+    store = sync_store(tmp_path)
+    disk = GatedSync(store, gates=1)
+
+    async def scenario():
+        first = asyncio.ensure_future(appended(store, "t", 0, one(), 1))
+        await wait_until_async(disk.entered[0].is_set, 10, message="the first fsync")
+        late = store.append_batch_async("t", 0, one(), 1)   # written on the next loop pass
+        disk.open_all()
+        store.shutdown()   # on the loop's thread: the syncer ends its fsync, then stops
+        # a deadline, so that an append left unanswered fails the test instead of hanging it
+        return await asyncio.wait_for(asyncio.gather(first, late, return_exceptions=True), 20)
+
+    first, late = asyncio.run(scenario())
+    assert first.status is AppendStatus.PUT_OK   # its fsync finished during the shutdown
+    assert isinstance(late, StoreClosed) and "shut down" in str(late), late
+
 @pytest.mark.parametrize("syncer", [Syncer, PySyncer], ids=["native", "python"])
 def test_a_store_serves_one_loop_after_another(tmp_path, syncer):
     store = sync_store(tmp_path)

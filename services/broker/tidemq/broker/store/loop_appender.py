@@ -24,7 +24,7 @@ from collections.abc import Callable
 from tidemq.common.logs import get_logger
 
 from .commitlog import AppendRequest, CommitLog
-from .config import AppendResult, AppendStatus, FlushFailed, StoreError
+from .config import AppendResult, AppendStatus, FlushFailed, StoreClosed, StoreError
 from .flush import FlushService, queue_of
 from .syncer import Syncer
 
@@ -63,6 +63,7 @@ class LoopAppender:
         self._timer: asyncio.TimerHandle | None = None
         self._notify_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._syncer = syncer_factory(self._notify_fd)
+        self._closed = False
         loop.add_reader(self._notify_fd, self._on_synced)
 
     def append(self, request: AppendRequest) -> asyncio.Future[AppendResult]:
@@ -70,6 +71,9 @@ class LoopAppender:
         FLUSH_DISK_TIMEOUT after the timeout), or its StoreError, or FlushFailed if the
         fsync that covered it failed. A future, not a coroutine: no frames to resume."""
         future = self.loop.create_future()
+        if self._closed:
+            future.set_exception(StoreClosed("the store is shutting down: not appended"))
+            return future
         unwritten = self._unwritten
         unwritten.append(_Append(request, future))
         if len(unwritten) == 1:
@@ -82,6 +86,8 @@ class LoopAppender:
     def _write(self) -> None:
         """Write the waiting appends as one group, have the syncer fsync them and dispatch
         them while it does."""
+        if self._closed:
+            return   # _detach answers them: the log may be closed already
         group, self._unwritten = self._unwritten, []
         if not group:
             return
@@ -135,9 +141,7 @@ class LoopAppender:
 
     def _fail(self, ticket: int, error: FlushFailed) -> None:
         for group in self._synced(ticket):
-            for pending in group:
-                if not pending.future.done():
-                    pending.future.set_exception(error)
+            _fail_waiting(group, error)
 
     def _synced(self, ticket: int) -> list[list[_Append]]:
         """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
@@ -160,8 +164,10 @@ class LoopAppender:
             self._timer = self.loop.call_at(deadlines[0][0], self._expire_due)
 
     def close(self) -> None:
-        """Stop the syncer (after the fsyncs asked for), then let go of the eventfd on the
-        loop's thread. Appends still waiting stay unanswered: the store is shutting down."""
+        """Stop the syncer (after the fsyncs asked for), then, on the loop's thread, answer
+        every append still waiting (PUT_OK for those the last fsyncs covered, StoreClosed for
+        the others) and let go of the eventfd. On a closed loop nobody waits any more."""
+        self._closed = True
         self._syncer.close()
         if self.loop.is_closed():
             os.close(self._notify_fd)
@@ -176,6 +182,14 @@ class LoopAppender:
             self.loop.call_soon_threadsafe(self._detach)
 
     def _detach(self) -> None:
+        self._on_synced()   # what the syncer finished while it closed
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting = [*self._unwritten, *(p for _, group in self._syncing for p in group)]
+        _fail_waiting(waiting, StoreClosed("the store shut down before this batch was known to "
+                                           "be durable (it may be in the log)"))
+        self._unwritten, self._syncing, self._deadlines = [], deque(), deque()
         self.loop.remove_reader(self._notify_fd)
         os.close(self._notify_fd)
 
@@ -190,3 +204,9 @@ def _settle(group: list[_Append], status: AppendStatus) -> int:
             future.set_result(AppendResult(status, first, physical_offsets))
             settled += 1
     return settled
+
+
+def _fail_waiting(group: list[_Append], error: StoreError) -> None:
+    for pending in group:
+        if not pending.future.done():
+            pending.future.set_exception(error)
