@@ -128,7 +128,6 @@ class ServiceRuntime:
         self.ready_extra: dict[str, Any] = {}
         self._service_names: list[str] = []
         self._stop_callbacks: list[Callable[[], None]] = []
-        self._stop_signal = StopSignal()
         self._metrics_server = None
 
     def add(self, add_to_server: Callable, servicer: Any, service_name: str = "") -> None:
@@ -162,7 +161,7 @@ class ServiceRuntime:
         return self.port
 
     def run_until_signal(self) -> None:
-        self._stop_signal.install().wait()
+        StopSignal().install().wait()
         self.stop()
 
     def stop(self) -> None:

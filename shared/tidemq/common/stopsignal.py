@@ -19,7 +19,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StopSignal:
-    """Install with `install()` (main thread), then `wait()`; `set()` stops it by hand."""
+    """`install()` (in the main thread), then `wait()`."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -31,12 +31,6 @@ class StopSignal:
 
     def _handle(self, *_: Any) -> None:
         self._event.set()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
 
     def wait(self) -> None:
         while not self._event.wait(WAKE_S):
