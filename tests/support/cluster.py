@@ -128,7 +128,7 @@ def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
 
 def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> None:
     """Define a topic the way admins do (CAS put of its JSON), without the gateway."""
-    from tidemq.client.config import ConfigClient
+    from tidemq.configclient.client import ConfigClient
 
     with ConfigClient(cluster.config_center.addr) as config:
         result = config.put(f"/tidemq/topics/{name}",

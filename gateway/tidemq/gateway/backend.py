@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullResult, SendResult
-from tidemq.client.config import ConfigClient
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors
 from tidemq.common.rpc import BreakerSettings
+from tidemq.configclient.client import ConfigClient
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 

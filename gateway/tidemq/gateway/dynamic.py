@@ -9,8 +9,8 @@ backend), so every worker applies a change; each logs it with its pid. Unset →
 
 from __future__ import annotations
 
-from tidemq.client.config_dynamic import DynamicSettingsFollower, SettingRule
 from tidemq.common import rpc
+from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
 from tidemq.gateway.settings import GatewaySettings
 
 MAX_FAIL_MAX = 10_000

@@ -30,17 +30,17 @@ from tidemq.client.admin_types import (
     parse_subscription,
 )
 from tidemq.client.brokers import BrokerClients
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_groups import (
+from tidemq.client.message import MessageExt, decode_records, validate_topic_name
+from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
+from tidemq.common import errors, record
+from tidemq.common.placement import coordinator_for
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.groups import (
     FIELDS,
     DefinedGroup,
     SubscriptionGroupConfig,
     SubscriptionGroups,
 )
-from tidemq.client.message import MessageExt, decode_records, validate_topic_name
-from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
-from tidemq.common import errors, record
-from tidemq.common.placement import coordinator_for
 from tidemq.v1 import broker_pb2
 
 __all__ = [
@@ -296,7 +296,7 @@ class Admin:
 
     def create_group(self, name: str, **fields: object) -> DefinedGroup:
         """Define a group (fails with SUBSCRIPTION_GROUP_ALREADY_EXISTS if defined); fields
-        not given take the defaults (tidemq.client.config_groups.SubscriptionGroupConfig)."""
+        not given take the defaults (tidemq.configclient.groups.SubscriptionGroupConfig)."""
         return self._config_call(lambda: SubscriptionGroups(self.config).create(name, **fields))
 
     def update_group(self, name: str, changes: dict[str, object], *,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemq.client.config import ConfigClient
 from tidemq.common import errors
 from tidemq.common import record as rec
 from tidemq.common.rpc import RpcClient
+from tidemq.configclient.client import ConfigClient
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 from tests.support.processes import ServiceProcess, wait_until

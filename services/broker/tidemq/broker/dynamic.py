@@ -6,13 +6,13 @@ on every use are live — retention age, its deletion hour and the disk-use rati
 (flush mode, segment size) change the on-disk layout or the write path and need a restart.
 A value that does not parse or is out of range is refused and logged, keeping the current
 one; an unset value falls back to the broker's static setting. The following itself (connect
-in the background, parse, check, log) is tidemq.client.config_dynamic's, as in the gateway.
+in the background, parse, check, log) is tidemq.configclient.live's, as in the gateway.
 """
 
 from __future__ import annotations
 
 from tidemq.broker.store import StoreConfig
-from tidemq.client.config_dynamic import DynamicSettingsFollower, SettingRule
+from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
 
 
 def _hour(text: str) -> int | None:
