@@ -34,7 +34,8 @@ class StubBackend:
     def create_topic(self, name, queues):
         self._maybe_fail()
         if name in self.topics:
-            raise errors.AlreadyExists(f"topic {name!r} already exists")
+            raise errors.AlreadyExists(f"topic {name!r} already exists",
+                                       code="TOPIC_ALREADY_EXISTS")
         self.topics[name] = queues
         return TopicCreation(name, queues, visible=name != "slow", brokers=["broker-a"])
 
@@ -101,7 +102,7 @@ def test_create_topic_201_202_and_409(client):
     pending = client.post("/v1/topics", json={"name": "slow", "queues": 1})
     assert pending.status_code == 202 and "note" in pending.get_json()
     assert_problem(client.post("/v1/topics", json={"name": "orders", "queues": 2}),
-                   409, "ALREADY_EXISTS")
+                   409, "TOPIC_ALREADY_EXISTS")
 
 
 @pytest.mark.parametrize(("body", "code"), [
