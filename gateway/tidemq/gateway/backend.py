@@ -88,6 +88,31 @@ class GatewayBackend:
     def route(self, topic: str) -> TopicRoute:
         return self.consumer.routes.refresh(topic)
 
+    def describe_topic(self, topic: str) -> dict:
+        """The route per broker group and each queue's offsets; a group that cannot answer is
+        listed under `unavailable_brokers` instead of failing the whole description."""
+        route = self.route(topic)
+        brokers, queues, unavailable = [], [], []
+        for layout in route.queues:
+            group = route.brokers.get(layout.broker_name)
+            brokers.append({
+                "broker_name": layout.broker_name, "cluster": group.cluster if group else "",
+                "addrs": {str(k): v for k, v in (group.addrs if group else {}).items()},
+                "read_queue_nums": layout.read_queue_nums,
+                "write_queue_nums": layout.write_queue_nums, "perm": layout.perm,
+            })
+            try:
+                offsets = self.queue_offsets(topic, layout.broker_name)
+            except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
+                unavailable.append({"broker_name": layout.broker_name, "code": exc.code,
+                                    "detail": exc.message})
+                continue
+            queues.extend({"broker_name": layout.broker_name, "queue_id": queue_id,
+                           "min_offset": low, "max_offset": high}
+                          for queue_id, (low, high) in sorted(offsets.items()))
+        return {"name": topic, "brokers": brokers, "queues": queues,
+                "unavailable_brokers": unavailable}
+
     def queue_offsets(self, topic: str, broker_name: str) -> dict[int, tuple[int, int]]:
         return self.consumer.queue_offsets(topic, broker_name)
 

@@ -17,7 +17,7 @@ from tidemq.client import MessageExt, PullResult, PullStatus, SendResult, SendSt
 from tidemq.client.routes import BrokerGroup, QueueLayout, TopicRoute
 from tidemq.common import errors
 from tidemq.gateway.app import create_app
-from tidemq.gateway.backend import TopicCreation
+from tidemq.gateway.backend import GatewayBackend, TopicCreation
 from tidemq.gateway.settings import GatewaySettings
 
 
@@ -52,6 +52,8 @@ class StubBackend:
 
     def queue_offsets(self, topic, broker_name):
         return {0: (0, 5), 1: (0, 7)}
+
+    describe_topic = GatewayBackend.describe_topic  # the real per-broker logic, over the stubs
 
     def send(self, messages):
         self._maybe_fail()
