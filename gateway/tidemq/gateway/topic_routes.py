@@ -53,8 +53,7 @@ def describe_topic(topic: str):
 
 @topics_bp.post("/v1/topics/<topic>/messages")
 def send_messages(topic: str):
-    messages = validation.parse_messages(topic, validation.parse_json(request.get_data()),
-                                         _settings().max_message_size)
+    messages = validation.parse_messages(topic, validation.parse_json(request.get_data()))
     results = _backend().send(messages)
     metrics.MESSAGES_SENT.inc(len(results))
     return jsonify({"results": [{
