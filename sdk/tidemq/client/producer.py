@@ -1,4 +1,5 @@
-"""The producer (SPEC §2): sync, batch, async and oneway sends with retries and fault avoidance.
+"""The producer: sync, batch, async and oneway sends with retries and fault avoidance
+(docs/client.md).
 
 A message becomes a CommitLog-layout record here (tidemq.common.record), so the broker only
 stamps and appends bytes. Each attempt targets the master of one queue's broker group; a

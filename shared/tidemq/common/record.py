@@ -1,11 +1,11 @@
 """The message record: one layout on the wire, in the CommitLog and in pull replies.
 
-Producers encode records in exactly the CommitLog layout (SPEC §3) with the broker-assigned
+Producers encode records in exactly the CommitLog layout (docs/storage.md) with the broker-assigned
 fields left zero; the broker stamps those fields and copies the bytes, never decoding a body.
 Pull replies carry contiguous slices of the CommitLog, which clients decode with
 `iter_records`. One codec for all three places means no re-encoding anywhere on the path.
 
-Layout (big-endian). The SPEC's ``body_crc`` slot holds ``record_crc``: CRC32 over every byte
+Layout (big-endian). RocketMQ's ``body_crc`` slot holds ``record_crc``: CRC32 over every byte
 after that field, so a torn or corrupt record of any kind is detected, not only a bad body.
 
     off size field
@@ -77,7 +77,7 @@ CRC_START = 12
 BLANK_HEADER = struct.Struct(">iI")
 
 MAX_TOPIC_LEN = 127
-MAX_PROPERTIES_SIZE = 32 * 1024  # SPEC §2
+MAX_PROPERTIES_SIZE = 32 * 1024  # docs/client.md
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 # Property names (RocketMQ's MessageConst spelling, so gateways can map 1:1).

@@ -1,7 +1,7 @@
 """Dynamic broker settings from the config center, applied without a restart where safe.
 
-Scopes (SPEC §7): cluster < broker group (the broker name) < broker (`<broker_name>-<id>`), keys
-`/tidemq/config/{cluster|group|broker}/<owner>/<setting>`. Only settings the store re-reads
+Scopes (docs/config-center.md): cluster < broker group (the broker name) < broker
+(`<broker_name>-<id>`), keys `/tidemq/config/{cluster|group|broker}/<owner>/<setting>`. Only settings the store re-reads
 on every use are live — retention age, its deletion hour and the disk-use ratio; the rest
 (flush mode, segment size) change the on-disk layout or the write path and need a restart.
 A value that does not parse or is out of range is refused and logged, keeping the current
