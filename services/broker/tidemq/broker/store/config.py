@@ -83,7 +83,7 @@ class AppendStatus(enum.Enum):
 
 class AppendResult(NamedTuple):
     """Immutable; a NamedTuple, not a frozen dataclass: built once per append on the
-    SYNC_FLUSH hot path (0.24 vs 0.40 us)."""
+    SYNC_FLUSH hot path, where it is the cheaper of the two to build."""
 
     status: AppendStatus
     first_queue_offset: int
