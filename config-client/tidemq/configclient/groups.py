@@ -12,12 +12,12 @@ RocketMQ's SubscriptionGroupConfig; fields absent from a document take the defau
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from tidemq.common import errors
+from tidemq.common.jsondoc import load_object
 from tidemq.configclient.client import ConfigClient
 
 GROUP_PREFIX = "/tidemq/groups/"
@@ -98,12 +98,7 @@ def group_from_fields(name: str, values: dict[str, Any]) -> SubscriptionGroupCon
 
 def parse_group_definition(key_name: str, raw: bytes) -> SubscriptionGroupConfig:
     """Validate one config-center document; `key_name` is the last segment of its key."""
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GroupDefinitionError(f"group {key_name!r}: definition is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise GroupDefinitionError(f"group {key_name!r}: definition must be a JSON object")
+    doc = load_object(raw, f"group {key_name!r}: definition", GroupDefinitionError)
     return group_from_fields(key_name, doc)
 
 

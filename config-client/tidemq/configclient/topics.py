@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tidemq.common import errors
+from tidemq.common.jsondoc import load_object
 from tidemq.configclient.client import ConfigClient
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -53,12 +54,7 @@ class TopicConfig:
 
 def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
     """Validate one config-center document; `key_name` is the last segment of its key."""
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TopicDefinitionError(f"topic {key_name!r}: definition is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise TopicDefinitionError(f"topic {key_name!r}: definition must be a JSON object")
+    doc = load_object(raw, f"topic {key_name!r}: definition", TopicDefinitionError)
     name = doc.get("name", key_name)
     if name != key_name or not TOPIC_NAME.match(str(name)):
         raise TopicDefinitionError(
