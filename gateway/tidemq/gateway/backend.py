@@ -9,13 +9,13 @@ server.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullResult, SendResult
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors
+from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
@@ -56,13 +56,10 @@ class GatewayBackend:
 
     def create_topic(self, name: str, queues: int) -> TopicCreation:
         self.topics.create(name, queues)
-        deadline = time.monotonic() + self.settings.topic_visible_timeout_s
-        brokers: list[str] = []
-        while True:
-            visible, brokers = self._route_complete(name)
-            if visible or time.monotonic() >= deadline:
-                return TopicCreation(name, queues, visible, brokers)
-            time.sleep(0.05)  # polling the name server for the route, bounded by the deadline
+        visible, brokers = poll(lambda: self._route_complete(name),
+                                self.settings.topic_visible_timeout_s, interval=0.05,
+                                until=lambda outcome: outcome[0])
+        return TopicCreation(name, queues, visible, brokers)
 
     def _route_complete(self, name: str) -> tuple[bool, list[str]]:
         """(every live master group serves the topic, the groups that do)."""

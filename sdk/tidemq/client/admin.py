@@ -11,7 +11,6 @@ once a broker has picked them up; everything else is asked of the brokers that o
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from tidemq.client.admin_types import (
@@ -33,6 +32,7 @@ from tidemq.client.message import MessageExt, decode_records, validate_topic_nam
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
 from tidemq.common import errors, record
 from tidemq.common.placement import coordinator_for
+from tidemq.common.polling import poll
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.groups import (
     FIELDS,
@@ -338,11 +338,7 @@ class Admin:
         return route if route.queues else None
 
     def _wait_for(self, probe: Callable[[], object], timeout: float, failure: str):
-        deadline = time.monotonic() + timeout
-        while True:
-            outcome = probe()
-            if outcome:
-                return outcome
-            if time.monotonic() >= deadline:
-                raise errors.DeadlineExceeded(f"{failure} after {timeout:g} s")
-            time.sleep(POLL_INTERVAL_S)  # polling a remote state with a deadline, not syncing
+        outcome = poll(probe, timeout, interval=POLL_INTERVAL_S)
+        if not outcome:
+            raise errors.DeadlineExceeded(f"{failure} after {timeout:g} s")
+        return outcome
