@@ -14,6 +14,8 @@ from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 REGISTRATIONS = Counter("tidemq_nameserver_registrations_total", "RegisterBroker calls answered")
 ROUTE_QUERIES = Counter("tidemq_nameserver_route_queries_total", "GetRouteInfo calls received")
+ROLE_NAMES = {nameserver_pb2.REPLICA_MASTER: "MASTER", nameserver_pb2.REPLICA_SLAVE: "SLAVE"}
+ROLE_VALUES = {name: value for value, name in ROLE_NAMES.items()}
 LIVE_BROKERS = Gauge("tidemq_nameserver_live_brokers", "Brokers currently registered")
 
 
@@ -30,6 +32,9 @@ def registration_from_proto(request: nameserver_pb2.RegisterBrokerRequest) -> Re
                         t.topic_sys_flag, t.order)
             for t in request.topics
         ),
+        replica_id=request.replica_id,
+        role=ROLE_NAMES.get(request.role, ""),
+        epoch=request.epoch,
     )
 
 
@@ -86,7 +91,10 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
                     data_version=common_pb2.DataVersion(
                         timestamp=live.data_version.timestamp, counter=live.data_version.counter
                     ),
-                    ha_server_addr=live.ha_server_addr,
+                    ha_server_addr=live.ha_server_addr, broker_name=live.broker_name,
+                    broker_id=live.broker_id, replica_id=live.replica_id,
+                    role=ROLE_VALUES.get(live.role, nameserver_pb2.REPLICA_ROLE_UNSPECIFIED),
+                    epoch=live.epoch,
                 )
                 for addr, live in sorted(snapshot.live_brokers.items())
             ],
