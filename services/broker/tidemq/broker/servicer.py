@@ -131,6 +131,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
 
+    def GetAllConsumerOffsets(self, request, context):
+        return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
+            broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))
+            for group, entries in sorted(self.offsets.snapshot().items())])
+
     async def JoinGroup(self, request, context):
         return await self.groups.JoinGroup(request, context)
 
