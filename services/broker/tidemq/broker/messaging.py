@@ -37,7 +37,6 @@ from tidemq.common.errors import (
     TopicNotExist,
 )
 
-
 # Store refusals of a replica group (store/ha): not (or no longer) the master; too few in-sync
 # replicas. Both leave nothing stored and reach the client as FAILED_PRECONDITION + the code.
 REPLICATION_REFUSALS = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
