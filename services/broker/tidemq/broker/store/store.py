@@ -32,6 +32,7 @@ from .loop_appender import LoopAppender
 from .loops import ACCELERATED
 from .reader import StoreReader
 from .retention import Retention
+from .store_loop import StoreLoop
 from .syncer import Syncer
 
 log = get_logger(__name__)
@@ -61,7 +62,7 @@ class MessageStore:
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
         self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index,
                                      config.max_message_size)
-        self.flusher = FlushService(self.commitlog, config, store_host, self.dispatcher.wake)
+        self.flusher = FlushService(self.commitlog, config, store_host)
         self.reader = StoreReader(self.commitlog, self.queues, self.index)
         self.retention = Retention(config, self.commitlog, self.queues, self.index)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
@@ -73,6 +74,7 @@ class MessageStore:
         self._pinned: dict[int, set[int]] = {}
         self._appenders: list[LoopAppender] = []   # one per event loop that appended
         self._appenders_lock = threading.Lock()
+        self._store_loop: StoreLoop | None = None   # blocking callers' appends (store_loop.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -132,6 +134,10 @@ class MessageStore:
             appenders, self._appenders = self._appenders, []
         for appender in appenders:
             appender.close()
+        with self._appenders_lock:
+            store_loop, self._store_loop = self._store_loop, None
+        if store_loop is not None:
+            store_loop.close()   # after its appender's answers to the waiting callers
         self.dispatcher.stop()
         self.flusher.stop()
         self._write_checkpoint()
@@ -174,21 +180,14 @@ class MessageStore:
     # -- writes ----------------------------------------------------------------------------
     def append_batch(self, topic: str, queue_id: int, records: bytes,
                      record_count: int) -> AppendResult:
-        """Append one producer batch for one queue; contiguous queue offsets, all or nothing."""
+        """Append one producer batch for one queue; contiguous queue offsets, all or nothing.
+        Blocking: with SYNC_FLUSH the append is made and acknowledged by the same LoopAppender
+        path as `append_batch_async`, on the store's own loop thread (store_loop.py)."""
         if not self._running:
             raise StoreClosed("the store is not running")
-        if self.flusher.sync:  # group commit: queued, appended and fsynced in rounds
-            first, physical_offsets, durable = self.flusher.append(
-                topic, queue_id, records, record_count
-            )
-        else:
-            first, physical_offsets = self.commitlog.append_batch(
-                topic, queue_id, records, record_count, self.store_host
-            )
-            self.dispatcher.wake()
-            durable = True
-        status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
-        return AppendResult(status, first, physical_offsets)
+        if not self.flusher.sync:   # ASYNC_FLUSH: a copy into the page cache, done now
+            return self._append_now(topic, queue_id, records, record_count)
+        return self._blocking_loop().append(topic, queue_id, records, record_count)
 
     def append_batch_async(self, topic: str, queue_id: int, records: bytes,
                            record_count: int) -> asyncio.Future[AppendResult]:
@@ -207,10 +206,32 @@ class MessageStore:
             return appender.append((topic, queue_id, records, record_count))
         future = loop.create_future()   # ASYNC_FLUSH: a copy into the page cache, done now
         try:
-            future.set_result(self.append_batch(topic, queue_id, records, record_count))
+            if not self._running:
+                raise StoreClosed("the store is not running")
+            future.set_result(self._append_now(topic, queue_id, records, record_count))
         except StoreError as exc:
             future.set_exception(exc)
         return future
+
+    def _append_now(self, topic: str, queue_id: int, records: bytes,
+                    record_count: int) -> AppendResult:
+        """ASYNC_FLUSH: acknowledged once in the page cache; the flush thread fsyncs later."""
+        first, physical_offsets = self.commitlog.append_batch(
+            topic, queue_id, records, record_count, self.store_host
+        )
+        self.dispatcher.wake()
+        return AppendResult(AppendStatus.PUT_OK, first, physical_offsets)
+
+    def _blocking_loop(self) -> StoreLoop:
+        store_loop = self._store_loop
+        if store_loop is None:
+            with self._appenders_lock:
+                if not self._running:
+                    raise StoreClosed("the store is not running")
+                if self._store_loop is None:
+                    self._store_loop = StoreLoop(self.append_batch_async)
+                store_loop = self._store_loop
+        return store_loop
 
     def _appender_for(self, loop: asyncio.AbstractEventLoop) -> LoopAppender:
         with self._appenders_lock:
