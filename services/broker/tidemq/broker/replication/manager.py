@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Protocol
 
-from tidemq.broker.replication import roles
+from tidemq.broker.replication import metrics, roles
 from tidemq.broker.replication.roles import GroupState, LocalRole
 from tidemq.client.config import ConfigClient
 from tidemq.common import errors
@@ -122,6 +122,7 @@ class ReplicaManager:
                 self._session()
             except LeaseLost as exc:
                 self.lease_losses += 1
+                metrics.LEASE_LOSSES.inc()
                 log.warning("replica lease lost; stepping down if master", error=str(exc),
                             group=self.broker_name, replica=self.replica_id)
                 self._step_down()
@@ -205,6 +206,9 @@ class ReplicaManager:
                 log.exception("role change failed; retrying", action=str(action))
                 return
             self.role = roles.after(self.role, action)
+            if not isinstance(action, roles.UpdateInSync):
+                metrics.ROLE.set(1 if self.role.role == roles.MASTER else 0)
+                metrics.ROLE_CHANGES.labels(self.role.role).inc()
 
     def _carry_out(self, action: roles.Action) -> None:
         log.info("role change", group=self.broker_name, replica=self.replica_id,
@@ -221,4 +225,6 @@ class ReplicaManager:
             if self.role.role == roles.MASTER:
                 self.host.step_down()
                 self.role = roles.stepped_down(self.role)
+                metrics.ROLE.set(0)
+                metrics.ROLE_CHANGES.labels(roles.SLAVE).inc()
             self._lease = 0
