@@ -177,3 +177,81 @@ class TopicList(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReplicationGroup(_message.Message):
+    __slots__ = ("broker_name", "master", "epoch", "in_sync", "master_addr", "master_ha_addr")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    master: int
+    epoch: int
+    in_sync: _containers.RepeatedScalarFieldContainer[int]
+    master_addr: str
+    master_ha_addr: str
+    def __init__(self, broker_name: _Optional[str] = ..., master: _Optional[int] = ..., epoch: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ..., master_addr: _Optional[str] = ..., master_ha_addr: _Optional[str] = ...) -> None: ...
+
+class LiveReplica(_message.Message):
+    __slots__ = ("broker_name", "replica_id", "addr", "ha_addr", "epoch", "log_end")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    replica_id: int
+    addr: str
+    ha_addr: str
+    epoch: int
+    log_end: int
+    def __init__(self, broker_name: _Optional[str] = ..., replica_id: _Optional[int] = ..., addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ...) -> None: ...
+
+class AlterInSyncSetRequest(_message.Message):
+    __slots__ = ("broker_name", "epoch", "master", "in_sync")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    epoch: int
+    master: int
+    in_sync: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_name: _Optional[str] = ..., epoch: _Optional[int] = ..., master: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AlterInSyncSetResponse(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: ReplicationGroup
+    def __init__(self, group: _Optional[_Union[ReplicationGroup, _Mapping]] = ...) -> None: ...
+
+class ElectMasterRequest(_message.Message):
+    __slots__ = ("broker_name", "preferred_replica")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    preferred_replica: int
+    def __init__(self, broker_name: _Optional[str] = ..., preferred_replica: _Optional[int] = ...) -> None: ...
+
+class ElectMasterResponse(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: ReplicationGroup
+    def __init__(self, group: _Optional[_Union[ReplicationGroup, _Mapping]] = ...) -> None: ...
+
+class DescribeReplicationRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeReplicationResponse(_message.Message):
+    __slots__ = ("groups", "live_replicas", "controller_addr")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ReplicationGroup]
+    live_replicas: _containers.RepeatedCompositeFieldContainer[LiveReplica]
+    controller_addr: str
+    def __init__(self, groups: _Optional[_Iterable[_Union[ReplicationGroup, _Mapping]]] = ..., live_replicas: _Optional[_Iterable[_Union[LiveReplica, _Mapping]]] = ..., controller_addr: _Optional[str] = ...) -> None: ...

@@ -1,8 +1,10 @@
-"""NameServerService over gRPC: proto <-> RouteRegistry, nothing else."""
+"""NameServerService over gRPC: proto <-> RouteRegistry (and the replication Controller when
+this name server runs one), nothing else."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
+from tidemq.common import errors
 from tidemq.nameserver.registry import (
     BrokerData,
     DataVersion,
@@ -44,9 +46,17 @@ def _broker_data_pb(data: BrokerData) -> nameserver_pb2.BrokerData:
     )
 
 
+def _group_pb(broker_name: str, state) -> nameserver_pb2.ReplicationGroup:
+    return nameserver_pb2.ReplicationGroup(
+        broker_name=broker_name, master=state.master, epoch=state.epoch,
+        in_sync=sorted(state.in_sync), master_addr=state.master_addr,
+        master_ha_addr=state.master_ha_addr)
+
+
 class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
-    def __init__(self, registry: RouteRegistry) -> None:
+    def __init__(self, registry: RouteRegistry, controller=None) -> None:
         self.registry = registry
+        self.controller = controller  # tidemq.nameserver.controller.service.Controller | None
         LIVE_BROKERS.set_function(lambda: len(registry.broker_live_table))
 
     def RegisterBroker(self, request, context):
@@ -102,3 +112,46 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
 
     def GetAllTopics(self, request, context):
         return nameserver_pb2.TopicList(topics=self.registry.topics())
+
+    # -- replication controller -----------------------------------------------------------
+
+    def _controller(self):
+        if self.controller is None:
+            raise errors.PreconditionFailed(
+                "this name server runs no replication controller (it needs --config-center "
+                "and controller_enabled)", code="NOT_CONTROLLER")
+        return self.controller
+
+    @staticmethod
+    def _broker_name(request) -> str:
+        if not request.broker_name:
+            raise errors.InvalidArgument("broker_name is required")
+        return request.broker_name
+
+    def AlterInSyncSet(self, request, context):
+        name = self._broker_name(request)
+        state = self._controller().alter_in_sync(name, request.epoch, request.master,
+                                                 list(request.in_sync))
+        return nameserver_pb2.AlterInSyncSetResponse(group=_group_pb(name, state))
+
+    def ElectMaster(self, request, context):
+        name = self._broker_name(request)
+        if request.preferred_replica < -1:
+            raise errors.InvalidArgument(
+                f"preferred_replica must be a replica id or -1, got {request.preferred_replica}")
+        preferred = None if request.preferred_replica == -1 else request.preferred_replica
+        state = self._controller().elect_master(name, preferred)
+        return nameserver_pb2.ElectMasterResponse(group=_group_pb(name, state))
+
+    def DescribeReplication(self, request, context):
+        described = self._controller().describe()
+        return nameserver_pb2.DescribeReplicationResponse(
+            groups=[_group_pb(name, state) for name, state in sorted(described.groups.items())],
+            live_replicas=[
+                nameserver_pb2.LiveReplica(
+                    broker_name=name, replica_id=replica.replica_id, addr=replica.addr,
+                    ha_addr=replica.ha_addr, epoch=replica.epoch, log_end=replica.log_end)
+                for name, replicas in sorted(described.live.items())
+                for _, replica in sorted(replicas.items())
+            ],
+            controller_addr=described.controller_addr)
