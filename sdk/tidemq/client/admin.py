@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from tidemq.client.admin_replication import elect_master, replica_entries
+from tidemq.client.admin_replication import controller_in_sync, elect_master, replica_entries
 from tidemq.client.admin_types import (
     BrokerEntry,
     GroupDescription,
@@ -97,7 +97,10 @@ class Admin:
     def cluster_info(self) -> list[BrokerEntry]:
         """Every registered broker; replicas with their epoch, in-sync membership and lag
         as their group's master reports them (admin_replication.py)."""
-        return replica_entries(self.namesrv.cluster_info(), self.brokers)
+        info = self.namesrv.cluster_info()
+        replicated = any(b.role for b in info.live_brokers)
+        return replica_entries(info, self.brokers,
+                               controller_in_sync(self.namesrv) if replicated else None)
 
     def elect(self, broker_name: str, replica_id: int = -1) -> dict:
         """Move leadership of `broker_name` on purpose (preferred-replica election); -1 lets

@@ -13,9 +13,11 @@ from tidemq.v1 import broker_pb2, nameserver_pb2
 PROGRESS_TIMEOUT_S = 2.0
 
 
-def replica_entries(info: nameserver_pb2.ClusterInfo,
-                    brokers: BrokerClients) -> list[BrokerEntry]:
-    """One entry per registered address, sorted by cluster, group and registered id."""
+def replica_entries(info: nameserver_pb2.ClusterInfo, brokers: BrokerClients,
+                    in_sync: dict[str, set[int]] | None = None) -> list[BrokerEntry]:
+    """One entry per registered address, sorted by cluster, group and registered id.
+    `in_sync`: each group's in-sync set as the controller recorded it (DescribeReplication);
+    without it, membership is what the master reports."""
     live = {b.broker_addr: b for b in info.live_brokers}
     progress: dict[tuple[str, int], broker_pb2.ReplicaProgress] = {}
     for data in info.broker_addr_table.values():
@@ -31,6 +33,9 @@ def replica_entries(info: nameserver_pb2.ClusterInfo,
             seen = live.get(addr)
             if seen is not None and seen.role != nameserver_pb2.REPLICA_ROLE_UNSPECIFIED:
                 entry = _with_replication(entry, seen, progress)
+                if in_sync and data.broker_name in in_sync:
+                    entry = BrokerEntry(**dict(vars(entry), in_sync=seen.replica_id
+                                               in in_sync[data.broker_name]))
             entries.append(entry)
     return sorted(entries, key=lambda b: (b.cluster, b.broker_name, b.broker_id))
 
@@ -56,18 +61,32 @@ def _master_progress(brokers: BrokerClients,
     return list(reply.replicas)
 
 
+def controller_in_sync(namesrv: NameServerClient) -> dict[str, set[int]]:
+    """Each group's recorded in-sync set; {} when no controller answers (no replication)."""
+    try:
+        reply = _on_controller(namesrv, "DescribeReplication",
+                               nameserver_pb2.DescribeReplicationRequest())
+    except errors.TideMQError:
+        return {}
+    return {group.broker_name: set(group.in_sync) for group in reply.groups}
+
+
 def elect_master(namesrv: NameServerClient, broker_name: str, replica_id: int) -> dict:
-    """ElectMaster on the active controller: each name server is asked in turn; one that is
-    not the controller answers NOT_CONTROLLER and the next is tried."""
-    request_type = getattr(nameserver_pb2, "ElectMasterRequest", None)
-    if request_type is None:
-        raise errors.PreconditionFailed("this build's name-server protocol has no ElectMaster",
-                                        code="UNSUPPORTED")
-    request = request_type(broker_name=broker_name, preferred_replica=replica_id)
+    """ElectMaster on the active controller; the group's new state as a dict."""
+    request = nameserver_pb2.ElectMasterRequest(broker_name=broker_name,
+                                                preferred_replica=replica_id)
+    group = _on_controller(namesrv, "ElectMaster", request).group
+    return {"broker_name": group.broker_name, "master": group.master, "epoch": group.epoch,
+            "in_sync": list(group.in_sync), "master_addr": group.master_addr}
+
+
+def _on_controller(namesrv: NameServerClient, method: str, request):
+    """Ask each name server in turn; one that is not the active controller answers
+    NOT_CONTROLLER and the next is tried."""
     failures = []
     for client in namesrv._clients:
         try:
-            reply = client.call("ElectMaster", request, idempotent=False)
+            return client.call(method, request, idempotent=method == "DescribeReplication")
         except errors.PreconditionFailed as exc:
             if exc.code != "NOT_CONTROLLER":
                 raise
@@ -75,13 +94,5 @@ def elect_master(namesrv: NameServerClient, broker_name: str, replica_id: int) -
             continue
         except errors.ServiceUnavailable as exc:
             failures.append(f"{client.addr}: {exc.message}")
-            continue
-        return _state_dict(reply)
     raise errors.ServiceUnavailable("no name server is the active controller: "
                                     + "; ".join(failures), code="NOT_CONTROLLER")
-
-
-def _state_dict(reply) -> dict:
-    from google.protobuf.json_format import MessageToDict
-
-    return MessageToDict(reply, preserving_proto_field_name=True)
