@@ -37,7 +37,9 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
-                 subscriptions: SubscriptionGroupManager | None = None) -> None:
+                 subscriptions: SubscriptionGroupManager | None = None,
+                 replication=None) -> None:
+        self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
         # Subscription-group definitions (none given: every group consumes with the defaults)
         self.subscriptions = subscriptions
@@ -99,13 +101,27 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         ident = self.identity
         return broker_pb2.GetBrokerInfoResponse(
             cluster_name=ident.cluster_name, broker_name=ident.broker_name,
-            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            broker_id=ident.broker_id if self.replication is None
+            else self.replication.registrar.registered_id,
+            broker_addr=ident.broker_addr,
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
                                            write_queue_nums=t.queues, perm=t.perm, order=t.order)
                     for t in topics],
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
+            **self._replication_info(),
         )
+
+    def _replication_info(self) -> dict:
+        host = self.replication
+        if host is None:
+            return {}
+        return dict(replica_id=self.identity.broker_id, role=host.role, epoch=host.epoch,
+                    confirmed_offset=host.confirmed_offset(),
+                    replicas=[broker_pb2.ReplicaProgress(replica_id=r, log_end=end,
+                                                         lag_bytes=lag, lag_ms=lag_ms,
+                                                         in_sync=member)
+                              for r, end, lag, lag_ms, member in host.progress()])
 
     def CommitOffsets(self, request, context):
         self.group_table.check_consume(request.consumer_group)
