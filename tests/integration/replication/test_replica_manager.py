@@ -11,6 +11,7 @@ import signal
 import threading
 
 import pytest
+from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.replication.manager import ReplicaManager, group_key, live_key
 from tidemq.client.config import ConfigClient
 
@@ -122,3 +123,33 @@ def test_a_master_that_cannot_renew_its_lease_steps_down(config_center):
         assert m.lease_losses >= 1
     finally:
         m.stop()
+
+
+
+def test_the_controller_initialises_the_group_and_elects_when_the_master_leaves(
+        config_center, services):
+    """Part B's controller (two name servers) against two managers: the contract between
+    the live keys, the group key, AlterInSyncSet and the roles."""
+    name_servers = [services("tidemq.nameserver", ["--config-center", config_center.addr,
+                                                   "--controller-lease-ttl-s", "3"])
+                    for _ in range(2)]
+    controller = ControllerClient([ns.addr for ns in name_servers])
+    hosts = [RecordingHost(), RecordingHost()]
+    first = manager(config_center, 0, hosts[0])
+    wait_until(lambda: hosts[0].last() == ("master", 1, (0,)), 20,
+               message="the controller makes the first live replica master in epoch 1")
+    second = manager(config_center, 1, hosts[1])
+    try:
+        wait_until(lambda: hosts[1].last() == ("slave", 1, "10.0.0.0:10912"), 20,
+                   message="replica 1 follows replica 0")
+        # The master proposes replica 1 into the in-sync set, as its HA server would.
+        assert not controller.alter_in_sync(GROUP, 0, 0, {0, 1})  # stale epoch: refused
+        assert controller.alter_in_sync(GROUP, 1, 0, {0, 1})
+        wait_until(lambda: hosts[0].last() == ("in_sync", (0, 1)), 10, message="in-sync")
+        first.stop()  # revokes its lease: the controller elects replica 1 at once
+        wait_until(lambda: hosts[1].last() == ("master", 2, (1,)), 20,
+                   message="replica 1 elected in epoch 2")
+        assert hosts[0].last() == ("step_down",)
+    finally:
+        first.stop()
+        second.stop()

@@ -95,9 +95,11 @@ class ReplicaManager:
         with self._lock:
             if self.role.role == roles.MASTER:
                 self.host.step_down()
-            if self._lease:
+                self.role = roles.stepped_down(self.role)
+            lease, self._lease = self._lease, 0
+            if lease:
                 try:
-                    self._client.lease_revoke(self._lease)
+                    self._client.lease_revoke(lease)
                 except errors.TideMQError as exc:
                     log.info("lease revoke failed; it expires by itself", error=str(exc))
         self._client.close()
