@@ -1,8 +1,8 @@
 """Scoped dynamic settings followed live from the config center on the raw protos.
 
-For services whose image ships tidemq-shared only (the name server, the trace collector): they
-must start and serve with nothing else up, and carry no client library, so this does not use
-tidemq.client's LiveSettings / DynamicSettingsFollower (same log lines, same rules otherwise).
+For services that must start and serve with nothing else up (the name server, the trace
+collector, whose image carries no client library), so this does not use tidemq.client's
+LiveSettings / DynamicSettingsFollower (same log lines, same rules otherwise).
 Scopes (SPEC §7): `/tidemq/config/cluster/<cluster>/` < `/tidemq/config/group/<group>/`.
 
 It is state based, which keeps it short: read the effective config, watch `/tidemq/config/`

@@ -158,6 +158,26 @@ def test_unclean_election_per_group_elects_the_most_complete_live_replica(pair, 
                message="the possible loss to be logged")
 
 
+def test_unclean_election_for_every_group_is_a_dynamic_setting(pair, config):
+    active, _ = pair
+    master = Replica(config, "broker-f", 0, 50)
+    wait_group(config, "broker-f", "the group", lambda s: True)
+    Replica(config, "broker-f", 1, 30)
+    config.put(settings_key("broker-f"), {"unclean_election": False})  # this one opts out
+    other = Replica(config, "broker-g", 0, 50)
+    wait_group(config, "broker-g", "the group", lambda s: True)
+    Replica(config, "broker-g", 1, 30)
+    master.shut_down()
+    other.shut_down()
+    wait_until(lambda: "group=broker-g" in active.log.read_text(), 20,
+               message="the controller to report it waits")
+
+    config.put("/tidemq/config/group/name-server/unclean_election", b"true")
+    state = wait_group(config, "broker-g", "an unclean election", lambda s: s["epoch"] == 2)
+    assert state["master"] == 1
+    assert stored(config, "broker-f")["epoch"] == 1  # its own setting still says no
+
+
 def test_alter_in_sync_refusals_and_operator_election(pair, config):
     active, standby = pair
     replicas = [Replica(config, "broker-d", i, 10) for i in range(3)]

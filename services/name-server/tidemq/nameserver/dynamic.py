@@ -5,7 +5,7 @@ and `unclean_election` (the controller reads it at every election).
 Off unless `--config-center` is given: the name server is the root of discovery and must start
 and serve with nothing else up (the deployments pass it; the follower connects in the
 background). Scopes: cluster `<cluster_name>` < group `<config_group>` (default `name-server`).
-The following itself is tidemq.common.dynamic's (the image ships tidemq-shared only).
+The following itself is tidemq.common.dynamic's (on the raw config protos).
 """
 
 from __future__ import annotations
