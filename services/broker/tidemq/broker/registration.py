@@ -66,8 +66,10 @@ class BrokerRegistrar:
         self.register_all()
         self._thread.start()
 
-    def announce(self, role: str, epoch: int) -> int:
-        """Take a new role and register it with every name server now; returns acceptances.
+    def announce(self, role: str, epoch: int, *, wait: bool = True) -> int:
+        """Take a new role and register it with every name server now; returns acceptances
+        (with `wait=False` the registrar's thread registers and this returns -1 at once, so
+        a role change is never held up by a slow name server).
 
         A name server still holding a newer epoch's master refuses a deposed master (STALE_EPOCH)."""
         previous = (self.registered_id, self.role)
@@ -75,6 +77,9 @@ class BrokerRegistrar:
         self.registered_id = registered_id(self.identity.broker_id, role)
         log.info("registering role", role=role, epoch=epoch, registered_id=self.registered_id,
                  previous=previous)
+        if not wait:
+            self.trigger()
+            return -1
         return self.register_all()
 
     def trigger(self) -> None:

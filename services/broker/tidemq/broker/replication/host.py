@@ -81,7 +81,7 @@ class BrokerRoleHost:
         self.gate, self.tracker, self.role, self.epoch = gate, tracker, MASTER, epoch
         self.run_on_loop(self.ha_server.serve(gate, tracker, epoch,
                                               lambda new_set: self._propose(epoch, new_set)))
-        self.registrar.announce(MASTER, epoch)
+        self.registrar.announce(MASTER, epoch, wait=False)
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None:
         self._depose()
@@ -91,7 +91,7 @@ class BrokerRoleHost:
         if master_ha_addr:
             self._ha_client = self.ha_client_factory(master_ha_addr)
             self.run_on_loop(self._ha_client.start())
-        self.registrar.announce(SLAVE, epoch)
+        self.registrar.announce(SLAVE, epoch, wait=False)
 
     def update_in_sync(self, in_sync: frozenset[int]) -> None:
         """The controller recorded a set (this master's proposal, normally already applied)."""
@@ -110,7 +110,7 @@ class BrokerRoleHost:
         self._depose()
         self.store.become_slave()
         self.role = SLAVE
-        self.registrar.announce(SLAVE, self.epoch)
+        self.registrar.announce(SLAVE, self.epoch)  # before any unregister at stop
 
     # -- questions --------------------------------------------------------------------------
     def progress(self) -> list[tuple[int, int, int, int, bool]]:
