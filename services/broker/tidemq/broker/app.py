@@ -18,7 +18,6 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
-from tidemq.broker.replication import wiring as replication_wiring
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
@@ -64,6 +63,8 @@ class BrokerApp:
         self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads,
                                       aio=True)
         replicated = settings.replication_enabled
+        if replicated:  # the role layer loads only where it runs
+            from tidemq.broker.replication import wiring as replication_wiring
         ha_addr = (f"{settings.advertised_host}:{replication_wiring.ha_port(settings)}"
                    if replicated else "")
         self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
