@@ -122,11 +122,14 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     if json_mode(ctx, output):
         return emit_json([{**vars(b), "role": b.role} for b in brokers])
     now = int(time.time() * 1000)
+    # Replication columns only where some broker replicates (keeps the table narrow otherwise).
+    replicated = any(b.replica_id >= 0 for b in brokers)
+    extra = ["replica", "epoch", "in sync", "lag bytes", "lag s"] if replicated else []
     out.print(table("Brokers", ["cluster", "broker", "id", "role", "address", "last seen",
-                                "replica", "epoch", "in sync", "lag bytes", "lag s"], [
+                                *extra], [
         [b.cluster, b.broker_name, b.broker_id, b.role, b.addr,
          f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None,
-         *_replication_cells(b)]
+         *(_replication_cells(b) if replicated else [])]
         for b in brokers]))
 
 

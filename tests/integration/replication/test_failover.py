@@ -82,6 +82,7 @@ def test_sync_master_does_not_acknowledge_before_the_slaves_have_the_bytes(clust
     slaves = [r for r in range(3) if r != master]
     with Producer(cluster.namesrv_addrs, send_timeout=10, retries=0) as producer:
         assert producer.send(Message(TOPIC, b"before")).status is SendStatus.SEND_OK
+        check_cluster_list(cluster, master)
         for replica in slaves:
             os.kill(group.replicas[replica].pid, signal.SIGSTOP)
         try:
@@ -99,6 +100,24 @@ def test_sync_master_does_not_acknowledge_before_the_slaves_have_the_bytes(clust
         # The slaves catch up and rejoin: sends are acknowledged again.
         wait_in_sync(cluster, {0, 1, 2})
         assert producer.send(Message(TOPIC, b"after")).status is SendStatus.SEND_OK
+
+
+def check_cluster_list(cluster, master: int) -> None:
+    """`tidemq cluster list`'s data: ids by role, replica ids, epoch, in-sync and lag."""
+    from tidemq.client.admin import Admin
+
+    def entries():
+        with Admin(cluster.namesrv_addrs, config_center=cluster.config_center.addr) as admin:
+            return [b for b in admin.cluster_info() if b.broker_name == GROUP]
+
+    wait_until(lambda: len(entries()) == 3 and all(b.lag_bytes == 0 for b in entries()), 20,
+               message="three registered replicas, caught up")
+    rows = {b.replica_id: b for b in entries()}
+    assert rows[master].broker_id == 0 and rows[master].role == "master"
+    for replica, row in rows.items():
+        assert row.epoch >= 1 and row.in_sync is True
+        if replica != master:
+            assert row.broker_id == replica + 1 and row.lag_s is not None
 
 
 class SendLoop:
