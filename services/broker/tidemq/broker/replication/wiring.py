@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import SLAVE, BrokerIdentity, BrokerRegistrar
+from tidemq.broker.replication import metrics
 from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.replication.host import BrokerRoleHost, RunOnLoop
 from tidemq.broker.replication.manager import ReplicaManager
@@ -76,6 +77,7 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
                              host=host, lease_ttl_s=settings.broker_lease_ttl_s,
                              refresh_s=settings.replica_refresh_interval_s)
     host.lease_valid = manager.lease_valid
+    metrics.watch_replicas(host.progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,
                           interval_s=settings.replica_refresh_interval_s)
     return Replication(host, manager, copier, server)
