@@ -83,6 +83,10 @@ def test_sync_master_does_not_acknowledge_before_the_slaves_have_the_bytes(clust
     with Producer(cluster.namesrv_addrs, send_timeout=10, retries=0) as producer:
         assert producer.send(Message(TOPIC, b"before")).status is SendStatus.SEND_OK
         check_cluster_list(cluster, master)
+        with pytest.raises(errors.PreconditionFailed) as refused:  # slaves are read-only
+            broker_call(group.replicas[slaves[0]].addr, "CommitOffsets",
+                        broker_pb2.CommitOffsetsRequest(consumer_group="g", generation_id=-1))
+        assert refused.value.code == "NOT_MASTER"
         for replica in slaves:
             os.kill(group.replicas[replica].pid, signal.SIGSTOP)
         try:

@@ -9,7 +9,7 @@ from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 SEND_STATUS = {
@@ -123,7 +123,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                                          in_sync=member)
                               for r, end, lag, lag_ms, member in host.progress()])
 
+    def _check_master(self) -> None:
+        """Offsets are written on the master only: a slave's table is a copy of the master's
+        and would lose the write at its next copy."""
+        host = self.replication
+        if host is not None and host.role != "MASTER":
+            raise PreconditionFailed("this replica is not the master of its group: commit "
+                                     "offsets on the master", code="NOT_MASTER")
+
     def CommitOffsets(self, request, context):
+        self._check_master()
         self.group_table.check_consume(request.consumer_group)
         for entry in request.offsets:
             self.messaging.topic(entry.topic)
@@ -138,6 +147,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)))
 
     def ResetOffsets(self, request, context):
+        self._check_master()
         if not request.consumer_group:
             raise InvalidArgument("consumer_group must not be empty")
         topic = self.messaging.topic(request.topic)
