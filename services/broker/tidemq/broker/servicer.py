@@ -15,6 +15,7 @@ from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 SEND_STATUS = {
     AppendStatus.PUT_OK: common_pb2.SEND_OK,
     AppendStatus.FLUSH_DISK_TIMEOUT: common_pb2.FLUSH_DISK_TIMEOUT,
+    AppendStatus.FLUSH_SLAVE_TIMEOUT: common_pb2.FLUSH_SLAVE_TIMEOUT,
 }
 
 

@@ -39,6 +39,8 @@ def check_topic(topic: str) -> None:
 
 # One producer batch for one queue: (topic, queue_id, concatenated records, record_count).
 AppendRequest = tuple[str, int, bytes, int]
+# An appended batch: (first queue offset, physical offsets, end offset of its last record).
+Appended = tuple[int, list[int], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,13 +188,14 @@ class CommitLog:
         outcome = self.append_group([(topic, queue_id, records, record_count)], store_host)[0]
         if isinstance(outcome, StoreError):
             raise outcome
-        return outcome
+        return outcome[0], outcome[1]
 
     def append_group(
         self, requests: list[AppendRequest], store_host: bytes
-    ) -> list[tuple[int, list[int]] | StoreError]:
+    ) -> list[Appended | StoreError]:
         """Append several producer batches (possibly for different queues) in one go: one lock
-        hold, one store timestamp and one write per segment touched. Each batch is all or
+        hold, one store timestamp and one write per segment touched. Each batch's outcome is
+        (first queue offset, physical offsets, end offset of its last record). Each batch is all or
         nothing on its own: an invalid one gets its StoreError in the returned list and the
         others are still appended. A failing write raises (nothing of the group is then
         counted as appended; the bytes past the log end are overwritten later).
@@ -200,7 +203,7 @@ class CommitLog:
         This is the hot path: per record only a few struct calls and one CRC; the bytes are
         stamped in a private copy.
         """
-        outcomes: list[tuple[int, list[int]] | StoreError | None] = [
+        outcomes: list[Appended | StoreError | None] = [
             self._precheck(*request) for request in requests
         ]
         with self._append_lock:
@@ -245,7 +248,7 @@ class CommitLog:
         chunk_start, chunk_phys, pos = 0, cursor, 0
         queue_offsets, next_offsets = self._queue_offsets, {}
         topic_fields = self._topic_fields
-        results: list[tuple[int, list[int]]] = []
+        results: list[Appended] = []
         for i in live:
             topic, queue_id, records, record_count = requests[i]
             key = (topic, queue_id)
@@ -267,7 +270,7 @@ class CommitLog:
             if rolled:
                 chunks.extend(rolled)
             next_offsets[key] = queue_offset
-            results.append((first_queue_offset, physical_offsets))
+            results.append((first_queue_offset, physical_offsets, cursor))
         chunks.append((chunk_phys, chunk_start, pos, -1))
         with memoryview(buf) as view:
             self._write_chunks(view, chunks)

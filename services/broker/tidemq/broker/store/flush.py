@@ -18,7 +18,7 @@ from typing import Any
 
 from tidemq.common.logs import get_logger
 
-from .commitlog import AppendRequest, CommitLog
+from .commitlog import Appended, AppendRequest, CommitLog
 from .config import FlushFailed, FlushMode, StoreConfig, StoreError
 
 log = get_logger(__name__)
@@ -63,9 +63,9 @@ class FlushService:
         self.commitlog.flush()
 
     # -- SYNC_FLUSH: written and acknowledged by a LoopAppender (loop_appender.py) ---------
-    def write(self, requests: list[AppendRequest]) -> list[tuple[int, list[int]] | StoreError]:
+    def write(self, requests: list[AppendRequest]) -> list[Appended | StoreError]:
         """Append a group of batches to the log now; the caller has it fsynced and dispatched.
-        Each batch's (first queue offset, physical offsets), or its StoreError; FlushFailed
+        Each batch's (first queue offset, physical offsets, end offset), or its StoreError; FlushFailed
         for all when the write itself failed."""
         return self._append_group(requests)
 
@@ -77,8 +77,7 @@ class FlushService:
             self.rounds += 1
             self.round_requests += appends
 
-    def _append_group(self, requests: list[AppendRequest]
-                      ) -> list[tuple[int, list[int]] | StoreError]:
+    def _append_group(self, requests: list[AppendRequest]) -> list[Appended | StoreError]:
         try:
             return self.commitlog.append_group(requests, self.store_host)
         except Exception as exc:

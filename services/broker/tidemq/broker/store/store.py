@@ -23,12 +23,21 @@ from tidemq.common.logs import get_logger
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
 from .commitlog import CommitLog, RecoveryReport
-from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig, StoreError
+from .config import (
+    AppendResult,
+    AppendStatus,
+    GetResult,
+    NotMaster,
+    StoreClosed,
+    StoreConfig,
+    StoreError,
+)
 from .consume_queue import ConsumeQueueTable
 from .dispatcher import ArrivalListener, Dispatcher
 from .flush import FlushService
+from .ha.gate import ReplicationGate
 from .index import IndexService
-from .loop_appender import LoopAppender
+from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
 from .reader import StoreReader
 from .retention import Retention
@@ -75,6 +84,8 @@ class MessageStore:
         self._appenders: list[LoopAppender] = []   # one per event loop that appended
         self._appenders_lock = threading.Lock()
         self._store_loop: StoreLoop | None = None   # blocking callers' appends (store_loop.py)
+        self._gate: ReplicationGate | None = None   # SYNC/ASYNC_MASTER replication (store/ha)
+        self._slave = False   # a slave takes bytes from its master only (append_replicated)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -181,11 +192,14 @@ class MessageStore:
     def append_batch(self, topic: str, queue_id: int, records: bytes,
                      record_count: int) -> AppendResult:
         """Append one producer batch for one queue; contiguous queue offsets, all or nothing.
-        Blocking: with SYNC_FLUSH the append is made and acknowledged by the same LoopAppender
-        path as `append_batch_async`, on the store's own loop thread (store_loop.py)."""
+        Blocking: with SYNC_FLUSH (or a SYNC replication gate) the append is made and
+        acknowledged by the same path as `append_batch_async`, on the store's own loop thread
+        (store_loop.py)."""
         if not self._running:
             raise StoreClosed("the store is not running")
-        if not self.flusher.sync:   # ASYNC_FLUSH: a copy into the page cache, done now
+        gate = self._gate
+        if not self.flusher.sync and (gate is None or not gate.sync):
+            self._check_writable(gate)   # ASYNC_FLUSH: a copy into the page cache, done now
             return self._append_now(topic, queue_id, records, record_count)
         return self._blocking_loop().append(topic, queue_id, records, record_count)
 
@@ -196,8 +210,13 @@ class MessageStore:
         as one group and the future resolves once a syncer thread has fsynced it
         (loop_appender.py), so many concurrent appends share one fsync without a thread
         each. Same results and errors as `append_batch`; FLUSH_DISK_TIMEOUT after
-        `sync_flush_timeout`."""
+        `sync_flush_timeout`. With a SYNC replication gate the answer waits, after that, for
+        the in-sync replicas (FLUSH_SLAVE_TIMEOUT after `sync_replication_timeout`). Raises
+        NotMaster on a slave and NotEnoughReplicas when too few replicas are in sync, before
+        anything is appended."""
         loop = asyncio.get_running_loop()
+        gate = self._gate
+        self._check_writable(gate)
         if self.flusher.sync and self._running:
             appenders = self._appenders
             appender = appenders[-1] if appenders else None
@@ -208,19 +227,46 @@ class MessageStore:
         try:
             if not self._running:
                 raise StoreClosed("the store is not running")
-            future.set_result(self._append_now(topic, queue_id, records, record_count))
+            result = self._append_now(topic, queue_id, records, record_count)
         except StoreError as exc:
             future.set_exception(exc)
+            return future
+        if gate is None or not gate.sync:
+            future.set_result(result)
+        else:
+            pending = _Append((topic, queue_id, records, record_count), future)
+            pending.outcome = (result.first_queue_offset, result.physical_offsets,
+                               result.end_offset)
+            gate.hold(result.end_offset, [pending], _settle)
         return future
+
+    def _check_writable(self, gate: ReplicationGate | None) -> None:
+        if self._slave:
+            raise NotMaster("this broker is a slave of its replica group: it takes no sends; "
+                            "refresh the route and send to the master")
+        if gate is not None:
+            gate.check_writable()
 
     def _append_now(self, topic: str, queue_id: int, records: bytes,
                     record_count: int) -> AppendResult:
         """ASYNC_FLUSH: acknowledged once in the page cache; the flush thread fsyncs later."""
-        first, physical_offsets = self.commitlog.append_batch(
-            topic, queue_id, records, record_count, self.store_host
-        )
+        outcome = self.commitlog.append_group([(topic, queue_id, records, record_count)],
+                                              self.store_host)[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
         self.dispatcher.wake()
-        return AppendResult(AppendStatus.PUT_OK, first, physical_offsets)
+        return AppendResult(AppendStatus.PUT_OK, *outcome)
+
+    def set_replication_gate(self, gate: ReplicationGate | None) -> None:
+        """Have appends wait for the in-sync replicas (store/ha/gate.py), or stop (None).
+        Appends a replaced gate still holds are answered FLUSH_SLAVE_TIMEOUT."""
+        previous, self._gate = self._gate, gate
+        if previous is not None and previous is not gate:
+            previous.close()
+
+    @property
+    def replication_gate(self) -> ReplicationGate | None:
+        return self._gate
 
     def _blocking_loop(self) -> StoreLoop:
         store_loop = self._store_loop
@@ -238,7 +284,8 @@ class MessageStore:
             appender = next((a for a in self._appenders if a.loop is loop), None)
             if appender is None:
                 appender = LoopAppender(loop, self.flusher, self.commitlog,
-                                        self.dispatcher.dispatch_here, self.syncer_factory)
+                                        self.dispatcher.dispatch_here, self.syncer_factory,
+                                        lambda: self._gate)
             # the latest loop last (the one-look fast path); drop those of closed loops
             others = [a for a in self._appenders if a is not appender]
             for gone in [a for a in others if a.loop.is_closed()]:

@@ -62,7 +62,15 @@ class StoreLoop:
             self._closed = True
             self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
+        # The last iteration's answers scheduled their callbacks (the callers' wake-ups) for
+        # an iteration that stop() skipped: run those now, here.
+        self.loop.run_until_complete(_few_iterations())
         self.loop.close()
+
+
+async def _few_iterations() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
 
 
 def _forward(done: asyncio.Future, answer: Future) -> None:
