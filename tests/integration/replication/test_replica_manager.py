@@ -13,7 +13,9 @@ import threading
 import pytest
 from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.replication.manager import ReplicaManager, group_key, live_key
+from tidemq.client.cli import app as cli_app
 from tidemq.client.config import ConfigClient
+from typer.testing import CliRunner
 
 from tests.support.processes import wait_until
 
@@ -153,3 +155,43 @@ def test_the_controller_initialises_the_group_and_elects_when_the_master_leaves(
     finally:
         first.stop()
         second.stop()
+
+
+def test_preferred_replica_election_moves_leadership(config_center, services):
+    """`tidemq broker elect GROUP --replica ID` (Admin.elect): the controller moves the master
+    to an in-sync replica; the old master follows it. An out-of-sync replica is refused."""
+    from tidemq.client.admin import Admin
+    from tidemq.common import errors
+
+    name_servers = [services("tidemq.nameserver", ["--config-center", config_center.addr,
+                                                   "--controller-lease-ttl-s", "3"])
+                    for _ in range(2)]
+    addrs = ";".join(ns.addr for ns in name_servers)
+    hosts = [RecordingHost(), RecordingHost(), RecordingHost()]
+    managers = [manager(config_center, 0, hosts[0])]
+    try:
+        wait_until(lambda: hosts[0].last() == ("master", 1, (0,)), 20, message="0 master")
+        managers += [manager(config_center, r, hosts[r]) for r in (1, 2)]
+        wait_until(lambda: all(h.last() == ("slave", 1, "10.0.0.0:10912") for h in hosts[1:]),
+                   20, message="1 and 2 follow 0")
+        assert ControllerClient([ns.addr for ns in name_servers]).alter_in_sync(
+            GROUP, 1, 0, {0, 1})
+        with Admin(addrs, config_center=config_center.addr) as admin:
+            with pytest.raises(errors.TideMQError) as refused:
+                admin.elect(GROUP, 2)  # not in sync: electing it could lose messages
+            assert refused.value.code == "NO_ELIGIBLE_REPLICA"
+        # The command line, as an operator types it.
+        result = CliRunner().invoke(cli_app, ["--namesrv", addrs, "-o", "json", "broker",
+                                              "elect", GROUP, "--replica", "1"])
+        assert result.exit_code == 0, result.output
+        # (the in-process managers' logs share stdout: the reply is the indented JSON block)
+        state = json.loads(result.stdout[result.stdout.index("{\n"):])
+        assert (state["master"], state["epoch"], state["in_sync"]) == (1, 2, [0, 1])
+        wait_until(lambda: hosts[1].last() == ("master", 2, (0, 1)), 20, message="1 master")
+        wait_until(lambda: hosts[0].last() == ("slave", 2, "10.0.0.1:10912"), 20,
+                   message="0 follows 1")
+        wait_until(lambda: hosts[2].last() == ("slave", 2, "10.0.0.1:10912"), 20,
+                   message="2 follows 1")
+    finally:
+        for m in managers:
+            m.stop()
