@@ -35,6 +35,7 @@ from .config import (
 from .consume_queue import ConsumeQueueTable
 from .dispatcher import ArrivalListener, Dispatcher
 from .flush import FlushService
+from .ha.epoch import EpochFile
 from .ha.gate import ReplicationGate
 from .index import IndexService
 from .loop_appender import LoopAppender, _Append, _settle
@@ -76,6 +77,7 @@ class MessageStore:
         self.retention = Retention(config, self.commitlog, self.queues, self.index)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
+        self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
         self.startup: StartupReport | None = None
         self._running = False
         self._stop = threading.Event()
@@ -114,6 +116,7 @@ class MessageStore:
         self.dispatcher.reput_offset = min(max(reput, self.commitlog.min_offset), end)
         redispatched = self.dispatcher.dispatch_available()
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self.epochs.truncate_after(end)
         self.abort_marker.create()
         self._write_checkpoint()
         self.dispatcher.start()
@@ -293,6 +296,64 @@ class MessageStore:
                 others.remove(gone)
             self._appenders = [*others, appender]
         return appender
+
+    # -- replication (store/ha) --------------------------------------------------------------
+    @property
+    def is_master(self) -> bool:
+        return not self._slave
+
+    def become_master(self, epoch: int, timeout_s: float = 30.0) -> None:
+        """Take local appends from now on, as master of `epoch`: wait until every replicated
+        byte is dispatched, take the queue offsets from the consume queues, and record that
+        `epoch` starts at the log end (an epoch already recorded is kept)."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        last = self.epochs.last_epoch
+        if epoch < last:
+            raise StoreError(f"epoch {epoch} is older than this replica's epoch {last}")
+        self.commitlog.drop_replica_tail()
+        if not self.dispatcher.wait_dispatched(timeout_s):
+            raise StoreError(f"the consume queues did not catch up within {timeout_s} s")
+        self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        if epoch > last:
+            self.epochs.append(epoch, self.commitlog.max_offset)
+        self.flusher.replicating = False
+        self._slave = False
+        log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
+
+    def become_slave(self) -> None:
+        """Refuse local appends (NotMaster) and take bytes from a master
+        (`append_replicated`). Idempotent."""
+        if not self._slave:
+            self._slave = True
+            self.flusher.replicating = True   # the periodic flush covers replicated bytes
+            log.info("store is slave", epoch=self.epochs.last_epoch,
+                     log_end=self.commitlog.max_offset)
+
+    def append_replicated(self, physical_offset: int, data: bytes | memoryview) -> int:
+        """A slave: the master's CommitLog bytes at `physical_offset` (must be this replica's
+        end: else ReplicationGap), written as they are; returns the new log end, always a
+        record boundary (a record cut by the chunk's end waits for the rest)."""
+        if not self._slave:
+            raise NotMaster("a master takes no replicated bytes")
+        end = self.commitlog.append_replicated(physical_offset, data)
+        self.dispatcher.wake()
+        return end
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at `offset` (a record boundary), with what depends on it: consume queue
+        units past it dropped, index hits past it hidden, re-dispatch from it, epochs that
+        start past it dropped, queue offsets recomputed, a checkpoint written."""
+        with self.dispatcher.paused():
+            self.commitlog.truncate_to(offset)
+            for queue in self.queues.all():
+                queue.truncate_beyond(offset)
+            self.index.hide_from(offset)
+            self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+        self.epochs.truncate_after(offset)
+        self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self._write_checkpoint()
+        log.warning("commitlog truncated", offset=offset)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.add_listener(listener)
