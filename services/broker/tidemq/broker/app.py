@@ -115,6 +115,8 @@ class BrokerApp:
 
     def start(self) -> None:
         self.store.start()
+        if self.replication is not None:
+            self.replication.start()  # a slave (refusing sends) until the controller decides
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.dynamic.start()
         self.offsets.start(self.settings.offset_flush_interval_s)
@@ -126,16 +128,13 @@ class BrokerApp:
         self.groups.start()
         self.runtime.start()
         self.registrar.start()
-        if self.replication is not None:
-            self.replication.start(self.runtime.transport.call)
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
                  topics=len(self.topics.snapshot()[1]))
 
     def stop(self) -> None:
         """Graceful stop: leave the replica group and the routes first, answer held pulls,
         drain, then flush."""
-        leave_group = (lambda: self.replication.stop(self.runtime.transport.call)) \
-            if self.replication is not None else (lambda: None)
+        leave_group = self.replication.stop if self.replication is not None else (lambda: None)
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,

@@ -41,37 +41,32 @@ class Replication:
     host: BrokerRoleHost
     manager: ReplicaManager
     copier: OffsetCopier
-    ha_server: object
 
-    def start(self, run_on_loop: RunOnLoop) -> None:
-        run_on_loop(self.ha_server.start())
+    def start(self) -> None:
+        """After the store started and before serving: a slave until the controller says
+        more, so no send is appended before the group's state is known."""
+        self.host.store.become_slave()
         self.manager.start()
         self.copier.start()
 
-    def stop(self, run_on_loop: RunOnLoop) -> None:
+    def stop(self) -> None:
         """Leave the group first (revoke the lease: the controller elects at once)."""
         self.copier.stop()
         self.manager.stop()
-        run_on_loop(self.ha_server.stop())
+        self.host.close()
 
 
 def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStore,
           registrar: BrokerRegistrar, offsets: ConsumerOffsetManager,
           run_on_loop: RunOnLoop) -> Replication:
-    from tidemq.broker.store.ha.client import HAClient
-    from tidemq.broker.store.ha.server import HAServer
-
     config = ha_config(settings)
-    host_name, _, port = identity.ha_server_addr.rpartition(":")
-    server = HAServer(store, settings.host, int(port), config)
+    port = int(identity.ha_server_addr.rpartition(":")[2])
     registrar.role = SLAVE  # until the controller says more: never announce id 0 unasked
     registrar.registered_id = identity.broker_id + 1
     host = BrokerRoleHost(
         store=store, registrar=registrar, controller=ControllerClient(settings.name_servers),
         ha_config=config, broker_name=settings.broker_name, replica_id=settings.broker_id,
-        ha_server=server,
-        ha_client_factory=lambda addr: HAClient(store, settings.broker_id, addr, config),
-        run_on_loop=run_on_loop)
+        ha_listen=(settings.host, port), run_on_loop=run_on_loop)
     manager = ReplicaManager(settings.config_center, settings.broker_name, settings.broker_id,
                              addr=identity.broker_addr, ha_addr=identity.ha_server_addr,
                              host=host, lease_ttl_s=settings.broker_lease_ttl_s,
@@ -80,4 +75,4 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
     metrics.watch_replicas(host.progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,
                           interval_s=settings.replica_refresh_interval_s)
-    return Replication(host, manager, copier, server)
+    return Replication(host, manager, copier)
