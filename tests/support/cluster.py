@@ -142,8 +142,16 @@ class ReplicaGroup:
         return best[0] if best else None
 
     def wait_master(self, alive: tuple[int, ...] | None = None, timeout: float = 30.0) -> int:
-        return wait_until(lambda: self.master(alive), timeout, interval=0.1,
-                          message=f"a master of {self.broker_name}")
+        found: list[int] = []
+
+        def master_known() -> bool:
+            replica = self.master(alive)
+            if replica is not None:
+                found.append(replica)
+            return replica is not None  # replica 0 is a master too
+
+        wait_until(master_known, timeout, interval=0.1, message=f"a master of {self.broker_name}")
+        return found[-1]
 
 
 def start_replica_group(start: Callable[..., ServiceProcess], cluster: Cluster,
