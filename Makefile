@@ -30,14 +30,14 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs
-	$(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=3: replica groups)
+	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
 status: ## supervisor status and a health probe of every service
-	@.venv/bin/python -m deploy.local status
+	@TIDEMQ_REPLICAS=$(REPLICAS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 	@.venv/bin/python -m deploy.local logs $(SERVICE)
