@@ -18,6 +18,7 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
