@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from tidemq.common.logs import get_logger
 
@@ -32,6 +31,7 @@ from .protocol import (
     encode_report,
     read_frame,
     read_handshake,
+    watch_silence,
 )
 
 log = get_logger(__name__)
@@ -55,7 +55,7 @@ class HAClient:
         self.connected = False
         self.master_epoch = 0
         self.last_error: str | None = None
-        self.last_received = 0.0    # monotonic time of the last frame
+        self.last_received = 0.0    # loop time of the last frame
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -86,7 +86,7 @@ class HAClient:
         host, port = split_address(self.master_address)
         timeout_s = self.config.housekeeping_timeout_ms / 1000
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        reporter = None
+        reporter = watchdog = None
         try:
             store = self.store
             store.commitlog.drop_replica_tail()
@@ -99,19 +99,23 @@ class HAClient:
                 raise HandshakeRefused(reply["error"])
             self._adopt(reply)
             self.connected = True
-            self.last_received = time.monotonic()
+            clock = asyncio.get_running_loop().time
+            self.last_received = clock()
             writer.write(encode_report(store.commitlog_max_offset()))
             reporter = asyncio.ensure_future(self._report_periodically(writer))
+            watchdog = asyncio.ensure_future(
+                watch_silence(writer.transport, lambda: self.last_received, timeout_s))
             while True:
-                offset, chunk = await asyncio.wait_for(read_frame(reader), timeout_s)
-                self.last_received = time.monotonic()
+                offset, chunk = await read_frame(reader)
+                self.last_received = clock()
                 if chunk:
                     writer.write(encode_report(store.append_replicated(offset, chunk)))
                 if writer.transport.get_write_buffer_size() > 1 << 16:
                     await writer.drain()
         finally:
-            if reporter is not None:
-                reporter.cancel()
+            for task in (reporter, watchdog):
+                if task is not None:
+                    task.cancel()
             writer.close()
 
     def _adopt(self, reply: dict) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 HANDSHAKE_LENGTH = struct.Struct(">I")
@@ -67,3 +68,16 @@ def encode_report(log_end: int) -> bytes:
 
 async def read_report(reader: asyncio.StreamReader) -> int:
     return REPORT.unpack(await reader.readexactly(REPORT.size))[0]
+
+
+async def watch_silence(transport: asyncio.BaseTransport, last_heard: Callable[[], float],
+                        timeout_s: float) -> None:
+    """Abort `transport` once nothing was heard for `timeout_s` (the housekeeping timeout):
+    one watchdog per connection instead of a timeout around every read."""
+    loop = asyncio.get_running_loop()
+    while True:
+        silent = loop.time() - last_heard()
+        if silent >= timeout_s:
+            transport.abort()
+            return
+        await asyncio.sleep(timeout_s - silent)   # a deadline, not synchronisation

@@ -41,6 +41,7 @@ from .protocol import (
     encode_handshake,
     read_handshake,
     read_report,
+    watch_silence,
 )
 
 log = get_logger(__name__)
@@ -55,10 +56,11 @@ def _now_ms() -> float:
 class _Slave:
     """One connected slave: its sender's wake-up and its position."""
 
-    def __init__(self, replica_id: int, cursor: int) -> None:
+    def __init__(self, replica_id: int, cursor: int, heard: float) -> None:
         self.replica_id = replica_id
         self.cursor = cursor            # next byte to ship
         self.wakeup = asyncio.Event()
+        self.heard = heard              # loop time of its last report
 
 
 class HAServer:
@@ -123,7 +125,12 @@ class HAServer:
 
     # -- one slave ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._tasks.add(asyncio.current_task())
+        """Hand the connection to a task of our own: stop() cancels those, never the stream
+        callback's task (asyncio would log its cancellation as an error)."""
+        self._spawn(self._connection(reader, writer))
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
         replica_id, slave = None, None
         try:
             timeout_s = self.config.housekeeping_timeout_ms / 1000
@@ -134,7 +141,8 @@ class HAServer:
                 await writer.drain()
                 return
             await writer.drain()
-            slave = _Slave(replica_id, start)
+            loop = asyncio.get_running_loop()
+            slave = _Slave(replica_id, start, loop.time())
             previous = self._slaves.get(replica_id)
             self._slaves[replica_id] = slave
             if previous is not None:
@@ -142,16 +150,18 @@ class HAServer:
             self.tracker.connect(replica_id, start, _now_ms())
             log.info("slave connected", replica=replica_id, offset=start)
             sender = self._spawn(self._send(slave, writer))
+            watchdog = self._spawn(watch_silence(writer.transport, lambda: slave.heard, timeout_s))
             try:
                 await self._read_reports(slave, reader)
             finally:
                 sender.cancel()
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, KeyError, ValueError) as exc:
+                watchdog.cancel()
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, KeyError,
+                ValueError) as exc:
             log.info("slave connection ended", replica=replica_id, reason=repr(exc))
         finally:
             self._forget(replica_id, slave)
             writer.close()
-            self._tasks.discard(asyncio.current_task())
 
     def _forget(self, replica_id: int | None, slave: _Slave | None) -> None:
         """A connection ended; a newer one of the same replica stays."""
@@ -212,10 +222,11 @@ class HAServer:
                 await writer.drain()
 
     async def _read_reports(self, slave: _Slave, reader: asyncio.StreamReader) -> None:
-        timeout_s = self.config.housekeeping_timeout_ms / 1000
         tracker, gate, commitlog = self.tracker, self.gate, self.store.commitlog
+        clock = asyncio.get_running_loop().time
         while self._slaves.get(slave.replica_id) is slave:
-            offset = await asyncio.wait_for(read_report(reader), timeout_s)
+            offset = await read_report(reader)
+            slave.heard = clock()
             tracker.on_ack(slave.replica_id, offset, commitlog.max_offset, _now_ms())
             if slave.replica_id in tracker.in_sync:
                 gate.on_progress()
