@@ -113,6 +113,10 @@ class BrokerApp:
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
+        replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
+        if self.replication is not None:
+            self.replication.host.on_server = lambda server: setattr(
+                replication_gauges, "server", server)
 
     def start(self) -> None:
         self.store.start()
