@@ -18,6 +18,7 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
@@ -112,6 +113,10 @@ class BrokerApp:
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
+        replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
+        if self.replication is not None:
+            self.replication.host.on_server = lambda server: setattr(
+                replication_gauges, "server", server)
 
     def start(self) -> None:
         self.store.start()

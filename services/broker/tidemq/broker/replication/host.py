@@ -66,6 +66,8 @@ class BrokerRoleHost:
         self.tracker: InSyncTracker | None = None
         self._ha_server: HAServer | None = None
         self._ha_client: HAClient | None = None
+        # told the master's HA server (or None): the lag-bytes / in-sync gauges read it
+        self.on_server: Callable[[HAServer | None], None] = lambda server: None
 
     # -- RoleHost ---------------------------------------------------------------------------
     def log_end(self) -> int:
@@ -85,6 +87,7 @@ class BrokerRoleHost:
         server = HAServer(self.store, gate, config, propose=self._proposer(epoch))
         self.run_on_loop(server.start(*self.ha_listen))
         self._ha_server = server
+        self.on_server(server)
         self.registrar.announce(MASTER, epoch, wait=False)
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None:
@@ -155,6 +158,7 @@ class BrokerRoleHost:
             gate.depose()
             self.store.set_replication_gate(None)
         if server is not None:
+            self.on_server(None)
             self.run_on_loop(server.stop())
 
     def _stop_following(self) -> None:

@@ -1,5 +1,6 @@
 """Prometheus metrics of the role layer (the stream's lag, in-sync size and epoch are the
-store's: store/ha)."""
+store's: store/ha). Registered by every broker, replicated or not, so dashboards and scrape
+checks see the same families everywhere (zero / empty without replication)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ LEASE_LOSSES = Counter("tidemq_broker_replica_lease_losses_total",
                        "Live-key leases lost (a master steps down at once)")
 
 
+Progress = Callable[[], list[tuple[int, int, int, int, bool]]]
+
+
 class ReplicaLagCollector(Collector):
     """Master: each slave's lag in seconds (since it last had the master's log end), read at
     scrape time from the in-sync tracker — nothing on the append path."""
 
-    def __init__(self, progress: Callable[[], list[tuple[int, int, int, int, bool]]]) -> None:
-        self.progress = progress
+    def __init__(self) -> None:
+        self.progress: Progress = list  # no replication: no slaves
 
     def collect(self):
         family = GaugeMetricFamily("tidemq_broker_replication_lag_seconds",
@@ -32,5 +36,9 @@ class ReplicaLagCollector(Collector):
         yield family
 
 
-def watch_replicas(progress: Callable[[], list[tuple[int, int, int, int, bool]]]) -> None:
-    REGISTRY.register(ReplicaLagCollector(progress))
+LAG = ReplicaLagCollector()
+REGISTRY.register(LAG)
+
+
+def watch_replicas(progress: Progress) -> None:
+    LAG.progress = progress

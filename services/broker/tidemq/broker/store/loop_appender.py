@@ -53,8 +53,10 @@ class LoopAppender:
     def __init__(self, loop: asyncio.AbstractEventLoop, flusher: FlushService,
                  commitlog: CommitLog, dispatch: Callable[[], None],
                  syncer_factory: Callable[[int], Syncer] = Syncer,
-                 gate_of: Callable[[], ReplicationGate | None] = lambda: None) -> None:
+                 gate_of: Callable[[], ReplicationGate | None] = lambda: None,
+                 on_written: Callable[[], None] = lambda: None) -> None:
         self.loop = loop
+        self.on_written = on_written   # once per written group (the HA stream's wake-up)
         self.gate_of = gate_of   # the store's replication gate, if any (read per fsync)
         self.flusher = flusher
         self.commitlog = commitlog
@@ -112,6 +114,7 @@ class LoopAppender:
         if not written:
             return
         end = self.commitlog.max_offset
+        self.on_written()   # slaves fetch the group while it is fsynced here
         self._syncing.append((end, written))
         self._deadlines.append((self._unwritten_since + self.timeout_s, written))
         if self._timer is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.common.logs import get_logger
@@ -88,6 +89,7 @@ class MessageStore:
         self._store_loop: StoreLoop | None = None   # blocking callers' appends (store_loop.py)
         self._gate: ReplicationGate | None = None   # SYNC/ASYNC_MASTER replication (store/ha)
         self._slave = False   # a slave takes bytes from its master only (append_replicated)
+        self._write_listeners: list[Callable[[], None]] = []   # called once per written group
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -258,7 +260,20 @@ class MessageStore:
         if isinstance(outcome, StoreError):
             raise outcome
         self.dispatcher.wake()
+        self._notify_written()
         return AppendResult(AppendStatus.PUT_OK, *outcome)
+
+    def add_write_listener(self, listener: Callable[[], None]) -> None:
+        """`listener()` after every write to the log (once per group, on the writing thread:
+        an event loop, the store loop, or an ASYNC_FLUSH appender): the HA server's wake-up."""
+        self._write_listeners = [*self._write_listeners, listener]
+
+    def remove_write_listener(self, listener: Callable[[], None]) -> None:
+        self._write_listeners = [f for f in self._write_listeners if f is not listener]
+
+    def _notify_written(self) -> None:
+        for listener in self._write_listeners:
+            listener()
 
     def set_replication_gate(self, gate: ReplicationGate | None) -> None:
         """Have appends wait for the in-sync replicas (store/ha/gate.py), or stop (None).
@@ -288,7 +303,7 @@ class MessageStore:
             if appender is None:
                 appender = LoopAppender(loop, self.flusher, self.commitlog,
                                         self.dispatcher.dispatch_here, self.syncer_factory,
-                                        lambda: self._gate)
+                                        lambda: self._gate, self._notify_written)
             # the latest loop last (the one-look fast path); drop those of closed loops
             others = [a for a in self._appenders if a is not appender]
             for gone in [a for a in others if a.loop.is_closed()]:

@@ -12,7 +12,7 @@ class HAConfig:
     min_in_sync_replicas: int = 1            # fewer in-sync replicas (master included): NOT_ENOUGH_REPLICAS
     sync_replication_timeout_ms: int = 5000  # SYNC: wait this long for the in-sync set, then FLUSH_SLAVE_TIMEOUT
     replica_lag_max_ms: int = 10_000         # a member not caught up for this long leaves the in-sync set
-    transfer_batch_bytes: int = 32 * 1024    # most bytes per stream frame (never across a segment end)
+    transfer_batch_bytes: int = 256 * 1024   # most bytes per stream frame (never across a segment end)
     heartbeat_interval_ms: int = 1000        # master -> slave: an empty frame when idle this long
     report_interval_ms: int = 5000           # slave -> master: its log end at least this often
     housekeeping_timeout_ms: int = 20_000    # drop a connection silent for this long
