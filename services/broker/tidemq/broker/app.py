@@ -66,8 +66,9 @@ class BrokerApp:
         replicated = settings.replication_enabled
         if replicated:  # the role layer loads only where it runs
             from tidemq.broker.replication import wiring as replication_wiring
-        ha_addr = (f"{settings.advertised_host}:{replication_wiring.ha_port(settings)}"
-                   if replicated else "")
+            settings.ha_port = replication_wiring.ha_port(settings)   # resolved once
+        ha_addr = ((settings.ha_advertised_addr
+                    or f"{settings.advertised_host}:{settings.ha_port}") if replicated else "")
         self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
                                        settings.broker_id, settings.advertised_addr, ha_addr)
         data_dir = Path(settings.data_dir)

@@ -72,6 +72,9 @@ class BrokerSettings(ServiceSettings):
     replica_lag_max_ms: int = setting(
         10000, "a slave not caught up for this long leaves the in-sync set (ms)")
     ha_port: int = setting(-1, "HA stream port: -1 = port + 1, 0 = pick a free port")
+    ha_advertised_addr: str = setting(
+        "", "host:port slaves dial for the HA stream when it differs from advertised_host:"
+            "ha_port (a proxy or NAT in between); \"\" = advertised_host:ha_port")
     broker_lease_ttl_s: int = setting(
         10, "TTL of this replica's live key in the config center (s); a master that cannot "
             "renew it for this long steps down")

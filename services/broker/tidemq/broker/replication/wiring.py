@@ -60,7 +60,7 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
           registrar: BrokerRegistrar, offsets: ConsumerOffsetManager,
           run_on_loop: RunOnLoop) -> Replication:
     config = ha_config(settings)
-    port = int(identity.ha_server_addr.rpartition(":")[2])
+    port = ha_port(settings)   # where it listens; slaves dial identity.ha_server_addr
     registrar.role = SLAVE  # until the controller says more: never announce id 0 unasked
     registrar.registered_id = identity.broker_id + 1
     host = BrokerRoleHost(
