@@ -65,7 +65,7 @@ FAULTS ?= 20
 SEED ?= $(shell date +%s)
 chaos: sync ## seeded fault schedules against a 3-replica group: RUNS runs of FAULTS faults from SEED
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) \
-	  $(UV) run --frozen pytest tests/chaos -p no:randomly -s $(PYTEST_ARGS)
+	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
