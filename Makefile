@@ -58,6 +58,15 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
 
+# --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
+.PHONY: chaos
+RUNS ?= 10
+FAULTS ?= 20
+SEED ?= $(shell date +%s)
+chaos: sync ## seeded fault schedules against a 3-replica group: RUNS runs of FAULTS faults from SEED
+	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) \
+	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
+
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
 NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877
