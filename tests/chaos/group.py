@@ -17,13 +17,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.cluster import BROKER_TEST_FLAGS, process_group
+from tests.support.cluster import (
+    BROKER_TEST_FLAGS,
+    CONTROLLER_TEST_FLAGS,
+    REPLICATION_TEST_FLAGS,
+    process_group,
+)
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import ServiceProcess, free_port, start_redis, wait_until
 
 GROUP = "chaos-a"
 REPLICAS = 3
-LEASE_TTL_S = 3
+LEASE_TTL_S = 2   # broker lease (the controller's: CONTROLLER_TEST_FLAGS)
 
 
 @dataclass
@@ -54,7 +59,7 @@ class ReplicaGroup:
 
     # -- what the controller says ------------------------------------------------------------
     def _config(self):
-        from tidemq.client.config import ConfigClient
+        from tidemq.configclient.client import ConfigClient
 
         return ConfigClient(self.config_center.addr, timeout=2.0)
 
@@ -134,19 +139,18 @@ class ReplicaGroup:
                 namesrv.start(timeout=60)
 
 
-def broker_args(group: ReplicaGroup, replica_id: int, proxies: dict[str, FaultProxy],
-                ha_port: int) -> list[str]:
+def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int) -> list[str]:
     return [
         "--cluster-name", "ChaosCluster", "--broker-name", GROUP,
         "--broker-id", str(replica_id),
         "--namesrv-addrs", ";".join(p.addr for name, p in proxies.items()
                                     if name.startswith("namesrv")),
         "--config-center", proxies["config"].addr,
-        "--replication-enabled", "true", "--broker-role", "SYNC_MASTER",
-        "--min-in-sync-replicas", "2", "--broker-lease-ttl-s", str(LEASE_TTL_S),
-        "--sync-replication-timeout-ms", "3000", "--replica-lag-max-ms", "3000",
+        *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS,
+        "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
+        "--broker-lease-ttl-s", str(LEASE_TTL_S), "--sync-replication-timeout-ms", "3000",
+        "--replica-lag-max-ms", "3000", "--flush-mode", "sync",
         "--ha-port", str(ha_port), "--ha-advertised-addr", proxies["ha"].addr,
-        "--flush-mode", "sync", *BROKER_TEST_FLAGS,
     ]
 
 
@@ -156,7 +160,7 @@ def start_group(tmp_path: Path, stack: ExitStack) -> ReplicaGroup:
     start = stack.enter_context(process_group(tmp_path))
     config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
     namesrvs = [start("tidemq.nameserver", ["--config-center", config_center.addr,
-                                            "--controller-lease-ttl-s", str(LEASE_TTL_S)])
+                                            *CONTROLLER_TEST_FLAGS])
                 for _ in range(2)]
     group = ReplicaGroup(config_center, namesrvs)
     for replica_id in range(REPLICAS):
@@ -167,7 +171,7 @@ def start_group(tmp_path: Path, stack: ExitStack) -> ReplicaGroup:
                    "ha": FaultProxy(f"127.0.0.1:{ha_port}", f"ha-{replica_id}")}
         for proxy in proxies.values():
             stack.enter_context(proxy)
-        process = start("tidemq.broker", broker_args(group, replica_id, proxies, ha_port))
+        process = start("tidemq.broker", broker_args(replica_id, proxies, ha_port))
         group.replicas.append(Replica(replica_id, process, list(proxies.values())))
     wait_until(lambda: group.healthy(in_sync=2), 60, interval=0.2,
                message=f"{GROUP} to have a master and 2 in-sync replicas")

@@ -191,5 +191,4 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print) -> Outcome
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
         line = summary(seed, len(faults), verdict, workload.longest_outage_s,
                        workload.unacknowledged)
-        log(line)
         return Outcome(seed, faults, verdict, line)
