@@ -139,7 +139,8 @@ class ReplicaGroup:
                 namesrv.start(timeout=60)
 
 
-def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int) -> list[str]:
+def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int,
+                flush_mode: str) -> list[str]:
     return [
         "--cluster-name", "ChaosCluster", "--broker-name", GROUP,
         "--broker-id", str(replica_id),
@@ -149,12 +150,14 @@ def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int) -
         *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS,
         "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
         "--broker-lease-ttl-s", str(LEASE_TTL_S), "--sync-replication-timeout-ms", "3000",
-        "--replica-lag-max-ms", "3000", "--flush-mode", "sync",
+        "--replica-lag-max-ms", "3000", "--flush-mode", flush_mode,
         "--ha-port", str(ha_port), "--ha-advertised-addr", proxies["ha"].addr,
     ]
 
 
-def start_group(tmp_path: Path, stack: ExitStack) -> ReplicaGroup:
+def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -> ReplicaGroup:
+    """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
+    master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing."""
     redis = start_redis(tmp_path)
     stack.callback(redis.kill)
     start = stack.enter_context(process_group(tmp_path))
@@ -171,7 +174,8 @@ def start_group(tmp_path: Path, stack: ExitStack) -> ReplicaGroup:
                    "ha": FaultProxy(f"127.0.0.1:{ha_port}", f"ha-{replica_id}")}
         for proxy in proxies.values():
             stack.enter_context(proxy)
-        process = start("tidemq.broker", broker_args(replica_id, proxies, ha_port))
+        process = start("tidemq.broker", broker_args(replica_id, proxies, ha_port,
+                                                       flush_mode))
         group.replicas.append(Replica(replica_id, process, list(proxies.values())))
     wait_until(lambda: group.healthy(in_sync=2), 60, interval=0.2,
                message=f"{GROUP} to have a master and 2 in-sync replicas")

@@ -110,8 +110,8 @@ class FaultProxy:
             up_reader, link.upstream = await asyncio.open_connection(*self.target)
             await asyncio.gather(self._pump(reader, link.upstream, link),
                                  self._pump(up_reader, writer, link))
-        except (ConnectionError, OSError):
-            pass
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            pass   # a cancelled accept task would make asyncio's stream callback log an error
         finally:
             self._links.discard(link)
             link.close()
