@@ -330,6 +330,8 @@ class MessageStore:
         if not self.dispatcher.wait_dispatched(timeout_s):
             raise StoreError(f"the consume queues did not catch up within {timeout_s} s")
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        # A slave took its master's history, which may go past what it fetched.
+        self.epochs.truncate_after(self.commitlog.max_offset)
         if epoch > last:
             self.epochs.append(epoch, self.commitlog.max_offset)
         self.flusher.replicating = False
