@@ -150,6 +150,8 @@ class MessageStore:
             appenders, self._appenders = self._appenders, []
         for appender in appenders:
             appender.close()
+        if self._gate is not None:
+            self._gate.close()   # held appends: FLUSH_SLAVE_TIMEOUT (scheduled on their loops)
         with self._appenders_lock:
             store_loop, self._store_loop = self._store_loop, None
         if store_loop is not None:
