@@ -104,6 +104,25 @@ class ReplicaGroup:
             return ends.pop()
         return None
 
+    def explain(self, lines: int = 25) -> str:
+        """The group key, the live keys and the last lines of every process's log."""
+        parts = []
+        try:
+            parts.append(f"group state: {self.state()}")
+            parts.append(f"live replicas: {self.live()}")
+        except Exception as exc:
+            parts.append(f"config center unreadable: {exc}")
+        processes = [(f"replica-{r.replica_id}"
+                      f"{' (paused)' if r.paused else ''}", r.process) for r in self.replicas]
+        processes += [(f"name-server {n.addr}", n) for n in self.namesrvs]
+        for name, process in processes:
+            running = process.proc is not None and process.proc.poll() is None
+            tail = process.log.read_text(errors="replace").splitlines()[-lines:] \
+                if process.log.exists() else []
+            parts.append(f"--- {name} ({'running' if running else 'down'}), last log lines:")
+            parts.extend(tail)
+        return "\n".join(parts)
+
     # -- faults ------------------------------------------------------------------------------
     def kill(self, replica: Replica) -> None:
         replica.process.kill()

@@ -162,6 +162,15 @@ def _read_back(group: ReplicaGroup) -> dict[tuple[int, int], bytes]:
     return stored
 
 
+def _wait_or_explain(group: ReplicaGroup, condition, what: str):
+    """Poll `condition`; past the deadline fail with what the controller and every process
+    said last, so a stuck run explains itself."""
+    try:
+        return wait_until(condition, RECOVERY_TIMEOUT_S, interval=0.2, message=what)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}\n{group.explain()}") from None
+
+
 def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print) -> Outcome:
     faults = schedule(seed, fault_count, lease_ttl_s=LEASE_TTL_S)
     rng = random.Random(seed ^ 0x5EED)
@@ -176,16 +185,16 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print) -> Outcome
             log(f"chaos seed={seed} fault {number}/{len(faults)}: {fault}")
             time.sleep(fault.hold_s)   # the fault's duration (not a synchronisation)
             undo()
-            wait_until(lambda: group.healthy(in_sync=2), RECOVERY_TIMEOUT_S, interval=0.2,
-                       message=f"{GROUP} writable again after {fault} (seed {seed})")
+            _wait_or_explain(group, lambda: group.healthy(in_sync=2),
+                             f"{GROUP} writable again after {fault} (seed {seed})")
             acked = len(workload.acks)
             wait_until(lambda acked=acked: len(workload.acks) > acked, RECOVERY_TIMEOUT_S, interval=0.05,
                        message=f"an acknowledged send after {fault} (seed {seed})")
             time.sleep(fault.settle_s)   # traffic between faults
         workload.stop()
         group.undo_all()
-        confirmed = wait_until(group.converged, RECOVERY_TIMEOUT_S, interval=0.2,
-                               message=f"every replica of {GROUP} in sync (seed {seed})")
+        confirmed = _wait_or_explain(group, group.converged,
+                                     f"every replica of {GROUP} in sync (seed {seed})")
         verdict = check_acks(workload.acks, _read_back(group))
         verdict.diverged = check_replicas(
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
