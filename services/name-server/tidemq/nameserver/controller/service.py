@@ -182,8 +182,6 @@ class Controller:
                     return
 
     def _act(self) -> None:
-        with self._lock:
-            self._active = True
         ACTIVE.set(1)
         log.info("acting as the replication controller", addr=self.addr)
         try:
@@ -210,6 +208,7 @@ class Controller:
         view = self.store.snapshot()
         with self._lock:
             self._view = view
+            self._active = True  # RPCs are answered from here on: the view is loaded
             for name in sorted(view.names()):
                 self._reconsider(name)
         with self.client.watch(REPLICATION_ROOT, start_revision=view.revision + 1) as watch:
