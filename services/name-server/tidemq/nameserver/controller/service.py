@@ -114,8 +114,9 @@ class Controller:
                 return rules.alter_in_sync(current.state, epoch, master, in_sync)
 
             stored = self._write(broker_name, known, decide)
-            log.info("in-sync set recorded", group=broker_name, epoch=epoch, master=master,
-                     in_sync=sorted(stored.state.in_sync))
+            if stored.mod_revision != known.mod_revision:
+                log.info("in-sync set recorded", group=broker_name, epoch=epoch, master=master,
+                         old=sorted(known.state.in_sync), new=sorted(stored.state.in_sync))
             return stored.state
 
     def elect_master(self, broker_name: str, preferred: int | None) -> GroupState:
