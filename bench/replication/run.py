@@ -11,7 +11,7 @@
 Master, slave and appenders share one process, one event loop and one GIL, so figure 2 is a
 lower bound of two brokers on two machines (each broker's loop does only its own half).
 
-    uv run --frozen python -m bench.replication [--volume-mib 256] [--seconds 5]
+    uv run --frozen python -m bench.replication [--quick] [--volume-mib 256] [--seconds 5]
 """
 
 from __future__ import annotations
@@ -156,12 +156,15 @@ def produce(root: Path, appenders: int, seconds: float, replicated: bool) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="32 MiB, 2 s per produce figure")
     parser.add_argument("--volume-mib", type=int, default=256)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--appenders", type=int, default=64)
     parser.add_argument("--batch-kib", type=int, default=256, help="ha transfer batch (KiB)")
     parser.add_argument("--dir", type=Path, default=Path(".data/bench-replication"))
     args = parser.parse_args()
+    if args.quick:
+        args.volume_mib, args.seconds = 32, 2.0
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(dir=args.dir))
     volume = args.volume_mib << 20

@@ -17,6 +17,8 @@ BENCHMARKS = {
               ["raw sequential write", "ASYNC_FLUSH batch 256", "asyncio appenders",
                "appender threads",
                "abnormal recovery"]),
+    "replication": (["-m", "bench.replication", "--quick"],
+                    ["catch-up of", "raw asyncio TCP", "single store", "SYNC_MASTER with one"]),
     "e2e_latency": (["bench/e2e_latency/run.py", "--quick"],
                     ["median", "TideMQ produce", "Redis Streams same run"]),
     "config": (["bench/config/run.py", "--quick"], ["put/s", "raw redis-py", "watch latency"]),

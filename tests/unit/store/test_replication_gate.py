@@ -145,3 +145,17 @@ def test_end_offset_is_the_end_of_the_last_record_across_a_segment_roll(tmp_path
     assert results[-1].end_offset == store.commitlog_max_offset()
     assert len(store.commitlog.segments) > 1
     store.shutdown()
+
+
+def test_a_shutdown_answers_blocking_appends_held_by_the_gate(tmp_path):
+    store, _, _ = gated_store(tmp_path, timeout_ms=60_000)
+    results: list = []
+    appenders = threading.Thread(target=lambda: results.extend(
+        run_threads(3, lambda n: store.append_batch("t", n, one(), 1))))
+    appenders.start()
+    wait_until(lambda: sum(store.max_offset("t", q) for q in range(3)) == 3 and
+               store.commitlog.flushed_offset == store.commitlog_max_offset())
+    store.shutdown()
+    appenders.join(30)
+    assert not appenders.is_alive()
+    assert [r.status for r in results] == [AppendStatus.FLUSH_SLAVE_TIMEOUT] * 3

@@ -150,6 +150,8 @@ class MessageStore:
             appenders, self._appenders = self._appenders, []
         for appender in appenders:
             appender.close()
+        if self._gate is not None:
+            self._gate.close()   # held appends: FLUSH_SLAVE_TIMEOUT (scheduled on their loops)
         with self._appenders_lock:
             store_loop, self._store_loop = self._store_loop, None
         if store_loop is not None:
@@ -330,6 +332,8 @@ class MessageStore:
         if not self.dispatcher.wait_dispatched(timeout_s):
             raise StoreError(f"the consume queues did not catch up within {timeout_s} s")
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        # A slave took its master's history, which may go past what it fetched.
+        self.epochs.truncate_after(self.commitlog.max_offset)
         if epoch > last:
             self.epochs.append(epoch, self.commitlog.max_offset)
         self.flusher.replicating = False

@@ -8,8 +8,9 @@ How Part C uses it, on becoming (or staying) a slave of a master at `master_ha_a
     ...
     await client.stop()         # the master changed (then a new client) or we become master
 
-Per connection: the handshake (replica id, last epoch, log end); the master answers where to
-truncate (its end of our last epoch) and the epochs we lack; we truncate, record those epochs,
+Per connection: the handshake (replica id, last epoch, log end, epoch history); the master
+answers where our log stops being a prefix of its own and its epoch history; we truncate, take
+that history,
 then append every data frame at exactly its physical offset (`store.append_replicated`) and
 report our log end after each append and every `report_interval_ms`. A connection silent for
 `housekeeping_timeout_ms` (the master heartbeats every second when idle) is dropped and made
@@ -92,7 +93,8 @@ class HAClient:
             store.commitlog.drop_replica_tail()
             writer.write(encode_handshake({
                 "replica_id": self.replica_id, "last_epoch": store.epochs.last_epoch,
-                "max_offset": store.commitlog_max_offset()}))
+                "max_offset": store.commitlog_max_offset(),
+                "epochs": [list(entry) for entry in store.epochs.entries]}))
             await writer.drain()
             reply = await asyncio.wait_for(read_handshake(reader), timeout_s)
             if "error" in reply:
@@ -119,20 +121,23 @@ class HAClient:
             writer.close()
 
     def _adopt(self, reply: dict) -> None:
-        """Truncate where the master says our last epoch ended; record its later epochs."""
-        store = self.store
         self.master_epoch = int(reply["epoch"])
-        truncate_to = int(reply["truncate_to"])
-        if 0 <= truncate_to < store.commitlog_max_offset():
-            log.warning("truncating a divergent tail", offset=truncate_to,
-                        log_end=store.commitlog_max_offset(), master_epoch=self.master_epoch)
-            store.truncate_to(truncate_to)
-        for epoch, start in reply.get("epochs", []):
-            if epoch > store.epochs.last_epoch:
-                store.epochs.append(int(epoch), int(start))
+        adopt(self.store, reply)
 
     async def _report_periodically(self, writer: asyncio.StreamWriter) -> None:
         while True:
             await asyncio.sleep(self.config.report_interval_ms / 1000)   # a period
             writer.write(encode_report(self.store.commitlog_max_offset()))
             await writer.drain()
+
+
+def adopt(store, reply: dict) -> None:
+    """A slave takes the master's handshake reply: truncate where the master says our log
+    stops being a prefix of its own, then take the master's epoch history (ours describes
+    bytes that may be gone; below the cut the master's describes the same bytes)."""
+    truncate_to = int(reply["truncate_to"])
+    if 0 <= truncate_to < store.commitlog_max_offset():
+        log.warning("truncating a divergent tail", offset=truncate_to,
+                    log_end=store.commitlog_max_offset(), master_epoch=reply["epoch"])
+        store.truncate_to(truncate_to)
+    store.epochs.replace(reply["epochs"])

@@ -66,13 +66,20 @@ class EpochFile:
                                  f"entry, epoch {last.epoch} at {last.start_offset}")
             self._persist([*self.entries, EpochEntry(epoch, start_offset)])
 
+    def replace(self, entries: list[EpochEntry]) -> None:
+        """Take another replica's history (a slave that is now a prefix of its master's log)."""
+        entries = [EpochEntry(int(e), int(s)) for e, s in entries]
+        for before, after in zip(entries, entries[1:], strict=False):
+            if after.epoch <= before.epoch or after.start_offset < before.start_offset:
+                raise StoreError(f"epoch history {entries} does not increase")
+        with self._lock:
+            if entries != self.entries:
+                self._persist(entries)
+
     def end_of(self, epoch: int, log_end: int) -> int:
         """Where `epoch` ended in this log: the start of the first later epoch, else `log_end`
         (an epoch this replica never had ends where the next one it had starts)."""
-        for entry in self.entries:
-            if entry.epoch > epoch:
-                return min(entry.start_offset, log_end)
-        return log_end
+        return end_of(self.entries, epoch, log_end)
 
     def truncate_after(self, offset: int) -> None:
         """The log was cut at `offset`: drop the entries that start past it."""
@@ -83,3 +90,25 @@ class EpochFile:
 
     def entries_after(self, epoch: int) -> list[EpochEntry]:
         return [e for e in self.entries if e.epoch > epoch]
+
+
+def end_of(entries: list[EpochEntry], epoch: int, log_end: int) -> int:
+    """EpochFile.end_of over a list of entries."""
+    for entry in entries:
+        if entry.epoch > epoch:
+            return min(entry.start_offset, log_end)
+    return log_end
+
+
+def divergence_point(master: list[EpochEntry], master_end: int, slave: list[EpochEntry],
+                     slave_end: int) -> int:
+    """Where a slave's log stops being a prefix of the master's: the end of the latest epoch
+    both histories hold (an epoch has one leader, so both hold a prefix of that leader's log
+    up to it), on whichever side it ended first; 0 when they share no epoch. Comparing whole
+    histories in one step avoids the one-round Kafka bug (KIP-279) where a slave that lacks
+    the master's matching epoch is cut too little."""
+    shared = {e.epoch for e in master} & {e.epoch for e in slave}
+    if not shared:
+        return 0
+    latest = max(shared)
+    return min(end_of(master, latest, master_end), end_of(slave, latest, slave_end), slave_end)

@@ -80,8 +80,10 @@ class ReplicationGate:
         loop = asyncio.get_running_loop()
         waiters = self._loops.get(loop)
         if waiters is None:
-            with self._lock:
-                waiters = self._loops[loop] = _LoopWaiters(loop)
+            with self._lock:   # a copy without closed loops (a test's loops come and go)
+                loops = {k: v for k, v in self._loops.items() if not k.is_closed()}
+                waiters = loops[loop] = _LoopWaiters(loop)
+                self._loops = loops
         deadline = loop.time() + self.timeout_s
         waiters.held.append((end_offset, deadline, group, settle))
         if waiters.timer is None:

@@ -3,7 +3,8 @@
 How Part C uses it: not directly (HAServer and HAClient speak it); the layout is documented in
 docs/replication.md.
 
-    handshake  slave -> master   u32 length | JSON {"replica_id", "last_epoch", "max_offset"}
+    handshake  slave -> master   u32 length | JSON {"replica_id", "last_epoch", "max_offset",
+                                                    "epochs"}
     reply      master -> slave   u32 length | JSON {"epoch", "truncate_to", "epochs"} or {"error"}
     data       master -> slave   i64 physical_offset | u32 size | size bytes of the CommitLog
                                  (size 0: a heartbeat; physical_offset is then the sender's cursor)

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from tidemq.common.logs import get_logger
 
 from .config import HAConfig
+from .epoch import EpochEntry, divergence_point
 from .gate import ReplicationGate
 from .protocol import (
     ProtocolError,
@@ -61,6 +62,35 @@ class _Slave:
         self.cursor = cursor            # next byte to ship
         self.wakeup = asyncio.Event()
         self.heard = heard              # loop time of its last report
+
+
+def handshake_reply(store, serving: bool, hello: dict) -> dict:
+    """The master's answer to a slave's handshake {replica_id, last_epoch, max_offset, epochs}:
+    where the slave's log stops being a prefix of ours (`truncate_to`, -1 when nothing is cut;
+    from the whole epoch histories, else where the slave's last epoch ended here) and our
+    whole epoch history, which the slave, a prefix of our log once cut, takes as its own; or {"error"} when this replica is not (or no longer) master, when its epoch is
+    older than the slave's (it was deposed), or when the slave is below our oldest segment."""
+    epochs = store.epochs
+    epoch = epochs.last_epoch
+    slave_epoch, slave_end = int(hello["last_epoch"]), int(hello["max_offset"])
+    slave_epochs = [EpochEntry(int(e), int(s)) for e, s in hello.get("epochs", [])]
+    if slave_epochs:   # the whole history: exact even where the last epochs differ
+        start = divergence_point(epochs.entries, store.commitlog_max_offset(), slave_epochs,
+                                 slave_end)
+    else:              # the contract's minimal handshake
+        start = min(slave_end, epochs.end_of(slave_epoch, store.commitlog_max_offset()))
+    error = None
+    if not store.is_master or not serving:
+        error = "this replica is not the master"
+    elif slave_epoch > epoch:
+        error = f"this master's epoch {epoch} is older than the slave's {slave_epoch}"
+    elif start < store.commitlog_min_offset():
+        error = (f"the slave's log end {start} is below this master's oldest offset "
+                 f"{store.commitlog_min_offset()}: it needs a fresh copy")
+    if error is not None:
+        return {"error": error, "epoch": epoch}
+    return {"epoch": epoch, "truncate_to": start if start < slave_end else -1,
+            "epochs": [list(entry) for entry in epochs.entries]}
 
 
 class HAServer:
@@ -171,30 +201,22 @@ class HAServer:
 
     def _handshake(self, hello: dict, writer: asyncio.StreamWriter) -> int | None:
         """Answer the slave's handshake; the offset to stream from, or None (refused)."""
-        store, epochs = self.store, self.store.epochs
-        epoch = epochs.last_epoch
-        slave_epoch, slave_end = int(hello["last_epoch"]), int(hello["max_offset"])
-        error = None
-        if not store.is_master or not self.gate.master:
-            error = "this replica is not the master"
-        elif slave_epoch > epoch:
-            error = f"this master's epoch {epoch} is older than the slave's {slave_epoch}"
-        log_end = store.commitlog_max_offset()
-        start = min(slave_end, epochs.end_of(slave_epoch, log_end))
-        if error is None and start < store.commitlog_min_offset():
-            error = (f"the slave's log end {start} is below this master's oldest offset "
-                     f"{store.commitlog_min_offset()}: it needs a fresh copy")
-        if error is not None:
-            writer.write(encode_handshake({"error": error, "epoch": epoch}))
-            log.warning("slave refused", replica=hello.get("replica_id"), reason=error)
+        reply = handshake_reply(self.store, self.gate.master, hello)
+        writer.write(encode_handshake(reply))
+        if "error" in reply:
+            log.warning("slave refused", replica=hello.get("replica_id"), reason=reply["error"])
             return None
-        writer.write(encode_handshake({
-            "epoch": epoch, "truncate_to": start if start < slave_end else -1,
-            "epochs": [list(entry) for entry in epochs.entries_after(slave_epoch)],
-        }))
-        return start
+        truncate_to = reply["truncate_to"]
+        return truncate_to if truncate_to >= 0 else int(hello["max_offset"])
 
     async def _send(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._ship(slave, writer)
+        except (OSError, ProtocolError) as exc:   # the reader then ends the connection
+            log.info("stopped shipping to a slave", replica=slave.replica_id, reason=repr(exc))
+            writer.transport.abort()
+
+    async def _ship(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
         commitlog, batch = self.store.commitlog, self.config.transfer_batch_bytes
         heartbeat_s = self.config.heartbeat_interval_ms / 1000
         while self._slaves.get(slave.replica_id) is slave:
@@ -230,8 +252,8 @@ class HAServer:
             tracker.on_ack(slave.replica_id, offset, commitlog.max_offset, _now_ms())
             if slave.replica_id in tracker.in_sync:
                 gate.on_progress()
-            elif not self._proposing:
-                self._spawn(self._review_in_sync())
+            elif not self._proposing and offset >= tracker.confirmed_offset(commitlog.max_offset):
+                self._spawn(self._review_in_sync())   # caught up: propose it at once
 
     # -- the in-sync set ---------------------------------------------------------------------
     async def _housekeep(self) -> None:
