@@ -72,6 +72,10 @@ class BrokerSettings(ServiceSettings):
     replica_lag_max_ms: int = setting(
         10000, "a slave not caught up for this long leaves the in-sync set (ms)")
     ha_port: int = setting(-1, "HA stream port: -1 = port + 1, 0 = pick a free port")
+    ha_transfer_batch_bytes: int = setting(
+        256 * 1024, "most CommitLog bytes per HA stream frame (never across a segment end)")
+    ha_housekeeping_timeout_ms: int = setting(
+        20000, "an HA connection silent for this long (ms) is dropped")
     broker_lease_ttl_s: int = setting(
         10, "TTL of this replica's live key in the config center (s); a master that cannot "
             "renew it for this long steps down")
