@@ -254,3 +254,21 @@ def test_a_name_server_without_controller_answers_not_controller(services, cente
     with pytest.raises(errors.PreconditionFailed) as refused:
         rpc(server).call("DescribeReplication", pb.DescribeReplicationRequest())
     assert refused.value.code == "NOT_CONTROLLER"
+
+
+def test_a_stopped_controller_hands_over_and_the_next_one_elects(pair, config):
+    active, standby = pair
+    master = Replica(config, "broker-h", 0, 10)
+    wait_group(config, "broker-h", "the group", lambda s: True)
+    Replica(config, "broker-h", 1, 10)
+    rpc(active).call("AlterInSyncSet", pb.AlterInSyncSetRequest(
+        broker_name="broker-h", epoch=1, master=0, in_sync=[0, 1]))
+
+    assert active.stop() == 0  # SIGTERM: the lease is released, not left to expire
+    assert "controller lease released" in active.log.read_text()
+    wait_until(lambda: (kv := config.get(LEADER_KEY)) and kv.json()["addr"] == standby.addr,
+               20, message="the standby to take the released lease")
+    master.shut_down()
+    state = wait_group(config, "broker-h", "the new controller to elect",
+                       lambda s: s["epoch"] == 2)
+    assert state["master"] == 1

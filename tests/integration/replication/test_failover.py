@@ -234,3 +234,28 @@ def test_pulls_are_served_by_a_slave_while_the_group_has_no_master(cluster):
         assert pulled.messages and pulled.messages[0].unique_id == result.unique_id
     state = group_state(cluster)  # the controller waits for an in-sync replica to return
     assert state["master"] != outsider and outsider not in state["in_sync"]
+
+
+def test_a_paused_master_deposed_meanwhile_acknowledges_nothing(cluster):
+    """A gray failure: the master is SIGSTOPped longer than its lease, another is elected. When
+    it resumes it must refuse sends at once (its lease may be gone: NOT_MASTER), even with
+    ASYNC_MASTER where no slave would have to confirm anything, then follow the new master."""
+    from tidemq.common import record
+
+    group = start_group(cluster, broker_role="ASYNC_MASTER", min_in_sync=1)
+    wait_in_sync(cluster, {0, 1, 2})
+    old = group.wait_master()
+    os.kill(group.replicas[old].pid, signal.SIGSTOP)
+    try:
+        alive = tuple(r for r in range(3) if r != old)
+        new = group.wait_master(alive, timeout=30)
+    finally:
+        os.kill(group.replicas[old].pid, signal.SIGCONT)
+    payload = record.encode_message(record.OutgoingMessage(TOPIC, b"late"))[0]
+    with pytest.raises(errors.PreconditionFailed) as refused:
+        broker_call(group.replicas[old].addr, "Send", broker_pb2.SendRequest(
+            topic=TOPIC, queue_id=0, records=payload, record_count=1))
+    assert refused.value.code == "NOT_MASTER"
+    wait_until(lambda: (info := group.broker_info(old)) is not None and info.role == "SLAVE"
+               and info.epoch == group.broker_info(new).epoch, 30,
+               message="the old master follows the new one")

@@ -75,6 +75,10 @@ class BrokerSettings(ServiceSettings):
     ha_advertised_addr: str = setting(
         "", "host:port slaves dial for the HA stream when it differs from advertised_host:"
             "ha_port (a proxy or NAT in between); \"\" = advertised_host:ha_port")
+    ha_transfer_batch_bytes: int = setting(
+        256 * 1024, "most CommitLog bytes per HA stream frame (never across a segment end)")
+    ha_housekeeping_timeout_ms: int = setting(
+        20000, "an HA connection silent for this long (ms) is dropped")
     broker_lease_ttl_s: int = setting(
         10, "TTL of this replica's live key in the config center (s); a master that cannot "
             "renew it for this long steps down")

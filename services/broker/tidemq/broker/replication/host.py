@@ -75,14 +75,15 @@ class BrokerRoleHost:
 
     def become_master(self, epoch: int, in_sync: frozenset[int]) -> None:
         self._stop_following()
-        self.store.become_master(epoch)
         config = self.ha_config
         tracker = InSyncTracker(self.replica_id, set(in_sync), config.replica_lag_max_ms,
                                 config.min_in_sync_replicas)
         gate = LeasedGate(tracker, self.store.commitlog_max_offset, sync=config.sync,
                           timeout_ms=config.sync_replication_timeout_ms,
                           lease_valid=self.lease_valid)
+        # The gate first, then the store's role: no append is ever taken ungated.
         self.store.set_replication_gate(gate)
+        self.store.become_master(epoch)
         self.gate, self.tracker, self.role, self.epoch = gate, tracker, MASTER, epoch
         server = HAServer(self.store, gate, config, propose=self._proposer(epoch))
         self.run_on_loop(server.start(*self.ha_listen))
@@ -92,7 +93,6 @@ class BrokerRoleHost:
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None:
         self._depose()
-        self.store.become_slave()
         self._stop_following()
         self.role, self.epoch = SLAVE, epoch
         if master_ha_addr:
@@ -116,7 +116,6 @@ class BrokerRoleHost:
     def step_down(self) -> None:
         """Lease lost: acknowledge nothing more, at once; routes follow."""
         self._depose()
-        self.store.become_slave()
         self.role = SLAVE
         self.registrar.announce(SLAVE, self.epoch)  # before any unregister at stop
 
@@ -152,10 +151,15 @@ class BrokerRoleHost:
         return propose
 
     def _depose(self) -> None:
+        """Stop acknowledging: the gate refuses and answers what it holds, the store refuses
+        local appends, and only then is the gate removed (an append between the two would
+        otherwise find a master store with no gate)."""
         gate, self.gate, self.tracker = self.gate, None, None
         server, self._ha_server = self._ha_server, None
         if gate is not None:
             gate.depose()
+        self.store.become_slave()
+        if gate is not None:
             self.store.set_replication_gate(None)
         if server is not None:
             self.on_server(None)

@@ -78,6 +78,7 @@ class ReplicaManager:
         self._client = ConfigClient(config_center, timeout=max(0.5, min(3.0, lease_ttl_s / 4)))
         self._valid_until = 0.0  # monotonic; the lease is surely alive before this instant
         self._lease = 0
+        self._published = ""  # the live key's value as last written
         self._stop = threading.Event()
         self._lock = threading.Lock()  # role changes vs. stop
         self._thread = threading.Thread(target=self._run, name="replica-manager", daemon=True)
@@ -145,7 +146,7 @@ class ReplicaManager:
         # the restart (and re-elects if this replica was master) rather than a value change.
         if self.role.role == "":
             self._client.delete(key)
-        self._put_live(key)
+        self._put_live(key, force=True)  # under this session's new lease
         current = self._client.range(group_key(self.broker_name))
         self._observe(next((kv.value for kv in current.kvs
                             if kv.key == group_key(self.broker_name)), None))
@@ -176,14 +177,19 @@ class ReplicaManager:
         self._valid_until = sent + self.lease_ttl_s
         self._put_live(key)
 
-    def _put_live(self, key: str) -> None:
-        value = {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": self.role.epoch,
-                 "log_end": self.host.log_end()}
+    def _put_live(self, key: str, *, force: bool = False) -> None:
+        """Publish address, epoch and log end; an unchanged value is not rewritten (the
+        keep-alive keeps the key alive, and every write wakes the controller's watch)."""
+        value = json.dumps({"addr": self.addr, "ha_addr": self.ha_addr,
+                            "epoch": self.role.epoch, "log_end": self.host.log_end()})
+        if value == self._published and not force:
+            return
         try:
-            self._client.put(key, json.dumps(value), lease=self._lease)
+            self._client.put(key, value, lease=self._lease)
         except errors.NotFound as exc:  # LEASE_NOT_FOUND: expired between keep-alive and put
             self._valid_until = 0.0
             raise LeaseLost(str(exc)) from exc
+        self._published = value
 
     def _observe(self, raw: bytes | None) -> None:
         try:

@@ -33,7 +33,9 @@ def ha_config(settings: BrokerSettings) -> HAConfig:
     return HAConfig(sync=settings.broker_role == "SYNC_MASTER",
                     min_in_sync_replicas=settings.min_in_sync_replicas,
                     sync_replication_timeout_ms=settings.sync_replication_timeout_ms,
-                    replica_lag_max_ms=settings.replica_lag_max_ms)
+                    replica_lag_max_ms=settings.replica_lag_max_ms,
+                    transfer_batch_bytes=settings.ha_transfer_batch_bytes,
+                    housekeeping_timeout_ms=settings.ha_housekeeping_timeout_ms)
 
 
 @dataclass

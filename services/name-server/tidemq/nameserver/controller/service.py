@@ -114,8 +114,9 @@ class Controller:
                 return rules.alter_in_sync(current.state, epoch, master, in_sync)
 
             stored = self._write(broker_name, known, decide)
-            log.info("in-sync set recorded", group=broker_name, epoch=epoch, master=master,
-                     in_sync=sorted(stored.state.in_sync))
+            if stored.mod_revision != known.mod_revision:
+                log.info("in-sync set recorded", group=broker_name, epoch=epoch, master=master,
+                         old=sorted(known.state.in_sync), new=sorted(stored.state.in_sync))
             return stored.state
 
     def elect_master(self, broker_name: str, preferred: int | None) -> GroupState:
@@ -182,8 +183,6 @@ class Controller:
                     return
 
     def _act(self) -> None:
-        with self._lock:
-            self._active = True
         ACTIVE.set(1)
         log.info("acting as the replication controller", addr=self.addr)
         try:
@@ -210,6 +209,7 @@ class Controller:
         view = self.store.snapshot()
         with self._lock:
             self._view = view
+            self._active = True  # RPCs are answered from here on: the view is loaded
             for name in sorted(view.names()):
                 self._reconsider(name)
         with self.client.watch(REPLICATION_ROOT, start_revision=view.revision + 1) as watch:

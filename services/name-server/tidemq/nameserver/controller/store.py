@@ -81,7 +81,7 @@ class ReplicationView:
         self.revision = max(self.revision, kv.mod_revision)
         try:
             return self._apply(kv, deleted)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("unreadable replication key ignored", key=kv.key, error=str(exc))
             return None
 
@@ -91,14 +91,14 @@ class ReplicationView:
             if not name:
                 return None
             replica_id = int(replica)
-            replicas = self.live.setdefault(name, {})
             if deleted:
+                replicas = self.live.get(name, {})
                 replicas.pop(replica_id, None)
                 if not replicas:
-                    del self.live[name]
+                    self.live.pop(name, None)
             else:
                 value = json.loads(kv.value)
-                replicas[replica_id] = LiveReplica(
+                self.live.setdefault(name, {})[replica_id] = LiveReplica(
                     name, replica_id, str(value.get("addr", "")), str(value.get("ha_addr", "")),
                     int(value.get("epoch", 0)), int(value.get("log_end", 0)))
             return name
