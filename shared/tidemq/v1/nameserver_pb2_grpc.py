@@ -114,7 +114,7 @@ class NameServerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AlterInSyncSet(self, request, context):
-        """Replication controller (issue 11, docs/replication.md "Controller"). Only the active
+        """Replication controller (docs/replication.md, "Controller"). Only the active
         controller answers the first two; any other name server answers FAILED_PRECONDITION with
         tidemq-code NOT_CONTROLLER and the active controller's address in the details: try the next.
         The master records a new in-sync set before using it; refused (FAILED_PRECONDITION) with

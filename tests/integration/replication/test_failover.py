@@ -1,7 +1,7 @@
 """Replica groups as real processes: Redis, the config center, two name servers running the
 controller, and three brokers of one broker name (tests/support/cluster.py).
 
-What must hold (issue 11): a SYNC_MASTER never acknowledges before its in-sync slaves have the
+What must hold: a SYNC_MASTER never acknowledges before its in-sync slaves have the
 bytes; a SIGKILLed master is replaced while a producer keeps sending, and every acknowledged
 message is readable from the new master at the offset its ack gave; the old master comes back
 as a slave, cuts any unacknowledged tail and ends byte-identical to the master; a consumer

@@ -130,7 +130,7 @@ def test_a_master_that_cannot_renew_its_lease_steps_down(config_center):
 
 def test_the_controller_initialises_the_group_and_elects_when_the_master_leaves(
         config_center, services):
-    """Part B's controller (two name servers) against two managers: the contract between
+    """The controller (two name servers) against two managers: the contract between
     the live keys, the group key, AlterInSyncSet and the roles."""
     name_servers = [services("tidemq.nameserver", ["--config-center", config_center.addr,
                                                    "--controller-lease-ttl-s", "3"])

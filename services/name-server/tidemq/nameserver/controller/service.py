@@ -1,4 +1,4 @@
-"""The replication controller embedded in a name server (issue 11, ARCHITECTURE flow 5).
+"""The replication controller embedded in a name server (docs/replication.md, "Controller").
 
 One thread per name server: as a standby it watches the leader key and tries to take it when
 it goes; as the active controller it reads every replication key at one revision, reconciles

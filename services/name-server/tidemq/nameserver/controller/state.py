@@ -1,7 +1,7 @@
 """A replica group's replication state and the controller's rules for changing it.
 
 Pure domain (no I/O): the controller service feeds it what it sees in the config center and
-writes back what it returns. The guarantee it carries (issue 11, Kafka's ISR rule): the
+writes back what it returns. The guarantee it carries (Kafka's ISR rule): the
 in-sync set only ever holds replicas that have every acknowledged message, so a *clean*
 election — one that picks a live member of that set — loses nothing. An *unclean* election
 (the most complete live replica, member or not) is only made when the group allows it, and is

@@ -1,7 +1,7 @@
-"""Replication of the store (issue 11, replication contract Part A): roles, the replication
+"""Replication of the store : roles, the replication
 gate, leader epochs, the HA byte stream between master and slaves, the in-sync set.
 
-Domain and asyncio only (no gRPC): the broker's role layer (Part C) starts an `HAServer` on a
+Domain and asyncio only (no gRPC): the broker's role layer (`tidemq.broker.replication`) starts an `HAServer` on a
 master's event loop and an `HAClient` on a slave's, and sets a `ReplicationGate` on the store.
 """
 

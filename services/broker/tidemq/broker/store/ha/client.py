@@ -1,6 +1,6 @@
 """HAClient: a slave's end of the HA stream, on the broker's event loop.
 
-How Part C uses it, on becoming (or staying) a slave of a master at `master_ha_addr`:
+How the broker's role layer (`tidemq.broker.replication.host`) uses it, on becoming (or staying) a slave of a master at `master_ha_addr`:
 
     store.become_slave()
     client = HAClient(store, replica_id, master_ha_addr, cfg)   # "host:port"

@@ -1,7 +1,7 @@
 """EpochFile: the leader-epoch history of one replica — (epoch, start offset) entries, where
 each epoch's records begin in this replica's CommitLog (Kafka's leader-epoch checkpoint).
 
-How Part C uses it: through the store, `store.epochs` (`store.become_master(epoch)` appends an
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: through the store, `store.epochs` (`store.become_master(epoch)` appends an
 entry; the HA stream truncates a slave with it). `last()` gives a replica's current epoch for
 its live key and registration.
 

@@ -1,6 +1,6 @@
 """ReplicationGate: where a master's append waits for its in-sync replicas (SYNC_MASTER).
 
-How Part C uses it: on becoming master, `gate = ReplicationGate(tracker, store.commitlog_max_offset,
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: on becoming master, `gate = ReplicationGate(tracker, store.commitlog_max_offset,
 sync=..., timeout_ms=...)`, `store.set_replication_gate(gate)` and `HAServer(store, gate, ...)`;
 on stepping down `gate.depose()` (waiting appends answer FLUSH_SLAVE_TIMEOUT, new ones
 NotMaster) and `store.set_replication_gate(None)`.

@@ -1,7 +1,7 @@
 """InSyncTracker: which replicas hold every acknowledged byte (Kafka's ISR, RocketMQ 5's
 SyncStateSet), as pure bookkeeping with no I/O or clock of its own.
 
-How Part C uses it: the role layer builds one per mastership, `InSyncTracker(master_id,
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: the role layer builds one per mastership, `InSyncTracker(master_id,
 in_sync, lag_max_ms, min_in_sync)` from the group state the controller recorded, and hands it
 to the `HAServer` (which feeds it acks) and the `ReplicationGate` (which asks it for the
 confirmed offset). The HA server proposes set changes through the role layer's

@@ -1,6 +1,6 @@
 """The HA stream's framing: plain TCP, big-endian, no per-record structure.
 
-How Part C uses it: not directly (HAServer and HAClient speak it); the layout is documented in
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: not directly (HAServer and HAClient speak it); the layout is documented in
 docs/replication.md.
 
     handshake  slave -> master   u32 length | JSON {"replica_id", "last_epoch", "max_offset",

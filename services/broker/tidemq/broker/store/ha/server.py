@@ -1,6 +1,6 @@
 """HAServer: a master's end of the HA stream (RocketMQ's HAService), on the broker's loop.
 
-How Part C uses it, on becoming master of `epoch`:
+How the broker's role layer (`tidemq.broker.replication.host`) uses it, on becoming master of `epoch`:
 
     store.become_master(epoch)
     tracker = InSyncTracker(replica_id, set(group.in_sync), cfg.replica_lag_max_ms,
