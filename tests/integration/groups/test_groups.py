@@ -287,3 +287,30 @@ def test_flow_control_bounds_pulled_but_unconsumed_messages(cluster):
     finally:
         gate.set()
         consumer.shutdown()
+
+
+def test_a_new_group_at_last_receives_what_is_sent_right_after_entering(cluster):
+    """Entering `with PushConsumer(...)` waits for the first assignment: before it, the
+    queues' LAST start offsets are not fixed yet and what is sent meanwhile would be skipped."""
+    import threading
+
+    from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
+
+    received, lock = set(), threading.Lock()
+
+    def listener(messages):
+        with lock:
+            received.update(m.body for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with PushConsumer(cluster.namesrv_addrs, "g-fresh-last", "GroupTopic", listener,
+                      consume_from=ConsumeFrom.LAST, session_timeout_ms=SESSION_MS,
+                      heartbeat_interval_ms=HEARTBEAT_MS, long_poll_s=2.0) as consumer:
+        assert {(mq.broker_name, mq.queue_id) for mq in consumer.assigned_queues()} == \
+            ALL_QUEUES
+        with Producer(cluster.namesrv_addrs) as producer:
+            sent = {f"fresh-{i}".encode() for i in range(16)}
+            for body in sorted(sent):
+                producer.send(Message("GroupTopic", body))
+        wait_until(lambda: received >= sent, 20,
+                   message="a fresh LAST group to receive what was sent after entering")
