@@ -277,10 +277,14 @@ class Admin:
     def reset_group_offsets(self, group: str, topic: str, timestamp_ms: int, *,
                             progress: Progress | None = None) -> list[QueueOffsetEntry]:
         """Move the group's committed offsets of `topic` to the first message at or after
-        `timestamp_ms`, on every broker group serving the topic (backwards or forwards)."""
+        `timestamp_ms`, on every broker group serving the topic (backwards or forwards).
+
+        Refused with GROUP_NOT_EMPTY while the group has live members (as Kafka's tool does):
+        they keep their own position and would commit over the reset."""
         if not group:
             raise errors.InvalidArgument("group must not be empty")
         route = self.route(topic)
+        self._refuse_live_members(group, "reset its offsets")
         entries = []
         for broker_name in sorted(route.brokers):
             if progress:
@@ -291,6 +295,19 @@ class Admin:
             entries += [QueueOffsetEntry(o.topic, broker_name, o.queue_id, o.offset)
                         for o in reply.offsets]
         return entries
+
+    def _refuse_live_members(self, group: str, action: str) -> None:
+        masters = self.masters()
+        reply = self._broker(masters[coordinator_for(group, masters)], "DescribeGroup",
+                             broker_pb2.DescribeGroupRequest(group_id=group))
+        if reply.members:
+            names = ", ".join(f"{m.member_id} ({m.client_host or m.client_id})"
+                              for m in reply.members)
+            raise errors.PreconditionFailed(
+                f"cannot {action}: group {group!r} has {len(reply.members)} live member(s): "
+                f"{names}. Stop them (or wait for their session to time out) and retry; "
+                "live members keep their position and would commit over it",
+                code="GROUP_NOT_EMPTY")
 
     # -- subscription-group definitions (config-center /tidemq/groups/) -----------------
 

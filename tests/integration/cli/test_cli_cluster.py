@@ -268,3 +268,47 @@ def test_group_describe_follows_a_real_push_consumer_to_zero_lag(tidemq, topic, 
     assert {q.split("@", 1)[1] for q in member["queues"]} == {f"{b}#{i}" for b, i in queues}
     assert member["topics"] == [topic] and described["total_lag"] == 0
     assert {o["member_id"] for o in described["offsets"]} == {member["member_id"]}
+
+
+def _join_one_member(cluster, group: str, topic: str):
+    """A live member through the raw coordinator RPCs; returns (rpc, joined)."""
+    from tidemq.client.admin import coordinator_for
+    from tidemq.common.rpc import RpcClient
+    from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+    coordinator = cluster.brokers[coordinator_for(group, cluster.brokers)]
+    rpc = RpcClient(coordinator.addr, broker_pb2_grpc.BrokerServiceStub, timeout=20)
+    joined = rpc.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id=group, session_timeout_ms=60_000, rebalance_timeout_ms=10_000,
+        client_id="reset-test", client_host="10.1.2.3",
+        protocols=[broker_pb2.GroupProtocol(name="averagely",
+                                            metadata=json.dumps({"topics": [topic]}).encode())]))
+    rpc.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+        assignments=[]))
+    return rpc, joined
+
+
+def test_reset_offsets_of_a_group_with_live_members_is_refused_naming_them(tidemq, topic,
+                                                                           cluster):
+    """Members keep their own position and commit over a reset: refuse it (GROUP_NOT_EMPTY,
+    like Kafka) instead of reporting success for nothing."""
+    from tidemq.common.errors import PreconditionFailed
+    from tidemq.v1 import broker_pb2
+
+    group = "cli-live-reset"
+    rpc, joined = _join_one_member(cluster, group, topic)
+    try:
+        result = tidemq("group", "reset-offsets", group, topic, "--to-time", "0", expect=1)
+        assert "GROUP_NOT_EMPTY" in result.stderr
+        assert joined.member_id in result.stderr and "10.1.2.3" in result.stderr
+        with Admin(cluster.namesrv_addrs) as admin:
+            with pytest.raises(PreconditionFailed) as refused:
+                admin.reset_group_offsets(group, topic, 0)
+            assert refused.value.code == "GROUP_NOT_EMPTY"
+            assert all(o.committed is None for o in admin.group_offsets(group))  # untouched
+    finally:
+        rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
+                                                            member_id=joined.member_id))
+    reset = tidemq.json("group", "reset-offsets", group, topic, "--to-time", "0")
+    assert reset and all(e["offset"] == 0 for e in reset)  # once empty, the reset applies
