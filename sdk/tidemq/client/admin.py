@@ -264,8 +264,14 @@ class Admin:
         for topic, broker_name in sorted({(t, b) for t, b, _ in (*committed, *owner)}):
             if broker_name not in masters:
                 continue
-            reply = self._broker(masters[broker_name], "GetQueueOffsets",
-                                 broker_pb2.GetQueueOffsetsRequest(topic=topic))
+            try:
+                reply = self._broker(masters[broker_name], "GetQueueOffsets",
+                                     broker_pb2.GetQueueOffsetsRequest(topic=topic))
+            except errors.TopicNotExist:  # deleted: what the group committed is orphaned
+                lags += [GroupQueueLag(t, b, q, offset, None)
+                         for (t, b, q), offset in sorted(committed.items())
+                         if (t, b) == (topic, broker_name)]
+                continue
             for q in reply.queues:
                 key = (topic, broker_name, q.queue_id)
                 if key in committed or key in owner:
@@ -295,6 +301,23 @@ class Admin:
             entries += [QueueOffsetEntry(o.topic, broker_name, o.queue_id, o.offset)
                         for o in reply.offsets]
         return entries
+
+    def delete_group_offsets(self, topic: str, group: str = "") -> dict[str, list[str]]:
+        """Forget the committed offsets of `topic` on every master broker, for `group` or
+        (group "") for every group: what a deleted topic leaves behind. Refused with
+        GROUP_NOT_EMPTY for a group with live members. Returns {broker: [groups]} of what
+        was dropped."""
+        if not topic:
+            raise errors.InvalidArgument("topic must not be empty")
+        if group:
+            self._refuse_live_members(group, f"delete its offsets of {topic!r}")
+        dropped = {}
+        for broker_name, addr in sorted(self.masters().items()):
+            reply = self._broker(addr, "DeleteOffsets", broker_pb2.DeleteOffsetsRequest(
+                topic=topic, consumer_group=group))
+            if reply.consumer_groups:
+                dropped[broker_name] = list(reply.consumer_groups)
+        return dropped
 
     def _refuse_live_members(self, group: str, action: str) -> None:
         masters = self.masters()

@@ -187,13 +187,25 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
 def topic_delete(
     ctx: typer.Context, name: TopicArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="don't ask for confirmation")] = False,
+    keep_offsets: Annotated[bool, typer.Option(
+        "--keep-offsets", help="keep the groups' committed offsets of the topic (group "
+                               "describe then shows them as orphaned)")] = False,
 ) -> None:
-    """Delete a topic definition; brokers stop serving it (stored messages age out)."""
+    """Delete a topic definition; brokers stop serving it (stored messages age out). The
+    committed offsets of every group on it are dropped too, unless --keep-offsets."""
     if not yes:
-        typer.confirm(f"Delete topic {name!r}?", abort=True)
+        what = "" if keep_offsets else " and every group's committed offsets of it"
+        typer.confirm(f"Delete topic {name!r}{what}?", abort=True)
     with admin_session(ctx) as admin:
         admin.delete_topic(name, progress=progress)
-    out.print(f"[green]deleted[/green] topic {name}")
+        out.print(f"[green]deleted[/green] topic {name}")
+        if keep_offsets:
+            return
+        dropped = admin.delete_group_offsets(name)
+    groups = sorted({g for names in dropped.values() for g in names})
+    if groups:
+        out.print(f"[green]dropped[/green] the committed offsets of {name} of "
+                  f"{len(groups)} group(s): {', '.join(groups)}")
 
 
 # -- groups --------------------------------------------------------------------------------
@@ -230,7 +242,7 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
                          "client_host": m.client_host, "topics": m.topics,
                          "queues": [str(q) for q in m.queues]}
                         for m in d.members],
-            "offsets": [{**vars(o), "lag": o.lag} for o in d.offsets],
+            "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in d.offsets],
             "total_lag": d.total_lag})
     out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
               f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
@@ -240,8 +252,25 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
         for m in d.members]))
     out.print(table(f"Offsets (total lag {d.total_lag})", [
         "topic", "broker", "queue", "committed", "max offset", "lag", "member"], [
-        [o.topic, o.broker_name, o.queue_id, o.committed, o.max_offset, o.lag,
-         o.member_id or None] for o in d.offsets]))
+        [o.topic, o.broker_name, o.queue_id, o.committed,
+         "orphaned" if o.orphaned else o.max_offset, o.lag, o.member_id or None]
+         for o in d.offsets]))
+    for topic in sorted({o.topic for o in d.offsets if o.orphaned}):
+        out.print(f"[yellow]orphaned[/yellow]: topic {topic} was deleted; drop these offsets "
+                  f"with `tidemq group delete-offsets {d.group_id} {topic}`")
+
+
+@group_app.command("delete-offsets")
+def group_delete_offsets(ctx: typer.Context, group: GroupArg, topic: TopicArg,
+                         output: OutputOpt = None) -> None:
+    """Forget the group's committed offsets of TOPIC on every broker (e.g. of a deleted topic,
+    which `group describe` shows as orphaned). Refused while the group has live members."""
+    with admin_session(ctx) as admin:
+        dropped = admin.delete_group_offsets(topic, group)
+    if json_mode(ctx, output):
+        return emit_json({"group": group, "topic": topic, "brokers": sorted(dropped)})
+    where = ", ".join(sorted(dropped)) or "no broker (none were committed)"
+    out.print(f"[green]deleted[/green] offsets of {group} for {topic} on {where}")
 
 
 @group_app.command("reset-offsets")

@@ -312,3 +312,41 @@ def test_reset_offsets_of_a_group_with_live_members_is_refused_naming_them(tidem
                                                             member_id=joined.member_id))
     reset = tidemq.json("group", "reset-offsets", group, topic, "--to-time", "0")
     assert reset and all(e["offset"] == 0 for e in reset)  # once empty, the reset applies
+
+
+def _commit_everywhere(cluster, topic: str, groups: list[str]) -> None:
+    from tidemq.client import PullConsumer
+
+    for group in groups:
+        with PullConsumer(cluster.namesrv_addrs, consumer_group=group) as consumer:
+            for mq in consumer.fetch_queues(topic):
+                consumer.commit(mq, 0)
+
+
+def test_a_deleted_topics_offsets_are_orphaned_in_describe_and_can_be_dropped(tidemq, cluster):
+    """describe of a group that committed to a deleted topic used to fail TOPIC_NOT_EXIST."""
+    tidemq("topic", "create", "CliDoomed", "--queues", "2")
+    _commit_everywhere(cluster, "CliDoomed", ["doomed-a"])
+    kept = tidemq("topic", "delete", "CliDoomed", "--yes", "--keep-offsets")
+    assert "dropped" not in kept.stdout
+
+    described = tidemq.json("group", "describe", "doomed-a")
+    assert described["offsets"] and all(o["orphaned"] and o["lag"] is None
+                                         and o["max_offset"] is None
+                                         for o in described["offsets"])
+    text = tidemq("group", "describe", "doomed-a").stdout
+    assert "orphaned" in text and "tidemq group delete-offsets doomed-a CliDoomed" in text
+
+    dropped = tidemq.json("group", "delete-offsets", "doomed-a", "CliDoomed")
+    assert dropped["brokers"]
+    with Admin(cluster.namesrv_addrs) as admin:
+        assert admin.group_offsets("doomed-a") == []
+
+
+def test_topic_delete_drops_every_groups_committed_offsets_of_it(tidemq, cluster):
+    tidemq("topic", "create", "CliDoomed2", "--queues", "2")
+    _commit_everywhere(cluster, "CliDoomed2", ["doomed-b", "doomed-c"])
+    deleted = tidemq("topic", "delete", "CliDoomed2", "--yes")
+    assert "2 group(s): doomed-b, doomed-c" in deleted.stdout
+    with Admin(cluster.namesrv_addrs) as admin:
+        assert admin.group_offsets("doomed-b") == admin.group_offsets("doomed-c") == []

@@ -67,6 +67,10 @@ class StubAdmin:
         self._maybe_fail()
         self.calls.append(("delete_topic", name))
 
+    def delete_group_offsets(self, topic, group=""):
+        self.calls.append(("delete_group_offsets", topic, group))
+        return {"broker-a": ["billing"]}
+
     def offset_for_timestamp(self, topic, timestamp_ms):
         self._maybe_fail()
         self.calls.append(("offset_for_timestamp", topic, timestamp_ms))
@@ -211,6 +215,9 @@ def test_topic_delete_asks_unless_yes(run):
     run("topic", "delete", "orders", input="y\n")
     run("topic", "delete", "orders", "--yes")
     assert StubAdmin.calls.count(("delete_topic", "orders")) == 2
+    assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
+    run("topic", "delete", "orders", "--yes", "--keep-offsets")
+    assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
 
 
 def test_json_shapes(run):
@@ -227,7 +234,7 @@ def test_json_shapes(run):
     assert group["total_lag"] == 6 and group["members"][0]["queues"] == ["orders@broker-a#0"]
     assert group["offsets"][1] == {"topic": "orders", "broker_name": "broker-a", "queue_id": 1,
                                    "committed": None, "max_offset": 7, "member_id": "",
-                                   "lag": None}
+                                   "lag": None, "orphaned": False}
 
 
 def test_tables_for_people(run):

@@ -131,6 +131,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
 
+    def DeleteOffsets(self, request, context):
+        if not request.topic:
+            raise InvalidArgument("topic must not be empty")
+        return broker_pb2.DeleteOffsetsResponse(consumer_groups=self.offsets.delete_topic(
+            request.topic, request.consumer_group))
+
     async def JoinGroup(self, request, context):
         return await self.groups.JoinGroup(request, context)
 
