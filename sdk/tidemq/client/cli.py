@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
 from typing import Annotated
 
@@ -97,7 +99,15 @@ def _restore_env(name: str, value: str | None) -> None:
 
 
 def main() -> None:
+    # Ctrl-C exits 130 (128 + SIGINT) from anywhere, a prompt or a held pull included; click
+    # would turn it into "Aborted!" and status 1, and each command would need its own guard.
+    signal.signal(signal.SIGINT, _interrupted)
     app(prog_name="tidemq")
+
+
+def _interrupted(signum, frame) -> None:
+    print(file=sys.stderr)
+    raise SystemExit(130)
 
 
 

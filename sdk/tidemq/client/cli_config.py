@@ -30,6 +30,7 @@ Addr = Annotated[str, typer.Option(
     help="config-center address(es), host:port[,host:port]")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 DEFAULT_ADDR = "127.0.0.1:7070"
+WATCH_ACK_S = 5.0  # how long `watch` waits for the server's acknowledgement before saying so
 
 _out = Console()
 _err = Console(stderr=True)
@@ -147,6 +148,13 @@ def watch(prefix: str,
     def action(client: ConfigClient) -> None:
         seen = 0
         with client.watch(prefix, start_revision=from_revision) as changes:
+            since = f" from revision {from_revision}" if from_revision else ""
+            if changes.wait_established(WATCH_ACK_S):
+                _err.print(f"watching {prefix}{since} for changes (Ctrl-C to stop)",
+                           highlight=False, style="dim")
+            else:
+                _err.print(f"waiting for the config center {config_center} to accept the watch "
+                           f"of {prefix}{since} (Ctrl-C to stop)", highlight=False, style="dim")
             for event in changes:
                 row = _event_json(event)
                 if output == "json":
@@ -161,7 +169,7 @@ def watch(prefix: str,
     try:
         _run(config_center, action)
     except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        raise typer.Exit(130) from None  # 128 + SIGINT, like every other command
 
 
 @config_app.command()

@@ -128,6 +128,10 @@ def consume(
                                   code="QUEUE_NOT_FOUND")
         positions = _start_offsets(consumer, queues, offset, from_beginning)
         ends = _start_offsets(consumer, queues, None, False) if not follow else {}
+        if follow:  # stderr, so `-o json` output stays one message per line
+            tags = "" if tag_expression.strip() in ("", "*") else f" tagged {tag_expression}"
+            err.print(f"[dim]following {len(positions)} queue(s) of {topic}: waiting for new "
+                      f"messages{tags} (Ctrl-C to stop)[/dim]")
         printed = _pump(consumer, positions, ends, follow=follow, max_messages=max_messages,
                         tag_expression=tag_expression, as_json=as_json)
     if not as_json:

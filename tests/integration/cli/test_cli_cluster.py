@@ -350,3 +350,16 @@ def test_topic_delete_drops_every_groups_committed_offsets_of_it(tidemq, cluster
     assert "2 group(s): doomed-b, doomed-c" in deleted.stdout
     with Admin(cluster.namesrv_addrs) as admin:
         assert admin.group_offsets("doomed-b") == admin.group_offsets("doomed-c") == []
+
+
+def test_consume_follow_says_what_it_waits_for_and_ctrl_c_exits_130(topic, cluster):
+    """One line on stderr (so `-o json` stays clean) says what --follow waits for."""
+    from tests.support.cli import interrupt_when_waiting
+
+    ended = interrupt_when_waiting(
+        ["-o", "json", "consume", topic, "--follow", "--tags", "created"],
+        "waiting for new messages", env={"TIDEMQ_NAMESRV_ADDRS": cluster.namesrv_addrs})
+    assert ended.returncode == 130, ended.stderr
+    assert ended.stdout == ""
+    assert f"queue(s) of {topic}: waiting for new messages tagged created" in ended.stderr
+    assert "Traceback" not in ended.stderr

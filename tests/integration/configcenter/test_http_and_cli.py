@@ -95,7 +95,7 @@ def test_cli_set_get_history_rollback_watch(shared_center):
     def run(*args: str) -> str:
         result = runner.invoke(config_app, [*args, *addr])
         assert result.exit_code == 0, result.output
-        return result.output
+        return result.stdout
 
     key = "/tidemq/config/cluster/c1/disk_max_used_ratio"
     first = json.loads(run("set", key, "0.75", "-o", "json"))
@@ -118,3 +118,13 @@ def test_cli_reads_the_address_from_the_environment(shared_center, monkeypatch):
     monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", shared_center.addr)
     result = CliRunner().invoke(config_app, ["get", "/missing"])
     assert result.exit_code == 1 and "NOT_FOUND" in result.output
+
+
+def test_cli_watch_says_what_it_waits_for_and_ctrl_c_exits_130(shared_center):
+    from tests.support.cli import interrupt_when_waiting
+
+    ended = interrupt_when_waiting(
+        ["-o", "json", "--config-center", shared_center.addr, "config", "watch",
+         "/tidemq/nothing-here/"], "watching /tidemq/nothing-here/ for changes")
+    assert ended.returncode == 130, ended.stderr  # was 0
+    assert ended.stdout == "" and "Traceback" not in ended.stderr
