@@ -244,9 +244,15 @@ class Admin:
         members = [GroupMember(m.member_id, m.client_id, m.client_host,
                                parse_assignment(m.assignment), parse_subscription(m.metadata))
                    for m in reply.members]
+        offsets = self.group_offsets(group, masters, members)
+        if not members and not offsets and reply.state in ("", "Dead"):
+            # the coordinator reports any name it never saw as Dead: say it is unknown
+            raise errors.NotFound(
+                f"consumer group {group!r} is unknown: no coordinator has it and no broker "
+                "holds an offset it committed (`tidemq group list` shows the known groups)",
+                code="GROUP_ID_NOT_FOUND")
         return GroupDescription(group, coordinator, reply.state, reply.protocol_name,
-                                reply.generation_id, reply.leader_id, members,
-                                self.group_offsets(group, masters, members))
+                                reply.generation_id, reply.leader_id, members, offsets)
 
     def group_offsets(self, group: str, masters: dict[str, str] | None = None,
                       members: Sequence[GroupMember] = ()) -> list[GroupQueueLag]:
@@ -285,7 +291,7 @@ class Admin:
         """Move the group's committed offsets of `topic` to the first message at or after
         `timestamp_ms`, on every broker group serving the topic (backwards or forwards).
 
-        Refused with GROUP_NOT_EMPTY while the group has live members (as Kafka's tool does):
+        Refused with NON_EMPTY_GROUP while the group has live members (as Kafka's tool does):
         they keep their own position and would commit over the reset."""
         if not group:
             raise errors.InvalidArgument("group must not be empty")
@@ -305,7 +311,7 @@ class Admin:
     def delete_group_offsets(self, topic: str, group: str = "") -> dict[str, list[str]]:
         """Forget the committed offsets of `topic` on every master broker, for `group` or
         (group "") for every group: what a deleted topic leaves behind. Refused with
-        GROUP_NOT_EMPTY for a group with live members. Returns {broker: [groups]} of what
+        NON_EMPTY_GROUP for a group with live members. Returns {broker: [groups]} of what
         was dropped."""
         if not topic:
             raise errors.InvalidArgument("topic must not be empty")
@@ -330,7 +336,7 @@ class Admin:
                 f"cannot {action}: group {group!r} has {len(reply.members)} live member(s): "
                 f"{names}. Stop them (or wait for their session to time out) and retry; "
                 "live members keep their position and would commit over it",
-                code="GROUP_NOT_EMPTY")
+                code="NON_EMPTY_GROUP")
 
     # -- subscription-group definitions (config-center /tidemq/groups/) -----------------
 

@@ -290,7 +290,7 @@ def group_reset_offsets(
     output: OutputOpt = None,
 ) -> None:
     """Move the group's committed offsets of TOPIC to the first message stored at or after
-    --to-time, backwards or forwards. Refused (GROUP_NOT_EMPTY) while the group has live
+    --to-time, backwards or forwards. Refused (NON_EMPTY_GROUP) while the group has live
     members: stop its consumers first."""
     timestamp_ms = parse_time(to_time)
     with admin_session(ctx) as admin:

@@ -291,7 +291,7 @@ def _join_one_member(cluster, group: str, topic: str):
 
 def test_reset_offsets_of_a_group_with_live_members_is_refused_naming_them(tidemq, topic,
                                                                            cluster):
-    """Members keep their own position and commit over a reset: refuse it (GROUP_NOT_EMPTY,
+    """Members keep their own position and commit over a reset: refuse it (NON_EMPTY_GROUP,
     like Kafka) instead of reporting success for nothing."""
     from tidemq.common.errors import PreconditionFailed
     from tidemq.v1 import broker_pb2
@@ -300,12 +300,12 @@ def test_reset_offsets_of_a_group_with_live_members_is_refused_naming_them(tidem
     rpc, joined = _join_one_member(cluster, group, topic)
     try:
         result = tidemq("group", "reset-offsets", group, topic, "--to-time", "0", expect=1)
-        assert "GROUP_NOT_EMPTY" in result.stderr
+        assert "NON_EMPTY_GROUP" in result.stderr
         assert joined.member_id in result.stderr and "10.1.2.3" in result.stderr
         with Admin(cluster.namesrv_addrs) as admin:
             with pytest.raises(PreconditionFailed) as refused:
                 admin.reset_group_offsets(group, topic, 0)
-            assert refused.value.code == "GROUP_NOT_EMPTY"
+            assert refused.value.code == "NON_EMPTY_GROUP"
             assert all(o.committed is None for o in admin.group_offsets(group))  # untouched
     finally:
         rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
@@ -363,3 +363,17 @@ def test_consume_follow_says_what_it_waits_for_and_ctrl_c_exits_130(topic, clust
     assert ended.stdout == ""
     assert f"queue(s) of {topic}: waiting for new messages tagged created" in ended.stderr
     assert "Traceback" not in ended.stderr
+
+
+def test_describe_of_an_unknown_group_says_so(tidemq, topic, cluster):
+    """A typo'd name used to show an empty Dead group and exit 0."""
+    from tidemq.common.errors import NotFound
+
+    missing = tidemq("group", "describe", "no-such-grup", expect=1)
+    assert "GROUP_ID_NOT_FOUND" in missing.stderr and "'no-such-grup'" in missing.stderr
+    with Admin(cluster.namesrv_addrs) as admin, pytest.raises(NotFound) as raised:
+        admin.group_describe("no-such-grup")
+    assert raised.value.code == "GROUP_ID_NOT_FOUND"
+    _commit_everywhere(cluster, topic, ["only-offsets"])  # no coordinator state, but known
+    described = tidemq.json("group", "describe", "only-offsets")
+    assert described["state"] == "Dead" and described["offsets"]
