@@ -199,21 +199,6 @@ class LocalDeployment:
         return published_urls(self.topology, self.placement)
 
 
-def missing_service_modules(topology: Topology) -> list[str]:
-    """Service modules of the topology that cannot be run yet (no `__main__`)."""
-    import importlib.util
-
-    missing = []
-    for module in sorted({s.module for s in topology.services.values() if s.module}):
-        try:
-            found = importlib.util.find_spec(f"{module}.__main__") is not None
-        except ModuleNotFoundError:
-            found = False
-        if not found:
-            missing.append(module)
-    return missing
-
-
 def free_port_offset(topology: Topology, attempts: int = 50) -> int:
     """A port offset under which every port of the topology is free on 127.0.0.1 right now
     (tests use it to run a second deployment beside `make up`)."""

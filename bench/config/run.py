@@ -27,7 +27,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests.support
 
-from tidemq.client.config import ConfigClient  # noqa: E402
+from tidemq.configclient.client import ConfigClient  # noqa: E402
 
 from tests.support.processes import start_redis, start_service  # noqa: E402
 

@@ -1,5 +1,6 @@
 /*
- * tidemq_speedups: the broker store's two per-record loops in C.
+ * tidemq_speedups: TideMQ's per-record loops in C. Six entry points: five functions and one
+ * type.
  *
  *   stamp_batch  append: validate one producer batch and stamp the broker's fields and the
  *                record CRC into the group's private copy (CommitLog._stamp_and_write).
@@ -11,9 +12,10 @@
  *   Syncer       SYNC_FLUSH group commit for asyncio appends: a thread that fdatasyncs
  *                without ever taking the GIL and reports through an eventfd (syncer.py).
  *
- * All are exact replacements for the Python functions of the same name in
- * tidemq.broker.store.loops, which define the contract and stay the fallback; the property
- * tests in tests/unit/store/test_loops.py hold the two to identical results. Record layout:
+ * Each is an exact replacement for a Python twin that defines the contract and stays the
+ * fallback (`<name>_py` in store/loops.py, store/index.py and tidemq.common.record;
+ * syncer.PySyncer); hypothesis tests (tests/unit/store/test_loops.py, test_syncer.py,
+ * tests/unit/common/test_record.py) hold the two to identical results. Record layout:
  * tidemq.common.record (big-endian, 88-byte header). Nothing here allocates per record
  * except the Python ints and tuples the contract returns.
  */

@@ -8,7 +8,6 @@ of what CI proves. Locally, without root or dockerd, the test skips with the rea
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -22,17 +21,12 @@ from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy
 from deploy.images import ImageBuildError, build_images
 from deploy.topology import load
+from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.compose, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 QUEUES = 4
 MESSAGES = 40
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +40,7 @@ def stack(tmp_path_factory):
         pytest.skip(f"no Docker engine: {exc}")
     topology = load()
     host_ports = {
-        f"{s.name}.{p}": _free_port() for s in topology.services.values() for p in s.publish
+        f"{s.name}.{p}": free_port() for s in topology.services.values() for p in s.publish
     }
     deployment = ComposeStack(
         project=f"tidemqtest{uuid.uuid4().hex[:8]}", host_ports=host_ports, topology=topology

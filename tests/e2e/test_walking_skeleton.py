@@ -64,7 +64,7 @@ def test_topic_to_messages_to_readback(stack):
     assert created.status_code == 201, created.text
     assert sorted(created.json()["brokers"]) == ["broker-a", "broker-b"]
     problem(requests.post(f"{url}/v1/topics", json={"name": TOPIC, "queues": 4}, timeout=10),
-            409, "ALREADY_EXISTS")
+            409, "TOPIC_ALREADY_EXISTS")
     assert TOPIC in [t["name"] for t in requests.get(f"{url}/v1/topics", timeout=10).json()["topics"]]
 
     acked: dict[str, tuple[str, int, int]] = {}

@@ -12,7 +12,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.health import probe
-from deploy.local import LocalDeployment, free_port_offset, missing_service_modules
+from deploy.local import LocalDeployment, free_port_offset
 from deploy.observability import dashboard_files, dashboard_metric_names, scrape_targets
 from deploy.topology import load
 
@@ -61,9 +61,6 @@ def _check_scrape_targets_serve_the_dashboards_metrics(deployment: LocalDeployme
 
 def test_local_topology_comes_up_and_survives_kill_9(tmp_path):
     topology = load()
-    missing = missing_service_modules(topology)
-    if missing:
-        pytest.skip(f"services not written yet (no __main__): {', '.join(missing)}")
     deployment = LocalDeployment(
         data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
     )

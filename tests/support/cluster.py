@@ -127,15 +127,12 @@ def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
 
 
 def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> None:
-    """Define a topic the way admins do (CAS put of its JSON), without the gateway."""
-    from tidemq.client.config import ConfigClient
+    """Define a topic the way admins do (CAS create of its definition), without the gateway."""
+    from tidemq.configclient.client import ConfigClient
+    from tidemq.configclient.topics import TopicDefinitions
 
     with ConfigClient(cluster.config_center.addr) as config:
-        result = config.put(f"/tidemq/topics/{name}",
-                            json.dumps({"name": name, "queues": queues, "perm": 6,
-                                        "order": False}).encode(),
-                            expected_revision=0)
-        assert result.succeeded, f"topic {name} already exists"
+        TopicDefinitions(config).create(name, queues)
 
 
 def wait_for_route(cluster: Cluster, topic: str, broker_count: int, timeout: float = 30.0):

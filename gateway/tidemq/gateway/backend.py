@@ -1,29 +1,28 @@
 """What the HTTP views call: topics and messages over the TideMQ client library.
 
 The views stay thin (parse → one call here → JSON); tests can replace this object when the
-broker is not the subject. Topic definitions live in the config center (SPEC §7); brokers
-watch them and publish routes, so creating a topic means one CAS write and then waiting for
-the route to show up on a name server.
+broker is not the subject. Topic definitions live in the config center (tidemq.configclient.
+topics, the schema `Admin` writes too); brokers watch them and publish routes, so creating a
+topic means one compare-and-set write and then waiting for the route to show up on a name
+server.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullResult, SendResult
-from tidemq.client.config import ConfigClient
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors
+from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 
-TOPIC_PREFIX = "/tidemq/topics/"
 GATEWAY_GROUP = "tidemq-gateway-http"
-PERM_READ_WRITE = 6
 
 
 @dataclass
@@ -49,24 +48,18 @@ class GatewayBackend:
         self.consumer = PullConsumer(settings.namesrv_addrs, consumer_group=GATEWAY_GROUP,
                                      timeout=settings.rpc_timeout_s, breaker=breaker)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
+        self.topics = TopicDefinitions(self.config)
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
     # -- topics --------------------------------------------------------------------------
 
     def create_topic(self, name: str, queues: int) -> TopicCreation:
-        definition = {"name": name, "queues": queues, "perm": PERM_READ_WRITE, "order": False}
-        written = self.config.put(TOPIC_PREFIX + name, json.dumps(definition).encode(),
-                                  expected_revision=0)
-        if not written.succeeded:
-            raise errors.AlreadyExists(f"topic {name!r} already exists")
-        deadline = time.monotonic() + self.settings.topic_visible_timeout_s
-        brokers: list[str] = []
-        while True:
-            visible, brokers = self._route_complete(name)
-            if visible or time.monotonic() >= deadline:
-                return TopicCreation(name, queues, visible, brokers)
-            time.sleep(0.05)  # polling the name server for the route, bounded by the deadline
+        self.topics.create(name, queues)
+        visible, brokers = poll(lambda: self._route_complete(name),
+                                self.settings.topic_visible_timeout_s, interval=0.05,
+                                until=lambda outcome: outcome[0])
+        return TopicCreation(name, queues, visible, brokers)
 
     def _route_complete(self, name: str) -> tuple[bool, list[str]]:
         """(every live master group serves the topic, the groups that do)."""
@@ -82,21 +75,40 @@ class GatewayBackend:
         return bool(serving) and live <= set(serving), serving
 
     def list_topics(self) -> list[dict]:
-        topics = []
-        for kv in self.config.range(TOPIC_PREFIX).kvs:
-            try:
-                definition = json.loads(kv.value)
-            except ValueError:
-                continue  # not ours to judge here; the broker logs bad definitions
-            if isinstance(definition, dict):
-                topics.append({"name": kv.key[len(TOPIC_PREFIX):],
-                               "queues": definition.get("queues"),
-                               "perm": definition.get("perm", PERM_READ_WRITE),
-                               "order": bool(definition.get("order", False))})
+        # a document that is not a JSON object is not ours to judge: the broker logs it
+        topics = [{"name": name, "queues": definition.get("queues"),
+                   "perm": definition.get("perm", PERM_READ_WRITE),
+                   "order": bool(definition.get("order", False))}
+                  for name, definition in self.topics.documents() if definition is not None]
         return sorted(topics, key=lambda t: t["name"])
 
     def route(self, topic: str) -> TopicRoute:
         return self.consumer.routes.refresh(topic)
+
+    def describe_topic(self, topic: str) -> dict:
+        """The route per broker group and each queue's offsets; a group that cannot answer is
+        listed under `unavailable_brokers` instead of failing the whole description."""
+        route = self.route(topic)
+        brokers, queues, unavailable = [], [], []
+        for layout in route.queues:
+            group = route.brokers.get(layout.broker_name)
+            brokers.append({
+                "broker_name": layout.broker_name, "cluster": group.cluster if group else "",
+                "addrs": {str(k): v for k, v in (group.addrs if group else {}).items()},
+                "read_queue_nums": layout.read_queue_nums,
+                "write_queue_nums": layout.write_queue_nums, "perm": layout.perm,
+            })
+            try:
+                offsets = self.queue_offsets(topic, layout.broker_name)
+            except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
+                unavailable.append({"broker_name": layout.broker_name, "code": exc.code,
+                                    "detail": exc.message})
+                continue
+            queues.extend({"broker_name": layout.broker_name, "queue_id": queue_id,
+                           "min_offset": low, "max_offset": high}
+                          for queue_id, (low, high) in sorted(offsets.items()))
+        return {"name": topic, "brokers": brokers, "queues": queues,
+                "unavailable_brokers": unavailable}
 
     def queue_offsets(self, topic: str, broker_name: str) -> dict[int, tuple[int, int]]:
         return self.consumer.queue_offsets(topic, broker_name)

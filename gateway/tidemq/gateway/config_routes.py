@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 
 from flask import Blueprint, current_app, jsonify, request
-from tidemq.client.config import ConfigClient, KeyValue
 from tidemq.common.errors import (
     InvalidArgument,
     NotFound,
     PreconditionFailed,
     ServiceUnavailable,
 )
+from tidemq.configclient.client import ConfigClient, KeyValue
 
 config_bp = Blueprint("tidemq_config", __name__)
 EXTENSION = "tidemq.config_client"

@@ -1,7 +1,7 @@
 """The gateway's dynamic settings: circuit-breaker thresholds from the config center, live.
 
-Scopes (SPEC §7): `/tidemq/config/cluster/<cluster_name>/<setting>` < `/tidemq/config/group/
-<config_group>/<setting>` (default group `gateway`, so gateways can be tuned apart from
+Scopes (docs/config-center.md): `/tidemq/config/cluster/<cluster_name>/<setting>` <
+`/tidemq/config/group/<config_group>/<setting>` (default group `gateway`, so gateways can be tuned apart from
 brokers). Each gunicorn worker runs its own follower (built after the fork, in the worker's
 backend), so every worker applies a change; each logs it with its pid. Unset → the static
 `--breaker-*` value. A value that does not parse or is out of range is refused and logged.
@@ -9,8 +9,8 @@ backend), so every worker applies a change; each logs it with its pid. Unset →
 
 from __future__ import annotations
 
-from tidemq.client.config_dynamic import DynamicSettingsFollower, SettingRule
 from tidemq.common import rpc
+from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
 from tidemq.gateway.settings import GatewaySettings
 
 MAX_FAIL_MAX = 10_000

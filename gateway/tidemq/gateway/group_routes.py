@@ -6,15 +6,15 @@
   PATCH  /v1/groups/<name>     change some fields; If-Match: "<rev>" optional  200 / 412
   DELETE /v1/groups/<name>     If-Match optional  200 / 404 / 412
 
-The schema and the compare-and-set writes are tidemq.client.config_groups' (the same code the
+The schema and the compare-and-set writes are tidemq.configclient.groups' (the same code the
 CLI uses and the brokers parse with); brokers apply a change live.
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
-from tidemq.client.config_groups import DefinedGroup, SubscriptionGroups
 from tidemq.common.errors import InvalidArgument
+from tidemq.configclient.groups import DefinedGroup, SubscriptionGroups
 from tidemq.gateway import validation
 from tidemq.gateway.config_routes import _client, parse_revision_header
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tidemq.common.settings import ServiceSettings, setting
 
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # SPEC §2 (ref)
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # docs/client.md, Messages
 
 
 @dataclass

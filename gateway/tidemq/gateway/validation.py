@@ -1,7 +1,9 @@
 """HTTP request parsing and validation, and the JSON shape of messages (no Flask here).
 
 Every rejection is an InvalidArgument / PayloadTooLarge with a precise code and a sentence,
-so bad input is always a 4xx, never a 500.
+so bad input is always a 4xx, never a 500. This checks the JSON shape only; what a broker
+would refuse in a message (empty or oversized body, a bad key or property) is checked once,
+by the client's encoder, when the backend sends it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidemq.client.message import Message, MessageExt, validate_topic_name
-from tidemq.common.errors import InvalidArgument, PayloadTooLarge
+from tidemq.common.errors import InvalidArgument
 
 MAX_QUEUES = 1024
 MAX_BATCH = 1000
@@ -96,7 +98,7 @@ def _keys(item: Mapping[str, Any], index: int) -> list[str]:
     return keys
 
 
-def parse_messages(topic: str, document: Any, max_message_size: int) -> list[Message]:
+def parse_messages(topic: str, document: Any) -> list[Message]:
     """{"messages": [{"body", "key"?, "tag"?, "properties"?, "encoding"?}]} → Messages."""
     validate_topic_name(topic)
     items = _object(document, "the request body").get("messages")
@@ -109,19 +111,11 @@ def parse_messages(topic: str, document: Any, max_message_size: int) -> list[Mes
     for index, raw_item in enumerate(items):
         item = _object(raw_item, f"messages[{index}]")
         body = _decode_body(item, index)
-        if len(body) > max_message_size:
-            raise PayloadTooLarge(
-                f"messages[{index}].body is {len(body)} bytes; the limit is {max_message_size}")
         tag = item.get("tag", item.get("tags", ""))
         if not isinstance(tag, str):
             raise InvalidArgument(f"messages[{index}].tag must be a string", code="INVALID_MESSAGE")
-        message = Message(topic, body, tags=tag, keys=_keys(item, index),
-                          properties=_string_map(item.get("properties"), index))
-        try:
-            message.validate(max_message_size)
-        except InvalidArgument as exc:
-            raise type(exc)(f"messages[{index}]: {exc.message}", code=exc.code) from None
-        messages.append(message)
+        messages.append(Message(topic, body, tags=tag, keys=_keys(item, index),
+                                properties=_string_map(item.get("properties"), index)))
     return messages
 
 

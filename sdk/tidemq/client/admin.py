@@ -11,8 +11,6 @@ once a broker has picked them up; everything else is asked of the brokers that o
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable, Sequence
 
 from tidemq.client.admin_types import (
@@ -30,17 +28,19 @@ from tidemq.client.admin_types import (
     parse_subscription,
 )
 from tidemq.client.brokers import BrokerClients
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_groups import (
+from tidemq.client.message import MessageExt, decode_records, validate_topic_name
+from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
+from tidemq.common import errors, record
+from tidemq.common.placement import coordinator_for
+from tidemq.common.polling import poll
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.groups import (
     FIELDS,
     DefinedGroup,
     SubscriptionGroupConfig,
     SubscriptionGroups,
 )
-from tidemq.client.message import MessageExt, decode_records, validate_topic_name
-from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
-from tidemq.common import errors, record
-from tidemq.common.placement import coordinator_for
+from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.v1 import broker_pb2
 
 __all__ = [
@@ -49,9 +49,6 @@ __all__ = [
     "broker_for_store_host", "coordinator_for", "parse_assignment", "parse_subscription",
 ]
 
-TOPIC_PREFIX = "/tidemq/topics/"
-MAX_QUEUES = 1024            # the broker's limit per topic definition
-PERM_READ_WRITE = 6
 DEFAULT_CONFIG_CENTER = "127.0.0.1:7070"
 ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch within seconds
 POLL_INTERVAL_S = 0.1
@@ -114,17 +111,12 @@ class Admin:
         """Define the topic in config-center (fails with AlreadyExists if it is defined) and,
         with `wait`, return its route once a name server has one."""
         validate_topic_name(name)
-        if not 1 <= queues <= MAX_QUEUES:
-            raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
-        definition = {"name": name, "queues": queues, "perm": PERM_READ_WRITE, "order": order}
-        result = self._config_call("put", TOPIC_PREFIX + name, definition, expected_revision=0)
-        if not result.succeeded:
-            raise errors.AlreadyExists(f"topic {name!r} already exists",
-                                       code="TOPIC_ALREADY_EXISTS")
+        revision = self._config_call(lambda: TopicDefinitions(self.config).create(
+            name, queues, order=order))
         if not wait:
             return None
         if progress:
-            progress(f"topic {name!r} defined (revision {result.revision}); "
+            progress(f"topic {name!r} defined (revision {revision}); "
                      "waiting for a broker to serve it")
         return self._wait_for(lambda: self._route_or_none(name), wait_timeout,
                               f"no name server routes topic {name!r}")
@@ -132,9 +124,7 @@ class Admin:
     def delete_topic(self, name: str, wait: bool = True, *, wait_timeout: float = ROUTE_WAIT_S,
                      progress: Progress | None = None) -> None:
         """Remove the definition; with `wait`, return once name servers stop routing it."""
-        result = self._config_call("delete", TOPIC_PREFIX + name)
-        if not result.deleted:
-            raise errors.TopicNotExist(f"topic {name!r} does not exist")
+        self._config_call(lambda: TopicDefinitions(self.config).delete(name))
         if wait:
             if progress:
                 progress(f"topic {name!r} removed from config-center; waiting for routes to go")
@@ -145,12 +135,8 @@ class Admin:
         """Every topic defined in config-center, with the broker groups that serve it."""
         routed = set(self.namesrv.topics())
         summaries = []
-        for kv in self._config_call("range", TOPIC_PREFIX).kvs:
-            name = kv.key[len(TOPIC_PREFIX):]
-            try:
-                doc = json.loads(kv.value)
-            except ValueError:
-                doc = {}
+        for name, doc in self._config_call(TopicDefinitions(self.config).documents):
+            doc = doc or {}
             route = self._route_or_none(name) if name in routed else None
             brokers = tuple(sorted({q.broker_name for q in route.queues})) if route else ()
             summaries.append(TopicSummary(name, int(doc.get("queues", 0)),
@@ -342,7 +328,7 @@ class Admin:
 
     def create_group(self, name: str, **fields: object) -> DefinedGroup:
         """Define a group (fails with SUBSCRIPTION_GROUP_ALREADY_EXISTS if defined); fields
-        not given take the defaults (tidemq.client.config_groups.SubscriptionGroupConfig)."""
+        not given take the defaults (tidemq.configclient.groups.SubscriptionGroupConfig)."""
         return self._config_call(lambda: SubscriptionGroups(self.config).create(name, **fields))
 
     def update_group(self, name: str, changes: dict[str, object], *,
@@ -398,11 +384,7 @@ class Admin:
         return route if route.queues else None
 
     def _wait_for(self, probe: Callable[[], object], timeout: float, failure: str):
-        deadline = time.monotonic() + timeout
-        while True:
-            outcome = probe()
-            if outcome:
-                return outcome
-            if time.monotonic() >= deadline:
-                raise errors.DeadlineExceeded(f"{failure} after {timeout:g} s")
-            time.sleep(POLL_INTERVAL_S)  # polling a remote state with a deadline, not syncing
+        outcome = poll(probe, timeout, interval=POLL_INTERVAL_S)
+        if not outcome:
+            raise errors.DeadlineExceeded(f"{failure} after {timeout:g} s")
+        return outcome

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from tidemq.client.config import ConfigClient, Event, KeyValue, PutResult
 from tidemq.common.errors import PreconditionFailed, TideMQError
+from tidemq.configclient.client import ConfigClient, Event, KeyValue, PutResult
 
 config_app = typer.Typer(
     name="config", no_args_is_help=True,

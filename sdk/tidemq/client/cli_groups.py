@@ -20,7 +20,7 @@ from tidemq.client.cli_common import (
     out,
     table,
 )
-from tidemq.client.config_groups import FIELDS, DefinedGroup
+from tidemq.configclient.groups import FIELDS, DefinedGroup
 
 ConsumeOpt = Annotated[bool | None, typer.Option(
     "--consume/--no-consume", help="consume_enable: false refuses pulls, commits and joins",

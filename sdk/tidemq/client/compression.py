@@ -1,4 +1,4 @@
-"""Body compression codecs (SPEC §2: compress bodies over a threshold; zstd or none).
+"""Body compression codecs (docs/client.md: compress bodies over a threshold; zstd or none).
 
 The codec name travels in the record's COMPRESSION property so a consumer never guesses.
 """

@@ -1,4 +1,4 @@
-"""Explicit pull consumption (SPEC §4): the caller chooses queue and offset.
+"""Explicit pull consumption (docs/client.md): the caller chooses queue and offset.
 
 This is the building block for group-coordinated consumers: `pull` is one long-polling Pull
 on the queue's master, `commit`/`committed` keep the group's offsets on the broker that owns
@@ -16,7 +16,6 @@ from tidemq.common import errors
 from tidemq.common.rpc import BreakerSettings
 from tidemq.v1 import broker_pb2
 
-DEFAULT_LONG_POLL_S = 15.0  # SPEC §4 (ref): how long the broker holds an empty pull
 RPC_MARGIN_S = 2.0           # the RPC deadline outlives the broker's hold by this much
 
 

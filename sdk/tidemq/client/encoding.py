@@ -36,7 +36,7 @@ class BatchEncoder:
 
     def encode(self, messages: Sequence[Message],
                traceparent: str = "") -> tuple[bytes, list[str]]:
-        """(records, unique ids). Raises the SPEC's error for the first invalid message."""
+        """(records, unique ids). Raises the precise error for the first invalid message."""
         topic = messages[0].topic
         validate_topic_name(topic)
         unique_ids = record.new_unique_ids(len(messages))

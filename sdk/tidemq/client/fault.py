@@ -1,4 +1,4 @@
-"""Latency fault avoidance (RocketMQ's LatencyFaultTolerance, SPEC §2).
+"""Latency fault avoidance (RocketMQ's LatencyFaultTolerance, docs/client.md).
 
 After each send the producer reports the broker's latency; a slow or failing broker is
 marked not-available for a while so round-robin selection steers around it. An exception
@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-# (latency threshold ms, not-available duration s), largest first — SPEC §2 (ref).
+# (latency threshold ms, not-available duration s), largest first — docs/client.md, Producer.
 LATENCY_MAX_MS = (15000, 3000, 2000, 1000, 550, 100, 50)
 NOT_AVAILABLE_S = (600, 180, 120, 60, 30, 0, 0)
 EXCEPTION_LATENCY_MS = 30000

@@ -1,4 +1,5 @@
-"""Group membership for a CLUSTERING consumer (SPEC §4, Kafka's consumer protocol, eager).
+"""Group membership for a CLUSTERING consumer (Kafka's consumer protocol, eager; see
+docs/consumer-groups.md).
 
 One thread runs the member's life: find the coordinator (CRC32 placement over the master
 broker names), JoinGroup, the leader computes everyone's queues with the shared assignor,

@@ -21,7 +21,7 @@ MAX_MESSAGE_SIZE = record.DEFAULT_MAX_MESSAGE_SIZE
 
 
 def validate_topic_name(topic: str) -> str:
-    """SPEC §2: `[A-Za-z0-9_%|-]{1,127}`; raises INVALID_TOPIC with the reason."""
+    """docs/client.md: `[A-Za-z0-9_%|-]{1,127}`; raises INVALID_TOPIC with the reason."""
     if not isinstance(topic, str) or not 0 < len(topic) <= MAX_TOPIC_NAME_LEN:
         raise InvalidArgument(
             f"topic name must be 1..{MAX_TOPIC_NAME_LEN} characters", code="INVALID_TOPIC"
@@ -50,7 +50,7 @@ class Message:
     properties: Mapping[str, str] = field(default_factory=dict)
 
     def validate(self, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
-        """Raise the SPEC's error for a message that no broker would accept."""
+        """Raise the precise error for a message that no broker would accept."""
         validate_topic_name(self.topic)
         if not isinstance(self.body, bytes | bytearray | memoryview):
             raise InvalidArgument("message body must be bytes", code="INVALID_MESSAGE")
@@ -81,7 +81,8 @@ class MessageQueue:
 
 
 class SendStatus(enum.Enum):
-    """SPEC §2. The last three mean: stored on the master, durability asked for unconfirmed."""
+    """docs/client.md. The last three mean: stored on the master, durability asked for
+    unconfirmed."""
 
     SEND_OK = 0
     FLUSH_DISK_TIMEOUT = 1

@@ -1,4 +1,5 @@
-"""The producer (SPEC §2): sync, batch, async and oneway sends with retries and fault avoidance.
+"""The producer: sync, batch, async and oneway sends with retries and fault avoidance
+(docs/client.md).
 
 A message becomes a CommitLog-layout record here (tidemq.common.record), so the broker only
 stamps and appends bytes. Each attempt targets the master of one queue's broker group; a
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -120,12 +122,11 @@ class Producer:
                   timeout: float | None = None) -> list[SendResult]:
         """Spread messages of one topic round-robin over queues, one batch send per queue.
 
-        Results are in input order. Batches already stored stay stored if a later batch
-        fails (at-least-once; the error is raised).
+        Results are in input order. Every batch is encoded (so every message checked) before
+        any is sent: one invalid message sends nothing. Batches already stored stay stored if
+        a later batch fails to send (at-least-once; the error is raised).
         """
         topic = _one_topic(messages)
-        for message in messages:
-            message.validate(self.max_message_size)
         route = self.routes.get(topic)
         self._remember(route)
         queues = route.write_queues()
@@ -136,14 +137,22 @@ class Producer:
             groups.setdefault(self._picker.pick(queues, open_brokers=open_brokers),
                               []).append(index)
         deadline = time.monotonic() + (timeout or self.send_timeout)
+        prepared: dict[MessageQueue, _Prepared] = {}
+        try:
+            for mq, indexes in groups.items():
+                prepared[mq] = self._prepare(topic, [messages[i] for i in indexes])
+        except BaseException:
+            for batch in prepared.values():
+                batch.span.end()
+            raise
 
         def send_group(mq: MessageQueue, indexes: list[int]) -> list[SendResult]:
             def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
                 if not last_failed and mq.broker_name not in open_brokers:
                     return mq
                 return self._picker.pick(route.write_queues(), last_failed)
-            remaining = max(deadline - time.monotonic(), 0.001)
-            return self._send(topic, [messages[i] for i in indexes], choose, remaining)
+            group_deadline = max(deadline, time.monotonic() + 0.001)
+            return self._send_prepared(topic, prepared[mq], choose, group_deadline, self.retries)
 
         # Broker groups are independent: each group's batches go out in one task, the groups
         # side by side, so a request costs about one group's latency, not the sum. Each task
@@ -232,15 +241,32 @@ class Producer:
         if not messages:
             raise errors.InvalidArgument("nothing to send: the batch is empty")
         deadline = time.monotonic() + (timeout or self.send_timeout)
+        return self._send_prepared(topic, self._prepare(topic, messages), choose, deadline,
+                                   self.retries if retries is None else retries)
+
+    def _prepare(self, topic: str, messages: Sequence[Message]) -> _Prepared:
+        """Start the batch's PRODUCER span and encode the batch in it (the records carry the
+        span's trace context); the encoder is where a message is validated, once."""
         attributes = {
             "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": topic,
             "messaging.operation": "publish", "messaging.batch.message_count": len(messages),
         }
-        with _tracer.start_as_current_span(f"{topic} publish", kind=trace.SpanKind.PRODUCER,
-                                           attributes=attributes) as span:
-            records, unique_ids = self._encode(messages)
-            results = self._send_records(topic, records, unique_ids, choose, deadline,
-                                         self.retries if retries is None else retries)
+        span = _tracer.start_span(f"{topic} publish", kind=trace.SpanKind.PRODUCER,
+                                  attributes=attributes)
+        try:
+            with trace.use_span(span, end_on_exit=False):  # records the error and its status
+                records, unique_ids = self._encode(messages)
+        except BaseException:
+            span.end()
+            raise
+        return _Prepared(span, records, unique_ids)
+
+    def _send_prepared(self, topic: str, batch: _Prepared,
+                       choose: Callable[[TopicRoute, str], MessageQueue] | None,
+                       deadline: float, retries: int) -> list[SendResult]:
+        with trace.use_span(batch.span, end_on_exit=True) as span:
+            results = self._send_records(topic, batch.records, batch.unique_ids, choose,
+                                         deadline, retries)
             if len(results) == 1:
                 span.set_attribute("messaging.message.id", results[0].unique_id)
             span.set_attribute("messaging.destination.partition.id", str(results[0].queue_id))
@@ -310,6 +336,15 @@ def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
                         response.broker_name or mq.broker_name,
                         response.queue_id if response.broker_name else mq.queue_id,
                         response.first_queue_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An encoded batch and its PRODUCER span (ended once the batch is sent or refused)."""
+
+    span: trace.Span
+    records: bytes
+    unique_ids: list[str]
 
 
 def _one_topic(messages: Sequence[Message]) -> str:

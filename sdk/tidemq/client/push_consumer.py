@@ -1,4 +1,5 @@
-"""PushConsumer (SPEC §4): the client pulls with long polling and calls your listener.
+"""PushConsumer: the client pulls with long polling and calls your listener
+(docs/consumer-groups.md).
 
 CLUSTERING shares the topics' queues among the group's members through the broker's group
 coordinator (tidemq.client.group); BROADCASTING gives every member every queue and keeps its

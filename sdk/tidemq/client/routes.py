@@ -1,4 +1,4 @@
-"""Topic routes from the name servers, cached (SPEC §1: pull-only route discovery).
+"""Topic routes from the name servers, cached (docs/routing.md: pull-only route discovery).
 
 Any name server can answer; on a transport failure the next one is asked. Routes are
 refreshed every 30 s (ref) and on demand after a send failure. An unknown topic surfaces as
@@ -22,7 +22,7 @@ from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 PERM_READ = 2
 PERM_WRITE = 4
 MASTER_ID = 0
-ROUTE_REFRESH_S = 30.0  # SPEC §1 (ref)
+ROUTE_REFRESH_S = 30.0  # docs/routing.md
 
 
 def parse_addrs(addrs: str | Sequence[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """Queue selection: round-robin with fault avoidance, and selectors for ordered messages.
 
-Round-robin spreads load over the writable queues of every master (SPEC §2); on a retry the
+Round-robin spreads load over the writable queues of every master (docs/client.md); on a retry the
 broker that just failed is skipped, and brokers marked slow or whose circuit breaker is open
 are avoided while any other is left. Selectors choose a queue from an argument instead, so
 the same key always lands in the same queue (ordered messages).

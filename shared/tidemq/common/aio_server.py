@@ -96,8 +96,8 @@ class AsyncioGrpcServer:
     def __init__(self, name: str, *, max_workers: int, options: list) -> None:
         self.pool = futures.ThreadPoolExecutor(max_workers=max_workers,
                                                thread_name_prefix=name)
-        # uvloop: its call scheduling and callbacks are C (the store's SYNC_FLUSH appends,
-        # 64 at a time: ~122 k -> ~140 k msgs/s on one core, bench/store)
+        # uvloop: its call scheduling and callbacks are C, which the store's SYNC_FLUSH
+        # appends feel (docs/architecture.md, "Measurements behind the code")
         self.loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=f"{name}-aio",
                                         daemon=True)

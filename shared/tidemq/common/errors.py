@@ -1,6 +1,6 @@
 """One exception hierarchy for every TideMQ service and client.
 
-Each error carries a stable `code` (the SPEC's names, e.g. TOPIC_NOT_EXIST) plus the gRPC
+Each error carries a stable `code` (e.g. TOPIC_NOT_EXIST) plus the gRPC
 status and HTTP status it maps to. Servers raise these; the server runtime turns them into a
 gRPC status with the code in trailing metadata (`tidemq-code`), and `from_rpc_error` turns
 that back into the same exception class on the client side, so a gateway can answer HTTP with

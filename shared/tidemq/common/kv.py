@@ -1,7 +1,8 @@
 """The config center's value types, shared by the server and the client.
 
-They mirror etcd's model (SPEC §7): every write gets a global, gap-free revision; a key knows
-the revision that created it, the one that last modified it and how many writes it has seen.
+They mirror etcd's model (docs/config-center.md): every write gets a global, gap-free
+revision; a key knows the revision that created it, the one that last modified it and how
+many writes it has seen.
 One definition serves both sides so a value read through the client is the same object shape
 the store produced.
 """

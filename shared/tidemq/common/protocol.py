@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from tidemq.common.assignors import QueueRef, get_assignor
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.jsondoc import load_object
 
 TopicQueue = tuple[str, str, int]
 """(topic, broker_name, queue_id): one queue of one topic, the unit a member consumes."""
@@ -84,13 +85,7 @@ def assign_subscriptions(
 
 
 def _load(payload: bytes, what: str) -> dict:
-    try:
-        document = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidArgument(f"{what} is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise InvalidArgument(f"{what} must be a JSON object")
-    return document
+    return load_object(payload, what, InvalidArgument)
 
 
 def _is_queue_row(row: object) -> bool:

@@ -1,11 +1,11 @@
 """The message record: one layout on the wire, in the CommitLog and in pull replies.
 
-Producers encode records in exactly the CommitLog layout (SPEC §3) with the broker-assigned
+Producers encode records in exactly the CommitLog layout (docs/storage.md) with the broker-assigned
 fields left zero; the broker stamps those fields and copies the bytes, never decoding a body.
 Pull replies carry contiguous slices of the CommitLog, which clients decode with
 `iter_records`. One codec for all three places means no re-encoding anywhere on the path.
 
-Layout (big-endian). The SPEC's ``body_crc`` slot holds ``record_crc``: CRC32 over every byte
+Layout (big-endian). RocketMQ's ``body_crc`` slot holds ``record_crc``: CRC32 over every byte
 after that field, so a torn or corrupt record of any kind is detected, not only a bad body.
 
     off size field
@@ -43,7 +43,7 @@ try:  # the C scan of pull replies (native/), optional: the client runs without 
     from tidemq_speedups import scan_records as _scan_records_c
 except ImportError:
     _scan_records_c = None
-try:  # ISA-L's crc32: zlib's checksum, ~4x faster on a 1 KiB record (0.06 vs 0.28 us here)
+try:  # ISA-L's crc32: zlib's checksum, several times faster on a 1 KiB record
     from isal.isal_zlib import crc32 as record_crc32
 except ImportError:  # a platform without isal wheels: the same values, slower
     record_crc32 = zlib.crc32
@@ -77,7 +77,7 @@ CRC_START = 12
 BLANK_HEADER = struct.Struct(">iI")
 
 MAX_TOPIC_LEN = 127
-MAX_PROPERTIES_SIZE = 32 * 1024  # SPEC §2
+MAX_PROPERTIES_SIZE = 32 * 1024  # docs/client.md
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 # Property names (RocketMQ's MessageConst spelling, so gateways can map 1:1).

@@ -178,7 +178,7 @@ class BrokerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CommitOffsets(self, request, context):
-        """Consumer offsets, kept by the broker that owns the queue (SPEC §4).
+        """Consumer offsets, kept by the broker that owns the queue (docs/consumer-groups.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,8 +205,8 @@ class BrokerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def JoinGroup(self, request, context):
-        """Group coordinator (Kafka's design; SPEC §4). Join/Sync block until the rebalance round
-        completes or the call's deadline passes.
+        """Group coordinator (Kafka's design; docs/consumer-groups.md). Join/Sync block until the
+        rebalance round completes or the call's deadline passes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,7 +244,8 @@ class BrokerServiceServicer:
 
     def GetSubscriptionGroups(self, request, context):
         """Subscription-group definitions this broker enforces (from the config center's
-        /tidemq/groups/; the retry / dead-letter path reads retry_* from the same table).
+        /tidemq/groups/). retry_* are stored for a retry / dead-letter path, not built yet:
+        nothing reads them today.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

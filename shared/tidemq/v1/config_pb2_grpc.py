@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class ConfigServiceStub:
-    """Coordination store (SPEC §7): etcd-like versioned KV on Redis. Every write gets a global,
-    gap-free revision.
+    """Coordination store (docs/config-center.md): etcd-like versioned KV on Redis. Every write
+    gets a global, gap-free revision.
     """
 
     def __init__(self, channel):
@@ -94,8 +94,8 @@ class ConfigServiceStub:
 
 
 class ConfigServiceServicer:
-    """Coordination store (SPEC §7): etcd-like versioned KV on Redis. Every write gets a global,
-    gap-free revision.
+    """Coordination store (docs/config-center.md): etcd-like versioned KV on Redis. Every write
+    gets a global, gap-free revision.
     """
 
     def Get(self, request, context):
@@ -231,8 +231,8 @@ def add_ConfigServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ConfigService:
-    """Coordination store (SPEC §7): etcd-like versioned KV on Redis. Every write gets a global,
-    gap-free revision.
+    """Coordination store (docs/config-center.md): etcd-like versioned KV on Redis. Every write
+    gets a global, gap-free revision.
     """
 
     @staticmethod

@@ -1,45 +1,42 @@
-"""A real TideMQ cluster for the analytics tests (redis, config-center, name server, broker)
-and helpers to create topics and send tagged records over BrokerService.Send."""
+"""The analytics tests' view of the shared test cluster (tests.support.cluster, one broker
+group) and helpers to create topics and send tagged records over BrokerService.Send."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemq.client.config import ConfigClient
-from tidemq.common import errors
 from tidemq.common import record as rec
 from tidemq.common.rpc import RpcClient
-from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2, nameserver_pb2, nameserver_pb2_grpc
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.topics import TOPIC_PREFIX, TopicConfig
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
+from tests.support.cluster import Cluster, wait_for_route
 from tests.support.processes import ServiceProcess, wait_until
 
 BROKER = "broker-a"
 
 
 @dataclass
-class Cluster:
-    config_center: ServiceProcess
-    namesrv: ServiceProcess
-    broker: ServiceProcess
+class AnalyticsCluster:
+    cluster: Cluster
+
+    @property
+    def namesrv(self) -> ServiceProcess:
+        return self.cluster.namesrvs[0]
+
+    @property
+    def broker(self) -> ServiceProcess:
+        return self.cluster.brokers[BROKER]
 
     def broker_client(self) -> RpcClient:
         return RpcClient(self.broker.addr, broker_pb2_grpc.BrokerServiceStub, timeout=10)
 
     def create_topic(self, name: str, queues: int) -> None:
-        """Define the topic in config-center and wait until the name server routes it."""
-        with ConfigClient(self.config_center.addr) as config:
-            config.put(f"/tidemq/topics/{name}",
-                       {"name": name, "queues": queues, "perm": 6, "order": False})
-        namesrv = RpcClient(self.namesrv.addr, nameserver_pb2_grpc.NameServerServiceStub)
-
-        def routed() -> bool:
-            try:
-                route = namesrv.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=name))
-            except errors.NotFound:
-                return False
-            return any(q.read_queue_nums == queues for q in route.queue_datas)
-
-        wait_until(routed, 30, message=f"a route for {name} with {queues} queues")
+        """Define the topic in config-center (again: idempotent) and wait until it is routed."""
+        with ConfigClient(self.cluster.config_center.addr) as config:
+            config.put(TOPIC_PREFIX + name, TopicConfig(name, queues).to_json())
+        wait_for_route(self.cluster, name, 1)
 
     def queue_ends(self, topic: str) -> dict[int, int]:
         reply = self.broker_client().call(

@@ -1,7 +1,5 @@
-"""Module-scoped cluster: the Spark tests share one SparkSession and one data set per module.
-
-Built with the same process helpers as the `redis_server` and `services` fixtures.
-"""
+"""Module-scoped cluster (tests.support.cluster with one broker group): the Spark tests share
+one SparkSession and one data set per module."""
 
 from __future__ import annotations
 
@@ -9,31 +7,15 @@ import logging
 
 import pytest
 
-from tests.integration.analytics.cluster import BROKER, Cluster
-from tests.support.processes import ServiceProcess, start_redis, start_service
+from tests.integration.analytics.cluster import BROKER, AnalyticsCluster
+from tests.support.cluster import running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("analytics-cluster")
-    started: list[ServiceProcess] = []
-    redis = start_redis(tmp)
-    try:
-        config_center = start_service("tidemq.configcenter", ["--redis-url", redis.url], tmp)
-        started.append(config_center)
-        namesrv = start_service("tidemq.nameserver", [], tmp)
-        started.append(namesrv)
-        broker = start_service("tidemq.broker", [
-            "--cluster-name", "AnalyticsCluster", "--broker-name", BROKER, "--broker-id", "0",
-            "--namesrv-addrs", namesrv.addr, "--config-center", config_center.addr,
-            "--register-interval-s", "0.5",
-        ], tmp)
-        started.append(broker)
-        yield Cluster(config_center, namesrv, broker)
-    finally:
-        for process in reversed(started):
-            process.kill()
-        redis.kill()
+    with running_cluster(tmp_path_factory.mktemp("analytics-cluster"),
+                         broker_names=(BROKER,)) as cluster:
+        yield AnalyticsCluster(cluster)
 
 
 @pytest.fixture(scope="module")

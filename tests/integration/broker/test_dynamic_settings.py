@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.store import StoreConfig
-from tidemq.client.config import ConfigClient
 from tidemq.common.errors import ServiceUnavailable
+from tidemq.configclient.client import ConfigClient
 
 from tests.support.processes import ServiceProcess, free_port, wait_until
 

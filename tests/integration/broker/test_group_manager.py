@@ -11,9 +11,9 @@ import pytest
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_groups import SubscriptionGroupConfig
 from tidemq.common.errors import PreconditionFailed, ServiceUnavailable
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.groups import SubscriptionGroupConfig
 
 from tests.support.processes import ServiceProcess, free_port, wait_until
 

@@ -49,7 +49,7 @@ def consumer(cluster):
 
 def pull_exactly(consumer: PullConsumer, mq: MessageQueue, offset: int, count: int):
     """Acknowledged messages become pullable once the broker's dispatcher indexed them
-    (asynchronously, SPEC §3): poll until all `count` are there."""
+    (asynchronously, docs/storage.md): poll until all `count` are there."""
     collected = []
 
     def more():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tidemq.client.config import ConfigClient
+from tidemq.configclient.client import ConfigClient
 
 
 def main(addr: str, key: str, count: int) -> None:

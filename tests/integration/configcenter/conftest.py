@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tidemq.client.config import ConfigClient
+from tidemq.configclient.client import ConfigClient
 
 MODULE = "tidemq.configcenter"
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tidemq.client.config import ConfigClient
+from tidemq.configclient.client import ConfigClient
 
 PROCESSES, INCREMENTS = 8, 200
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 import redis
-from tidemq.client.config import ConfigClient
 from tidemq.common import errors
+from tidemq.configclient.client import ConfigClient
 
 from tests.support.processes import free_port, wait_until
 

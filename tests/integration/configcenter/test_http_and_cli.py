@@ -7,7 +7,7 @@ import json
 import pytest
 from flask import Flask
 from tidemq.client.cli_config import config_app
-from tidemq.gateway import problems
+from tidemq.common import problems
 from tidemq.gateway.config_routes import EXTENSION, config_bp
 from typer.testing import CliRunner
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 
-from tidemq.client.config_dynamic import LiveSettings
+from tidemq.configclient.live import LiveSettings
 
 
 def test_live_settings_follow_scoped_changes(client):

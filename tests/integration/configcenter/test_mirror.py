@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_mirror import PrefixMirror
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.mirror import PrefixMirror
 
 
 def _recorder():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tidemq.client.config import ConfigClient
 from tidemq.common import errors
+from tidemq.configclient.client import ConfigClient
 
 from tests.support.processes import wait_until
 

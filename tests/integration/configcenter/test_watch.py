@@ -8,7 +8,7 @@ import time
 
 import grpc
 import pytest
-from tidemq.client.config import ConfigClient, WatchCompacted
+from tidemq.configclient.client import ConfigClient, WatchCompacted
 from tidemq.v1 import config_pb2
 
 from tests.support.processes import wait_until

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import requests
-from tidemq.client.config import ConfigClient
+from tidemq.configclient.client import ConfigClient
 
 from tests.support.cluster import running_cluster
 from tests.support.processes import wait_until

@@ -9,10 +9,10 @@ import json
 
 import pytest
 from tidemq.client import Message, Producer, PullConsumer
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_groups import SubscriptionGroups
 from tidemq.client.group import DirectClient
 from tidemq.common.errors import PreconditionFailed
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.groups import SubscriptionGroups
 from tidemq.v1 import broker_pb2
 
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route

@@ -4,8 +4,8 @@ values are refused and logged, and a name server without --config-center needs n
 
 from __future__ import annotations
 
-from tidemq.client.config import ConfigClient
 from tidemq.common.rpc import RpcClient
+from tidemq.configclient.client import ConfigClient
 from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 from tests.support.processes import wait_until

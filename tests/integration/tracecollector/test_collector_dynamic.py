@@ -8,7 +8,7 @@ import grpc
 import requests
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1 import trace_pb2
-from tidemq.client.config import ConfigClient
+from tidemq.configclient.client import ConfigClient
 
 from tests.support.processes import wait_until
 

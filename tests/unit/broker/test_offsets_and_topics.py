@@ -7,13 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.store import MetadataFile
-from tidemq.broker.topic_table import (
-    TopicConfig,
-    TopicDefinitionError,
-    TopicTable,
-    parse_topic_definition,
-)
+from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common.errors import InvalidArgument
+from tidemq.configclient.topics import TopicDefinitionError, parse_topic_definition
 
 
 def test_offsets_survive_restart_only_after_persist(tmp_path):

@@ -9,13 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.client.config_groups import (
+from tidemq.common.errors import NotFound, PreconditionFailed
+from tidemq.configclient.groups import (
     FIELDS,
     GroupDefinitionError,
     SubscriptionGroupConfig,
     parse_group_definition,
 )
-from tidemq.common.errors import NotFound, PreconditionFailed
 
 
 def doc(**fields) -> bytes:

@@ -130,3 +130,11 @@ def test_batches_of_several_topics_are_rejected():
         producer.send_batch([Message("t", b"x"), Message("u", b"y")])
     with pytest.raises(errors.InvalidArgument):
         producer.send_batch([])
+
+
+def test_send_many_sends_nothing_when_one_message_is_invalid():
+    producer = make_producer({})
+    messages = [Message("t", f"{i}".encode()) for i in range(39)] + [Message("t", b"")]
+    with pytest.raises(errors.InvalidArgument) as refused:
+        producer.send_many(messages)
+    assert refused.value.code == "MESSAGE_BODY_EMPTY" and producer.brokers.calls == []

@@ -4,15 +4,10 @@ the coordinator address is given): leader assignment, rejoin codes, cancellable 
 from __future__ import annotations
 
 import pytest
-from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
-from tidemq.broker.group_rpc import GroupRpc
-from tidemq.broker.servicer import BrokerServicer
 from tidemq.client.group import DirectClients, GroupMember
 from tidemq.client.message import MessageQueue
-from tidemq.common.server import ServiceRuntime
-from tidemq.common.settings import ServiceSettings
-from tidemq.v1 import broker_pb2_grpc
 
+from tests.support.coordinator import coordinator_servers
 from tests.support.processes import wait_until
 
 
@@ -29,25 +24,8 @@ class _Routes:
 
 @pytest.fixture
 def coordinator_addr():
-    started = []
-
-    def serve(initial_delay_ms):
-        rpc = GroupRpc(GroupCoordinator(CoordinatorConfig(
-            initial_rebalance_delay_ms=initial_delay_ms, min_session_timeout_ms=100)),
-            tick_interval_ms=10).start()
-        runtime = ServiceRuntime("coordinator-test", ServiceSettings(metrics_port=-1,
-                                                                     shutdown_grace_s=0.2),
-                                 tracing=False, aio=True)
-        runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
-                    BrokerServicer(None, None, None, rpc))
-        runtime.start()
-        started.append((rpc, runtime))
-        return rpc, f"127.0.0.1:{runtime.port}"
-
-    yield serve
-    for rpc, runtime in started:
-        rpc.stop()
-        runtime.stop()
+    with coordinator_servers(shutdown_grace_s=0.2) as serve:
+        yield serve
 
 
 def member(addr, assigned, revoked, **kwargs):

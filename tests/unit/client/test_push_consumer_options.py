@@ -1,4 +1,4 @@
-"""PushConsumer configuration errors surface at construction, with the SPEC's codes, and
+"""PushConsumer configuration errors surface at construction, with their precise codes, and
 broadcasting offsets are stored atomically in a local file."""
 
 from __future__ import annotations

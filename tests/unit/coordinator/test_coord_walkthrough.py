@@ -1,4 +1,4 @@
-"""The SPEC §4 coordinator walk-through, one test per case, on a fake clock."""
+"""The coordinator walk-through of docs/consumer-groups.md, one test per case, on a fake clock."""
 
 from __future__ import annotations
 

@@ -9,37 +9,23 @@ import threading
 import pytest
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.group_rpc import GroupRpc
-from tidemq.broker.servicer import BrokerServicer
 from tidemq.client.group import DirectClient
 from tidemq.common.errors import TideMQError
 from tidemq.common.protocol import encode_subscription
-from tidemq.common.server import ServiceRuntime
-from tidemq.common.settings import ServiceSettings
-from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from tidemq.v1 import broker_pb2
+
+from tests.support.coordinator import coordinator_servers
 
 PROTOCOLS = [broker_pb2.GroupProtocol(name="averagely", metadata=encode_subscription(["t"]))]
 
 
 @pytest.fixture
 def served():
-    def serve(initial_delay_ms: int):
-        rpc = GroupRpc(GroupCoordinator(CoordinatorConfig(
-            initial_rebalance_delay_ms=initial_delay_ms, min_session_timeout_ms=100)),
-            tick_interval_ms=10).start()
-        runtime = ServiceRuntime("broker-test", ServiceSettings(metrics_port=-1,
-                                                                shutdown_grace_s=0.5),
-                                 tracing=False, aio=True)
-        runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
-                    BrokerServicer(None, None, None, rpc))
-        runtime.start()
-        started.append((rpc, runtime))
-        return rpc, DirectClient(f"127.0.0.1:{runtime.port}", timeout=20)
-
-    started: list = []
-    yield serve
-    for rpc, runtime in started:
-        rpc.stop()
-        runtime.stop()
+    with coordinator_servers() as serve:
+        def serve_client(initial_delay_ms: int):
+            rpc, addr = serve(initial_delay_ms)
+            return rpc, DirectClient(addr, timeout=20)
+        yield serve_client
 
 
 def join(client, group, member_id="", timeout=10.0):

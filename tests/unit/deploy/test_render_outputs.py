@@ -134,7 +134,7 @@ def _workspace_deps(member: str) -> set[str]:
 def test_each_image_installs_every_workspace_member_its_package_needs():
     root = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     members = {}  # package name -> member folder
-    for folder in ("shared", "sdk", "config-center", "gateway", "native", *(
+    for folder in ("shared", "config-client", "sdk", "config-center", "gateway", "native", *(
         f"services/{p.name}" for p in (REPO_ROOT / "services").iterdir() if p.is_dir()
     )):
         members[tomllib.loads((REPO_ROOT / folder / "pyproject.toml").read_text())[
@@ -150,6 +150,8 @@ def test_each_image_installs_every_workspace_member_its_package_needs():
             queue += [members[d] for d in _workspace_deps(folder) if d in members
                       and members[d] not in needed]  # fmt: skip
         assert needed == set(image.members), image.name
+        # the CLI's libraries stay out of service images (the SDK has them as its `cli` extra)
+        assert not {d for f in needed for d in _workspace_deps(f)} & {"typer", "rich"}, image.name
 
 
 def test_prometheus_config_scrapes_every_service_metrics_port_once():

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 
 import pytest
 
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset, process_alive
 from deploy.topology import parse
+from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
 
@@ -22,16 +22,6 @@ REDIS_ONLY = {
         "redis": {"image": "redis", "ports": {"redis": 6379}, "health": {"kind": "redis"}},
     },
 }
-
-
-def _wait_for(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def test_up_restart_after_kill_and_down(tmp_path):
@@ -47,8 +37,9 @@ def test_up_restart_after_kill_and_down(tmp_path):
         assert first_pid
 
         os.kill(first_pid, signal.SIGKILL)
-        new_pid = _wait_for(lambda: (p := deployment.pid("redis")) and p != first_pid and p)
-        _wait_for(lambda: probe(redis, deployment.placement)[0])
+        new_pid = wait_until(lambda: (p := deployment.pid("redis")) and p != first_pid and p,
+                             message="redis restarted")
+        wait_until(lambda: probe(redis, deployment.placement)[0], message="redis healthy")
         assert new_pid != first_pid
         assert (tmp_path / "redis" / "appendonlydir").exists()
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pybreaker
 import pytest
-from tidemq.client.config_dynamic import DynamicSettingsFollower
 from tidemq.common import errors, rpc
+from tidemq.configclient.live import DynamicSettingsFollower
 from tidemq.gateway.dynamic import BREAKER_RULES, apply_breaker_setting
 from tidemq.v1 import config_pb2, config_pb2_grpc
 

@@ -14,11 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.client import MessageExt, PullResult, PullStatus, SendResult, SendStatus
+from tidemq.client.encoding import BatchEncoder
 from tidemq.client.routes import BrokerGroup, QueueLayout, TopicRoute
-from tidemq.common import errors
+from tidemq.common import errors, record
 from tidemq.gateway.app import create_app
-from tidemq.gateway.backend import TopicCreation
+from tidemq.gateway.backend import GatewayBackend, TopicCreation
 from tidemq.gateway.settings import GatewaySettings
+
+MAX_MESSAGE_SIZE = 1024  # the settings the apps below are made with
 
 
 class StubBackend:
@@ -34,7 +37,8 @@ class StubBackend:
     def create_topic(self, name, queues):
         self._maybe_fail()
         if name in self.topics:
-            raise errors.AlreadyExists(f"topic {name!r} already exists")
+            raise errors.AlreadyExists(f"topic {name!r} already exists",
+                                       code="TOPIC_ALREADY_EXISTS")
         self.topics[name] = queues
         return TopicCreation(name, queues, visible=name != "slow", brokers=["broker-a"])
 
@@ -52,8 +56,14 @@ class StubBackend:
     def queue_offsets(self, topic, broker_name):
         return {0: (0, 5), 1: (0, 7)}
 
+    describe_topic = GatewayBackend.describe_topic  # the real per-broker logic, over the stubs
+
     def send(self, messages):
         self._maybe_fail()
+        # the real backend's producer encodes first, and its encoder checks every message
+        BatchEncoder(max_message_size=MAX_MESSAGE_SIZE, compression="none",
+                     compress_threshold=4096, born_host=record.pack_host("127.0.0.1", 0),
+                     ).encode(messages)
         self.sent.extend(messages)
         return [SendResult(SendStatus.SEND_OK, f"{i:032X}", f"U{i}", "broker-a", i % 2, i // 2)
                 for i in range(len(messages))]
@@ -74,7 +84,7 @@ def backend():
 
 @pytest.fixture
 def client(backend):
-    app = create_app(backend, GatewaySettings(max_message_size=1024))
+    app = create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE))
     return app.test_client()
 
 
@@ -101,7 +111,7 @@ def test_create_topic_201_202_and_409(client):
     pending = client.post("/v1/topics", json={"name": "slow", "queues": 1})
     assert pending.status_code == 202 and "note" in pending.get_json()
     assert_problem(client.post("/v1/topics", json={"name": "orders", "queues": 2}),
-                   409, "ALREADY_EXISTS")
+                   409, "TOPIC_ALREADY_EXISTS")
 
 
 @pytest.mark.parametrize(("body", "code"), [
@@ -219,7 +229,8 @@ def test_fetch_rejects_a_negative_queue_id(client):
                    400, "INVALID_ARGUMENT")
 
 
-_FUZZ_CLIENT = create_app(StubBackend(), GatewaySettings(max_message_size=1024)).test_client()
+_FUZZ_CLIENT = create_app(StubBackend(),
+                          GatewaySettings(max_message_size=MAX_MESSAGE_SIZE)).test_client()
 
 
 @settings(max_examples=150, deadline=None)

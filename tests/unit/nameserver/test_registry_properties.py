@@ -26,8 +26,8 @@ class RegistryMachine(RuleBasedStateMachine):
     def register(self, addr, name, cluster, broker_id, version, topics):
         configs = tuple(TopicConfig(t, 4, 4) for t in sorted(topics))
         previous = self.registry.broker_live_table.get(addr)
-        # Routes follow a master's registration only when its data version changed (SPEC §1;
-        # a broker bumps it with every topic change), or the address is new to this identity.
+        # Routes follow a master's registration only when its data version changed
+        # (docs/routing.md; a broker bumps it with every topic change), or the address is new to this identity.
         publishes = previous is None or (previous.cluster, previous.broker_name,
                                          previous.broker_id, previous.data_version) != (
             cluster, name, broker_id, DataVersion(0, version))

@@ -9,12 +9,13 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreError
+
+from tests.support.processes import wait_until
 
 from .helpers import HOST, DiskGates, encode_batch, open_store, read_all, small_config
 from .test_commitlog import new_log, walk
@@ -41,13 +42,6 @@ def run_threads(count: int, target) -> list:
         thread.join(30)
         assert not thread.is_alive(), "an appender never returned"
     return results
-
-
-def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.001)  # polling interval; the loop checks the condition
 
 
 class GatedFlush(DiskGates):

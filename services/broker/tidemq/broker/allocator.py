@@ -2,8 +2,8 @@
 
 Pull replies are large buffers (hundreds of KiB to a few MiB) allocated and freed on every
 pull. With glibc's defaults, freeing one trims the heap or unmaps the block, and the next reply
-page-faults all of it back in: ~1000 faults per MiB-sized reply, about 2 us of kernel time per
-message consumed. Raising the trim and mmap thresholds keeps those pages mapped and reused;
+page-faults all of it back in, a cost paid per message consumed (the figures:
+docs/architecture.md, "Measurements behind the code"). Raising the trim and mmap thresholds keeps those pages mapped and reused;
 the cost is that up to `keep_bytes` of freed memory stays resident.
 """
 

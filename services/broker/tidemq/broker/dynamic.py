@@ -1,18 +1,18 @@
 """Dynamic broker settings from the config center, applied without a restart where safe.
 
-Scopes (SPEC §7): cluster < broker group (the broker name) < broker (`<broker_name>-<id>`), keys
-`/tidemq/config/{cluster|group|broker}/<owner>/<setting>`. Only settings the store re-reads
+Scopes (docs/config-center.md): cluster < broker group (the broker name) < broker
+(`<broker_name>-<id>`), keys `/tidemq/config/{cluster|group|broker}/<owner>/<setting>`. Only settings the store re-reads
 on every use are live — retention age, its deletion hour and the disk-use ratio; the rest
 (flush mode, segment size) change the on-disk layout or the write path and need a restart.
 A value that does not parse or is out of range is refused and logged, keeping the current
 one; an unset value falls back to the broker's static setting. The following itself (connect
-in the background, parse, check, log) is tidemq.client.config_dynamic's, as in the gateway.
+in the background, parse, check, log) is tidemq.configclient.live's, as in the gateway.
 """
 
 from __future__ import annotations
 
 from tidemq.broker.store import StoreConfig
-from tidemq.client.config_dynamic import DynamicSettingsFollower, SettingRule
+from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
 
 
 def _hour(text: str) -> int | None:

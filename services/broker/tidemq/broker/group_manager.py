@@ -13,16 +13,16 @@ from __future__ import annotations
 import threading
 
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.client.config import ConfigClient
-from tidemq.client.config_groups import (
+from tidemq.common.errors import TideMQError
+from tidemq.common.logs import get_logger
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.groups import (
     GROUP_PREFIX,
     GroupDefinitionError,
     parse_group_definition,
 )
-from tidemq.client.config_mirror import PrefixMirror
-from tidemq.client.config_watch import KeyValue
-from tidemq.common.errors import TideMQError
-from tidemq.common.logs import get_logger
+from tidemq.configclient.mirror import PrefixMirror
+from tidemq.configclient.watch import KeyValue
 
 log = get_logger(__name__)
 

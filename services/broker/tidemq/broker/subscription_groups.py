@@ -1,7 +1,7 @@
 """SubscriptionGroupTable: the consumer groups' definitions this broker enforces.
 
 Definitions come from the config center (`/tidemq/groups/<name>`, see
-tidemq.client.config_groups); this is the local copy, persisted so a broker restarted while
+tidemq.configclient.groups); this is the local copy, persisted so a broker restarted while
 the config center is away still refuses a disabled group. Every consumer-facing check asks
 here (pull, offset commit, JoinGroup), and so will the retry / dead-letter path: it reads
 `retry_max_times` and `retry_queue_nums` from `effective(group)`, never from anywhere else.
@@ -16,8 +16,8 @@ import json
 import threading
 
 from tidemq.broker.store.metadata import MetadataFile
-from tidemq.client.config_groups import GROUP_PREFIX, SubscriptionGroupConfig
 from tidemq.common.errors import NotFound, PreconditionFailed
+from tidemq.configclient.groups import GROUP_PREFIX, SubscriptionGroupConfig
 
 NOT_CONSUMABLE = "SUBSCRIPTION_GROUP_NOT_CONSUMABLE"
 BROADCAST_DISABLED = "SUBSCRIPTION_GROUP_BROADCAST_DISABLED"

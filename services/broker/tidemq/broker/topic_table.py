@@ -1,66 +1,21 @@
 """The broker's table of topics it serves, persisted so a restart can serve without config-center.
 
-Definitions come from config-center (the source of truth) as JSON documents
-`{"name", "queues", "perm", "order"}`; this table is the local copy plus a data version that
+Definitions come from config-center (the source of truth) as JSON documents, parsed by
+tidemq.configclient.topics; this table is the local copy plus a data version that
 changes on every change, which tells the name servers to rebuild this broker's routes.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from dataclasses import asdict, dataclass
 
 from tidemq.broker.store.metadata import MetadataFile
+from tidemq.configclient.topics import TopicConfig
 
-PERM_READ = 2
-PERM_WRITE = 4
-PERM_READ_WRITE = PERM_READ | PERM_WRITE
-MAX_QUEUES = 1024
-TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
-
-
-class TopicDefinitionError(ValueError):
-    """A topic document in config-center that cannot be served (bad JSON, name or counts)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    name: str
-    queues: int
-    perm: int = PERM_READ_WRITE
-    order: bool = False
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
-
-
-def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
-    """Validate one config-center document; `key_name` is the last segment of its key."""
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TopicDefinitionError(f"topic {key_name!r}: definition is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise TopicDefinitionError(f"topic {key_name!r}: definition must be a JSON object")
-    name = doc.get("name", key_name)
-    if name != key_name or not TOPIC_NAME.match(str(name)):
-        raise TopicDefinitionError(
-            f"topic {key_name!r}: name {name!r} must equal the key and match {TOPIC_NAME.pattern}"
-        )
-    queues, perm, order = doc.get("queues", 4), doc.get("perm", PERM_READ_WRITE), doc.get("order")
-    if not isinstance(queues, int) or isinstance(queues, bool) or not 1 <= queues <= MAX_QUEUES:
-        raise TopicDefinitionError(f"topic {name!r}: queues must be 1..{MAX_QUEUES}, got {queues!r}")
-    if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
-        raise TopicDefinitionError(f"topic {name!r}: perm must be a 0..7 bit set, got {perm!r}")
-    return TopicConfig(name, queues, perm, bool(order))
+__all__ = ["DataVersion", "TopicConfig", "TopicTable"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,14 +4,14 @@
 Off unless `--config-center` is given: the name server is the root of discovery and must start
 and serve with nothing else up (the deployments pass it; the follower connects in the
 background). Scopes: cluster `<cluster_name>` < group `<config_group>` (default `name-server`).
-The following itself is tidemq.common.dynamic's (the image ships tidemq-shared only).
+The following itself is tidemq.configclient's, as in every service.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tidemq.common.dynamic import Rule, SettingsFollower
+from tidemq.configclient.live import DynamicSettingsFollower, Rule
 
 RULES = {
     "broker_expiry_s": Rule(float, lambda v: 1 <= v <= 86_400, "seconds in [1, 86400]"),
@@ -19,9 +19,8 @@ RULES = {
 }
 
 
-class NameServerDynamicSettings(SettingsFollower):
+class NameServerDynamicSettings(DynamicSettingsFollower):
     def __init__(self, config_center: str, static: dict[str, object],
-                 apply: Callable[[str, object], None], *, cluster: str, group: str,
-                 call_timeout_s: float = 3.0) -> None:
-        super().__init__(config_center, RULES, static, apply, cluster=cluster, group=group,
-                         call_timeout_s=call_timeout_s)
+                 apply: Callable[[str, object], None], *, cluster: str, group: str) -> None:
+        super().__init__(config_center, RULES, static, apply, cluster=cluster,
+                         broker_group=group)

@@ -5,7 +5,7 @@ enforcement, so a change is safe at once; a tighter bound is enforced immediatel
 Off unless `--config-center` is given: the collector receives every service's spans and must
 start with nothing else up (the follower connects in the background). Scopes: cluster
 `<cluster_name>` < group `<config_group>` (default `trace-collector`). The following itself is
-tidemq.common.dynamic's: the collector's image ships tidemq-shared only.
+tidemq.configclient's, as in every service.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 
-from tidemq.common.dynamic import Rule, SettingsFollower
 from tidemq.common.logs import get_logger
+from tidemq.configclient.live import DynamicSettingsFollower, Rule
 from tidemq.tracecollector.settings import TraceCollectorSettings
 from tidemq.tracecollector.store import SpanStore
 
@@ -32,7 +32,7 @@ RULES = {
 _FIELDS = {"retention_spans": "max_spans", "retention_hours": "max_age_hours"}
 
 
-def follow_retention(settings: TraceCollectorSettings, store: SpanStore) -> SettingsFollower:
+def follow_retention(settings: TraceCollectorSettings, store: SpanStore) -> DynamicSettingsFollower:
     def apply(name: str, value: object) -> None:
         store.retention = dataclasses.replace(store.retention, **{_FIELDS[name]: value})
         try:
@@ -41,5 +41,6 @@ def follow_retention(settings: TraceCollectorSettings, store: SpanStore) -> Sett
             log.warning("retention not enforced yet", setting=name, error=str(exc))
 
     static = {name: getattr(settings, name) for name in RULES}
-    return SettingsFollower(settings.config_center, RULES, static, apply,
-                            cluster=settings.cluster_name, group=settings.config_group).start()
+    return DynamicSettingsFollower(settings.config_center, RULES, static, apply,
+                                   cluster=settings.cluster_name,
+                                   broker_group=settings.config_group).start()

@@ -1,7 +1,7 @@
 """Flask adapter: JSON query API, health, metrics and the dashboard pages over a SpanStore.
 
-Views only parse the request, call one store method and render; every TideMQError (and any
-HTTP error) becomes an application/problem+json reply in one handler.
+Views only parse the request, call one store method and render; every error becomes an
+application/problem+json reply in one handler (tidemq.common.problems, as in the gateway).
 """
 
 from __future__ import annotations
@@ -10,23 +10,16 @@ import time
 
 import prometheus_client
 from flask import Flask, Response, jsonify, render_template, request
+from tidemq.common import problems
 from tidemq.common.errors import NotFound, TideMQError
 from tidemq.tracecollector import metrics, query
 from tidemq.tracecollector.model import parse_trace_id
 from tidemq.tracecollector.store import SpanStore
 from tidemq.tracecollector.waterfall import build_waterfall
-from werkzeug.exceptions import HTTPException
 
 DASHBOARD_TRACE_LIMIT = 50
 # /metrics must list the collector's counters even before the first Export call.
 _COLLECTOR_COUNTERS = (metrics.SPANS_RECEIVED, metrics.SPANS_STORED)
-
-
-def _problem(status: int, code: str, detail: str) -> Response:
-    response = jsonify({"status": status, "code": code, "title": code, "detail": detail})
-    response.status_code = status
-    response.mimetype = "application/problem+json"
-    return response
 
 
 def _trace_spans(store: SpanStore, raw_trace_id: str):
@@ -50,14 +43,7 @@ def create_app(store: SpanStore) -> Flask:
         colours = query.service_colours(store.services())
         return {"service_colour": lambda name: query.service_colour(name, colours)}
 
-    @app.errorhandler(TideMQError)
-    def tidemq_error(exc: TideMQError):
-        return _problem(exc.http_status, exc.code, exc.message)
-
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException):
-        code = (exc.name or "error").upper().replace(" ", "_")
-        return _problem(exc.code or 500, code, exc.description or code)
+    problems.install(app)
 
     @app.get("/healthz")
     def healthz():

@@ -1,15 +1,15 @@
 """GroupCoordinator: Kafka's group membership protocol for every group this broker coordinates.
 
 Transport-free and clock-injected. JoinGroup and SyncGroup may have to wait for the rest of
-the group, so they return a `concurrent.futures.Future` the gRPC layer blocks on with the
-call's deadline; heartbeat, leave, describe and list answer at once. Timers (delayed joins,
+the group, so they return a `concurrent.futures.Future` that the gRPC layer (group_rpc.py)
+awaits, wrapped for asyncio, until the call's deadline; heartbeat, leave, describe and list answer at once. Timers (delayed joins,
 session expiry) only fire inside `tick()`: the broker calls it from a ticker thread every
 ~100 ms, unit tests call it after advancing a fake clock, so nothing here sleeps.
 
 Futures are completed after the group lock is released, so a done-callback may call back
 into the coordinator without deadlocking.
 
-Example (the broker passes the gRPC call's remaining deadline to `result`):
+Example (blocking on `result` here; the broker awaits the future within the call's deadline):
 
 >>> coordinator = GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=0))
 >>> joining = coordinator.join_group("g", UNKNOWN_MEMBER_ID, [("averagely", b"orders")])
@@ -186,7 +186,8 @@ class GroupCoordinator:
             )
             if answer_now:
                 # A lost JoinGroup answer, or a follower checking in: repeat the current
-                # generation without starting a rebalance (SPEC walk-through case 3).
+                # generation without starting a rebalance (docs/consumer-groups.md,
+                # walk-through case 3).
                 member.last_heartbeat_ms = now
                 outbox.append((future, rebalance.join_result(group, member)))
             else:

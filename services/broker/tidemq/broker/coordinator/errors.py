@@ -1,4 +1,4 @@
-"""Coordinator error codes (Kafka's names, as the SPEC uses them) and their transport mapping.
+"""Coordinator error codes (Kafka's names) and their transport mapping.
 
 A `CoordinatorError` is a `TideMQError`, so the broker's server runtime turns it into a gRPC
 status plus the `tidemq-code` trailer without any per-RPC mapping code; clients branch on

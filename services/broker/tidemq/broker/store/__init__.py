@@ -1,4 +1,4 @@
-"""The broker's message store (SPEC §3): CommitLog, consume queues, index, flush, recovery.
+"""The broker's message store (docs/storage.md): CommitLog, consume queues, index, flush, recovery.
 
 Domain code only (no gRPC, no Flask); the broker service adapts it to the wire.
 """

@@ -2,9 +2,9 @@
 
 Why: under the GIL only one Python thread runs at a time, and SYNC_FLUSH with many one-message
 appenders is bound by thread wake-ups; a wake-up across CPUs costs far more than on the same
-CPU on the 2-core development VM (lock ping-pong 55 vs 15 us per round trip), so pinning every
-thread to one CPU took 64 one-message appenders from ~30 k to ~44 k msgs/s, while batched
-ASYNC appends did not change measurably. It also takes the other CPUs away from gRPC's C
+CPU, so pinning every thread to one CPU speeds up many one-message SYNC_FLUSH appenders, while
+batched ASYNC appends do not change measurably (figures: docs/architecture.md, "Measurements
+behind the code"). It also takes the other CPUs away from gRPC's C
 threads and from GIL-free work (fsync, pwrite copies), hence opt-in.
 """
 

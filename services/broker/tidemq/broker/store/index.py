@@ -1,6 +1,6 @@
 """IndexFile: hash index of `topic#key` → physical offset, for queries by key and unique id.
 
-Layout (SPEC §3): 40-byte header, then `slots` 4-byte slot heads, then `entries` 20-byte
+Layout (docs/storage.md): 40-byte header, then `slots` 4-byte slot heads, then `entries` 20-byte
 entries chained newest-first through `prev_index`. Entry 0 is the null entry, so a slot value
 of 0 means empty. Hashes collide by design: callers verify the records they get back.
 """

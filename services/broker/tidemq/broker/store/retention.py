@@ -1,4 +1,4 @@
-"""Retention: delete the oldest CommitLog segments by age and by disk-use ratio (SPEC §3).
+"""Retention: delete the oldest CommitLog segments by age and by disk-use ratio (docs/storage.md).
 
 A segment's age is taken from the store timestamp of the first record after it (the moment it
 was finished), so it does not depend on file mtimes that mmap writes do not reliably update.

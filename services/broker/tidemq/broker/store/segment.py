@@ -58,12 +58,11 @@ class Segment(MappedFile):
 
     def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
         # Large batches: pwrite into the page cache the mapping reads from; the first write
-        # fault on a page of a shared mapping made big copies ~3x slower (0.4 vs 2.9 GB/s).
+        # fault on a page of a shared mapping made big copies several times slower.
         if len(data) <= _SMALL_WRITE:
             # Small batches are copied into the mapping with the GIL held: a syscall inside
             # the append lock lets every other appender thread run into that lock and sleep
-            # on it (measured, 1-message appends: 64 threads 25k -> 38k msgs/s, one thread
-            # 59k -> 120k; SYNC_FLUSH with 64 threads 10k -> 23k msgs/s).
+            # on it (figures: docs/architecture.md, "Measurements behind the code").
             self.mm[position:position + len(data)] = data
             return
         view = memoryview(data)
@@ -76,8 +75,8 @@ class Segment(MappedFile):
 
     def read_copy(self, position: int, size: int) -> bytes | None:
         """read() by the kernel (pread, GIL released) instead of through the mapping, whose
-        first touch of freshly written pages faults under the GIL (0.2-0.4 vs 0.07 us/KiB
-        here). None if the segment was closed meanwhile: the mapping is closed before the
+        first touch of freshly written pages faults under the GIL (several times the pread
+        cost per KiB). None if the segment was closed meanwhile: the mapping is closed before the
         descriptor, so an open mapping after the pread means the descriptor was this file's."""
         try:
             data = os.pread(self._fd, size, position)

@@ -1,7 +1,7 @@
 """Prepares the next CommitLog segment in the background, zero-filled (RocketMQ's warm-up).
 
 A segment reserved with posix_fallocate holds "unwritten" extents: every fsync after an append
-must convert them, which doubled fdatasync latency on this disk (~205 vs ~100 us). Writing
+must convert them, which doubled fdatasync latency on the development disk. Writing
 zeros ahead of time moves that cost off the append path. The file is prepared under a hidden
 temporary name and renamed into place only if the log has not already created that segment
 itself (when the writer outran the allocator), so the two never touch the same file.

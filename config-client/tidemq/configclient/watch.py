@@ -20,7 +20,7 @@ from tidemq.common.logs import get_logger
 from tidemq.v1 import config_pb2 as pb
 
 if TYPE_CHECKING:
-    from tidemq.client.config import ConfigClient
+    from tidemq.configclient.client import ConfigClient
 
 log = get_logger(__name__)
 

@@ -1,0 +1,82 @@
+"""HTTP face of topics and messages: thin views (parse → one backend call → JSON).
+
+  POST /v1/topics                                create {"name", "queues"}
+  GET  /v1/topics                                list
+  GET  /v1/topics/<topic>                        route + per-queue min/max offsets
+  POST /v1/topics/<topic>/messages               send {"messages": [...]}
+  GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request
+from tidemq.common import errors
+from tidemq.gateway import metrics, validation
+from tidemq.gateway.settings import GatewaySettings
+
+topics_bp = Blueprint("tidemq_topics", __name__)
+BACKEND = "tidemq_backend"
+SETTINGS = "tidemq_settings"
+
+
+def _backend():
+    return current_app.extensions[BACKEND]
+
+
+def _settings() -> GatewaySettings:
+    return current_app.extensions[SETTINGS]
+
+
+@topics_bp.post("/v1/topics")
+def create_topic():
+    name, queues = validation.parse_topic_create(validation.parse_json(request.get_data()))
+    created = _backend().create_topic(name, queues)
+    body = {"name": name, "queues": queues, "brokers": created.brokers}
+    if created.visible:
+        return jsonify(body), 201, {"Location": f"/v1/topics/{name}"}
+    body["note"] = ("the topic is defined in the config center but its route is not yet "
+                    "visible on every broker group; sends may fail with TOPIC_NOT_EXIST "
+                    "until brokers have published it")
+    return jsonify(body), 202, {"Location": f"/v1/topics/{name}"}
+
+
+@topics_bp.get("/v1/topics")
+def list_topics():
+    return jsonify({"topics": _backend().list_topics()})
+
+
+@topics_bp.get("/v1/topics/<topic>")
+def describe_topic(topic: str):
+    validation.validate_topic_name(topic)
+    return jsonify(_backend().describe_topic(topic))
+
+
+@topics_bp.post("/v1/topics/<topic>/messages")
+def send_messages(topic: str):
+    messages = validation.parse_messages(topic, validation.parse_json(request.get_data()))
+    results = _backend().send(messages)
+    metrics.MESSAGES_SENT.inc(len(results))
+    return jsonify({"results": [{
+        "status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
+        "broker_name": r.broker_name, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
+    } for r in results]}), 201
+
+
+@topics_bp.get("/v1/topics/<topic>/queues/<broker_name>/<int(signed=True):queue_id>/messages")
+def fetch_messages(topic: str, broker_name: str, queue_id: int):
+    settings = _settings()
+    validation.validate_topic_name(topic)
+    offset = validation.parse_int(request.args, "offset", 0, 0, 2**63 - 1)
+    max_messages = validation.parse_int(request.args, "max", 32, 1, settings.max_pull_messages)
+    wait_ms = validation.parse_int(request.args, "wait_ms", 0, 0, settings.max_pull_wait_ms)
+    if queue_id < 0:
+        raise errors.InvalidArgument(f"queue id must be >= 0, got {queue_id}")
+    result = _backend().pull(topic, broker_name, queue_id, offset, max_messages, wait_ms)
+    metrics.MESSAGES_FETCHED.inc(len(result.messages))
+    return jsonify({
+        "status": result.status.name,
+        "messages": [validation.message_json(m) for m in result.messages],
+        "next_offset": result.next_offset,
+        "min_offset": result.min_offset,
+        "max_offset": result.max_offset,
+    })
