@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tidemq.configclient.live import DynamicSettingsFollower, Rule
+from tidemq.common.setting_rules import NAME_SERVER_RULES
+from tidemq.configclient.live import DynamicSettingsFollower
 
-RULES = {
-    "broker_expiry_s": Rule(float, lambda v: 1 <= v <= 86_400, "seconds in [1, 86400]"),
-    "scan_interval_s": Rule(float, lambda v: 0.1 <= v <= 3_600, "seconds in [0.1, 3600]"),
-}
+RULES = NAME_SERVER_RULES  # defined with every service's in tidemq.common.setting_rules
 
 
 class NameServerDynamicSettings(DynamicSettingsFollower):
