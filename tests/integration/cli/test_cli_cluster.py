@@ -377,3 +377,37 @@ def test_describe_of_an_unknown_group_says_so(tidemq, topic, cluster):
     _commit_everywhere(cluster, topic, ["only-offsets"])  # no coordinator state, but known
     described = tidemq.json("group", "describe", "only-offsets")
     assert described["state"] == "Dead" and described["offsets"]
+
+
+def _sent_body(tidemq, sent: dict) -> bytes:
+    import base64
+
+    row = tidemq.json("message", "view", sent["msg_id"])
+    return row["body"].encode() if "body" in row else base64.b64decode(row["body_base64"])
+
+
+def test_send_takes_any_bytes_and_never_prints_a_traceback(tidemq, topic, tmp_path):
+    missing = tidemq("send", topic, "--file", str(tmp_path / "nope.txt"), expect=2)
+    assert "cannot read" in missing.output and "No such file" in missing.output
+    assert "Traceback" not in missing.output
+
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"caf\xe9\n\nna\xefve\n")  # not UTF-8: each line sent as its bytes
+    sent = tidemq.json("send", topic, "--file", str(latin))
+    assert [_sent_body(tidemq, s) for s in sent] == [b"caf\xe9", b"na\xefve"]
+
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"\x00\x01\n\xff\x02")
+    (whole,) = tidemq.json("send", topic, "--file", str(blob), "--raw")
+    assert _sent_body(tidemq, whole) == b"\x00\x01\n\xff\x02"
+
+    (decoded,) = tidemq.json("send", topic, "AAEC/w==", "--base64")
+    assert _sent_body(tidemq, decoded) == b"\x00\x01\x02\xff"
+    assert "not base64" in tidemq("send", topic, "%%%", "--base64", expect=2).output
+
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\n\n")
+    nothing = tidemq("send", topic, "--file", str(empty), expect=1)
+    assert "MESSAGE_BODY_EMPTY" in nothing.stderr and "Traceback" not in nothing.output
+    invalid = tidemq("send", "bad topic!", "x", expect=1)
+    assert "INVALID_TOPIC" in invalid.stderr and "Traceback" not in invalid.output
