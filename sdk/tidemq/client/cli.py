@@ -153,7 +153,7 @@ def topic_create(
                                    progress=progress)
     brokers = sorted({q.broker_name for q in route.queues}) if route else []
     if json_mode(ctx, output):
-        return emit_json({"topic": name, "queues": queues, "order": order, "brokers": brokers})
+        return emit_json({"name": name, "queues": queues, "order": order, "brokers": brokers})
     served = f"; served by {', '.join(brokers)}" if brokers else ""
     out.print(f"[green]created[/green] topic {name} with {queues} queues{served}")
 
@@ -164,9 +164,10 @@ def topic_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     with admin_session(ctx) as admin:
         topics = admin.list_topics()
     if json_mode(ctx, output):
-        return emit_json([{**vars(t), "broker_names": list(t.broker_names)} for t in topics])
+        return emit_json([{"name": t.name, "queues": t.queues, "perm": t.perm,
+                           "order": t.order, "brokers": list(t.broker_names)} for t in topics])
     out.print(table("Topics", ["topic", "queues", "perm", "order", "brokers"], [
-        [t.name, t.queues, t.perm, "yes" if t.order else "no",
+        [t.name, t.queues, t.perm, t.order,
          ", ".join(t.broker_names) or "(not routed yet)"] for t in topics]))
 
 
@@ -177,10 +178,16 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
         description = admin.describe_topic(name)
     route = description.route
     if json_mode(ctx, output):
-        return emit_json({
-            "topic": name,
-            "brokers": {b.broker_name: {"cluster": b.cluster, "addrs": b.addrs}
-                        for b in route.brokers.values()},
+        return emit_json({  # the HTTP gateway's shape (GET /v1/topics/{topic})
+            "name": name,
+            "brokers": [{"broker_name": q.broker_name,
+                         "cluster": route.brokers[q.broker_name].cluster
+                         if q.broker_name in route.brokers else "",
+                         "addrs": {str(k): v for k, v in route.brokers[q.broker_name].addrs.items()}
+                         if q.broker_name in route.brokers else {},
+                         "read_queue_nums": q.read_queue_nums,
+                         "write_queue_nums": q.write_queue_nums, "perm": q.perm}
+                        for q in route.queues],
             "queues": [{**vars(q), "messages": q.messages} for q in description.queues]})
     out.print(table(f"Topic {name}: route", ["broker", "cluster", "read", "write", "perm",
                                               "master"], [
@@ -358,6 +365,6 @@ def message_query(
     if json_mode(ctx, output):
         return emit_json([message_json(m) for m in messages])
     out.print(table(f"{topic} key={key}", ["stored", "msg id", "broker", "queue", "offset",
-                                            "tags", "body"], [
+                                            "tag", "body"], [
         [iso(m.store_timestamp), m.msg_id, m.broker_name, m.queue_id, m.queue_offset,
          m.tags, body_text(m)[:80]] for m in messages]))

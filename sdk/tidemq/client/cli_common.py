@@ -87,8 +87,17 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     for column in columns:
         table.add_column(column, overflow="fold", no_wrap=column in UNWRAPPED_COLUMNS)
     for row in rows:
-        table.add_row(*("-" if cell is None else str(cell) for cell in row))
+        table.add_row(*(_cell(cell) for cell in row))
     return table
+
+
+def _cell(value: Any) -> str:
+    """Tables say yes/no for booleans and '-' for nothing (JSON keeps true/false/null)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def parse_time(value: str, *, now_ms: int | None = None) -> int:
@@ -125,7 +134,7 @@ def message_json(message: MessageExt) -> dict[str, Any]:
     return {
         "msg_id": message.msg_id, "unique_id": message.unique_id, "topic": message.topic,
         "broker_name": message.broker_name, "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset, "tags": message.tags, "keys": message.keys,
+        "queue_offset": message.queue_offset, "tag": message.tags, "keys": message.keys,
         "properties": message.user_properties, "born_timestamp": message.born_timestamp,
         "store_timestamp": message.store_timestamp, "reconsume_times": message.reconsume_times,
         **body,

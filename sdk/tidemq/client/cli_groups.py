@@ -117,9 +117,9 @@ def list_defined(ctx: typer.Context, output) -> None:
                          + [{"name": name, "invalid": why} for name, why in invalid])
     out.print(table("Subscription groups (config-center)", [
         "group", "consume", "broadcast", "retry max", "retry queues", "orderly", "revision"], [
-        [d.config.name, _yes(d.config.consume_enable), _yes(d.config.consume_broadcast_enable),
+        [d.config.name, d.config.consume_enable, d.config.consume_broadcast_enable,
          d.config.retry_max_times, d.config.retry_queue_nums,
-         _yes(d.config.consume_message_orderly), d.revision] for d in valid]))
+         d.config.consume_message_orderly, d.revision] for d in valid]))
     for name, why in invalid:
         out.print(f"[red]invalid[/red] {name}: {why}")
 
@@ -137,6 +137,3 @@ def definition(ctx: typer.Context, group: GroupArg, output: OutputOpt = None) ->
          *(v for k, v in config.to_json().items() if k != "name")]
         for broker, (config, defined) in in_force.items()]))
 
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"

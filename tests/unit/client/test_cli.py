@@ -205,7 +205,7 @@ def test_bad_usage_exits_2_with_a_reason(run, args):
 def test_topic_create_passes_arguments_and_prints_json(run):
     body = json.loads(run("topic", "create", "orders", "--queues", "2", "--order",
                           "-o", "json").stdout)
-    assert body == {"topic": "orders", "queues": 2, "order": True, "brokers": ["broker-a"]}
+    assert body == {"name": "orders", "queues": 2, "order": True, "brokers": ["broker-a"]}
     assert ("create_topic", "orders", 2, True, True) in StubAdmin.calls
 
 
@@ -222,10 +222,12 @@ def test_topic_delete_asks_unless_yes(run):
 
 def test_json_shapes(run):
     assert json.loads(run("-o", "json", "topic", "list").stdout) == [
-        {"name": "orders", "queues": 2, "perm": 6, "order": False, "broker_names": ["broker-a"]}]
+        {"name": "orders", "queues": 2, "perm": 6, "order": False, "brokers": ["broker-a"]}]
     described = json.loads(run("topic", "describe", "orders", "--output", "json").stdout)
-    assert described["brokers"] == {"broker-a": {"cluster": "c1",
-                                                 "addrs": {"0": "127.0.0.1:10911"}}}
+    assert described["name"] == "orders"  # one vocabulary with GET /v1/topics/{topic}
+    assert described["brokers"] == [{"broker_name": "broker-a", "cluster": "c1",
+                                     "addrs": {"0": "127.0.0.1:10911"}, "read_queue_nums": 2,
+                                     "write_queue_nums": 2, "perm": 6}]
     assert described["queues"][0] == {"broker_name": "broker-a", "queue_id": 0,
                                       "min_offset": 0, "max_offset": 5, "messages": 5}
     (broker,) = json.loads(run("-o", "json", "cluster", "list").stdout)
