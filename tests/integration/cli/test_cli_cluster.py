@@ -92,7 +92,7 @@ def test_send_consume_view_and_query(tidemq, topic):
     assert result["status"] == "SEND_OK" and len(result["msg_id"]) == 32
 
     viewed = tidemq.json("message", "view", result["msg_id"])
-    assert viewed["body"] == "hello-cli" and viewed["tags"] == "greet"
+    assert viewed["body"] == "hello-cli" and viewed["tag"] == "greet"
     assert viewed["keys"] == ["order-7"] and viewed["properties"] == {"origin": "cli"}
     assert (viewed["broker_name"], viewed["queue_id"], viewed["queue_offset"]) == \
         (result["broker_name"], result["queue_id"], result["queue_offset"])
