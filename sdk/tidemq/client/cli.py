@@ -48,7 +48,7 @@ __all__ = ["app", "main", "parse_time"]
 DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
 
 app = typer.Typer(
-    name="tidemq", no_args_is_help=True, rich_markup_mode=None,
+    name="tidemq", no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Administer a TideMQ cluster: topics, messages, consumer groups, offsets and "
          "config-center keys. Addresses come from --namesrv / --config-center or the "
          "TIDEMQ_NAMESRV_ADDRS / TIDEMQ_CONFIG_CENTER environment variables.")
@@ -102,7 +102,12 @@ def main() -> None:
     # Ctrl-C exits 130 (128 + SIGINT) from anywhere, a prompt or a held pull included; click
     # would turn it into "Aborted!" and status 1, and each command would need its own guard.
     signal.signal(signal.SIGINT, _interrupted)
-    app(prog_name="tidemq")
+    try:
+        app(prog_name="tidemq")
+    except Exception as exc:  # a bug, not a user's mistake: still one line, never a traceback
+        print(f"error INTERNAL_ERROR: {type(exc).__name__}: {exc} (a bug in tidemq: please "
+              "report it with the command that caused it)", file=sys.stderr)
+        sys.exit(1)
 
 
 def _interrupted(signum, frame) -> None:
