@@ -46,6 +46,7 @@ from tidemq.client.cli_config import config_app
 __all__ = ["app", "main", "parse_time"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
+TABLE_BODY_CHARS = 200  # of a body in a table row; -o json has it whole
 
 app = typer.Typer(
     name="tidemq", no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -369,7 +370,15 @@ def message_query(
         messages = admin.query_by_key(topic, key, begin_ms, end_ms, max_results)
     if json_mode(ctx, output):
         return emit_json([message_json(m) for m in messages])
-    out.print(table(f"{topic} key={key}", ["stored", "msg id", "broker", "queue", "offset",
+    out.print(table(f"{topic} key={key}", ["msg id", "stored", "broker", "queue", "offset",
                                             "tag", "body"], [
-        [iso(m.store_timestamp), m.msg_id, m.broker_name, m.queue_id, m.queue_offset,
-         m.tags, body_text(m)[:80]] for m in messages]))
+        [m.msg_id, iso(m.store_timestamp), m.broker_name, m.queue_id, m.queue_offset,
+         m.tags, _shown_body(m)] for m in messages]))
+
+
+def _shown_body(message) -> str:
+    """A table row shows up to TABLE_BODY_CHARS of a body, and says when it cut it."""
+    body = body_text(message)
+    if len(body) <= TABLE_BODY_CHARS:
+        return body
+    return f"{body[:TABLE_BODY_CHARS]}… (cut at {TABLE_BODY_CHARS} of {len(body)} chars: -o json)"

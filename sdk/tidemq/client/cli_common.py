@@ -91,8 +91,8 @@ OPTIONAL_COLUMNS = ("unique id", "stored", "keys", "cluster", "client", "perm", 
 
 
 class FittedTable:
-    """A rich table that fits the terminal: columns of OPTIONAL_COLUMNS are left out, least
-    needed first, until every value fits on its line; whatever is still too wide folds. A
+    """A rich table that fits the terminal: columns of OPTIONAL_COLUMNS (never the first,
+    which names the row) are left out, least needed first, until every value fits its line; whatever is still too wide folds. A
     table that left a column out, or must cut a value, ends with a line saying so and that
     `-o json` shows everything — a value is never cut silently."""
 
@@ -114,7 +114,7 @@ class FittedTable:
         for name in OPTIONAL_COLUMNS:
             if table.__rich_measure__(console, options).maximum <= width:
                 break
-            if name in keep and len(keep) > 1:
+            if name in keep and name != self.columns[0]:  # the first names the row
                 keep.remove(name)
                 dropped.append(name)
                 table = self.build(keep)
