@@ -35,6 +35,15 @@ class Rule:
             return False
 
 
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
 def _hour(text: str) -> int | None:
     hour = int(text)
     return None if hour < 0 else hour
@@ -54,6 +63,7 @@ BROKER_RULES: Mapping[str, Rule] = {
 NAME_SERVER_RULES: Mapping[str, Rule] = {
     "broker_expiry_s": Rule(float, lambda v: 1 <= v <= 86_400, "seconds in [1, 86400]"),
     "scan_interval_s": Rule(float, lambda v: 0.1 <= v <= 3_600, "seconds in [0.1, 3600]"),
+    "unclean_election": Rule(parse_bool, lambda v: isinstance(v, bool), "true or false"),
 }
 TRACE_COLLECTOR_RULES: Mapping[str, Rule] = {
     "retention_spans": Rule(int, lambda v: 0 <= v <= COLLECTOR_MAX_SPANS,

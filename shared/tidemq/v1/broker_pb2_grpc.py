@@ -127,6 +127,11 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
                 _registered_method=True)
+        self.GetAllConsumerOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/GetAllConsumerOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -251,6 +256,14 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAllConsumerOffsets(self, request, context):
+        """Replication (docs/replication.md): every committed offset of every group, so a slave can
+        copy its master's table (~1 s) and a group keeps its offsets across a failover.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -343,6 +356,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.GetSubscriptionGroups,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.SerializeToString,
+            ),
+            'GetAllConsumerOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllConsumerOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -834,6 +852,33 @@ class BrokerService:
             '/tidemq.v1.BrokerService/GetSubscriptionGroups',
             tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllConsumerOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/GetAllConsumerOffsets',
+            tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

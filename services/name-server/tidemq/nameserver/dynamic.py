@@ -1,5 +1,6 @@
 """Name-server dynamic settings from the config center, applied live: `broker_expiry_s` and
-`scan_interval_s` (the expiry scanner reads both on every round, so a change is safe at once).
+`scan_interval_s` (the expiry scanner reads both on every round, so a change is safe at once)
+and `unclean_election` (the controller reads it at every election).
 
 Off unless `--config-center` is given: the name server is the root of discovery and must start
 and serve with nothing else up (the deployments pass it; the follower connects in the
