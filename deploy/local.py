@@ -217,7 +217,11 @@ def free_port_offset(topology: Topology, attempts: int = 50) -> int:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a server could listen on `port` now. The probe binds as the servers do (gRPC,
+    gunicorn and redis all set SO_REUSEADDR), so the TIME_WAIT connections a `make down` leaves
+    behind do not count as busy, while a live listener still does."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from tidemq.common.errors import ResourceExhausted
+from tidemq.common.setting_rules import check_setting_write
 from tidemq.configcenter.model import (
     Event,
     EventType,
@@ -84,6 +85,7 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
         return pb.RangeResponse(kvs=[kv_to_pb(kv) for kv in result.kvs], revision=result.revision)
 
     def Put(self, request, context):
+        check_setting_write(request.key, request.value)
         result = self.store.put(request.key, request.value, lease=request.lease,
                                 expected_mod_revision=_expected(request))
         return pb.PutResponse(succeeded=result.succeeded, revision=result.revision,

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidemq.common import setting_rules as rules
 from tidemq.common.errors import TideMQError
 from tidemq.common.kv import Event
 from tidemq.common.logs import get_logger
@@ -113,15 +114,7 @@ class LiveSettings:
         return self.revision
 
 
-@dataclass(frozen=True)
-class Rule:
-    """How a service reads one live setting: parse the text, check it, say what is legal."""
-
-    parse: Callable[[str], object]
-    valid: Callable[[object], bool]
-    legal: str
-
-
+Rule = rules.Rule  # one home for the rules: tidemq.common.setting_rules
 SettingRule = Rule
 
 

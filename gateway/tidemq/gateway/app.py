@@ -10,6 +10,7 @@ Endpoints (docs/http-api.md has examples):
 
 from __future__ import annotations
 
+import re
 import time
 
 from flask import Blueprint, Flask, Response, g, jsonify, request
@@ -21,6 +22,7 @@ from tidemq.gateway.group_routes import groups_bp
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.topic_routes import topics_bp
 
+_CONVERTER = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 ops_bp = Blueprint("tidemq_ops", __name__)
 
 
@@ -33,6 +35,12 @@ def healthz():
 def prometheus_metrics():
     payload, content_type = metrics.exposition()
     return Response(payload, content_type=content_type)
+
+
+def readable_route(rule: str) -> str:
+    """Flask's `/v1/topics/<topic>/queues/<broker>/<int:queue_id>/messages` as the docs write
+    it, `/v1/topics/{topic}/queues/{broker}/{queue_id}/messages` (trace names)."""
+    return _CONVERTER.sub(r"{\1}", rule)
 
 
 def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
@@ -59,7 +67,10 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
         metrics.REQUESTS.labels(request.method, endpoint, str(response.status_code)).inc()
         metrics.LATENCY.labels(request.method, endpoint).observe(
             time.perf_counter() - g.get("started", time.perf_counter()))
-        context = trace.get_current_span().get_span_context()
+        span = trace.get_current_span()
+        if request.url_rule is not None and span.is_recording():
+            span.update_name(f"{request.method} {readable_route(request.url_rule.rule)}")
+        context = span.get_span_context()
         if context.is_valid:
             response.headers["X-Trace-Id"] = f"{context.trace_id:032x}"
         return response

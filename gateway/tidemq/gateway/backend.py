@@ -74,6 +74,11 @@ class GatewayBackend:
         serving = sorted({q.broker_name for q in route.queues})
         return bool(serving) and live <= set(serving), serving
 
+    def delete_topic(self, name: str) -> None:
+        """Remove the definition (TopicNotExist if there is none); brokers drop the topic
+        from their routes as their watch sees it."""
+        self.topics.delete(name)
+
     def list_topics(self) -> list[dict]:
         # a document that is not a JSON object is not ours to judge: the broker logs it
         topics = [{"name": name, "queues": definition.get("queues"),

@@ -10,18 +10,11 @@ backend), so every worker applies a change; each logs it with its pid. Unset →
 from __future__ import annotations
 
 from tidemq.common import rpc
-from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
+from tidemq.common.setting_rules import GATEWAY_RULES
+from tidemq.configclient.live import DynamicSettingsFollower
 from tidemq.gateway.settings import GatewaySettings
 
-MAX_FAIL_MAX = 10_000
-MAX_RESET_S = 3600.0
-
-BREAKER_RULES = {
-    "breaker_fail_max": SettingRule(int, lambda v: 1 <= v <= MAX_FAIL_MAX,
-                                    f"an integer 1..{MAX_FAIL_MAX}"),
-    "breaker_reset_s": SettingRule(float, lambda v: 0 < v <= MAX_RESET_S,
-                                   f"seconds in (0, {MAX_RESET_S:g}]"),
-}
+BREAKER_RULES = GATEWAY_RULES  # defined with every service's in tidemq.common.setting_rules
 
 
 def apply_breaker_setting(name: str, value: object) -> None:

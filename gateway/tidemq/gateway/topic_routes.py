@@ -3,6 +3,7 @@
   POST /v1/topics                                create {"name", "queues"}
   GET  /v1/topics                                list
   GET  /v1/topics/<topic>                        route + per-queue min/max offsets
+  DELETE /v1/topics/<topic>                      delete the definition (404 TOPIC_NOT_EXIST)
   POST /v1/topics/<topic>/messages               send {"messages": [...]}
   GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
 """
@@ -49,6 +50,14 @@ def list_topics():
 def describe_topic(topic: str):
     validation.validate_topic_name(topic)
     return jsonify(_backend().describe_topic(topic))
+
+
+@topics_bp.delete("/v1/topics/<topic>")
+def delete_topic(topic: str):
+    """As `tidemq topic delete`: the definition goes, brokers stop serving it."""
+    validation.validate_topic_name(topic)
+    _backend().delete_topic(topic)
+    return jsonify({"name": topic, "deleted": True})
 
 
 @topics_bp.post("/v1/topics/<topic>/messages")

@@ -235,9 +235,15 @@ class Admin:
         members = [GroupMember(m.member_id, m.client_id, m.client_host,
                                parse_assignment(m.assignment), parse_subscription(m.metadata))
                    for m in reply.members]
+        offsets = self.group_offsets(group, masters, members)
+        if not members and not offsets and reply.state in ("", "Dead"):
+            # the coordinator reports any name it never saw as Dead: say it is unknown
+            raise errors.NotFound(
+                f"consumer group {group!r} is unknown: no coordinator has it and no broker "
+                "holds an offset it committed (`tidemq group list` shows the known groups)",
+                code="GROUP_ID_NOT_FOUND")
         return GroupDescription(group, coordinator, reply.state, reply.protocol_name,
-                                reply.generation_id, reply.leader_id, members,
-                                self.group_offsets(group, masters, members))
+                                reply.generation_id, reply.leader_id, members, offsets)
 
     def group_offsets(self, group: str, masters: dict[str, str] | None = None,
                       members: Sequence[GroupMember] = ()) -> list[GroupQueueLag]:
@@ -255,8 +261,14 @@ class Admin:
         for topic, broker_name in sorted({(t, b) for t, b, _ in (*committed, *owner)}):
             if broker_name not in masters:
                 continue
-            reply = self._broker(masters[broker_name], "GetQueueOffsets",
-                                 broker_pb2.GetQueueOffsetsRequest(topic=topic))
+            try:
+                reply = self._broker(masters[broker_name], "GetQueueOffsets",
+                                     broker_pb2.GetQueueOffsetsRequest(topic=topic))
+            except errors.TopicNotExist:  # deleted: what the group committed is orphaned
+                lags += [GroupQueueLag(t, b, q, offset, None)
+                         for (t, b, q), offset in sorted(committed.items())
+                         if (t, b) == (topic, broker_name)]
+                continue
             for q in reply.queues:
                 key = (topic, broker_name, q.queue_id)
                 if key in committed or key in owner:
@@ -268,10 +280,14 @@ class Admin:
     def reset_group_offsets(self, group: str, topic: str, timestamp_ms: int, *,
                             progress: Progress | None = None) -> list[QueueOffsetEntry]:
         """Move the group's committed offsets of `topic` to the first message at or after
-        `timestamp_ms`, on every broker group serving the topic (backwards or forwards)."""
+        `timestamp_ms`, on every broker group serving the topic (backwards or forwards).
+
+        Refused with NON_EMPTY_GROUP while the group has live members (as Kafka's tool does):
+        they keep their own position and would commit over the reset."""
         if not group:
             raise errors.InvalidArgument("group must not be empty")
         route = self.route(topic)
+        self._refuse_live_members(group, "reset its offsets")
         entries = []
         for broker_name in sorted(route.brokers):
             if progress:
@@ -282,6 +298,36 @@ class Admin:
             entries += [QueueOffsetEntry(o.topic, broker_name, o.queue_id, o.offset)
                         for o in reply.offsets]
         return entries
+
+    def delete_group_offsets(self, topic: str, group: str = "") -> dict[str, list[str]]:
+        """Forget the committed offsets of `topic` on every master broker, for `group` or
+        (group "") for every group: what a deleted topic leaves behind. Refused with
+        NON_EMPTY_GROUP for a group with live members. Returns {broker: [groups]} of what
+        was dropped."""
+        if not topic:
+            raise errors.InvalidArgument("topic must not be empty")
+        if group:
+            self._refuse_live_members(group, f"delete its offsets of {topic!r}")
+        dropped = {}
+        for broker_name, addr in sorted(self.masters().items()):
+            reply = self._broker(addr, "DeleteOffsets", broker_pb2.DeleteOffsetsRequest(
+                topic=topic, consumer_group=group))
+            if reply.consumer_groups:
+                dropped[broker_name] = list(reply.consumer_groups)
+        return dropped
+
+    def _refuse_live_members(self, group: str, action: str) -> None:
+        masters = self.masters()
+        reply = self._broker(masters[coordinator_for(group, masters)], "DescribeGroup",
+                             broker_pb2.DescribeGroupRequest(group_id=group))
+        if reply.members:
+            names = ", ".join(f"{m.member_id} ({m.client_host or m.client_id})"
+                              for m in reply.members)
+            raise errors.PreconditionFailed(
+                f"cannot {action}: group {group!r} has {len(reply.members)} live member(s): "
+                f"{names}. Stop them (or wait for their session to time out) and retry; "
+                "live members keep their position and would commit over it",
+                code="NON_EMPTY_GROUP")
 
     # -- subscription-group definitions (config-center /tidemq/groups/) -----------------
 

@@ -90,12 +90,19 @@ class GroupQueueLag:
     broker_name: str
     queue_id: int
     committed: int | None    # None = the group never committed here
-    max_offset: int
+    max_offset: int | None   # None = the topic no longer exists (orphaned offset)
     member_id: str = ""      # who is assigned the queue now ("" = nobody)
 
     @property
+    def orphaned(self) -> bool:
+        """A committed offset of a deleted topic (`Admin.delete_group_offsets` drops it)."""
+        return self.max_offset is None
+
+    @property
     def lag(self) -> int | None:
-        return None if self.committed is None else max(self.max_offset - self.committed, 0)
+        if self.committed is None or self.max_offset is None:
+            return None
+        return max(self.max_offset - self.committed, 0)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
 from typing import Annotated
 
@@ -44,9 +46,10 @@ from tidemq.client.cli_config import config_app
 __all__ = ["app", "main", "parse_time"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
+TABLE_BODY_CHARS = 200  # of a body in a table row; -o json has it whole
 
 app = typer.Typer(
-    name="tidemq", no_args_is_help=True, rich_markup_mode=None,
+    name="tidemq", no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Administer a TideMQ cluster: topics, messages, consumer groups, offsets and "
          "config-center keys. Addresses come from --namesrv / --config-center or the "
          "TIDEMQ_NAMESRV_ADDRS / TIDEMQ_CONFIG_CENTER environment variables.")
@@ -100,7 +103,20 @@ def _restore_env(name: str, value: str | None) -> None:
 
 
 def main() -> None:
-    app(prog_name="tidemq")
+    # Ctrl-C exits 130 (128 + SIGINT) from anywhere, a prompt or a held pull included; click
+    # would turn it into "Aborted!" and status 1, and each command would need its own guard.
+    signal.signal(signal.SIGINT, _interrupted)
+    try:
+        app(prog_name="tidemq")
+    except Exception as exc:  # a bug, not a user's mistake: still one line, never a traceback
+        print(f"error INTERNAL_ERROR: {type(exc).__name__}: {exc} (a bug in tidemq: please "
+              "report it with the command that caused it)", file=sys.stderr)
+        sys.exit(1)
+
+
+def _interrupted(signum, frame) -> None:
+    print(file=sys.stderr)
+    raise SystemExit(130)
 
 
 
@@ -179,7 +195,7 @@ def topic_create(
                                    progress=progress)
     brokers = sorted({q.broker_name for q in route.queues}) if route else []
     if json_mode(ctx, output):
-        return emit_json({"topic": name, "queues": queues, "order": order, "brokers": brokers})
+        return emit_json({"name": name, "queues": queues, "order": order, "brokers": brokers})
     served = f"; served by {', '.join(brokers)}" if brokers else ""
     out.print(f"[green]created[/green] topic {name} with {queues} queues{served}")
 
@@ -190,9 +206,10 @@ def topic_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     with admin_session(ctx) as admin:
         topics = admin.list_topics()
     if json_mode(ctx, output):
-        return emit_json([{**vars(t), "broker_names": list(t.broker_names)} for t in topics])
+        return emit_json([{"name": t.name, "queues": t.queues, "perm": t.perm,
+                           "order": t.order, "brokers": list(t.broker_names)} for t in topics])
     out.print(table("Topics", ["topic", "queues", "perm", "order", "brokers"], [
-        [t.name, t.queues, t.perm, "yes" if t.order else "no",
+        [t.name, t.queues, t.perm, t.order,
          ", ".join(t.broker_names) or "(not routed yet)"] for t in topics]))
 
 
@@ -203,10 +220,16 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
         description = admin.describe_topic(name)
     route = description.route
     if json_mode(ctx, output):
-        return emit_json({
-            "topic": name,
-            "brokers": {b.broker_name: {"cluster": b.cluster, "addrs": b.addrs}
-                        for b in route.brokers.values()},
+        return emit_json({  # the HTTP gateway's shape (GET /v1/topics/{topic})
+            "name": name,
+            "brokers": [{"broker_name": q.broker_name,
+                         "cluster": route.brokers[q.broker_name].cluster
+                         if q.broker_name in route.brokers else "",
+                         "addrs": {str(k): v for k, v in route.brokers[q.broker_name].addrs.items()}
+                         if q.broker_name in route.brokers else {},
+                         "read_queue_nums": q.read_queue_nums,
+                         "write_queue_nums": q.write_queue_nums, "perm": q.perm}
+                        for q in route.queues],
             "queues": [{**vars(q), "messages": q.messages} for q in description.queues]})
     out.print(table(f"Topic {name}: route", ["broker", "cluster", "read", "write", "perm",
                                               "master"], [
@@ -223,13 +246,25 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
 def topic_delete(
     ctx: typer.Context, name: TopicArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="don't ask for confirmation")] = False,
+    keep_offsets: Annotated[bool, typer.Option(
+        "--keep-offsets", help="keep the groups' committed offsets of the topic (group "
+                               "describe then shows them as orphaned)")] = False,
 ) -> None:
-    """Delete a topic definition; brokers stop serving it (stored messages age out)."""
+    """Delete a topic definition; brokers stop serving it (stored messages age out). The
+    committed offsets of every group on it are dropped too, unless --keep-offsets."""
     if not yes:
-        typer.confirm(f"Delete topic {name!r}?", abort=True)
+        what = "" if keep_offsets else " and every group's committed offsets of it"
+        typer.confirm(f"Delete topic {name!r}{what}?", abort=True)
     with admin_session(ctx) as admin:
         admin.delete_topic(name, progress=progress)
-    out.print(f"[green]deleted[/green] topic {name}")
+        out.print(f"[green]deleted[/green] topic {name}")
+        if keep_offsets:
+            return
+        dropped = admin.delete_group_offsets(name)
+    groups = sorted({g for names in dropped.values() for g in names})
+    if groups:
+        out.print(f"[green]dropped[/green] the committed offsets of {name} of "
+                  f"{len(groups)} group(s): {', '.join(groups)}")
 
 
 # -- groups --------------------------------------------------------------------------------
@@ -266,7 +301,7 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
                          "client_host": m.client_host, "topics": m.topics,
                          "queues": [str(q) for q in m.queues]}
                         for m in d.members],
-            "offsets": [{**vars(o), "lag": o.lag} for o in d.offsets],
+            "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in d.offsets],
             "total_lag": d.total_lag})
     out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
               f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
@@ -276,8 +311,25 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
         for m in d.members]))
     out.print(table(f"Offsets (total lag {d.total_lag})", [
         "topic", "broker", "queue", "committed", "max offset", "lag", "member"], [
-        [o.topic, o.broker_name, o.queue_id, o.committed, o.max_offset, o.lag,
-         o.member_id or None] for o in d.offsets]))
+        [o.topic, o.broker_name, o.queue_id, o.committed,
+         "orphaned" if o.orphaned else o.max_offset, o.lag, o.member_id or None]
+         for o in d.offsets]))
+    for topic in sorted({o.topic for o in d.offsets if o.orphaned}):
+        out.print(f"[yellow]orphaned[/yellow]: topic {topic} was deleted; drop these offsets "
+                  f"with `tidemq group delete-offsets {d.group_id} {topic}`")
+
+
+@group_app.command("delete-offsets")
+def group_delete_offsets(ctx: typer.Context, group: GroupArg, topic: TopicArg,
+                         output: OutputOpt = None) -> None:
+    """Forget the group's committed offsets of TOPIC on every broker (e.g. of a deleted topic,
+    which `group describe` shows as orphaned). Refused while the group has live members."""
+    with admin_session(ctx) as admin:
+        dropped = admin.delete_group_offsets(topic, group)
+    if json_mode(ctx, output):
+        return emit_json({"group": group, "topic": topic, "brokers": sorted(dropped)})
+    where = ", ".join(sorted(dropped)) or "no broker (none were committed)"
+    out.print(f"[green]deleted[/green] offsets of {group} for {topic} on {where}")
 
 
 @group_app.command("reset-offsets")
@@ -287,7 +339,8 @@ def group_reset_offsets(
     output: OutputOpt = None,
 ) -> None:
     """Move the group's committed offsets of TOPIC to the first message stored at or after
-    --to-time, backwards or forwards. Stop the group's consumers first."""
+    --to-time, backwards or forwards. Refused (NON_EMPTY_GROUP) while the group has live
+    members: stop its consumers first."""
     timestamp_ms = parse_time(to_time)
     with admin_session(ctx) as admin:
         entries = admin.reset_group_offsets(group, topic, timestamp_ms, progress=progress)
@@ -353,7 +406,15 @@ def message_query(
         messages = admin.query_by_key(topic, key, begin_ms, end_ms, max_results)
     if json_mode(ctx, output):
         return emit_json([message_json(m) for m in messages])
-    out.print(table(f"{topic} key={key}", ["stored", "msg id", "broker", "queue", "offset",
-                                            "tags", "body"], [
-        [iso(m.store_timestamp), m.msg_id, m.broker_name, m.queue_id, m.queue_offset,
-         m.tags, body_text(m)[:80]] for m in messages]))
+    out.print(table(f"{topic} key={key}", ["msg id", "stored", "broker", "queue", "offset",
+                                            "tag", "body"], [
+        [m.msg_id, iso(m.store_timestamp), m.broker_name, m.queue_id, m.queue_offset,
+         m.tags, _shown_body(m)] for m in messages]))
+
+
+def _shown_body(message) -> str:
+    """A table row shows up to TABLE_BODY_CHARS of a body, and says when it cut it."""
+    body = body_text(message)
+    if len(body) <= TABLE_BODY_CHARS:
+        return body
+    return f"{body[:TABLE_BODY_CHARS]}… (cut at {TABLE_BODY_CHARS} of {len(body)} chars: -o json)"

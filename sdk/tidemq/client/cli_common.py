@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from tidemq.client.admin import Admin
 from tidemq.client.message import MessageExt
 from tidemq.common.errors import TideMQError
@@ -82,13 +83,61 @@ def progress(message: str) -> None:
     err.print(f"[dim]{message}[/dim]")
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column, overflow="fold", no_wrap=column in UNWRAPPED_COLUMNS)
-    for row in rows:
-        table.add_row(*("-" if cell is None else str(cell) for cell in row))
-    return table
+# Columns a table may leave out, least needed first, so that what stays (broker, queue, offset,
+# body, lag...) is readable on an 80-column terminal; `-o json` always has everything.
+OPTIONAL_COLUMNS = ("unique id", "stored", "keys", "cluster", "client", "perm", "read",
+                    "write", "protocol", "topics", "last seen", "host", "member", "master",
+                    "tag")
+
+
+class FittedTable:
+    """A rich table that fits the terminal: columns of OPTIONAL_COLUMNS (never the first,
+    which names the row) are left out, least needed first, until every value fits its line; whatever is still too wide folds. A
+    table that left a column out, or must cut a value, ends with a line saying so and that
+    `-o json` shows everything — a value is never cut silently."""
+
+    def __init__(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
+        self.title, self.columns, self.rows = title, columns, rows
+
+    def build(self, keep: list[str]) -> Table:
+        table = Table(title=self.title, title_justify="left")
+        index = [self.columns.index(name) for name in keep]
+        for name in keep:
+            table.add_column(name, overflow="fold", no_wrap=name in UNWRAPPED_COLUMNS)
+        for row in self.rows:
+            table.add_row(*(_cell(row[i]) for i in index))
+        return table
+
+    def __rich_console__(self, console, options):
+        width, keep, dropped = options.max_width, list(self.columns), []
+        table = self.build(keep)
+        for name in OPTIONAL_COLUMNS:
+            if table.__rich_measure__(console, options).maximum <= width:
+                break
+            if name in keep and name != self.columns[0]:  # the first names the row
+                keep.remove(name)
+                dropped.append(name)
+                table = self.build(keep)
+        yield table
+        notes = [f"left out {', '.join(dropped)}"] if dropped else []
+        if table.__rich_measure__(console, options).minimum > width:
+            notes.append("cut values marked …")
+        if notes:
+            yield Text(f"({'; '.join(notes)} to fit {width} columns: -o json shows every "
+                       "field in full)", style="dim")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> FittedTable:
+    return FittedTable(title, columns, rows)
+
+
+def _cell(value: Any) -> str:
+    """Tables say yes/no for booleans and '-' for nothing (JSON keeps true/false/null)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def parse_time(value: str, *, now_ms: int | None = None) -> int:
@@ -125,7 +174,7 @@ def message_json(message: MessageExt) -> dict[str, Any]:
     return {
         "msg_id": message.msg_id, "unique_id": message.unique_id, "topic": message.topic,
         "broker_name": message.broker_name, "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset, "tags": message.tags, "keys": message.keys,
+        "queue_offset": message.queue_offset, "tag": message.tags, "keys": message.keys,
         "properties": message.user_properties, "born_timestamp": message.born_timestamp,
         "store_timestamp": message.store_timestamp, "reconsume_times": message.reconsume_times,
         **body,

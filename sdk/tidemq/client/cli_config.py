@@ -17,7 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from tidemq.common.errors import PreconditionFailed, TideMQError
+from tidemq.client.cli_common import err, expected_errors
+from tidemq.common.errors import NotFound, PreconditionFailed
 from tidemq.configclient.client import ConfigClient, Event, KeyValue, PutResult
 
 config_app = typer.Typer(
@@ -28,11 +29,19 @@ config_app = typer.Typer(
 Addr = Annotated[str, typer.Option(
     "--config-center", envvar="TIDEMQ_CONFIG_CENTER",
     help="config-center address(es), host:port[,host:port]")]
-Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
+Output = Annotated[str | None, typer.Option(
+    "--output", "-o", help="table or json (default: the global --output)", show_default=False)]
 DEFAULT_ADDR = "127.0.0.1:7070"
+WATCH_ACK_S = 5.0  # how long `watch` waits for the server's acknowledgement before saying so
 
 _out = Console()
-_err = Console(stderr=True)
+
+
+def _json(ctx: typer.Context, output: str | None) -> bool:
+    """This command's -o, else the global one (`tidemq -o json config ...`)."""
+    if output:
+        return output == "json"
+    return getattr(ctx.find_root().obj, "output", "table") == "json"
 
 
 def _kv_json(kv: KeyValue) -> dict[str, Any]:
@@ -49,16 +58,14 @@ def _event_json(event: Event) -> dict[str, Any]:
 
 
 def _run(addr: str, action: Callable[[ConfigClient], None]) -> None:
-    try:
-        with ConfigClient(addr) as client:
-            action(client)
-    except TideMQError as exc:
-        _err.print(f"[red]error {exc.code}[/red]: {exc.message}", highlight=False)
-        raise typer.Exit(1) from None
+    """Every config command's call: the CLI's one error printer (`error CODE: sentence`,
+    exit 1; Ctrl-C exits 130)."""
+    with expected_errors(), ConfigClient(addr) as client:
+        action(client)
 
 
-def _print_kvs(kvs: list[KeyValue], output: str, title: str) -> None:
-    if output == "json":
+def _print_kvs(kvs: list[KeyValue], as_json: bool, title: str) -> None:
+    if as_json:
         print(json.dumps([_kv_json(kv) for kv in kvs]))
         return
     table = Table(title=title)
@@ -72,84 +79,101 @@ def _print_kvs(kvs: list[KeyValue], output: str, title: str) -> None:
 
 
 @config_app.command()
-def get(key: str,
+def get(ctx: typer.Context, key: str,
         prefix: Annotated[bool, typer.Option("--prefix", help="list every key under KEY")] = False,
         revision: Annotated[int, typer.Option(help="read as of this retained revision")] = 0,
-        output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+        output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Show one key (or every key under a prefix) with its revisions."""
 
     def action(client: ConfigClient) -> None:
         if prefix:
             result = client.range(key, revision=revision)
-            _print_kvs(result.kvs, output, f"{key}* at revision {result.revision}")
+            _print_kvs(result.kvs, _json(ctx, output), f"{key}* at revision {result.revision}")
             return
         kv = client.get(key, revision=revision)
         if kv is None:
             when = f" at revision {revision}" if revision else ""
-            _err.print(f"[red]error NOT_FOUND[/red]: key {key!r} does not exist{when}")
-            raise typer.Exit(1)
-        if output == "json":
+            raise NotFound(f"key {key!r} does not exist{when}")
+        if _json(ctx, output):
             print(json.dumps(_kv_json(kv)))
         else:
-            _print_kvs([kv], output, key)
+            _print_kvs([kv], False, key)
 
     _run(config_center, action)
 
 
-def _report_write(result: PutResult, key: str, output: str) -> None:
+def _report_write(result: PutResult, key: str, as_json: bool) -> None:
     if not result.succeeded:
         raise PreconditionFailed(f"key {key!r} is at revision {result.current_mod_revision}; "
                                  "nothing was written")
-    if output == "json":
+    if as_json:
         print(json.dumps({"key": key, "revision": result.revision}))
     else:
         _out.print(f"{key} written at revision {result.revision}")
 
 
 @config_app.command("set")
-def set_(key: str,
+def set_(ctx: typer.Context, key: str,
          value: Annotated[str, typer.Argument(help="the value; '-' reads it from stdin")],
          if_revision: Annotated[int | None, typer.Option(
              help="write only if the key is at this revision (0 = only if absent)")] = None,
          lease: Annotated[int, typer.Option(help="attach the key to this lease")] = 0,
-         output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+         output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Write a key (compare-and-set with --if-revision)."""
-    data = sys.stdin.buffer.read() if value == "-" else value.encode()
+    data = _stdin_value() if value == "-" else value.encode()
     _run(config_center, lambda client: _report_write(
-        client.put(key, data, expected_revision=if_revision, lease=lease), key, output))
+        client.put(key, data, expected_revision=if_revision, lease=lease), key,
+        _json(ctx, output)))
+
+
+def _stdin_value() -> bytes:
+    """What `echo 12 | tidemq config set KEY -` means: the value without the line's end."""
+    data = sys.stdin.buffer.read()
+    return data.removesuffix(b"\n").removesuffix(b"\r")
 
 
 @config_app.command()
-def delete(key: str,
+def delete(ctx: typer.Context, key: str,
            if_revision: Annotated[int | None, typer.Option(
                help="delete only if the key is at this revision")] = None,
-           config_center: Addr = DEFAULT_ADDR) -> None:
+           output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Delete a key."""
 
     def action(client: ConfigClient) -> None:
         result = client.delete(key, expected_revision=if_revision)
         if not result.succeeded:
             raise PreconditionFailed(f"key {key!r} is at revision {result.current_mod_revision}")
-        _out.print(f"{key} deleted at revision {result.revision}" if result.deleted
-                   else f"{key} did not exist")
+        if not result.deleted:
+            raise NotFound(f"key {key!r} does not exist; nothing was deleted")
+        if _json(ctx, output):
+            print(json.dumps({"key": key, "revision": result.revision}))
+        else:
+            _out.print(f"{key} deleted at revision {result.revision}")
 
     _run(config_center, action)
 
 
 @config_app.command()
-def watch(prefix: str,
+def watch(ctx: typer.Context, prefix: str,
           from_revision: Annotated[int, typer.Option(
               help="replay changes from this revision (0 = only new changes)")] = 0,
           count: Annotated[int, typer.Option(help="stop after this many events (0 = never)")] = 0,
-          output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+          output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Print every change under PREFIX as it happens (Ctrl-C to stop)."""
 
     def action(client: ConfigClient) -> None:
         seen = 0
         with client.watch(prefix, start_revision=from_revision) as changes:
+            since = f" from revision {from_revision}" if from_revision else ""
+            if changes.wait_established(WATCH_ACK_S):
+                err.print(f"watching {prefix}{since} for changes (Ctrl-C to stop)",
+                           highlight=False, style="dim")
+            else:
+                err.print(f"waiting for the config center {config_center} to accept the watch "
+                           f"of {prefix}{since} (Ctrl-C to stop)", highlight=False, style="dim")
             for event in changes:
                 row = _event_json(event)
-                if output == "json":
+                if _json(ctx, output):
                     print(json.dumps(row), flush=True)
                 else:
                     _out.print(f"{row['revision']:>8} {row['type']:<6} {row['key']} "
@@ -158,20 +182,18 @@ def watch(prefix: str,
                 if count and seen >= count:
                     return
 
-    try:
-        _run(config_center, action)
-    except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+    _run(config_center, action)  # Ctrl-C: 130, as everywhere
 
 
 @config_app.command()
-def history(key: str, limit: Annotated[int, typer.Option(help="last N changes (0 = all)")] = 0,
-            output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+def history(ctx: typer.Context, key: str,
+            limit: Annotated[int, typer.Option(help="last N changes (0 = all)")] = 0,
+            output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Show the retained changes of a key, oldest first."""
 
     def action(client: ConfigClient) -> None:
         events = client.history(key, limit)
-        if output == "json":
+        if _json(ctx, output):
             print(json.dumps([_event_json(e) for e in events]))
             return
         table = Table(title=f"history of {key}")
@@ -187,26 +209,27 @@ def history(key: str, limit: Annotated[int, typer.Option(help="last N changes (0
 
 
 @config_app.command()
-def rollback(key: str, revision: Annotated[int, typer.Argument(
+def rollback(ctx: typer.Context, key: str, revision: Annotated[int, typer.Argument(
                  help="restore the value the key had at this revision")],
-             output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+             output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Write again the value a key had at an earlier revision."""
     _run(config_center, lambda client: _report_write(
-        client.rollback(key, revision), key, output))
+        client.rollback(key, revision), key, _json(ctx, output)))
 
 
 @config_app.command()
-def effective(cluster: Annotated[str, typer.Option(help="cluster name")] = "",
+def effective(ctx: typer.Context,
+              cluster: Annotated[str, typer.Option(help="cluster name")] = "",
               broker_group: Annotated[str, typer.Option(help="broker group name")] = "",
               broker: Annotated[str, typer.Option(help="broker name")] = "",
-              output: Output = "table", config_center: Addr = DEFAULT_ADDR) -> None:
+              output: Output = None, config_center: Addr = DEFAULT_ADDR) -> None:
     """Show the effective settings (cluster < broker group < broker) and where each came from."""
 
     def action(client: ConfigClient) -> None:
         result = client.effective_config(cluster=cluster, broker_group=broker_group,
                                          broker=broker)
         rows = [vars(s) for s in result.settings.values()]
-        if output == "json":
+        if _json(ctx, output):
             print(json.dumps({"revision": result.revision, "settings": rows}))
             return
         table = Table(title=f"effective configuration at revision {result.revision}")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -41,32 +44,41 @@ def send(
     ctx: typer.Context, topic: TopicArg,
     body: Annotated[str | None, typer.Argument(help="message body (omit with --file)")] = None,
     file: Annotated[Path | None, typer.Option(
-        "--file", "-f", help="send one message per line of this file ('-' = stdin)",
-        allow_dash=True)] = None,
+        "--file", "-f", help="send one message per line of this file ('-' = stdin); any "
+                             "bytes, UTF-8 or not", allow_dash=True)] = None,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="with --file: the whole file is one message, byte for byte")] = False,
+    base64_body: Annotated[bool, typer.Option(
+        "--base64", help="BODY (or each line of --file) is base64: send the decoded bytes")
+    ] = False,
     tag: Annotated[str, typer.Option("--tag", "-t", help="message tag")] = "",
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="key (repeatable)")] = None,
     prop: Annotated[list[str] | None, typer.Option(
         "--property", "-p", help="user property name=value (repeatable)")] = None,
     output: OutputOpt = None,
 ) -> None:
-    """Send a message (or every line of --file) and print where each was stored."""
+    """Send a message (or every line of --file, or a whole file with --raw) and print where
+    each was stored."""
     if (body is None) == (file is None):
         raise typer.BadParameter("give either BODY or --file, not both or neither")
+    if raw and file is None:
+        raise typer.BadParameter("--raw goes with --file", param_hint="--raw")
     properties = dict(_property(p) for p in prop or [])
-    if file is None:
-        bodies = [body.encode()]
-    else:
-        text = typer.get_text_stream("stdin").read() if str(file) == "-" else file.read_text()
-        bodies = [line.encode() for line in text.splitlines() if line]
-    messages = [Message(topic, b, tags=tag, keys=key or [], properties=properties) for b in bodies]
+    bodies = _bodies(body, file, raw=raw, base64_body=base64_body)
     g = globals_of(ctx)
-    with expected_errors(), Producer(g.namesrv, send_timeout=g.timeout) as producer:
-        results = []
-        for start in range(0, len(messages), 256):
-            results += producer.send_many(messages[start:start + 256]) \
-                if len(messages) > 1 else [producer.send(messages[0])]
-            if len(messages) > 256:
-                progress(f"sent {len(results)}/{len(messages)}")
+    with expected_errors():
+        if not bodies:
+            raise InvalidArgument(f"{file} has no non-empty line: nothing to send",
+                                  code="MESSAGE_BODY_EMPTY")
+        messages = [Message(topic, b, tags=tag, keys=key or [], properties=properties)
+                    for b in bodies]
+        with Producer(g.namesrv, send_timeout=g.timeout) as producer:
+            results = []
+            for start in range(0, len(messages), 256):
+                results += producer.send_many(messages[start:start + 256]) \
+                    if len(messages) > 1 else [producer.send(messages[0])]
+                if len(messages) > 256:
+                    progress(f"sent {len(results)}/{len(messages)}")
     if json_mode(ctx, output):
         return emit_json([{"status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
                             "broker_name": r.broker_name, "queue_id": r.queue_id,
@@ -76,6 +88,28 @@ def send(
         for r in results[-20:]]))
     if len(results) > 20:
         out.print(f"... {len(results)} messages sent; the last 20 are shown")
+
+
+def _bodies(body: str | None, file: Path | None, *, raw: bool,
+            base64_body: bool) -> list[bytes]:
+    """Message bodies as bytes: the argument as the shell gave it (os.fsencode keeps bytes
+    that are not UTF-8), or the file's lines (or whole content) read as bytes."""
+    if file is None:
+        chunks = [os.fsencode(body or "")]
+    else:
+        try:
+            data = (typer.get_binary_stream("stdin").read() if str(file) == "-"
+                    else file.read_bytes())
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read {file}: {exc.strerror}",
+                                     param_hint="--file") from None
+        chunks = [data] if raw else [line for line in data.splitlines() if line]
+    if not base64_body:
+        return chunks
+    try:
+        return [base64.b64decode(chunk, validate=True) for chunk in chunks]
+    except binascii.Error as exc:
+        raise typer.BadParameter(f"not base64: {exc}", param_hint="--base64") from None
 
 
 def _start_offsets(consumer: PullConsumer, queues: list[MessageQueue], offset: int | None,
@@ -128,6 +162,10 @@ def consume(
                                   code="QUEUE_NOT_FOUND")
         positions = _start_offsets(consumer, queues, offset, from_beginning)
         ends = _start_offsets(consumer, queues, None, False) if not follow else {}
+        if follow:  # stderr, so `-o json` output stays one message per line
+            tags = "" if tag_expression.strip() in ("", "*") else f" tagged {tag_expression}"
+            err.print(f"[dim]following {len(positions)} queue(s) of {topic}: waiting for new "
+                      f"messages{tags} (Ctrl-C to stop)[/dim]")
         printed = _pump(consumer, positions, ends, follow=follow, max_messages=max_messages,
                         tag_expression=tag_expression, as_json=as_json)
     if not as_json:

@@ -49,6 +49,11 @@ class Message:
     keys: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def tag(self) -> str:
+        """The message's one tag (`tags` is RocketMQ's name for it; JSON says "tag")."""
+        return self.tags
+
     def validate(self, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
         """Raise the precise error for a message that no broker would accept."""
         validate_topic_name(self.topic)
@@ -224,6 +229,11 @@ class MessageExt:
 
     @property
     def tags(self) -> str:
+        return (self._dec or self._decode())[2]
+
+    @property
+    def tag(self) -> str:
+        """The same as `tags`: a message carries one tag (JSON and HTTP say "tag")."""
         return (self._dec or self._decode())[2]
 
     @property

@@ -67,6 +67,7 @@ class PushConsumer:
         strategy: str = DEFAULT_ASSIGNOR, auto_commit_interval_s: float = 5.0,
         long_poll_s: float = 15.0, reconsume_backoff_s: float = 1.0,
         offset_store_dir: str | Path = "~/.tidemq/offsets", timeout: float = 3.0,
+        assignment_timeout_s: float = 30.0,
     ) -> None:
         self.subscription = ({subscription: "*"} if isinstance(subscription, str)
                              else dict(subscription))
@@ -80,6 +81,7 @@ class PushConsumer:
         self.max_pending_messages, self.max_pending_bytes = max_pending_messages, max_pending_bytes
         self.auto_commit_interval_s = auto_commit_interval_s
         self.long_poll_s, self.reconsume_backoff_s = long_poll_s, reconsume_backoff_s
+        self.assignment_timeout_s = assignment_timeout_s
         self.puller = PullConsumer(namesrv_addrs, consumer_group=group, timeout=timeout)
         self.puller.brokers = DirectClients(timeout)  # long polls must not trip breakers
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"consume-{group}")
@@ -101,12 +103,23 @@ class PushConsumer:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> PushConsumer:
+        """Join and, by default, wait for the first assignment (up to `assignment_timeout_s`;
+        0 returns at once): a queue's start offset is fixed when it is assigned, so without
+        the wait a new group starting at LAST would skip, for good, what is sent meanwhile."""
         if self.member is not None:
             self.member.start()
         else:
             self._assigned([mq for topic in self.subscription
                             for mq in self.puller.fetch_queues(topic)])
         self._committer.start()
+        if self.member is not None and self.assignment_timeout_s > 0:
+            if self.member.wait_stable(self.assignment_timeout_s):
+                log.info("push_consumer_assigned", group=self.group,
+                         queues=[str(mq) for mq in self.assigned_queues()])
+            else:
+                log.warning("push_consumer_not_assigned_yet", group=self.group,
+                            waited_s=self.assignment_timeout_s,
+                            reason=self.member.last_error_code or "no answer yet")
         return self
 
     def shutdown(self) -> None:
@@ -127,6 +140,7 @@ class PushConsumer:
         self.shutdown()
 
     def assigned_queues(self) -> list[MessageQueue]:
+        """The queues this member owns right now (changes at every rebalance)."""
         with self._lock:
             return sorted(self._queues)
 

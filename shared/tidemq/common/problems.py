@@ -38,8 +38,10 @@ def problem_body(status: int, code: str, detail: str, title: str | None = None) 
     }
 
 
-def problem_for(exc: BaseException) -> tuple[int, dict, dict[str, str]]:
-    """(status, body, headers) for any exception a view raised."""
+def problem_for(exc: BaseException, *, max_request_bytes: int | None = None,
+                ) -> tuple[int, dict, dict[str, str]]:
+    """(status, body, headers) for any exception a view raised; a request over the app's
+    `max_request_bytes` is told the limit (werkzeug's own text does not say it)."""
     if isinstance(exc, TideMQError):
         if exc.http_status >= 500:
             log.warning("request failed", code=exc.code, detail=exc.message)
@@ -47,8 +49,12 @@ def problem_for(exc: BaseException) -> tuple[int, dict, dict[str, str]]:
     status = getattr(exc, "code", None)
     if isinstance(status, int) and hasattr(exc, "description"):  # werkzeug's HTTPException
         name = getattr(exc, "name", None)
-        body = problem_body(status, HTTP_CODES.get(status, f"HTTP_{status}"),
-                            exc.description or name or "", name)
+        detail = exc.description or name or ""
+        if status == 413 and max_request_bytes:
+            detail = (f"the request body is over the limit of {max_request_bytes} bytes "
+                      f"({max_request_bytes / 1048576:.1f} MiB): send fewer or smaller messages "
+                      "per request")
+        body = problem_body(status, HTTP_CODES.get(status, f"HTTP_{status}"), detail, name)
         valid_methods = getattr(exc, "valid_methods", None)
         headers = {"Allow": ", ".join(valid_methods)} if status == 405 and valid_methods else {}
         return status, body, headers
@@ -62,7 +68,8 @@ def install(app: Any) -> None:
     from flask import Response
 
     def render(exc: BaseException) -> Response:
-        status, body, headers = problem_for(exc)
+        status, body, headers = problem_for(
+            exc, max_request_bytes=app.config.get("MAX_CONTENT_LENGTH"))
         return Response(json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE,
                         headers=headers)
 

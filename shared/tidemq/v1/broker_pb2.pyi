@@ -281,6 +281,20 @@ class ResetOffsetsResponse(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[QueueOffset]
     def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
+class DeleteOffsetsRequest(_message.Message):
+    __slots__ = ("topic", "consumer_group")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    consumer_group: str
+    def __init__(self, topic: _Optional[str] = ..., consumer_group: _Optional[str] = ...) -> None: ...
+
+class DeleteOffsetsResponse(_message.Message):
+    __slots__ = ("consumer_groups",)
+    CONSUMER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    consumer_groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, consumer_groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class GroupProtocol(_message.Message):
     __slots__ = ("name", "metadata")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -87,6 +87,11 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.FromString,
                 _registered_method=True)
+        self.DeleteOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/DeleteOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsResponse.FromString,
+                _registered_method=True)
         self.JoinGroup = channel.unary_unary(
                 '/tidemq.v1.BrokerService/JoinGroup',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
@@ -192,6 +197,14 @@ class BrokerServiceServicer:
 
     def ResetOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteOffsets(self, request, context):
+        """Forget committed offsets of a topic (one group, or every group): what a deleted topic
+        leaves behind. The topic need not exist any more.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -303,6 +316,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ResetOffsets,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.SerializeToString,
+            ),
+            'DeleteOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsResponse.SerializeToString,
             ),
             'JoinGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.JoinGroup,
@@ -618,6 +636,33 @@ class BrokerService:
             '/tidemq.v1.BrokerService/ResetOffsets',
             tidemq_dot_v1_dot_broker__pb2.ResetOffsetsRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.ResetOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/DeleteOffsets',
+            tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.DeleteOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -131,3 +131,16 @@ def test_a_topic_with_only_empty_queues_reads_as_no_rows(spark, cluster):
              .option("topic", "analytics-empty").load())
     assert frame.count() == 0
     assert frame.groupBy("tag").count().collect() == []
+
+
+def test_tag_counts_job_checks_the_topic_before_starting_spark(cluster, tmp_path):
+    """A typo'd topic fails with its code before Spark's start-up, and exits non-zero."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tidemq.analytics.tag_counts", "--namesrv", cluster.namesrv.addr,
+         "--topic", "no-such-topic", "--output", str(tmp_path / "x.csv")],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "TOPIC_NOT_EXIST" in done.stderr and "no-such-topic" in done.stderr
+    assert "checking topic 'no-such-topic'" in done.stdout
+    assert "starting Spark" not in done.stdout and not (tmp_path / "x.csv").exists()

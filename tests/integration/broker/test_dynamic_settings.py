@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.store import StoreConfig
-from tidemq.common.errors import ServiceUnavailable
+from tidemq.common.errors import InvalidArgument, ServiceUnavailable
 from tidemq.configclient.client import ConfigClient
 
 from tests.support.processes import ServiceProcess, free_port, wait_until
@@ -37,16 +38,19 @@ def test_most_specific_scope_applies_live_and_bad_values_are_refused(redis_serve
         client.put(BROKER_RETENTION, b"6")
         wait_until(lambda: store_config.retention_hours == 6.0, 15, message="broker scope wins")
 
-        # An out-of-range broker value is refused; the store keeps what it had. Changes are
-        # applied in revision order, so once the later write shows, the earlier was handled.
+        # A value no service takes is refused when written; one that only another reader of
+        # the name takes (retention_hours 0 is the trace collector's "no age bound") is
+        # written, and refused by the broker, which keeps what it had. Changes are applied in
+        # revision order, so once the later write shows, the earlier was handled.
+        with pytest.raises(InvalidArgument) as refused:
+            client.put(BROKER_RATIO, b"1.5")
+        assert refused.value.code == "INVALID_SETTING" and "(0, 1]" in str(refused.value)
+        client.put(BROKER_RETENTION, b"0")
         client.put(GROUP_RATIO, b"0.6")
-        client.put(BROKER_RATIO, b"1.5")
+        wait_until(lambda: store_config.disk_max_used_ratio == 0.6, 15, message="a later change")
+        assert store_config.retention_hours == 6.0  # never 0
         client.put(BROKER_RETENTION, b"5")
-        wait_until(lambda: store_config.retention_hours == 5.0, 15, message="a later change")
-        assert store_config.disk_max_used_ratio in (0.75, 0.6)  # never 1.5
-        client.delete(BROKER_RATIO)
-        wait_until(lambda: store_config.disk_max_used_ratio == 0.6, 15,
-                   message="the group value once the bad broker value is gone")
+        wait_until(lambda: store_config.retention_hours == 5.0, 15, message="a legal value")
 
         client.delete(BROKER_RETENTION)
         wait_until(lambda: store_config.retention_hours == 12.0, 15, message="cluster fallback")

@@ -92,7 +92,7 @@ def test_send_consume_view_and_query(tidemq, topic):
     assert result["status"] == "SEND_OK" and len(result["msg_id"]) == 32
 
     viewed = tidemq.json("message", "view", result["msg_id"])
-    assert viewed["body"] == "hello-cli" and viewed["tags"] == "greet"
+    assert viewed["body"] == "hello-cli" and viewed["tag"] == "greet"
     assert viewed["keys"] == ["order-7"] and viewed["properties"] == {"origin": "cli"}
     assert (viewed["broker_name"], viewed["queue_id"], viewed["queue_offset"]) == \
         (result["broker_name"], result["queue_id"], result["queue_offset"])
@@ -268,3 +268,146 @@ def test_group_describe_follows_a_real_push_consumer_to_zero_lag(tidemq, topic, 
     assert {q.split("@", 1)[1] for q in member["queues"]} == {f"{b}#{i}" for b, i in queues}
     assert member["topics"] == [topic] and described["total_lag"] == 0
     assert {o["member_id"] for o in described["offsets"]} == {member["member_id"]}
+
+
+def _join_one_member(cluster, group: str, topic: str):
+    """A live member through the raw coordinator RPCs; returns (rpc, joined)."""
+    from tidemq.client.admin import coordinator_for
+    from tidemq.common.rpc import RpcClient
+    from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+    coordinator = cluster.brokers[coordinator_for(group, cluster.brokers)]
+    rpc = RpcClient(coordinator.addr, broker_pb2_grpc.BrokerServiceStub, timeout=20)
+    joined = rpc.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id=group, session_timeout_ms=60_000, rebalance_timeout_ms=10_000,
+        client_id="reset-test", client_host="10.1.2.3",
+        protocols=[broker_pb2.GroupProtocol(name="averagely",
+                                            metadata=json.dumps({"topics": [topic]}).encode())]))
+    rpc.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+        assignments=[]))
+    return rpc, joined
+
+
+def test_reset_offsets_of_a_group_with_live_members_is_refused_naming_them(tidemq, topic,
+                                                                           cluster):
+    """Members keep their own position and commit over a reset: refuse it (NON_EMPTY_GROUP,
+    like Kafka) instead of reporting success for nothing."""
+    from tidemq.common.errors import PreconditionFailed
+    from tidemq.v1 import broker_pb2
+
+    group = "cli-live-reset"
+    rpc, joined = _join_one_member(cluster, group, topic)
+    try:
+        result = tidemq("group", "reset-offsets", group, topic, "--to-time", "0", expect=1)
+        assert "NON_EMPTY_GROUP" in result.stderr
+        assert joined.member_id in result.stderr and "10.1.2.3" in result.stderr
+        with Admin(cluster.namesrv_addrs) as admin:
+            with pytest.raises(PreconditionFailed) as refused:
+                admin.reset_group_offsets(group, topic, 0)
+            assert refused.value.code == "NON_EMPTY_GROUP"
+            assert all(o.committed is None for o in admin.group_offsets(group))  # untouched
+    finally:
+        rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=group,
+                                                            member_id=joined.member_id))
+    reset = tidemq.json("group", "reset-offsets", group, topic, "--to-time", "0")
+    assert reset and all(e["offset"] == 0 for e in reset)  # once empty, the reset applies
+
+
+def _commit_everywhere(cluster, topic: str, groups: list[str]) -> None:
+    from tidemq.client import PullConsumer
+
+    for group in groups:
+        with PullConsumer(cluster.namesrv_addrs, consumer_group=group) as consumer:
+            for mq in consumer.fetch_queues(topic):
+                consumer.commit(mq, 0)
+
+
+def test_a_deleted_topics_offsets_are_orphaned_in_describe_and_can_be_dropped(tidemq, cluster):
+    """describe of a group that committed to a deleted topic used to fail TOPIC_NOT_EXIST."""
+    tidemq("topic", "create", "CliDoomed", "--queues", "2")
+    _commit_everywhere(cluster, "CliDoomed", ["doomed-a"])
+    kept = tidemq("topic", "delete", "CliDoomed", "--yes", "--keep-offsets")
+    assert "dropped" not in kept.stdout
+
+    described = tidemq.json("group", "describe", "doomed-a")
+    assert described["offsets"] and all(o["orphaned"] and o["lag"] is None
+                                         and o["max_offset"] is None
+                                         for o in described["offsets"])
+    text = tidemq("group", "describe", "doomed-a").stdout
+    assert "orphaned" in text and "tidemq group delete-offsets doomed-a CliDoomed" in text
+
+    dropped = tidemq.json("group", "delete-offsets", "doomed-a", "CliDoomed")
+    assert dropped["brokers"]
+    with Admin(cluster.namesrv_addrs) as admin:
+        assert admin.group_offsets("doomed-a") == []
+
+
+def test_topic_delete_drops_every_groups_committed_offsets_of_it(tidemq, cluster):
+    tidemq("topic", "create", "CliDoomed2", "--queues", "2")
+    _commit_everywhere(cluster, "CliDoomed2", ["doomed-b", "doomed-c"])
+    deleted = tidemq("topic", "delete", "CliDoomed2", "--yes")
+    assert "2 group(s): doomed-b, doomed-c" in deleted.stdout
+    with Admin(cluster.namesrv_addrs) as admin:
+        assert admin.group_offsets("doomed-b") == admin.group_offsets("doomed-c") == []
+
+
+def test_consume_follow_says_what_it_waits_for_and_ctrl_c_exits_130(topic, cluster):
+    """One line on stderr (so `-o json` stays clean) says what --follow waits for."""
+    from tests.support.cli import interrupt_when_waiting
+
+    ended = interrupt_when_waiting(
+        ["-o", "json", "consume", topic, "--follow", "--tags", "created"],
+        "waiting for new messages", env={"TIDEMQ_NAMESRV_ADDRS": cluster.namesrv_addrs})
+    assert ended.returncode == 130, ended.stderr
+    assert ended.stdout == ""
+    assert f"queue(s) of {topic}: waiting for new messages tagged created" in ended.stderr
+    assert "Traceback" not in ended.stderr
+
+
+def test_describe_of_an_unknown_group_says_so(tidemq, topic, cluster):
+    """A typo'd name used to show an empty Dead group and exit 0."""
+    from tidemq.common.errors import NotFound
+
+    missing = tidemq("group", "describe", "no-such-grup", expect=1)
+    assert "GROUP_ID_NOT_FOUND" in missing.stderr and "'no-such-grup'" in missing.stderr
+    with Admin(cluster.namesrv_addrs) as admin, pytest.raises(NotFound) as raised:
+        admin.group_describe("no-such-grup")
+    assert raised.value.code == "GROUP_ID_NOT_FOUND"
+    _commit_everywhere(cluster, topic, ["only-offsets"])  # no coordinator state, but known
+    described = tidemq.json("group", "describe", "only-offsets")
+    assert described["state"] == "Dead" and described["offsets"]
+
+
+def _sent_body(tidemq, sent: dict) -> bytes:
+    import base64
+
+    row = tidemq.json("message", "view", sent["msg_id"])
+    return row["body"].encode() if "body" in row else base64.b64decode(row["body_base64"])
+
+
+def test_send_takes_any_bytes_and_never_prints_a_traceback(tidemq, topic, tmp_path):
+    missing = tidemq("send", topic, "--file", str(tmp_path / "nope.txt"), expect=2)
+    assert "cannot read" in missing.output and "No such file" in missing.output
+    assert "Traceback" not in missing.output
+
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"caf\xe9\n\nna\xefve\n")  # not UTF-8: each line sent as its bytes
+    sent = tidemq.json("send", topic, "--file", str(latin))
+    assert [_sent_body(tidemq, s) for s in sent] == [b"caf\xe9", b"na\xefve"]
+
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"\x00\x01\n\xff\x02")
+    (whole,) = tidemq.json("send", topic, "--file", str(blob), "--raw")
+    assert _sent_body(tidemq, whole) == b"\x00\x01\n\xff\x02"
+
+    (decoded,) = tidemq.json("send", topic, "AAEC/w==", "--base64")
+    assert _sent_body(tidemq, decoded) == b"\x00\x01\x02\xff"
+    assert "not base64" in tidemq("send", topic, "%%%", "--base64", expect=2).output
+
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\n\n")
+    nothing = tidemq("send", topic, "--file", str(empty), expect=1)
+    assert "MESSAGE_BODY_EMPTY" in nothing.stderr and "Traceback" not in nothing.output
+    invalid = tidemq("send", "bad topic!", "x", expect=1)
+    assert "INVALID_TOPIC" in invalid.stderr and "Traceback" not in invalid.output

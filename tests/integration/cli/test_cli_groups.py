@@ -57,8 +57,14 @@ def test_create_update_list_delete(tidemq):
 
     bad = tidemq("group", "update", "payments", "--set", "retry_queue_nums=0", expect=1)
     assert "INVALID_SUBSCRIPTION_GROUP" in bad.output and "retry_queue_nums" in bad.output
-    unknown = tidemq("group", "update", "payments", "--set", "colour=1", expect=2)
-    assert "FIELD one of" in unknown.output
+    unknown = tidemq("group", "update", "payments", "--set", "colour=1", expect=1)
+    assert "INVALID_SUBSCRIPTION_GROUP" in unknown.stderr and "unknown field(s) colour" in \
+        unknown.stderr
+    # an option out of range answers the documented code and sentence (it was click's usage
+    # error, exit 2, "not in the range 0<=x<=64")
+    out_of_range = tidemq("group", "create", "refunds", "--retry-max-times", "100", expect=1)
+    assert out_of_range.stderr.startswith("error INVALID_SUBSCRIPTION_GROUP: group 'refunds': "
+                                          "retry_max_times must be an integer 0..64, got 100")
 
     listed = tidemq.json("group", "list", "--defined")
     assert [(g["name"], g["consume_enable"], g["revision"]) for g in listed] == [

@@ -95,7 +95,7 @@ def test_cli_set_get_history_rollback_watch(shared_center):
     def run(*args: str) -> str:
         result = runner.invoke(config_app, [*args, *addr])
         assert result.exit_code == 0, result.output
-        return result.output
+        return result.stdout
 
     key = "/tidemq/config/cluster/c1/disk_max_used_ratio"
     first = json.loads(run("set", key, "0.75", "-o", "json"))
@@ -118,3 +118,52 @@ def test_cli_reads_the_address_from_the_environment(shared_center, monkeypatch):
     monkeypatch.setenv("TIDEMQ_CONFIG_CENTER", shared_center.addr)
     result = CliRunner().invoke(config_app, ["get", "/missing"])
     assert result.exit_code == 1 and "NOT_FOUND" in result.output
+
+
+def test_cli_watch_says_what_it_waits_for_and_ctrl_c_exits_130(shared_center):
+    from tests.support.cli import interrupt_when_waiting
+
+    ended = interrupt_when_waiting(
+        ["-o", "json", "--config-center", shared_center.addr, "config", "watch",
+         "/tidemq/nothing-here/"], "watching /tidemq/nothing-here/ for changes")
+    assert ended.returncode == 130, ended.stderr  # was 0
+    assert ended.stdout == "" and "Traceback" not in ended.stderr
+
+
+def _tidemq(center, *args: str, input: str | None = None):
+    from tidemq.client.cli import app
+
+    return CliRunner().invoke(app, ["--config-center", center.addr, *args], input=input)
+
+
+def test_cli_config_set_refuses_an_invalid_setting_before_writing_it(shared_center):
+    key = "/tidemq/config/cluster/c9/disk_max_used_ratio"
+    for bad in ("abc", "1.5"):
+        refused = _tidemq(shared_center, "config", "set", key, bad)
+        assert refused.exit_code == 1, refused.output
+        assert "error INVALID_SETTING" in refused.stderr and "a ratio in (0, 1]" in refused.stderr
+    assert _tidemq(shared_center, "config", "get", key).exit_code == 1  # nothing was written
+    http_refused = _tidemq(shared_center, "config", "set",
+                           "/tidemq/config/group/gateway/breaker_fail_max", "0")
+    assert "an integer 1..10000" in http_refused.stderr
+
+
+def test_cli_config_set_from_stdin_drops_the_line_end(shared_center):
+    key = "/tidemq/config/cluster/c9/retention_hours"
+    assert _tidemq(shared_center, "config", "set", key, "-", input="48\n").exit_code == 0
+    got = _tidemq(shared_center, "-o", "json", "config", "get", key)
+    assert json.loads(got.stdout)["value"] == "48"
+
+
+def test_the_global_output_option_reaches_config_and_errors_read_alike(shared_center):
+    key = "/tidemq/cli/global-output"
+    written = _tidemq(shared_center, "-o", "json", "config", "set", key, "v")
+    assert json.loads(written.stdout)["key"] == key
+    assert json.loads(_tidemq(shared_center, "-o", "json", "config", "get", key).stdout)[
+        "value"] == "v"
+    deleted = _tidemq(shared_center, "-o", "json", "config", "delete", key)
+    assert json.loads(deleted.stdout)["key"] == key
+    missing = _tidemq(shared_center, "config", "delete", key)  # said so, exit 1 (was exit 0)
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("error NOT_FOUND: key '/tidemq/cli/global-output' does "
+                                     "not exist")

@@ -101,5 +101,31 @@ def test_oversized_request_body_is_413_through_gunicorn(stack):
     assert response.json()["code"] in ("PAYLOAD_TOO_LARGE", "MESSAGE_TOO_LARGE")
 
 
+def test_delete_topic_over_http_as_the_cli_does(stack):
+    """HTTP has DELETE /v1/topics/{topic} like `tidemq topic delete`, and describes a topic
+    with the CLI's vocabulary (name, brokers as a list of broker_name entries, tag)."""
+    from tidemq.client.admin import Admin
+
+    url = stack.gateway_url
+    assert requests.post(f"{url}/v1/topics", json={"name": "HttpDoomed", "queues": 1},
+                         timeout=30).status_code in (201, 202)
+    sent = requests.post(f"{url}/v1/topics/HttpDoomed/messages", json={"messages": [
+        {"body": "x", "tag": "t1"}]}, timeout=10).json()["results"][0]
+    page = requests.get(f"{url}/v1/topics/HttpDoomed/queues/{sent['broker_name']}/"
+                        f"{sent['queue_id']}/messages", params={"offset": 0}, timeout=10).json()
+    assert page["messages"][0]["tag"] == "t1"
+    described = requests.get(f"{url}/v1/topics/HttpDoomed", timeout=10).json()
+    assert described["name"] == "HttpDoomed" and described["brokers"][0]["broker_name"]
+
+    deleted = requests.delete(f"{url}/v1/topics/HttpDoomed", timeout=10)
+    assert deleted.status_code == 200 and deleted.json() == {"name": "HttpDoomed",
+                                                              "deleted": True}
+    with Admin(stack.namesrv_addrs, config_center=stack.config_center.addr) as admin:
+        assert "HttpDoomed" not in {t.name for t in admin.list_topics()}
+    again = requests.delete(f"{url}/v1/topics/HttpDoomed", timeout=10)
+    assert again.status_code == 404 and again.json()["code"] == "TOPIC_NOT_EXIST"
+
+
 def test_sigterm_drains_and_exits_cleanly(stack):
     assert stack.gateway.stop() == 0
+

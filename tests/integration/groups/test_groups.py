@@ -34,7 +34,7 @@ ALL_QUEUES = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
 def cluster(tmp_path_factory):
     with running_cluster(tmp_path_factory.mktemp("groups"), env=BROKER_ENV) as cluster:
         for topic, queues in (("GroupTopic", 4), ("BroadcastTopic", 4), ("RetryTopic", 1),
-                              ("FlowTopic", 1)):
+                              ("FlowTopic", 1), ("FilterTopic", 1)):
             create_topic_in_config_center(cluster, topic, queues)
             wait_for_route(cluster, topic, 2)
         yield cluster
@@ -287,3 +287,65 @@ def test_flow_control_bounds_pulled_but_unconsumed_messages(cluster):
     finally:
         gate.set()
         consumer.shutdown()
+
+
+def test_a_new_group_at_last_receives_what_is_sent_right_after_entering(cluster):
+    """Entering `with PushConsumer(...)` waits for the first assignment: before it, the
+    queues' LAST start offsets are not fixed yet and what is sent meanwhile would be skipped."""
+    import threading
+
+    from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
+
+    received, lock = set(), threading.Lock()
+
+    def listener(messages):
+        with lock:
+            received.update(m.body for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with PushConsumer(cluster.namesrv_addrs, "g-fresh-last", "GroupTopic", listener,
+                      consume_from=ConsumeFrom.LAST, session_timeout_ms=SESSION_MS,
+                      heartbeat_interval_ms=HEARTBEAT_MS, long_poll_s=2.0) as consumer:
+        assert {(mq.broker_name, mq.queue_id) for mq in consumer.assigned_queues()} == \
+            ALL_QUEUES
+        with Producer(cluster.namesrv_addrs) as producer:
+            sent = {f"fresh-{i}".encode() for i in range(16)}
+            for body in sorted(sent):
+                producer.send(Message("GroupTopic", body))
+        wait_until(lambda: received >= sent, 20,
+                   message="a fresh LAST group to receive what was sent after entering")
+
+
+def test_a_caught_up_tag_filtered_group_shows_zero_lag(cluster):
+    """Phantom lag: messages the group's tag filter skips, at the end of a queue, stayed
+    counted as lag while the consumer's pull was held there (up to the 15 s long poll)."""
+    import threading
+
+    from tidemq.client import MessageQueue
+    from tidemq.client.admin import Admin
+    from tidemq.client.push_consumer import ConsumeStatus, PushConsumer
+
+    received, lock = [], threading.Lock()
+
+    def listener(messages):
+        with lock:
+            received.extend(m.body for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    group, mq = "g-filtered-lag", MessageQueue("FilterTopic", "broker-a", 0)
+    with PushConsumer(cluster.namesrv_addrs, group, {"FilterTopic": "wanted"}, listener,
+                      session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+                      long_poll_s=30.0, auto_commit_interval_s=0.2), \
+            Admin(cluster.namesrv_addrs) as admin:
+        with Producer(cluster.namesrv_addrs) as producer:
+            producer.send_batch([Message("FilterTopic", b"wanted", tags="wanted")], queue=mq)
+            producer.send_batch([Message("FilterTopic", b"other-%d" % i, tags="other")
+                                 for i in range(5)], queue=mq)
+        wait_until(lambda: received == [b"wanted"], 20, message="the matching message")
+
+        def lag():
+            return {(o.broker_name, o.queue_id): o.lag for o in admin.group_offsets(group)
+                    if o.topic == "FilterTopic"}
+
+        wait_until(lambda: lag().get(("broker-a", 0)) == 0, 10,
+                   message="zero lag once only non-matching messages remain")

@@ -72,21 +72,43 @@ def test_held_pull_wakes_on_send(messaging):
     assert answers[0].status is PullStatus.FOUND and answers[0].record_count == 2
 
 
-def test_held_filtered_pull_ignores_non_matching_arrivals(messaging):
+def _pull_in_thread(messaging, offset, expression):
     answers = []
     puller = threading.Thread(target=lambda: answers.append(
-        asyncio.run(messaging.pull("t", 0, 0, 10, 0, 30_000, "B"))))
+        asyncio.run(messaging.pull("t", 0, offset, 10, 0, 30_000, expression))))
     puller.start()
+    return puller, answers
+
+
+def test_held_filtered_pull_answers_past_non_matching_arrivals(messaging):
+    """Woken by messages its filter skips, a held pull answers NO_MATCHED_MSG with the new end
+    as next offset: the consumer commits past them instead of showing them as lag."""
+    puller, answers = _pull_in_thread(messaging, 0, "B")
     wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull")
     asyncio.run(messaging.send("t", 0, batch("t", 2, tags="A"), 2))
-    assert messaging.store.wait_dispatched(5)
-    wait_until(lambda: messaging.holds.held_count() == 1 and puller.is_alive(), 5,
-               message="the pull to be held again after non-matching messages")
+    puller.join(20)
+    assert (answers[0].status, answers[0].next_begin_offset) == (PullStatus.NO_MATCHED_MSG, 2)
+
+    puller, answers = _pull_in_thread(messaging, 2, "B")  # the consumer pulls again from there
+    wait_until(lambda: messaging.holds.held_count() == 1, 5, message="held pull at the end")
     asyncio.run(messaging.send("t", 0, batch("t", 1, tags="B"), 1))
     puller.join(20)
     assert answers[0].status is PullStatus.FOUND
     assert [r.tags for r in record.iter_records(answers[0].records)] == ["B"]
     assert answers[0].next_begin_offset == 3
+
+
+def test_filtered_pull_over_only_non_matching_messages_answers_at_once_with_the_end(messaging):
+    """Phantom lag: a tag-filtered consumer behind non-matching messages at the end of a queue
+    was held there (30 s here) instead of being told to move to the end."""
+    asyncio.run(messaging.send("t", 0, batch("t", 3, tags="A"), 3))
+    assert messaging.store.wait_dispatched(5)
+    puller, answers = _pull_in_thread(messaging, 0, "B")
+    wait_until(lambda: answers or messaging.holds.held_count() == 1, 10,
+               message="the filtered pull to answer or be held")
+    assert answers, "held behind messages its filter skips"
+    assert (answers[0].status, answers[0].next_begin_offset) == (PullStatus.NO_MATCHED_MSG, 3)
+    puller.join(5)
 
 
 def test_errors(messaging):

@@ -25,6 +25,22 @@ def test_offsets_survive_restart_only_after_persist(tmp_path):
     assert reloaded.groups() == ["g"]
 
 
+def test_deleting_a_topics_offsets_forgets_them_for_every_group_or_one(tmp_path):
+    file = MetadataFile(tmp_path / "offsets.json")
+    offsets = ConsumerOffsetManager(file)
+    offsets.commit("g", [("gone", 0, 5), ("kept", 0, 7)])
+    offsets.commit("h", [("gone", 1, 2)])
+    offsets.commit("i", [("gone", 0, 9)])
+    assert offsets.delete_topic("gone", "i") == ["i"]
+    assert offsets.groups() == ["g", "h"]  # a group left with no offsets is gone too
+    offsets.persist()
+    assert offsets.delete_topic("gone") == ["g", "h"]
+    assert offsets.delete_topic("gone") == []
+    assert offsets.persist()  # the deletion is written like a commit
+    reloaded = ConsumerOffsetManager(file)
+    assert reloaded.query("g") == [("kept", 0, 7)] and reloaded.groups() == ["g"]
+
+
 def test_offsets_flusher_persists_on_stop(tmp_path):
     file = MetadataFile(tmp_path / "offsets.json")
     offsets = ConsumerOffsetManager(file)

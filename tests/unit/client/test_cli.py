@@ -20,7 +20,7 @@ from tidemq.client.admin import (
     TopicDescription,
     TopicSummary,
 )
-from tidemq.client.message import MessageQueue
+from tidemq.client.message import MessageExt, MessageQueue
 from tidemq.client.routes import BrokerGroup, QueueLayout, TopicRoute
 from tidemq.common import errors
 from typer.main import get_command
@@ -45,6 +45,12 @@ class StubAdmin:
     def __exit__(self, *exc):
         return None
 
+    def query_by_key(self, topic, key, begin_ms, end_ms, max_results):
+        self._maybe_fail()
+        return [MessageExt(topic, b'{"id": 1, "customer": "Ada", "total": 42.5}', "created",
+                           [key], {}, "broker-a", 3, 17, "7F0000010000C0670000000000000000",
+                           "3347A34416A3E5C601A20194252E0000", 1795322826000, 1795322826218, 0)]
+
     def cluster_info(self):
         self._maybe_fail()
         return [BrokerEntry("c1", "broker-a", 0, "127.0.0.1:10911", 0)]
@@ -66,6 +72,10 @@ class StubAdmin:
     def delete_topic(self, name, progress=None):
         self._maybe_fail()
         self.calls.append(("delete_topic", name))
+
+    def delete_group_offsets(self, topic, group=""):
+        self.calls.append(("delete_group_offsets", topic, group))
+        return {"broker-a": ["billing"]}
 
     def offset_for_timestamp(self, topic, timestamp_ms):
         self._maybe_fail()
@@ -201,7 +211,7 @@ def test_bad_usage_exits_2_with_a_reason(run, args):
 def test_topic_create_passes_arguments_and_prints_json(run):
     body = json.loads(run("topic", "create", "orders", "--queues", "2", "--order",
                           "-o", "json").stdout)
-    assert body == {"topic": "orders", "queues": 2, "order": True, "brokers": ["broker-a"]}
+    assert body == {"name": "orders", "queues": 2, "order": True, "brokers": ["broker-a"]}
     assert ("create_topic", "orders", 2, True, True) in StubAdmin.calls
 
 
@@ -211,14 +221,19 @@ def test_topic_delete_asks_unless_yes(run):
     run("topic", "delete", "orders", input="y\n")
     run("topic", "delete", "orders", "--yes")
     assert StubAdmin.calls.count(("delete_topic", "orders")) == 2
+    assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
+    run("topic", "delete", "orders", "--yes", "--keep-offsets")
+    assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
 
 
 def test_json_shapes(run):
     assert json.loads(run("-o", "json", "topic", "list").stdout) == [
-        {"name": "orders", "queues": 2, "perm": 6, "order": False, "broker_names": ["broker-a"]}]
+        {"name": "orders", "queues": 2, "perm": 6, "order": False, "brokers": ["broker-a"]}]
     described = json.loads(run("topic", "describe", "orders", "--output", "json").stdout)
-    assert described["brokers"] == {"broker-a": {"cluster": "c1",
-                                                 "addrs": {"0": "127.0.0.1:10911"}}}
+    assert described["name"] == "orders"  # one vocabulary with GET /v1/topics/{topic}
+    assert described["brokers"] == [{"broker_name": "broker-a", "cluster": "c1",
+                                     "addrs": {"0": "127.0.0.1:10911"}, "read_queue_nums": 2,
+                                     "write_queue_nums": 2, "perm": 6}]
     assert described["queues"][0] == {"broker_name": "broker-a", "queue_id": 0,
                                       "min_offset": 0, "max_offset": 5, "messages": 5}
     (broker,) = json.loads(run("-o", "json", "cluster", "list").stdout)
@@ -227,7 +242,7 @@ def test_json_shapes(run):
     assert group["total_lag"] == 6 and group["members"][0]["queues"] == ["orders@broker-a#0"]
     assert group["offsets"][1] == {"topic": "orders", "broker_name": "broker-a", "queue_id": 1,
                                    "committed": None, "max_offset": 7, "member_id": "",
-                                   "lag": None}
+                                   "lag": None, "orphaned": False}
 
 
 def test_tables_for_people(run):
@@ -279,3 +294,18 @@ def test_assignment_json_is_parsed_leniently():
     assert admin_module.parse_assignment(b"not json") == []
     assert admin_module.parse_subscription(b'{"topics": ["b", "a"]}') == ["a", "b"]
     assert admin_module.parse_subscription(b"[]") == []
+
+
+def test_tables_fit_80_columns_and_say_what_they_leave_out(run):
+    """Broker, offset, msg id and body stay whole on an 80-column terminal; the columns left
+    out to get there are named, with the hint to use -o json (was: the body folded into
+    two-character slivers)."""
+    text = run("message", "query", "orders", "order-1").stdout
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, text
+    for word in ('{"id": 1,', '"customer":', '"Ada",', '"total":', "42.5}"):  # whole words
+        assert word in text, text
+    assert any("7F0000010000C0670000000000000000" in line for line in lines), text
+    assert "left out stored, tag" in text and "-o json shows every field in full" in text
+    described = run("group", "describe", "billing").stdout
+    assert max(len(line) for line in described.splitlines()) <= 80, described

@@ -64,3 +64,36 @@ def test_up_refuses_ports_held_by_another_program(tmp_path):
         with pytest.raises(DeployError, match=f"{6379 + offset} \\(redis redis\\)"):
             deployment.up(timeout=5, progress=lambda line: None)
     assert deployment.supervisord_pid() is None
+
+
+def test_a_port_left_in_time_wait_counts_as_free(tmp_path):
+    """`make down` then `make up`: the previous run's closed connections sit in TIME_WAIT on
+    the service ports for a minute; the servers bind over them, so the probe must too."""
+    import socket
+
+    from deploy.local import _port_free
+
+    with socket.socket() as listener:
+        # as the servers listen: Linux lets a new bind reuse a TIME_WAIT port only when both
+        # the old socket and the new one set SO_REUSEADDR
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the side that closes first keeps the port in TIME_WAIT
+        client.close()
+    assert _port_free(port)
+
+
+def test_a_live_listener_still_counts_as_busy():
+    import socket
+
+    from deploy.local import _port_free
+
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        assert not _port_free(squatter.getsockname()[1])

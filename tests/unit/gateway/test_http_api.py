@@ -169,7 +169,28 @@ def test_send_validation(client, messages, status, code):
 
 def test_a_request_larger_than_max_content_length_is_413(client):
     huge = json.dumps({"messages": [{"body": "x" * 3_000_000}]}).encode()
-    assert_problem(client.post("/v1/topics/orders/messages", data=huge), 413, "PAYLOAD_TOO_LARGE")
+    body = assert_problem(client.post("/v1/topics/orders/messages", data=huge), 413,
+                          "PAYLOAD_TOO_LARGE")
+    limit = GatewaySettings(max_message_size=MAX_MESSAGE_SIZE).max_request_bytes
+    assert f"over the limit of {limit} bytes" in body["detail"]
+
+
+def test_request_spans_are_named_with_the_route_template_as_the_docs_write_it(backend):
+    from opentelemetry.instrumentation.flask import FlaskInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE))
+    FlaskInstrumentor().instrument_app(app, tracer_provider=provider)
+    try:
+        app.test_client().get("/v1/topics/orders/queues/broker-a/0/messages?offset=0")
+    finally:
+        FlaskInstrumentor().uninstrument_app(app)
+    assert [span.name for span in exporter.get_finished_spans()] == [
+        "GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages"]
 
 
 def test_default_limits_accept_a_4mib_body_as_base64():

@@ -59,6 +59,9 @@ def test_bad_requests_get_problem_json(client, path, status, code):
     assert response.mimetype == "application/problem+json"
     body = response.get_json()
     assert body["code"] == code and body["detail"]
+    # the full RFC 9457 shape, as the gateway answers (one renderer: tidemq.common.problems)
+    assert body["status"] == status and body["title"]
+    assert body["type"] == "https://tidemq.dev/problems/" + code.lower().replace("_", "-")
 
 
 def test_healthz_and_metrics(client):

@@ -84,12 +84,27 @@ def explain(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def check_topic(namesrv: str, topic: str, timeout: float = 10.0) -> int:
+    """The topic's readable queue count, asked of the name servers before Spark starts: a
+    typo'd topic fails in a second with its code, not after the JVM's start-up."""
+    from tidemq.analytics import brokers
+
+    groups = brokers.fetch_route(brokers.parse_addrs(namesrv), topic, timeout)
+    return sum(group.read_queues for group in groups)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from tidemq.analytics.session import build_session
 
     began = time.monotonic()
-    print(f"tag_counts: starting Spark ({args.master})", flush=True)
+    print(f"tag_counts: checking topic {args.topic!r} via {args.namesrv}", flush=True)
+    try:
+        queues = check_topic(args.namesrv, args.topic)
+    except TideMQError as exc:
+        print(f"tag_counts: failed: {explain(exc)}", file=sys.stderr)
+        return 2
+    print(f"tag_counts: starting Spark ({args.master}) for {queues} queue(s)", flush=True)
     spark = build_session(
         "tidemq-tag-counts",
         None if args.master == "none" else args.master,

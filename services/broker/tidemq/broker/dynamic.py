@@ -12,20 +12,10 @@ in the background, parse, check, log) is tidemq.configclient.live's, as in the g
 from __future__ import annotations
 
 from tidemq.broker.store import StoreConfig
-from tidemq.configclient.live import DynamicSettingsFollower, SettingRule
+from tidemq.common.setting_rules import BROKER_RULES
+from tidemq.configclient.live import DynamicSettingsFollower
 
-
-def _hour(text: str) -> int | None:
-    hour = int(text)
-    return None if hour < 0 else hour
-
-
-LIVE_SETTINGS: dict[str, SettingRule] = {
-    "retention_hours": SettingRule(float, lambda v: v > 0, "a number of hours above 0"),
-    "disk_max_used_ratio": SettingRule(float, lambda v: 0 < v <= 1, "a ratio in (0, 1]"),
-    "delete_when_hour": SettingRule(_hour, lambda v: v is None or 0 <= v <= 23,
-                                    "an hour 0..23, or -1 for any time"),
-}
+LIVE_SETTINGS = BROKER_RULES  # defined with every service's in tidemq.common.setting_rules
 
 
 def broker_scope_name(broker_name: str, broker_id: int) -> str:

@@ -168,10 +168,13 @@ class Messaging:
             result = (self.store.get_messages(*read) if hashes is None
                       else await asyncio.to_thread(self.store.get_messages, *read))
             outcome = _outcome(result, offset)
-            # Hold only when the caller is at the end of the queue: nothing new, or every
-            # remaining message filtered out. Anything else (found, illegal, a hole left by
-            # retention) answers now — holding there would spin, as the queue is already longer.
-            at_end = (outcome.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG)
+            # Hold only when the caller is at the end of the queue with nothing new. Anything
+            # else (found, illegal, a hole left by retention) answers now — holding there would
+            # spin, as the queue is already longer. A filtered read that skipped non-matching
+            # messages answers NO_MATCHED_MSG at once too, with next_begin_offset where the scan
+            # stopped (the queue's end): the consumer moves and commits past them, where a hold
+            # would leave them counted as the group's lag (RocketMQ: PULL_RETRY_IMMEDIATELY).
+            at_end = (outcome.status is PullStatus.NO_NEW_MSG
                       and outcome.next_begin_offset >= outcome.max_offset)
             remaining = deadline - time.monotonic()
             if not at_end or remaining <= 0:

@@ -60,6 +60,26 @@ class ConsumerOffsetManager:
             table = self._offsets.get(group, {})
             return sorted((t, q, o) for (t, q), o in table.items() if not topic or t == topic)
 
+    def delete_topic(self, topic: str, group: str = "") -> list[str]:
+        """Forget the committed offsets of `topic` (of `group` only, if given): a deleted
+        topic's offsets would otherwise stay in every describe as orphans. Returns the groups
+        that had some."""
+        with self._lock:
+            touched = []
+            for name, table in list(self._offsets.items()):
+                if group and name != group:
+                    continue
+                keys = [key for key in table if key[0] == topic]
+                if not keys:
+                    continue
+                for key in keys:
+                    del table[key]
+                if not table:
+                    del self._offsets[name]
+                touched.append(name)
+            self._dirty = self._dirty or bool(touched)
+            return sorted(touched)
+
     def snapshot(self) -> dict[str, list[tuple[str, int, int]]]:
         """Every group's committed offsets (a master hands this to its slaves)."""
         with self._lock:

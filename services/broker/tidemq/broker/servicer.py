@@ -158,6 +158,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
 
+    def DeleteOffsets(self, request, context):
+        self._check_master()  # slaves take the master's table, deletions included
+        if not request.topic:
+            raise InvalidArgument("topic must not be empty")
+        return broker_pb2.DeleteOffsetsResponse(consumer_groups=self.offsets.delete_topic(
+            request.topic, request.consumer_group))
+
     def GetAllConsumerOffsets(self, request, context):
         return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
             broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))

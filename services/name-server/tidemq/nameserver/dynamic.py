@@ -12,23 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tidemq.configclient.live import DynamicSettingsFollower, Rule
+from tidemq.common.setting_rules import NAME_SERVER_RULES
+from tidemq.configclient.live import DynamicSettingsFollower
 
-
-def parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
-
-
-RULES = {
-    "broker_expiry_s": Rule(float, lambda v: 1 <= v <= 86_400, "seconds in [1, 86400]"),
-    "scan_interval_s": Rule(float, lambda v: 0.1 <= v <= 3_600, "seconds in [0.1, 3600]"),
-    "unclean_election": Rule(parse_bool, lambda v: isinstance(v, bool), "true or false"),
-}
+RULES = NAME_SERVER_RULES  # defined with every service's in tidemq.common.setting_rules
 
 
 class NameServerDynamicSettings(DynamicSettingsFollower):

@@ -14,21 +14,14 @@ import dataclasses
 import sqlite3
 
 from tidemq.common.logs import get_logger
-from tidemq.configclient.live import DynamicSettingsFollower, Rule
+from tidemq.common.setting_rules import TRACE_COLLECTOR_RULES
+from tidemq.configclient.live import DynamicSettingsFollower
 from tidemq.tracecollector.settings import TraceCollectorSettings
 from tidemq.tracecollector.store import SpanStore
 
 log = get_logger(__name__)
 
-MAX_SPANS = 1_000_000_000
-MAX_HOURS = 87_600.0  # ten years
-
-RULES = {
-    "retention_spans": Rule(int, lambda v: 0 <= v <= MAX_SPANS,
-                            f"an integer 0..{MAX_SPANS} (0 = no count bound)"),
-    "retention_hours": Rule(float, lambda v: 0 <= v <= MAX_HOURS,
-                            f"hours in [0, {MAX_HOURS:g}] (0 = no age bound)"),
-}
+RULES = TRACE_COLLECTOR_RULES  # with every service's in tidemq.common.setting_rules
 _FIELDS = {"retention_spans": "max_spans", "retention_hours": "max_age_hours"}
 
 
