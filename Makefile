@@ -30,7 +30,7 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=3: replica groups)
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group)
 	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)

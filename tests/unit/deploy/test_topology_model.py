@@ -26,12 +26,20 @@ def test_committed_topology_loads_and_orders_dependencies_first():
 
 
 def test_walking_skeleton_services_and_ports():
-    services = load().services
+    services = load(replicas=1).services
     assert {n: s.ports[s.main_port] for n, s in services.items()} == {
         "redis": 6379, "trace-collector": 4317, "config-center": 7070, "namesrv-1": 9876,
         "namesrv-2": 9877, "broker-a": 10911, "broker-b": 10921, "gateway-http": 8080,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
+
+
+def test_by_default_each_broker_group_runs_three_replicas():
+    services = load().services
+    assert {n: s.ports[s.main_port] for n, s in services.items() if n.startswith("broker")} == {
+        "broker-a": 10911, "broker-a-1": 11011, "broker-a-2": 11111,
+        "broker-b": 10921, "broker-b-1": 11021, "broker-b-2": 11121,
+    }  # fmt: skip
 
 
 def test_local_placement_shifts_every_port_and_overrides_win():
