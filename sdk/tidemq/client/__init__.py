@@ -4,6 +4,7 @@
 """
 
 from tidemq.client.consumer import PullConsumer
+from tidemq.client.dead_letters import DeadLetters
 from tidemq.client.fault import LatencyFaultTolerance
 from tidemq.client.message import (
     Message,
@@ -25,7 +26,7 @@ from tidemq.client.selector import (
 )
 
 __all__ = [
-    "ConsumeFrom", "ConsumeStatus", "MessageModel", "PushConsumer",
+    "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
     "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult", "SendStatus", "TopicRoute",

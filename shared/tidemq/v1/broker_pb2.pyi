@@ -426,3 +426,43 @@ class GetSubscriptionGroupsResponse(_message.Message):
     auto_create: bool
     revision: int
     def __init__(self, groups: _Optional[_Iterable[_Union[SubscriptionGroup, _Mapping]]] = ..., auto_create: _Optional[bool] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class SendMessageBackRequest(_message.Message):
+    __slots__ = ("consumer_group", "physical_offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    physical_offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
+
+class SendMessageBackResponse(_message.Message):
+    __slots__ = ("dead_letter", "topic", "queue_id", "queue_offset", "reconsume_times")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: bool
+    topic: str
+    queue_id: int
+    queue_offset: int
+    reconsume_times: int
+    def __init__(self, dead_letter: _Optional[bool] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLetterRequest(_message.Message):
+    __slots__ = ("consumer_group", "physical_offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    physical_offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLetterResponse(_message.Message):
+    __slots__ = ("topic", "queue_id", "queue_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    queue_offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...

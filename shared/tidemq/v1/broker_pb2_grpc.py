@@ -122,6 +122,16 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
                 _registered_method=True)
+        self.SendMessageBack = channel.unary_unary(
+                '/tidemq.v1.BrokerService/SendMessageBack',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.FromString,
+                _registered_method=True)
+        self.RedriveDeadLetter = channel.unary_unary(
+                '/tidemq.v1.BrokerService/RedriveDeadLetter',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -231,8 +241,23 @@ class BrokerServiceServicer:
 
     def GetSubscriptionGroups(self, request, context):
         """Subscription-group definitions this broker enforces (from the config center's
-        /tidemq/groups/). retry_* are stored for a retry / dead-letter path, not built yet:
-        nothing reads them today.
+        /tidemq/groups/). retry_max_times and retry_queue_nums drive SendMessageBack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendMessageBack(self, request, context):
+        """Retries and dead letters (docs/consumption.md): a consumer gives back a message it failed
+        on; the broker re-targets the stored record into %RETRY%{group} with reconsume_times + 1,
+        or into %DLQ%{group} past the group's retry_max_times. Sent to the broker holding it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedriveDeadLetter(self, request, context):
+        """Re-drive one dead letter (by its physical offset on this broker) to its original topic.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -325,6 +350,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.GetSubscriptionGroups,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.SerializeToString,
+            ),
+            'SendMessageBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendMessageBack,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.SerializeToString,
+            ),
+            'RedriveDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveDeadLetter,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -789,6 +824,60 @@ class BrokerService:
             '/tidemq.v1.BrokerService/GetSubscriptionGroups',
             tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendMessageBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/SendMessageBack',
+            tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/RedriveDeadLetter',
+            tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
             options,
             channel_credentials,
             insecure,

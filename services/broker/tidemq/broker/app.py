@@ -18,6 +18,7 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
@@ -27,6 +28,8 @@ from tidemq.broker.topic_table import TopicTable
 from tidemq.common import record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.topics import TopicDefinitions
 from tidemq.v1 import broker_pb2_grpc
 
 log = get_logger(__name__)
@@ -95,9 +98,15 @@ class BrokerApp:
             min_session_timeout_ms=settings.group_min_session_timeout_ms)),
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
+        self.topic_writer = ConfigClient(settings.config_center)
+        self.retry = RetryService(
+            self.messaging, self.subscriptions,
+            SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
+                         wait_s=settings.topic_sync_wait_s),
+            backoff_ms=settings.retry_backoff_ms)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
-                                        self.group_manager),
+                                        self.group_manager, self.retry),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
@@ -122,7 +131,8 @@ class BrokerApp:
         """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
         for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.offsets.stop,
+                     self.holds.shutdown, self.runtime.stop, self.topic_writer.close,
+                     self.offsets.stop,
                      self.store.shutdown):
             try:
                 step()

@@ -7,6 +7,7 @@ from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.registration import BrokerIdentity
+from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common.errors import InvalidArgument
@@ -37,7 +38,9 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
-                 subscriptions: SubscriptionGroupManager | None = None) -> None:
+                 subscriptions: SubscriptionGroupManager | None = None,
+                 retry: RetryService | None = None) -> None:
+        self.retry = retry  # retries and dead letters (retry.py)
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
         # Subscription-group definitions (none given: every group consumes with the defaults)
         self.subscriptions = subscriptions
@@ -158,6 +161,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             auto_create=table.auto_create,
             revision=self.subscriptions.revision if self.subscriptions else 0,
         )
+
+    async def SendMessageBack(self, request, context):
+        moved = await self.retry.send_back(request.consumer_group, request.physical_offset)
+        return broker_pb2.SendMessageBackResponse(
+            dead_letter=moved.dead_letter, topic=moved.topic, queue_id=moved.queue_id,
+            queue_offset=moved.queue_offset, reconsume_times=moved.reconsume_times)
+
+    async def RedriveDeadLetter(self, request, context):
+        moved = await self.retry.redrive(request.consumer_group, request.physical_offset)
+        return broker_pb2.RedriveDeadLetterResponse(
+            topic=moved.topic, queue_id=moved.queue_id, queue_offset=moved.queue_offset)
 
 
 def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:
