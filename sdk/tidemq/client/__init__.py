@@ -24,10 +24,12 @@ from tidemq.client.selector import (
     SelectByHash,
     SelectRandom,
 )
+from tidemq.client.simple_consumer import ReceivedMessage, SimpleConsumer
 
 __all__ = [
     "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
-    "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult", "SendStatus", "TopicRoute",
+    "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult",
+    "SendStatus", "SimpleConsumer", "TopicRoute",
 ]

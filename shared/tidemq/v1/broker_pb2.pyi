@@ -466,3 +466,57 @@ class RedriveDeadLetterResponse(_message.Message):
     queue_id: int
     queue_offset: int
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class PopRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_duration_ms", "wait_ms", "tag_expression")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    max_messages: int
+    invisible_duration_ms: int
+    wait_ms: int
+    tag_expression: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_duration_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ...) -> None: ...
+
+class PopResponse(_message.Message):
+    __slots__ = ("records", "record_count", "receipt_handles")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    record_count: int
+    receipt_handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("consumer_group", "receipt_handle")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    receipt_handle: str
+    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ChangeInvisibleDurationRequest(_message.Message):
+    __slots__ = ("consumer_group", "receipt_handle", "invisible_duration_ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    receipt_handle: str
+    invisible_duration_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ..., invisible_duration_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeInvisibleDurationResponse(_message.Message):
+    __slots__ = ("receipt_handle",)
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    receipt_handle: str
+    def __init__(self, receipt_handle: _Optional[str] = ...) -> None: ...

@@ -132,6 +132,21 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
                 _registered_method=True)
+        self.Pop = channel.unary_unary(
+                '/tidemq.v1.BrokerService/Pop',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
+                _registered_method=True)
+        self.Ack = channel.unary_unary(
+                '/tidemq.v1.BrokerService/Ack',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.AckResponse.FromString,
+                _registered_method=True)
+        self.ChangeInvisibleDuration = channel.unary_unary(
+                '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -263,6 +278,27 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pop(self, request, context):
+        """Pop consumption (docs/consumption.md): messages handed out with receipt handles and hidden
+        for an invisible time; one not acked in time is delivered again (reconsume_times + 1) and
+        goes to %DLQ%{group} past the limit. State lives in the broker's revive log.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Ack(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeInvisibleDuration(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -360,6 +396,21 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.RedriveDeadLetter,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.SerializeToString,
+            ),
+            'Pop': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pop,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.SerializeToString,
+            ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.AckResponse.SerializeToString,
+            ),
+            'ChangeInvisibleDuration': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeInvisibleDuration,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -878,6 +929,87 @@ class BrokerService:
             '/tidemq.v1.BrokerService/RedriveDeadLetter',
             tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pop(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/Pop',
+            tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/Ack',
+            tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.AckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeInvisibleDuration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
+            tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,6 +17,7 @@ from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.servicer import BrokerServicer
@@ -99,14 +100,17 @@ class BrokerApp:
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
         self.topic_writer = ConfigClient(settings.config_center)
-        self.retry = RetryService(
-            self.messaging, self.subscriptions,
-            SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
-                         wait_s=settings.topic_sync_wait_s),
-            backoff_ms=settings.retry_backoff_ms)
+        system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
+                                     wait_s=settings.topic_sync_wait_s)
+        self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
+                                  backoff_ms=settings.retry_backoff_ms)
+        self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
+                              broker_name=settings.broker_name,
+                              revive=revive_topic(settings.cluster_name),
+                              revive_interval_s=settings.pop_revive_interval_ms / 1000)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
-                                        self.group_manager, self.retry),
+                                        self.group_manager, self.retry, self.pop),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
@@ -122,6 +126,7 @@ class BrokerApp:
         self.group_manager.wait_synced(max(0.0, sync_deadline - time.monotonic()))
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
+        self.pop.start()  # replays the revive log before the first Pop is served
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -131,7 +136,7 @@ class BrokerApp:
         """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
         for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.topic_writer.close,
+                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):
             try:

@@ -93,7 +93,6 @@ class RetryService:
         """Move the failed message at `physical_offset` into the group's retry or DLQ topic."""
         if not group:
             raise errors.InvalidArgument("consumer_group must not be empty")
-        definition = self.groups.effective(group)
         raw, stored = self._stored(physical_offset)
         if stored.topic.startswith(DLQ_PREFIX):
             raise errors.PreconditionFailed(
@@ -103,6 +102,13 @@ class RetryService:
             raise errors.PreconditionFailed(
                 f"message at {physical_offset} is a retry of another group ({stored.topic!r})",
                 code="NOT_THIS_GROUPS_RETRY")
+        return await self.move(group, raw, stored, backoff_ms=self.backoff_ms)
+
+    async def move(self, group: str, raw: bytes, stored: record.Record, *,
+                   backoff_ms: int) -> Moved:
+        """Append `stored` (the record bytes `raw`) to the group's retry topic with
+        reconsume_times + 1, or to its DLQ past retry_max_times (also pop's revive path)."""
+        definition = self.groups.effective(group)
         times = stored.reconsume_times + 1
         dead = times > definition.retry_max_times
         now_ms = int(time.time() * 1000)
@@ -117,13 +123,12 @@ class RetryService:
             topic = await asyncio.to_thread(self.system_topics.ensure, retry_topic(group),
                                             definition.retry_queue_nums)
             queue_id = random.randrange(topic.queues)
-            not_before = {record.PROP_NOT_BEFORE_MS: str(now_ms + self.backoff_ms)}
+            not_before = {record.PROP_NOT_BEFORE_MS: str(now_ms + backoff_ms)}
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
                                 set_properties=not_before, keep_properties=origin)
         result = await self.messaging.send(topic.name, queue_id, moved, 1)
         if dead:
-            log.info("dead_letter", group=group, origin=origin[record.PROP_RETRY_TOPIC],
-                     reconsume_times=times)
+            log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)
         return Moved(topic.name, queue_id, result.first_queue_offset, times, dead)
 
     async def redrive(self, group: str, physical_offset: int) -> Moved:

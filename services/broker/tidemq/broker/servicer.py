@@ -6,6 +6,7 @@ from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.pop import PopService
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
@@ -39,7 +40,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
                  subscriptions: SubscriptionGroupManager | None = None,
-                 retry: RetryService | None = None) -> None:
+                 retry: RetryService | None = None, pop: PopService | None = None) -> None:
+        self.pop = pop  # pop consumption (pop/)
         self.retry = retry  # retries and dead letters (retry.py)
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
         # Subscription-group definitions (none given: every group consumes with the defaults)
@@ -172,6 +174,23 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         moved = await self.retry.redrive(request.consumer_group, request.physical_offset)
         return broker_pb2.RedriveDeadLetterResponse(
             topic=moved.topic, queue_id=moved.queue_id, queue_offset=moved.queue_offset)
+
+    async def Pop(self, request, context):
+        popped = await self.pop.pop(
+            request.consumer_group, request.topic, request.max_messages,
+            request.invisible_duration_ms,
+            _hold_ms(request.wait_ms, context), request.tag_expression)
+        return broker_pb2.PopResponse(records=popped.records, record_count=len(popped.handles),
+                                      receipt_handles=popped.handles)
+
+    async def Ack(self, request, context):
+        await self.pop.ack(request.consumer_group, request.receipt_handle)
+        return broker_pb2.AckResponse()
+
+    async def ChangeInvisibleDuration(self, request, context):
+        handle = await self.pop.change_invisible(request.consumer_group, request.receipt_handle,
+                                                 request.invisible_duration_ms)
+        return broker_pb2.ChangeInvisibleDurationResponse(receipt_handle=handle)
 
 
 def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:
