@@ -94,16 +94,23 @@ class SimpleConsumer:
     def ack(self, received: ReceivedMessage) -> None:
         """Done: the message is not delivered to this group again. RECEIPT_HANDLE_EXPIRED if
         its invisible time ran out first (it is, or will be, delivered again)."""
-        self._call(received.receipt_handle, "Ack", broker_pb2.AckRequest(
-            consumer_group=self.group, receipt_handle=received.receipt_handle))
+        self.ack_handle(received.receipt_handle)
+
+    def ack_handle(self, receipt_handle: str) -> None:
+        self._call(receipt_handle, "Ack", broker_pb2.AckRequest(
+            consumer_group=self.group, receipt_handle=receipt_handle))
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""
-        reply = self._call(received.receipt_handle, "ChangeInvisibleDuration",
-                           broker_pb2.ChangeInvisibleDurationRequest(
-                               consumer_group=self.group, receipt_handle=received.receipt_handle,
-                               invisible_duration_ms=int(seconds * 1000)))
-        received.receipt_handle = reply.receipt_handle
+        received.receipt_handle = self.change_invisible_handle(received.receipt_handle,
+                                                               int(seconds * 1000))
+
+    def change_invisible_handle(self, receipt_handle: str, invisible_ms: int) -> str:
+        """The new receipt handle (the old one is dead from now on)."""
+        return self._call(receipt_handle, "ChangeInvisibleDuration",
+                          broker_pb2.ChangeInvisibleDurationRequest(
+                              consumer_group=self.group, receipt_handle=receipt_handle,
+                              invisible_duration_ms=invisible_ms)).receipt_handle
 
     def close(self) -> None:
         """Nothing to release (channels are pooled per process); kept for symmetry."""
