@@ -57,6 +57,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) -m bench.store --quick
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
+	$(PY) bench/consumption/run.py --quick
 
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
