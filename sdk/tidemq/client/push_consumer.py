@@ -34,6 +34,7 @@ from pathlib import Path
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.group import DirectClients, GroupMember
 from tidemq.client.message import MessageExt, MessageQueue, PullStatus
+from tidemq.client.orderly import OrderlyConsumption
 from tidemq.client.process_queue import ProcessQueue
 from tidemq.common import errors, record
 from tidemq.common.assignors import DEFAULT_ASSIGNOR
@@ -86,13 +87,17 @@ class PushConsumer:
         strategy: str = DEFAULT_ASSIGNOR, auto_commit_interval_s: float = 5.0,
         long_poll_s: float = 15.0, reconsume_backoff_s: float = 1.0,
         offset_store_dir: str | Path = "~/.tidemq/offsets", timeout: float = 3.0,
+        orderly: bool = False, max_reconsume_times: int = 16, suspend_s: float = 1.0,
     ) -> None:
         self.subscription = ({subscription: "*"} if isinstance(subscription, str)
                              else dict(subscription))
         if not self.subscription:
             raise errors.InvalidArgument("subscribe to at least one topic")
-        if model is MessageModel.CLUSTERING:
+        if orderly and model is not MessageModel.CLUSTERING:
+            raise errors.InvalidArgument("orderly consumption needs the CLUSTERING model")
+        if model is MessageModel.CLUSTERING and not orderly:  # orderly retries in place
             self.subscription.setdefault(retry_topic(group), "*")
+        self.max_reconsume_times, self.suspend_s = max_reconsume_times, suspend_s
         if concurrency <= 0 or pull_batch_size <= 0 or consume_batch_size <= 0:
             raise errors.InvalidArgument("concurrency and batch sizes must be positive")
         self.group, self.listener, self.model = group, listener, model
@@ -112,6 +117,7 @@ class PushConsumer:
                                            name=f"commit-{group}")
         self._offset_file = Path(offset_store_dir).expanduser() / f"{group}.json"
         self.member: GroupMember | None = None
+        self.orderly = OrderlyConsumption(self) if orderly else None
         if model is MessageModel.CLUSTERING:
             self.member = GroupMember(
                 self.puller.routes.namesrv, self.puller.routes, self.puller.brokers, group,
@@ -164,6 +170,8 @@ class PushConsumer:
                 self._queues[mq] = pq
                 self._committed[mq] = -1  # commit the start offset too: a LAST start must
                 # survive a rebalance that happens before anything arrives
+            if self.orderly is not None:
+                self.orderly.add(pq)
             threading.Thread(target=self._pull_loop, args=(pq,), daemon=True,
                              name=f"pull-{mq}").start()
 
@@ -172,10 +180,14 @@ class PushConsumer:
             gone = [self._queues.pop(mq) for mq in queues if mq in self._queues]
         for pq in gone:
             pq.drop()
+        if self.orderly is not None:  # their batches finish before the commit and unlock
+            self.orderly.remove([pq.mq for pq in gone])
         self._commit({pq.mq: pq.commit_offset() for pq in gone})
         with self._lock:
             for pq in gone:
                 self._committed.pop(pq.mq, None)
+        if self.orderly is not None:
+            self.orderly.release([pq.mq for pq in gone])
 
     def _start_offset(self, mq: MessageQueue, stored: dict[str, int]) -> int:
         committed = (stored.get(_key(mq)) if self.member is None
@@ -211,6 +223,9 @@ class PushConsumer:
                 return
             if result.status is PullStatus.FOUND and result.messages:
                 pq.add(result.messages, result.next_offset)
+                if self.orderly is not None:
+                    self.orderly.offer(pq, result.messages)
+                    continue
                 retried = pq.mq.topic.startswith(RETRY_PREFIX)
                 for i in range(0, len(result.messages), self.consume_batch_size):
                     batch = result.messages[i:i + self.consume_batch_size]

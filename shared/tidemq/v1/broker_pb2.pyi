@@ -428,12 +428,16 @@ class GetSubscriptionGroupsResponse(_message.Message):
     def __init__(self, groups: _Optional[_Iterable[_Union[SubscriptionGroup, _Mapping]]] = ..., auto_create: _Optional[bool] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class SendMessageBackRequest(_message.Message):
-    __slots__ = ("consumer_group", "physical_offset")
+    __slots__ = ("consumer_group", "physical_offset", "dead_letter", "reconsume_times")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     physical_offset: int
-    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
+    dead_letter: bool
+    reconsume_times: int
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ..., dead_letter: _Optional[bool] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
 
 class SendMessageBackResponse(_message.Message):
     __slots__ = ("dead_letter", "topic", "queue_id", "queue_offset", "reconsume_times")
@@ -520,3 +524,41 @@ class ChangeInvisibleDurationResponse(_message.Message):
     RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
     receipt_handle: str
     def __init__(self, receipt_handle: _Optional[str] = ...) -> None: ...
+
+class LockedQueue(_message.Message):
+    __slots__ = ("topic", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class LockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class LockQueuesResponse(_message.Message):
+    __slots__ = ("locked",)
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    locked: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, locked: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class UnlockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class UnlockQueuesResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

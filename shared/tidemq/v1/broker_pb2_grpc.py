@@ -137,6 +137,16 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
                 _registered_method=True)
+        self.LockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/LockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+                _registered_method=True)
+        self.UnlockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/UnlockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
+                _registered_method=True)
         self.Ack = channel.unary_unary(
                 '/tidemq.v1.BrokerService/Ack',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
@@ -287,6 +297,20 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LockQueues(self, request, context):
+        """Orderly consumption: lock (or renew) queues for one client of a group (lease 60 s); only
+        the holder consumes them. Locks are config-center leases (broker/queue_locks.py).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnlockQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Ack(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -401,6 +425,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.Pop,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.SerializeToString,
+            ),
+            'LockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.SerializeToString,
+            ),
+            'UnlockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.SerializeToString,
             ),
             'Ack': grpc.unary_unary_rpc_method_handler(
                     servicer.Ack,
@@ -956,6 +990,60 @@ class BrokerService:
             '/tidemq.v1.BrokerService/Pop',
             tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/LockQueues',
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/UnlockQueues',
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

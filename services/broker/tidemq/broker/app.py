@@ -18,6 +18,7 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService, revive_topic
+from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.servicer import BrokerServicer
@@ -110,7 +111,8 @@ class BrokerApp:
                               revive_interval_s=settings.pop_revive_interval_ms / 1000)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
-                                        self.group_manager, self.retry, self.pop),
+                                        self.group_manager, self.retry, self.pop,
+                                        QueueLocks(self.topic_writer, settings.broker_name)),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)

@@ -89,8 +89,11 @@ class RetryService:
         raw = self.messaging.view(physical_offset)
         return raw, record.decode(raw)
 
-    async def send_back(self, group: str, physical_offset: int) -> Moved:
-        """Move the failed message at `physical_offset` into the group's retry or DLQ topic."""
+    async def send_back(self, group: str, physical_offset: int, *, dead_letter: bool = False,
+                        reconsume_times: int = 0) -> Moved:
+        """Move the failed message at `physical_offset` into the group's retry or DLQ topic
+        (`dead_letter`: straight to the DLQ, for orderly consumers that retried in place
+        `reconsume_times` times)."""
         if not group:
             raise errors.InvalidArgument("consumer_group must not be empty")
         raw, stored = self._stored(physical_offset)
@@ -102,15 +105,17 @@ class RetryService:
             raise errors.PreconditionFailed(
                 f"message at {physical_offset} is a retry of another group ({stored.topic!r})",
                 code="NOT_THIS_GROUPS_RETRY")
-        return await self.move(group, raw, stored, backoff_ms=self.backoff_ms)
+        return await self.move(group, raw, stored, backoff_ms=self.backoff_ms,
+                               dead_letter=dead_letter,
+                               times=max(reconsume_times, stored.reconsume_times) + 1)
 
-    async def move(self, group: str, raw: bytes, stored: record.Record, *,
-                   backoff_ms: int) -> Moved:
+    async def move(self, group: str, raw: bytes, stored: record.Record, *, backoff_ms: int,
+                   dead_letter: bool = False, times: int = 0) -> Moved:
         """Append `stored` (the record bytes `raw`) to the group's retry topic with
         reconsume_times + 1, or to its DLQ past retry_max_times (also pop's revive path)."""
         definition = self.groups.effective(group)
-        times = stored.reconsume_times + 1
-        dead = times > definition.retry_max_times
+        times = times or stored.reconsume_times + 1
+        dead = dead_letter or times > definition.retry_max_times
         now_ms = int(time.time() * 1000)
         origin = {record.PROP_RETRY_TOPIC: stored.topic,
                   record.PROP_ORIGIN_MESSAGE_ID: stored.msg_id,

@@ -7,6 +7,7 @@ from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
+from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
@@ -40,7 +41,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
                  subscriptions: SubscriptionGroupManager | None = None,
-                 retry: RetryService | None = None, pop: PopService | None = None) -> None:
+                 retry: RetryService | None = None, pop: PopService | None = None,
+                 locks: QueueLocks | None = None) -> None:
+        self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
         self.pop = pop  # pop consumption (pop/)
         self.retry = retry  # retries and dead letters (retry.py)
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
@@ -165,7 +168,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     async def SendMessageBack(self, request, context):
-        moved = await self.retry.send_back(request.consumer_group, request.physical_offset)
+        moved = await self.retry.send_back(request.consumer_group, request.physical_offset,
+                                           dead_letter=request.dead_letter,
+                                           reconsume_times=request.reconsume_times)
         return broker_pb2.SendMessageBackResponse(
             dead_letter=moved.dead_letter, topic=moved.topic, queue_id=moved.queue_id,
             queue_offset=moved.queue_offset, reconsume_times=moved.reconsume_times)
@@ -191,6 +196,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         handle = await self.pop.change_invisible(request.consumer_group, request.receipt_handle,
                                                  request.invisible_duration_ms)
         return broker_pb2.ChangeInvisibleDurationResponse(receipt_handle=handle)
+
+    def LockQueues(self, request, context):
+        self.group_table.check_consume(request.consumer_group)
+        held = self.locks.lock(request.consumer_group, request.client_id,
+                               [(q.topic, q.queue_id) for q in request.queues])
+        return broker_pb2.LockQueuesResponse(
+            locked=[broker_pb2.LockedQueue(topic=t, queue_id=q) for t, q in held])
+
+    def UnlockQueues(self, request, context):
+        self.locks.unlock(request.consumer_group, request.client_id,
+                          [(q.topic, q.queue_id) for q in request.queues])
+        return broker_pb2.UnlockQueuesResponse()
 
 
 def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:
