@@ -497,3 +497,12 @@ def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int =
                   reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
                                    else reconsume_times),
                   prepared_txn_offset=header[H_PREPARED_TXN_OFFSET])
+
+
+def with_reconsume_times(raw: bytes | bytearray | memoryview, reconsume_times: int) -> bytes:
+    """A copy of the one record `raw` with its reconsume count replaced (CRC recomputed): what
+    an orderly pop hands out again, the stored record untouched."""
+    buf = bytearray(raw)
+    _I32.pack_into(buf, OFF_RECONSUME_TIMES, reconsume_times)
+    _U32.pack_into(buf, OFF_CRC, record_crc32(memoryview(buf)[CRC_START:]))
+    return bytes(buf)

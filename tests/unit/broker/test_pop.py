@@ -82,3 +82,32 @@ def test_exact_tags_and_change_invisible(machine):
     again, _ = pop_bodies(machine, tags="tag29685295")
     assert [bytes(r.body) for r in again] == [b"x2"]
     machine.run(machine.pop.ack(GROUP, new))
+
+
+def test_orderly_pop_is_fifo_per_queue_and_redelivers_in_place(machine):
+    from tests.unit.broker.test_pop_state_machine import ORDERED
+
+    machine.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=1))
+    machine.send_ordered(3, 0)
+
+    def pop_ordered(count=1):
+        popped = machine.run(machine.pop.pop(GROUP, ORDERED, count, 1000, 0, ""))
+        return list(record.iter_records(popped.records)), popped.handles
+
+    (first,), (handle,) = pop_ordered()
+    assert bytes(first.body) == b"o0" and first.reconsume_times == 0
+    assert pop_ordered() == ([], [])           # nothing of the queue while o0 is in flight
+    machine.time_passes(2)                      # o0 expires: handed out again, in place
+    (again,), (handle,) = pop_ordered(3)
+    assert bytes(again.body) == b"o0" and again.reconsume_times == 1
+    assert pop_ordered() == ([], [])
+    machine.time_passes(2)                      # the second expiry passes retry_max_times
+    dead = machine.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 8)
+    (letter,) = record.iter_records(dead.records)
+    assert bytes(letter.body) == b"o0" and letter.reconsume_times == 2
+    rest, handles = pop_ordered(3)
+    assert [bytes(r.body) for r in rest] == [b"o1", b"o2"]
+    for h in handles:
+        machine.run(machine.pop.ack(GROUP, h))
+    machine.restart()
+    assert machine.pop.book.attempts == {} and not machine.pop.book.in_flight

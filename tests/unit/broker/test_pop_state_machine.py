@@ -1,8 +1,10 @@
 """Pop bookkeeping as a hypothesis state machine over the real PopService and store: pop, ack,
-change invisible time, expiry (revive) and restart (a new service replaying the revive log).
+change invisible time, expiry (revive) and restart (a new service replaying the revive log),
+on a plain topic and on an orderly one (FIFO per queue).
 
 Invariants: an acked message is never popped again; a message is never in flight twice at
-once; a restart rebuilds the same book; draining (time far ahead, pop and ack everything)
+once; an orderly queue hands out only its oldest unacked messages and nothing while one is in
+flight; a restart rebuilds the same book; draining (time far ahead, pop and ack everything)
 delivers every message that was sent and not acked — nothing is lost."""
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common import errors, record
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
-GROUP, TOPIC = "g", "t"
+GROUP, TOPIC, ORDERED = "g", "t", "o"
 
 
 class Clock:
@@ -56,7 +58,7 @@ class PopMachine(RuleBasedStateMachine):
         self.store.start()
         self.holds = PullRequestHoldService()
         table = TopicTable(MetadataFile(self.dir / "topics.json"))
-        table.apply([TopicConfig(TOPIC, 2)], [], 1)
+        table.apply([TopicConfig(TOPIC, 2), TopicConfig(ORDERED, 2, order=True)], [], 1)
         self.messaging = Messaging(self.store, table, self.holds, long_poll_max_ms=0,
                                    max_pull_messages=32, max_pull_bytes=1 << 20)
         self.groups = SubscriptionGroupTable()
@@ -69,6 +71,7 @@ class PopMachine(RuleBasedStateMachine):
         self.pop = pop_service(self.messaging, self.retry, self.topics, self.groups, self.clock)
         self.loop = asyncio.new_event_loop()
         self.sent: list[bytes] = []
+        self.ordered: dict[int, list[bytes]] = {0: [], 1: []}  # per queue, in send order
         self.acked: set[bytes] = set()
         self.handles: list[tuple[str, bytes]] = []  # every handle handed out, with its body
 
@@ -97,6 +100,30 @@ class PopMachine(RuleBasedStateMachine):
         self.run(self.messaging.send(TOPIC, queue, raw, count))
         assert self.store.wait_dispatched(5)
         self.sent.extend(bodies)
+
+    @rule(count=st.integers(1, 3), queue=st.integers(0, 1))
+    def send_ordered(self, count, queue):
+        bodies = [b"o%d" % (len(self.sent) + i) for i in range(count)]
+        raw = b"".join(record.encode_message(record.OutgoingMessage(ORDERED, b))[0]
+                       for b in bodies)
+        self.run(self.messaging.send(ORDERED, queue, raw, count))
+        assert self.store.wait_dispatched(5)
+        self.sent.extend(bodies)
+        self.ordered[queue].extend(bodies)
+
+    @rule(count=st.integers(1, 4), invisible_s=st.sampled_from([1, 5, 30]))
+    def pop_ordered(self, count, invisible_s):
+        busy = {f.queue_id for f in self.pop.book.in_flight.values() if f.topic == ORDERED}
+        popped = self.run(self.pop.pop(GROUP, ORDERED, count, invisible_s * 1000, 0, ""))
+        records = list(record.iter_records(popped.records))
+        assert not {r.queue_id for r in records} & busy, "a queue with one in flight popped"
+        assert not {bytes(r.body) for r in records} & self.acked
+        for r in records:  # FIFO: everything sent before it in its queue is acked or popped now
+            body = bytes(r.body)
+            earlier = self.ordered[r.queue_id][:self.ordered[r.queue_id].index(body)]
+            now = {bytes(o.body) for o in records}
+            assert set(earlier) <= self.acked | now, f"{body} handed out before {earlier}"
+        self.handles.extend(zip(popped.handles, (bytes(r.body) for r in records), strict=True))
 
     @rule(count=st.integers(1, 5), invisible_s=st.sampled_from([1, 5, 30]))
     def pop_some(self, count, invisible_s):
@@ -149,6 +176,9 @@ class PopMachine(RuleBasedStateMachine):
         assert after.in_flight == before.in_flight
         assert after.expired == before.expired
         assert after.last_checkpoint == before.last_checkpoint
+        assert after.attempts == before.attempts
+        assert {k: v for k, v in after.redo.items() if v} == \
+            {k: v for k, v in before.redo.items() if v}
 
     @rule()
     def drain(self):
@@ -159,6 +189,9 @@ class PopMachine(RuleBasedStateMachine):
             assert self.store.wait_dispatched(5)
             while True:
                 popped = self.run(self.pop.pop(GROUP, TOPIC, 32, 3_600_000, 0, ""))
+                ordered = self.run(self.pop.pop(GROUP, ORDERED, 32, 3_600_000, 0, ""))
+                popped = type(popped)(popped.records + ordered.records,
+                                      popped.handles + ordered.handles)
                 if not popped.handles:
                     break
                 for rec, handle in zip(record.iter_records(popped.records), popped.handles,

@@ -38,3 +38,13 @@ def test_retarget_moves_the_record_and_keeps_its_bytes(body, props, new_topic, q
 def test_retarget_keeps_reconsume_times_unless_told():
     stored = record.encode("a", b"x", reconsume_times=5)
     assert record.decode(record.retarget(stored, "b")).reconsume_times == 5
+
+
+@given(body=st.binary(max_size=256), times=st.integers(0, 2**31 - 1))
+def test_with_reconsume_times_changes_only_the_count(body, times):
+    stored = record.encode("o", body, queue_offset=9, physical_offset=77, reconsume_times=0)
+    copy = record.with_reconsume_times(stored, times)
+    out = record.decode(copy)  # CRC recomputed
+    assert out.reconsume_times == times and bytes(out.body) == body
+    assert copy[:record.OFF_RECONSUME_TIMES][record.CRC_START:] == \
+        stored[:record.OFF_RECONSUME_TIMES][record.CRC_START:]

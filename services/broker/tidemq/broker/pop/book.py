@@ -22,6 +22,7 @@ CHECKPOINT = "ck"
 ACK = "ack"
 # why an ACK record was written
 ACKED, REVIVED, MOVED = "acked", "revived", "moved"  # moved: change of invisible time
+REDO = "redo"  # an orderly message's invisible time passed: delivered again from its queue
 
 Key = tuple[str, str, int]  # (group, topic, queue_id)
 
@@ -32,6 +33,7 @@ class InFlight:
     topic: str
     queue_id: int
     invisible_until_ms: int
+    orderly: bool = False
 
 
 class HandleState:
@@ -54,12 +56,22 @@ def ack_body(checkpoint: int, queue_offset: int, why: str) -> bytes:
                       separators=(",", ":")).encode()
 
 
+def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str) -> dict:
+    """An ACK record that names its queue (the in-flight entry may be gone when it is applied)."""
+    return {"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why, "g": flight.group,
+            "topic": flight.topic, "q": flight.queue_id}
+
+
 class PopBook:
     def __init__(self) -> None:
         self.cursors: dict[Key, int] = {}                  # where the next pop of a queue reads
         self.in_flight: dict[tuple[int, int], InFlight] = {}  # (checkpoint, queue offset)
         self.expired: set[tuple[int, int]] = set()
         self.last_checkpoint = -1
+        # Orderly pop (topics defined with "order"): deliveries so far of each unacked message,
+        # and per queue the expired offsets to hand out again before anything newer.
+        self.attempts: dict[tuple[str, str, int, int], int] = {}
+        self.redo: dict[Key, set[int]] = {}
         self._applied = -1          # highest revive-queue offset applied in order
         self._ahead: set[int] = set()  # applied out of order (our own appends, before catch-up)
 
@@ -71,15 +83,26 @@ class PopBook:
         if entry.get("t") == CHECKPOINT:
             key = (entry["g"], entry["topic"], entry["q"])
             self.cursors[key] = max(self.cursors.get(key, 0), entry["next"])
+            orderly = bool(entry.get("ord"))
             for offset in entry["offs"]:
                 self.in_flight[(revive_offset, offset)] = InFlight(
-                    entry["g"], entry["topic"], entry["q"], entry["until"])
+                    entry["g"], entry["topic"], entry["q"], entry["until"], orderly)
+                if orderly:
+                    self.attempts[(*key, offset)] = self.attempts.get((*key, offset), 0) + 1
+                    self.redo.get(key, set()).discard(offset)
             self.last_checkpoint = max(self.last_checkpoint, revive_offset)
         elif entry.get("t") == ACK:
             handle = (entry["ck"], entry["off"])
-            self.in_flight.pop(handle, None)
-            if entry.get("why") in (REVIVED, MOVED):  # the handle is dead, not the message
+            flight = self.in_flight.pop(handle, None)
+            why = entry.get("why")
+            if why in (REVIVED, MOVED, REDO):  # the handle is dead, not the message
                 self.expired.add(handle)
+            key = ((entry["g"], entry["topic"], entry["q"]) if "g" in entry else
+                   (flight.group, flight.topic, flight.queue_id) if flight else None)
+            if why == REDO:
+                self.redo.setdefault(key, set()).add(entry["off"])
+            elif why in (ACKED, REVIVED) and key is not None:
+                self.attempts.pop((*key, entry["off"]), None)
         self._ahead.add(revive_offset)
         while self._applied + 1 in self._ahead:
             self._applied += 1
@@ -103,6 +126,10 @@ class PopBook:
         if 0 <= checkpoint <= self.last_checkpoint:
             return HandleState.DONE
         return HandleState.UNKNOWN
+
+    def busy(self, key: Key) -> bool:
+        """Something of this queue is in flight (an orderly queue then hands out nothing)."""
+        return any((f.group, f.topic, f.queue_id) == key for f in self.in_flight.values())
 
     def take_for_revive(self, handle: tuple[int, int]) -> InFlight | None:
         """Mark an in-flight message expired before it is moved (an ack racing the move gets

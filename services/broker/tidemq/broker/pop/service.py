@@ -17,6 +17,7 @@ rounds run on their own thread and loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,11 +27,12 @@ from tidemq.broker.messaging import Messaging, tag_hashes
 from tidemq.broker.pop.book import (
     ACKED,
     MOVED,
+    REDO,
     REVIVED,
     HandleState,
     PopBook,
     ack_body,
-    checkpoint_body,
+    closing_entry,
 )
 from tidemq.broker.retry import RetryService, SystemTopics, retry_topic
 from tidemq.broker.store import GetStatus
@@ -137,7 +139,7 @@ class PopService:
         while True:
             async with self._pop_lock:
                 popped = await self._pop_once(group, topic.name, topic.queues, max_messages,
-                                              invisible_ms, hashes, wanted)
+                                              invisible_ms, hashes, wanted, topic.order)
             remaining = deadline - time.monotonic()
             if popped.handles or remaining <= 0:
                 return popped
@@ -158,22 +160,32 @@ class PopService:
             for waiting in waits:
                 waiting.cancel()
 
-    def _sources(self, group: str, topic: str, queues: int) -> list[tuple[str, int, bool]]:
+    def _sources(self, group: str, topic: str, queues: int,
+                 orderly: bool) -> list[tuple[str, int, bool]]:
         sources = [(topic, q, False) for q in range(queues)]
         retry = self.messaging.topics.get(retry_topic(group))
-        if retry is not None:
+        if retry is not None and not orderly:  # orderly messages are redelivered in place
             sources += [(retry.name, q, True) for q in range(retry.queues)]
         return sources
 
     async def _pop_once(self, group, topic, queues, max_messages, invisible_ms, hashes,
-                        wanted) -> Popped:
+                        wanted, orderly=False) -> Popped:
         store, now = self.messaging.store, self._now_ms()
         chunks: list[bytes] = []
         handles: list[str] = []
-        for source, q, is_retry in self._sources(group, topic, queues):
+        for source, q, is_retry in self._sources(group, topic, queues, orderly):
             if len(handles) >= max_messages:
                 break
             key = (group, source, q)
+            if orderly:
+                with self._lock:
+                    if self.book.busy(key):
+                        continue  # FIFO: nothing of this queue while one of it is in flight
+                    redo = sorted(self.book.redo.get(key, ()))
+                if redo:
+                    await self._redeliver(key, redo[:max_messages - len(handles)],
+                                          now + invisible_ms, chunks, handles)
+                    continue
             cursor = max(self.book.cursor(key) or 0, store.min_offset(source, q))
             got = store.get_messages(source, q, cursor, max_messages - len(handles), 4 << 20,
                                      None if is_retry else hashes)
@@ -199,14 +211,35 @@ class PopService:
             view.release()
             if next_offset <= cursor:
                 continue
-            body = checkpoint_body(group, source, q, offsets, next_offset, now + invisible_ms)
             entry = {"t": "ck", "g": group, "topic": source, "q": q, "offs": offsets,
-                     "next": next_offset, "until": now + invisible_ms}
-            checkpoint = await self._record([(body, entry)])
+                     "next": next_offset, "until": now + invisible_ms, "ord": orderly}
+            checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
             chunks.extend(kept)
             handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, o).encode()
                            for o in offsets)
         return Popped(b"".join(chunks), handles)
+
+    async def _redeliver(self, key, offsets: list[int], until: int, chunks: list[bytes],
+                         handles: list[str]) -> None:
+        """Hand out an orderly queue's expired messages again, oldest first, with their
+        delivery count stamped into the copies (the stored records are not touched)."""
+        group, source, q = key
+        with self._lock:
+            cursor = self.book.cursor(key) or 0
+            counts = [self.book.attempts.get((*key, off), 1) for off in offsets]
+        copies = []
+        for off, count in zip(offsets, counts, strict=True):
+            got = self.messaging.store.get_messages(source, q, off, 1)
+            if got.status is GetStatus.FOUND:
+                copies.append((off, record.with_reconsume_times(got.records, count)))
+        if not copies:
+            return
+        entry = {"t": "ck", "g": group, "topic": source, "q": q,
+                 "offs": [off for off, _ in copies], "next": cursor, "until": until, "ord": True}
+        checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
+        chunks.extend(raw for _, raw in copies)
+        handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, off).encode()
+                       for off, _ in copies)
 
     # -- ack / change invisible -----------------------------------------------------------------
 
@@ -253,12 +286,14 @@ class PopService:
         key = (group, handle.topic, handle.queue_id)
         with self._lock:
             cursor = self.book.cursor(key) or handle.queue_offset + 1
+        with self._lock:
+            flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
         ck = {"t": "ck", "g": group, "topic": handle.topic, "q": handle.queue_id,
-              "offs": [handle.queue_offset], "next": cursor, "until": until}
+              "offs": [handle.queue_offset], "next": cursor, "until": until,
+              "ord": bool(flight and flight.orderly)}
         ack = {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset, "why": MOVED}
         first = await self._record([
-            (checkpoint_body(group, handle.topic, handle.queue_id, [handle.queue_offset],
-                             cursor, until), ck),
+            (json.dumps(ck).encode(), ck),
             (ack_body(handle.checkpoint, handle.queue_offset, MOVED), ack)])
         return ReceiptHandle(self.broker_name, first, handle.topic, handle.queue_id,
                              handle.queue_offset).encode()
@@ -275,12 +310,9 @@ class PopService:
         moved = 0
         for ck, off, flight in taken:
             try:
-                got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
-                if got.status is GetStatus.FOUND:
-                    raw = got.records
-                    await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0)
-                await self._record([(ack_body(ck, off, REVIVED),
-                                     {"t": "ack", "ck": ck, "off": off, "why": REVIVED})])
+                why = await self._revive_one(ck, off, flight)
+                closing = closing_entry(ck, flight, off, why)
+                await self._record([(json.dumps(closing).encode(), closing)])
                 moved += 1
             except errors.TideMQError as exc:
                 log.warning("revive_failed", topic=flight.topic, queue=flight.queue_id,
@@ -288,6 +320,24 @@ class PopService:
                 with self._lock:
                     self.book.untake((ck, off), flight)
         return moved
+
+    async def _revive_one(self, ck: int, off: int, flight) -> str:
+        """Move one expired message on; the ACK reason that closes its checkpoint entry."""
+        got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
+        if got.status is not GetStatus.FOUND:
+            return REVIVED  # aged out of the store: nothing left to deliver
+        raw = got.records
+        if flight.orderly:
+            with self._lock:
+                count = self.book.attempts.get((flight.group, flight.topic, flight.queue_id,
+                                                off), 1)
+            if count <= self.groups.effective(flight.group).retry_max_times:
+                return REDO  # handed out again, in place, by the next pop of its queue
+            await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0,
+                                  dead_letter=True, times=count)
+            return REVIVED
+        await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0)
+        return REVIVED
 
     def start(self) -> None:
         self.rebuild()
