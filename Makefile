@@ -30,14 +30,14 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs
-	$(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=3: replica groups)
+	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
 status: ## supervisor status and a health probe of every service
-	@.venv/bin/python -m deploy.local status
+	@TIDEMQ_REPLICAS=$(REPLICAS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 	@.venv/bin/python -m deploy.local logs $(SERVICE)
@@ -55,9 +55,20 @@ compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 .PHONY: bench
 bench: sync ## quick run of every benchmark, each printing its same-run baseline (a few minutes)
 	$(PY) -m bench.store --quick
+	$(PY) -m bench.replication --quick
+	$(PY) -m bench.failover --quick
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
 	$(PY) bench/consumption/run.py --quick
+
+# --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
+.PHONY: chaos
+RUNS ?= 10
+FAULTS ?= 20
+SEED ?= $(shell date +%s)
+chaos: sync ## seeded fault schedules against a 3-replica group: RUNS runs of FAULTS faults from SEED
+	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) \
+	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics

@@ -54,13 +54,19 @@ def ensure_redis_server() -> str:
     )
 
 
+def _replicas() -> int | None:
+    """TIDEMQ_REPLICAS (set by `make up REPLICAS=3`) overrides the topology's replicas."""
+    value = os.environ.get("TIDEMQ_REPLICAS", "")
+    return int(value) if value else None
+
+
 @dataclasses.dataclass
 class LocalDeployment:
     """One supervisord-run copy of the topology; tests make their own with other dirs/ports."""
 
     data_dir: Path = DEFAULT_DATA_DIR
     port_offset: int = 0
-    topology: Topology = dataclasses.field(default_factory=load)
+    topology: Topology = dataclasses.field(default_factory=lambda: load(replicas=_replicas()))
 
     @property
     def run_dir(self) -> Path:

@@ -73,6 +73,7 @@ class Topology:
     images: dict[str, Image]
     services: dict[str, Service]
     tracing: str | None
+    replication: Replication = dataclasses.field(default_factory=lambda: Replication())
 
     def start_order(self) -> list[list[Service]]:
         """Services in tiers: every service's dependencies sit in an earlier tier."""
@@ -166,7 +167,64 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Replication:
+    """How every `replica_group` service (a broker group) runs: `replicas` processes of one
+    broker_name (1 = a single broker, no replication). Replica r is the service `<name>-<r>`
+    (replica 0 keeps the plain name), with broker id r and every port shifted by
+    r * port_step."""
+
+    replicas: int = 1
+    broker_role: str = "SYNC_MASTER"
+    min_in_sync_replicas: int = 2
+    port_step: int = 100
+
+    @classmethod
+    def from_raw(cls, raw: dict | None) -> Replication:
+        replication = cls(**(raw or {}))
+        if replication.replicas < 1 or replication.port_step < 1:
+            raise TopologyError("replication: replicas and port_step must be >= 1")
+        if replication.replicas > 1 and not 1 <= replication.min_in_sync_replicas \
+                <= replication.replicas:
+            raise TopologyError("replication: min_in_sync_replicas must be 1..replicas")
+        return replication
+
+
+def expand_replica_groups(services: dict, replication: Replication) -> dict:
+    """Raw services with every `replica_group` service turned into its replicas."""
+    expanded: dict = {}
+    for name, raw in services.items():
+        raw = dict(raw)
+        if not raw.pop("replica_group", False):
+            expanded[name] = raw
+            continue
+        if replication.replicas == 1:
+            raw["ports"] = {k: v for k, v in raw["ports"].items() if k != "ha"}
+            expanded[name] = raw
+            continue
+        if "ha" not in (raw.get("ports") or {}):
+            raise TopologyError(f"replica group {name!r} needs an 'ha' port")
+        for replica in range(replication.replicas):
+            expanded[name if replica == 0 else f"{name}-{replica}"] = _replica(
+                raw, replica, replication)
+    return expanded
+
+
+def _replica(raw: dict, replica: int, replication: Replication) -> dict:
+    args = [str(a) for a in raw.get("args") or ()]
+    if "--broker-id" not in args:
+        raise TopologyError("a replica group's args must give --broker-id")
+    args[args.index("--broker-id") + 1] = str(replica)
+    args += ["--replication-enabled", "true", "--broker-role", replication.broker_role,
+             "--min-in-sync-replicas", str(replication.min_in_sync_replicas),
+             "--ha-port", "{port:ha}"]
+    ports = {k: int(v) + replica * replication.port_step for k, v in raw["ports"].items()}
+    return {**raw, "ports": ports, "args": args}
+
+
 def parse(data: dict) -> Topology:
+    replication = Replication.from_raw(data.get("replication"))
+    data = {**data, "services": expand_replica_groups(data["services"], replication)}
     images = {
         name: Image(
             name=name,
@@ -184,7 +242,8 @@ def parse(data: dict) -> Topology:
     tracing = data.get("tracing")
     if tracing is not None and tracing not in services:
         raise TopologyError(f"tracing service {tracing!r} is not a service")
-    topology = Topology(images=images, services=services, tracing=tracing)
+    topology = Topology(images=images, services=services, tracing=tracing,
+                        replication=replication)
     topology.start_order()  # rejects cycles early
     _check_unique_ports(topology)
     return topology
@@ -199,8 +258,12 @@ def _check_unique_ports(topology: Topology) -> None:
                 raise TopologyError(f"port {port} used by both {owner} and {service.name}")
 
 
-def load(path: Path = TOPOLOGY_FILE) -> Topology:
-    return parse(yaml.safe_load(path.read_text()))
+def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None) -> Topology:
+    """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`)."""
+    data = yaml.safe_load(path.read_text())
+    if replicas is not None:
+        data["replication"] = {**(data.get("replication") or {}), "replicas": replicas}
+    return parse(data)
 
 
 def published_urls(topology: Topology, placement: Placement) -> list[str]:

@@ -81,7 +81,9 @@ def test_produce_and_fetch_through_the_http_gateway(stack: ComposeStack):
 
     created = requests.post(f"{base}/v1/topics", json={"name": topic, "queues": QUEUES}, timeout=30)
     assert created.status_code in (201, 202), created.text
-    brokers = [s.name for s in stack.topology.services.values() if s.module == "tidemq.broker"]
+    # Broker groups by their --broker-name (with replica groups several services share one).
+    brokers = sorted({s.args[s.args.index("--broker-name") + 1]
+                      for s in stack.topology.services.values() if s.module == "tidemq.broker"})
     _poll_until_routed(base, topic, brokers)
 
     sent = [f"m-{i}" for i in range(MESSAGES)]

@@ -65,7 +65,9 @@ class Cluster:
 
 def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
                   broker_names: tuple[str, ...] = ("broker-a", "broker-b"),
-                  otlp_endpoint: str = "") -> Cluster:
+                  otlp_endpoint: str = "", controller: bool = False) -> Cluster:
+    """`controller`: the name servers follow the config center and run the replication
+    controller (replica groups need it); otherwise they need no other service."""
     tracing = ["--otlp-endpoint", otlp_endpoint] if otlp_endpoint else []
     if otlp_endpoint:
         start = functools.partial(start, env=TRACING_ENV)
@@ -73,7 +75,12 @@ def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
     with ThreadPoolExecutor(4) as pool:
         config_future = pool.submit(start, "tidemq.configcenter", ["--redis-url", redis.url,
                                                                     *tracing])
-        namesrv_futures = [pool.submit(start, "tidemq.nameserver", tracing) for _ in range(2)]
+        namesrv_args = list(tracing)
+        if controller:  # the controller needs the config center's address
+            namesrv_args += ["--config-center", config_future.result().addr,
+                             *CONTROLLER_TEST_FLAGS]
+        namesrv_futures = [pool.submit(start, "tidemq.nameserver", namesrv_args)
+                           for _ in range(2)]
         config_center = config_future.result()
         namesrvs = [f.result() for f in namesrv_futures]
         addrs = ";".join(n.addr for n in namesrvs)
@@ -87,6 +94,83 @@ def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
         }
         brokers = {name: f.result() for name, f in broker_futures.items()}
     return Cluster(redis, config_center, namesrvs, brokers, start, otlp_endpoint)
+
+
+# Replica groups with test timings: a 2 s live-key lease (a dead master is replaced within
+# ~2-3 s), 0.2 s refreshes, the HA stream on a free port, a 1 s wait for slaves.
+REPLICATION_TEST_FLAGS = [
+    "--replication-enabled", "true", "--broker-lease-ttl-s", "2",
+    "--replica-refresh-interval-s", "0.2", "--ha-port", "0",
+]
+CONTROLLER_TEST_FLAGS = ["--controller-lease-ttl-s", "3"]
+
+
+@dataclass
+class ReplicaGroup:
+    """The brokers of one broker name; `replicas[r]` is replica id r (restart keeps its port
+    and data directory)."""
+
+    broker_name: str
+    replicas: list[ServiceProcess]
+
+    def commitlog_dir(self, replica: int) -> Path:
+        return self.replicas[replica].workdir / "data" / "store" / "commitlog"
+
+    def broker_info(self, replica: int, timeout: float = 2.0):
+        """GetBrokerInfo of one replica (its role, epoch, log end), or None if it is down."""
+        from tidemq.common.errors import TideMQError
+        from tidemq.common.rpc import RpcClient
+        from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+        process = self.replicas[replica]
+        if process.proc is None or process.proc.poll() is not None:
+            return None
+        try:
+            return RpcClient(process.addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout,
+                             retries=0).call("GetBrokerInfo", broker_pb2.GetBrokerInfoRequest())
+        except TideMQError:
+            return None
+
+    def master(self, alive: tuple[int, ...] | None = None) -> int | None:
+        """The replica that says it is master (of the highest epoch), among `alive`."""
+        best = None
+        for replica in alive if alive is not None else range(len(self.replicas)):
+            info = self.broker_info(replica)
+            if info is not None and info.role == "MASTER" and (
+                    best is None or info.epoch > best[1]):
+                best = (replica, info.epoch)
+        return best[0] if best else None
+
+    def wait_master(self, alive: tuple[int, ...] | None = None, timeout: float = 30.0) -> int:
+        found: list[int] = []
+
+        def master_known() -> bool:
+            replica = self.master(alive)
+            if replica is not None:
+                found.append(replica)
+            return replica is not None  # replica 0 is a master too
+
+        wait_until(master_known, timeout, interval=0.1, message=f"a master of {self.broker_name}")
+        return found[-1]
+
+
+def start_replica_group(start: Callable[..., ServiceProcess], cluster: Cluster,
+                        broker_name: str = "broker-r", *, replicas: int = 3,
+                        broker_role: str = "SYNC_MASTER", min_in_sync: int = 2,
+                        extra: list[str] | None = None) -> ReplicaGroup:
+    """`replicas` brokers of one broker name, side by side; replica 0 is the initial master."""
+    args = [
+        "--cluster-name", "TestCluster", "--broker-name", broker_name,
+        "--namesrv-addrs", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr,
+        "--broker-role", broker_role, "--min-in-sync-replicas", str(min_in_sync),
+        *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS, *(extra or []),
+    ]
+    with ThreadPoolExecutor(replicas) as pool:
+        futures = [pool.submit(start, "tidemq.broker", [*args, "--broker-id", str(replica)])
+                   for replica in range(replicas)]
+        group = ReplicaGroup(broker_name, [f.result() for f in futures])
+    cluster.extra.setdefault("replica_groups", {})[broker_name] = group
+    return group
 
 
 @contextmanager

@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from tidemq.common import errors
 from tidemq.common.kv import Event, EventType, KeyValue, RevisionCompacted
 from tidemq.common.logs import get_logger
@@ -110,7 +111,11 @@ class Watch:
         while not self._closed.is_set():
             start = 0 if self.revision is None else self.revision + 1
             addr, stub = self._client.stub_for(attempt)
-            call = stub.Watch(pb.WatchRequest(prefix=self.prefix, start_revision=start))
+            # Untraced: in a traced process (ServiceRuntime) the gRPC client instrumentation
+            # wraps a server stream in a generator with no cancel(), so close() could not end
+            # it; a watch that lives for hours is no span anyway.
+            with suppress_instrumentation():
+                call = stub.Watch(pb.WatchRequest(prefix=self.prefix, start_revision=start))
             with self._lock:
                 self._call = call
             if self._closed.is_set():

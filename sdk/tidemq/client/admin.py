@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tidemq.client.admin_replication import controller_in_sync, elect_master, replica_entries
 from tidemq.client.admin_types import (
     BrokerEntry,
     GroupDescription,
@@ -91,13 +92,17 @@ class Admin:
     # -- cluster -------------------------------------------------------------------------
 
     def cluster_info(self) -> list[BrokerEntry]:
+        """Every registered broker; replicas with their epoch, in-sync membership and lag
+        as their group's master reports them (admin_replication.py)."""
         info = self.namesrv.cluster_info()
-        seen = {b.broker_addr: b.last_update_ms for b in info.live_brokers}
-        return sorted(
-            (BrokerEntry(data.cluster, data.broker_name, broker_id, addr, seen.get(addr, 0))
-             for data in info.broker_addr_table.values()
-             for broker_id, addr in data.broker_addrs.items()),
-            key=lambda b: (b.cluster, b.broker_name, b.broker_id))
+        replicated = any(b.role for b in info.live_brokers)
+        return replica_entries(info, self.brokers,
+                               controller_in_sync(self.namesrv) if replicated else None)
+
+    def elect(self, broker_name: str, replica_id: int = -1) -> dict:
+        """Move leadership of `broker_name` on purpose (preferred-replica election); -1 lets
+        the controller choose the most complete in-sync replica. Returns the new state."""
+        return elect_master(self.namesrv, broker_name, replica_id)
 
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""

@@ -17,6 +17,12 @@ class BrokerEntry:
     broker_id: int
     addr: str
     last_update_ms: int      # last registration seen by the answering name server (0 = none)
+    # Replication (docs/replication.md); replica_id -1 = a broker without replication.
+    replica_id: int = -1
+    epoch: int = 0
+    in_sync: bool | None = None       # None = unknown (no master answered)
+    lag_bytes: int | None = None      # behind the master's log end
+    lag_s: float | None = None        # since it was last caught up
 
     @property
     def role(self) -> str:

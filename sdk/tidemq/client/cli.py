@@ -59,7 +59,10 @@ group_app = typer.Typer(no_args_is_help=True,
                              "subscription-group definitions (config-center).")
 offset_app = typer.Typer(no_args_is_help=True, help="Find queue offsets by time.")
 message_app = typer.Typer(no_args_is_help=True, help="Look up stored messages by id or key.")
+broker_app = typer.Typer(no_args_is_help=True,
+                         help="Replica groups: move leadership (docs/replication.md).")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(broker_app, name="broker")
 app.add_typer(topic_app, name="topic")
 app.add_typer(group_app, name="group")
 app.add_typer(offset_app, name="offset")
@@ -121,10 +124,43 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     if json_mode(ctx, output):
         return emit_json([{**vars(b), "role": b.role} for b in brokers])
     now = int(time.time() * 1000)
-    out.print(table("Brokers", ["cluster", "broker", "id", "role", "address", "last seen"], [
+    # Replication columns only where some broker replicates (keeps the table narrow otherwise).
+    replicated = any(b.replica_id >= 0 for b in brokers)
+    extra = ["replica", "epoch", "in sync", "lag bytes", "lag s"] if replicated else []
+    out.print(table("Brokers", ["cluster", "broker", "id", "role", "address", "last seen",
+                                *extra], [
         [b.cluster, b.broker_name, b.broker_id, b.role, b.addr,
-         f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None]
+         f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None,
+         *(_replication_cells(b) if replicated else [])]
         for b in brokers]))
+
+
+def _replication_cells(b) -> list:
+    if b.replica_id < 0:
+        return [None] * 5
+    in_sync = None if b.in_sync is None else ("yes" if b.in_sync else "no")
+    return [b.replica_id, b.epoch, in_sync, b.lag_bytes,
+            None if b.lag_s is None else f"{b.lag_s:.1f}"]
+
+
+@broker_app.command("elect")
+def broker_elect(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="replica group (broker name), e.g. broker-a")],
+    replica: Annotated[int, typer.Option(
+        "--replica", min=-1, help="make this in-sync replica the master (-1: the controller "
+                                  "picks the most complete in-sync replica)")] = -1,
+    output: OutputOpt = None,
+) -> None:
+    """Elect a new master for GROUP through the active controller (preferred-replica
+    election). Only an in-sync replica can be chosen, so no acknowledged message is lost; the
+    old master steps down and follows the new one."""
+    with admin_session(ctx) as admin:
+        state = admin.elect(group, replica)
+    if json_mode(ctx, output):
+        return emit_json(state)
+    out.print(f"{group}: master is now replica {state.get('master', '?')} "
+              f"(epoch {state.get('epoch', '?')}, in sync {state.get('in_sync', [])})")
 
 
 # -- topics --------------------------------------------------------------------------------

@@ -3,6 +3,11 @@
 This is the building block for group-coordinated consumers: `pull` is one long-polling Pull
 on the queue's master, `commit`/`committed` keep the group's offsets on the broker that owns
 the queue. A PushConsumer reuses `pull`, `fetch_queues` and `commit` unchanged.
+
+Reads (pulls, queue offsets, committed offsets) fall back to the group's slaves when its master
+is unreachable or not registered: slaves hold the same CommitLog bytes at the same offsets and
+a copy of the master's committed offsets, so consumption goes on during a failover. Commits go
+to the master only.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from tidemq.common.rpc import BreakerSettings
 from tidemq.v1 import broker_pb2
 
 RPC_MARGIN_S = 2.0           # the RPC deadline outlives the broker's hold by this much
+# Calls any replica of a group can answer (a slave is read-only).
+REPLICA_READS = frozenset({"Pull", "GetQueueOffsets", "SearchOffset", "QueryOffsets"})
 
 
 def exact_tags(expression: str) -> frozenset[str] | None:
@@ -127,10 +134,28 @@ class PullConsumer:
 
     def _call(self, mq: MessageQueue, method: str, request, *, timeout: float | None = None,
               idempotent: bool = False):
-        addr = self.master_addr(mq)
+        addrs = (self._replica_addrs(mq) if method in REPLICA_READS
+                 else [self.master_addr(mq)])
+        *fallbacks_before, last = addrs
+        for addr in fallbacks_before:
+            try:
+                return self.brokers.get(addr).call(method, request, timeout=timeout,
+                                                   idempotent=idempotent)
+            except errors.ServiceUnavailable:
+                self.routes.invalidate(mq.topic)  # the next call re-reads the route
         try:
-            return self.brokers.get(addr).call(method, request, timeout=timeout,
+            return self.brokers.get(last).call(method, request, timeout=timeout,
                                                idempotent=idempotent)
         except errors.ServiceUnavailable:
             self.routes.invalidate(mq.topic)
             raise
+
+    def _replica_addrs(self, mq: MessageQueue) -> list[str]:
+        route: TopicRoute = self.routes.get(mq.topic)
+        addrs = route.replica_addrs(mq.broker_name)
+        if not addrs:
+            raise errors.NotFound(
+                f"broker group {mq.broker_name!r} holds no queue of topic {mq.topic!r}",
+                code="BROKER_NOT_FOUND",
+            )
+        return addrs

@@ -4,7 +4,11 @@
 A message becomes a CommitLog-layout record here (tidemq.common.record), so the broker only
 stamps and appends bytes. Each attempt targets the master of one queue's broker group; a
 transport failure marks that group not-available (latency fault avoidance), refreshes the
-route and retries on another group, all inside one overall send timeout.
+route and retries on another group, all inside one overall send timeout. A replica group
+(its route lists slaves) whose master died or stepped down (NOT_MASTER) is waited for: the
+controller elects a new master within seconds, so those failures do not use up retries; the
+producer backs off, refreshes the route and resends the same bytes (same unique ids, so a
+send the dead master had stored shows as a detectable duplicate).
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ _tracer = get_tracer("tidemq.client")
 # Transport-level failures: the message may not have been stored, another broker may take it.
 RETRIABLE = (errors.ServiceUnavailable, errors.DeadlineExceeded)
 FANOUT_WORKERS = 8  # concurrent per-queue batch sends of one send_many
+# Refused by a replica that is not (or no longer) master, or by a master short of in-sync
+# replicas: nothing was stored, the same bytes may go to the new master or another group.
+REFUSED_CODES = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
+FAILOVER_BACKOFF_S = (0.05, 0.1, 0.2, 0.4)  # waits between sends to a group electing a master
 
 
 class Producer:
@@ -277,14 +285,22 @@ class Producer:
                       deadline: float, retries: int) -> list[SendResult]:
         last_failed = ""
         last_error: errors.TideMQError | None = None
-        for attempt in range(1 + retries):
+        attempt = failovers = 0
+        while attempt <= retries:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             route = self.routes.get(topic)
             self._remember(route)
-            mq = (choose(route, last_failed) if choose
-                  else self._picker.pick(route.write_queues(), last_failed))
+            try:
+                mq = (choose(route, last_failed) if choose
+                      else self._picker.pick(route.write_queues(), last_failed))
+            except errors.ServiceUnavailable as exc:  # no writable queue on any master
+                if not _electing(route):
+                    raise
+                last_error = exc
+                failovers = self._await_master(topic, failovers, deadline)
+                continue
             started = time.monotonic()
             try:
                 addr = route.master_addr(mq.broker_name)
@@ -294,17 +310,24 @@ class Producer:
                                            record_count=len(unique_ids)),
                     timeout=remaining,
                 )
-            except RETRIABLE as exc:
-                last_error, last_failed = exc, mq.broker_name
-                if self.faults is not None:
-                    self.faults.update(mq.broker_name, 0, failed=True)
-                log.info("send attempt failed", topic=topic, queue=str(mq), attempt=attempt + 1,
-                         error=str(exc))
-                self._refresh_quietly(topic)
-                continue
             except errors.TopicNotExist:
                 self.routes.invalidate(topic)
                 raise
+            except errors.TideMQError as exc:
+                if not (isinstance(exc, RETRIABLE) or exc.code in REFUSED_CODES):
+                    raise
+                last_error, last_failed = exc, mq.broker_name
+                log.info("send attempt failed", topic=topic, queue=str(mq), attempt=attempt + 1,
+                         error=str(exc))
+                if _awaits_new_master(route, mq.broker_name, exc):
+                    # Not the group's fault: wait out the election instead of spending a retry.
+                    failovers = self._await_master(topic, failovers, deadline)
+                    continue
+                attempt += 1
+                if self.faults is not None:
+                    self.faults.update(mq.broker_name, 0, failed=True)
+                self._refresh_quietly(topic)
+                continue
             if self.faults is not None:
                 self.faults.update(mq.broker_name, (time.monotonic() - started) * 1000)
             return _results(response, mq, unique_ids)
@@ -313,9 +336,17 @@ class Producer:
                 f"send to {topic!r} did not complete within {self.send_timeout:g} s"
             )
         raise type(last_error)(
-            f"send to {topic!r} failed after {attempt + 1} attempt(s): {last_error.message}",
+            f"send to {topic!r} failed after {attempt + failovers} attempt(s): "
+            f"{last_error.message}",
             code=last_error.code,
         )
+
+    def _await_master(self, topic: str, failovers: int, deadline: float) -> int:
+        """Back off (50 ms doubling to 400 ms, never past the deadline), refresh the route."""
+        pause = FAILOVER_BACKOFF_S[min(failovers, len(FAILOVER_BACKOFF_S) - 1)]
+        time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+        self._refresh_quietly(topic)
+        return failovers + 1
 
     def _refresh_quietly(self, topic: str) -> None:
         try:
@@ -336,6 +367,21 @@ def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
                         response.broker_name or mq.broker_name,
                         response.queue_id if response.broker_name else mq.queue_id,
                         response.first_queue_offset)
+
+
+def _awaits_new_master(route: TopicRoute, broker_name: str, exc: errors.TideMQError) -> bool:
+    """True when the failure means "this replica group is changing masters": a refusal by a
+    replica that is not master, or a dead master of a group that has slaves to promote."""
+    if exc.code == "NOT_MASTER":
+        return True
+    group = route.brokers.get(broker_name)
+    has_slaves = group is not None and any(broker_id != 0 for broker_id in group.addrs)
+    return has_slaves and isinstance(exc, RETRIABLE)
+
+
+def _electing(route: TopicRoute) -> bool:
+    """A group of the route has slaves but no master: the controller is electing one."""
+    return any(not group.master_addr and group.addrs for group in route.brokers.values())
 
 
 @dataclass(frozen=True, slots=True)

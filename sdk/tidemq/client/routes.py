@@ -83,6 +83,14 @@ class TopicRoute:
             )
         return group.master_addr
 
+    def replica_addrs(self, broker_name: str) -> list[str]:
+        """Every registered replica of a group, master first: where reads may go (a slave
+        serves pulls and committed offsets while its group has no reachable master)."""
+        group = self.brokers.get(broker_name)
+        if group is None:
+            return []
+        return [group.addrs[broker_id] for broker_id in sorted(group.addrs)]
+
     def write_queues(self) -> list[MessageQueue]:
         """Writable queues on every group that has a master, in a stable order."""
         return [

@@ -122,6 +122,11 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.FromString,
                 _registered_method=True)
+        self.GetAllConsumerOffsets = channel.unary_unary(
+                '/tidemq.v1.BrokerService/GetAllConsumerOffsets',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
+                _registered_method=True)
         self.SendMessageBack = channel.unary_unary(
                 '/tidemq.v1.BrokerService/SendMessageBack',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.SerializeToString,
@@ -137,16 +142,6 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
                 _registered_method=True)
-        self.LockQueues = channel.unary_unary(
-                '/tidemq.v1.BrokerService/LockQueues',
-                request_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
-                response_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
-                _registered_method=True)
-        self.UnlockQueues = channel.unary_unary(
-                '/tidemq.v1.BrokerService/UnlockQueues',
-                request_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
-                response_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
-                _registered_method=True)
         self.Ack = channel.unary_unary(
                 '/tidemq.v1.BrokerService/Ack',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
@@ -156,6 +151,16 @@ class BrokerServiceStub:
                 '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
+                _registered_method=True)
+        self.LockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/LockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+                _registered_method=True)
+        self.UnlockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/UnlockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
                 _registered_method=True)
 
 
@@ -272,6 +277,14 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAllConsumerOffsets(self, request, context):
+        """Replication (docs/replication.md): every committed offset of every group, so a slave can
+        copy its master's table (~1 s) and a group keeps its offsets across a failover.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SendMessageBack(self, request, context):
         """Retries and dead letters (docs/consumption.md): a consumer gives back a message it failed
         on; the broker re-targets the stored record into %RETRY%{group} with reconsume_times + 1,
@@ -297,6 +310,18 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Ack(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeInvisibleDuration(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LockQueues(self, request, context):
         """Orderly consumption: lock (or renew) queues for one client of a group (lease 60 s); only
         the holder consumes them. Locks are config-center leases (broker/queue_locks.py).
@@ -306,18 +331,6 @@ class BrokerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UnlockQueues(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Ack(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ChangeInvisibleDuration(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -411,6 +424,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.GetSubscriptionGroupsResponse.SerializeToString,
             ),
+            'GetAllConsumerOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllConsumerOffsets,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.SerializeToString,
+            ),
             'SendMessageBack': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessageBack,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.FromString,
@@ -426,16 +444,6 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.SerializeToString,
             ),
-            'LockQueues': grpc.unary_unary_rpc_method_handler(
-                    servicer.LockQueues,
-                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.FromString,
-                    response_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.SerializeToString,
-            ),
-            'UnlockQueues': grpc.unary_unary_rpc_method_handler(
-                    servicer.UnlockQueues,
-                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.FromString,
-                    response_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.SerializeToString,
-            ),
             'Ack': grpc.unary_unary_rpc_method_handler(
                     servicer.Ack,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.FromString,
@@ -445,6 +453,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ChangeInvisibleDuration,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.SerializeToString,
+            ),
+            'LockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.SerializeToString,
+            ),
+            'UnlockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -920,6 +938,33 @@ class BrokerService:
             _registered_method=True)
 
     @staticmethod
+    def GetAllConsumerOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/GetAllConsumerOffsets',
+            tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def SendMessageBack(request,
             target,
             options=(),
@@ -1001,60 +1046,6 @@ class BrokerService:
             _registered_method=True)
 
     @staticmethod
-    def LockQueues(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/tidemq.v1.BrokerService/LockQueues',
-            tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
-            tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UnlockQueues(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/tidemq.v1.BrokerService/UnlockQueues',
-            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
-            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def Ack(request,
             target,
             options=(),
@@ -1098,6 +1089,60 @@ class BrokerService:
             '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
             tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/LockQueues',
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/UnlockQueues',
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,21 @@ class NameServerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_nameserver__pb2.GetAllTopicsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_nameserver__pb2.TopicList.FromString,
                 _registered_method=True)
+        self.AlterInSyncSet = channel.unary_unary(
+                '/tidemq.v1.NameServerService/AlterInSyncSet',
+                request_serializer=tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetResponse.FromString,
+                _registered_method=True)
+        self.ElectMaster = channel.unary_unary(
+                '/tidemq.v1.NameServerService/ElectMaster',
+                request_serializer=tidemq_dot_v1_dot_nameserver__pb2.ElectMasterRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_nameserver__pb2.ElectMasterResponse.FromString,
+                _registered_method=True)
+        self.DescribeReplication = channel.unary_unary(
+                '/tidemq.v1.NameServerService/DescribeReplication',
+                request_serializer=tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationResponse.FromString,
+                _registered_method=True)
 
 
 class NameServerServiceServicer:
@@ -98,6 +113,32 @@ class NameServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterInSyncSet(self, request, context):
+        """Replication controller (docs/replication.md, "Controller"). Only the active
+        controller answers the first two; any other name server answers FAILED_PRECONDITION with
+        tidemq-code NOT_CONTROLLER and the active controller's address in the details: try the next.
+        The master records a new in-sync set before using it; refused (FAILED_PRECONDITION) with
+        STALE_EPOCH / NOT_MASTER, or INVALID_ARGUMENT with INVALID_IN_SYNC_SET.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectMaster(self, request, context):
+        """Preferred-replica election: move leadership to a live in-sync replica (never unclean);
+        NO_ELIGIBLE_REPLICA when it is not one. The old master steps down on its group key's change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeReplication(self, request, context):
+        """Every group's state and every live replica; any name server with a controller answers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +166,21 @@ def add_NameServerServiceServicer_to_server(servicer, server):
                     servicer.GetAllTopics,
                     request_deserializer=tidemq_dot_v1_dot_nameserver__pb2.GetAllTopicsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_nameserver__pb2.TopicList.SerializeToString,
+            ),
+            'AlterInSyncSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterInSyncSet,
+                    request_deserializer=tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetResponse.SerializeToString,
+            ),
+            'ElectMaster': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectMaster,
+                    request_deserializer=tidemq_dot_v1_dot_nameserver__pb2.ElectMasterRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_nameserver__pb2.ElectMasterResponse.SerializeToString,
+            ),
+            'DescribeReplication': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeReplication,
+                    request_deserializer=tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +320,87 @@ class NameServerService:
             '/tidemq.v1.NameServerService/GetAllTopics',
             tidemq_dot_v1_dot_nameserver__pb2.GetAllTopicsRequest.SerializeToString,
             tidemq_dot_v1_dot_nameserver__pb2.TopicList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterInSyncSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.NameServerService/AlterInSyncSet',
+            tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetRequest.SerializeToString,
+            tidemq_dot_v1_dot_nameserver__pb2.AlterInSyncSetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectMaster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.NameServerService/ElectMaster',
+            tidemq_dot_v1_dot_nameserver__pb2.ElectMasterRequest.SerializeToString,
+            tidemq_dot_v1_dot_nameserver__pb2.ElectMasterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeReplication(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.NameServerService/DescribeReplication',
+            tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationRequest.SerializeToString,
+            tidemq_dot_v1_dot_nameserver__pb2.DescribeReplicationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,3 +42,32 @@ def test_register_trigger_unregister_with_one_name_server_down(services, tmp_pat
         registrar.stop(unregister=True)
     assert not cluster_info(ns.addr).live_brokers
     assert all_topics(ns.addr) == []
+
+
+def test_announce_moves_the_registered_id_with_the_role(services, tmp_path):
+    ns = services("tidemq.nameserver", [])
+    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
+    topics.apply([TopicConfig("a", 2)], [], 1)
+    master = BrokerRegistrar(BrokerIdentity("c1", "broker-x", 0, "10.1.1.1:10911"),
+                             [ns.addr], topics, interval_s=3600, call_timeout_s=2)
+    slave = BrokerRegistrar(BrokerIdentity("c1", "broker-x", 1, "10.1.1.2:10911"),
+                            [ns.addr], topics, interval_s=3600, call_timeout_s=2)
+    try:
+        assert master.announce("MASTER", 1) == 1
+        assert slave.announce("SLAVE", 1) == 1
+        info = cluster_info(ns.addr)
+        assert dict(info.broker_addr_table["broker-x"].broker_addrs) == {
+            0: "10.1.1.1:10911", 2: "10.1.1.2:10911"}
+        roles = {b.broker_addr: (b.replica_id, b.role, b.epoch) for b in info.live_brokers}
+        assert roles["10.1.1.2:10911"] == (1, nameserver_pb2.REPLICA_SLAVE, 1)
+        # Failover: replica 1 is master in epoch 2; the old master's late claim is refused.
+        assert slave.announce("MASTER", 2) == 1
+        assert master.register_all() == 0
+        assert master.announce("SLAVE", 2) == 1
+        info = cluster_info(ns.addr)
+        assert dict(info.broker_addr_table["broker-x"].broker_addrs) == {
+            0: "10.1.1.2:10911", 1: "10.1.1.1:10911"}
+    finally:
+        master.stop(unregister=True)
+        slave.stop(unregister=True)
+    assert not cluster_info(ns.addr).live_brokers

@@ -7,10 +7,10 @@ import tidemq.configclient.client as client
 import tidemq.configclient.groups as groups
 import tidemq.configclient.live as live
 import tidemq.configclient.mirror as mirror
-from tidemq.client.config import ConfigClient, KeyValue, Lease, Watch, WatchCompacted
 from tidemq.client.config_dynamic import DynamicSettingsFollower, LiveSettings, SettingRule
 from tidemq.client.config_groups import GROUP_PREFIX, SubscriptionGroupConfig, SubscriptionGroups
 from tidemq.client.config_mirror import PrefixMirror
+from tidemq.configclient.client import ConfigClient, KeyValue, Lease, Watch, WatchCompacted
 
 
 def test_documented_names_are_the_config_clients():

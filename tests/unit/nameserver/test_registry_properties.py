@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from tidemq.common.errors import TopicNotExist
+from tidemq.common.errors import PreconditionFailed, TopicNotExist
 from tidemq.nameserver.registry import DataVersion, Registration, RouteRegistry, TopicConfig
 
 ADDRS = [f"10.0.0.{i}:10911" for i in range(1, 6)]
@@ -43,6 +43,31 @@ class RegistryMachine(RuleBasedStateMachine):
                     assert name in self.registry.topic_queue_table[topic]
         else:
             assert answer.master_addr == self.registry.broker_addr_table[name].broker_addrs.get(0, "")
+
+    @rule(replica=st.integers(0, 2), master=st.booleans(), epoch=st.integers(1, 4),
+          version=st.integers(0, 3))
+    def register_replica(self, replica, master, epoch, version):
+        """A replica of group broker-r (its own address) registering a role: id 0 while
+        master, replica + 1 while slave; a master older than the registered one is refused."""
+        addr = f"10.9.0.{replica}:10911"
+        group = self.registry.broker_addr_table.get("broker-r")
+        holder = group.broker_addrs.get(0) if group else None
+        holder_epoch = self.registry.broker_live_table[holder].epoch if holder else 0
+        registration = Registration("c1", "broker-r", 0 if master else replica + 1, addr, "",
+                                    DataVersion(0, version), (TopicConfig("t1", 4, 4),),
+                                    replica_id=replica, role="MASTER" if master else "SLAVE",
+                                    epoch=epoch)
+        try:
+            self.registry.register(registration)
+        except PreconditionFailed as exc:
+            assert exc.code == "STALE_EPOCH"
+            assert master and holder not in (None, addr) and holder_epoch > epoch
+            return
+        assert not (master and holder not in (None, addr) and holder_epoch > epoch)
+        live = self.registry.broker_live_table[addr]
+        assert (live.replica_id, live.epoch) == (replica, epoch)
+        if master:
+            assert self.registry.broker_addr_table["broker-r"].broker_addrs[0] == addr
 
     @rule(addr=st.sampled_from(ADDRS))
     def unregister(self, addr):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import threading
 from pathlib import Path
 
@@ -84,3 +85,16 @@ class DiskGates:
     def open_all(self) -> None:
         for gate in self.gates:
             gate.set()
+
+
+class GatedSync(DiskGates):
+    """The disk of a store's PySyncers: a gated fdatasync (set before the first append)."""
+
+    def __init__(self, store, gates: int, failing: set[int] = frozenset()) -> None:
+        super().__init__(gates, failing)
+        from tidemq.broker.store.syncer import PySyncer
+        store.syncer_factory = lambda fd: PySyncer(fd, fdatasync=self)
+
+    def __call__(self, fd: int) -> None:
+        self.enter()
+        os.fdatasync(fd)

@@ -8,7 +8,6 @@ the system); the store, the syncer thread, its eventfd and the event loop are re
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 
 import pytest
@@ -17,20 +16,8 @@ from tidemq.broker.store.syncer import PySyncer, Syncer
 
 from tests.support.processes import wait_until_async
 
-from .helpers import DiskGates, encode_batch, open_store, read_all, small_config
+from .helpers import GatedSync, encode_batch, open_store, read_all, small_config
 from .test_group_commit import one, run_threads, sync_store
-
-
-class GatedSync(DiskGates):
-    """The disk of the store's PySyncers: a gated fdatasync."""
-
-    def __init__(self, store, gates: int, failing: set[int] = frozenset()) -> None:
-        super().__init__(gates, failing)
-        store.syncer_factory = lambda fd: PySyncer(fd, fdatasync=self)
-
-    def __call__(self, fd: int) -> None:
-        self.enter()
-        os.fdatasync(fd)
 
 
 def gather(*coroutines) -> list:

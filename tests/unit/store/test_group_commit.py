@@ -1,7 +1,10 @@
-"""SYNC_FLUSH group commit: append groups, rounds, failures and timeouts.
+"""SYNC_FLUSH group commit of blocking appenders (threads): append groups, failures and
+timeouts. Their appends go through the same LoopAppender as asyncio appends, on the store's
+own loop thread (store_loop.py), so they are acknowledged in that one place.
 
-Disk faults are injected by replacing the CommitLog's flush/write with ones that raise or
-block (the disk is outside the system); everything else is the real store.
+Disk faults are injected by giving the Python syncer a gated fdatasync, or replacing the
+CommitLog's write with one that raises (the disk is outside the system); everything else is
+the real store.
 """
 
 from __future__ import annotations
@@ -13,11 +16,18 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tidemq.broker.store import AppendStatus, FlushFailed, FlushMode, InvalidBatch, StoreError
+from tidemq.broker.store import (
+    AppendStatus,
+    FlushFailed,
+    FlushMode,
+    InvalidBatch,
+    StoreClosed,
+    StoreError,
+)
 
 from tests.support.processes import wait_until
 
-from .helpers import HOST, DiskGates, encode_batch, open_store, read_all, small_config
+from .helpers import HOST, GatedSync, encode_batch, open_store, read_all, small_config
 from .test_commitlog import new_log, walk
 
 
@@ -44,19 +54,6 @@ def run_threads(count: int, target) -> list:
     return results
 
 
-class GatedFlush(DiskGates):
-    """Replaces CommitLog.flush with a gated one."""
-
-    def __init__(self, commitlog, gates: int, failing: set[int] = frozenset()) -> None:
-        super().__init__(gates, failing)
-        self.real = commitlog.flush
-        commitlog.flush = self
-
-    def __call__(self) -> int:
-        self.enter()
-        return self.real()
-
-
 def one(topic: str = "t", body: bytes = b"m") -> bytes:
     return encode_batch(topic, [body])[0]
 
@@ -80,19 +77,19 @@ def test_concurrent_one_message_appends_are_contiguous_and_in_log_order(tmp_path
     store.shutdown()
 
 
-def test_a_failed_fsync_fails_every_waiter_of_its_round_and_only_them(tmp_path):
+def test_a_failed_fsync_fails_every_blocking_append_it_covered_and_only_them(tmp_path):
     store = sync_store(tmp_path)
-    flush = GatedFlush(store.commitlog, gates=2, failing={1})
+    disk = GatedSync(store, gates=2, failing={1})
     first = []
     leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
     leader.start()
-    assert flush.entered[0].wait(10)          # round 1 (the leader alone) is in its fsync
+    assert disk.entered[0].wait(10)           # the first append alone is in its fsync
     results: list = []
     waiters = threading.Thread(target=lambda: results.extend(
         run_threads(4, lambda n: store.append_batch("t", 1, one(), 1))))
     waiters.start()
-    wait_until(lambda: len(store.flusher._pending) == 4)
-    flush.open_all()                          # round 1 succeeds; round 2 (the four) fails
+    wait_until(lambda: store.max_offset("t", 1) == 4)   # written, waiting for the next fsync
+    disk.open_all()                           # the first fsync succeeds; the next one fails
     leader.join(30)
     waiters.join(30)
     assert first[0].status is AppendStatus.PUT_OK
@@ -131,7 +128,7 @@ def test_an_invalid_batch_fails_alone_in_its_group(tmp_path):
         ("../x", 0, good, 1),           # unsafe topic name
         ("t", 0, good, 1),
     ], HOST)
-    assert outcomes[0] == (0, [0])
+    assert outcomes[0][:2] == (0, [0]) and outcomes[0][2] == len(good)
     assert isinstance(outcomes[1], InvalidBatch) and "not for topic" in str(outcomes[1])
     assert isinstance(outcomes[3], InvalidBatch) and "record_count" in str(outcomes[3])
     assert isinstance(outcomes[4], InvalidBatch)
@@ -181,48 +178,45 @@ def test_random_append_groups_match_their_model(tmp_path_factory, groups):
     reopened.close()
 
 
-def test_a_waiter_still_queued_at_its_timeout_appends_itself_and_reports_flush_timeout(
-        tmp_path):
+def test_blocking_appends_of_a_hung_fsync_report_flush_timeout_with_their_offsets(tmp_path):
     store = sync_store(tmp_path, sync_flush_timeout_ms=300)
-    flush = GatedFlush(store.commitlog, gates=1)
+    disk = GatedSync(store, gates=1)
     first = []
     leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
     leader.start()
-    assert flush.entered[0].wait(10)        # the thread leader's fsync hangs
-    late = store.append_batch("t", 0, one(), 1)  # queued behind it until its timeout
-    assert late.status is AppendStatus.FLUSH_DISK_TIMEOUT
-    assert late.first_queue_offset == 1 and late.physical_offsets[0] > 0
-    flush.open_all()
-    leader.join(30)
-    assert first[0].status is AppendStatus.FLUSH_DISK_TIMEOUT  # its fsync outlasted the wait
-    assert store.flusher.round_requests == 1    # the late one was not part of a round
-    assert store.append_batch("t", 0, one(), 1).status is AppendStatus.PUT_OK
-    assert store.wait_dispatched(10) and len(read_all(store, "t", 0)) == 3
-    store.shutdown()
-
-
-def test_waiters_taken_by_a_hanging_round_report_flush_timeout_with_their_offsets(tmp_path):
-    # The timeout only has to outlast the leader taking the three after gate 0 opens.
-    store = sync_store(tmp_path, sync_flush_timeout_ms=1500)
-    flush = GatedFlush(store.commitlog, gates=2)
-    first = []
-    leader = threading.Thread(target=lambda: first.append(store.append_batch("t", 0, one(), 1)))
-    leader.start()
-    assert flush.entered[0].wait(10)
-    results: list = []
-    waiters = threading.Thread(target=lambda: results.extend(
-        run_threads(3, lambda n: store.append_batch("t", 1, one(), 1))))
-    waiters.start()
-    wait_until(lambda: len(store.flusher._pending) == 3)
-    flush.gates[0].set()                    # round 1 ends; round 2 takes the three and hangs
-    waiters.join(30)
+    assert disk.entered[0].wait(10)              # its fsync hangs
+    results = run_threads(3, lambda n: store.append_batch("t", 1, one(), 1))
     assert sorted(r.first_queue_offset for r in results) == [0, 1, 2]
     assert {r.status for r in results} == {AppendStatus.FLUSH_DISK_TIMEOUT}
-    flush.open_all()
+    assert all(r.physical_offsets[0] > 0 for r in results)
     leader.join(30)
-    assert (store.flusher.rounds, store.flusher.round_requests) == (2, 4)  # taken by round 2
+    assert first[0].status is AppendStatus.FLUSH_DISK_TIMEOUT
+    disk.open_all()
     assert store.append_batch("t", 1, one(), 1).first_queue_offset == 3
+    assert store.wait_dispatched(10) and len(read_all(store, "t", 1)) == 4
     store.shutdown()
+
+
+def test_a_shutdown_answers_every_waiting_blocking_append(tmp_path):
+    store = sync_store(tmp_path)
+    disk = GatedSync(store, gates=1)
+    results: list = []
+    appenders = threading.Thread(target=lambda: results.extend(
+        run_threads(3, lambda n: store.append_batch("t", 0, one(), 1))))
+    appenders.start()
+    assert disk.entered[0].wait(10)
+    wait_until(lambda: store.max_offset("t", 0) >= 1)
+    closer = threading.Thread(target=store.shutdown)
+    closer.start()
+    disk.open_all()
+    closer.join(30)
+    appenders.join(30)
+    assert not closer.is_alive() and not appenders.is_alive()
+    assert len(results) == 3
+    assert all(isinstance(r, StoreClosed) or r.status is AppendStatus.PUT_OK for r in results)
+    with pytest.raises(StoreClosed):
+        store.append_batch("t", 0, one(), 1)
+    assert not [t for t in threading.enumerate() if t.name == "store-loop"]
 
 
 def test_cpu_affinity_pins_the_threads_while_the_store_runs(tmp_path):

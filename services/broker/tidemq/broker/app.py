@@ -20,6 +20,7 @@ from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
@@ -67,8 +68,14 @@ class BrokerApp:
             log.info("heap keeps freed memory for reuse", keep_mib=settings.malloc_keep_mib)
         self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads,
                                       aio=True)
+        replicated = settings.replication_enabled
+        if replicated:  # the role layer loads only where it runs
+            from tidemq.broker.replication import wiring as replication_wiring
+            settings.ha_port = replication_wiring.ha_port(settings)   # resolved once
+        ha_addr = ((settings.ha_advertised_addr
+                    or f"{settings.advertised_host}:{settings.ha_port}") if replicated else "")
         self.identity = BrokerIdentity(settings.cluster_name, settings.broker_name,
-                                       settings.broker_id, settings.advertised_addr)
+                                       settings.broker_id, settings.advertised_addr, ha_addr)
         data_dir = Path(settings.data_dir)
         self.store = MessageStore(store_config(settings),
                                   store_host=record.pack_host(settings.advertised_host,
@@ -94,7 +101,12 @@ class BrokerApp:
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,
                                    max_pull_bytes=settings.max_pull_bytes,
-                                   accepts_writes=settings.broker_id == 0)
+                                   # with replication the store refuses: NOT_MASTER
+                                   accepts_writes=replicated or settings.broker_id == 0)
+        self.replication = (replication_wiring.build(settings, self.identity, self.store,
+                                                     self.registrar, self.offsets,
+                                                     self.runtime.transport.call)
+                            if replicated else None)
         self.groups = GroupRpc(GroupCoordinator(CoordinatorConfig(
             initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=settings.group_min_session_timeout_ms)),
@@ -111,14 +123,22 @@ class BrokerApp:
                               revive_interval_s=settings.pop_revive_interval_ms / 1000)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
-                                        self.group_manager, self.retry, self.pop,
+                                        self.group_manager,
+                                        self.replication.host if self.replication else None,
+                                        self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name)),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
+        replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
+        if self.replication is not None:
+            self.replication.host.on_server = lambda server: setattr(
+                replication_gauges, "server", server)
 
     def start(self) -> None:
         self.store.start()
+        if self.replication is not None:
+            self.replication.start()  # a slave (refusing sends) until the controller decides
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.dynamic.start()
         self.offsets.start(self.settings.offset_flush_interval_s)
@@ -135,8 +155,11 @@ class BrokerApp:
                  topics=len(self.topics.snapshot()[1]))
 
     def stop(self) -> None:
-        """Graceful stop: leave the routes first, answer held pulls, drain, then flush."""
-        for step in (lambda: self.registrar.stop(unregister=True), self.topic_manager.stop,
+        """Graceful stop: leave the replica group and the routes first, answer held pulls,
+        drain, then flush."""
+        leave_group = self.replication.stop if self.replication is not None else (lambda: None)
+        for step in (leave_group, lambda: self.registrar.stop(unregister=True),
+                     self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
                      self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
                      self.offsets.stop,

@@ -37,6 +37,10 @@ from tidemq.common.errors import (
     TopicNotExist,
 )
 
+# Store refusals of a replica group (store/ha): not (or no longer) the master; too few in-sync
+# replicas. Both leave nothing stored and reach the client as FAILED_PRECONDITION + the code.
+REPLICATION_REFUSALS = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
+
 
 class PullStatus(enum.Enum):
     FOUND = "FOUND"
@@ -133,6 +137,8 @@ class Messaging:
         except StoreError as exc:
             if exc.code == "SERVICE_UNAVAILABLE":
                 raise ServiceUnavailable(f"broker store unavailable: {exc}") from None
+            if exc.code in REPLICATION_REFUSALS:  # nothing was appended; the client re-routes
+                raise PreconditionFailed(str(exc), code=exc.code) from None
             raise InvalidArgument(f"rejected batch: {exc}") from None
         metrics.record_put(topic.name, record_count, len(records), time.perf_counter() - started)
         return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 MESSAGES_IN = Counter("tidemq_broker_messages_in_total", "Records appended, by topic", ["topic"])
@@ -37,9 +37,41 @@ class FlushCollector(Collector):
                                   "SYNC_FLUSH group-commit rounds (one write + one fsync each)",
                                   value=flusher.rounds)
         yield CounterMetricFamily("tidemq_broker_group_commit_appends",
-                                  "Send batches acknowledged by group-commit rounds",
+                                  "Send batches acknowledged by group-commit fsyncs",
                                   value=flusher.round_requests)
 
 
 def watch_flusher(flusher) -> None:
     REGISTRY.register(FlushCollector(flusher))
+
+
+class ReplicationCollector(Collector):
+    """Replication gauges read at scrape time: the replica's epoch always; while it is master
+    (`server` set to its HAServer by the role layer) each slave's lag in bytes and the size
+    of the in-sync set."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.server = None   # the HAServer while this replica is master
+
+    def collect(self):
+        yield GaugeMetricFamily("tidemq_broker_epoch", "The replica group's master epoch as "
+                                "this replica knows it", value=self.store.epochs.last_epoch)
+        server = self.server
+        if server is None:
+            return
+        lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
+                                "CommitLog bytes a slave lacks behind this master", labels=["replica"])
+        for replica, lag_bytes in sorted(server.lag_bytes().items()):
+            lag.add_metric([str(replica)], lag_bytes)
+        yield lag
+        yield GaugeMetricFamily("tidemq_broker_in_sync_replicas",
+                                "Replicas in the in-sync set, the master included",
+                                value=len(server.tracker.in_sync))
+
+
+def watch_replication(store) -> ReplicationCollector:
+    """Register the replication gauges; the role layer sets `.server` while master."""
+    collector = ReplicationCollector(store)
+    REGISTRY.register(collector)
+    return collector

@@ -60,6 +60,23 @@ class ConsumerOffsetManager:
             table = self._offsets.get(group, {})
             return sorted((t, q, o) for (t, q), o in table.items() if not topic or t == topic)
 
+    def snapshot(self) -> dict[str, list[tuple[str, int, int]]]:
+        """Every group's committed offsets (a master hands this to its slaves)."""
+        with self._lock:
+            return {group: sorted((t, q, o) for (t, q), o in table.items())
+                    for group, table in self._offsets.items()}
+
+    def replace_all(self, snapshot: dict[str, list[tuple[str, int, int]]]) -> bool:
+        """Become a copy of the master's table (a slave, every ~1 s); True if it changed.
+        Replaced, not merged: the master's table is the truth, resets included."""
+        table = {group: {(t, q): o for t, q, o in entries} for group, entries in snapshot.items()}
+        with self._lock:
+            if table == self._offsets:
+                return False
+            self._offsets = table
+            self._dirty = True
+            return True
+
     def groups(self) -> list[str]:
         with self._lock:
             return sorted(self._offsets)

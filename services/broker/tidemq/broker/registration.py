@@ -1,7 +1,9 @@
 """BrokerRegistrar: announce this broker and its topics to every name server.
 
 Registers at start, every `interval_s` (ref 30 s) and at once when the topic table changes;
-unregisters on clean shutdown. Each name server is called in parallel with its own deadline
+unregisters on clean shutdown. With replication the role layer calls `announce` on every role
+change: the registered broker id is 0 while master and replica_id + 1 while slave (RocketMQ's
+convention, so routes name the master under id 0). Each name server is called in parallel with its own deadline
 and circuit breaker, so one dead name server never delays the others.
 """
 
@@ -24,9 +26,20 @@ log = get_logger(__name__)
 class BrokerIdentity:
     cluster_name: str
     broker_name: str
-    broker_id: int
+    broker_id: int  # the configured id; with replication, the fixed replica id
     broker_addr: str
     ha_server_addr: str = ""
+
+
+MASTER = "MASTER"
+SLAVE = "SLAVE"
+_ROLE_PB = {"": nameserver_pb2.REPLICA_ROLE_UNSPECIFIED, MASTER: nameserver_pb2.REPLICA_MASTER,
+            SLAVE: nameserver_pb2.REPLICA_SLAVE}
+
+
+def registered_id(replica_id: int, role: str) -> int:
+    """The id routes know a replica by: 0 while master, replica_id + 1 while slave."""
+    return 0 if role == MASTER else replica_id + 1
 
 
 class BrokerRegistrar:
@@ -44,10 +57,30 @@ class BrokerRegistrar:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="registrar", daemon=True)
         self.master_addr = ""
+        # Role as last announced ("" = replication off: register under the configured id).
+        self.role = ""
+        self.epoch = 0
+        self.registered_id = identity.broker_id
 
     def start(self) -> None:
         self.register_all()
         self._thread.start()
+
+    def announce(self, role: str, epoch: int, *, wait: bool = True) -> int:
+        """Take a new role and register it with every name server now; returns acceptances
+        (with `wait=False` the registrar's thread registers and this returns -1 at once, so
+        a role change is never held up by a slow name server).
+
+        A name server still holding a newer epoch's master refuses a deposed master (STALE_EPOCH)."""
+        previous = (self.registered_id, self.role)
+        self.role, self.epoch = role, epoch
+        self.registered_id = registered_id(self.identity.broker_id, role)
+        log.info("registering role", role=role, epoch=epoch, registered_id=self.registered_id,
+                 previous=previous)
+        if not wait:
+            self.trigger()
+            return -1
+        return self.register_all()
 
     def trigger(self) -> None:
         """Re-register now (topic table changed)."""
@@ -56,7 +89,8 @@ class BrokerRegistrar:
     def stop(self, unregister: bool = True) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=self.call_timeout_s + 2)
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.call_timeout_s + 2)
         if unregister:
             self.unregister_all()
         self._pool.shutdown(wait=False)
@@ -74,8 +108,10 @@ class BrokerRegistrar:
         ident = self.identity
         return nameserver_pb2.RegisterBrokerRequest(
             cluster_name=ident.cluster_name, broker_name=ident.broker_name,
-            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            broker_id=self.registered_id, broker_addr=ident.broker_addr,
             ha_server_addr=ident.ha_server_addr,
+            replica_id=ident.broker_id if self.role else 0, role=_ROLE_PB[self.role],
+            epoch=self.epoch,
             data_version=common_pb2.DataVersion(timestamp=version.timestamp,
                                                 counter=version.counter),
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
@@ -103,7 +139,7 @@ class BrokerRegistrar:
         ident = self.identity
         request = nameserver_pb2.UnregisterBrokerRequest(
             cluster_name=ident.cluster_name, broker_name=ident.broker_name,
-            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            broker_id=self.registered_id, broker_addr=ident.broker_addr,
         )
         futures = [self._pool.submit(self._call, addr, "UnregisterBroker", request)
                    for addr in self._clients]

@@ -12,12 +12,13 @@ from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 SEND_STATUS = {
     AppendStatus.PUT_OK: common_pb2.SEND_OK,
     AppendStatus.FLUSH_DISK_TIMEOUT: common_pb2.FLUSH_DISK_TIMEOUT,
+    AppendStatus.FLUSH_SLAVE_TIMEOUT: common_pb2.FLUSH_SLAVE_TIMEOUT,
 }
 
 
@@ -41,8 +42,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
                  subscriptions: SubscriptionGroupManager | None = None,
-                 retry: RetryService | None = None, pop: PopService | None = None,
-                 locks: QueueLocks | None = None) -> None:
+                 replication=None, retry: RetryService | None = None,
+                 pop: PopService | None = None, locks: QueueLocks | None = None) -> None:
+        self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
         self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
         self.pop = pop  # pop consumption (pop/)
         self.retry = retry  # retries and dead letters (retry.py)
@@ -107,15 +109,38 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         ident = self.identity
         return broker_pb2.GetBrokerInfoResponse(
             cluster_name=ident.cluster_name, broker_name=ident.broker_name,
-            broker_id=ident.broker_id, broker_addr=ident.broker_addr,
+            broker_id=ident.broker_id if self.replication is None
+            else self.replication.registrar.registered_id,
+            broker_addr=ident.broker_addr,
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
                                            write_queue_nums=t.queues, perm=t.perm, order=t.order)
                     for t in topics],
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
+            **self._replication_info(),
         )
 
+    def _replication_info(self) -> dict:
+        host = self.replication
+        if host is None:
+            return {}
+        return dict(replica_id=self.identity.broker_id, role=host.role, epoch=host.epoch,
+                    confirmed_offset=host.confirmed_offset(),
+                    replicas=[broker_pb2.ReplicaProgress(replica_id=r, log_end=end,
+                                                         lag_bytes=lag, lag_ms=lag_ms,
+                                                         in_sync=member)
+                              for r, end, lag, lag_ms, member in host.progress()])
+
+    def _check_master(self) -> None:
+        """Offsets are written on the master only: a slave's table is a copy of the master's
+        and would lose the write at its next copy."""
+        host = self.replication
+        if host is not None and host.role != "MASTER":
+            raise PreconditionFailed("this replica is not the master of its group: commit "
+                                     "offsets on the master", code="NOT_MASTER")
+
     def CommitOffsets(self, request, context):
+        self._check_master()
         self.group_table.check_consume(request.consumer_group)
         for entry in request.offsets:
             self.messaging.topic(entry.topic)
@@ -130,6 +155,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)))
 
     def ResetOffsets(self, request, context):
+        self._check_master()
         if not request.consumer_group:
             raise InvalidArgument("consumer_group must not be empty")
         topic = self.messaging.topic(request.topic)
@@ -138,6 +164,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                    for q in range(topic.queues)]
         self.offsets.commit(request.consumer_group, entries)
         return broker_pb2.ResetOffsetsResponse(offsets=_queue_offsets_pb(entries))
+
+    def GetAllConsumerOffsets(self, request, context):
+        return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
+            broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))
+            for group, entries in sorted(self.offsets.snapshot().items())])
 
     async def JoinGroup(self, request, context):
         return await self.groups.JoinGroup(request, context)

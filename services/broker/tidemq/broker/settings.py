@@ -8,6 +8,7 @@ from tidemq.common import record
 from tidemq.common.settings import ServiceSettings, SettingsError, setting
 
 FLUSH_MODES = ("async", "sync")
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 
 
 @dataclass
@@ -18,7 +19,9 @@ class BrokerSettings(ServiceSettings):
     data_dir: str = setting("./.data/broker", "store, topic table and consumer offsets live here")
     cluster_name: str = setting("DefaultCluster", "cluster this broker's group belongs to")
     broker_name: str = setting("broker-a", "replica group name (master and slaves share it)")
-    broker_id: int = setting(0, "0 = master, > 0 = slave")
+    broker_id: int = setting(
+        0, "without replication: 0 = master, > 0 = slave; with replication: the fixed replica "
+           "id 0..N-1 in its group (0 = initial master)")
     namesrv_addrs: str = setting("127.0.0.1:9876", "name servers to register with, ';'-separated")
     config_center: str = setting("127.0.0.1:7070", "config-center host:port (topic definitions)")
     topic_sync_wait_s: float = setting(
@@ -59,11 +62,47 @@ class BrokerSettings(ServiceSettings):
         256, "threads for the plain RPCs (admin, offsets, heartbeats); sends, held pulls and "
              "JoinGroup/SyncGroup wait on the event loop without one")
 
+    # -- replication (docs/replication.md, "Broker roles and failover") ----------------------
+    replication_enabled: bool = setting(
+        False, "join a replica group: leases in the config center, controller elections, "
+               "HA stream; false = a single broker as before")
+    broker_role: str = setting(
+        "ASYNC_MASTER", "how this group's master acknowledges: ASYNC_MASTER (after the local "
+                        "append) or SYNC_MASTER (after the in-sync replicas have the bytes)")
+    min_in_sync_replicas: int = setting(
+        1, "fewer in-sync replicas (master included) refuse sends with NOT_ENOUGH_REPLICAS; "
+           "2 for a group of 3")
+    sync_replication_timeout_ms: int = setting(
+        5000, "SYNC_MASTER: longest wait for the in-sync replicas, then FLUSH_SLAVE_TIMEOUT")
+    replica_lag_max_ms: int = setting(
+        10000, "a slave not caught up for this long leaves the in-sync set (ms)")
+    ha_port: int = setting(-1, "HA stream port: -1 = port + 1, 0 = pick a free port")
+    ha_advertised_addr: str = setting(
+        "", "host:port slaves dial for the HA stream when it differs from advertised_host:"
+            "ha_port (a proxy or NAT in between); \"\" = advertised_host:ha_port")
+    ha_transfer_batch_bytes: int = setting(
+        256 * 1024, "most CommitLog bytes per HA stream frame (never across a segment end)")
+    ha_housekeeping_timeout_ms: int = setting(
+        20000, "an HA connection silent for this long (ms) is dropped")
+    broker_lease_ttl_s: int = setting(
+        10, "TTL of this replica's live key in the config center (s); a master that cannot "
+            "renew it for this long steps down")
+    replica_refresh_interval_s: float = setting(
+        1.0, "live key refresh (log end, epoch) and slave copy of the master's consumer "
+             "offsets, this often (s)")
+
     def __post_init__(self) -> None:
         if self.flush_mode not in FLUSH_MODES:
             raise SettingsError(f"flush_mode must be one of {FLUSH_MODES}, got {self.flush_mode!r}")
         if self.broker_id < 0:
             raise SettingsError(f"broker_id must be >= 0, got {self.broker_id}")
+        if self.broker_role not in BROKER_ROLES:
+            raise SettingsError(f"broker_role must be one of {BROKER_ROLES}, "
+                                f"got {self.broker_role!r}")
+        if self.min_in_sync_replicas < 1:
+            raise SettingsError("min_in_sync_replicas must be >= 1 (the master counts)")
+        if self.broker_lease_ttl_s < 1:
+            raise SettingsError("broker_lease_ttl_s must be >= 1")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tidemq.common.errors import InvalidArgument, TopicNotExist
+from tidemq.common.errors import InvalidArgument, PreconditionFailed, TopicNotExist
 
 MASTER_ID = 0
 PERM_READ = 2
@@ -63,6 +63,9 @@ class BrokerLiveInfo:
     last_update_ms: int
     data_version: DataVersion
     ha_server_addr: str
+    replica_id: int = 0
+    role: str = ""  # MASTER | SLAVE; "" = a broker without replication
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,9 @@ class Registration:
     ha_server_addr: str = ""
     data_version: DataVersion = DataVersion()
     topics: tuple[TopicConfig, ...] = ()
+    replica_id: int = 0
+    role: str = ""
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,9 @@ def _validate(reg: Registration) -> None:
             raise InvalidArgument(f"registration is missing {name}")
     if reg.broker_id < 0:
         raise InvalidArgument(f"broker_id must be >= 0, got {reg.broker_id}")
+    if reg.epoch < 0 or reg.replica_id < 0:
+        raise InvalidArgument(f"epoch and replica_id must be >= 0, got {reg.epoch}, "
+                              f"{reg.replica_id}")
 
 
 class RouteRegistry:
@@ -126,6 +135,7 @@ class RouteRegistry:
     def register(self, reg: Registration) -> RegisterResult:
         _validate(reg)
         with self._lock:
+            self._refuse_deposed_master(reg)
             previous = self.broker_live_table.get(reg.broker_addr)
             if previous is not None and (previous.cluster, previous.broker_name,
                                          previous.broker_id) != (reg.cluster_name, reg.broker_name,
@@ -139,13 +149,27 @@ class RouteRegistry:
                 self._rebuild_routes(reg.broker_name, reg.topics)
             self.broker_live_table[reg.broker_addr] = BrokerLiveInfo(
                 reg.cluster_name, reg.broker_name, reg.broker_id, self._clock(),
-                reg.data_version, reg.ha_server_addr,
+                reg.data_version, reg.ha_server_addr, reg.replica_id, reg.role, reg.epoch,
             )
             if reg.broker_id == MASTER_ID:
                 return RegisterResult("", "")
             master_addr = self.broker_addr_table[reg.broker_name].broker_addrs.get(MASTER_ID, "")
             master_live = self.broker_live_table.get(master_addr)
             return RegisterResult(master_addr, master_live.ha_server_addr if master_live else "")
+
+    def _refuse_deposed_master(self, reg: Registration) -> None:
+        """A master of an older epoch than the registered one was deposed: it must not take
+        the route back (a paused old master's heartbeat may arrive after the new master's)."""
+        if reg.broker_id != MASTER_ID or not reg.epoch:
+            return
+        broker_data = self.broker_addr_table.get(reg.broker_name)
+        current = broker_data.broker_addrs.get(MASTER_ID) if broker_data else None
+        live = self.broker_live_table.get(current) if current else None
+        if live is not None and current != reg.broker_addr and live.epoch > reg.epoch:
+            raise PreconditionFailed(
+                f"{reg.broker_addr} registers as master of {reg.broker_name!r} in epoch "
+                f"{reg.epoch}, but {current} is its master in epoch {live.epoch}",
+                code="STALE_EPOCH")
 
     def _place_broker(self, reg: Registration) -> None:
         broker_data = self.broker_addr_table.get(reg.broker_name)
@@ -266,7 +290,8 @@ class RouteRegistry:
                  for name, bd in self.broker_addr_table.items()},
                 {cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
                 {addr: BrokerLiveInfo(live.cluster, live.broker_name, live.broker_id,
-                                      live.last_update_ms, live.data_version, live.ha_server_addr)
+                                      live.last_update_ms, live.data_version, live.ha_server_addr,
+                                      live.replica_id, live.role, live.epoch)
                  for addr, live in self.broker_live_table.items()},
             )
 

@@ -1,8 +1,10 @@
-"""NameServerService over gRPC: proto <-> RouteRegistry, nothing else."""
+"""NameServerService over gRPC: proto <-> RouteRegistry (and the replication Controller when
+this name server runs one), nothing else."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
+from tidemq.common import errors
 from tidemq.nameserver.registry import (
     BrokerData,
     DataVersion,
@@ -14,6 +16,8 @@ from tidemq.v1 import common_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 REGISTRATIONS = Counter("tidemq_nameserver_registrations_total", "RegisterBroker calls answered")
 ROUTE_QUERIES = Counter("tidemq_nameserver_route_queries_total", "GetRouteInfo calls received")
+ROLE_NAMES = {nameserver_pb2.REPLICA_MASTER: "MASTER", nameserver_pb2.REPLICA_SLAVE: "SLAVE"}
+ROLE_VALUES = {name: value for value, name in ROLE_NAMES.items()}
 LIVE_BROKERS = Gauge("tidemq_nameserver_live_brokers", "Brokers currently registered")
 
 
@@ -30,6 +34,9 @@ def registration_from_proto(request: nameserver_pb2.RegisterBrokerRequest) -> Re
                         t.topic_sys_flag, t.order)
             for t in request.topics
         ),
+        replica_id=request.replica_id,
+        role=ROLE_NAMES.get(request.role, ""),
+        epoch=request.epoch,
     )
 
 
@@ -39,9 +46,17 @@ def _broker_data_pb(data: BrokerData) -> nameserver_pb2.BrokerData:
     )
 
 
+def _group_pb(broker_name: str, state) -> nameserver_pb2.ReplicationGroup:
+    return nameserver_pb2.ReplicationGroup(
+        broker_name=broker_name, master=state.master, epoch=state.epoch,
+        in_sync=sorted(state.in_sync), master_addr=state.master_addr,
+        master_ha_addr=state.master_ha_addr)
+
+
 class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
-    def __init__(self, registry: RouteRegistry) -> None:
+    def __init__(self, registry: RouteRegistry, controller=None) -> None:
         self.registry = registry
+        self.controller = controller  # tidemq.nameserver.controller.service.Controller | None
         LIVE_BROKERS.set_function(lambda: len(registry.broker_live_table))
 
     def RegisterBroker(self, request, context):
@@ -86,7 +101,10 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
                     data_version=common_pb2.DataVersion(
                         timestamp=live.data_version.timestamp, counter=live.data_version.counter
                     ),
-                    ha_server_addr=live.ha_server_addr,
+                    ha_server_addr=live.ha_server_addr, broker_name=live.broker_name,
+                    broker_id=live.broker_id, replica_id=live.replica_id,
+                    role=ROLE_VALUES.get(live.role, nameserver_pb2.REPLICA_ROLE_UNSPECIFIED),
+                    epoch=live.epoch,
                 )
                 for addr, live in sorted(snapshot.live_brokers.items())
             ],
@@ -94,3 +112,46 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
 
     def GetAllTopics(self, request, context):
         return nameserver_pb2.TopicList(topics=self.registry.topics())
+
+    # -- replication controller -----------------------------------------------------------
+
+    def _controller(self):
+        if self.controller is None:
+            raise errors.PreconditionFailed(
+                "this name server runs no replication controller (it needs --config-center "
+                "and controller_enabled)", code="NOT_CONTROLLER")
+        return self.controller
+
+    @staticmethod
+    def _broker_name(request) -> str:
+        if not request.broker_name:
+            raise errors.InvalidArgument("broker_name is required")
+        return request.broker_name
+
+    def AlterInSyncSet(self, request, context):
+        name = self._broker_name(request)
+        state = self._controller().alter_in_sync(name, request.epoch, request.master,
+                                                 list(request.in_sync))
+        return nameserver_pb2.AlterInSyncSetResponse(group=_group_pb(name, state))
+
+    def ElectMaster(self, request, context):
+        name = self._broker_name(request)
+        if request.preferred_replica < -1:
+            raise errors.InvalidArgument(
+                f"preferred_replica must be a replica id or -1, got {request.preferred_replica}")
+        preferred = None if request.preferred_replica == -1 else request.preferred_replica
+        state = self._controller().elect_master(name, preferred)
+        return nameserver_pb2.ElectMasterResponse(group=_group_pb(name, state))
+
+    def DescribeReplication(self, request, context):
+        described = self._controller().describe()
+        return nameserver_pb2.DescribeReplicationResponse(
+            groups=[_group_pb(name, state) for name, state in sorted(described.groups.items())],
+            live_replicas=[
+                nameserver_pb2.LiveReplica(
+                    broker_name=name, replica_id=replica.replica_id, addr=replica.addr,
+                    ha_addr=replica.ha_addr, epoch=replica.epoch, log_end=replica.log_end)
+                for name, replicas in sorted(described.live.items())
+                for _, replica in sorted(replicas.items())
+            ],
+            controller_addr=described.controller_addr)

@@ -22,3 +22,12 @@ class NameServerSettings(ServiceSettings):
         "('' = off: the name server needs no other service)")
     cluster_name: str = setting("DefaultCluster", "config-center cluster scope of those settings")
     config_group: str = setting("name-server", "config-center group scope (overrides cluster)")
+    controller_enabled: bool = setting(
+        True, "run the replication controller (needs config_center; one name server acts, "
+        "the others stand by)")
+    controller_lease_ttl_s: int = setting(
+        10, "TTL in seconds of the controller's lease: a dead controller is replaced after "
+        "this (ref 10 s)")
+    unclean_election: bool = setting(
+        False, "elect a replica outside the in-sync set when no in-sync replica is live "
+        "(may lose acknowledged messages; per group: /tidemq/replication/settings/<name>)")

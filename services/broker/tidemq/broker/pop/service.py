@@ -78,6 +78,7 @@ class PopService:
         self._pop_lock: asyncio.Lock | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._was_master = True  # start() replays the log anyway
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -302,8 +303,8 @@ class PopService:
 
     async def revive_due(self) -> int:
         """Move every message whose invisible time passed; how many were moved."""
-        if not self.messaging.accepts_writes:
-            return 0  # a slave replays the log but leaves reviving to its master
+        if not self._serving_master():
+            return 0  # a slave leaves reviving to its master
         with self._lock:
             due = self.book.due(self._now_ms())
             taken = [(ck, off, self.book.take_for_revive((ck, off))) for ck, off, _ in due]
@@ -320,6 +321,16 @@ class PopService:
                 with self._lock:
                     self.book.untake((ck, off), flight)
         return moved
+
+    def _serving_master(self) -> bool:
+        """True on a master. A broker that just became master (replication promoted it)
+        replays the revive log it received first, so pops and revives go on from the state its
+        old master left in the log."""
+        master = self.messaging.accepts_writes and self.messaging.store.is_master
+        if master and not self._was_master:
+            self.rebuild()
+        self._was_master = master
+        return master
 
     async def _revive_one(self, ck: int, off: int, flight) -> str:
         """Move one expired message on; the ACK reason that closes its checkpoint entry."""

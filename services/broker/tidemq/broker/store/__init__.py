@@ -13,6 +13,9 @@ from .config import (
     InvalidBatch,
     MessageNotFound,
     MessageTooLarge,
+    NotEnoughReplicas,
+    NotMaster,
+    ReplicationGap,
     StoreClosed,
     StoreConfig,
     StoreError,
@@ -22,6 +25,7 @@ from .store import MessageStore, StartupReport
 
 __all__ = [
     "AppendResult", "AppendStatus", "FlushFailed", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
-    "MessageNotFound", "MessageStore", "MessageTooLarge", "MetadataFile", "StartupReport",
+    "MessageNotFound", "MessageStore", "MessageTooLarge", "MetadataFile", "NotEnoughReplicas",
+    "NotMaster", "ReplicationGap", "StartupReport",
     "StoreClosed", "StoreConfig", "StoreError",
 ]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tidemq.common import record
 
-from .config import InvalidBatch, StoreError
+from .config import InvalidBatch, ReplicationGap, StoreError
+from .ha.records import complete_prefix
 from .loops import stamp_batch
 from .segment import Segment, parse_segment_name, segment_name
 from .segment_allocator import SegmentAllocator
@@ -39,6 +40,8 @@ def check_topic(topic: str) -> None:
 
 # One producer batch for one queue: (topic, queue_id, concatenated records, record_count).
 AppendRequest = tuple[str, int, bytes, int]
+# An appended batch: (first queue offset, physical offsets, end offset of its last record).
+Appended = tuple[int, list[int], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class CommitLog:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_fields: dict[str, bytes] = {}   # valid topic -> length byte + name
         self._prepare_next_at = 0   # past this offset, ask for the next segment to be prepared
+        self._replica_tail = b""    # a slave: replicated bytes of a record not yet complete
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -186,13 +190,14 @@ class CommitLog:
         outcome = self.append_group([(topic, queue_id, records, record_count)], store_host)[0]
         if isinstance(outcome, StoreError):
             raise outcome
-        return outcome
+        return outcome[0], outcome[1]
 
     def append_group(
         self, requests: list[AppendRequest], store_host: bytes
-    ) -> list[tuple[int, list[int]] | StoreError]:
+    ) -> list[Appended | StoreError]:
         """Append several producer batches (possibly for different queues) in one go: one lock
-        hold, one store timestamp and one write per segment touched. Each batch is all or
+        hold, one store timestamp and one write per segment touched. Each batch's outcome is
+        (first queue offset, physical offsets, end offset of its last record). Each batch is all or
         nothing on its own: an invalid one gets its StoreError in the returned list and the
         others are still appended. A failing write raises (nothing of the group is then
         counted as appended; the bytes past the log end are overwritten later).
@@ -200,7 +205,7 @@ class CommitLog:
         This is the hot path: per record only a few struct calls and one CRC; the bytes are
         stamped in a private copy.
         """
-        outcomes: list[tuple[int, list[int]] | StoreError | None] = [
+        outcomes: list[Appended | StoreError | None] = [
             self._precheck(*request) for request in requests
         ]
         with self._append_lock:
@@ -245,7 +250,7 @@ class CommitLog:
         chunk_start, chunk_phys, pos = 0, cursor, 0
         queue_offsets, next_offsets = self._queue_offsets, {}
         topic_fields = self._topic_fields
-        results: list[tuple[int, list[int]]] = []
+        results: list[Appended] = []
         for i in live:
             topic, queue_id, records, record_count = requests[i]
             key = (topic, queue_id)
@@ -267,7 +272,7 @@ class CommitLog:
             if rolled:
                 chunks.extend(rolled)
             next_offsets[key] = queue_offset
-            results.append((first_queue_offset, physical_offsets))
+            results.append((first_queue_offset, physical_offsets, cursor))
         chunks.append((chunk_phys, chunk_start, pos, -1))
         with memoryview(buf) as view:
             self._write_chunks(view, chunks)
@@ -295,6 +300,60 @@ class CommitLog:
             segment = Segment(self.directory / segment_name(base), base, self.segment_size)
             self.segments = [*self.segments, segment]
         return segment
+
+    # -- replication -----------------------------------------------------------------------
+    @property
+    def replica_end(self) -> int:
+        """Where the next replicated bytes go: the log end plus a held partial record."""
+        return self._written + len(self._replica_tail)
+
+    def append_replicated(self, physical_offset: int, chunk: bytes | memoryview) -> int:
+        """A slave: write the master's bytes as they are at `physical_offset` (which must be
+        `replica_end`); the log end advances over the whole records and fillers, the rest
+        is held until it completes. Returns the log end."""
+        with self._append_lock:
+            expected = self._written + len(self._replica_tail)
+            if physical_offset != expected:
+                raise ReplicationGap(f"replicated bytes start at {physical_offset} but this "
+                                     f"replica's log ends at {expected}")
+            data = self._replica_tail + bytes(chunk) if self._replica_tail else chunk
+            start = self._written
+            complete = complete_prefix(data, start, self.segment_size, self.max_message_size)
+            with memoryview(data) as view:
+                position = 0
+                while position < complete:
+                    segment = self._segment_at(start + position)
+                    take = min(complete - position, segment.end_offset - start - position)
+                    segment.write(start + position - segment.base_offset,
+                                  view[position:position + take])
+                    position += take
+                self._replica_tail = bytes(view[complete:])
+            self._written = start + complete
+            if self._written >= self._prepare_next_at:
+                self._prepare_next()
+            return self._written
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at `offset` (a record boundary at or below the end): later segments are
+        deleted, the one holding `offset` zeroed from there; a held partial record is dropped."""
+        with self._append_lock:
+            if not self.min_offset <= offset <= self._written:
+                raise StoreError(f"cannot truncate the commitlog to {offset}: it holds "
+                                 f"{self.min_offset}..{self._written}")
+            kept = [s for s in self.segments if s.base_offset < offset]
+            for segment in self.segments[len(kept):]:
+                segment.delete()
+            if kept and offset < kept[-1].end_offset:
+                kept[-1].truncate(offset - kept[-1].base_offset)
+            self.segments = kept
+            self._written = offset
+            self._flushed = min(self._flushed, offset)
+            self._replica_tail = b""
+            self._prepare_next()
+
+    def drop_replica_tail(self) -> None:
+        with self._append_lock:
+            self._replica_tail = b""
 
     # -- read ------------------------------------------------------------------------------
     def read(self, offset: int, size: int, *, copy: bool = False) -> bytes | None:

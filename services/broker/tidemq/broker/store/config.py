@@ -79,6 +79,9 @@ class StoreConfig:
 class AppendStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # In the log (and on disk if PUT_OK locally), but the in-sync replicas did not confirm it
+    # within sync_replication_timeout: not acknowledged as replicated (store/ha/gate.py).
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
 
 
 class AppendResult(NamedTuple):
@@ -88,6 +91,7 @@ class AppendResult(NamedTuple):
     status: AppendStatus
     first_queue_offset: int
     physical_offsets: list[int]
+    end_offset: int   # physical end (exclusive) of the batch's last record: what replication waits for
 
 
 class GetStatus(enum.Enum):
@@ -136,3 +140,21 @@ class FlushFailed(StoreError):
     """A SYNC_FLUSH round's write or fsync failed: its batches are not acknowledged."""
 
     code = "SERVICE_UNAVAILABLE"
+
+
+class NotMaster(StoreError):
+    """This replica is a slave (or a deposed master): it takes no local appends."""
+
+    code = "NOT_MASTER"
+
+
+class NotEnoughReplicas(StoreError):
+    """Fewer in-sync replicas than min_in_sync_replicas: nothing was appended."""
+
+    code = "NOT_ENOUGH_REPLICAS"
+
+
+class ReplicationGap(StoreError):
+    """Replicated bytes that do not start at this replica's log end (or are not log records)."""
+
+    code = "REPLICATION_GAP"

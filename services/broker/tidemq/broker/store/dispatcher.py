@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from tidemq.common.logs import get_logger
 
@@ -81,6 +82,12 @@ class Dispatcher:
                 self._wakeup.set()
                 self._progress.wait(remaining)
         return True
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No dispatch while the log and the queues are cut under it (truncation)."""
+        with self._dispatch_lock:
+            yield
 
     # -- work ------------------------------------------------------------------------------
     def dispatch_available(self) -> int:

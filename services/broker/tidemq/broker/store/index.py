@@ -72,6 +72,10 @@ class IndexFile:
                 "keep the configuration or delete the index directory to rebuild it"
             )
         self._entries_at = HEADER_SIZE + slots * 4
+        # Truncations of the log (a returning old master): entries numbered below `count`
+        # whose record starts at or past `offset` point at cut records. In memory only: after
+        # a restart the reader's check of every hit (offset, CRC, key) filters them.
+        self.cuts: list[tuple[int, int]] = []   # (count, offset)
 
     @property
     def full(self) -> bool:
@@ -102,6 +106,9 @@ class IndexFile:
         self.file.dirty = True
         return count - start
 
+    def _cut(self, index: int, physical: int) -> bool:
+        return any(index < count and physical >= offset for count, offset in self.cuts)
+
     def query(self, key: bytes, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         """Physical offsets of entries with this key hash stored within [begin_ms, end_ms]."""
         mm = self.file.mm
@@ -113,7 +120,8 @@ class IndexFile:
                 mm, self._entries_at + index * 20
             )
             approx = self.begin_ts + diff_s * 1000  # stored in whole seconds
-            if entry_hash == hashed and approx <= end_ms and approx + 999 >= begin_ms:
+            if (entry_hash == hashed and approx <= end_ms and approx + 999 >= begin_ms
+                    and not self._cut(index, physical)):
                 found.append(physical)
             if previous >= index:  # chains only point backwards; anything else is damage
                 break
@@ -185,6 +193,14 @@ class IndexService:
     def flush(self) -> None:
         for index_file in self.files:
             index_file.file.sync()
+
+    def hide_from(self, offset: int) -> None:
+        """The log was cut at `offset`: hits at or past it become invisible (new entries for
+        records appended there later stay visible), and re-dispatch indexes from there."""
+        for index_file in self.files:
+            if index_file.end_phy >= offset:
+                index_file.cuts.append((index_file.count, offset))
+        self.resume_after = min(self.resume_after, offset - 1)
 
     def delete_below(self, commitlog_min: int) -> None:
         while len(self.files) > 1 and self.files[0].end_phy < commitlog_min:

@@ -10,7 +10,10 @@ wait they are written at once, so that their fsync runs while the loop still ser
 other appenders: fsync time overlaps the loop's work instead of adding to it.
 
 An append waits at most `sync_flush_timeout` and then reports FLUSH_DISK_TIMEOUT (its bytes
-are in the log, not known durable); a failed fsync fails every append it covered.
+are in the log, not known durable); a failed fsync fails every append it covered. This is the
+one place where a SYNC_FLUSH append becomes acknowledged: with a replication gate set
+(store/ha/gate.py) a synced group is handed to the gate instead of answered, and the gate
+answers it once the in-sync replicas confirmed it (or FLUSH_SLAVE_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from collections.abc import Callable
 
 from tidemq.common.logs import get_logger
 
-from .commitlog import AppendRequest, CommitLog
+from .commitlog import Appended, AppendRequest, CommitLog
 from .config import AppendResult, AppendStatus, FlushFailed, StoreClosed, StoreError
 from .flush import FlushService, queue_of
+from .ha.gate import ReplicationGate
 from .syncer import Syncer
 
 log = get_logger(__name__)
@@ -42,14 +46,18 @@ class _Append:
     def __init__(self, request: AppendRequest, future: asyncio.Future) -> None:
         self.request = request
         self.future = future
-        self.outcome: tuple[int, list[int]] | StoreError | None = None   # set when written
+        self.outcome: Appended | StoreError | None = None   # set when written
 
 
 class LoopAppender:
     def __init__(self, loop: asyncio.AbstractEventLoop, flusher: FlushService,
                  commitlog: CommitLog, dispatch: Callable[[], None],
-                 syncer_factory: Callable[[int], Syncer] = Syncer) -> None:
+                 syncer_factory: Callable[[int], Syncer] = Syncer,
+                 gate_of: Callable[[], ReplicationGate | None] = lambda: None,
+                 on_written: Callable[[], None] = lambda: None) -> None:
         self.loop = loop
+        self.on_written = on_written   # once per written group (the HA stream's wake-up)
+        self.gate_of = gate_of   # the store's replication gate, if any (read per fsync)
         self.flusher = flusher
         self.commitlog = commitlog
         self.dispatch = dispatch
@@ -106,6 +114,7 @@ class LoopAppender:
         if not written:
             return
         end = self.commitlog.max_offset
+        self.on_written()   # slaves fetch the group while it is fsynced here
         self._syncing.append((end, written))
         self._deadlines.append((self._unwritten_since + self.timeout_s, written))
         if self._timer is None:
@@ -126,6 +135,10 @@ class LoopAppender:
         """The eventfd: resolve the appends every finished fsync covered."""
         with contextlib.suppress(BlockingIOError):   # already read by an earlier call
             os.eventfd_read(self._notify_fd)
+        deadlines = self._deadlines
+        if deadlines and deadlines[0][0] <= self.loop.time() and self._timer is not None:
+            self._timer.cancel()   # past their deadline: FLUSH_DISK_TIMEOUT, even if synced now
+            self._expire_due()
         for ticket, errno in self._syncer.poll():
             if errno:
                 log.error("commitlog fsync failed", error=os.strerror(errno))
@@ -135,23 +148,28 @@ class LoopAppender:
                 continue
             self.commitlog.mark_flushed(ticket)
             acknowledged = 0
-            for group in self._synced(ticket):
-                acknowledged += _settle(group, AppendStatus.PUT_OK)
+            gate = self.gate_of()
+            for end, group in self._synced(ticket):
+                if gate is None or not gate.sync:
+                    acknowledged += _settle(group, AppendStatus.PUT_OK)
+                else:   # answered by the gate once the in-sync replicas have the bytes
+                    gate.hold(end, group, _settle)
+                    acknowledged += len(group)
             self.flusher.count_synced(acknowledged)
 
     def _fail(self, ticket: int, error: FlushFailed) -> None:
-        for group in self._synced(ticket):
+        for _, group in self._synced(ticket):
             _fail_waiting(group, error)
 
-    def _synced(self, ticket: int) -> list[list[_Append]]:
+    def _synced(self, ticket: int) -> list[tuple[int, list[_Append]]]:
         """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
         its answer: a retained future costs every garbage collection)."""
         syncing, deadlines, groups = self._syncing, self._deadlines, []
         while syncing and syncing[0][0] <= ticket:
-            group = syncing.popleft()[1]
+            end, group = syncing.popleft()
             if deadlines and deadlines[0][1] is group:
                 deadlines.popleft()
-            groups.append(group)
+            groups.append((end, group))
         return groups
 
     def _expire_due(self) -> None:
@@ -200,8 +218,8 @@ def _settle(group: list[_Append], status: AppendStatus) -> int:
     for pending in group:
         future = pending.future
         if not future.done():
-            first, physical_offsets = pending.outcome  # type: ignore[misc]
-            future.set_result(AppendResult(status, first, physical_offsets))
+            first, physical_offsets, end = pending.outcome  # type: ignore[misc]
+            future.set_result(AppendResult(status, first, physical_offsets, end))
             settled += 1
     return settled
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.common.logs import get_logger
@@ -23,15 +24,26 @@ from tidemq.common.logs import get_logger
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
 from .commitlog import CommitLog, RecoveryReport
-from .config import AppendResult, AppendStatus, GetResult, StoreClosed, StoreConfig, StoreError
+from .config import (
+    AppendResult,
+    AppendStatus,
+    GetResult,
+    NotMaster,
+    StoreClosed,
+    StoreConfig,
+    StoreError,
+)
 from .consume_queue import ConsumeQueueTable
 from .dispatcher import ArrivalListener, Dispatcher
 from .flush import FlushService
+from .ha.epoch import EpochFile
+from .ha.gate import ReplicationGate
 from .index import IndexService
-from .loop_appender import LoopAppender
+from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
 from .reader import StoreReader
 from .retention import Retention
+from .store_loop import StoreLoop
 from .syncer import Syncer
 
 log = get_logger(__name__)
@@ -61,11 +73,12 @@ class MessageStore:
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
         self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index,
                                      config.max_message_size)
-        self.flusher = FlushService(self.commitlog, config, store_host, self.dispatcher.wake)
+        self.flusher = FlushService(self.commitlog, config, store_host)
         self.reader = StoreReader(self.commitlog, self.queues, self.index)
         self.retention = Retention(config, self.commitlog, self.queues, self.index)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
+        self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
         self.startup: StartupReport | None = None
         self._running = False
         self._stop = threading.Event()
@@ -73,6 +86,10 @@ class MessageStore:
         self._pinned: dict[int, set[int]] = {}
         self._appenders: list[LoopAppender] = []   # one per event loop that appended
         self._appenders_lock = threading.Lock()
+        self._store_loop: StoreLoop | None = None   # blocking callers' appends (store_loop.py)
+        self._gate: ReplicationGate | None = None   # SYNC/ASYNC_MASTER replication (store/ha)
+        self._slave = False   # a slave takes bytes from its master only (append_replicated)
+        self._write_listeners: list[Callable[[], None]] = []   # called once per written group
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -101,6 +118,7 @@ class MessageStore:
         self.dispatcher.reput_offset = min(max(reput, self.commitlog.min_offset), end)
         redispatched = self.dispatcher.dispatch_available()
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self.epochs.truncate_after(end)
         self.abort_marker.create()
         self._write_checkpoint()
         self.dispatcher.start()
@@ -132,6 +150,12 @@ class MessageStore:
             appenders, self._appenders = self._appenders, []
         for appender in appenders:
             appender.close()
+        if self._gate is not None:
+            self._gate.close()   # held appends: FLUSH_SLAVE_TIMEOUT (scheduled on their loops)
+        with self._appenders_lock:
+            store_loop, self._store_loop = self._store_loop, None
+        if store_loop is not None:
+            store_loop.close()   # after its appender's answers to the waiting callers
         self.dispatcher.stop()
         self.flusher.stop()
         self._write_checkpoint()
@@ -174,21 +198,17 @@ class MessageStore:
     # -- writes ----------------------------------------------------------------------------
     def append_batch(self, topic: str, queue_id: int, records: bytes,
                      record_count: int) -> AppendResult:
-        """Append one producer batch for one queue; contiguous queue offsets, all or nothing."""
+        """Append one producer batch for one queue; contiguous queue offsets, all or nothing.
+        Blocking: with SYNC_FLUSH (or a SYNC replication gate) the append is made and
+        acknowledged by the same path as `append_batch_async`, on the store's own loop thread
+        (store_loop.py)."""
         if not self._running:
             raise StoreClosed("the store is not running")
-        if self.flusher.sync:  # group commit: queued, appended and fsynced in rounds
-            first, physical_offsets, durable = self.flusher.append(
-                topic, queue_id, records, record_count
-            )
-        else:
-            first, physical_offsets = self.commitlog.append_batch(
-                topic, queue_id, records, record_count, self.store_host
-            )
-            self.dispatcher.wake()
-            durable = True
-        status = AppendStatus.PUT_OK if durable else AppendStatus.FLUSH_DISK_TIMEOUT
-        return AppendResult(status, first, physical_offsets)
+        gate = self._gate
+        if not self.flusher.sync and (gate is None or not gate.sync):
+            self._check_writable(gate)   # ASYNC_FLUSH: a copy into the page cache, done now
+            return self._append_now(topic, queue_id, records, record_count)
+        return self._blocking_loop().append(topic, queue_id, records, record_count)
 
     def append_batch_async(self, topic: str, queue_id: int, records: bytes,
                            record_count: int) -> asyncio.Future[AppendResult]:
@@ -197,8 +217,13 @@ class MessageStore:
         as one group and the future resolves once a syncer thread has fsynced it
         (loop_appender.py), so many concurrent appends share one fsync without a thread
         each. Same results and errors as `append_batch`; FLUSH_DISK_TIMEOUT after
-        `sync_flush_timeout`."""
+        `sync_flush_timeout`. With a SYNC replication gate the answer waits, after that, for
+        the in-sync replicas (FLUSH_SLAVE_TIMEOUT after `sync_replication_timeout`). Raises
+        NotMaster on a slave and NotEnoughReplicas when too few replicas are in sync, before
+        anything is appended."""
         loop = asyncio.get_running_loop()
+        gate = self._gate
+        self._check_writable(gate)
         if self.flusher.sync and self._running:
             appenders = self._appenders
             appender = appenders[-1] if appenders else None
@@ -207,17 +232,80 @@ class MessageStore:
             return appender.append((topic, queue_id, records, record_count))
         future = loop.create_future()   # ASYNC_FLUSH: a copy into the page cache, done now
         try:
-            future.set_result(self.append_batch(topic, queue_id, records, record_count))
+            if not self._running:
+                raise StoreClosed("the store is not running")
+            result = self._append_now(topic, queue_id, records, record_count)
         except StoreError as exc:
             future.set_exception(exc)
+            return future
+        if gate is None or not gate.sync:
+            future.set_result(result)
+        else:
+            pending = _Append((topic, queue_id, records, record_count), future)
+            pending.outcome = (result.first_queue_offset, result.physical_offsets,
+                               result.end_offset)
+            gate.hold(result.end_offset, [pending], _settle)
         return future
+
+    def _check_writable(self, gate: ReplicationGate | None) -> None:
+        if self._slave:
+            raise NotMaster("this broker is a slave of its replica group: it takes no sends; "
+                            "refresh the route and send to the master")
+        if gate is not None:
+            gate.check_writable()
+
+    def _append_now(self, topic: str, queue_id: int, records: bytes,
+                    record_count: int) -> AppendResult:
+        """ASYNC_FLUSH: acknowledged once in the page cache; the flush thread fsyncs later."""
+        outcome = self.commitlog.append_group([(topic, queue_id, records, record_count)],
+                                              self.store_host)[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
+        self.dispatcher.wake()
+        self._notify_written()
+        return AppendResult(AppendStatus.PUT_OK, *outcome)
+
+    def add_write_listener(self, listener: Callable[[], None]) -> None:
+        """`listener()` after every write to the log (once per group, on the writing thread:
+        an event loop, the store loop, or an ASYNC_FLUSH appender): the HA server's wake-up."""
+        self._write_listeners = [*self._write_listeners, listener]
+
+    def remove_write_listener(self, listener: Callable[[], None]) -> None:
+        self._write_listeners = [f for f in self._write_listeners if f is not listener]
+
+    def _notify_written(self) -> None:
+        for listener in self._write_listeners:
+            listener()
+
+    def set_replication_gate(self, gate: ReplicationGate | None) -> None:
+        """Have appends wait for the in-sync replicas (store/ha/gate.py), or stop (None).
+        Appends a replaced gate still holds are answered FLUSH_SLAVE_TIMEOUT."""
+        previous, self._gate = self._gate, gate
+        if previous is not None and previous is not gate:
+            previous.close()
+
+    @property
+    def replication_gate(self) -> ReplicationGate | None:
+        return self._gate
+
+    def _blocking_loop(self) -> StoreLoop:
+        store_loop = self._store_loop
+        if store_loop is None:
+            with self._appenders_lock:
+                if not self._running:
+                    raise StoreClosed("the store is not running")
+                if self._store_loop is None:
+                    self._store_loop = StoreLoop(self.append_batch_async)
+                store_loop = self._store_loop
+        return store_loop
 
     def _appender_for(self, loop: asyncio.AbstractEventLoop) -> LoopAppender:
         with self._appenders_lock:
             appender = next((a for a in self._appenders if a.loop is loop), None)
             if appender is None:
                 appender = LoopAppender(loop, self.flusher, self.commitlog,
-                                        self.dispatcher.dispatch_here, self.syncer_factory)
+                                        self.dispatcher.dispatch_here, self.syncer_factory,
+                                        lambda: self._gate, self._notify_written)
             # the latest loop last (the one-look fast path); drop those of closed loops
             others = [a for a in self._appenders if a is not appender]
             for gone in [a for a in others if a.loop.is_closed()]:
@@ -225,6 +313,66 @@ class MessageStore:
                 others.remove(gone)
             self._appenders = [*others, appender]
         return appender
+
+    # -- replication (store/ha) --------------------------------------------------------------
+    @property
+    def is_master(self) -> bool:
+        return not self._slave
+
+    def become_master(self, epoch: int, timeout_s: float = 30.0) -> None:
+        """Take local appends from now on, as master of `epoch`: wait until every replicated
+        byte is dispatched, take the queue offsets from the consume queues, and record that
+        `epoch` starts at the log end (an epoch already recorded is kept)."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        last = self.epochs.last_epoch
+        if epoch < last:
+            raise StoreError(f"epoch {epoch} is older than this replica's epoch {last}")
+        self.commitlog.drop_replica_tail()
+        if not self.dispatcher.wait_dispatched(timeout_s):
+            raise StoreError(f"the consume queues did not catch up within {timeout_s} s")
+        self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        # A slave took its master's history, which may go past what it fetched.
+        self.epochs.truncate_after(self.commitlog.max_offset)
+        if epoch > last:
+            self.epochs.append(epoch, self.commitlog.max_offset)
+        self.flusher.replicating = False
+        self._slave = False
+        log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
+
+    def become_slave(self) -> None:
+        """Refuse local appends (NotMaster) and take bytes from a master
+        (`append_replicated`). Idempotent."""
+        if not self._slave:
+            self._slave = True
+            self.flusher.replicating = True   # the periodic flush covers replicated bytes
+            log.info("store is slave", epoch=self.epochs.last_epoch,
+                     log_end=self.commitlog.max_offset)
+
+    def append_replicated(self, physical_offset: int, data: bytes | memoryview) -> int:
+        """A slave: the master's CommitLog bytes at `physical_offset` (must be this replica's
+        end: else ReplicationGap), written as they are; returns the new log end, always a
+        record boundary (a record cut by the chunk's end waits for the rest)."""
+        if not self._slave:
+            raise NotMaster("a master takes no replicated bytes")
+        end = self.commitlog.append_replicated(physical_offset, data)
+        self.dispatcher.wake()
+        return end
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at `offset` (a record boundary), with what depends on it: consume queue
+        units past it dropped, index hits past it hidden, re-dispatch from it, epochs that
+        start past it dropped, queue offsets recomputed, a checkpoint written."""
+        with self.dispatcher.paused():
+            self.commitlog.truncate_to(offset)
+            for queue in self.queues.all():
+                queue.truncate_beyond(offset)
+            self.index.hide_from(offset)
+            self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+        self.epochs.truncate_after(offset)
+        self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self._write_checkpoint()
+        log.warning("commitlog truncated", offset=offset)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.add_listener(listener)

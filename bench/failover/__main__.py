@@ -1,0 +1,3 @@
+from bench.failover.run import main
+
+main()

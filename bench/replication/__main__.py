@@ -1,0 +1,3 @@
+from bench.replication.run import main
+
+main()

@@ -1,0 +1,175 @@
+"""BrokerRoleHost: what a role change does to one broker — store, gate, HA stream, routes.
+
+The ReplicaManager decides; this carries it out, in an order that never acknowledges
+wrongly: a new master takes its epoch in the store and sets its gate *before* it registers
+as id 0 (so the first send it gets is already gated); a replica stepping down deposes its gate
+first (held appends answer FLUSH_SLAVE_TIMEOUT, new ones NOT_MASTER) and only then follows
+the new master. The HA server (one per mastership) and client run on the broker's event loop
+(`run_on_loop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from tidemq.broker.registration import MASTER, SLAVE, BrokerRegistrar
+from tidemq.broker.replication.controller_client import ControllerClient
+from tidemq.broker.store import MessageStore
+from tidemq.broker.store.config import NotMaster
+from tidemq.broker.store.ha.client import HAClient
+from tidemq.broker.store.ha.config import HAConfig
+from tidemq.broker.store.ha.gate import ReplicationGate
+from tidemq.broker.store.ha.in_sync import InSyncTracker
+from tidemq.broker.store.ha.server import HAServer
+from tidemq.common.logs import get_logger
+
+log = get_logger(__name__)
+
+RunOnLoop = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+class LeasedGate(ReplicationGate):
+    """A gate that also refuses appends once the master's live-key lease may have expired:
+    a paused master must not acknowledge after another may have been elected (one clock
+    read per append batch, never per message)."""
+
+    def __init__(self, *args, lease_valid: Callable[[], bool], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lease_valid = lease_valid
+
+    def check_writable(self) -> None:
+        if not self.lease_valid():
+            raise NotMaster("this master's lease in the config center may have expired; it "
+                            "acknowledges nothing more until re-elected")
+        super().check_writable()
+
+
+class BrokerRoleHost:
+    def __init__(self, *, store: MessageStore, registrar: BrokerRegistrar,
+                 controller: ControllerClient, ha_config: HAConfig, broker_name: str,
+                 replica_id: int, ha_listen: tuple[str, int], run_on_loop: RunOnLoop) -> None:
+        self.store = store
+        self.registrar = registrar
+        self.controller = controller
+        self.ha_config = ha_config
+        self.broker_name = broker_name
+        self.replica_id = replica_id
+        self.ha_listen = ha_listen              # (host, port) the HA server binds as master
+        self.run_on_loop = run_on_loop
+        self.lease_valid: Callable[[], bool] = lambda: True  # the manager's, set by the app
+        self.role = ""
+        self.epoch = 0
+        self.gate: LeasedGate | None = None
+        self.tracker: InSyncTracker | None = None
+        self._ha_server: HAServer | None = None
+        self._ha_client: HAClient | None = None
+        # told the master's HA server (or None): the lag-bytes / in-sync gauges read it
+        self.on_server: Callable[[HAServer | None], None] = lambda server: None
+
+    # -- RoleHost ---------------------------------------------------------------------------
+    def log_end(self) -> int:
+        return self.store.commitlog_max_offset()
+
+    def become_master(self, epoch: int, in_sync: frozenset[int]) -> None:
+        self._stop_following()
+        config = self.ha_config
+        tracker = InSyncTracker(self.replica_id, set(in_sync), config.replica_lag_max_ms,
+                                config.min_in_sync_replicas)
+        gate = LeasedGate(tracker, self.store.commitlog_max_offset, sync=config.sync,
+                          timeout_ms=config.sync_replication_timeout_ms,
+                          lease_valid=self.lease_valid)
+        # The gate first, then the store's role: no append is ever taken ungated.
+        self.store.set_replication_gate(gate)
+        self.store.become_master(epoch)
+        self.gate, self.tracker, self.role, self.epoch = gate, tracker, MASTER, epoch
+        server = HAServer(self.store, gate, config, propose=self._proposer(epoch))
+        self.run_on_loop(server.start(*self.ha_listen))
+        self._ha_server = server
+        self.on_server(server)
+        self.registrar.announce(MASTER, epoch, wait=False)
+
+    def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None:
+        self._depose()
+        self._stop_following()
+        self.role, self.epoch = SLAVE, epoch
+        if master_ha_addr:
+            client = HAClient(self.store, self.replica_id, master_ha_addr, self.ha_config)
+            self.run_on_loop(_started(client))
+            self._ha_client = client
+        self.registrar.announce(SLAVE, epoch, wait=False)
+
+    def update_in_sync(self, in_sync: frozenset[int]) -> None:
+        """The controller recorded a set (this master's proposal, normally already applied)."""
+        tracker, gate = self.tracker, self.gate
+        if tracker is None or gate is None:
+            return
+
+        async def apply() -> None:
+            tracker.apply(set(in_sync), time.monotonic() * 1000)
+            gate.on_progress()
+
+        self.run_on_loop(apply())
+
+    def step_down(self) -> None:
+        """Lease lost: acknowledge nothing more, at once; routes follow."""
+        self._depose()
+        self.role = SLAVE
+        self.registrar.announce(SLAVE, self.epoch)  # before any unregister at stop
+
+    def close(self) -> None:
+        """Broker shutdown: no HA server or client left on the loop."""
+        self._depose()
+        self._stop_following()
+
+    # -- questions --------------------------------------------------------------------------
+    def progress(self) -> list[tuple[int, int, int, int, bool]]:
+        """Master: (replica, log end, lag bytes, lag ms, in sync) of every known slave."""
+        tracker = self.tracker
+        if self.role != MASTER or tracker is None:
+            return []
+        end = self.log_end()
+        now_ms = time.monotonic() * 1000
+        return [(replica, acked, max(0, end - acked),
+                 0 if acked >= end else int(now_ms - tracker.caught_up_ms.get(replica, now_ms)),
+                 replica in tracker.in_sync)
+                for replica, acked in sorted(tracker.acked.items())]
+
+    def confirmed_offset(self) -> int:
+        gate = self.gate
+        return gate.confirmed_offset() if gate is not None and self.role == MASTER else -1
+
+    # -- internals --------------------------------------------------------------------------
+    def _proposer(self, epoch: int):
+        """The HA server's in-sync changes go to the controller first; the blocking call runs
+        on a thread so the loop keeps shipping bytes meanwhile."""
+        async def propose(new_set) -> bool:
+            return await asyncio.to_thread(self.controller.alter_in_sync, self.broker_name,
+                                           epoch, self.replica_id, frozenset(new_set))
+        return propose
+
+    def _depose(self) -> None:
+        """Stop acknowledging: the gate refuses and answers what it holds, the store refuses
+        local appends, and only then is the gate removed (an append between the two would
+        otherwise find a master store with no gate)."""
+        gate, self.gate, self.tracker = self.gate, None, None
+        server, self._ha_server = self._ha_server, None
+        if gate is not None:
+            gate.depose()
+        self.store.become_slave()
+        if gate is not None:
+            self.store.set_replication_gate(None)
+        if server is not None:
+            self.on_server(None)
+            self.run_on_loop(server.stop())
+
+    def _stop_following(self) -> None:
+        client, self._ha_client = self._ha_client, None
+        if client is not None:
+            self.run_on_loop(client.stop())
+
+
+async def _started(client: HAClient) -> None:
+    client.start()  # schedules its task on the running loop

@@ -1,0 +1,238 @@
+"""ReplicaManager: one replica's membership of its group, through the config center.
+
+It holds the replica's live key `/tidemq/replication/live/<broker_name>/<replica_id>` under a
+lease of its own (TTL `broker_lease_ttl_s`), rewrites it every `refresh_s` with the replica's
+log end and epoch (the controller elects the most complete in-sync replica from them), and
+watches `/tidemq/replication/groups/<broker_name>`, the state only the controller writes. Each
+state (and every tick) goes through `roles.decide`; the action is carried out by a `RoleHost`
+(store, HA stream, gate, registration — `host.py`), so this module knows nothing of them.
+
+A master that cannot renew its lease steps down *before* the config center can expire it: the
+lease is counted valid until the send time of the last successful keep-alive plus the TTL,
+which is never later than the server's own expiry, and the gate refuses appends past it
+(`lease_valid`). A deposed master therefore stops acknowledging before another is elected.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Protocol
+
+from tidemq.broker.replication import metrics, roles
+from tidemq.broker.replication.roles import GroupState, LocalRole
+from tidemq.common import errors
+from tidemq.common.kv import EventType, RevisionCompacted
+from tidemq.common.logs import get_logger
+from tidemq.configclient.client import ConfigClient
+
+log = get_logger(__name__)
+
+LIVE_PREFIX = "/tidemq/replication/live/"
+GROUP_PREFIX = "/tidemq/replication/groups/"
+RETRY_S = 1.0  # pause after a config-center failure before a new session
+
+
+class LeaseLost(Exception):
+    """The live key's lease expired or could not be renewed within its TTL."""
+
+
+class RoleHost(Protocol):
+    """What a role change does to the broker (implemented by `host.BrokerRoleHost`)."""
+
+    def log_end(self) -> int: ...
+
+    def become_master(self, epoch: int, in_sync: frozenset[int]) -> None: ...
+
+    def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None: ...
+
+    def update_in_sync(self, in_sync: frozenset[int]) -> None: ...
+
+    def step_down(self) -> None: ...
+
+
+def live_key(broker_name: str, replica_id: int) -> str:
+    return f"{LIVE_PREFIX}{broker_name}/{replica_id}"
+
+
+def group_key(broker_name: str) -> str:
+    return f"{GROUP_PREFIX}{broker_name}"
+
+
+class ReplicaManager:
+    def __init__(self, config_center: str, broker_name: str, replica_id: int, *, addr: str,
+                 ha_addr: str, host: RoleHost, lease_ttl_s: int = 10,
+                 refresh_s: float = 1.0) -> None:
+        self.broker_name = broker_name
+        self.replica_id = replica_id
+        self.addr = addr
+        self.ha_addr = ha_addr
+        self.host = host
+        self.lease_ttl_s = lease_ttl_s
+        self.refresh_s = refresh_s
+        self.role = LocalRole()
+        self.state: GroupState | None = None
+        self.lease_losses = 0
+        # Short calls: a config center that does not answer must not eat the lease's TTL.
+        self._client = ConfigClient(config_center, timeout=max(0.5, min(3.0, lease_ttl_s / 4)))
+        self._valid_until = 0.0  # monotonic; the lease is surely alive before this instant
+        self._lease = 0
+        self._published = ""  # the live key's value as last written
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # role changes vs. stop
+        self._thread = threading.Thread(target=self._run, name="replica-manager", daemon=True)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> ReplicaManager:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Leave the group: step down, stop renewing and revoke the lease (the controller
+        elects another master at once instead of after the TTL)."""
+        self._stop.set()
+        self._thread.join(timeout=self.lease_ttl_s + 5)
+        with self._lock:
+            if self.role.role == roles.MASTER:
+                self.host.step_down()
+                self.role = roles.stepped_down(self.role)
+            lease, self._lease = self._lease, 0
+            if lease:
+                try:
+                    self._client.lease_revoke(lease)
+                except errors.TideMQError as exc:
+                    log.info("lease revoke failed; it expires by itself", error=str(exc))
+        self._client.close()
+
+    # -- questions ------------------------------------------------------------------------
+    def lease_valid(self) -> bool:
+        """True while the live key's lease is surely alive (the gate asks before appends)."""
+        return time.monotonic() < self._valid_until
+
+    @property
+    def master_addr(self) -> str:
+        """The group's master's gRPC address as last seen ("" = none, or this replica)."""
+        state = self.state
+        if state is None or state.master in (roles.NO_MASTER, self.replica_id):
+            return ""
+        return state.master_addr
+
+    # -- the loop -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._session()
+            except LeaseLost as exc:
+                self.lease_losses += 1
+                metrics.LEASE_LOSSES.inc()
+                log.warning("replica lease lost; stepping down if master", error=str(exc),
+                            group=self.broker_name, replica=self.replica_id)
+                self._step_down()
+            except (errors.TideMQError, RevisionCompacted) as exc:
+                log.warning("replication session failed; retrying", error=str(exc),
+                            group=self.broker_name, replica=self.replica_id)
+                if not self.lease_valid():
+                    self._step_down()
+            self._stop.wait(RETRY_S)
+
+    def _session(self) -> None:
+        """One lease: announce this replica, follow the group state until the lease is lost."""
+        key = live_key(self.broker_name, self.replica_id)
+        sent = time.monotonic()
+        self._lease = self._client.lease_grant(self.lease_ttl_s)
+        self._valid_until = sent + self.lease_ttl_s
+        # A key left by this replica's previous process: drop it first so the controller sees
+        # the restart (and re-elects if this replica was master) rather than a value change.
+        if self.role.role == "":
+            self._client.delete(key)
+        self._put_live(key, force=True)  # under this session's new lease
+        current = self._client.range(group_key(self.broker_name))
+        self._observe(next((kv.value for kv in current.kvs
+                            if kv.key == group_key(self.broker_name)), None))
+        with self._client.watch(group_key(self.broker_name),
+                                start_revision=current.revision + 1) as watch:
+            next_refresh = time.monotonic() + self.refresh_s
+            while not self._stop.is_set():
+                event = watch.poll(max(0.0, next_refresh - time.monotonic()))
+                if event is not None and event.kv.key == group_key(self.broker_name):
+                    self._observe(None if event.type == EventType.DELETE else event.kv.value)
+                if time.monotonic() >= next_refresh:
+                    self._renew(key)
+                    self._reconcile()  # retries an action that failed on the last try
+                    next_refresh = time.monotonic() + self.refresh_s
+
+    def _renew(self, key: str) -> None:
+        sent = time.monotonic()
+        try:
+            ttl = self._client.lease_keepalive(self._lease)
+        except errors.TideMQError as exc:
+            if time.monotonic() >= self._valid_until:
+                raise LeaseLost(f"no keep-alive for {self.lease_ttl_s} s: {exc}") from exc
+            log.info("lease keep-alive failed; retrying", error=str(exc))
+            return
+        if not ttl:
+            self._valid_until = 0.0
+            raise LeaseLost(f"lease {self._lease} expired")
+        self._valid_until = sent + self.lease_ttl_s
+        self._put_live(key)
+
+    def _put_live(self, key: str, *, force: bool = False) -> None:
+        """Publish address, epoch and log end; an unchanged value is not rewritten (the
+        keep-alive keeps the key alive, and every write wakes the controller's watch)."""
+        value = json.dumps({"addr": self.addr, "ha_addr": self.ha_addr,
+                            "epoch": self.role.epoch, "log_end": self.host.log_end()})
+        if value == self._published and not force:
+            return
+        try:
+            self._client.put(key, value, lease=self._lease)
+        except errors.NotFound as exc:  # LEASE_NOT_FOUND: expired between keep-alive and put
+            self._valid_until = 0.0
+            raise LeaseLost(str(exc)) from exc
+        self._published = value
+
+    def _observe(self, raw: bytes | None) -> None:
+        try:
+            self.state = GroupState.from_json(raw) if raw is not None else None
+        except (ValueError, TypeError) as exc:
+            log.error("unreadable group state; ignored", group=self.broker_name, error=str(exc))
+            return
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            action = roles.decide(self.replica_id, self.role, self.state)
+            if action is None:
+                return
+            if isinstance(action, roles.BecomeMaster) and not self.lease_valid():
+                return  # never take mastership on a lease that may be gone
+            try:
+                self._carry_out(action)
+            except Exception:  # the next tick retries from the same state
+                log.exception("role change failed; retrying", action=str(action))
+                return
+            self.role = roles.after(self.role, action)
+            if not isinstance(action, roles.UpdateInSync):
+                metrics.ROLE.set(1 if self.role.role == roles.MASTER else 0)
+                metrics.ROLE_CHANGES.labels(self.role.role).inc()
+
+    def _carry_out(self, action: roles.Action) -> None:
+        log.info("role change", group=self.broker_name, replica=self.replica_id,
+                 action=type(action).__name__, epoch=getattr(action, "epoch", self.role.epoch))
+        if isinstance(action, roles.BecomeMaster):
+            self.host.become_master(action.epoch, action.in_sync)
+        elif isinstance(action, roles.BecomeSlave):
+            self.host.become_slave(action.epoch, action.master_addr, action.master_ha_addr)
+        else:
+            self.host.update_in_sync(action.in_sync)
+
+    def _step_down(self) -> None:
+        with self._lock:
+            if self.role.role == roles.MASTER:
+                self.host.step_down()
+                self.role = roles.stepped_down(self.role)
+                metrics.ROLE.set(0)
+                metrics.ROLE_CHANGES.labels(roles.SLAVE).inc()
+            self._lease = 0

@@ -1,0 +1,143 @@
+"""HAClient: a slave's end of the HA stream, on the broker's event loop.
+
+How the broker's role layer (`tidemq.broker.replication.host`) uses it, on becoming (or staying) a slave of a master at `master_ha_addr`:
+
+    store.become_slave()
+    client = HAClient(store, replica_id, master_ha_addr, cfg)   # "host:port"
+    client.start()              # a task on the running loop; reconnects until stopped
+    ...
+    await client.stop()         # the master changed (then a new client) or we become master
+
+Per connection: the handshake (replica id, last epoch, log end, epoch history); the master
+answers where our log stops being a prefix of its own and its epoch history; we truncate, take
+that history,
+then append every data frame at exactly its physical offset (`store.append_replicated`) and
+report our log end after each append and every `report_interval_ms`. A connection silent for
+`housekeeping_timeout_ms` (the master heartbeats every second when idle) is dropped and made
+again after `reconnect_interval_ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from tidemq.common.logs import get_logger
+
+from ..config import StoreError
+from .config import HAConfig
+from .protocol import (
+    ProtocolError,
+    encode_handshake,
+    encode_report,
+    read_frame,
+    read_handshake,
+    watch_silence,
+)
+
+log = get_logger(__name__)
+
+
+class HandshakeRefused(Exception):
+    """The master would not serve us (it is not master, or its epoch is older)."""
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class HAClient:
+    def __init__(self, store, replica_id: int, master_address: str, config: HAConfig) -> None:
+        self.store = store
+        self.replica_id = replica_id
+        self.master_address = master_address
+        self.config = config
+        self.connected = False
+        self.master_epoch = 0
+        self.last_error: str | None = None
+        self.last_received = 0.0    # loop time of the last frame
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.store.become_slave()
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.connected = False
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._replicate_once()
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, HandshakeRefused, StoreError, KeyError, ValueError) as exc:
+                self.last_error = repr(exc)
+                log.info("replication connection ended", master=self.master_address,
+                         reason=self.last_error)
+            finally:
+                self.connected = False
+            await asyncio.sleep(self.config.reconnect_interval_ms / 1000)   # a retry period
+
+    async def _replicate_once(self) -> None:
+        host, port = split_address(self.master_address)
+        timeout_s = self.config.housekeeping_timeout_ms / 1000
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        reporter = watchdog = None
+        try:
+            store = self.store
+            store.commitlog.drop_replica_tail()
+            writer.write(encode_handshake({
+                "replica_id": self.replica_id, "last_epoch": store.epochs.last_epoch,
+                "max_offset": store.commitlog_max_offset(),
+                "epochs": [list(entry) for entry in store.epochs.entries]}))
+            await writer.drain()
+            reply = await asyncio.wait_for(read_handshake(reader), timeout_s)
+            if "error" in reply:
+                raise HandshakeRefused(reply["error"])
+            self._adopt(reply)
+            self.connected = True
+            clock = asyncio.get_running_loop().time
+            self.last_received = clock()
+            writer.write(encode_report(store.commitlog_max_offset()))
+            reporter = asyncio.ensure_future(self._report_periodically(writer))
+            watchdog = asyncio.ensure_future(
+                watch_silence(writer.transport, lambda: self.last_received, timeout_s))
+            while True:
+                offset, chunk = await read_frame(reader)
+                self.last_received = clock()
+                if chunk:
+                    writer.write(encode_report(store.append_replicated(offset, chunk)))
+                if writer.transport.get_write_buffer_size() > 1 << 16:
+                    await writer.drain()
+        finally:
+            for task in (reporter, watchdog):
+                if task is not None:
+                    task.cancel()
+            writer.close()
+
+    def _adopt(self, reply: dict) -> None:
+        self.master_epoch = int(reply["epoch"])
+        adopt(self.store, reply)
+
+    async def _report_periodically(self, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await asyncio.sleep(self.config.report_interval_ms / 1000)   # a period
+            writer.write(encode_report(self.store.commitlog_max_offset()))
+            await writer.drain()
+
+
+def adopt(store, reply: dict) -> None:
+    """A slave takes the master's handshake reply: truncate where the master says our log
+    stops being a prefix of its own, then take the master's epoch history (ours describes
+    bytes that may be gone; below the cut the master's describes the same bytes)."""
+    truncate_to = int(reply["truncate_to"])
+    if 0 <= truncate_to < store.commitlog_max_offset():
+        log.warning("truncating a divergent tail", offset=truncate_to,
+                    log_end=store.commitlog_max_offset(), master_epoch=reply["epoch"])
+        store.truncate_to(truncate_to)
+    store.epochs.replace(reply["epochs"])

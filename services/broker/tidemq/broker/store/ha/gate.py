@@ -1,0 +1,156 @@
+"""ReplicationGate: where a master's append waits for its in-sync replicas (SYNC_MASTER).
+
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: on becoming master, `gate = ReplicationGate(tracker, store.commitlog_max_offset,
+sync=..., timeout_ms=...)`, `store.set_replication_gate(gate)` and `HAServer(store, gate, ...)`;
+on stepping down `gate.depose()` (waiting appends answer FLUSH_SLAVE_TIMEOUT, new ones
+NotMaster) and `store.set_replication_gate(None)`.
+
+The store calls `check_writable()` before appending (O(1): NotMaster, NotEnoughReplicas) and,
+once a group of appends is locally acknowledged, `hold(end_offset, group, settle)`: one entry
+per group (not per append) in a deque per event loop, ordered by end offset and by time. The
+HA server calls `on_progress()` when an ack moves the confirmed offset; every group below it
+is answered at once (bulk, no task or timer per append); one timer per loop answers the oldest
+groups FLUSH_SLAVE_TIMEOUT when `sync_replication_timeout_ms` passed. ASYNC_MASTER
+(`sync=False`): the store does not hold anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..config import AppendStatus, NotEnoughReplicas, NotMaster
+from .in_sync import InSyncTracker
+
+# settle(group, status) -> how many appends it answered (loop_appender._settle)
+Settle = Callable[[list[Any], AppendStatus], int]
+
+
+class _LoopWaiters:
+    """The held groups of one event loop; touched only on that loop's thread."""
+
+    __slots__ = ("loop", "held", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.held: deque[tuple[int, float, list[Any], Settle]] = deque()  # end, deadline, ...
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class ReplicationGate:
+    def __init__(self, tracker: InSyncTracker, log_end: Callable[[], int], *, sync: bool = True,
+                 timeout_ms: int = 5000) -> None:
+        self.tracker = tracker
+        self.log_end = log_end
+        self.sync = sync
+        self.timeout_s = timeout_ms / 1000
+        self.master = True
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopWaiters] = {}
+        self._lock = threading.Lock()   # _loops is written from the loops that append
+
+    # -- before an append ------------------------------------------------------------------
+    def check_writable(self) -> None:
+        if not self.master:
+            raise NotMaster("this broker is no longer the master of its replica group; "
+                            "refresh the route and send to the new master")
+        tracker = self.tracker
+        if len(tracker.in_sync) < tracker.min_in_sync:
+            raise NotEnoughReplicas(
+                f"only {len(tracker.in_sync)} replicas are in sync and min_in_sync_replicas is "
+                f"{tracker.min_in_sync}: nothing was appended")
+
+    # -- after the local acknowledgement ---------------------------------------------------
+    def confirmed_offset(self) -> int:
+        """-1 while the in-sync set is too small to confirm anything."""
+        tracker = self.tracker
+        if not self.master or len(tracker.in_sync) < tracker.min_in_sync:
+            return -1
+        return tracker.confirmed_offset(self.log_end())
+
+    def hold(self, end_offset: int, group: list[Any], settle: Settle) -> int:
+        """On the running loop: answer `group` PUT_OK once the confirmed offset reaches
+        `end_offset`, FLUSH_SLAVE_TIMEOUT after the timeout. Returns how many it answered now."""
+        if end_offset <= self.confirmed_offset():
+            return settle(group, AppendStatus.PUT_OK)
+        if not self.master:
+            return settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
+        loop = asyncio.get_running_loop()
+        waiters = self._loops.get(loop)
+        if waiters is None:
+            with self._lock:   # a copy without closed loops (a test's loops come and go)
+                loops = {k: v for k, v in self._loops.items() if not k.is_closed()}
+                waiters = loops[loop] = _LoopWaiters(loop)
+                self._loops = loops
+        deadline = loop.time() + self.timeout_s
+        waiters.held.append((end_offset, deadline, group, settle))
+        if waiters.timer is None:
+            waiters.timer = loop.call_at(deadline, self._expire, waiters)
+        return 0
+
+    def on_progress(self) -> None:
+        """Acks or the in-sync set changed: answer every held group the confirmed offset
+        covers, on its own loop (at once for the caller's loop, scheduled for the others)."""
+        confirmed = self.confirmed_offset()
+        if confirmed < 0:
+            return
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for waiters in list(self._loops.values()):
+            if not waiters.held:
+                continue
+            if waiters.loop is current:
+                _release(waiters, confirmed)
+            elif not waiters.loop.is_closed():
+                waiters.loop.call_soon_threadsafe(_release, waiters, confirmed)
+
+    def _expire(self, waiters: _LoopWaiters) -> None:
+        waiters.timer = None
+        held, now = waiters.held, waiters.loop.time()
+        while held and held[0][1] <= now:
+            _, _, group, settle = held.popleft()
+            settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
+        if held:
+            waiters.timer = waiters.loop.call_at(held[0][1], self._expire, waiters)
+
+    def depose(self) -> None:
+        """No longer master: refuse new appends and answer every held one FLUSH_SLAVE_TIMEOUT
+        (a deposed master acknowledges nothing more)."""
+        self.master = False
+        self.close()
+
+    def close(self) -> None:
+        """Answer every held group FLUSH_SLAVE_TIMEOUT (the gate is being replaced)."""
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for waiters in list(self._loops.values()):
+            if waiters.loop is current:
+                _drain(waiters)
+            elif not waiters.loop.is_closed():
+                waiters.loop.call_soon_threadsafe(_drain, waiters)
+
+
+def _release(waiters: _LoopWaiters, confirmed: int) -> None:
+    held = waiters.held
+    while held and held[0][0] <= confirmed:
+        _, _, group, settle = held.popleft()
+        settle(group, AppendStatus.PUT_OK)
+    if not held and waiters.timer is not None:
+        waiters.timer.cancel()
+        waiters.timer = None
+
+
+def _drain(waiters: _LoopWaiters) -> None:
+    held = waiters.held
+    while held:
+        _, _, group, settle = held.popleft()
+        settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
+    if waiters.timer is not None:
+        waiters.timer.cancel()
+        waiters.timer = None

@@ -1,0 +1,78 @@
+"""InSyncTracker: which replicas hold every acknowledged byte (Kafka's ISR, RocketMQ 5's
+SyncStateSet), as pure bookkeeping with no I/O or clock of its own.
+
+How the broker's role layer (`tidemq.broker.replication.host`) uses it: the role layer builds one per mastership, `InSyncTracker(master_id,
+in_sync, lag_max_ms, min_in_sync)` from the group state the controller recorded, and hands it
+to the `HAServer` (which feeds it acks) and the `ReplicationGate` (which asks it for the
+confirmed offset). The HA server proposes set changes through the role layer's
+`propose(new_set)` (the controller records them first) and applies them only when accepted.
+
+The confirmed offset (Kafka's high watermark) is the smallest log end acknowledged by every
+member of the in-sync set, the master counting with its own log end: every byte below it is
+on every in-sync replica, so electing any of them loses nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+
+class InSyncTracker:
+    def __init__(self, master_id: int, in_sync: set[int] | frozenset[int], lag_max_ms: int,
+                 min_in_sync: int) -> None:
+        self.master_id = master_id
+        self.lag_max_ms = lag_max_ms
+        self.min_in_sync = min_in_sync
+        self.in_sync: frozenset[int] = frozenset(in_sync) | {master_id}
+        self.acked: dict[int, int] = {}            # replica -> last log end it reported
+        self.caught_up_ms: dict[int, float] = {}   # replica -> last time it had the master's end
+        self.connected: set[int] = set()
+
+    # -- events ------------------------------------------------------------------------------
+    def connect(self, replica: int, offset: int, now_ms: float) -> None:
+        """A slave completed its handshake at log end `offset`."""
+        self.connected.add(replica)
+        self.acked[replica] = offset
+        self.caught_up_ms.setdefault(replica, now_ms)
+
+    def disconnect(self, replica: int) -> None:
+        self.connected.discard(replica)
+
+    def on_ack(self, replica: int, offset: int, master_end: int, now_ms: float) -> None:
+        """`replica` reports its log end `offset` while the master's is `master_end`."""
+        self.acked[replica] = offset
+        if offset >= master_end:
+            self.caught_up_ms[replica] = now_ms
+
+    def apply(self, new_set: set[int] | frozenset[int], now_ms: float) -> None:
+        """The controller recorded `new_set`: it takes effect. A member that joins counts as
+        caught up now (it was at the confirmed offset to be proposed)."""
+        added = frozenset(new_set) - self.in_sync
+        self.in_sync = frozenset(new_set) | {self.master_id}
+        for replica in added:
+            self.caught_up_ms[replica] = now_ms
+
+    # -- questions ---------------------------------------------------------------------------
+    def confirmed_offset(self, master_end: int) -> int:
+        confirmed = master_end
+        for replica in self.in_sync:
+            if replica != self.master_id:
+                acked = self.acked.get(replica, 0)
+                if acked < confirmed:
+                    confirmed = acked
+        return confirmed
+
+    def writable(self) -> bool:
+        return len(self.in_sync) >= self.min_in_sync
+
+    def shrink_candidates(self, now_ms: float) -> set[int]:
+        """Members that have not been caught up with the master for longer than lag_max_ms
+        (disconnected ones included: their clock stopped)."""
+        return {replica for replica in self.in_sync if replica != self.master_id
+                and now_ms - self.caught_up_ms.get(replica, float("-inf")) > self.lag_max_ms}
+
+    def expand_candidates(self, master_confirmed: int) -> set[int]:
+        """Connected non-members whose log end reached the confirmed offset."""
+        return {replica for replica in self.connected - self.in_sync
+                if self.acked.get(replica, -1) >= master_confirmed}
+
+    def lag_bytes(self, master_end: int) -> dict[int, int]:
+        return {replica: max(0, master_end - offset) for replica, offset in self.acked.items()}

@@ -1,0 +1,295 @@
+"""The replication controller embedded in a name server (docs/replication.md, "Controller").
+
+One thread per name server: as a standby it watches the leader key and tries to take it when
+it goes; as the active controller it reads every replication key at one revision, reconciles
+every group (initialise a new group, elect where the master is not live), then follows the
+changes from the next revision on — the config center's watch resumes from a revision, so no
+change is missed across reconnects, and a compacted start means re-read and reconcile again.
+Brokers learn the outcome by watching their group key; nothing is pushed.
+
+The RPC entry points (`alter_in_sync`, `elect_master`, `describe`) share one lock with the
+thread, so every decision is made on the view the last write left and written with CAS.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge
+from tidemq.common import errors
+from tidemq.common.kv import EventType, RevisionCompacted
+from tidemq.common.logs import get_logger
+from tidemq.configclient.client import ConfigClient
+from tidemq.nameserver.controller import state as rules
+from tidemq.nameserver.controller.lease import LEADER_KEY, Leadership, NotController
+from tidemq.nameserver.controller.state import Election, GroupState, NoEligibleReplica
+from tidemq.nameserver.controller.store import (
+    REPLICATION_ROOT,
+    LiveReplica,
+    ReplicationStore,
+    ReplicationView,
+    StoredGroup,
+)
+
+log = get_logger(__name__)
+
+ELECTIONS = Counter("tidemq_nameserver_elections_total",
+                    "Masters elected by this name server's controller", ["election"])
+ACTIVE = Gauge("tidemq_nameserver_controller_active",
+               "1 while this name server is the active replication controller")
+
+POLL_S = 0.5        # how often the active loop re-checks its lease while nothing changes
+RETRY_S = 1.0       # pause after a config-center failure before trying again
+
+
+@dataclass(frozen=True)
+class Description:
+    """DescribeReplication's answer: every group's state and every live replica."""
+
+    groups: dict[str, GroupState]
+    live: dict[str, dict[int, LiveReplica]]
+    controller_addr: str
+
+
+class Controller:
+    """Acquires the controller lease when it can and, while it holds it, keeps every replica
+    group's state right."""
+
+    def __init__(self, client: ConfigClient, addr: str = "", *, lease_ttl_s: int = 10,
+                 unclean_election: bool = False,
+                 on_election: Callable[[str, Election], None] = lambda name, election: None
+                 ) -> None:
+        self.client = client
+        self.addr = addr
+        self.store = ReplicationStore(client)
+        self.leadership = Leadership(client, addr, lease_ttl_s, on_lost=self._lease_lost)
+        self.unclean_default = unclean_election
+        self.elections = 0
+        self._on_election = on_election
+        self._view = ReplicationView()
+        self._lock = threading.RLock()
+        self._active = False
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="controller")
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self, addr: str = "") -> Controller:
+        """Start contending for the lease; `addr` = this name server's advertised address (what
+        the leader key and NOT_CONTROLLER answers tell others)."""
+        if addr:
+            self.addr = self.leadership.addr = addr
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join(timeout=self.client.timeout * 2 + 2)
+        with self._lock:
+            self._active = False
+        self.leadership.release()
+
+    @property
+    def active(self) -> bool:
+        return self._active and self.leadership.held()
+
+    def set_unclean_default(self, enabled: bool) -> None:
+        """The name-server-wide `unclean_election` changed (dynamic setting): groups that wait
+        for an in-sync replica may now be elected uncleanly."""
+        self.unclean_default = bool(enabled)
+        self._wake.set()
+
+    # -- RPC entry points -------------------------------------------------------------------
+    def alter_in_sync(self, broker_name: str, epoch: int, master: int,
+                      in_sync: list[int]) -> GroupState:
+        with self._lock:
+            known = self._group(broker_name)
+
+            def decide(current: StoredGroup | None) -> GroupState:
+                if current is None:
+                    raise errors.NotFound(f"replica group {broker_name!r} is unknown")
+                return rules.alter_in_sync(current.state, epoch, master, in_sync)
+
+            stored = self._write(broker_name, known, decide)
+            if stored.mod_revision != known.mod_revision:
+                log.info("in-sync set recorded", group=broker_name, epoch=epoch, master=master,
+                         old=sorted(known.state.in_sync), new=sorted(stored.state.in_sync))
+            return stored.state
+
+    def elect_master(self, broker_name: str, preferred: int | None) -> GroupState:
+        with self._lock:
+            known = self._group(broker_name)
+            election: list[Election] = []
+
+            def decide(current: StoredGroup | None) -> GroupState:
+                if current is None:
+                    raise errors.NotFound(f"replica group {broker_name!r} is unknown")
+                outcome = rules.elect_preferred(current.state, self._view.log_ends(broker_name),
+                                                preferred)
+                election[:] = [outcome]
+                return self._addressed(broker_name, outcome.state)
+
+            stored = self._write(broker_name, known, decide)
+            if election and stored.state.epoch > known.state.epoch:
+                self._announce(broker_name, election[0], reason="requested")
+            return stored.state
+
+    def describe(self) -> Description:
+        """Any name server answers: the active one from its view, a standby by reading."""
+        with self._lock:
+            if self.active:
+                view = self._view
+                return Description({n: g.state for n, g in view.groups.items()},
+                                   {n: dict(r) for n, r in view.live.items()}, self.addr)
+        view = self.store.snapshot()
+        return Description({n: g.state for n, g in view.groups.items()}, view.live,
+                           self.leadership.leader_addr())
+
+    def _group(self, broker_name: str) -> StoredGroup:
+        if not self.active:
+            raise NotController(self.leadership.leader_addr())
+        known = self._view.groups.get(broker_name)
+        if known is None:
+            raise errors.NotFound(f"replica group {broker_name!r} is unknown (no replica of it "
+                                  "has been live since this controller took over)")
+        return known
+
+    # -- the thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                if self.leadership.try_acquire():
+                    self._act()
+                else:
+                    self._wait_for_vacancy()
+            except errors.TideMQError as exc:
+                log.warning("controller cannot reach the config center; retrying",
+                            error=str(exc))
+                self._stopping.wait(RETRY_S)
+
+    def _wait_for_vacancy(self) -> None:
+        revision = self.leadership.leader_revision()
+        if not revision:
+            return  # vanished between our attempt and now: try again at once
+        with self.client.watch(LEADER_KEY, start_revision=revision + 1) as watch:
+            while not self._stopping.is_set():
+                event = watch.poll(POLL_S)
+                if event is not None and event.kv.key == LEADER_KEY \
+                        and event.type == EventType.DELETE:
+                    log.info("controller key vanished; trying to take over", addr=self.addr)
+                    return
+
+    def _act(self) -> None:
+        ACTIVE.set(1)
+        log.info("acting as the replication controller", addr=self.addr)
+        try:
+            while not self._stopping.is_set() and self.leadership.held():
+                try:
+                    self._follow()
+                except RevisionCompacted as exc:
+                    log.warning("replication watch compacted; re-reading", error=str(exc))
+                except errors.TideMQError as exc:
+                    if isinstance(exc, NotController):
+                        break
+                    log.warning("controller step failed; re-reading", error=str(exc))
+                    self._stopping.wait(RETRY_S)
+        finally:
+            with self._lock:
+                self._active = False
+            ACTIVE.set(0)
+            if not self._stopping.is_set():
+                self.leadership.release()  # no-op if lost; frees the key if we gave up
+            log.info("stopped acting as the replication controller", addr=self.addr)
+
+    def _follow(self) -> None:
+        """Reconcile from a fresh snapshot, then apply changes as they come."""
+        view = self.store.snapshot()
+        with self._lock:
+            self._view = view
+            self._active = True  # RPCs are answered from here on: the view is loaded
+            for name in sorted(view.names()):
+                self._reconsider(name)
+        with self.client.watch(REPLICATION_ROOT, start_revision=view.revision + 1) as watch:
+            while not self._stopping.is_set() and self.leadership.held():
+                event = watch.poll(POLL_S)
+                with self._lock:
+                    if event is not None:
+                        name = self._view.apply(event.kv, event.type == EventType.DELETE)
+                        if name is not None:
+                            self._reconsider(name)
+                    if self._wake.is_set():
+                        self._wake.clear()
+                        for name in sorted(self._view.names()):
+                            self._reconsider(name)
+
+    def _lease_lost(self) -> None:
+        with self._lock:
+            self._active = False
+        self._wake.set()
+
+    # -- decisions --------------------------------------------------------------------------
+    def _reconsider(self, broker_name: str) -> None:
+        """Bring one group's stored state in line with who is live (the core rule)."""
+        known = self._view.groups.get(broker_name)
+        if known is None and not self._view.live.get(broker_name):
+            return
+        outcome: list[Election] = []
+
+        def decide(current: StoredGroup | None) -> GroupState | None:
+            outcome.clear()
+            live = self._view.log_ends(broker_name)
+            if current is None:
+                return self._addressed(broker_name, rules.initial(live)) if live else None
+            state = current.state
+            if state.master in live:
+                return self._addressed(broker_name, state)  # keep the addresses current
+            if not live:
+                return None
+            election = rules.elect(state, live, self._unclean(broker_name))
+            outcome.append(election)
+            return self._addressed(broker_name, election.state)
+
+        try:
+            stored = self._write(broker_name, known, decide)
+        except NoEligibleReplica as exc:
+            log.warning("group has no eligible replica; waiting", group=broker_name,
+                        reason=exc.message)
+            return
+        if known is None and stored is not None:
+            log.info("replica group initialised", group=broker_name,
+                     master=stored.state.master, epoch=stored.state.epoch)
+        if outcome:
+            self._announce(broker_name, outcome[0], reason="master not live")
+
+    def _write(self, broker_name: str, known: StoredGroup | None,
+               decide: Callable[[StoredGroup | None], GroupState | None]) -> StoredGroup | None:
+        stored = self.store.write_group(broker_name, known, decide, self.leadership.check)
+        if stored is not None:
+            self._view.groups[broker_name] = stored
+        return stored
+
+    def _addressed(self, broker_name: str, state: GroupState) -> GroupState:
+        replica = self._view.live.get(broker_name, {}).get(state.master)
+        if replica is None:
+            return state
+        return state.with_addrs(replica.addr, replica.ha_addr)
+
+    def _unclean(self, broker_name: str) -> bool:
+        return self._view.unclean.get(broker_name, self.unclean_default)
+
+    def _announce(self, broker_name: str, election: Election, *, reason: str) -> None:
+        self.elections += 1
+        ELECTIONS.labels("clean" if election.clean else "unclean").inc()
+        fields = dict(group=broker_name, old_master=election.old_master,
+                      new_master=election.state.master, epoch=election.state.epoch,
+                      in_sync=sorted(election.state.in_sync),
+                      election="clean" if election.clean else "unclean", reason=reason)
+        if election.clean:
+            log.info("master elected", **fields)
+        else:
+            log.error("master elected uncleanly: acknowledged messages may be lost",
+                      candidates=election.candidates, **fields)
+        self._on_election(broker_name, election)

@@ -1,0 +1,162 @@
+"""A replica group's replication state and the controller's rules for changing it.
+
+Pure domain (no I/O): the controller service feeds it what it sees in the config center and
+writes back what it returns. The guarantee it carries (Kafka's ISR rule): the
+in-sync set only ever holds replicas that have every acknowledged message, so a *clean*
+election — one that picks a live member of that set — loses nothing. An *unclean* election
+(the most complete live replica, member or not) is only made when the group allows it, and is
+reported as a possible loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tidemq.common import errors
+
+NO_MASTER = -1
+FIRST_EPOCH = 1
+
+
+class NoEligibleReplica(errors.PreconditionFailed):
+    """No live replica may become master under the group's rules: the controller waits."""
+
+    code = "NO_ELIGIBLE_REPLICA"
+
+
+class StaleEpoch(errors.PreconditionFailed):
+    """The caller speaks for an older (or future) epoch: it is no longer (or not yet) master."""
+
+    code = "STALE_EPOCH"
+
+
+class NotMaster(errors.PreconditionFailed):
+    """The caller is not the group's master, so it may not change the in-sync set."""
+
+    code = "NOT_MASTER"
+
+
+class InvalidInSyncSet(errors.InvalidArgument):
+    """A proposed in-sync set that cannot be right (master missing, negative ids)."""
+
+    code = "INVALID_IN_SYNC_SET"
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """What `/tidemq/replication/groups/<broker_name>` holds (addresses are the master's)."""
+
+    master: int
+    epoch: int
+    in_sync: frozenset[int]
+    master_addr: str = ""
+    master_ha_addr: str = ""
+
+    def to_json(self) -> dict:
+        return {"master": self.master, "epoch": self.epoch, "in_sync": sorted(self.in_sync),
+                "master_addr": self.master_addr, "master_ha_addr": self.master_ha_addr}
+
+    @classmethod
+    def from_json(cls, value: Mapping) -> GroupState:
+        return cls(int(value["master"]), int(value["epoch"]),
+                   frozenset(int(i) for i in value.get("in_sync", ())),
+                   str(value.get("master_addr", "")), str(value.get("master_ha_addr", "")))
+
+    def with_addrs(self, addr: str, ha_addr: str) -> GroupState:
+        return GroupState(self.master, self.epoch, self.in_sync, addr, ha_addr)
+
+
+@dataclass(frozen=True)
+class Election:
+    """An election's outcome: the new state and whether acknowledged messages may be lost."""
+
+    state: GroupState
+    old_master: int
+    clean: bool
+    candidates: dict[int, int] = field(default_factory=dict)  # live id -> log end considered
+
+    @property
+    def possible_loss(self) -> bool:
+        return not self.clean
+
+
+def initial(live: Iterable[int]) -> GroupState:
+    """A group seen for the first time: replica 0 (the configured initial master) if it is
+    alive, else the lowest live id; epoch 1; the master alone in sync."""
+    ids = sorted(set(live))
+    if not ids:
+        raise NoEligibleReplica("a group needs a live replica to be initialised")
+    master = 0 if 0 in ids else ids[0]
+    return GroupState(master, FIRST_EPOCH, frozenset({master}))
+
+
+def _best(candidates: Mapping[int, int]) -> int:
+    """The most complete replica; ties go to the lowest id so the choice is deterministic."""
+    return min(candidates, key=lambda replica: (-candidates[replica], replica))
+
+
+def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
+          preferred: int | None = None) -> Election:
+    """Choose a new master among `live` (replica id -> log end) and bump the epoch.
+
+    Clean: a live member of the in-sync set — `preferred` if it is one, else the one with the
+    largest log end. Unclean (only when `unclean`): the live replica with the largest log end.
+    The new in-sync set keeps the old members that are alive (they hold what was acknowledged)
+    plus the new master. Raises NoEligibleReplica when nobody qualifies."""
+    eligible = {r: end for r, end in live.items() if r in state.in_sync}
+    clean = bool(eligible)
+    if not clean:
+        if not unclean or not live:
+            raise NoEligibleReplica(
+                f"no live in-sync replica (in-sync {sorted(state.in_sync)}, live "
+                f"{sorted(live)}) and unclean election is "
+                f"{'enabled but nobody is live' if unclean else 'disabled'}")
+        eligible = dict(live)
+    master = preferred if preferred in eligible else _best(eligible)
+    in_sync = frozenset({master} | (state.in_sync & set(live)))
+    new = GroupState(master, state.epoch + 1, in_sync)
+    return Election(new, state.master, clean, dict(live))
+
+
+def elect_preferred(state: GroupState, live: Mapping[int, int],
+                    preferred: int | None) -> Election:
+    """An operator's election (`tidemq broker elect`): move leadership to `preferred`, which
+    must be a live in-sync replica; None = the best live in-sync replica other than the master.
+    Never unclean. Choosing the current live master changes nothing (same state, same epoch)."""
+    eligible = {r: end for r, end in live.items() if r in state.in_sync}
+    if preferred is None:
+        others = {r: end for r, end in eligible.items() if r != state.master}
+        if not others:
+            raise NoEligibleReplica(
+                f"no live in-sync replica other than master {state.master} to hand over to "
+                f"(in-sync {sorted(state.in_sync)}, live {sorted(live)})")
+        preferred = _best(others)
+    if preferred not in eligible:
+        raise NoEligibleReplica(
+            f"replica {preferred} cannot become master: it is "
+            f"{'not live' if preferred not in live else 'not in the in-sync set'} "
+            f"(in-sync {sorted(state.in_sync)}, live {sorted(live)})")
+    if preferred == state.master:
+        return Election(state, state.master, True, dict(live))
+    return elect(state, live, unclean=False, preferred=preferred)
+
+
+def alter_in_sync(state: GroupState, epoch: int, master: int,
+                  new_set: Iterable[int]) -> GroupState:
+    """The master's proposal of a new in-sync set, accepted only from the current master at
+    the current epoch (a deposed master's late shrink must never shrink the new master's set),
+    and only if the master stays in it. The epoch does not change."""
+    proposed = frozenset(new_set)
+    if epoch != state.epoch:
+        raise StaleEpoch(f"epoch {epoch} is not the group's epoch {state.epoch}")
+    if master != state.master:
+        raise NotMaster(f"replica {master} is not master of epoch {state.epoch} "
+                        f"(master is {state.master})")
+    if master not in proposed:
+        raise InvalidInSyncSet(f"the in-sync set {sorted(proposed)} must contain the master "
+                               f"{master}")
+    if any(replica < 0 for replica in proposed):
+        raise InvalidInSyncSet(f"replica ids must be >= 0, got {sorted(proposed)}")
+    return GroupState(state.master, state.epoch, proposed, state.master_addr,
+                      state.master_ha_addr)

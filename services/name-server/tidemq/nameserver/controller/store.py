@@ -1,0 +1,180 @@
+"""The replication keys in the config center: layout, JSON shapes, and CAS writes of a group.
+
+Layout (docs/replication.md, "Controller"; shared with the broker's ReplicaManager):
+
+- `/tidemq/replication/live/<broker_name>/<replica_id>` — a replica's liveness, written by the
+  replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end"}`.
+- `/tidemq/replication/groups/<broker_name>` — the group's state (GroupState.to_json), written
+  only by the active controller and always with compare-and-set on its mod revision, so two
+  controllers that briefly both believe they are active can never both win a write.
+- `/tidemq/replication/settings/<broker_name>` — optional `{"unclean_election": bool}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tidemq.common import errors
+from tidemq.common.kv import KeyValue
+from tidemq.common.logs import get_logger
+from tidemq.configclient.client import ConfigClient
+from tidemq.nameserver.controller.state import GroupState
+
+log = get_logger(__name__)
+
+REPLICATION_ROOT = "/tidemq/replication/"
+LIVE_PREFIX = REPLICATION_ROOT + "live/"
+GROUPS_PREFIX = REPLICATION_ROOT + "groups/"
+SETTINGS_PREFIX = REPLICATION_ROOT + "settings/"
+CAS_ATTEMPTS = 10  # a group key has one writer; conflicts only come from a controller handover
+
+
+def group_key(broker_name: str) -> str:
+    return GROUPS_PREFIX + broker_name
+
+
+def live_key(broker_name: str, replica_id: int) -> str:
+    return f"{LIVE_PREFIX}{broker_name}/{replica_id}"
+
+
+def settings_key(broker_name: str) -> str:
+    return SETTINGS_PREFIX + broker_name
+
+
+@dataclass(frozen=True)
+class LiveReplica:
+    """One replica's live key: where it serves and how far its log reaches."""
+
+    broker_name: str
+    replica_id: int
+    addr: str = ""
+    ha_addr: str = ""
+    epoch: int = 0
+    log_end: int = 0
+
+    def to_json(self) -> dict:
+        return {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": self.epoch,
+                "log_end": self.log_end}
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    state: GroupState
+    mod_revision: int
+
+
+@dataclass
+class ReplicationView:
+    """Everything under /tidemq/replication/ as of `revision`, kept current from a watch."""
+
+    revision: int = 0
+    groups: dict[str, StoredGroup] = field(default_factory=dict)
+    live: dict[str, dict[int, LiveReplica]] = field(default_factory=dict)
+    unclean: dict[str, bool] = field(default_factory=dict)  # per-group override
+
+    def apply(self, kv: KeyValue, deleted: bool) -> str | None:
+        """Fold one key's new value (or deletion) in; the broker name it concerns, or None
+        for a key that is not ours or cannot be read (logged, never fatal: brokers write
+        live keys and one bad value must not stop the controller)."""
+        self.revision = max(self.revision, kv.mod_revision)
+        try:
+            return self._apply(kv, deleted)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("unreadable replication key ignored", key=kv.key, error=str(exc))
+            return None
+
+    def _apply(self, kv: KeyValue, deleted: bool) -> str | None:
+        if kv.key.startswith(LIVE_PREFIX):
+            name, _, replica = kv.key[len(LIVE_PREFIX):].rpartition("/")
+            if not name:
+                return None
+            replica_id = int(replica)
+            if deleted:
+                replicas = self.live.get(name, {})
+                replicas.pop(replica_id, None)
+                if not replicas:
+                    self.live.pop(name, None)
+            else:
+                value = json.loads(kv.value)
+                self.live.setdefault(name, {})[replica_id] = LiveReplica(
+                    name, replica_id, str(value.get("addr", "")), str(value.get("ha_addr", "")),
+                    int(value.get("epoch", 0)), int(value.get("log_end", 0)))
+            return name
+        if kv.key.startswith(GROUPS_PREFIX):
+            name = kv.key[len(GROUPS_PREFIX):]
+            if deleted:
+                self.groups.pop(name, None)
+            else:
+                current = self.groups.get(name)
+                if current is None or current.mod_revision <= kv.mod_revision:
+                    self.groups[name] = StoredGroup(GroupState.from_json(json.loads(kv.value)),
+                                                    kv.mod_revision)
+            return name
+        if kv.key.startswith(SETTINGS_PREFIX):
+            name = kv.key[len(SETTINGS_PREFIX):]
+            if deleted:
+                self.unclean.pop(name, None)
+            else:
+                value = json.loads(kv.value)
+                if "unclean_election" in value:
+                    self.unclean[name] = bool(value["unclean_election"])
+                else:
+                    self.unclean.pop(name, None)
+            return name
+        return None
+
+    def names(self) -> set[str]:
+        return set(self.groups) | set(self.live)
+
+    def log_ends(self, broker_name: str) -> dict[int, int]:
+        return {r: live.log_end for r, live in self.live.get(broker_name, {}).items()}
+
+
+class ReplicationStore:
+    """Reads the replication keys and writes group keys with bounded CAS retries."""
+
+    def __init__(self, client: ConfigClient, *, cas_attempts: int = CAS_ATTEMPTS) -> None:
+        self.client = client
+        self.cas_attempts = cas_attempts
+
+    def snapshot(self) -> ReplicationView:
+        """Every replication key at one revision (one range: a consistent cut)."""
+        result = self.client.range(REPLICATION_ROOT)
+        view = ReplicationView(revision=result.revision)
+        for kv in result.kvs:
+            view.apply(kv, deleted=False)
+        view.revision = result.revision
+        return view
+
+    def read_group(self, broker_name: str) -> StoredGroup | None:
+        kv = self.client.get(group_key(broker_name))
+        if kv is None:
+            return None
+        return StoredGroup(GroupState.from_json(kv.json()), kv.mod_revision)
+
+    def write_group(self, broker_name: str, known: StoredGroup | None,
+                    decide: Callable[[StoredGroup | None], GroupState | None],
+                    may_write: Callable[[], None] = lambda: None) -> StoredGroup | None:
+        """Write `decide(current)` with CAS on the current mod revision; on a conflict re-read
+        and decide again (the decision depends on what is stored). `decide` returning None =
+        nothing to write; it may raise a domain error, which ends the attempt. `may_write` runs
+        before every put and raises if this controller must no longer write.
+        Returns what is stored afterwards."""
+        current = known
+        for _ in range(self.cas_attempts):
+            new = decide(current)
+            if new is None or (current is not None and new == current.state):
+                return current
+            may_write()
+            result = self.client.put(group_key(broker_name), new.to_json(),
+                                     expected_revision=current.mod_revision if current else 0)
+            if result.succeeded:
+                return StoredGroup(new, result.revision)
+            log.info("group write conflicted; re-reading", group=broker_name,
+                     expected=current.mod_revision if current else 0,
+                     found=result.current_mod_revision)
+            current = self.read_group(broker_name)
+        raise errors.Conflict(f"group {broker_name!r} kept changing under the controller; gave "
+                              f"up after {self.cas_attempts} compare-and-set attempts")
