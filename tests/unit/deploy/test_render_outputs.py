@@ -14,6 +14,7 @@ import yaml
 from deploy.render import (
     COMPOSE_FILE,
     render_compose,
+    render_dockerfiles,
     render_supervisor,
     rendered_files,
     service_argv,
@@ -152,6 +153,27 @@ def test_each_image_installs_every_workspace_member_its_package_needs():
         assert needed == set(image.members), image.name
         # the CLI's libraries stay out of service images (the SDK has them as its `cli` extra)
         assert not {d for f in needed for d in _workspace_deps(f)} & {"typer", "rich"}, image.name
+
+
+def _build_context_allows(path: str) -> bool:
+    """`.dockerignore` as the image builds read it: the last matching rule wins."""
+    allowed = False
+    for rule in (REPO_ROOT / ".dockerignore").read_text().splitlines():
+        rule = rule.strip()
+        if not rule or rule.startswith("#"):
+            continue
+        negated, pattern = rule.startswith("!"), rule.lstrip("!")
+        if pattern == "*" or path == pattern or path.startswith(pattern.rstrip("/") + "/"):
+            allowed = negated
+    return allowed
+
+
+def test_every_folder_a_dockerfile_copies_is_in_the_build_context():
+    copied = {line.split()[1] for text in render_dockerfiles(load()).values()
+              for line in text.splitlines()
+              if line.startswith("COPY ") and not line.startswith("COPY --from")}
+    assert copied
+    assert [path for path in sorted(copied) if not _build_context_allows(path)] == []
 
 
 def test_prometheus_config_scrapes_every_service_metrics_port_once():
