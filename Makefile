@@ -59,6 +59,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) -m bench.failover --quick
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
+	$(PY) bench/consumption/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
 .PHONY: chaos

@@ -25,6 +25,8 @@ BENCHMARKS = {
     "e2e_latency": (["bench/e2e_latency/run.py", "--quick"],
                     ["median", "TideMQ produce", "Redis Streams same run"]),
     "config": (["bench/config/run.py", "--quick"], ["put/s", "raw redis-py", "watch latency"]),
+    "consumption": (["bench/consumption/run.py", "--quick"],
+                    ["PullConsumer", "SimpleConsumer pop", "HTTP pop"]),
 }
 
 

@@ -5,6 +5,9 @@ Endpoints (docs/http-api.md has examples):
   GET  /healthz, /metrics                        liveness; Prometheus text, all workers (here)
   /v1/topics...                                  topics and messages (topic_routes.py)
   /v1/groups...                                  subscription-group definitions (group_routes.py)
+  /v1/groups/<g>/topics/<t>/pop|ack|invisible    pop consumption (consume_routes.py)
+  /v1/groups/<g>/dlq[/redrive]                   dead letters (consume_routes.py)
+  GET /openapi.json                              this API, generated from the routes (openapi.py)
   /v1/config/...                                 the config center's keys (config_routes.py)
 """
 
@@ -18,7 +21,9 @@ from opentelemetry import trace
 from tidemq.common import problems
 from tidemq.gateway import config_routes, metrics, topic_routes
 from tidemq.gateway.config_routes import config_bp
+from tidemq.gateway.consume_routes import consume_bp
 from tidemq.gateway.group_routes import groups_bp
+from tidemq.gateway.openapi import openapi_bp
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.topic_routes import topics_bp
 
@@ -54,7 +59,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     if getattr(backend, "config", None) is not None:
         app.extensions[config_routes.EXTENSION] = backend.config
     problems.install(app)
-    for blueprint in (ops_bp, topics_bp, groups_bp, config_bp):
+    for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, config_bp, openapi_bp):
         app.register_blueprint(blueprint)
 
     @app.before_request

@@ -12,7 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tidemq.client import Message, MessageQueue, Producer, PullConsumer, PullResult, SendResult
+from tidemq.client import (
+    DeadLetters,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PullResult,
+    ReceivedMessage,
+    SendResult,
+    SimpleConsumer,
+)
+from tidemq.client.dead_letters import Redriven
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors
 from tidemq.common.polling import poll
@@ -49,6 +60,7 @@ class GatewayBackend:
                                      timeout=settings.rpc_timeout_s, breaker=breaker)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
         self.topics = TopicDefinitions(self.config)
+        self._poppers: dict[tuple[str, str, str], SimpleConsumer] = {}
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
@@ -136,6 +148,39 @@ class GatewayBackend:
                 f"not {queue_id}", code="QUEUE_NOT_FOUND")
         return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
                                   max_messages, long_poll=wait_ms / 1000)
+
+    # -- pop consumption and dead letters -------------------------------------------------
+
+    def _popper(self, group: str, topic: str, tags: str = "*") -> SimpleConsumer:
+        key = (group, topic, tags)
+        if key not in self._poppers:  # one per (group, topic, tags): its route cache is reused
+            self._poppers[key] = SimpleConsumer(self.settings.namesrv_addrs, group, topic,
+                                                tag_expression=tags,
+                                                timeout=self.settings.rpc_timeout_s)
+        return self._poppers[key]
+
+    def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,
+            tags: str) -> list[ReceivedMessage]:
+        return self._popper(group, topic, tags).receive(
+            max_messages, invisible_duration_s=invisible_ms / 1000, wait_s=wait_ms / 1000)
+
+    def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        self._popper(group, topic).ack_handle(receipt_handle)
+
+    def change_invisible(self, group: str, topic: str, receipt_handle: str,
+                         invisible_ms: int) -> str:
+        return self._popper(group, topic).change_invisible_handle(receipt_handle, invisible_ms)
+
+    def dead_letters(self, group: str, limit: int) -> list:
+        with DeadLetters(self.settings.namesrv_addrs, group,
+                         timeout=self.settings.rpc_timeout_s) as dlq:
+            return dlq.list(limit)
+
+    def redrive(self, group: str, msg_ids: list[str] | None) -> list[Redriven]:
+        """The chosen dead letters, or (msg_ids None) every listed one."""
+        with DeadLetters(self.settings.namesrv_addrs, group,
+                         timeout=self.settings.rpc_timeout_s) as dlq:
+            return dlq.requeue_all() if msg_ids is None else dlq.requeue_ids(msg_ids)
 
     def close(self) -> None:
         if self.dynamic is not None:

@@ -4,6 +4,7 @@
 """
 
 from tidemq.client.consumer import PullConsumer
+from tidemq.client.dead_letters import DeadLetters
 from tidemq.client.fault import LatencyFaultTolerance
 from tidemq.client.message import (
     Message,
@@ -23,10 +24,12 @@ from tidemq.client.selector import (
     SelectByHash,
     SelectRandom,
 )
+from tidemq.client.simple_consumer import ReceivedMessage, SimpleConsumer
 
 __all__ = [
-    "ConsumeFrom", "ConsumeStatus", "MessageModel", "PushConsumer",
+    "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
-    "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult", "SendStatus", "TopicRoute",
+    "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult",
+    "SendStatus", "SimpleConsumer", "TopicRoute",
 ]

@@ -42,6 +42,7 @@ from tidemq.client.cli_common import (
     table,
 )
 from tidemq.client.cli_config import config_app
+from tidemq.client.cli_dlq import dlq_app
 
 __all__ = ["app", "main", "parse_time"]
 
@@ -70,6 +71,7 @@ app.add_typer(group_app, name="group")
 app.add_typer(offset_app, name="offset")
 app.add_typer(message_app, name="message")
 app.add_typer(config_app, name="config")
+app.add_typer(dlq_app, name="dlq")
 
 
 

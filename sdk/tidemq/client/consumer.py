@@ -26,6 +26,13 @@ RPC_MARGIN_S = 2.0           # the RPC deadline outlives the broker's hold by th
 REPLICA_READS = frozenset({"Pull", "GetQueueOffsets", "SearchOffset", "QueryOffsets"})
 
 
+def exact_tags(expression: str) -> frozenset[str] | None:
+    """`"*"`/`""` → None (every tag); `"A || B"` → {"A", "B"}. The broker filters by tag hash,
+    so two tags with the same hash both pass it; the client keeps only the exact ones."""
+    tags = frozenset(tag.strip() for tag in expression.split("||"))
+    return None if not expression.strip() or "*" in tags else tags
+
+
 class PullConsumer:
     """Pull messages from chosen queues at chosen offsets.
 
@@ -72,6 +79,9 @@ class PullConsumer:
                               + (RPC_MARGIN_S if long_poll else 0), idempotent=True)
         records = response.records  # each read of a bytes field is a fresh copy: read it once
         messages = decode_records(records, mq.broker_name) if records else []
+        wanted = exact_tags(tag_expression)
+        if wanted is not None and messages:
+            messages = [m for m in messages if m.tags in wanted]
         return PullResult(PullStatus(response.status), messages, response.next_begin_offset,
                           response.min_offset, response.max_offset)
 

@@ -111,6 +111,7 @@ class GroupMember:
         self.assignment: list[MessageQueue] = []
         self.coordinator_addr = ""
         self._leader_view: dict[str, list[QueueRef]] = {}
+        self._wanted: list[str] = []  # every subscribed topic, routed or not (yet)
         self._stopping = threading.Event()
         self._stable = threading.Event()
         self._inflight: grpc.Future | None = None
@@ -198,8 +199,8 @@ class GroupMember:
 
     def _leader_assignment(self, strategy: str, members) -> dict[str, bytes]:
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
-        wanted = sorted({t for topics in subscriptions.values() for t in topics})
-        self._leader_view = self._topic_queues(wanted)
+        self._wanted = sorted({t for topics in subscriptions.values() for t in topics})
+        self._leader_view = self._topic_queues(self._wanted)
         previous = self._previous_assignment() if strategy == "sticky" else None
         plan = assign_subscriptions(strategy, self._leader_view, subscriptions, previous)
         return {member: encode_assignment(rows) for member, rows in plan.items()}
@@ -231,8 +232,7 @@ class GroupMember:
                                               generation_id=self.generation_id)
         while not self._stopping.wait(self.heartbeat_interval_s):
             self._coordinator().call("Heartbeat", request)
-            if self.is_leader and self._topic_queues(sorted(self._leader_view)) != \
-                    self._leader_view:
+            if self.is_leader and self._topic_queues(self._wanted) != self._leader_view:
                 log.info("group_route_changed", group=self.group)
                 return  # the leader rejoins: the coordinator starts a new round for everyone
 

@@ -264,6 +264,12 @@ class MessageExt:
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTIES}
 
     @property
+    def origin_topic(self) -> str:
+        """The topic the message was sent to, also when it is redelivered from a retry topic
+        or read from a dead-letter queue."""
+        return self.properties.get(record.PROP_RETRY_TOPIC) or self.topic
+
+    @property
     def trace_carrier(self) -> dict[str, str]:
         """The producer's trace context, for `tidemq.common.tracing.extract_context`."""
         traceparent = self.properties.get(record.PROP_TRACE_CONTEXT, "")
@@ -306,7 +312,8 @@ class MessageExt:
 
 SYSTEM_PROPERTIES = frozenset({
     record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY, record.PROP_TRACE_CONTEXT,
-    record.PROP_COMPRESSION,
+    record.PROP_COMPRESSION, record.PROP_RETRY_TOPIC, record.PROP_ORIGIN_MESSAGE_ID,
+    record.PROP_FIRST_FAILURE_MS, record.PROP_NOT_BEFORE_MS,
 })
 
 

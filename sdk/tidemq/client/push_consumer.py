@@ -5,6 +5,13 @@ CLUSTERING shares the topics' queues among the group's members through the broke
 coordinator (tidemq.client.group); BROADCASTING gives every member every queue and keeps its
 offsets in a local file. Pull, decode and commit are PullConsumer's, unchanged.
 
+A CLUSTERING consumer also subscribes to its group's retry topic (`%RETRY%{group}`): a message
+the listener fails on (RECONSUME_LATER or an exception) is sent back to its broker, which
+moves it there with reconsume_times + 1 (or to `%DLQ%{group}` past the group's
+retry_max_times), and the consumer moves on. A redelivered message is consumed no sooner than
+the broker's back-off (its NOT_BEFORE_MS property). Only when the broker cannot take it back
+is it retried in place after `reconsume_backoff_s`, as BROADCASTING always does.
+
     >>> def listener(messages):                                     # doctest: +SKIP
     ...     for m in messages: print(m.body)
     ...     return ConsumeStatus.CONSUME_SUCCESS
@@ -27,13 +34,26 @@ from pathlib import Path
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.group import DirectClients, GroupMember
 from tidemq.client.message import MessageExt, MessageQueue, PullStatus
+from tidemq.client.orderly import OrderlyConsumption
 from tidemq.client.process_queue import ProcessQueue
-from tidemq.common import errors
+from tidemq.common import errors, record
 from tidemq.common.assignors import DEFAULT_ASSIGNOR
 from tidemq.common.logs import get_logger
 from tidemq.v1 import broker_pb2
 
 log = get_logger(__name__)
+
+RETRY_PREFIX = "%RETRY%"  # the broker's retry topics (tidemq.broker.retry)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def _not_before_s(batch: list[MessageExt]) -> float:
+    """Seconds until every message of a redelivered batch is due (0 = now)."""
+    due_ms = max(int(m.properties.get(record.PROP_NOT_BEFORE_MS, 0) or 0) for m in batch)
+    return max(0.0, due_ms / 1000 - time.time())
 
 
 class ConsumeStatus(enum.Enum):
@@ -68,11 +88,17 @@ class PushConsumer:
         long_poll_s: float = 15.0, reconsume_backoff_s: float = 1.0,
         offset_store_dir: str | Path = "~/.tidemq/offsets", timeout: float = 3.0,
         assignment_timeout_s: float = 30.0,
+        orderly: bool = False, max_reconsume_times: int = 16, suspend_s: float = 1.0,
     ) -> None:
         self.subscription = ({subscription: "*"} if isinstance(subscription, str)
                              else dict(subscription))
         if not self.subscription:
             raise errors.InvalidArgument("subscribe to at least one topic")
+        if orderly and model is not MessageModel.CLUSTERING:
+            raise errors.InvalidArgument("orderly consumption needs the CLUSTERING model")
+        if model is MessageModel.CLUSTERING and not orderly:  # orderly retries in place
+            self.subscription.setdefault(retry_topic(group), "*")
+        self.max_reconsume_times, self.suspend_s = max_reconsume_times, suspend_s
         if concurrency <= 0 or pull_batch_size <= 0 or consume_batch_size <= 0:
             raise errors.InvalidArgument("concurrency and batch sizes must be positive")
         self.group, self.listener, self.model = group, listener, model
@@ -93,6 +119,7 @@ class PushConsumer:
                                            name=f"commit-{group}")
         self._offset_file = Path(offset_store_dir).expanduser() / f"{group}.json"
         self.member: GroupMember | None = None
+        self.orderly = OrderlyConsumption(self) if orderly else None
         if model is MessageModel.CLUSTERING:
             self.member = GroupMember(
                 self.puller.routes.namesrv, self.puller.routes, self.puller.brokers, group,
@@ -157,6 +184,8 @@ class PushConsumer:
                 self._queues[mq] = pq
                 self._committed[mq] = -1  # commit the start offset too: a LAST start must
                 # survive a rebalance that happens before anything arrives
+            if self.orderly is not None:
+                self.orderly.add(pq)
             threading.Thread(target=self._pull_loop, args=(pq,), daemon=True,
                              name=f"pull-{mq}").start()
 
@@ -165,10 +194,14 @@ class PushConsumer:
             gone = [self._queues.pop(mq) for mq in queues if mq in self._queues]
         for pq in gone:
             pq.drop()
+        if self.orderly is not None:  # their batches finish before the commit and unlock
+            self.orderly.remove([pq.mq for pq in gone])
         self._commit({pq.mq: pq.commit_offset() for pq in gone})
         with self._lock:
             for pq in gone:
                 self._committed.pop(pq.mq, None)
+        if self.orderly is not None:
+            self.orderly.release([pq.mq for pq in gone])
 
     def _start_offset(self, mq: MessageQueue, stored: dict[str, int]) -> int:
         committed = (stored.get(_key(mq)) if self.member is None
@@ -204,8 +237,17 @@ class PushConsumer:
                 return
             if result.status is PullStatus.FOUND and result.messages:
                 pq.add(result.messages, result.next_offset)
+                if self.orderly is not None:
+                    self.orderly.offer(pq, result.messages)
+                    continue
+                retried = pq.mq.topic.startswith(RETRY_PREFIX)
                 for i in range(0, len(result.messages), self.consume_batch_size):
-                    self._submit(pq, result.messages[i:i + self.consume_batch_size])
+                    batch = result.messages[i:i + self.consume_batch_size]
+                    wait_s = _not_before_s(batch) if retried else 0.0
+                    if wait_s > 0:  # the broker's retry back-off
+                        self._later(wait_s, pq, batch)
+                    else:
+                        self._submit(pq, batch)
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset_illegal", queue=str(pq.mq), offset=pq.next_offset,
                             corrected=result.next_offset)
@@ -225,12 +267,35 @@ class PushConsumer:
         except Exception:
             log.exception("listener_failed", queue=str(pq.mq), count=len(batch))
             status = ConsumeStatus.RECONSUME_LATER
-        if status is ConsumeStatus.CONSUME_SUCCESS:
-            pq.done(m.queue_offset for m in batch)
-        else:  # keep them pending (no commit past them) and try again after a backoff
-            timer = threading.Timer(self.reconsume_backoff_s, self._submit, (pq, batch))
-            timer.daemon = True
-            timer.start()
+        if status is not ConsumeStatus.CONSUME_SUCCESS:
+            batch = self._send_back(pq, batch)
+            if batch:  # kept pending (no commit past them) and tried again after a backoff
+                self._later(self.reconsume_backoff_s, pq, batch)
+            return
+        pq.done(m.queue_offset for m in batch)
+
+    def _later(self, delay_s: float, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        timer = threading.Timer(delay_s, self._submit, (pq, batch))
+        timer.daemon = True
+        timer.start()
+
+    def _send_back(self, pq: ProcessQueue, batch: list[MessageExt]) -> list[MessageExt]:
+        """Give failed messages back to their broker (retry topic or DLQ); marks those it took
+        as done and returns the ones it did not (to retry in place)."""
+        if self.member is None:  # BROADCASTING: every member has its own copy; retry locally
+            return batch
+        kept, taken = [], []
+        for message in batch:
+            try:
+                self.puller.brokers.get(self.puller.master_addr(pq.mq)).call(
+                    "SendMessageBack", broker_pb2.SendMessageBackRequest(
+                        consumer_group=self.group, physical_offset=message.physical_offset))
+                taken.append(message.queue_offset)
+            except errors.TideMQError as exc:
+                log.info("send_back_failed", queue=str(pq.mq), error=str(exc))
+                kept.append(message)
+        pq.done(taken)
+        return kept
 
     # ------------------------------------------------------------------ offsets
 

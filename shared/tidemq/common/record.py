@@ -463,3 +463,46 @@ def iter_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
         header = checked_header(view, pos, verify_crc)
         yield _record(view, pos, header)
         pos += header[0]
+
+
+# Properties a re-targeted record carries (RocketMQ's MessageConst names where one exists).
+PROP_RETRY_TOPIC = "RETRY_TOPIC"              # the topic the message was first sent to
+PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # its offset msg id there
+PROP_FIRST_FAILURE_MS = "FIRST_FAILURE_MS"    # when a consumer first gave it back (ms)
+PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (retry back-off)
+
+
+def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,
+             reconsume_times: int | None = None,
+             set_properties: Mapping[str, str] | None = None,
+             keep_properties: Mapping[str, str] | None = None) -> bytes:
+    """The stored record `raw`, moved to `topic`/`queue_id` as a new record for the append path.
+
+    The body is copied as bytes (never decoded or decompressed); the broker-stamped fields
+    (queue offset, physical offset, store time and host) are zeroed for the store to stamp
+    again; `set_properties` replace or add, `keep_properties` add only where the record has no
+    value yet (an origin stays the first one across retries); the CRC is recomputed.
+    Retries, dead letters, re-drives and pop revives all move a record through this."""
+    view = memoryview(raw)
+    header = checked_header(view, 0, verify_crc=False)
+    props = properties_at(view, 0, header)
+    for name, value in (keep_properties or {}).items():
+        props.setdefault(name, value)
+    props.update(set_properties or {})
+    body_len = header[H_BODY_LEN]
+    body = view[HEADER_SIZE:HEADER_SIZE + body_len]
+    return encode(topic, body, properties=encode_properties(props), queue_id=queue_id,
+                  flag=header[H_FLAG], sys_flag=header[H_SYS_FLAG],
+                  born_timestamp=header[H_BORN_TIMESTAMP], born_host=header[H_BORN_HOST],
+                  reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
+                                   else reconsume_times),
+                  prepared_txn_offset=header[H_PREPARED_TXN_OFFSET])
+
+
+def with_reconsume_times(raw: bytes | bytearray | memoryview, reconsume_times: int) -> bytes:
+    """A copy of the one record `raw` with its reconsume count replaced (CRC recomputed): what
+    an orderly pop hands out again, the stored record untouched."""
+    buf = bytearray(raw)
+    _I32.pack_into(buf, OFF_RECONSUME_TIMES, reconsume_times)
+    _U32.pack_into(buf, OFF_CRC, record_crc32(memoryview(buf)[CRC_START:]))
+    return bytes(buf)

@@ -482,3 +482,139 @@ class GetSubscriptionGroupsResponse(_message.Message):
     auto_create: bool
     revision: int
     def __init__(self, groups: _Optional[_Iterable[_Union[SubscriptionGroup, _Mapping]]] = ..., auto_create: _Optional[bool] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class SendMessageBackRequest(_message.Message):
+    __slots__ = ("consumer_group", "physical_offset", "dead_letter", "reconsume_times")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    physical_offset: int
+    dead_letter: bool
+    reconsume_times: int
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ..., dead_letter: _Optional[bool] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
+
+class SendMessageBackResponse(_message.Message):
+    __slots__ = ("dead_letter", "topic", "queue_id", "queue_offset", "reconsume_times")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: bool
+    topic: str
+    queue_id: int
+    queue_offset: int
+    reconsume_times: int
+    def __init__(self, dead_letter: _Optional[bool] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., reconsume_times: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLetterRequest(_message.Message):
+    __slots__ = ("consumer_group", "physical_offset")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    physical_offset: int
+    def __init__(self, consumer_group: _Optional[str] = ..., physical_offset: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLetterResponse(_message.Message):
+    __slots__ = ("topic", "queue_id", "queue_offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    queue_offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class PopRequest(_message.Message):
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_duration_ms", "wait_ms", "tag_expression")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    topic: str
+    max_messages: int
+    invisible_duration_ms: int
+    wait_ms: int
+    tag_expression: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_duration_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ...) -> None: ...
+
+class PopResponse(_message.Message):
+    __slots__ = ("records", "record_count", "receipt_handles")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
+    records: bytes
+    record_count: int
+    receipt_handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("consumer_group", "receipt_handle")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    receipt_handle: str
+    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ChangeInvisibleDurationRequest(_message.Message):
+    __slots__ = ("consumer_group", "receipt_handle", "invisible_duration_ms")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    receipt_handle: str
+    invisible_duration_ms: int
+    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ..., invisible_duration_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeInvisibleDurationResponse(_message.Message):
+    __slots__ = ("receipt_handle",)
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    receipt_handle: str
+    def __init__(self, receipt_handle: _Optional[str] = ...) -> None: ...
+
+class LockedQueue(_message.Message):
+    __slots__ = ("topic", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class LockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class LockQueuesResponse(_message.Message):
+    __slots__ = ("locked",)
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    locked: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, locked: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class UnlockQueuesRequest(_message.Message):
+    __slots__ = ("consumer_group", "client_id", "queues")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[LockedQueue]
+    def __init__(self, consumer_group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[LockedQueue, _Mapping]]] = ...) -> None: ...
+
+class UnlockQueuesResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

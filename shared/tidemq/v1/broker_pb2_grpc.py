@@ -132,6 +132,41 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
                 _registered_method=True)
+        self.SendMessageBack = channel.unary_unary(
+                '/tidemq.v1.BrokerService/SendMessageBack',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.FromString,
+                _registered_method=True)
+        self.RedriveDeadLetter = channel.unary_unary(
+                '/tidemq.v1.BrokerService/RedriveDeadLetter',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
+                _registered_method=True)
+        self.Pop = channel.unary_unary(
+                '/tidemq.v1.BrokerService/Pop',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
+                _registered_method=True)
+        self.Ack = channel.unary_unary(
+                '/tidemq.v1.BrokerService/Ack',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.AckResponse.FromString,
+                _registered_method=True)
+        self.ChangeInvisibleDuration = channel.unary_unary(
+                '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
+                _registered_method=True)
+        self.LockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/LockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+                _registered_method=True)
+        self.UnlockQueues = channel.unary_unary(
+                '/tidemq.v1.BrokerService/UnlockQueues',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -249,8 +284,7 @@ class BrokerServiceServicer:
 
     def GetSubscriptionGroups(self, request, context):
         """Subscription-group definitions this broker enforces (from the config center's
-        /tidemq/groups/). retry_* are stored for a retry / dead-letter path, not built yet:
-        nothing reads them today.
+        /tidemq/groups/). retry_max_times and retry_queue_nums drive SendMessageBack.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -260,6 +294,57 @@ class BrokerServiceServicer:
         """Replication (docs/replication.md): every committed offset of every group, so a slave can
         copy its master's table (~1 s) and a group keeps its offsets across a failover.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendMessageBack(self, request, context):
+        """Retries and dead letters (docs/consumption.md): a consumer gives back a message it failed
+        on; the broker re-targets the stored record into %RETRY%{group} with reconsume_times + 1,
+        or into %DLQ%{group} past the group's retry_max_times. Sent to the broker holding it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedriveDeadLetter(self, request, context):
+        """Re-drive one dead letter (by its physical offset on this broker) to its original topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Pop(self, request, context):
+        """Pop consumption (docs/consumption.md): messages handed out with receipt handles and hidden
+        for an invisible time; one not acked in time is delivered again (reconsume_times + 1) and
+        goes to %DLQ%{group} past the limit. State lives in the broker's revive log.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Ack(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeInvisibleDuration(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LockQueues(self, request, context):
+        """Orderly consumption: lock (or renew) queues for one client of a group (lease 60 s); only
+        the holder consumes them. Locks are config-center leases (broker/queue_locks.py).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnlockQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -361,6 +446,41 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.GetAllConsumerOffsets,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.SerializeToString,
+            ),
+            'SendMessageBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendMessageBack,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.SerializeToString,
+            ),
+            'RedriveDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveDeadLetter,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.SerializeToString,
+            ),
+            'Pop': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pop,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.PopRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.PopResponse.SerializeToString,
+            ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.AckRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.AckResponse.SerializeToString,
+            ),
+            'ChangeInvisibleDuration': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeInvisibleDuration,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.SerializeToString,
+            ),
+            'LockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.SerializeToString,
+            ),
+            'UnlockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockQueues,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -879,6 +999,195 @@ class BrokerService:
             '/tidemq.v1.BrokerService/GetAllConsumerOffsets',
             tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.GetAllConsumerOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendMessageBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/SendMessageBack',
+            tidemq_dot_v1_dot_broker__pb2.SendMessageBackRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.SendMessageBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/RedriveDeadLetter',
+            tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.RedriveDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pop(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/Pop',
+            tidemq_dot_v1_dot_broker__pb2.PopRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.PopResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/Ack',
+            tidemq_dot_v1_dot_broker__pb2.AckRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.AckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeInvisibleDuration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/ChangeInvisibleDuration',
+            tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.ChangeInvisibleDurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/LockQueues',
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.LockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/UnlockQueues',
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

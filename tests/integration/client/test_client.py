@@ -15,6 +15,7 @@ from tidemq.client import (
     SelectByHash,
     SendStatus,
 )
+from tidemq.common import record
 from tidemq.common.errors import TopicNotExist
 
 from tests.support.cluster import (
@@ -152,3 +153,25 @@ def test_a_dead_name_server_is_failed_over(cluster):
     with Producer(addrs) as p:
         for _ in range(3):
             assert p.send(Message(TOPIC, b"via-second-namesrv")).status == SendStatus.SEND_OK
+
+
+def test_pull_keeps_only_exact_tags_when_tag_hashes_collide(producer, consumer):
+    """The broker filters by tag hash; these two tags share one (CRC32), so the client must
+    drop the one not asked for."""
+    wanted, twin = "tag29685295", "tag32060020"
+    assert record.tag_hash(wanted) == record.tag_hash(twin)
+    mq = MessageQueue(TOPIC, "broker-a", 3)
+    sent = producer.send_batch([Message(TOPIC, f"t-{i}".encode(), tags=(wanted, twin)[i % 2])
+                                for i in range(6)], queue=mq)
+    start, end = sent[0].queue_offset, sent[-1].queue_offset + 1
+    bodies, offset = [], start
+
+    def read_to_end():
+        nonlocal offset
+        result = consumer.pull(mq, offset, 32, tag_expression=wanted)
+        bodies.extend(m.body for m in result.messages)
+        offset = max(offset, result.next_offset)
+        return offset >= end
+
+    wait_until(read_to_end, 15, interval=0.02, message="the tagged batch read to its end")
+    assert bodies == [b"t-0", b"t-2", b"t-4"]

@@ -25,7 +25,8 @@ from tests.support.processes import wait_until
 
 SESSION_MS, HEARTBEAT_MS = 3000, 500
 BROKER_ENV = {"TIDEMQ_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
-              "TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "500"}
+              "TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
+              "TIDEMQ_RETRY_BACKOFF_MS": "200"}
 MEMBER = Path(__file__).with_name("member_main.py")
 ALL_QUEUES = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
 
@@ -211,15 +212,16 @@ def test_broadcasting_gives_every_member_every_message(cluster, tmp_path):
 def one_member(cluster, group, topic, listener, **kwargs):
     from tidemq.client.push_consumer import ConsumeFrom, PushConsumer
 
+    options = {"auto_commit_interval_s": 3600, **kwargs}
     consumer = PushConsumer(cluster.namesrv_addrs, group, topic, listener,
                             consume_from=ConsumeFrom.FIRST, session_timeout_ms=SESSION_MS,
                             heartbeat_interval_ms=HEARTBEAT_MS, long_poll_s=2.0,
-                            auto_commit_interval_s=3600, **kwargs).start()
+                            **options).start()
     assert consumer.member.wait_stable(30)
     return consumer
 
 
-def test_reconsume_later_is_redelivered_and_never_committed_past(cluster):
+def test_reconsume_later_goes_through_the_retry_topic_and_the_queue_moves_on(cluster):
     import threading
 
     from tidemq.client import MessageQueue, PullConsumer
@@ -231,30 +233,30 @@ def test_reconsume_later_is_redelivered_and_never_committed_past(cluster):
     def listener(messages):
         (m,) = messages
         with lock:
-            deliveries[m.body] = deliveries.get(m.body, 0) + 1
+            deliveries.setdefault(m.body, []).append((m.reconsume_times, m.topic))
         if m.body == b"r-0" and not release.is_set():
             return ConsumeStatus.RECONSUME_LATER
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = one_member(cluster, "g-retry", "RetryTopic", listener, reconsume_backoff_s=0.1)
+    consumer = one_member(cluster, "g-retry", "RetryTopic", listener, reconsume_backoff_s=0.1,
+                          auto_commit_interval_s=0.2)
     try:
         mq = MessageQueue("RetryTopic", "broker-a", 0)
         with Producer(cluster.namesrv_addrs) as producer:
             sent = producer.send_batch([Message("RetryTopic", f"r-{i}".encode())
                                         for i in range(10)], queue=mq)
         first = sent[0].queue_offset
-        wait_until(lambda: deliveries.get(b"r-0", 0) >= 3 and len(deliveries) == 10, 20,
-                   message="r-0 redelivered while the rest is consumed")
-        consumer.commit_now()
+        wait_until(lambda: len(deliveries.get(b"r-0", [])) >= 3 and len(deliveries) == 10, 30,
+                   message="r-0 redelivered from the retry topic while the rest is consumed")
+        with lock:
+            again = deliveries[b"r-0"]
+            assert [t for t, _ in again[:3]] == [0, 1, 2]  # reconsume_times grows
+            assert {topic for _, topic in again[1:]} == {"%RETRY%g-retry"}
         with PullConsumer(cluster.namesrv_addrs, consumer_group="g-retry") as reader:
-            assert reader.committed(mq) == first  # not past the message that failed
-            release.set()
-
-            def committed_past():
-                consumer.commit_now()
-                return reader.committed(mq) == first + 10
-
-            wait_until(committed_past, 20, message="commit to pass r-0 once it succeeds")
+            # The broker took r-0 back, so the original queue commits past it.
+            wait_until(lambda: reader.committed(mq) == first + 10, 20,
+                       message="the commit to pass r-0")
+        release.set()
     finally:
         consumer.shutdown()
 

@@ -17,8 +17,11 @@ from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.pop import PopService, revive_topic
+from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
+from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
@@ -28,6 +31,8 @@ from tidemq.broker.topic_table import TopicTable
 from tidemq.common import record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.topics import TopicDefinitions
 from tidemq.v1 import broker_pb2_grpc
 
 log = get_logger(__name__)
@@ -107,10 +112,21 @@ class BrokerApp:
             min_session_timeout_ms=settings.group_min_session_timeout_ms)),
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
+        self.topic_writer = ConfigClient(settings.config_center)
+        system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
+                                     wait_s=settings.topic_sync_wait_s)
+        self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
+                                  backoff_ms=settings.retry_backoff_ms)
+        self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
+                              broker_name=settings.broker_name,
+                              revive=revive_topic(settings.cluster_name),
+                              revive_interval_s=settings.pop_revive_interval_ms / 1000)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
-                                        self.replication.host if self.replication else None),
+                                        self.replication.host if self.replication else None,
+                                        self.retry, self.pop,
+                                        QueueLocks(self.topic_writer, settings.broker_name)),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
@@ -132,6 +148,7 @@ class BrokerApp:
         self.group_manager.wait_synced(max(0.0, sync_deadline - time.monotonic()))
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
+        self.pop.start()  # replays the revive log before the first Pop is served
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -144,7 +161,8 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.offsets.stop,
+                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
+                     self.offsets.stop,
                      self.store.shutdown):
             try:
                 step()

@@ -6,7 +6,10 @@ from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.pop import PopService
+from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity
+from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common.errors import InvalidArgument, PreconditionFailed
@@ -39,8 +42,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, identity: BrokerIdentity, messaging: Messaging,
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
                  subscriptions: SubscriptionGroupManager | None = None,
-                 replication=None) -> None:
+                 replication=None, retry: RetryService | None = None,
+                 pop: PopService | None = None, locks: QueueLocks | None = None) -> None:
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
+        self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
+        self.pop = pop  # pop consumption (pop/)
+        self.retry = retry  # retries and dead letters (retry.py)
         self.groups = groups  # group-coordinator RPCs (group_rpc.py)
         # Subscription-group definitions (none given: every group consumes with the defaults)
         self.subscriptions = subscriptions
@@ -197,6 +204,48 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             auto_create=table.auto_create,
             revision=self.subscriptions.revision if self.subscriptions else 0,
         )
+
+    async def SendMessageBack(self, request, context):
+        moved = await self.retry.send_back(request.consumer_group, request.physical_offset,
+                                           dead_letter=request.dead_letter,
+                                           reconsume_times=request.reconsume_times)
+        return broker_pb2.SendMessageBackResponse(
+            dead_letter=moved.dead_letter, topic=moved.topic, queue_id=moved.queue_id,
+            queue_offset=moved.queue_offset, reconsume_times=moved.reconsume_times)
+
+    async def RedriveDeadLetter(self, request, context):
+        moved = await self.retry.redrive(request.consumer_group, request.physical_offset)
+        return broker_pb2.RedriveDeadLetterResponse(
+            topic=moved.topic, queue_id=moved.queue_id, queue_offset=moved.queue_offset)
+
+    async def Pop(self, request, context):
+        popped = await self.pop.pop(
+            request.consumer_group, request.topic, request.max_messages,
+            request.invisible_duration_ms,
+            _hold_ms(request.wait_ms, context), request.tag_expression)
+        return broker_pb2.PopResponse(records=popped.records, record_count=len(popped.handles),
+                                      receipt_handles=popped.handles)
+
+    async def Ack(self, request, context):
+        await self.pop.ack(request.consumer_group, request.receipt_handle)
+        return broker_pb2.AckResponse()
+
+    async def ChangeInvisibleDuration(self, request, context):
+        handle = await self.pop.change_invisible(request.consumer_group, request.receipt_handle,
+                                                 request.invisible_duration_ms)
+        return broker_pb2.ChangeInvisibleDurationResponse(receipt_handle=handle)
+
+    def LockQueues(self, request, context):
+        self.group_table.check_consume(request.consumer_group)
+        held = self.locks.lock(request.consumer_group, request.client_id,
+                               [(q.topic, q.queue_id) for q in request.queues])
+        return broker_pb2.LockQueuesResponse(
+            locked=[broker_pb2.LockedQueue(topic=t, queue_id=q) for t, q in held])
+
+    def UnlockQueues(self, request, context):
+        self.locks.unlock(request.consumer_group, request.client_id,
+                          [(q.topic, q.queue_id) for q in request.queues])
+        return broker_pb2.UnlockQueuesResponse()
 
 
 def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:

@@ -51,6 +51,11 @@ class BrokerSettings(ServiceSettings):
     group_initial_rebalance_delay_ms: int = setting(
         3000, "first rebalance of an empty group waits this long for more members (ref 3000)"
     )
+    retry_backoff_ms: int = setting(
+        10000, "a message given back to %RETRY%<group> is redelivered no sooner than this "
+               "(ms; RocketMQ's first retry level)")
+    pop_revive_interval_ms: int = setting(
+        200, "how often popped messages past their invisible time are looked for (ms)")
     malloc_keep_mib: int = setting(
         64, "freed heap memory kept for reuse (pull replies stop page-faulting); 0 = libc default")
     worker_threads: int = setting(

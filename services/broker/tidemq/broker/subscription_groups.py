@@ -3,7 +3,7 @@
 Definitions come from the config center (`/tidemq/groups/<name>`, see
 tidemq.configclient.groups); this is the local copy, persisted so a broker restarted while
 the config center is away still refuses a disabled group. Every consumer-facing check asks
-here (pull, offset commit, JoinGroup), and so will the retry / dead-letter path: it reads
+here (pull, offset commit, JoinGroup), and the retry / dead-letter path (retry.py) reads
 `retry_max_times` and `retry_queue_nums` from `effective(group)`, never from anywhere else.
 
 Auto-create (RocketMQ's autoCreateSubscriptionGroup, default on): a group without a definition

@@ -1,0 +1,122 @@
+"""SimpleConsumer: pop consumption with receipt handles (RocketMQ 5's SimpleConsumer, SQS's
+ReceiveMessage / DeleteMessage / ChangeMessageVisibility; docs/consumption.md).
+
+No queues, no offsets, no rebalance: `receive` pops from the topic's broker groups, each
+message stays invisible to the group for `invisible_duration_s`, `ack` finishes it, and one
+not acked in time is delivered again with `delivery_count + 1` (to the group's DLQ past its
+retry_max_times). Pop and offset consumption can share a topic in different groups.
+
+    >>> with SimpleConsumer("127.0.0.1:9876", "billing", "orders") as consumer:  # doctest: +SKIP
+    ...     for received in consumer.receive(max_messages=16, wait_s=5):
+    ...         handle(received.body)
+    ...         consumer.ack(received)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tidemq.client.consumer import RPC_MARGIN_S
+from tidemq.client.group import DirectClients
+from tidemq.client.message import MessageExt, decode_records
+from tidemq.client.routes import NameServerClient, RouteCache
+from tidemq.common import errors
+from tidemq.common.receipt import ReceiptHandle
+from tidemq.v1 import broker_pb2
+
+
+@dataclass(slots=True)
+class ReceivedMessage:
+    message: MessageExt
+    receipt_handle: str  # replaced by change_invisible_duration
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    @property
+    def delivery_count(self) -> int:
+        """1 on the first delivery; + 1 each time its invisible time ran out."""
+        return self.message.reconsume_times + 1
+
+
+class SimpleConsumer:
+    def __init__(self, namesrv_addrs: str | Sequence[str], group: str, topic: str, *,
+                 tag_expression: str = "*", invisible_duration_s: float = 30.0,
+                 timeout: float = 3.0) -> None:
+        if not group or not topic:
+            raise errors.InvalidArgument("group and topic must not be empty")
+        self.group, self.topic, self.tag_expression = group, topic, tag_expression
+        self.invisible_duration_s, self.timeout = invisible_duration_s, timeout
+        self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
+        self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
+        self._turn = itertools.count()
+
+    def _addr(self, broker_name: str) -> str:
+        return self.routes.get(self.topic).master_addr(broker_name)
+
+    def receive(self, max_messages: int = 16, *, invisible_duration_s: float | None = None,
+                wait_s: float = 0.0) -> list[ReceivedMessage]:
+        """Up to `max_messages` (1..32) from one broker group; with `wait_s` the last group
+        asked holds the call until a message arrives or the wait ends."""
+        invisible = invisible_duration_s or self.invisible_duration_s
+        names = sorted(self.routes.get(self.topic).brokers)
+        if not names:
+            raise errors.TopicNotExist(f"topic {self.topic!r} has no broker group")
+        start = next(self._turn)
+        order = [names[(start + i) % len(names)] for i in range(len(names))]
+        for i, broker_name in enumerate(order):
+            wait = wait_s if i == len(order) - 1 else 0.0
+            request = broker_pb2.PopRequest(
+                consumer_group=self.group, topic=self.topic, max_messages=max_messages,
+                invisible_duration_ms=int(invisible * 1000), wait_ms=int(wait * 1000),
+                tag_expression=self.tag_expression)
+            try:
+                reply = self.brokers.get(self._addr(broker_name)).call(
+                    "Pop", request, timeout=self.timeout + wait + (RPC_MARGIN_S if wait else 0))
+            except errors.ServiceUnavailable:
+                self.routes.invalidate(self.topic)
+                if i == len(order) - 1:
+                    raise
+                continue
+            if reply.record_count:
+                messages = decode_records(reply.records, broker_name)
+                return [ReceivedMessage(m, h)
+                        for m, h in zip(messages, reply.receipt_handles, strict=True)]
+        return []
+
+    def _call(self, handle: str, method: str, request):
+        broker_name = ReceiptHandle.decode(handle).broker_name
+        return self.brokers.get(self._addr(broker_name)).call(method, request)
+
+    def ack(self, received: ReceivedMessage) -> None:
+        """Done: the message is not delivered to this group again. RECEIPT_HANDLE_EXPIRED if
+        its invisible time ran out first (it is, or will be, delivered again)."""
+        self.ack_handle(received.receipt_handle)
+
+    def ack_handle(self, receipt_handle: str) -> None:
+        self._call(receipt_handle, "Ack", broker_pb2.AckRequest(
+            consumer_group=self.group, receipt_handle=receipt_handle))
+
+    def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
+        """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""
+        received.receipt_handle = self.change_invisible_handle(received.receipt_handle,
+                                                               int(seconds * 1000))
+
+    def change_invisible_handle(self, receipt_handle: str, invisible_ms: int) -> str:
+        """The new receipt handle (the old one is dead from now on)."""
+        return self._call(receipt_handle, "ChangeInvisibleDuration",
+                          broker_pb2.ChangeInvisibleDurationRequest(
+                              consumer_group=self.group, receipt_handle=receipt_handle,
+                              invisible_duration_ms=invisible_ms)).receipt_handle
+
+    def close(self) -> None:
+        """Nothing to release (channels are pooled per process); kept for symmetry."""
+
+    def __enter__(self) -> SimpleConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,151 @@
+"""PopBook: what is popped, in flight and due, as a projection of the revive log.
+
+Pop consumption keeps no state of its own: every pop appends a CHECKPOINT record (group, topic,
+queue, the popped queue offsets, where the next pop of that queue starts, the invisible-until
+time) to this broker's queue of the revive topic, every ack / change of invisible time / revive
+appends an ACK record naming (checkpoint, queue offset). This class is the in-memory view of
+that log: `apply` folds one record in, in log order, so replaying the revive queue from its
+start after a restart (or on a new master that received it by replication) rebuilds exactly
+the state the old process had (RocketMQ's PopCheckPoint / AckMsg on REVIVE_LOG).
+
+A checkpoint's id is its queue offset in the revive queue: unique per broker and increasing,
+which is what tells a handle that was acked already (id known, message no longer in flight)
+from one never issued (id beyond the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+CHECKPOINT = "ck"
+ACK = "ack"
+# why an ACK record was written
+ACKED, REVIVED, MOVED = "acked", "revived", "moved"  # moved: change of invisible time
+REDO = "redo"  # an orderly message's invisible time passed: delivered again from its queue
+
+Key = tuple[str, str, int]  # (group, topic, queue_id)
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    group: str
+    topic: str
+    queue_id: int
+    invisible_until_ms: int
+    orderly: bool = False
+
+
+class HandleState:
+    IN_FLIGHT = "IN_FLIGHT"
+    DONE = "DONE"          # acked: acking again is a no-op
+    EXPIRED = "EXPIRED"    # its invisible time passed (the message is, or will be, delivered
+    #                        again) or it was replaced by change of invisible time
+    UNKNOWN = "UNKNOWN"    # no such checkpoint was ever written here
+
+
+def checkpoint_body(group: str, topic: str, queue_id: int, offsets: list[int], next_offset: int,
+                    invisible_until_ms: int) -> bytes:
+    return json.dumps({"t": CHECKPOINT, "g": group, "topic": topic, "q": queue_id,
+                       "offs": offsets, "next": next_offset, "until": invisible_until_ms},
+                      separators=(",", ":")).encode()
+
+
+def ack_body(checkpoint: int, queue_offset: int, why: str) -> bytes:
+    return json.dumps({"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why},
+                      separators=(",", ":")).encode()
+
+
+def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str) -> dict:
+    """An ACK record that names its queue (the in-flight entry may be gone when it is applied)."""
+    return {"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why, "g": flight.group,
+            "topic": flight.topic, "q": flight.queue_id}
+
+
+class PopBook:
+    def __init__(self) -> None:
+        self.cursors: dict[Key, int] = {}                  # where the next pop of a queue reads
+        self.in_flight: dict[tuple[int, int], InFlight] = {}  # (checkpoint, queue offset)
+        self.expired: set[tuple[int, int]] = set()
+        self.last_checkpoint = -1
+        # Orderly pop (topics defined with "order"): deliveries so far of each unacked message,
+        # and per queue the expired offsets to hand out again before anything newer.
+        self.attempts: dict[tuple[str, str, int, int], int] = {}
+        self.redo: dict[Key, set[int]] = {}
+        self._applied = -1          # highest revive-queue offset applied in order
+        self._ahead: set[int] = set()  # applied out of order (our own appends, before catch-up)
+
+    def apply(self, revive_offset: int, body: bytes | dict) -> None:
+        """Fold the revive record at `revive_offset` in (each offset at most once)."""
+        if revive_offset <= self._applied or revive_offset in self._ahead:
+            return
+        entry = json.loads(body) if isinstance(body, bytes | bytearray) else body
+        if entry.get("t") == CHECKPOINT:
+            key = (entry["g"], entry["topic"], entry["q"])
+            self.cursors[key] = max(self.cursors.get(key, 0), entry["next"])
+            orderly = bool(entry.get("ord"))
+            for offset in entry["offs"]:
+                self.in_flight[(revive_offset, offset)] = InFlight(
+                    entry["g"], entry["topic"], entry["q"], entry["until"], orderly)
+                if orderly:
+                    self.attempts[(*key, offset)] = self.attempts.get((*key, offset), 0) + 1
+                    self.redo.get(key, set()).discard(offset)
+            self.last_checkpoint = max(self.last_checkpoint, revive_offset)
+        elif entry.get("t") == ACK:
+            handle = (entry["ck"], entry["off"])
+            flight = self.in_flight.pop(handle, None)
+            why = entry.get("why")
+            if why in (REVIVED, MOVED, REDO):  # the handle is dead, not the message
+                self.expired.add(handle)
+            key = ((entry["g"], entry["topic"], entry["q"]) if "g" in entry else
+                   (flight.group, flight.topic, flight.queue_id) if flight else None)
+            if why == REDO:
+                self.redo.setdefault(key, set()).add(entry["off"])
+            elif why in (ACKED, REVIVED) and key is not None:
+                self.attempts.pop((*key, entry["off"]), None)
+        self._ahead.add(revive_offset)
+        while self._applied + 1 in self._ahead:
+            self._applied += 1
+            self._ahead.discard(self._applied)
+
+    @property
+    def applied(self) -> int:
+        """Every revive record up to this offset has been applied."""
+        return self._applied
+
+    def cursor(self, key: Key) -> int | None:
+        return self.cursors.get(key)
+
+    def state(self, checkpoint: int, queue_offset: int, now_ms: int) -> HandleState | str:
+        flight = self.in_flight.get((checkpoint, queue_offset))
+        if flight is not None:
+            return HandleState.IN_FLIGHT if now_ms < flight.invisible_until_ms \
+                else HandleState.EXPIRED
+        if (checkpoint, queue_offset) in self.expired:
+            return HandleState.EXPIRED
+        if 0 <= checkpoint <= self.last_checkpoint:
+            return HandleState.DONE
+        return HandleState.UNKNOWN
+
+    def busy(self, key: Key) -> bool:
+        """Something of this queue is in flight (an orderly queue then hands out nothing)."""
+        return any((f.group, f.topic, f.queue_id) == key for f in self.in_flight.values())
+
+    def take_for_revive(self, handle: tuple[int, int]) -> InFlight | None:
+        """Mark an in-flight message expired before it is moved (an ack racing the move gets
+        EXPIRED); `untake` puts it back if the move fails."""
+        flight = self.in_flight.pop(handle, None)
+        if flight is not None:
+            self.expired.add(handle)
+        return flight
+
+    def untake(self, handle: tuple[int, int], flight: InFlight) -> None:
+        self.expired.discard(handle)
+        self.in_flight[handle] = flight
+
+    def due(self, now_ms: int, limit: int = 256) -> list[tuple[int, int, InFlight]]:
+        """In-flight messages whose invisible time has passed, earliest first."""
+        found = [(ck, off, f) for (ck, off), f in self.in_flight.items()
+                 if f.invisible_until_ms <= now_ms]
+        found.sort(key=lambda item: item[2].invisible_until_ms)
+        return found[:limit]

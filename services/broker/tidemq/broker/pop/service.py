@@ -1,0 +1,374 @@
+"""Pop consumption (SPEC §4, RocketMQ 5's POP): Pop / Ack / ChangeInvisibleDuration.
+
+A pop reads from the group's cursor on each queue of the topic and of `%RETRY%{group}`, appends
+one CHECKPOINT record to this broker's revive queue and answers the messages with receipt
+handles. Ack and change of invisible time append ACK (and CHECKPOINT) records. A message not
+acked before its invisible time is revived: moved with `RetryService.move` into
+`%RETRY%{group}` with reconsume_times + 1 (or `%DLQ%{group}` past the group's limit), which the
+next pop reads — then an ACK(revived) record closes it. All state is the revive log folded by
+PopBook; `rebuild()` replays it at start. At least once: a crash between the move and its ACK
+revives the message twice.
+
+Pops of one broker are serialised (one asyncio lock: the cursor is read, the checkpoint
+written, then the cursor moves); the book itself is guarded by a thread lock, since revive
+rounds run on their own thread and loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidemq.broker.messaging import Messaging, tag_hashes
+from tidemq.broker.pop.book import (
+    ACKED,
+    MOVED,
+    REDO,
+    REVIVED,
+    HandleState,
+    PopBook,
+    ack_body,
+    closing_entry,
+)
+from tidemq.broker.retry import RetryService, SystemTopics, retry_topic
+from tidemq.broker.store import GetStatus
+from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.common import errors, record
+from tidemq.common.logs import get_logger
+from tidemq.common.receipt import ReceiptHandle
+
+log = get_logger(__name__)
+
+REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"
+MAX_POP = 32
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # SQS's and RocketMQ's ceiling
+REPLAY_PAGE = 256
+
+
+def revive_topic(cluster: str) -> str:
+    return REVIVE_PREFIX + cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    records: bytes           # the popped records, concatenated as stored
+    handles: list[str]       # one receipt handle per record, in order
+
+
+def _check_invisible(invisible_ms: int) -> None:
+    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        raise errors.InvalidArgument(
+            f"invisible duration must be 1..{MAX_INVISIBLE_MS} ms, got {invisible_ms}",
+            code="INVALID_INVISIBLE_DURATION")
+
+
+class PopService:
+    def __init__(self, messaging: Messaging, retry: RetryService, topics: SystemTopics,
+                 groups: SubscriptionGroupTable, *, broker_name: str, revive: str,
+                 revive_interval_s: float = 0.2, clock: Callable[[], float] = time.time) -> None:
+        self.messaging, self.retry, self.topics, self.groups = messaging, retry, topics, groups
+        self.broker_name, self.revive = broker_name, revive
+        self.revive_interval_s, self.clock = revive_interval_s, clock
+        self.book = PopBook()
+        self._lock = threading.Lock()
+        self._pop_lock: asyncio.Lock | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._was_master = True  # start() replays the log anyway
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- the revive log -------------------------------------------------------------------------
+
+    def rebuild(self) -> int:
+        """Replay this broker's revive queue into a fresh book; the records applied."""
+        store, book, count = self.messaging.store, PopBook(), 0
+        store.wait_dispatched(30)  # every revive record appended so far is in its queue
+        offset = store.min_offset(self.revive, 0)
+        while True:
+            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE)
+            if got.status is not GetStatus.FOUND:
+                break
+            for rec in record.iter_records(got.records):
+                book.apply(rec.queue_offset, bytes(rec.body))
+                count += 1
+            offset = got.next_begin_offset
+        with self._lock:
+            self.book = book
+        return count
+
+    async def _append(self, bodies: list[bytes]) -> int:
+        """Append revive records (one batch: all or none); the first one's revive offset."""
+        topic = self.messaging.topics.get(self.revive) or await asyncio.to_thread(
+            self.topics.ensure, self.revive, 1)
+        now = self._now_ms()
+        raw = b"".join(record.encode(topic.name, body, born_timestamp=now) for body in bodies)
+        result = await self.messaging.send(topic.name, 0, raw, len(bodies))
+        return result.first_queue_offset
+
+    async def _record(self, entries: list[tuple[bytes, dict]]) -> int:
+        first = await self._append([body for body, _ in entries])
+        with self._lock:
+            for i, (_, entry) in enumerate(entries):
+                self.book.apply(first + i, entry)
+        return first
+
+    # -- pop ------------------------------------------------------------------------------------
+
+    async def pop(self, group: str, topic_name: str, max_messages: int, invisible_ms: int,
+                  wait_ms: int, tag_expression: str) -> Popped:
+        self.groups.check_consume(group)
+        if not group:
+            raise errors.InvalidArgument("consumer_group must not be empty")
+        _check_invisible(invisible_ms)
+        if not 0 < max_messages <= MAX_POP:
+            raise errors.InvalidArgument(f"max_messages must be 1..{MAX_POP}, got {max_messages}")
+        topic = self.messaging.topic(topic_name)
+        if not topic.readable:
+            raise errors.PreconditionFailed(f"topic {topic.name!r} is not readable",
+                                            code="NO_PERMISSION")
+        hashes = tag_hashes(tag_expression)
+        wanted = None if hashes is None else {t.strip() for t in tag_expression.split("||")}
+        deadline = time.monotonic() + min(max(wait_ms, 0), self.messaging.long_poll_max_ms) / 1000
+        if self._pop_lock is None:
+            self._pop_lock = asyncio.Lock()
+        while True:
+            async with self._pop_lock:
+                popped = await self._pop_once(group, topic.name, topic.queues, max_messages,
+                                              invisible_ms, hashes, wanted, topic.order)
+            remaining = deadline - time.monotonic()
+            if popped.handles or remaining <= 0:
+                return popped
+            await self._hold(topic.name, topic.queues, group, min(remaining, 1.0))
+
+    async def _hold(self, topic: str, queues: int, group: str, timeout_s: float) -> None:
+        """Wait until any queue of `topic` grows past the group's cursor (or the timeout)."""
+        store, holds = self.messaging.store, self.messaging.holds
+        waits = []
+        for q in range(queues):
+            at = self.book.cursor((group, topic, q))
+            at = store.max_offset(topic, q) if at is None else at
+            waits.append(asyncio.ensure_future(holds.hold(
+                topic, q, at, timeout_s, lambda q=q: store.max_offset(topic, q))))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+    def _sources(self, group: str, topic: str, queues: int,
+                 orderly: bool) -> list[tuple[str, int, bool]]:
+        sources = [(topic, q, False) for q in range(queues)]
+        retry = self.messaging.topics.get(retry_topic(group))
+        if retry is not None and not orderly:  # orderly messages are redelivered in place
+            sources += [(retry.name, q, True) for q in range(retry.queues)]
+        return sources
+
+    async def _pop_once(self, group, topic, queues, max_messages, invisible_ms, hashes,
+                        wanted, orderly=False) -> Popped:
+        store, now = self.messaging.store, self._now_ms()
+        chunks: list[bytes] = []
+        handles: list[str] = []
+        for source, q, is_retry in self._sources(group, topic, queues, orderly):
+            if len(handles) >= max_messages:
+                break
+            key = (group, source, q)
+            if orderly:
+                with self._lock:
+                    if self.book.busy(key):
+                        continue  # FIFO: nothing of this queue while one of it is in flight
+                    redo = sorted(self.book.redo.get(key, ()))
+                if redo:
+                    await self._redeliver(key, redo[:max_messages - len(handles)],
+                                          now + invisible_ms, chunks, handles)
+                    continue
+            cursor = max(self.book.cursor(key) or 0, store.min_offset(source, q))
+            got = store.get_messages(source, q, cursor, max_messages - len(handles), 4 << 20,
+                                     None if is_retry else hashes)
+            if got.next_begin_offset <= cursor and got.status is not GetStatus.FOUND:
+                continue
+            kept, offsets, next_offset = [], [], cursor
+            view = memoryview(got.records)
+            for pos, header in record.scan_records(view, verify_crc=False):
+                end = pos + header[record.H_TOTAL_SIZE]
+                props = None
+                if is_retry or wanted is not None:
+                    props = record.properties_at(view, pos, header)
+                if is_retry and int(props.get(record.PROP_NOT_BEFORE_MS, 0) or 0) > now:
+                    break  # retries of a queue come due in order: stop at the first not due
+                next_offset = header[record.H_QUEUE_OFFSET] + 1
+                if wanted is not None and not is_retry and \
+                        props.get(record.PROP_TAGS, "") not in wanted:
+                    continue
+                kept.append(bytes(view[pos:end]))
+                offsets.append(header[record.H_QUEUE_OFFSET])
+            else:
+                next_offset = max(next_offset, got.next_begin_offset)
+            view.release()
+            if next_offset <= cursor:
+                continue
+            entry = {"t": "ck", "g": group, "topic": source, "q": q, "offs": offsets,
+                     "next": next_offset, "until": now + invisible_ms, "ord": orderly}
+            checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
+            chunks.extend(kept)
+            handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, o).encode()
+                           for o in offsets)
+        return Popped(b"".join(chunks), handles)
+
+    async def _redeliver(self, key, offsets: list[int], until: int, chunks: list[bytes],
+                         handles: list[str]) -> None:
+        """Hand out an orderly queue's expired messages again, oldest first, with their
+        delivery count stamped into the copies (the stored records are not touched)."""
+        group, source, q = key
+        with self._lock:
+            cursor = self.book.cursor(key) or 0
+            counts = [self.book.attempts.get((*key, off), 1) for off in offsets]
+        copies = []
+        for off, count in zip(offsets, counts, strict=True):
+            got = self.messaging.store.get_messages(source, q, off, 1)
+            if got.status is GetStatus.FOUND:
+                copies.append((off, record.with_reconsume_times(got.records, count)))
+        if not copies:
+            return
+        entry = {"t": "ck", "g": group, "topic": source, "q": q,
+                 "offs": [off for off, _ in copies], "next": cursor, "until": until, "ord": True}
+        checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
+        chunks.extend(raw for _, raw in copies)
+        handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, off).encode()
+                       for off, _ in copies)
+
+    # -- ack / change invisible -----------------------------------------------------------------
+
+    def _in_flight(self, group: str, text: str) -> ReceiptHandle:
+        handle = ReceiptHandle.decode(text)
+        if handle.broker_name != self.broker_name:
+            raise errors.InvalidArgument(
+                f"receipt handle belongs to broker group {handle.broker_name!r}, not "
+                f"{self.broker_name!r}", code="INVALID_RECEIPT_HANDLE")
+        with self._lock:
+            state = self.book.state(handle.checkpoint, handle.queue_offset, self._now_ms())
+            flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
+        if state == HandleState.UNKNOWN or (flight is not None and flight.group != group):
+            raise errors.NotFound(f"no message of group {group!r} was popped with this "
+                                  "receipt handle", code="RECEIPT_HANDLE_NOT_FOUND")
+        if state == HandleState.EXPIRED:
+            raise errors.PreconditionFailed(
+                "the receipt handle expired: the message's invisible time passed (it is "
+                "delivered again) or its invisible time was changed; use the newer handle",
+                code="RECEIPT_HANDLE_EXPIRED")
+        if state == HandleState.DONE:
+            raise _AlreadyDone()
+        return handle
+
+    async def ack(self, group: str, text: str) -> None:
+        """Done with a popped message (acking one already acked is a no-op)."""
+        try:
+            handle = self._in_flight(group, text)
+        except _AlreadyDone:
+            return
+        await self._record([(ack_body(handle.checkpoint, handle.queue_offset, ACKED),
+                             {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset,
+                              "why": ACKED})])
+
+    async def change_invisible(self, group: str, text: str, invisible_ms: int) -> str:
+        """Hide an in-flight message for `invisible_ms` from now; its new receipt handle."""
+        _check_invisible(invisible_ms)
+        try:
+            handle = self._in_flight(group, text)
+        except _AlreadyDone:
+            raise errors.PreconditionFailed("the message was acked already",
+                                            code="RECEIPT_HANDLE_EXPIRED") from None
+        until = self._now_ms() + invisible_ms
+        key = (group, handle.topic, handle.queue_id)
+        with self._lock:
+            cursor = self.book.cursor(key) or handle.queue_offset + 1
+        with self._lock:
+            flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
+        ck = {"t": "ck", "g": group, "topic": handle.topic, "q": handle.queue_id,
+              "offs": [handle.queue_offset], "next": cursor, "until": until,
+              "ord": bool(flight and flight.orderly)}
+        ack = {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset, "why": MOVED}
+        first = await self._record([
+            (json.dumps(ck).encode(), ck),
+            (ack_body(handle.checkpoint, handle.queue_offset, MOVED), ack)])
+        return ReceiptHandle(self.broker_name, first, handle.topic, handle.queue_id,
+                             handle.queue_offset).encode()
+
+    # -- revive ---------------------------------------------------------------------------------
+
+    async def revive_due(self) -> int:
+        """Move every message whose invisible time passed; how many were moved."""
+        if not self._serving_master():
+            return 0  # a slave leaves reviving to its master
+        with self._lock:
+            due = self.book.due(self._now_ms())
+            taken = [(ck, off, self.book.take_for_revive((ck, off))) for ck, off, _ in due]
+        moved = 0
+        for ck, off, flight in taken:
+            try:
+                why = await self._revive_one(ck, off, flight)
+                closing = closing_entry(ck, flight, off, why)
+                await self._record([(json.dumps(closing).encode(), closing)])
+                moved += 1
+            except errors.TideMQError as exc:
+                log.warning("revive_failed", topic=flight.topic, queue=flight.queue_id,
+                            offset=off, error=str(exc))
+                with self._lock:
+                    self.book.untake((ck, off), flight)
+        return moved
+
+    def _serving_master(self) -> bool:
+        """True on a master. A broker that just became master (replication promoted it)
+        replays the revive log it received first, so pops and revives go on from the state its
+        old master left in the log."""
+        master = self.messaging.accepts_writes and self.messaging.store.is_master
+        if master and not self._was_master:
+            self.rebuild()
+        self._was_master = master
+        return master
+
+    async def _revive_one(self, ck: int, off: int, flight) -> str:
+        """Move one expired message on; the ACK reason that closes its checkpoint entry."""
+        got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
+        if got.status is not GetStatus.FOUND:
+            return REVIVED  # aged out of the store: nothing left to deliver
+        raw = got.records
+        if flight.orderly:
+            with self._lock:
+                count = self.book.attempts.get((flight.group, flight.topic, flight.queue_id,
+                                                off), 1)
+            if count <= self.groups.effective(flight.group).retry_max_times:
+                return REDO  # handed out again, in place, by the next pop of its queue
+            await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0,
+                                  dead_letter=True, times=count)
+            return REVIVED
+        await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0)
+        return REVIVED
+
+    def start(self) -> None:
+        self.rebuild()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._revive_forever()),
+                                        name="pop-revive", daemon=True)
+        self._thread.start()
+
+    async def _revive_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.revive_due()
+            except Exception:  # keep reviving: one bad round must not stop redelivery
+                log.exception("revive_round_failed")
+            await asyncio.to_thread(self._stop.wait, self.revive_interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+class _AlreadyDone(Exception):
+    """The handle's message was acked (or moved) already."""

@@ -1,0 +1,151 @@
+"""Retries and dead letters: a message a consumer gave back moves to `%RETRY%{group}` or, past
+the group's `retry_max_times`, to `%DLQ%{group}` (RocketMQ's sendMessageBack), and a dead
+letter can be re-driven to its original topic.
+
+Every move is one `record.retarget` of the stored bytes appended through the normal send path,
+so the retry and dead-letter records are CommitLog records like any other (the replication
+stream carries them, a restart keeps them), and the two system topics are ordinary topic
+definitions in the config center, created on first use. Nothing is kept in memory.
+
+The back-off before a retry is delivered is fixed (`retry_backoff_ms`, stamped on the record as
+NOT_BEFORE_MS, honoured by the consumer) until scheduled delivery brings RocketMQ's delay levels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidemq.broker.messaging import Messaging
+from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.topic_table import TopicConfig
+from tidemq.common import errors, record
+from tidemq.common.logs import get_logger
+from tidemq.common.polling import poll
+
+log = get_logger(__name__)
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+DLQ_QUEUES = 1  # RocketMQ: one dead-letter queue per group and broker
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """Where a given-back or re-driven message was appended."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    reconsume_times: int
+    dead_letter: bool = False
+
+
+class SystemTopics:
+    """Define a system topic in the config center on first use and wait until this broker
+    serves it (its TopicManager applies the definition like any other)."""
+
+    def __init__(self, messaging: Messaging, define: Callable[[str, int], None], *,
+                 wait_s: float = 5.0) -> None:
+        self.messaging = messaging
+        self.define = define  # (name, queues): a compare-and-set create; an existing one is fine
+        self.wait_s = wait_s
+
+    def ensure(self, name: str, queues: int) -> TopicConfig:
+        topic = self.messaging.topics.get(name)
+        if topic is not None:
+            return topic
+        with contextlib.suppress(errors.AlreadyExists):  # another broker defined it first
+            self.define(name, queues)
+        topic = poll(lambda: self.messaging.topics.get(name), self.wait_s)
+        if topic is None:
+            raise errors.ServiceUnavailable(
+                f"system topic {name!r} was defined but this broker does not serve it yet; "
+                "retry shortly", code="SYSTEM_TOPIC_NOT_READY")
+        return topic
+
+
+class RetryService:
+    def __init__(self, messaging: Messaging, groups: SubscriptionGroupTable,
+                 system_topics: SystemTopics, *, backoff_ms: int) -> None:
+        self.messaging = messaging
+        self.groups = groups
+        self.system_topics = system_topics
+        self.backoff_ms = backoff_ms
+
+    def _stored(self, physical_offset: int) -> tuple[bytes, record.Record]:
+        raw = self.messaging.view(physical_offset)
+        return raw, record.decode(raw)
+
+    async def send_back(self, group: str, physical_offset: int, *, dead_letter: bool = False,
+                        reconsume_times: int = 0) -> Moved:
+        """Move the failed message at `physical_offset` into the group's retry or DLQ topic
+        (`dead_letter`: straight to the DLQ, for orderly consumers that retried in place
+        `reconsume_times` times)."""
+        if not group:
+            raise errors.InvalidArgument("consumer_group must not be empty")
+        raw, stored = self._stored(physical_offset)
+        if stored.topic.startswith(DLQ_PREFIX):
+            raise errors.PreconditionFailed(
+                f"message at {physical_offset} is a dead letter of {stored.topic!r}; "
+                "re-drive it instead", code="MESSAGE_IS_DEAD_LETTER")
+        if stored.topic.startswith(RETRY_PREFIX) and stored.topic != retry_topic(group):
+            raise errors.PreconditionFailed(
+                f"message at {physical_offset} is a retry of another group ({stored.topic!r})",
+                code="NOT_THIS_GROUPS_RETRY")
+        return await self.move(group, raw, stored, backoff_ms=self.backoff_ms,
+                               dead_letter=dead_letter,
+                               times=max(reconsume_times, stored.reconsume_times) + 1)
+
+    async def move(self, group: str, raw: bytes, stored: record.Record, *, backoff_ms: int,
+                   dead_letter: bool = False, times: int = 0) -> Moved:
+        """Append `stored` (the record bytes `raw`) to the group's retry topic with
+        reconsume_times + 1, or to its DLQ past retry_max_times (also pop's revive path)."""
+        definition = self.groups.effective(group)
+        times = times or stored.reconsume_times + 1
+        dead = dead_letter or times > definition.retry_max_times
+        now_ms = int(time.time() * 1000)
+        origin = {record.PROP_RETRY_TOPIC: stored.topic,
+                  record.PROP_ORIGIN_MESSAGE_ID: stored.msg_id,
+                  record.PROP_FIRST_FAILURE_MS: str(now_ms)}
+        if dead:
+            topic = await asyncio.to_thread(self.system_topics.ensure, dlq_topic(group),
+                                            DLQ_QUEUES)
+            queue_id, not_before = 0, {}
+        else:
+            topic = await asyncio.to_thread(self.system_topics.ensure, retry_topic(group),
+                                            definition.retry_queue_nums)
+            queue_id = random.randrange(topic.queues)
+            not_before = {record.PROP_NOT_BEFORE_MS: str(now_ms + backoff_ms)}
+        moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
+                                set_properties=not_before, keep_properties=origin)
+        result = await self.messaging.send(topic.name, queue_id, moved, 1)
+        if dead:
+            log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)
+        return Moved(topic.name, queue_id, result.first_queue_offset, times, dead)
+
+    async def redrive(self, group: str, physical_offset: int) -> Moved:
+        """Append the dead letter at `physical_offset` to its original topic, reconsume_times 0."""
+        raw, stored = self._stored(physical_offset)
+        if stored.topic != dlq_topic(group):
+            raise errors.PreconditionFailed(
+                f"message at {physical_offset} is in {stored.topic!r}, not in "
+                f"{dlq_topic(group)!r}", code="NOT_A_DEAD_LETTER")
+        origin = stored.properties.get(record.PROP_RETRY_TOPIC, "")
+        topic = self.messaging.topic(origin)  # TopicNotExist if it was deleted since
+        queue_id = random.randrange(topic.queues)
+        moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=0)
+        result = await self.messaging.send(topic.name, queue_id, moved, 1)
+        return Moved(topic.name, queue_id, result.first_queue_offset, 0)

@@ -1,0 +1,67 @@
+"""Pop consumption with real processes over a broker SIGKILL and restart: a popped, unacked
+message reappears after its invisible time with delivery_count 2, an acked one never does, and
+an offset consumer of another group reads the same topic untouched."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer, SimpleConsumer
+from tidemq.common import errors
+
+from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.processes import wait_until
+
+pytestmark = pytest.mark.slow
+TOPIC, GROUP = "PopOrders", "g-pop"
+
+
+def test_unacked_reappears_after_restart_and_acked_never_does(tmp_path):
+    with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
+        broker = cluster.brokers["broker-a"]
+        create_topic_in_config_center(cluster, TOPIC, 2)
+        wait_for_route(cluster, TOPIC, 1)
+        with Producer(cluster.namesrv_addrs) as producer:
+            for i in range(6):
+                producer.send(Message(TOPIC, f"p-{i}".encode()))
+
+        consumer = SimpleConsumer(cluster.namesrv_addrs, GROUP, TOPIC, timeout=10)
+        first: dict[bytes, object] = {}
+
+        def receive_all():
+            for received in consumer.receive(16, invisible_duration_s=3, wait_s=1):
+                first[received.body] = received
+            return len(first) == 6
+
+        wait_until(receive_all, 30, message="six messages popped")
+        assert all(r.delivery_count == 1 for r in first.values())
+        acked = {f"p-{i}".encode() for i in range(3)}
+        for body in acked:
+            consumer.ack(first[body])
+
+        broker.kill()   # SIGKILL: the pop state must come back from the revive log
+        broker.restart()
+
+        again: dict[bytes, object] = {}
+
+        def redelivered():
+            for received in consumer.receive(16, invisible_duration_s=30, wait_s=1):
+                assert received.body not in acked, "an acked message was delivered again"
+                again[received.body] = received
+            return len(again) == 3
+
+        wait_until(redelivered, 60, interval=0.2, message="the unacked messages redelivered")
+        assert set(again) == {f"p-{i}".encode() for i in range(3, 6)}
+        assert all(r.delivery_count == 2 for r in again.values())
+        with pytest.raises(errors.PreconditionFailed) as expired:
+            consumer.ack(first[b"p-4"])  # its invisible time ran out: the old handle is dead
+        assert expired.value.code == "RECEIPT_HANDLE_EXPIRED"
+        for received in again.values():
+            consumer.ack(received)
+        assert consumer.receive(16, wait_s=0.5) == []
+
+        with PullConsumer(cluster.namesrv_addrs, consumer_group="g-offsets") as puller:
+            bodies = set()
+            for q in range(2):
+                result = puller.pull(MessageQueue(TOPIC, "broker-a", q), 0, 32)
+                bodies.update(m.body for m in result.messages)
+            assert bodies == {f"p-{i}".encode() for i in range(6)}

@@ -1,0 +1,113 @@
+"""PopService over a real store (no network): handle errors with precise codes, delivery
+count growth through revive, the DLQ after the group's limit, and pop beside offset pulls."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.broker.messaging import PullStatus
+from tidemq.common import errors, record
+from tidemq.common.receipt import ReceiptHandle
+from tidemq.configclient.groups import SubscriptionGroupConfig
+
+from tests.unit.broker.test_pop_state_machine import GROUP, TOPIC, PopMachine
+
+
+@pytest.fixture
+def machine():
+    m = PopMachine()
+    yield m
+    m.teardown()
+
+
+def pop_bodies(m, count=8, invisible_ms=1000, tags=""):
+    popped = m.run(m.pop.pop(GROUP, TOPIC, count, invisible_ms, 0, tags))
+    return [r for r in record.iter_records(popped.records)], popped.handles
+
+
+def test_bad_handles_and_durations_have_precise_codes(machine):
+    machine.send(1, 0)
+    _, (handle,) = pop_bodies(machine)
+    with pytest.raises(errors.InvalidArgument) as bad:
+        machine.run(machine.pop.ack(GROUP, "not-a-handle"))
+    assert bad.value.code == "INVALID_RECEIPT_HANDLE"
+    forged = ReceiptHandle("broker-a", 999, TOPIC, 0, 0).encode()
+    with pytest.raises(errors.NotFound) as unknown:
+        machine.run(machine.pop.ack(GROUP, forged))
+    assert unknown.value.code == "RECEIPT_HANDLE_NOT_FOUND"
+    with pytest.raises(errors.InvalidArgument) as negative:
+        machine.run(machine.pop.change_invisible(GROUP, handle, -5))
+    assert negative.value.code == "INVALID_INVISIBLE_DURATION"
+    with pytest.raises(errors.NotFound):  # another group's handle
+        machine.run(machine.pop.ack("other", handle))
+    machine.clock.offset += 2
+    with pytest.raises(errors.PreconditionFailed) as expired:
+        machine.run(machine.pop.ack(GROUP, handle))
+    assert expired.value.code == "RECEIPT_HANDLE_EXPIRED"
+
+
+def test_unacked_comes_back_with_growing_count_then_dies(machine):
+    machine.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=2))
+    machine.send(1, 1)
+    seen = []
+    for _ in range(3):
+        (rec,), _ = pop_bodies(machine)
+        seen.append((rec.reconsume_times, rec.topic))
+        machine.time_passes(2)
+    assert seen == [(0, TOPIC), (1, f"%RETRY%{GROUP}"), (2, f"%RETRY%{GROUP}")]
+    assert pop_bodies(machine) == ([], [])
+    dlq = machine.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 8)
+    (dead,) = record.iter_records(dlq.records)
+    assert dead.reconsume_times == 3 and dead.properties[record.PROP_RETRY_TOPIC] == TOPIC
+
+
+def test_pop_and_offset_pulls_share_a_topic(machine):
+    machine.send(3, 0)
+    popped, handles = pop_bodies(machine)
+    for handle in handles:
+        machine.run(machine.pop.ack(GROUP, handle))
+    pulled = machine.run(machine.messaging.pull(TOPIC, 0, 0, 8, 0, 0, ""))
+    assert pulled.status is PullStatus.FOUND and pulled.record_count == 3  # untouched by pop
+    assert [bytes(r.body) for r in popped] == [b"m0", b"m1", b"m2"]
+
+
+def test_exact_tags_and_change_invisible(machine):
+    raw = b"".join(record.encode_message(record.OutgoingMessage(TOPIC, b"x%d" % i, tags=tag))[0]
+                   for i, tag in enumerate(["tag29685295", "tag32060020", "tag29685295"]))
+    machine.run(machine.messaging.send(TOPIC, 0, raw, 3))
+    assert machine.store.wait_dispatched(5)
+    recs, handles = pop_bodies(machine, tags="tag29685295")
+    assert [bytes(r.body) for r in recs] == [b"x0", b"x2"]  # same hash, other tag dropped
+    new = machine.run(machine.pop.change_invisible(GROUP, handles[0], 60_000))
+    machine.time_passes(2)   # the other one expires, the changed one does not
+    again, _ = pop_bodies(machine, tags="tag29685295")
+    assert [bytes(r.body) for r in again] == [b"x2"]
+    machine.run(machine.pop.ack(GROUP, new))
+
+
+def test_orderly_pop_is_fifo_per_queue_and_redelivers_in_place(machine):
+    from tests.unit.broker.test_pop_state_machine import ORDERED
+
+    machine.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=1))
+    machine.send_ordered(3, 0)
+
+    def pop_ordered(count=1):
+        popped = machine.run(machine.pop.pop(GROUP, ORDERED, count, 1000, 0, ""))
+        return list(record.iter_records(popped.records)), popped.handles
+
+    (first,), (handle,) = pop_ordered()
+    assert bytes(first.body) == b"o0" and first.reconsume_times == 0
+    assert pop_ordered() == ([], [])           # nothing of the queue while o0 is in flight
+    machine.time_passes(2)                      # o0 expires: handed out again, in place
+    (again,), (handle,) = pop_ordered(3)
+    assert bytes(again.body) == b"o0" and again.reconsume_times == 1
+    assert pop_ordered() == ([], [])
+    machine.time_passes(2)                      # the second expiry passes retry_max_times
+    dead = machine.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 8)
+    (letter,) = record.iter_records(dead.records)
+    assert bytes(letter.body) == b"o0" and letter.reconsume_times == 2
+    rest, handles = pop_ordered(3)
+    assert [bytes(r.body) for r in rest] == [b"o1", b"o2"]
+    for h in handles:
+        machine.run(machine.pop.ack(GROUP, h))
+    machine.restart()
+    assert machine.pop.book.attempts == {} and not machine.pop.book.in_flight

@@ -1,0 +1,95 @@
+"""RetryService over a real MessageStore (no network): a given-back message moves to the
+group's retry topic with reconsume_times + 1, to its DLQ past retry_max_times, and back to
+its original topic on re-drive; system topics are defined through the given callable."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tidemq.broker.long_poll import PullRequestHoldService
+from tidemq.broker.messaging import Messaging
+from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.common import errors, record
+from tidemq.configclient.groups import SubscriptionGroupConfig
+
+
+@pytest.fixture
+def setup(tmp_path):
+    store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=1 << 20,
+                                     max_message_size=4096, index_slots=64, index_entries=256))
+    store.start()
+    holds = PullRequestHoldService()
+    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
+    topics.apply([TopicConfig("orders", 2)], [], 1)
+    messaging = Messaging(store, topics, holds, long_poll_max_ms=0, max_pull_messages=32,
+                          max_pull_bytes=1 << 20)
+    defined: list[tuple[str, int]] = []
+
+    def define(name: str, queues: int) -> None:  # what the config center + TopicManager do
+        defined.append((name, queues))
+        topics.apply([TopicConfig(name, queues)], [], len(defined) + 1)
+
+    groups = SubscriptionGroupTable()
+    groups.put(SubscriptionGroupConfig("g", retry_max_times=2, retry_queue_nums=3))
+    service = RetryService(messaging, groups, SystemTopics(messaging, define, wait_s=1),
+                           backoff_ms=5000)
+    yield service, defined
+    holds.shutdown()
+    store.shutdown()
+
+
+def send(service, body=b"pay") -> int:
+    raw, _ = record.encode_message(record.OutgoingMessage("orders", body, tags="t"))
+    result = asyncio.run(service.messaging.send("orders", 1, raw, 1))
+    return result.physical_offsets[0]
+
+
+def stored(service, topic, queue_id, queue_offset) -> record.Record:
+    assert service.messaging.store.wait_dispatched(5)
+    got = service.messaging.store.get_messages(topic, queue_id, queue_offset, 1)
+    return next(record.iter_records(got.records))
+
+
+def test_retries_grow_then_the_message_dies_then_is_redriven(setup):
+    service, defined = setup
+    offset, first = send(service), None
+    for expected in (1, 2):
+        moved = asyncio.run(service.send_back("g", offset))
+        assert (moved.topic, moved.reconsume_times, moved.dead_letter) == (
+            "%RETRY%g", expected, False)
+        again = stored(service, moved.topic, moved.queue_id, moved.queue_offset)
+        first = first or again.properties[record.PROP_FIRST_FAILURE_MS]
+        assert again.reconsume_times == expected and bytes(again.body) == b"pay"
+        assert again.properties[record.PROP_RETRY_TOPIC] == "orders"
+        assert again.properties[record.PROP_FIRST_FAILURE_MS] == first  # the first one stays
+        assert int(again.properties[record.PROP_NOT_BEFORE_MS]) > again.store_timestamp
+        assert again.tags == "t"
+        offset = again.physical_offset
+    dead = asyncio.run(service.send_back("g", offset))
+    assert (dead.topic, dead.reconsume_times, dead.dead_letter) == ("%DLQ%g", 3, True)
+    letter = stored(service, dead.topic, 0, dead.queue_offset)
+    assert defined == [("%RETRY%g", 3), ("%DLQ%g", 1)]  # each defined once, on first use
+
+    with pytest.raises(errors.PreconditionFailed):  # a dead letter is not given back again
+        asyncio.run(service.send_back("g", letter.physical_offset))
+    back = asyncio.run(service.redrive("g", letter.physical_offset))
+    assert back.topic == "orders"
+    home = stored(service, "orders", back.queue_id, back.queue_offset)
+    assert home.reconsume_times == 0 and bytes(home.body) == b"pay" and home.topic == "orders"
+
+
+def test_redrive_refuses_what_is_not_a_dead_letter_of_the_group(setup):
+    service, _ = setup
+    offset = send(service)
+    with pytest.raises(errors.PreconditionFailed):
+        asyncio.run(service.redrive("g", offset))
+
+
+def test_zero_retries_goes_straight_to_the_dlq(setup):
+    service, _ = setup
+    service.groups.put(SubscriptionGroupConfig("strict", retry_max_times=0))
+    assert asyncio.run(service.send_back("strict", send(service))).dead_letter

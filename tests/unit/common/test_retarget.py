@@ -1,0 +1,50 @@
+"""record.retarget: the one function that moves a stored record to another topic/queue."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tidemq.common import record
+
+names = st.text(alphabet="ABCDEFGHIJ_", min_size=1, max_size=8)
+values = st.text(alphabet=st.characters(blacklist_characters="\x01\x02",
+                                        blacklist_categories=("Cs",)), max_size=12)
+topics = st.text(alphabet="abcXYZ019_%-|", min_size=1, max_size=40)
+
+
+@given(body=st.binary(max_size=1024), props=st.dictionaries(names, values, max_size=4),
+       new_topic=topics, queue_id=st.integers(0, 1023), times=st.integers(0, 64),
+       sys_flag=st.sampled_from([0, record.SYS_FLAG_COMPRESSED]),
+       set_props=st.dictionaries(names, values, max_size=3),
+       keep_props=st.dictionaries(names, values, max_size=3))
+def test_retarget_moves_the_record_and_keeps_its_bytes(body, props, new_topic, queue_id, times,
+                                                       sys_flag, set_props, keep_props):
+    stored = record.encode("orders", body, properties=record.encode_properties(props),
+                           queue_id=3, queue_offset=77, physical_offset=4096,
+                           sys_flag=sys_flag, born_timestamp=1234, reconsume_times=2,
+                           store_timestamp=999, store_host=record.pack_host("127.0.0.1", 9))
+    moved = record.retarget(stored, new_topic, queue_id=queue_id, reconsume_times=times,
+                            set_properties=set_props, keep_properties=keep_props)
+    out = record.decode(moved)  # the CRC is checked here
+    assert out.topic == new_topic and out.queue_id == queue_id
+    assert bytes(out.body) == body and out.sys_flag == sys_flag
+    assert out.reconsume_times == times and out.born_timestamp == 1234
+    assert (out.queue_offset, out.physical_offset, out.store_timestamp) == (0, 0, 0)
+    assert out.store_host == b"\0" * 8
+    expected = {**keep_props, **props, **set_props}
+    assert out.properties == expected
+
+
+def test_retarget_keeps_reconsume_times_unless_told():
+    stored = record.encode("a", b"x", reconsume_times=5)
+    assert record.decode(record.retarget(stored, "b")).reconsume_times == 5
+
+
+@given(body=st.binary(max_size=256), times=st.integers(0, 2**31 - 1))
+def test_with_reconsume_times_changes_only_the_count(body, times):
+    stored = record.encode("o", body, queue_offset=9, physical_offset=77, reconsume_times=0)
+    copy = record.with_reconsume_times(stored, times)
+    out = record.decode(copy)  # CRC recomputed
+    assert out.reconsume_times == times and bytes(out.body) == body
+    assert copy[:record.OFF_RECONSUME_TIMES][record.CRC_START:] == \
+        stored[:record.OFF_RECONSUME_TIMES][record.CRC_START:]
