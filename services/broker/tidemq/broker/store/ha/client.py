@@ -20,7 +20,6 @@ again after `reconnect_interval_ms`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from tidemq.common.logs import get_logger
 
@@ -34,6 +33,7 @@ from .protocol import (
     read_handshake,
     watch_silence,
 )
+from .tasks import cancel_and_wait
 
 log = get_logger(__name__)
 
@@ -65,9 +65,7 @@ class HAClient:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
             self._task = None
         self.connected = False
 

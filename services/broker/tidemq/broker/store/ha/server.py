@@ -44,6 +44,7 @@ from .protocol import (
     read_report,
     watch_silence,
 )
+from .tasks import cancel_and_wait
 
 log = get_logger(__name__)
 
@@ -126,11 +127,7 @@ class HAServer:
         self.store.remove_write_listener(self._on_written)
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(list(self._tasks))
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
