@@ -11,8 +11,9 @@ import pytest
 from tidemq.common import errors
 from tidemq.common.rpc import RpcClient
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import group_key, live_key
 from tidemq.nameserver.controller.lease import LEADER_KEY
-from tidemq.nameserver.controller.store import group_key, live_key, settings_key
+from tidemq.nameserver.controller.store import settings_key
 from tidemq.v1 import nameserver_pb2 as pb
 from tidemq.v1 import nameserver_pb2_grpc
 

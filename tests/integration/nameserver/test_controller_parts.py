@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from tidemq.common import errors
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import group_key, live_key
 from tidemq.nameserver.controller.lease import LEADER_KEY, Leadership
 from tidemq.nameserver.controller.state import GroupState, initial
-from tidemq.nameserver.controller.store import ReplicationStore, group_key, live_key
+from tidemq.nameserver.controller.store import ReplicationStore
 
 from tests.support.processes import wait_until
 

@@ -16,12 +16,12 @@ import signal
 import threading
 
 import pytest
-from tidemq.broker.replication.manager import group_key
 from tidemq.client import Message, Producer, PullConsumer, SendStatus
 from tidemq.client.message import MessageQueue
 from tidemq.common import errors
 from tidemq.common.rpc import RpcClient
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import group_key
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
 from tests.support.cluster import (

@@ -12,9 +12,10 @@ import threading
 
 import pytest
 from tidemq.broker.replication.controller_client import ControllerClient
-from tidemq.broker.replication.manager import ReplicaManager, group_key, live_key
+from tidemq.broker.replication.manager import ReplicaManager
 from tidemq.client.cli import app as cli_app
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import group_key, live_key
 from typer.testing import CliRunner
 
 from tests.support.processes import wait_until

@@ -6,14 +6,9 @@ from __future__ import annotations
 import json
 
 from tidemq.common.kv import KeyValue
+from tidemq.configclient.replication import group_key, live_key
 from tidemq.nameserver.controller.state import GroupState
-from tidemq.nameserver.controller.store import (
-    LiveReplica,
-    ReplicationView,
-    group_key,
-    live_key,
-    settings_key,
-)
+from tidemq.nameserver.controller.store import LiveReplica, ReplicationView, settings_key
 
 
 def kv(key: str, value, revision: int) -> KeyValue:

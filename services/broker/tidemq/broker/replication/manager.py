@@ -26,11 +26,10 @@ from tidemq.common import errors
 from tidemq.common.kv import EventType, RevisionCompacted
 from tidemq.common.logs import get_logger
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import group_key, live_key
 
 log = get_logger(__name__)
 
-LIVE_PREFIX = "/tidemq/replication/live/"
-GROUP_PREFIX = "/tidemq/replication/groups/"
 RETRY_S = 1.0  # pause after a config-center failure before a new session
 
 
@@ -50,14 +49,6 @@ class RoleHost(Protocol):
     def update_in_sync(self, in_sync: frozenset[int]) -> None: ...
 
     def step_down(self) -> None: ...
-
-
-def live_key(broker_name: str, replica_id: int) -> str:
-    return f"{LIVE_PREFIX}{broker_name}/{replica_id}"
-
-
-def group_key(broker_name: str) -> str:
-    return f"{GROUP_PREFIX}{broker_name}"
 
 
 class ReplicaManager:
@@ -193,8 +184,8 @@ class ReplicaManager:
 
     def _observe(self, raw: bytes | None) -> None:
         try:
-            self.state = GroupState.from_json(raw) if raw is not None else None
-        except (ValueError, TypeError) as exc:
+            self.state = GroupState.from_json(json.loads(raw)) if raw is not None else None
+        except (KeyError, ValueError, TypeError) as exc:
             log.error("unreadable group state; ignored", group=self.broker_name, error=str(exc))
             return
         self._reconcile()

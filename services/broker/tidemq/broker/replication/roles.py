@@ -9,28 +9,12 @@ ignored, so a late watch event can never demote a newer master or promote a depo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-NO_MASTER = -1
+from tidemq.configclient.replication import NO_MASTER, GroupState
+
 MASTER = "MASTER"
 SLAVE = "SLAVE"
-
-
-@dataclass(frozen=True)
-class GroupState:
-    master: int
-    epoch: int
-    in_sync: frozenset[int]
-    master_addr: str = ""
-    master_ha_addr: str = ""
-
-    @classmethod
-    def from_json(cls, raw: bytes | str) -> GroupState:
-        doc = json.loads(raw)
-        return cls(int(doc.get("master", NO_MASTER)), int(doc.get("epoch", 0)),
-                   frozenset(int(r) for r in doc.get("in_sync", ())),
-                   str(doc.get("master_addr", "")), str(doc.get("master_ha_addr", "")))
 
 
 @dataclass(frozen=True)

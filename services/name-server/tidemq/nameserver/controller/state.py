@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidemq.common import errors
+from tidemq.configclient.replication import GroupState
 
-NO_MASTER = -1
 FIRST_EPOCH = 1
 
 
@@ -41,30 +41,6 @@ class InvalidInSyncSet(errors.InvalidArgument):
     """A proposed in-sync set that cannot be right (master missing, negative ids)."""
 
     code = "INVALID_IN_SYNC_SET"
-
-
-@dataclass(frozen=True)
-class GroupState:
-    """What `/tidemq/replication/groups/<broker_name>` holds (addresses are the master's)."""
-
-    master: int
-    epoch: int
-    in_sync: frozenset[int]
-    master_addr: str = ""
-    master_ha_addr: str = ""
-
-    def to_json(self) -> dict:
-        return {"master": self.master, "epoch": self.epoch, "in_sync": sorted(self.in_sync),
-                "master_addr": self.master_addr, "master_ha_addr": self.master_ha_addr}
-
-    @classmethod
-    def from_json(cls, value: Mapping) -> GroupState:
-        return cls(int(value["master"]), int(value["epoch"]),
-                   frozenset(int(i) for i in value.get("in_sync", ())),
-                   str(value.get("master_addr", "")), str(value.get("master_ha_addr", "")))
-
-    def with_addrs(self, addr: str, ha_addr: str) -> GroupState:
-        return GroupState(self.master, self.epoch, self.in_sync, addr, ha_addr)
 
 
 @dataclass(frozen=True)

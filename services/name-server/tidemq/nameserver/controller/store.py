@@ -20,23 +20,18 @@ from tidemq.common import errors
 from tidemq.common.kv import KeyValue
 from tidemq.common.logs import get_logger
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import (
+    GROUPS_PREFIX,
+    LIVE_PREFIX,
+    REPLICATION_ROOT,
+    group_key,
+)
 from tidemq.nameserver.controller.state import GroupState
 
 log = get_logger(__name__)
 
-REPLICATION_ROOT = "/tidemq/replication/"
-LIVE_PREFIX = REPLICATION_ROOT + "live/"
-GROUPS_PREFIX = REPLICATION_ROOT + "groups/"
 SETTINGS_PREFIX = REPLICATION_ROOT + "settings/"
 CAS_ATTEMPTS = 10  # a group key has one writer; conflicts only come from a controller handover
-
-
-def group_key(broker_name: str) -> str:
-    return GROUPS_PREFIX + broker_name
-
-
-def live_key(broker_name: str, replica_id: int) -> str:
-    return f"{LIVE_PREFIX}{broker_name}/{replica_id}"
 
 
 def settings_key(broker_name: str) -> str:
