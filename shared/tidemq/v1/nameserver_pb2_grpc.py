@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class NameServerServiceStub:
-    """Routing registry (SPEC §1). Stateless: name servers never talk to each other; every broker
+    """Routing registry (docs/routing.md). Stateless: name servers never talk to each other; every broker
     registers with all of them and clients ask any one.
     """
 
@@ -79,7 +79,7 @@ class NameServerServiceStub:
 
 
 class NameServerServiceServicer:
-    """Routing registry (SPEC §1). Stateless: name servers never talk to each other; every broker
+    """Routing registry (docs/routing.md). Stateless: name servers never talk to each other; every broker
     registers with all of them and clients ask any one.
     """
 
@@ -191,7 +191,7 @@ def add_NameServerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class NameServerService:
-    """Routing registry (SPEC §1). Stateless: name servers never talk to each other; every broker
+    """Routing registry (docs/routing.md). Stateless: name servers never talk to each other; every broker
     registers with all of them and clients ask any one.
     """
 

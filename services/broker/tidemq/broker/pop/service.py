@@ -1,4 +1,4 @@
-"""Pop consumption (SPEC §4, RocketMQ 5's POP): Pop / Ack / ChangeInvisibleDuration.
+"""Pop consumption (docs/consumption.md, RocketMQ 5's POP): Pop / Ack / ChangeInvisibleDuration.
 
 A pop reads from the group's cursor on each queue of the topic and of `%RETRY%{group}`, appends
 one CHECKPOINT record to this broker's revive queue and answers the messages with receipt

@@ -1,4 +1,4 @@
-"""MessageStore: the broker's storage facade (SPEC §3), wiring log, queues, index and threads.
+"""MessageStore: the broker's storage facade (docs/storage.md), wiring log, queues, index and threads.
 
 Example:
     store = MessageStore(StoreConfig(data_dir=Path("/tmp/s"), segment_size=64 << 20),

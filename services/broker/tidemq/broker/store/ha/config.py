@@ -1,5 +1,5 @@
 """HAConfig: the replication settings of one broker replica (defaults are the references of
-SPEC §6 / the replication contract). The role layer builds it from the broker's settings."""
+docs/replication.md). The role layer builds it from the broker's settings."""
 
 from __future__ import annotations
 
