@@ -23,7 +23,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from tests.chaos.group import ReplicaGroup, start_group
+from tests.chaos.group import ChaosGroup, start_group
 from tests.chaos.run import TOPIC, _create_topic
 from tests.support.processes import wait_until
 
@@ -96,7 +96,7 @@ def throughput(namesrv: str, seconds: float, threads: int,
     return rate, samples
 
 
-def replication_lag(group: ReplicaGroup):
+def replication_lag(group: ChaosGroup):
     def sample():
         try:
             ends = [info["log_end"] for info in group.live().values()]
@@ -106,7 +106,7 @@ def replication_lag(group: ReplicaGroup):
     return sample
 
 
-def outage_after_kill(group: ReplicaGroup, namesrv: str) -> float:
+def outage_after_kill(group: ChaosGroup, namesrv: str) -> float:
     """SIGKILL the master under load; seconds until a send is acknowledged again."""
     with Load(namesrv, 2) as load:
         wait_until(lambda: load.acked, 60, message="traffic before the kill")

@@ -6,6 +6,8 @@ config center and the name servers through its own FaultProxy, and its HA endpoi
 advertised through one too, so `partition(i)` cuts replica i off from the controller, the
 routes and its peers while producers can still reach it (the gray failure of a deposed
 master). Everything on 127.0.0.1 with ephemeral ports and temporary data dirs.
+(`tests.support.cluster.ReplicaGroup` is the plain group the integration tests start; this
+one adds the fault proxies and reads the controller's keys.)
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Replica:
 
 
 @dataclass
-class ReplicaGroup:
+class ChaosGroup:
     config_center: ServiceProcess
     namesrvs: list[ServiceProcess]
     replicas: list[Replica] = field(default_factory=list)
@@ -174,7 +176,7 @@ def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int,
     ]
 
 
-def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -> ReplicaGroup:
+def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
     master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing."""
     redis = start_redis(tmp_path)
@@ -184,7 +186,7 @@ def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -
     namesrvs = [start("tidemq.nameserver", ["--config-center", config_center.addr,
                                             *CONTROLLER_TEST_FLAGS])
                 for _ in range(2)]
-    group = ReplicaGroup(config_center, namesrvs)
+    group = ChaosGroup(config_center, namesrvs)
     for replica_id in range(REPLICAS):
         ha_port = free_port()
         proxies = {"config": FaultProxy(config_center.addr, "config"),

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.chaos.group import GROUP, LEASE_TTL_S, ReplicaGroup, start_group
+from tests.chaos.group import GROUP, LEASE_TTL_S, ChaosGroup, start_group
 from tests.chaos.schedule import Fault, schedule
 from tests.chaos.verify import Ack, Verdict, check_acks, check_replicas, summary
 from tests.support.processes import wait_until
@@ -29,7 +29,7 @@ class Workload:
     """A producer sending one message at a time with SYNC acknowledgements (each body unique)
     and a consumer reading every queue; both ride out faults and keep going."""
 
-    def __init__(self, group: ReplicaGroup, seed: int) -> None:
+    def __init__(self, group: ChaosGroup, seed: int) -> None:
         from tidemq.client import Producer, PullConsumer
 
         self.seed = seed
@@ -103,7 +103,7 @@ class Outcome:
     line: str
 
 
-def _create_topic(group: ReplicaGroup) -> None:
+def _create_topic(group: ChaosGroup) -> None:
     from tidemq.client.routes import NameServerClient
 
     with group._config() as config:
@@ -121,7 +121,7 @@ def _create_topic(group: ReplicaGroup) -> None:
     wait_until(routed, 60, interval=0.1, message=f"a route for {TOPIC}")
 
 
-def _apply(group: ReplicaGroup, fault: Fault, rng: random.Random) -> callable:
+def _apply(group: ChaosGroup, fault: Fault, rng: random.Random) -> callable:
     """Inflict `fault`; returns what undoes it."""
     master = group.master()
     if fault.kind == "kill_controller":
@@ -145,7 +145,7 @@ def _apply(group: ReplicaGroup, fault: Fault, rng: random.Random) -> callable:
     return lambda: group.heal(master)
 
 
-def _read_back(group: ReplicaGroup) -> dict[tuple[int, int], bytes]:
+def _read_back(group: ChaosGroup) -> dict[tuple[int, int], bytes]:
     from tidemq.client import PullConsumer
 
     stored: dict[tuple[int, int], bytes] = {}
@@ -162,7 +162,7 @@ def _read_back(group: ReplicaGroup) -> dict[tuple[int, int], bytes]:
     return stored
 
 
-def _wait_or_explain(group: ReplicaGroup, condition, what: str):
+def _wait_or_explain(group: ChaosGroup, condition, what: str):
     """Poll `condition`; past the deadline fail with what the controller and every process
     said last, so a stuck run explains itself."""
     try:
