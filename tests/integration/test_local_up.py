@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 import requests
@@ -15,20 +14,11 @@ from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset
 from deploy.observability import dashboard_files, dashboard_metric_names, scrape_targets
 from deploy.topology import load
+from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 VICTIM = "broker-a"
-
-
-def _poll(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s")
 
 
 _SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
@@ -79,16 +69,10 @@ def test_local_topology_comes_up_and_survives_kill_9(tmp_path):
         first_pid = deployment.pid(VICTIM)
         assert first_pid
         os.kill(first_pid, signal.SIGKILL)
-        _poll(
-            lambda: deployment.pid(VICTIM) not in (None, first_pid),
-            60,
-            f"supervisord did not restart {VICTIM}",
-        )
-        _poll(
-            lambda: probe(victim, deployment.placement)[0],
-            60,
-            f"{VICTIM} did not become healthy again",
-        )
+        wait_until(lambda: deployment.pid(VICTIM) not in (None, first_pid), 60, interval=0.2,
+                   message=f"supervisord did not restart {VICTIM}")
+        wait_until(lambda: probe(victim, deployment.placement)[0], 60, interval=0.2,
+                   message=f"{VICTIM} did not become healthy again")
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 from tidemq.client import Message, Producer, SendStatus
@@ -16,18 +15,9 @@ from tidemq.client.admin import Admin
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset
 from deploy.topology import load
+from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
-
-
-def _poll(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s")
 
 
 def test_replica_groups_come_up_and_fail_over(tmp_path):
@@ -52,7 +42,8 @@ def test_replica_groups_come_up_and_fail_over(tmp_path):
             return {b.broker_name: b.addr for b in entries if b.broker_id == 0
                     and sum(e.broker_name == b.broker_name and e.in_sync for e in entries) >= 2}
 
-        _poll(lambda: len(masters()) == 2, 60, "both groups have a master with 2 in sync")
+        wait_until(lambda: len(masters()) == 2, 60, interval=0.2,
+                   message="both groups have a master with 2 in sync")
         with Admin(namesrv, config_center=config_center) as admin:
             admin.create_topic("replicated", queues=2)
         with Producer(namesrv, send_timeout=30) as producer:
@@ -64,10 +55,10 @@ def test_replica_groups_come_up_and_fail_over(tmp_path):
             sent = [producer.send(Message("replicated", f"after-{i}".encode()))
                     for i in range(20)]  # rides through the election
             assert all(r.status is SendStatus.SEND_OK for r in sent)
-        _poll(lambda: masters().get("broker-a") not in (None, victim_addr), 60,
-              "broker-a has a new master")
-        _poll(lambda: probe(topology.services[victim], placement)[0], 60,
-              f"{victim} restarted by supervisord")
+        wait_until(lambda: masters().get("broker-a") not in (None, victim_addr), 60, interval=0.2,
+                   message="broker-a has a new master")
+        wait_until(lambda: probe(topology.services[victim], placement)[0], 60, interval=0.2,
+                   message=f"{victim} restarted by supervisord")
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None
