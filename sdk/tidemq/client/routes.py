@@ -16,7 +16,7 @@ from typing import Any
 
 from tidemq.client.message import MessageQueue
 from tidemq.common import errors
-from tidemq.common.rpc import BreakerSettings, RpcClient
+from tidemq.common.rpc import BreakerSettings, RpcClient, forgive_endpoint
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 PERM_READ = 2
@@ -149,6 +149,15 @@ class NameServerClient:
         return self.call("GetClusterInfo", nameserver_pb2.GetClusterInfoRequest())
 
 
+def _forgive_new_masters(before: TopicRoute, after: TopicRoute) -> None:
+    """A group whose master changed: the new one registered moments ago, so failures recorded
+    against its address before (it was killed, or a slave that refused writes) no longer hold."""
+    for name, group in after.brokers.items():
+        old = before.brokers.get(name)
+        if group.master_addr and old is not None and old.master_addr != group.master_addr:
+            forgive_endpoint(group.master_addr)
+
+
 class RouteCache:
     """Cached topic routes; `get` refreshes a route older than `refresh_interval`.
 
@@ -187,7 +196,10 @@ class RouteCache:
                 f"topic {topic!r} does not exist (no name server has a route for it)"
             ) from exc
         with self._lock:
+            previous = self._routes.get(topic)
             self._routes[topic] = (self._clock(), route)
+        if previous is not None:
+            _forgive_new_masters(previous[1], route)
         return route
 
     def invalidate(self, topic: str) -> None:
