@@ -220,10 +220,46 @@ class GroupOffsets(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
 class GetAllConsumerOffsetsResponse(_message.Message):
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "coordinated_groups")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[GroupOffsets]
-    def __init__(self, groups: _Optional[_Iterable[_Union[GroupOffsets, _Mapping]]] = ...) -> None: ...
+    coordinated_groups: _containers.RepeatedCompositeFieldContainer[GroupHandover]
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupOffsets, _Mapping]]] = ..., coordinated_groups: _Optional[_Iterable[_Union[GroupHandover, _Mapping]]] = ...) -> None: ...
+
+class GroupHandover(_message.Message):
+    __slots__ = ("group_id", "generation_id", "protocol_type", "protocol_name", "leader_id", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader_id: str
+    members: _containers.RepeatedCompositeFieldContainer[MemberHandover]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberHandover, _Mapping]]] = ...) -> None: ...
+
+class MemberHandover(_message.Message):
+    __slots__ = ("member_id", "client_id", "client_host", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
+    assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
     __slots__ = ("topic", "queue_id", "offset")

@@ -112,6 +112,12 @@ class BrokerApp:
             min_session_timeout_ms=settings.group_min_session_timeout_ms)),
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
+        if self.replication is not None:   # only a master coordinates; a new one takes over
+            coordinator, replication = self.groups.coordinator, self.replication
+            coordinator.hand_off()
+            replication.host.on_promoted = lambda: coordinator.take_over(
+                replication.copier.coordinated_groups)
+            replication.host.on_demoted = coordinator.hand_off
         self.topic_writer = ConfigClient(settings.config_center)
         system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
                                      wait_s=settings.topic_sync_wait_s)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidemq.broker.group_manager import SubscriptionGroupManager
-from tidemq.broker.group_rpc import GroupRpc
+from tidemq.broker.group_rpc import GroupRpc, handovers_pb
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
@@ -175,7 +175,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def GetAllConsumerOffsets(self, request, context):
         return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
             broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))
-            for group, entries in sorted(self.offsets.snapshot().items())])
+            for group, entries in sorted(self.offsets.snapshot().items())],
+            coordinated_groups=handovers_pb(self.groups.coordinator.handovers()))
 
     async def JoinGroup(self, request, context):
         return await self.groups.JoinGroup(request, context)
