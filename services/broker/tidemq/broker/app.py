@@ -132,7 +132,9 @@ class BrokerApp:
                                         self.group_manager,
                                         self.replication.host if self.replication else None,
                                         self.retry, self.pop,
-                                        QueueLocks(self.topic_writer, settings.broker_name)),
+                                        QueueLocks(self.topic_writer, settings.broker_name),
+                                        self.replication.read_advisor if self.replication
+                                        else None),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)

@@ -141,6 +141,13 @@ class BrokerRoleHost:
                  replica in tracker.in_sync)
                 for replica, acked in sorted(tracker.acked.items())]
 
+    def in_sync_slave_ids(self) -> list[int]:
+        """Master: the registered broker ids (replica + 1) of its in-sync slaves, sorted."""
+        tracker = self.tracker
+        if self.role != MASTER or tracker is None:
+            return []
+        return sorted(replica + 1 for replica in tracker.in_sync if replica != self.replica_id)
+
     def confirmed_offset(self) -> int:
         gate = self.gate
         return gate.confirmed_offset() if gate is not None and self.role == MASTER else -1
