@@ -1,0 +1,192 @@
+"""Every request body the gateway accepts is checked against its declared schema: an unknown
+field is a 400 UNKNOWN_FIELD naming it (and the known ones), a wrong type a 400 with the
+field's own code, and the same models describe the bodies in /openapi.json.
+
+The backend is the HTTP tests' stand-in: these tests are about the HTTP contract."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tidemq.configclient.groups import FIELD_RULES
+from tidemq.gateway import bodies, schema
+from tidemq.gateway.app import create_app
+from tidemq.gateway.settings import GatewaySettings
+
+from tests.unit.gateway.test_http_api import MAX_MESSAGE_SIZE, StubBackend, assert_problem
+
+
+class ConfigStub:
+    """The config center as the group routes use it: no key exists, every write succeeds."""
+
+    def get(self, key, revision=0):
+        return None
+
+    def put(self, key, value, expected_revision=None):
+        return SimpleNamespace(succeeded=True, revision=1, current_mod_revision=0)
+
+
+def gateway_client():
+    backend = StubBackend()
+    backend.config = ConfigStub()
+    backend.ack = backend.change_invisible = lambda *args: "new-handle"
+    backend.pop = backend.redrive = backend.dead_letters = lambda *args: []
+    return create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE)).test_client()
+
+
+@pytest.fixture
+def client():
+    return gateway_client()
+
+
+# (method, path, a valid body) for every route that takes a JSON body
+ROUTES = [
+    ("post", "/v1/topics", {"name": "payments", "queues": 2}),
+    ("post", "/v1/topics/orders/messages", {"messages": [{"body": "x"}]}),
+    ("post", "/v1/groups", {"name": "billing"}),
+    ("patch", "/v1/groups/billing", {"consume_enable": True}),
+    ("post", "/v1/groups/g/topics/orders/pop", {"max": 1}),
+    ("post", "/v1/groups/g/topics/orders/ack", {"receipt_handle": "h"}),
+    ("post", "/v1/groups/g/topics/orders/invisible", {"receipt_handle": "h", "invisible_ms": 5}),
+    ("post", "/v1/groups/g/dlq/redrive", {"all": True}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "valid"), ROUTES)
+def test_an_unknown_field_is_a_400_that_names_it(client, method, path, valid):
+    response = getattr(client, method)(path, json={**valid, "colour": "red"})
+    body = assert_problem(response, 400, "UNKNOWN_FIELD")
+    assert '"colour"' in body["detail"] and "known fields: " in body["detail"]
+    for known in valid:
+        assert known in body["detail"].split("known fields: ")[1]
+
+
+def test_an_unknown_field_inside_a_message_names_the_message(client):
+    response = client.post("/v1/topics/orders/messages", json={"messages": [
+        {"body": "a"}, {"body": "b", "dealy_ms": 5}]})
+    body = assert_problem(response, 400, "UNKNOWN_FIELD")
+    assert body["detail"].startswith('unknown field "dealy_ms" in messages[1]; known fields: '
+                                     "body, encoding, key, keys, tag")
+
+
+def test_a_misspelt_field_is_reported_before_the_field_it_makes_missing(client):
+    body = assert_problem(client.post("/v1/topics/orders/messages",
+                                      json={"mesages": [{"body": "x"}]}), 400, "UNKNOWN_FIELD")
+    assert '"mesages"' in body["detail"] and "1 more problem" in body["detail"]
+
+
+@pytest.mark.parametrize(("method", "path", "document", "code", "named"), [
+    ("post", "/v1/topics", {"name": 5}, "INVALID_TOPIC", "name"),
+    ("post", "/v1/topics", {"name": "ok", "queues": 2.0}, "INVALID_QUEUE_COUNT", "queues"),
+    ("post", "/v1/topics/orders/messages", {"messages": {"body": "x"}}, "INVALID_REQUEST",
+     "messages"),
+    ("post", "/v1/topics/orders/messages", {"messages": [{"body": "x", "keys": "k"}]},
+     "INVALID_MESSAGE", "messages[0].keys"),
+    ("post", "/v1/topics/orders/messages", {"messages": [{"body": "x", "encoding": 1}]},
+     "INVALID_MESSAGE", "messages[0].encoding"),
+    ("post", "/v1/groups", {"name": "g", "consume_enable": "no"}, "INVALID_SUBSCRIPTION_GROUP",
+     "consume_enable"),
+    ("post", "/v1/groups", {"name": "g", "retry_max_times": True}, "INVALID_SUBSCRIPTION_GROUP",
+     "retry_max_times"),
+    ("post", "/v1/groups", ["g"], "INVALID_SUBSCRIPTION_GROUP", "the request body"),
+    ("patch", "/v1/groups/g", {"broker_id": "0"}, "INVALID_SUBSCRIPTION_GROUP", "broker_id"),
+    ("post", "/v1/groups/g/topics/orders/pop", {"max": "3"}, "INVALID_ARGUMENT", "max"),
+    ("post", "/v1/groups/g/topics/orders/pop", {"tag": ["a"]}, "INVALID_ARGUMENT", "tag"),
+    ("post", "/v1/groups/g/topics/orders/pop", {"invisible_ms": 0},
+     "INVALID_INVISIBLE_DURATION", "invisible_ms"),
+    ("post", "/v1/groups/g/topics/orders/ack", {"receipt_handle": 7}, "INVALID_RECEIPT_HANDLE",
+     "receipt_handle"),
+    ("post", "/v1/groups/g/topics/orders/ack", {}, "INVALID_RECEIPT_HANDLE", "receipt_handle"),
+    ("post", "/v1/groups/g/topics/orders/invisible", {"receipt_handle": "h",
+                                                      "invisible_ms": "5"},
+     "INVALID_INVISIBLE_DURATION", "invisible_ms"),
+    ("post", "/v1/groups/g/dlq/redrive", {"msg_ids": "7F00"}, "INVALID_REQUEST", "msg_ids"),
+    ("post", "/v1/groups/g/dlq/redrive", {"all": "yes"}, "INVALID_REQUEST", "all"),
+    ("post", "/v1/groups/g/dlq/redrive", {"all": True, "msg_ids": ["a"]}, "INVALID_REQUEST",
+     "msg_ids"),
+])
+def test_a_wrong_type_is_a_400_with_the_fields_code(client, method, path, document, code, named):
+    body = assert_problem(getattr(client, method)(path, json=document), 400, code)
+    assert named in body["detail"]
+
+
+@pytest.mark.parametrize(("path", "named"), [
+    ("/v1/topics/orders/queues/broker-a/0/messages?offset=1.5", "offset"),
+    ("/v1/topics/orders/queues/broker-a/0/messages?wait_ms=-1", "wait_ms"),
+    ("/v1/groups/g/dlq?limit=abc", "limit"),
+    ("/v1/groups/g/dlq?limit=1001", "limit"),
+    ("/v1/config/tidemq/x?revision=-3", "revision"),
+    ("/v1/config/tidemq/x?prefix=maybe", "prefix"),
+])
+def test_a_bad_query_parameter_is_a_400_naming_it(client, path, named):
+    body = assert_problem(client.get(path), 400, "INVALID_ARGUMENT")
+    assert f"query parameter {named!r}" in body["detail"]
+
+
+def test_unknown_query_parameters_are_tolerated_and_empty_ones_take_the_default(client):
+    response = client.get("/v1/topics/orders/queues/broker-a/0/messages?utm_source=x&offset=")
+    assert response.status_code == 200 and response.get_json()["messages"][0]["queue_offset"] == 0
+
+
+def test_pop_takes_an_empty_body_as_the_defaults():
+    popped = []
+    backend = StubBackend()
+    backend.pop = lambda *args: popped.append(args) or []
+    app = create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE))
+    assert app.test_client().post("/v1/groups/g/topics/orders/pop", data=b"").status_code == 200
+    assert popped == [("g", "orders", 16, bodies.DEFAULT_INVISIBLE_MS, 0, "*")]
+
+
+def test_every_route_that_takes_a_json_body_declares_its_schema():
+    """A new POST/PATCH route without @accepts_body would read its body unchecked."""
+    app = create_app(StubBackend())
+    raw_value_routes = {"/v1/config/<path:key>", "/v1/config/"}  # PUT: the body is the value
+    for rule in app.url_map.iter_rules():
+        if rule.methods & {"POST", "PATCH"} and rule.rule not in raw_value_routes:
+            view = app.view_functions[rule.endpoint]
+            assert getattr(view, schema.BODY_ATTR, None) is not None, rule.rule
+
+
+def test_the_openapi_document_is_built_from_the_same_models():
+    spec = create_app(StubBackend()).test_client().get("/openapi.json").get_json()
+    components = spec["components"]["schemas"]
+    assert spec["openapi"] == "3.1.0"
+    send = spec["paths"]["/v1/topics/{topic}/messages"]["post"]["requestBody"]
+    assert send["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/SendRequest"}
+    assert components["SendMessage"] == bodies.SendMessage.model_json_schema(
+        ref_template="#/components/schemas/{model}")
+    assert components["SendMessage"]["additionalProperties"] is False
+    assert components["SendRequest"]["properties"]["messages"]["x-error-code"] == \
+        "INVALID_REQUEST"
+    assert components["TopicCreateRequest"]["properties"]["queues"]["x-error-code"] == \
+        "INVALID_QUEUE_COUNT"
+    assert set(components["GroupCreateRequest"]["properties"]) == {"name", *FIELD_RULES}
+    dlq = spec["paths"]["/v1/groups/{group}/dlq"]["get"]["parameters"]
+    assert {"in": "query", "name": "limit"}.items() <= dlq[1].items()
+    assert dlq[1]["schema"]["maximum"] == 1000
+
+
+_FUZZ = gateway_client()
+_FIELDS = sorted({name for model in (bodies.SendMessage, bodies.PopRequest, bodies.RedriveRequest,
+                                     bodies.InvisibleRequest, bodies.GroupCreateRequest)
+                  for name in model.model_fields} | {"messages", "dealy_ms"})
+
+
+@settings(max_examples=100, deadline=None)
+@given(route=st.sampled_from(ROUTES), document=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=4), max_leaves=10))
+def test_no_body_makes_any_route_answer_500(route, document):
+    method, path, valid = route
+    merged = {**valid, **document} if isinstance(document, dict) else document
+    for sent in (document, merged):  # alone, and over a valid body (reaches the backend)
+        response = getattr(_FUZZ, method)(path, data=json.dumps(sent))
+        assert response.status_code < 500, response.get_data(as_text=True)
+        if response.status_code == 400:
+            assert response.get_json()["detail"]
