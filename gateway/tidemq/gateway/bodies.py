@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, create_model, model_validator
-from tidemq.client.message import MAX_TOPIC_NAME_LEN, validate_topic_name
+from tidemq.client.message import (
+    MAX_MESSAGE_GROUP_LEN,
+    MAX_TOPIC_NAME_LEN,
+    validate_message_group,
+    validate_topic_name,
+)
 from tidemq.common.errors import InvalidArgument
 from tidemq.configclient import groups
 from tidemq.gateway.schema import (
@@ -29,6 +34,9 @@ MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_MS = 30_000
 MAX_OFFSET = 2**63 - 1
+# Far enough for any broker's max_delay_ms (the broker refuses DELAY_TOO_LONG), small enough
+# that now + delay fits the record's int64 and a JSON number stays exact in every client.
+MAX_DELAY_FIELD_MS = 2**53 - 1
 
 # The client's check gives the sentence (it names the bad characters); the JSON schema says
 # the same rule for the document.
@@ -73,12 +81,30 @@ class SendMessage(RequestBody):
     tags: Annotated[str, Field(description="the same as tag (RocketMQ's name)")] = ""
     properties: Annotated[dict[Annotated[str, Field(min_length=1)], str],
                           Field(description="user properties, string to string")] = {}
+    message_group: Annotated[str, Field(
+        description="FIFO: messages of one group go to one queue and keep their send order",
+        json_schema_extra={"maxLength": MAX_MESSAGE_GROUP_LEN}),
+        AfterValidator(domain_check(validate_message_group))] = ""
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_FIELD_MS,
+                                   description="deliver this long after the gateway received "
+                                               "it (not with deliver_at)"),
+                        ErrorCode("INVALID_DELAY")] = 0
+    deliver_at: Annotated[int, Field(ge=0, le=MAX_DELAY_FIELD_MS,
+                                     description="deliver at this time, epoch milliseconds "
+                                                 "(a past time: now; not with delay_ms)"),
+                          ErrorCode("INVALID_DELAY")] = 0
 
     @model_validator(mode="after")
-    def _one_tag(self) -> SendMessage:
+    def _one_tag_one_delay(self) -> SendMessage:
         if self.tag and self.tags and self.tag != self.tags:
             raise rule_error("INVALID_MESSAGE", "give tag or tags, not two different tags")
+        if {"delay_ms", "deliver_at"} <= self.model_fields_set:
+            raise rule_error("INVALID_DELAY", "give delay_ms or deliver_at, not both")
         return self
+
+    def deliver_at_ms(self, now_ms: int) -> int:
+        """Message.deliver_at_ms: 0 (deliver now) unless a delay or a due time was given."""
+        return now_ms + self.delay_ms if self.delay_ms else self.deliver_at
 
     @property
     def all_keys(self) -> list[str]:

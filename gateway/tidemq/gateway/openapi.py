@@ -31,7 +31,7 @@ MESSAGE = {"type": "object", "properties": {
     "body": _STR, "encoding": {"type": "string", "enum": ["utf-8", "base64"]}, "tag": _STR,
     "keys": {"type": "array", "items": _STR}, "properties": {"type": "object"},
     "queue_offset": _INT, "msg_id": _STR, "unique_id": _STR, "born_timestamp": _INT,
-    "store_timestamp": _INT, "reconsume_times": _INT}}
+    "store_timestamp": _INT, "reconsume_times": _INT, "message_group": _STR}}
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Problem": {"type": "object", "required": ["type", "title", "status", "code", "detail"],
                 "properties": {"type": _STR, "title": _STR, "status": _INT, "code": _STR,

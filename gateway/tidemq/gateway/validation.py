@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from tidemq.client.message import Message, MessageExt, validate_topic_name
@@ -49,11 +50,14 @@ def _decode_body(item: SendMessage, index: int) -> bytes:
                               code="INVALID_MESSAGE") from None
 
 
-def parse_messages(topic: str, request: SendRequest) -> list[Message]:
-    """A validated send request (tidemq.gateway.bodies.SendRequest) → Messages of `topic`."""
+def parse_messages(topic: str, request: SendRequest, now_ms: int | None = None) -> list[Message]:
+    """A validated send request (tidemq.gateway.bodies.SendRequest) → Messages of `topic`;
+    `delay_ms` counts from `now_ms` (when the request arrived)."""
     validate_topic_name(topic)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     return [Message(topic, _decode_body(item, index), tags=item.tag or item.tags,
-                    keys=item.all_keys, properties=item.properties)
+                    keys=item.all_keys, properties=item.properties,
+                    message_group=item.message_group, deliver_at_ms=item.deliver_at_ms(now_ms))
             for index, item in enumerate(request.messages)]
 
 
@@ -77,4 +81,5 @@ def message_json(message: MessageExt) -> dict[str, Any]:
         "born_timestamp": message.born_timestamp,
         "store_timestamp": message.store_timestamp,
         "reconsume_times": message.reconsume_times,
+        "message_group": message.message_group,
     }

@@ -7,13 +7,16 @@ The backend is the HTTP tests' stand-in: these tests are about the HTTP contract
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tidemq.client import MessageExt
+from tidemq.common import record
 from tidemq.configclient.groups import FIELD_RULES
-from tidemq.gateway import bodies, schema
+from tidemq.gateway import bodies, schema, validation
 from tidemq.gateway.app import create_app
 from tidemq.gateway.settings import GatewaySettings
 
@@ -190,3 +193,64 @@ def test_no_body_makes_any_route_answer_500(route, document):
         assert response.status_code < 500, response.get_data(as_text=True)
         if response.status_code == 400:
             assert response.get_json()["detail"]
+
+
+# -- FIFO message groups and delivery times on send ---------------------------------------
+
+@pytest.mark.parametrize(("message", "code", "named"), [
+    ({"body": "x", "delay_ms": -1}, "INVALID_DELAY", "messages[0].delay_ms"),
+    ({"body": "x", "deliver_at": -5}, "INVALID_DELAY", "messages[0].deliver_at"),
+    ({"body": "x", "delay_ms": "5"}, "INVALID_DELAY", "messages[0].delay_ms"),
+    ({"body": "x", "delay_ms": 1.5}, "INVALID_DELAY", "messages[0].delay_ms"),
+    ({"body": "x", "deliver_at": 2**60}, "INVALID_DELAY", "messages[0].deliver_at"),
+    ({"body": "x", "delay_ms": 10, "deliver_at": 1795000000000}, "INVALID_DELAY",
+     "not both"),
+    ({"body": "x", "delay_ms": 0, "deliver_at": 0}, "INVALID_DELAY", "not both"),
+    ({"body": "x", "message_group": 5}, "INVALID_MESSAGE", "messages[0].message_group"),
+    ({"body": "x", "message_group": "a\nb"}, "INVALID_MESSAGE", "messages[0].message_group"),
+    ({"body": "x", "message_group": "g" * 256}, "INVALID_MESSAGE", "messages[0].message_group"),
+])
+def test_bad_delays_and_message_groups_are_refused_with_their_codes(client, message, code,
+                                                                    named):
+    body = assert_problem(client.post("/v1/topics/orders/messages",
+                                      json={"messages": [message]}), 400, code)
+    assert named in body["detail"]
+
+
+def test_delay_due_time_and_message_group_reach_the_message():
+    request = bodies.SendRequest.model_validate({"messages": [
+        {"body": "a", "delay_ms": 1500, "message_group": "order-1"},
+        {"body": "b", "deliver_at": 1795000000000},
+        {"body": "c", "delay_ms": 0},
+        {"body": "d"}]})
+    a, b, c, d = validation.parse_messages("orders", request, now_ms=1_000_000)
+    assert (a.deliver_at_ms, a.message_group) == (1_001_500, "order-1")
+    assert (b.deliver_at_ms, b.message_group) == (1795000000000, "")
+    assert c.deliver_at_ms == d.deliver_at_ms == 0
+    assert a.delay_level == 0
+
+
+def test_delay_ms_counts_from_when_the_gateway_received_the_request(client):
+    backend = client.application.extensions["tidemq_backend"]
+    before = int(time.time() * 1000)
+    response = client.post("/v1/topics/orders/messages", json={"messages": [
+        {"body": "x", "delay_ms": 60_000, "message_group": "g-1"}]})
+    after = int(time.time() * 1000)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    (sent,) = backend.sent
+    assert before + 60_000 <= sent.deliver_at_ms <= after + 60_000
+    assert sent.message_group == "g-1"
+
+
+def test_consumed_messages_show_their_message_group():
+    message = MessageExt("orders", b"x", "", [], {record.PROP_MESSAGE_GROUP: "g-1", "a": "1"},
+                         "broker-a", 0, 0, "M" * 32, "U", 1, 2, 0)
+    rendered = validation.message_json(message)
+    assert rendered["message_group"] == "g-1" and rendered["properties"] == {"a": "1"}
+
+
+def test_the_send_schema_documents_the_new_fields():
+    properties = bodies.SendMessage.model_json_schema()["properties"]
+    assert properties["delay_ms"]["minimum"] == 0 and properties["deliver_at"]["minimum"] == 0
+    assert properties["delay_ms"]["x-error-code"] == "INVALID_DELAY"
+    assert properties["message_group"]["maxLength"] == 255
