@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, create_model, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
 from tidemq.client.message import (
     MAX_MESSAGE_GROUP_LEN,
     MAX_TOPIC_NAME_LEN,
@@ -70,6 +70,8 @@ class TopicCreateRequest(RequestBody):
 class SendMessage(RequestBody):
     """One message of POST /v1/topics/{topic}/messages."""
 
+    model_config = ConfigDict(json_schema_extra={"not": {"required": ["delay_ms",
+                                                                      "deliver_at"]}})
     error_code: ClassVar[str] = "INVALID_MESSAGE"
 
     body: Annotated[str, Field(description="UTF-8 text, or base64 with encoding base64; "
@@ -168,8 +170,8 @@ class InvisibleRequest(RequestBody):
 class RedriveRequest(RequestBody):
     """POST /v1/groups/{group}/dlq/redrive: `msg_ids` or `"all": true`."""
 
-    msg_ids: Annotated[list[str], Field(min_length=1, description="dead letters to re-drive")
-                       ] = []
+    msg_ids: Annotated[list[str], Field(description="dead letters to re-drive (non-empty "
+                                                    "unless all)")] = []
     all: Annotated[bool, Field(description="re-drive every listed dead letter")] = False
 
     @model_validator(mode="after")
