@@ -100,6 +100,17 @@ class TopicRoute:
             for i in range(q.write_queue_nums)
         ]
 
+    def group_queues(self) -> list[MessageQueue]:
+        """Writable queues of every group in the route, with a master right now or not: what
+        a message group hashes over, so its queue does not move while its broker group
+        elects a new master (sends to it wait for the election instead)."""
+        return [
+            MessageQueue(self.topic, q.broker_name, i)
+            for q in self.queues
+            if q.perm & PERM_WRITE and q.broker_name in self.brokers
+            for i in range(q.write_queue_nums)
+        ]
+
     def read_queues(self) -> list[MessageQueue]:
         return [
             MessageQueue(self.topic, q.broker_name, i)
