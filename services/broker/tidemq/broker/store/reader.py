@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 from tidemq.common import record
 
@@ -18,6 +19,11 @@ from .index import IndexService
 from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
+# Records whose properties a property-filtered (SQL92) pull may evaluate before answering
+# NO_MATCHED_MESSAGE: each costs a few µs of Python (bench/filter), so the bound keeps one pull
+# near 20 ms of work; the consumer continues from where the scan stopped.
+MAX_PROPERTY_FILTER_SCAN = 4_000
+PropertyFilter = Callable[[bytes], bool]   # encoded record properties -> matches
 _I64 = struct.Struct(">q")
 
 
@@ -28,7 +34,11 @@ class StoreReader:
         self.index = index
 
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
-                     max_bytes: int, tag_hashes: frozenset[int] | None) -> GetResult:
+                     max_bytes: int, tag_hashes: frozenset[int] | None,
+                     property_filter: PropertyFilter | None = None) -> GetResult:
+        """Up to `max_messages` records from `queue_offset`: those whose ConsumeQueue tag hash
+        is in `tag_hashes` (None: any) and whose properties `property_filter` accepts (None:
+        any; it sees the encoded properties only, never the body)."""
         queue = self.queues.get(topic, queue_id)
         low = queue.min_offset if queue else 0
         high = queue.max_offset if queue else 0
@@ -40,13 +50,15 @@ class StoreReader:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
         if queue_offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
-        if tag_hashes is None and max_messages > 0:
+        if tag_hashes is None and property_filter is None and max_messages > 0:
             found = self._unfiltered_runs(queue, queue_offset,
                                           min(max_messages, high - queue_offset), max_bytes)
             if found is not None:
                 records, count = found
                 return GetResult(GetStatus.FOUND, records, count, queue_offset + count, low, high)
-        scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
+        scan_limit = (max(max_messages, MAX_PROPERTY_FILTER_SCAN) if property_filter
+                      else max_messages if tag_hashes is None
+                      else max(max_messages, MAX_FILTER_SCAN))
         runs: list[list[int]] = []   # [start, end, record count]
         offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
         floor = self.commitlog.min_offset
@@ -62,6 +74,9 @@ class StoreReader:
                 offset += 1
                 scanned += 1
                 if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
+                    continue
+                if property_filter is not None and not self._accepts(physical, size,
+                                                                     property_filter):
                     continue
                 if runs and runs[-1][1] == physical:
                     runs[-1][1] += size
@@ -104,6 +119,16 @@ class StoreReader:
                 return None
             slices.append(chunk)
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
+
+    def _accepts(self, physical: int, size: int, property_filter: PropertyFilter) -> bool:
+        """Run `property_filter` over the properties of the record at `physical`: its body
+        length, then topic + properties (the record's tail) are read, the body is not."""
+        head = self.commitlog.read(physical + record.OFF_BODY_LEN, 4)
+        if head is None:  # removed by retention while we read
+            return False
+        tail_at = physical + record.HEADER_SIZE + int.from_bytes(head, "big")
+        tail = self.commitlog.read(tail_at, physical + size - tail_at)
+        return tail is not None and property_filter(tail[tail[0] + 3:])
 
     def read_record(self, physical_offset: int) -> bytes:
         """The record starting exactly at `physical_offset` (an offset message id), verified."""
