@@ -23,6 +23,7 @@ MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_
 # NO_MATCHED_MESSAGE: each costs a few µs of Python (bench/filter), so the bound keeps one pull
 # near 20 ms of work; the consumer continues from where the scan stopped.
 MAX_PROPERTY_FILTER_SCAN = 4_000
+WHOLE_READ_MAX = 2048   # bytes: up to this, one read of the record beats two reads of parts
 PropertyFilter = Callable[[bytes], bool]   # encoded record properties -> matches
 _I64 = struct.Struct(">q")
 
@@ -121,8 +122,15 @@ class StoreReader:
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
     def _accepts(self, physical: int, size: int, property_filter: PropertyFilter) -> bool:
-        """Run `property_filter` over the properties of the record at `physical`: its body
-        length, then topic + properties (the record's tail) are read, the body is not."""
+        """Run `property_filter` over the properties of the record at `physical`, found by the
+        body and topic lengths; the body is never decoded. A small record is read in one
+        call, a large one as its body length, then its tail (topic + properties)."""
+        if size <= WHOLE_READ_MAX:
+            data = self.commitlog.read(physical, size)
+            if data is None:  # removed by retention while we read
+                return False
+            topic_at = record.HEADER_SIZE + int.from_bytes(data[84:88], "big")
+            return property_filter(data[topic_at + 3 + data[topic_at]:])
         head = self.commitlog.read(physical + record.OFF_BODY_LEN, 4)
         if head is None:  # removed by retention while we read
             return False
