@@ -14,8 +14,8 @@ read from offset 0 as a consumer pages through it (32 messages a pull) four ways
   `amount BETWEEN 20 AND 70 AND region IN ('eu', 'apac')` (≈ 25 %) — each candidate's
   properties read from the CommitLog (not its body) and evaluated by the compiled closures.
 
-Figures are CPU time per scanned message (process time, so a busy machine inflates them less
-than wall time) and the evaluation alone (`matches_encoded` over properties already in memory).
+Figures are CPU time per scanned message, the least of three rounds (process time, so a busy
+machine inflates them less than wall time) and the evaluation alone (`matches_encoded` over properties already in memory).
 Printed, not asserted.
 """
 
@@ -68,24 +68,32 @@ def fill(store: MessageStore, count: int) -> list[bytes]:
     return encoded
 
 
-def read_queue(store: MessageStore, tag_hashes=None, property_filter=None) -> tuple[float, int]:
-    """Page through the whole queue; (CPU seconds, messages returned)."""
-    offset, found, end = 0, 0, store.max_offset(TOPIC, 0)
-    started = time.process_time()
-    while offset < end:
-        got = store.get_messages(TOPIC, 0, offset, PAGE, 4 << 20, tag_hashes, property_filter)
-        found += got.record_count
-        offset = got.next_begin_offset
-    return time.process_time() - started, found
+def read_queue(store: MessageStore, tag_hashes=None, property_filter=None,
+               rounds: int = 3) -> tuple[float, int]:
+    """Page through the whole queue `rounds` times; (least CPU seconds of a round, messages
+    returned). The least is the figure least disturbed by other work on the machine."""
+    best, found = float("inf"), 0
+    for _ in range(rounds):
+        offset, found, end = 0, 0, store.max_offset(TOPIC, 0)
+        started = time.process_time()
+        while offset < end:
+            got = store.get_messages(TOPIC, 0, offset, PAGE, 4 << 20, tag_hashes,
+                                     property_filter)
+            found += got.record_count
+            offset = got.next_begin_offset
+        best = min(best, time.process_time() - started)
+    return best, found
 
 
-def evaluation_only(selector, encoded: list[bytes]) -> float:
-    """CPU seconds of `matches_encoded` over every message's properties, already in memory."""
-    matches = selector.matches_encoded
-    started = time.process_time()
-    for raw in encoded:
-        matches(raw)
-    return time.process_time() - started
+def evaluation_only(selector, encoded: list[bytes], rounds: int = 3) -> float:
+    """Least CPU seconds of `matches_encoded` over every message's properties, in memory."""
+    matches, best = selector.matches_encoded, float("inf")
+    for _ in range(rounds):
+        started = time.process_time()
+        for raw in encoded:
+            matches(raw)
+        best = min(best, time.process_time() - started)
+    return best
 
 
 def main() -> None:
@@ -114,7 +122,8 @@ def main() -> None:
             store.shutdown()
     print(f"filter benchmark: {count} messages of 256 B in one queue, pulls of {PAGE}, "
           f"C store loops: {ACCELERATED}")
-    print(f"{'read of the whole queue':<70} {'matched':>8} {'µs/msg scanned':>15}")
+    print(f"{'read of the whole queue (least CPU time of 3 rounds)':<70} {'matched':>8} "
+          f"{'µs/msg scanned':>15}")
     for name, seconds, found in rows:
         print(f"{name:<70} {found:>8} {seconds / count * 1e6:>15.2f}")
     base = rows[0][1] / count

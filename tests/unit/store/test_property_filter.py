@@ -3,9 +3,11 @@ paging with next_begin_offset returns exactly the model's matches."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tidemq.broker.store import GetStatus, reader
+from tidemq.broker.store import GetStatus, property_scan
 from tidemq.common import record
 from tidemq.common.sqlfilter import compile_sql92
 
@@ -64,7 +66,7 @@ def test_tag_hashes_and_properties_both_apply(tmp_path):
 
 
 def test_a_long_run_of_non_matching_records_is_answered_in_bounded_steps(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "MAX_PROPERTY_FILTER_SCAN", 50)
+    monkeypatch.setattr(property_scan, "MAX_PROPERTY_FILTER_SCAN", 50)
     store = open_store(small_config(tmp_path, segment_size=1 << 20,
                                     consume_queue_units_per_file=1000))
     try:
@@ -89,9 +91,11 @@ expressions = st.sampled_from(["a > 4", "a = 'x' OR b IS NULL", "NOT (a BETWEEN 
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(messages, expressions, st.integers(1, 9))
-def test_paging_returns_exactly_the_matches(tmp_path_factory, plan, expression, max_messages):
-    """Small segments: records cross segment ends and CQ files; other queues interleave."""
+@given(messages, expressions, st.integers(1, 9), st.sampled_from([1, 5000, 64 * 1024]))
+def test_paging_returns_exactly_the_matches(tmp_path_factory, plan, expression, max_messages,
+                                            block_max):
+    """Small segments: records cross segment ends and CQ files; other queues interleave; the
+    block of back-to-back records read at once is cut anywhere (even below one record)."""
     store = open_store(small_config(tmp_path_factory.mktemp("store")))
     try:
         for n, (size, props) in enumerate(plan):
@@ -102,6 +106,8 @@ def test_paging_returns_exactly_the_matches(tmp_path_factory, plan, expression, 
         selector = compile_sql92(expression)
         expected = [bytes([n % 256]) * size for n, (size, props) in enumerate(plan)
                     if selector.matches(props)]
-        assert read_filtered(store, "p", 0, selector, max_messages=max_messages)[0] == expected
+        with mock.patch.object(property_scan, "BLOCK_MAX", block_max):
+            bodies = read_filtered(store, "p", 0, selector, max_messages=max_messages)[0]
+        assert bodies == expected
     finally:
         store.shutdown()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
 
 from tidemq.common import record
 
@@ -17,14 +16,9 @@ from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueueTable
 from .index import IndexService
 from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
+from .property_scan import PropertyFilter, scan_properties
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
-# Records whose properties a property-filtered (SQL92) pull may evaluate before answering
-# NO_MATCHED_MESSAGE: each costs a few µs of Python (bench/filter), so the bound keeps one pull
-# near 20 ms of work; the consumer continues from where the scan stopped.
-MAX_PROPERTY_FILTER_SCAN = 4_000
-WHOLE_READ_MAX = 2048   # bytes: up to this, one read of the record beats two reads of parts
-PropertyFilter = Callable[[bytes], bool]   # encoded record properties -> matches
 _I64 = struct.Struct(">q")
 
 
@@ -57,9 +51,30 @@ class StoreReader:
             if found is not None:
                 records, count = found
                 return GetResult(GetStatus.FOUND, records, count, queue_offset + count, low, high)
-        scan_limit = (max(max_messages, MAX_PROPERTY_FILTER_SCAN) if property_filter
-                      else max_messages if tag_hashes is None
-                      else max(max_messages, MAX_FILTER_SCAN))
+        if property_filter is not None:
+            runs, offset, scanned = scan_properties(self.commitlog, queue, queue_offset, high,
+                                                    max_messages, max_bytes, tag_hashes,
+                                                    property_filter)
+        else:
+            runs, offset, scanned = self._scan(queue, queue_offset, high, max_messages,
+                                               max_bytes, tag_hashes)
+        slices, found = [], 0
+        for start, end, records in runs:
+            chunk = self.commitlog.read(start, end - start)
+            if chunk is None:  # removed by retention while we read
+                break
+            slices.append(chunk)
+            found += records
+        if found:
+            return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
+        status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+
+    def _scan(self, queue, queue_offset: int, high: int, max_messages: int, max_bytes: int,
+              tag_hashes: frozenset[int] | None) -> tuple[list[list[int]], int, int]:
+        """The units to answer with, by tag hash: ([start, end, record count] runs of
+        records, next offset, units scanned)."""
+        scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
         runs: list[list[int]] = []   # [start, end, record count]
         offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
         floor = self.commitlog.min_offset
@@ -76,9 +91,6 @@ class StoreReader:
                 scanned += 1
                 if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
                     continue
-                if property_filter is not None and not self._accepts(physical, size,
-                                                                     property_filter):
-                    continue
                 if runs and runs[-1][1] == physical:
                     runs[-1][1] += size
                     runs[-1][2] += 1
@@ -86,17 +98,7 @@ class StoreReader:
                     runs.append([physical, physical + size, 1])
                 count += 1
                 total_bytes += size
-        slices, found = [], 0
-        for start, end, records in runs:
-            chunk = self.commitlog.read(start, end - start)
-            if chunk is None:  # removed by retention while we read
-                break
-            slices.append(chunk)
-            found += records
-        if found:
-            return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
-        status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
-        return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+        return runs, offset, scanned
 
     def _unfiltered_runs(self, queue, queue_offset: int, count: int,
                          max_bytes: int) -> tuple[bytes, int] | None:
@@ -120,23 +122,6 @@ class StoreReader:
                 return None
             slices.append(chunk)
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
-
-    def _accepts(self, physical: int, size: int, property_filter: PropertyFilter) -> bool:
-        """Run `property_filter` over the properties of the record at `physical`, found by the
-        body and topic lengths; the body is never decoded. A small record is read in one
-        call, a large one as its body length, then its tail (topic + properties)."""
-        if size <= WHOLE_READ_MAX:
-            data = self.commitlog.read(physical, size)
-            if data is None:  # removed by retention while we read
-                return False
-            topic_at = record.HEADER_SIZE + int.from_bytes(data[84:88], "big")
-            return property_filter(data[topic_at + 3 + data[topic_at]:])
-        head = self.commitlog.read(physical + record.OFF_BODY_LEN, 4)
-        if head is None:  # removed by retention while we read
-            return False
-        tail_at = physical + record.HEADER_SIZE + int.from_bytes(head, "big")
-        tail = self.commitlog.read(tail_at, physical + size - tail_at)
-        return tail is not None and property_filter(tail[tail[0] + 3:])
 
     def read_record(self, physical_offset: int) -> bytes:
         """The record starting exactly at `physical_offset` (an offset message id), verified."""
