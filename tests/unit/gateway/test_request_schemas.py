@@ -142,7 +142,7 @@ def test_pop_takes_an_empty_body_as_the_defaults():
     backend.pop = lambda *args: popped.append(args) or []
     app = create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE))
     assert app.test_client().post("/v1/groups/g/topics/orders/pop", data=b"").status_code == 200
-    assert popped == [("g", "orders", 16, bodies.DEFAULT_INVISIBLE_MS, 0, "*")]
+    assert popped == [("g", "orders", 16, bodies.DEFAULT_INVISIBLE_MS, 0, "*", "TAG")]
 
 
 def test_every_route_that_takes_a_json_body_declares_its_schema():
