@@ -190,11 +190,12 @@ class PopService:
                     continue
             cursor = max(self.book.cursor(key) or 0, store.min_offset(source, q))
             # a retry topic holds what already passed the filter: read it whole
-            read = (source, q, cursor, max_messages - len(handles), 4 << 20,
-                    None if is_retry else selector.tag_hashes,
-                    None if is_retry else selector.property_filter)
+            hashes = None if is_retry else selector.tag_hashes
+            by_properties = None if is_retry else selector.property_filter
+            read = (source, q, cursor, max_messages - len(handles), 4 << 20, hashes,
+                    by_properties)
             # a SQL92 scan evaluates thousands of records in Python: on a thread
-            got = (await asyncio.to_thread(store.get_messages, *read) if read[-1]
+            got = (await asyncio.to_thread(store.get_messages, *read) if by_properties
                    else store.get_messages(*read))
             if got.next_begin_offset <= cursor and got.status is not GetStatus.FOUND:
                 continue
