@@ -17,7 +17,7 @@ from .commitlog import CommitLog
 from .consume_queue import UNIT, ConsumeQueue
 
 # Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: each
-# costs a few µs of Python (bench/filter), so the bound keeps one pull near 20 ms of work; the
+# costs a few µs of Python (bench/filter), so the bound keeps one pull near 10-20 ms of work; the
 # consumer continues from where the scan stopped.
 MAX_PROPERTY_FILTER_SCAN = 4_000
 BLOCK_MAX = 64 * 1024   # bytes of back-to-back records read at once
