@@ -107,7 +107,8 @@ class GatewayApplication(BaseApplication):
 
     def _post_fork(self, arbiter, worker) -> None:
         configure_logging(SERVICE_NAME, self.settings.log_level, self.settings.log_format)
-        init_tracing(SERVICE_NAME, self.settings.otlp_endpoint)
+        init_tracing(SERVICE_NAME, self.settings.otlp_endpoint,
+                     quiet_operations=self.settings.trace_quiet_operations)
 
     def _worker_exit(self, arbiter, worker) -> None:
         shutdown_tracing()  # flush this worker's pending spans

@@ -119,7 +119,8 @@ class ServiceRuntime:
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
         if tracing:
-            init_tracing(name, settings.otlp_endpoint)
+            init_tracing(name, settings.otlp_endpoint,
+                         quiet_operations=settings.trace_quiet_operations)
         server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
         self.transport = server_class(name, max_workers=max_workers, options=GRPC_OPTIONS)
         self.server = self.transport.server  # what generated add_*_to_server functions take

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 import yaml
+from tidemq.common.sampling import QUIET_BY_DEFAULT
 
 ENV_PREFIX = "TIDEMQ_"
 
@@ -35,6 +36,9 @@ class ServiceSettings:
     )
     metrics_port: int = setting(0, "Prometheus /metrics port (0 = pick a free port, -1 = off)")
     otlp_endpoint: str = setting("", "OTLP/gRPC trace collector host:port ('' = no tracing)")
+    trace_quiet_operations: str = setting(
+        ",".join(QUIET_BY_DEFAULT),
+        "operations whose root spans are not traced (routine calls; sampling.py)")
     log_level: str = setting("info", "debug, info, warning or error")
     log_format: str = setting("console", "console (human) or json")
     data_dir: str = setting("./.data/service", "directory for the service's persistent data")

@@ -13,6 +13,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from tidemq.common.sampling import QUIET_BY_DEFAULT, QuietOperationsSampler, parse_operations
 
 _lock = threading.Lock()
 _initialised = False
@@ -20,13 +21,18 @@ _initialised = False
 MESSAGING_SYSTEM = "tidemq"
 
 
-def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True) -> None:
-    """Install the global tracer provider (idempotent per process)."""
+def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
+                 quiet_operations: str | None = None) -> None:
+    """Install the global tracer provider (idempotent per process). `quiet_operations`: the
+    `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
     global _initialised
     with _lock:
         if _initialised:
             return
-        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        quiet = QUIET_BY_DEFAULT if quiet_operations is None else parse_operations(
+            quiet_operations)
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
+                                  sampler=QuietOperationsSampler(quiet))
         if otlp_endpoint:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 

@@ -1,0 +1,53 @@
+"""Which traces are recorded: everything users do, not the system's own routine calls.
+
+Brokers heartbeat and register, replicas renew leases and copy offsets, clients watch the
+config center, orchestrators probe health: each is a root span every second or so on every
+process, and together they bury the traces of users' sends and reads on the dashboard. A root
+span whose operation is on the quiet list is not sampled; any span under a sampled parent
+follows its parent (a user's request keeps every hop), and any operation not on the list is
+sampled. The decision is taken when a span starts, by name: the gRPC method for gRPC spans
+(`/tidemq.v1.BrokerService/Heartbeat` → `Heartbeat`), the last path segment for HTTP ones
+(`GET /healthz` → `healthz`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+QUIET_BY_DEFAULT = ("Heartbeat", "RegisterBroker", "LeaseKeepAlive", "Watch", "Check",
+                    "GetAllConsumerOffsets", "healthz", "metrics")
+
+
+def operation(span_name: str) -> str:
+    """`/pkg.Service/Method` → `Method`; `GET /a/b` → `b`; anything else unchanged."""
+    return span_name.rsplit("/", 1)[-1]
+
+
+def parse_operations(text: str) -> frozenset[str]:
+    """The `trace_quiet_operations` setting: names separated by commas or spaces."""
+    return frozenset(name for name in text.replace(",", " ").split() if name)
+
+
+class QuietOperationsSampler(Sampler):
+    """Drops root spans of the `quiet` operations; follows the parent everywhere else.
+    `quiet` may be replaced while the process runs (one attribute swap)."""
+
+    def __init__(self, quiet: Iterable[str] = QUIET_BY_DEFAULT) -> None:
+        self.quiet = frozenset(quiet)
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None,
+                      links=None, trace_state=None) -> SamplingResult:
+        parent = trace.get_current_span(parent_context).get_span_context()
+        if parent.is_valid:
+            sampled = parent.trace_flags.sampled
+            trace_state = parent.trace_state
+        else:
+            sampled = operation(name) not in self.quiet
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if sampled else Decision.DROP,
+                              attributes if sampled else None, trace_state)
+
+    def get_description(self) -> str:
+        return f"QuietOperationsSampler({','.join(sorted(self.quiet))})"

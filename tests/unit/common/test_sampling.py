@@ -1,0 +1,63 @@
+"""QuietOperationsSampler with the real OpenTelemetry SDK: routine root spans are dropped,
+users' spans and every span under a sampled parent are kept."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tidemq.common.sampling import QuietOperationsSampler, operation, parse_operations
+from tidemq.common.settings import ServiceSettings
+
+
+@pytest.fixture
+def traced():
+    exporter = InMemorySpanExporter()
+    sampler = QuietOperationsSampler()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter, sampler
+    provider.shutdown()
+
+
+def names(exporter) -> list[str]:
+    return [span.name for span in exporter.get_finished_spans()]
+
+
+def test_routine_root_spans_are_dropped_users_are_kept(traced):
+    tracer, exporter, _ = traced
+    for name in ("/tidemq.v1.BrokerService/Heartbeat", "/tidemq.v1.NameServerService/"
+                 "RegisterBroker", "/grpc.health.v1.Health/Check", "GET /healthz"):
+        with tracer.start_as_current_span(name):
+            with tracer.start_as_current_span("/tidemq.v1.ConfigService/Get"):
+                pass   # a call made while handling a routine one: dropped with it
+    with tracer.start_as_current_span("/tidemq.v1.BrokerService/Send"):
+        pass
+    assert names(exporter) == ["/tidemq.v1.BrokerService/Send"]
+
+
+def test_a_quiet_operation_inside_a_users_request_is_kept(traced):
+    tracer, exporter, _ = traced
+    with tracer.start_as_current_span("POST /v1/topics/orders/messages"):
+        with tracer.start_as_current_span("/tidemq.v1.ConfigService/Watch"):
+            pass
+    assert names(exporter) == ["/tidemq.v1.ConfigService/Watch",
+                               "POST /v1/topics/orders/messages"]
+
+
+def test_the_list_can_change_while_running(traced):
+    tracer, exporter, sampler = traced
+    sampler.quiet = parse_operations("Send, Pull")
+    for name in ("/tidemq.v1.BrokerService/Send", "/tidemq.v1.BrokerService/Heartbeat"):
+        with tracer.start_as_current_span(name):
+            pass
+    assert names(exporter) == ["/tidemq.v1.BrokerService/Heartbeat"]
+
+
+def test_operation_names_and_the_setting():
+    assert operation("/tidemq.v1.BrokerService/Pull") == "Pull"
+    assert operation("GET /healthz") == "healthz"
+    assert operation("publish orders") == "publish orders"
+    assert parse_operations(ServiceSettings().trace_quiet_operations) == \
+        QuietOperationsSampler().quiet
