@@ -28,6 +28,7 @@ from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConf
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
+from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
@@ -121,12 +122,18 @@ class BrokerApp:
                               broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
                               revive_interval_s=settings.pop_revive_interval_ms / 1000)
+        self.transactions = TransactionService(
+            self.messaging, system_topics, self.offsets, settings=CheckSettings(
+                timeout_ms=settings.transaction_timeout_ms,
+                interval_ms=settings.transaction_check_interval_ms,
+                max_checks=settings.transaction_check_max))
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
                                         self.replication.host if self.replication else None,
                                         self.retry, self.pop,
-                                        QueueLocks(self.topic_writer, settings.broker_name)),
+                                        QueueLocks(self.topic_writer, settings.broker_name),
+                                        self.transactions),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
@@ -149,6 +156,7 @@ class BrokerApp:
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
         self.pop.start()  # replays the revive log before the first Pop is served
+        self.transactions.start(self.runtime.transport.loop)  # replays half + op topics
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -161,7 +169,7 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
+                     self.holds.shutdown, self.transactions.stop, self.runtime.stop, self.pop.stop, self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):
             try:
