@@ -46,12 +46,14 @@ class Clock:
 class TxnWorld:
     """A store, a topic table and a TransactionService, restartable, without a network."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, slave: bool = False) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="txn-sm-"))
         self.store = MessageStore(StoreConfig(data_dir=self.dir / "store", segment_size=1 << 20,
                                               max_message_size=4096, index_slots=64,
                                               index_entries=256))
         self.store.start()
+        if slave:
+            self.store.become_slave()
         self.holds = PullRequestHoldService()
         table = TopicTable(MetadataFile(self.dir / "topics.json"))
         table.apply([TopicConfig(TOPIC, QUEUES)], [], 1)
@@ -247,3 +249,27 @@ def test_a_restart_replays_from_the_saved_progress_only(world):
     assert list(world.service.book.pending) == [3]
     assert world.end(open_one, True) == (TxnState.COMMITTED, False)
     assert sorted(body for _, body, _ in world.visible()) == [b"done0", b"done2", b"open"]
+
+
+def test_a_promoted_replica_replays_and_only_a_master_checks_back(world):
+    done = world.prepare(b"done")
+    world.end(done, True)
+    open_one = world.prepare(b"open")
+    replica = TxnWorld(slave=True)
+    try:
+        end = world.store.commitlog_max_offset()
+        replica.store.append_replicated(0, world.store.commitlog.read(0, end))
+        replica.clock.offset = world.clock.offset = 10
+        assert replica.run(replica.service.check_round()) == 0   # a slave never checks back
+        with pytest.raises(errors.PreconditionFailed) as slave:
+            replica.end(open_one, True)
+        assert slave.value.code == "NOT_MASTER"
+        replica.store.become_master(2)
+        stream = replica.service.producers.open_stream(GROUP, "c")
+        assert replica.run(replica.service.check_round()) == 1   # replayed, then checked
+        assert stream.get_nowait().transaction_id == open_one[0]
+        assert replica.end(done, True) == (TxnState.COMMITTED, True)
+        assert replica.end(open_one, True) == (TxnState.COMMITTED, False)
+        assert sorted(body for _, body, _ in replica.visible()) == [b"done", b"open"]
+    finally:
+        replica.close()

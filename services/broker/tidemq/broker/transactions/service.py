@@ -91,7 +91,7 @@ class TransactionService:
         self.producers = ProducerTable()
         self.book = TransactionBook()
         self._resolving: dict[int, list] = {}  # half offset -> [asyncio.Lock, users]
-        self._was_master = True
+        self._was_master = False  # the first round as master replays (start() sets it)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._checking = None
 
