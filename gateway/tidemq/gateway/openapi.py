@@ -52,6 +52,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "allOf": [{"$ref": "#/components/schemas/Message"}, {"type": "object", "properties": {
             "broker_name": _STR, "origin_topic": _STR, "origin_msg_id": _STR,
             "first_failure_ms": _INT}}]}}}},
+    "TransactionOpenRequest": {"type": "object", "properties": {
+        "producer_group": {"type": "string", "default": "tidemq-gateway-http"}}},
+    "Transaction": {"type": "object", "properties": {
+        "id": _STR, "producer_group": _STR, "state": _STR, "expires_ms": _INT}},
+    "TransactionEnd": {"type": "object", "properties": {
+        "id": _STR, "state": {"type": "string", "enum": ["COMMITTED", "ROLLED_BACK"]},
+        "messages": _INT, "already_resolved": {"type": "boolean"}, "pending_ends": _INT}},
     "RedriveRequest": {"type": "object", "properties": {
         "msg_ids": {"type": "array", "items": _STR}, "all": {"type": "boolean"}}},
     "RedriveResponse": {"type": "object", "properties": {"redriven": {"type": "array", "items": {

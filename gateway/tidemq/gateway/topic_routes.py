@@ -4,7 +4,7 @@
   GET  /v1/topics                                list
   GET  /v1/topics/<topic>                        route + per-queue min/max offsets
   DELETE /v1/topics/<topic>                      delete the definition (404 TOPIC_NOT_EXIST)
-  POST /v1/topics/<topic>/messages               send {"messages": [...]}
+  POST /v1/topics/<topic>/messages               send {"messages": [...], "transaction_id"?}
   GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
 """
 
@@ -62,8 +62,11 @@ def delete_topic(topic: str):
 
 @topics_bp.post("/v1/topics/<topic>/messages")
 def send_messages(topic: str):
-    messages = validation.parse_messages(topic, validation.parse_json(request.get_data()))
-    results = _backend().send(messages)
+    document = validation.parse_json(request.get_data())
+    messages = validation.parse_messages(topic, document)
+    transaction_id = validation.parse_transaction_id(document)
+    results = (_backend().transactions.send(transaction_id, messages) if transaction_id
+               else _backend().send(messages))
     metrics.MESSAGES_SENT.inc(len(results))
     return jsonify({"results": [{
         "status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,

@@ -119,6 +119,15 @@ def parse_messages(topic: str, document: Any) -> list[Message]:
     return messages
 
 
+def parse_transaction_id(document: Any) -> str:
+    """The optional "transaction_id" of a send ("" = not in a transaction)."""
+    tx_id = _object(document, "the request body").get("transaction_id", "")
+    if not isinstance(tx_id, str):
+        raise InvalidArgument('"transaction_id" must be a string (the id POST /v1/transactions '
+                              "answered)", code="INVALID_REQUEST")
+    return tx_id
+
+
 def parse_int(args: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
     raw = args.get(name)
     if raw is None or raw == "":

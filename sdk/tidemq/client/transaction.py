@@ -145,12 +145,17 @@ class TransactionProducer(Producer):
         return result
 
     def end(self, prepared: SendResult, resolution: TransactionResolution, *,
-            from_check: bool = False, timeout: float | None = None) -> TransactionEnd:
+            from_check: bool = False, timeout: float | None = None,
+            topic: str = "") -> TransactionEnd:
         """Commit or roll back the half message `prepared` (UNKNOWN: just its state).
 
         Repeating an end is safe: the answer says `already_resolved`. Ending it the other way
         than before raises PreconditionFailed TRANSACTION_ALREADY_RESOLVED; an unknown one
-        NotFound TRANSACTION_NOT_FOUND."""
+        NotFound TRANSACTION_NOT_FOUND. `topic` (the message's) lets a producer that did not
+        prepare it find the broker group's master."""
+        if topic:
+            self._topic_of.setdefault(prepared.broker_name, topic)
+            self._ensure_stream(prepared.broker_name)
         _, half_offset = record.parse_offset_msg_id(prepared.msg_id)
         request = broker_pb2.EndTransactionRequest(
             producer_group=self.producer_group, transaction_id=prepared.unique_id,
