@@ -36,6 +36,8 @@ def visible_bodies(namesrv_addrs: str) -> list[bytes]:
         for q in range(2):
             result = puller.pull(MessageQueue(TOPIC, "broker-a", q), 0, 64)
             bodies += [m.body for m in result.messages]
+            # transaction bookkeeping travels as system properties, not the sender's own
+            assert all(m.user_properties == {} for m in result.messages)
         return sorted(bodies)
 
 
