@@ -155,6 +155,7 @@ class TransactionService:
             raise errors.InvalidArgument(
                 "a transactional message names its producer group (property PGROUP): the "
                 "broker checks back with that group", code="PRODUCER_GROUP_MISSING")
+        self._serving_master()  # a just-promoted master replays before it adds to the book
         half = self.messaging.topics.get(HALF_TOPIC) or await asyncio.to_thread(
             self.topics.ensure, HALF_TOPIC, 1)
         raw = record.retarget(records, half.name, transaction_type=record.TRANSACTION_PREPARED_TYPE,
@@ -238,7 +239,8 @@ class TransactionService:
         self.book.apply_op(result.first_queue_offset, kind, half_offset, now)
 
     def _check_master(self) -> None:
-        if not (self.messaging.accepts_writes and self.messaging.store.is_master):
+        """Refuse on a slave; on a master that was just promoted, replay first."""
+        if not self._serving_master():
             raise errors.PreconditionFailed(
                 "this broker is not the master of its group: end transactions on the master",
                 code="NOT_MASTER")
