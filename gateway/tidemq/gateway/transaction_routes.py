@@ -6,43 +6,33 @@ HttpTransactions call -> JSON; the state lives in the config center (transaction
   GET  /v1/transactions/<id>                -> 200 {"id", "state", "messages", ...}
   POST /v1/transactions/<id>/commit         -> 200 {"id", "state": "COMMITTED", ...}
   POST /v1/transactions/<id>/rollback       -> 200 {"id", "state": "ROLLED_BACK", ...}
+
+The YAML after `---` in each view's docstring is its OpenAPI operation (openapi.py).
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
-from tidemq.common.errors import InvalidArgument
-from tidemq.gateway import validation
-from tidemq.gateway.backend import GATEWAY_GROUP
+from flask import Blueprint, jsonify
+from tidemq.gateway.bodies import TransactionEndRequest, TransactionOpenRequest
+from tidemq.gateway.schema import accepts_body
 from tidemq.gateway.topic_routes import _backend
 
 transactions_bp = Blueprint("tidemq_transactions", __name__)
 
 
 @transactions_bp.post("/v1/transactions")
-def open_transaction():
+@accepts_body(TransactionOpenRequest, required=False)
+def open_transaction(body: TransactionOpenRequest):
     """Open a transaction: messages sent with its id stay invisible until it is committed.
     ---
     post:
-      requestBody:
-        required: false
-        content:
-          application/json:
-            schema: TransactionOpenRequest
       responses:
         "201":
-          description: the open transaction
-          content:
-            application/json:
-              schema: Transaction
+          description: 'the open transaction: {"id", "producer_group", "state", "expires_ms"}'
         default:
           $ref: "#/components/responses/Problem"
     """
-    raw = request.get_data()
-    document = validation.parse_json(raw) if raw.strip() else {}
-    if not isinstance(document, dict):
-        raise InvalidArgument("the request body must be a JSON object", code="INVALID_REQUEST")
-    opened = _backend().transactions.open(document.get("producer_group", GATEWAY_GROUP))
+    opened = _backend().transactions.open(body.producer_group)
     return jsonify({key: opened[key] for key in ("id", "producer_group", "state",
                                                  "expires_ms")}), 201, {
         "Location": f"/v1/transactions/{opened['id']}"}
@@ -55,16 +45,16 @@ def describe_transaction(tx_id: str):
 
 
 @transactions_bp.post("/v1/transactions/<tx_id>/commit")
-def commit_transaction(tx_id: str):
+@accepts_body(TransactionEndRequest, required=False)
+def commit_transaction(tx_id: str, body: TransactionEndRequest):
     """Commit a transaction: its messages become visible (once, also if committed again).
     ---
     post:
       responses:
         "200":
-          description: the ended transaction
-          content:
-            application/json:
-              schema: TransactionEnd
+          description: >-
+            the ended transaction: {"id", "state" (COMMITTED | ROLLED_BACK), "messages",
+            "already_resolved", "pending_ends"}
         default:
           $ref: "#/components/responses/Problem"
     """
@@ -72,16 +62,16 @@ def commit_transaction(tx_id: str):
 
 
 @transactions_bp.post("/v1/transactions/<tx_id>/rollback")
-def rollback_transaction(tx_id: str):
+@accepts_body(TransactionEndRequest, required=False)
+def rollback_transaction(tx_id: str, body: TransactionEndRequest):
     """Roll a transaction back: its messages are never delivered.
     ---
     post:
       responses:
         "200":
-          description: the ended transaction
-          content:
-            application/json:
-              schema: TransactionEnd
+          description: >-
+            the ended transaction: {"id", "state" (COMMITTED | ROLLED_BACK), "messages",
+            "already_resolved", "pending_ends"}
         default:
           $ref: "#/components/responses/Problem"
     """

@@ -39,6 +39,7 @@ from tidemq.configclient.client import ConfigClient
 log = get_logger(__name__)
 
 PREFIX = "/tidemq/gateway/transactions/"
+DEFAULT_PRODUCER_GROUP = "tidemq-gateway-http"
 PROP_TRANSACTION = "GATEWAY_TRANSACTION_ID"
 OPEN, COMMITTED, ROLLED_BACK = "OPEN", "COMMITTED", "ROLLED_BACK"
 # Kept this long after the end so check-backs of ends that failed still find the outcome:

@@ -35,9 +35,27 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
+MAX_MESSAGE_GROUP_LEN = 255
+
+
+def validate_message_group(group: str) -> str:
+    """A message group is 0..255 printable characters ("" = none)."""
+    if not isinstance(group, str) or len(group) > MAX_MESSAGE_GROUP_LEN or not \
+            group.isprintable():
+        raise InvalidArgument(
+            f"message group {group!r} must be at most {MAX_MESSAGE_GROUP_LEN} printable "
+            "characters", code="INVALID_MESSAGE")
+    return group
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A message to send.
+
+    `message_group` (FIFO): messages with the same group go to the same queue (the producer
+    picks `crc32(group) % write queues` unless told otherwise), so one group's messages are
+    stored, and consumed orderly, in send order. `delay_level` / `deliver_at_ms`: delivery
+    held until a delay level (1..18) passes or until an epoch-ms time (docs/client.md).
 
     >>> Message("orders", b"{'id': 1}", tags="created", keys=["order-1"]).topic
     'orders'
@@ -48,6 +66,9 @@ class Message:
     tags: str = ""
     keys: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
+    message_group: str = ""
+    delay_level: int = 0
+    deliver_at_ms: int = 0
 
     @property
     def tag(self) -> str:
@@ -71,6 +92,7 @@ class Message:
                     f"message key {key!r} must be non-empty and contain no spaces",
                     code="INVALID_MESSAGE",
                 )
+        validate_message_group(self.message_group)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -264,6 +286,11 @@ class MessageExt:
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTIES}
 
     @property
+    def message_group(self) -> str:
+        """The sender's message group (FIFO), "" for none."""
+        return self.properties.get(record.PROP_MESSAGE_GROUP, "")
+
+    @property
     def origin_topic(self) -> str:
         """The topic the message was sent to, also when it is redelivered from a retry topic
         or read from a dead-letter queue."""
@@ -312,7 +339,8 @@ class MessageExt:
 
 SYSTEM_PROPERTIES = frozenset({
     record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY, record.PROP_TRACE_CONTEXT,
-    record.PROP_COMPRESSION, record.PROP_RETRY_TOPIC, record.PROP_ORIGIN_MESSAGE_ID,
+    record.PROP_COMPRESSION, record.PROP_MESSAGE_GROUP, record.PROP_RETRY_TOPIC,
+    record.PROP_ORIGIN_MESSAGE_ID,
     record.PROP_FIRST_FAILURE_MS, record.PROP_NOT_BEFORE_MS, record.PROP_REAL_TOPIC,
     record.PROP_REAL_QUEUE_ID, record.PROP_TRANSACTION_PREPARED, record.PROP_PRODUCER_GROUP,
 })
