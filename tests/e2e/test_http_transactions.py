@@ -87,6 +87,11 @@ def test_commit_and_rollback_and_bad_ends(cluster):
     problem(requests.post(f"{cluster.gateway_url}/v1/transactions",
                           json={"producer_group": "bad group"}, timeout=30),
             400, "INVALID_PRODUCER_GROUP")
+    problem(requests.post(f"{cluster.gateway_url}/v1/transactions",
+                          json={"producer_grup": "typo"}, timeout=30), 400, "UNKNOWN_FIELD")
+    problem(requests.post(f"{cluster.gateway_url}/v1/topics/{TOPIC}/messages",
+                          json={"messages": [{"body": "x"}], "transaction_id": 7}, timeout=30),
+            400, "INVALID_REQUEST")
     assert visible(cluster) == ["c-1", "c-2"]
 
 
