@@ -41,5 +41,7 @@ def test_close_all_ends_every_stream():
         streams = [table.open_stream("g", f"p{i}") for i in range(3)]
         table.close_all()
         assert [await s.get() for s in streams] == [None, None, None]
+        late = table.open_stream("g", "late")   # reconnecting while the broker stops
+        assert await late.get() is None and table.deliver("g", "x") == ""
 
     asyncio.run(scenario())

@@ -32,6 +32,7 @@ class ProducerTable:
         self.clock = clock
         self._groups: dict[str, dict[str, LiveProducer]] = {}
         self._turn = itertools.count()
+        self._closed = False  # the broker is stopping: streams end at once
 
     def heartbeat(self, group: str, client_id: str) -> None:
         producers = self._groups.setdefault(group, {})
@@ -44,6 +45,9 @@ class ProducerTable:
     def open_stream(self, group: str, client_id: str) -> asyncio.Queue:
         self.heartbeat(group, client_id)
         queue: asyncio.Queue = asyncio.Queue()
+        if self._closed:  # a producer reconnecting during shutdown must not hold the drain
+            queue.put_nowait(None)
+            return queue
         self._groups[group][client_id].streams.append(queue)
         return queue
 
@@ -70,7 +74,9 @@ class ProducerTable:
         return producer.client_id
 
     def close_all(self) -> None:
-        """End every open stream (broker shutdown): each gets the end marker None."""
+        """End every open stream, and any opened later (broker shutdown): each gets the end
+        marker None."""
+        self._closed = True
         for producers in self._groups.values():
             for producer in producers.values():
                 for queue in producer.streams:
