@@ -67,7 +67,7 @@ class ProducerTable:
         """Put `check` on one live producer's stream (round robin); its client id, or "" when
         the group has no live producer."""
         live = self.live(group)
-        if not live:
+        if not live or self._closed:
             return ""
         producer = live[next(self._turn) % len(live)]
         producer.streams[-1].put_nowait(check)
