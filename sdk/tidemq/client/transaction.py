@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 from tidemq.client.message import Message, MessageExt, SendResult
-from tidemq.client.producer import REFUSED_CODES, RETRIABLE, Producer
+from tidemq.client.producer import REFUSED_CODES, RETRIABLE, Producer, _group_chooser
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
 from tidemq.v1 import broker_pb2
@@ -134,11 +134,13 @@ class TransactionProducer(Producer):
         return TransactionSendResult(prepared, resolution)
 
     def prepare(self, message: Message, *, timeout: float | None = None) -> SendResult:
-        """Store `message` as a half message (invisible until `end` commits it)."""
+        """Store `message` as a half message (invisible until `end` commits it); a message
+        with a `message_group` is committed to its group's queue, as `send` would choose."""
         half = dataclasses.replace(message, properties={
             **message.properties, record.PROP_PRODUCER_GROUP: self.producer_group,
             record.PROP_TRANSACTION_PREPARED: "true"})
-        result = self._send(message.topic, [half], None, timeout,
+        choose = _group_chooser(message.message_group) if message.message_group else None
+        result = self._send(message.topic, [half], choose, timeout,
                             transaction_prepared=True)[0]
         self._topic_of[result.broker_name] = message.topic
         self._ensure_stream(result.broker_name)

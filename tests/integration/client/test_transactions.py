@@ -6,6 +6,7 @@ prepared them) and resolved as it answers. Short check timings via the broker's 
 from __future__ import annotations
 
 import threading
+import zlib
 
 import pytest
 from tidemq.client import (
@@ -75,7 +76,8 @@ def test_transactions_survive_a_broker_kill_and_are_checked_back(tmp_path):
                                  check_listener=check_listener, check_topics=[TOPIC]) as checker, \
                 TransactionProducer(cluster.namesrv_addrs, producer_group=GROUP) as producer:
             committed = producer.send_in_transaction(
-                Message(TOPIC, b"committed"), lambda m, arg: arg, arg=COMMIT)
+                Message(TOPIC, b"committed", message_group="g-1"), lambda m, arg: arg,
+                arg=COMMIT)
             rolled_back = producer.send_in_transaction(
                 Message(TOPIC, b"rolled-back"), lambda m, arg: ROLLBACK)
             producer.send_in_transaction(Message(TOPIC, b"checked-commit"),
@@ -83,6 +85,7 @@ def test_transactions_survive_a_broker_kill_and_are_checked_back(tmp_path):
             to_roll_back = producer.prepare(Message(TOPIC, b"checked-rollback"))
             later = producer.prepare(Message(TOPIC, b"committed-after-restart"))
             assert visible_bodies(cluster.namesrv_addrs) == [b"committed"]
+            assert committed.send_result.queue_id == zlib.crc32(b"g-1") % 2  # its group's queue
 
             again = producer.end(committed.send_result, COMMIT)
             assert (again.state, again.already_resolved) == ("COMMITTED", True)
