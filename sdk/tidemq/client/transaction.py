@@ -139,6 +139,10 @@ class TransactionProducer(Producer):
         half = dataclasses.replace(message, properties={
             **message.properties, record.PROP_PRODUCER_GROUP: self.producer_group,
             record.PROP_TRANSACTION_PREPARED: "true"})
+        if message.delay_level or message.deliver_at_ms:
+            raise errors.InvalidArgument(
+                "a transactional message cannot also be delayed: it becomes visible when its "
+                "transaction commits (RocketMQ refuses the same)", code="TRANSACTION_WITH_DELAY")
         choose = _group_chooser(message.message_group) if message.message_group else None
         result = self._send(message.topic, [half], choose, timeout,
                             transaction_prepared=True)[0]
