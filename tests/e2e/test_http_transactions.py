@@ -92,6 +92,12 @@ def test_commit_and_rollback_and_bad_ends(cluster):
     problem(requests.post(f"{cluster.gateway_url}/v1/topics/{TOPIC}/messages",
                           json={"messages": [{"body": "x"}], "transaction_id": 7}, timeout=30),
             400, "INVALID_REQUEST")
+    # a request failing part-way: its first message was prepared, then rolled back
+    mixed = open_transaction(cluster)
+    problem(requests.post(f"{cluster.gateway_url}/v1/topics/{TOPIC}/messages", json={
+        "messages": [{"body": "first-part"}, {"body": "delayed", "delay_ms": 1000}],
+        "transaction_id": mixed}, timeout=30), 400, "TRANSACTION_WITH_DELAY")
+    assert end(cluster, mixed, "commit").json()["messages"] == 0
     assert visible(cluster) == ["c-1", "c-2"]
 
 

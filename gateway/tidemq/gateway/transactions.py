@@ -7,8 +7,9 @@ for one of its messages, so its state is not in a worker's memory but in one con
 `/tidemq/gateway/transactions/<id>` (JSON: producer group, state, the prepared messages) under a
 lease: `ttl_s` while OPEN, RESOLVED_KEEP_S once committed or rolled back. Every half message
 carries the transaction id in the property GATEWAY_TRANSACTION_ID, so a check-back answers from
-that key: OPEN -> UNKNOWN (ask again later), COMMITTED -> COMMIT, ROLLED_BACK or gone (the open
-transaction expired) -> ROLLBACK.
+that key: OPEN -> UNKNOWN (ask again later), COMMITTED -> COMMIT (if the message is one the
+transaction recorded), ROLLED_BACK or gone (the open transaction expired) -> ROLLBACK. A send
+request that fails part-way rolls back the messages it had prepared.
 
 The state changes before the ends are sent (a compare-and-set on the key), so a commit whose
 ends partly fail is still completed by the check-backs. No Flask here.
@@ -125,8 +126,15 @@ class HttpTransactions:
         _, doc = self._get(tx_id)
         _check_open(doc)
         producer = self.producer(doc["producer_group"])
-        results = [producer.prepare(dataclasses.replace(
-            m, properties={**m.properties, PROP_TRANSACTION: tx_id})) for m in messages]
+        results: list[SendResult] = []
+        try:
+            for message in messages:
+                results.append(producer.prepare(dataclasses.replace(
+                    message, properties={**message.properties, PROP_TRANSACTION: tx_id})))
+        except errors.TideMQError:
+            for result in results:  # the request failed: none of its messages may commit
+                self._end_quietly(producer, result, TransactionResolution.ROLLBACK)
+            raise
         prepared = [_result_json(r, m.topic) for r, m in zip(results, messages, strict=True)]
 
         def add(current: dict) -> dict:
@@ -190,8 +198,12 @@ class HttpTransactions:
             _, doc = self._get(tx_id)
         except errors.NotFound:
             return TransactionResolution.ROLLBACK   # expired while open, or never ours
-        return {OPEN: TransactionResolution.UNKNOWN, COMMITTED: TransactionResolution.COMMIT
-                }.get(doc["state"], TransactionResolution.ROLLBACK)
+        if doc["state"] == OPEN:
+            return TransactionResolution.UNKNOWN
+        recorded = any(m["unique_id"] == message.unique_id for m in doc["messages"])
+        # only a message its send request reported stored commits with the transaction
+        return (TransactionResolution.COMMIT if doc["state"] == COMMITTED and recorded
+                else TransactionResolution.ROLLBACK)
 
     def close(self) -> None:
         with self._lock:
