@@ -9,6 +9,7 @@ import threading
 import zlib
 
 import pytest
+import requests
 from tidemq.client import (
     Message,
     MessageQueue,
@@ -114,3 +115,7 @@ def test_transactions_survive_a_broker_kill_and_are_checked_back(tmp_path):
                        interval=0.3, message="the checked-back rollback")
             assert checked[b"checked-rollback"] >= 2  # asked before and after the restart
         assert visible_bodies(cluster.namesrv_addrs) == expected  # exactly once, nothing else
+        scraped = requests.get(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10).text
+        assert 'tidemq_broker_transactions_total{event="committed"} 2.0' in scraped  # since restart
+        assert 'tidemq_broker_transactions_total{event="rolled_back"} 1.0' in scraped
+        assert "tidemq_broker_open_transactions 0.0" in scraped

@@ -143,6 +143,7 @@ class BrokerApp:
                                         else None, self.transactions),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
+        metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from tidemq.broker import metrics
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.retry import SystemTopics
@@ -53,6 +54,7 @@ OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_GROUP = "CID_SYS_RMQ_TRANS"  # RocketMQ's group for the check-back's progress
 REPLAY_PAGE = 256
 VERBS = {COMMIT: "committed", ROLLBACK: "rolled back"}
+EVENTS = {COMMIT: "committed", ROLLBACK: "rolled_back", DISCARD: "discarded", CHECKED: "checked"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,7 @@ class TransactionService:
                                               record.PROP_REAL_QUEUE_ID: str(queue_id),
                                               record.PROP_TRANSACTION_PREPARED: "true"})
         result = await self.messaging.send(half.name, 0, raw, 1)
+        metrics.TRANSACTIONS.labels("prepared").inc()
         self.book.add_half(HalfMessage(result.first_queue_offset, result.physical_offsets[0],
                                        group, props.get(record.PROP_UNIQ_KEY, ""),
                                        self._now_ms()))
@@ -236,6 +239,7 @@ class TransactionService:
         raw = record.encode(topic.name, op_body(kind, half_offset), born_timestamp=now,
                             properties=record.encode_properties({record.PROP_TAGS: "d"}))
         result = await self.messaging.send(topic.name, 0, raw, 1)
+        metrics.TRANSACTIONS.labels(EVENTS[kind]).inc()
         self.book.apply_op(result.first_queue_offset, kind, half_offset, now)
 
     def _check_master(self) -> None:
