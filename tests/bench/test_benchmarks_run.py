@@ -27,6 +27,8 @@ BENCHMARKS = {
     "config": (["bench/config/run.py", "--quick"], ["put/s", "raw redis-py", "watch latency"]),
     "consumption": (["bench/consumption/run.py", "--quick"],
                     ["PullConsumer", "SimpleConsumer pop", "HTTP pop"]),
+    "filter": (["bench/filter/run.py", "--quick"],
+               ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
 }
 
 

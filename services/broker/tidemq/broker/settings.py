@@ -65,6 +65,10 @@ class BrokerSettings(ServiceSettings):
     transaction_check_max: int = setting(
         15, "check-backs of one half message before it is discarded and logged (RocketMQ's "
             "transactionCheckMax)")
+    enable_property_filter: bool = setting(
+        True, "accept SQL92 subscriptions (pull, push, pop), evaluated over each candidate "
+              "message's properties; false = refused with FILTER_DISABLED (RocketMQ's "
+              "enablePropertyFilter; docs/filters.md)")
     malloc_keep_mib: int = setting(
         64, "freed heap memory kept for reuse (pull replies stop page-faulting); 0 = libc default")
     worker_threads: int = setting(
