@@ -7,6 +7,7 @@ Endpoints (docs/http-api.md has examples):
   /v1/groups...                                  subscription-group definitions (group_routes.py)
   /v1/groups/<g>/topics/<t>/pop|ack|invisible    pop consumption (consume_routes.py)
   /v1/groups/<g>/dlq[/redrive]                   dead letters (consume_routes.py)
+  /v1/transactions[/<id>/commit|rollback]        transactions (transaction_routes.py)
   GET /openapi.json                              this API, generated from the routes (openapi.py)
   /v1/config/...                                 the config center's keys (config_routes.py)
 """
@@ -26,6 +27,7 @@ from tidemq.gateway.group_routes import groups_bp
 from tidemq.gateway.openapi import openapi_bp
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.topic_routes import topics_bp
+from tidemq.gateway.transaction_routes import transactions_bp
 
 _CONVERTER = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 ops_bp = Blueprint("tidemq_ops", __name__)
@@ -59,7 +61,8 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     if getattr(backend, "config", None) is not None:
         app.extensions[config_routes.EXTENSION] = backend.config
     problems.install(app)
-    for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, config_bp, openapi_bp):
+    for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, transactions_bp, config_bp,
+                      openapi_bp):
         app.register_blueprint(blueprint)
 
     @app.before_request

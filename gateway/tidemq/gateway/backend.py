@@ -22,6 +22,7 @@ from tidemq.client import (
     ReceivedMessage,
     SendResult,
     SimpleConsumer,
+    TransactionProducer,
 )
 from tidemq.client.dead_letters import Redriven
 from tidemq.client.routes import NameServerClient, TopicRoute
@@ -32,6 +33,7 @@ from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
+from tidemq.gateway.transactions import HttpTransactions
 
 GATEWAY_GROUP = "tidemq-gateway-http"
 MAX_POPPERS = 256   # SimpleConsumers kept per worker, one per (group, topic, filter); oldest dropped
@@ -61,6 +63,9 @@ class GatewayBackend:
                                      timeout=settings.rpc_timeout_s, breaker=breaker)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
         self.topics = TopicDefinitions(self.config)
+        self._breaker = breaker
+        self.transactions = HttpTransactions(self.config, self._transaction_producer,
+                                             ttl_s=settings.transaction_ttl_s)
         self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
@@ -150,6 +155,17 @@ class GatewayBackend:
         return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
                                   max_messages, long_poll=wait_ms / 1000)
 
+    # -- transactions (transactions.py) ---------------------------------------------------
+
+    def _transaction_producer(self, group: str, check_listener) -> TransactionProducer:
+        settings = self.settings
+        return TransactionProducer(settings.namesrv_addrs, producer_group=group,
+                                   check_listener=check_listener,
+                                   send_timeout=settings.send_timeout_s,
+                                   retries=settings.send_retries,
+                                   max_message_size=settings.max_message_size,
+                                   breaker=self._breaker)
+
     # -- pop consumption and dead letters -------------------------------------------------
 
     def _popper(self, group: str, topic: str, tags: str = "*",
@@ -191,6 +207,7 @@ class GatewayBackend:
     def close(self) -> None:
         if self.dynamic is not None:
             self.dynamic.stop()
+        self.transactions.close()
         self.producer.close()
         self.consumer.close()
         self.config.close()

@@ -28,6 +28,7 @@ from tidemq.gateway.schema import (
     domain_check,
     rule_error,
 )
+from tidemq.gateway.transactions import DEFAULT_PRODUCER_GROUP, check_producer_group
 
 MAX_QUEUES = 1024
 MAX_BATCH = 1000
@@ -121,6 +122,9 @@ class SendRequest(RequestBody):
                         Field(min_length=1, max_length=MAX_BATCH,
                               description=f"1..{MAX_BATCH} messages, sent in this order"),
                         ErrorCode("INVALID_REQUEST", too_long="BATCH_TOO_LARGE")]
+    transaction_id: Annotated[str, Field(
+        description="send into this open transaction (POST /v1/transactions): the messages "
+                    "stay invisible until it is committed"), ErrorCode("INVALID_REQUEST")] = ""
 
 
 class FetchQuery(QueryParameters):
@@ -217,6 +221,23 @@ class DeadLetterQuery(QueryParameters):
     """GET /v1/groups/{group}/dlq."""
 
     limit: Annotated[int, Field(ge=1, le=1000, description="at most this many")] = 100
+
+
+# -- transactions (tidemq.gateway.transactions) --------------------------------------------
+
+class TransactionOpenRequest(RequestBody):
+    """POST /v1/transactions (the body is optional)."""
+
+    producer_group: Annotated[str, Field(
+        description="the producer group whose TransactionProducer prepares the messages and "
+                    "answers the brokers' check-backs",
+        json_schema_extra={"minLength": 1, "maxLength": 127, "pattern": "^[A-Za-z0-9_%|-]+$"}),
+        AfterValidator(domain_check(check_producer_group)),
+        ErrorCode("INVALID_PRODUCER_GROUP")] = DEFAULT_PRODUCER_GROUP
+
+
+class TransactionEndRequest(RequestBody):
+    """POST /v1/transactions/{id}/commit and /rollback: no fields (the body is optional)."""
 
 
 # -- subscription groups (fields from tidemq.configclient.groups, the brokers' schema) ------

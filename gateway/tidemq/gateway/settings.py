@@ -36,6 +36,9 @@ class GatewaySettings(ServiceSettings):
     dynamic_settings: bool = setting(
         True, "follow breaker_fail_max / breaker_reset_s in the config center, live")
     worker_timeout_s: int = setting(30, "gunicorn kills a worker silent for this long")
+    transaction_ttl_s: int = setting(
+        60, "an HTTP transaction neither committed nor rolled back this long after it was "
+            "opened expires: its messages are rolled back at their check-back (s)")
 
     @property
     def max_request_bytes(self) -> int:

@@ -4,7 +4,7 @@
   GET  /v1/topics                                list
   GET  /v1/topics/<topic>                        route + per-queue min/max offsets
   DELETE /v1/topics/<topic>                      delete the definition (404 TOPIC_NOT_EXIST)
-  POST /v1/topics/<topic>/messages               send {"messages": [...]}
+  POST /v1/topics/<topic>/messages               send {"messages": [...], "transaction_id"?}
   GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
 """
 
@@ -69,7 +69,8 @@ def delete_topic(topic: str):
 def send_messages(topic: str, body: SendRequest):
     """Send messages (one all-or-nothing batch per chosen queue)."""
     messages = validation.parse_messages(topic, body)
-    results = _backend().send(messages)
+    results = (_backend().transactions.send(body.transaction_id, messages) if body.transaction_id
+               else _backend().send(messages))
     metrics.MESSAGES_SENT.inc(len(results))
     return jsonify({"results": [{
         "status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,

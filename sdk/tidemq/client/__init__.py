@@ -1,4 +1,5 @@
-"""TideMQ Python client: Producer, PullConsumer, PushConsumer and the message model.
+"""TideMQ Python client: Producer, TransactionProducer, PullConsumer, PushConsumer and the
+message model.
 
 >>> from tidemq.client import Producer, PushConsumer, Message   # doctest: +SKIP
 """
@@ -25,11 +26,18 @@ from tidemq.client.selector import (
     SelectRandom,
 )
 from tidemq.client.simple_consumer import ReceivedMessage, SimpleConsumer
+from tidemq.client.transaction import (
+    TransactionEnd,
+    TransactionProducer,
+    TransactionResolution,
+    TransactionSendResult,
+)
 
 __all__ = [
     "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
     "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult",
-    "SendStatus", "SimpleConsumer", "TopicRoute",
+    "SendStatus", "SimpleConsumer", "TopicRoute", "TransactionEnd", "TransactionProducer",
+    "TransactionResolution", "TransactionSendResult",
 ]

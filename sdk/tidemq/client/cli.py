@@ -43,6 +43,7 @@ from tidemq.client.cli_common import (
 )
 from tidemq.client.cli_config import config_app
 from tidemq.client.cli_dlq import dlq_app
+from tidemq.client.cli_txn import txn_app
 
 __all__ = ["app", "main", "parse_time"]
 
@@ -72,6 +73,7 @@ app.add_typer(offset_app, name="offset")
 app.add_typer(message_app, name="message")
 app.add_typer(config_app, name="config")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(txn_app, name="txn")
 
 
 

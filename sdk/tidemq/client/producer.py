@@ -262,12 +262,14 @@ class Producer:
 
     def _send(self, topic: str, messages: Sequence[Message],
               choose: Callable[[TopicRoute, str], MessageQueue] | None,
-              timeout: float | None, retries: int | None = None) -> list[SendResult]:
+              timeout: float | None, retries: int | None = None, *,
+              transaction_prepared: bool = False) -> list[SendResult]:
         if not messages:
             raise errors.InvalidArgument("nothing to send: the batch is empty")
         deadline = time.monotonic() + (timeout or self.send_timeout)
         return self._send_prepared(topic, self._prepare(topic, messages), choose, deadline,
-                                   self.retries if retries is None else retries)
+                                   self.retries if retries is None else retries,
+                                   transaction_prepared=transaction_prepared)
 
     def _prepare(self, topic: str, messages: Sequence[Message]) -> _Prepared:
         """Start the batch's PRODUCER span and encode the batch in it (the records carry the
@@ -288,10 +290,11 @@ class Producer:
 
     def _send_prepared(self, topic: str, batch: _Prepared,
                        choose: Callable[[TopicRoute, str], MessageQueue] | None,
-                       deadline: float, retries: int) -> list[SendResult]:
+                       deadline: float, retries: int, *,
+                       transaction_prepared: bool = False) -> list[SendResult]:
         with trace.use_span(batch.span, end_on_exit=True) as span:
             results = self._send_records(topic, batch.records, batch.unique_ids, choose,
-                                         deadline, retries)
+                                         deadline, retries, transaction_prepared)
             if len(results) == 1:
                 span.set_attribute("messaging.message.id", results[0].unique_id)
             span.set_attribute("messaging.destination.partition.id", str(results[0].queue_id))
@@ -299,7 +302,8 @@ class Producer:
 
     def _send_records(self, topic: str, records: bytes, unique_ids: list[str],
                       choose: Callable[[TopicRoute, str], MessageQueue] | None,
-                      deadline: float, retries: int) -> list[SendResult]:
+                      deadline: float, retries: int,
+                      transaction_prepared: bool = False) -> list[SendResult]:
         last_failed = ""
         last_error: errors.TideMQError | None = None
         attempt = failovers = 0
@@ -324,7 +328,8 @@ class Producer:
                 response = self.brokers.get(addr).call(
                     "Send",
                     broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id, records=records,
-                                           record_count=len(unique_ids)),
+                                           record_count=len(unique_ids),
+                                           transaction_prepared=transaction_prepared),
                     timeout=remaining,
                 )
             except errors.TopicNotExist:

@@ -93,6 +93,13 @@ _PROPERTY_SEP = "\x02"
 
 # sys_flag bits
 SYS_FLAG_COMPRESSED = 0x1
+# RocketMQ's transaction type bits (MessageSysFlag): a half (prepared) message, and the type a
+# message carries once its transaction ended (docs/transactions.md).
+TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
@@ -474,18 +481,24 @@ PROP_RETRY_TOPIC = "RETRY_TOPIC"              # the topic the message was first 
 PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # its offset msg id there
 PROP_FIRST_FAILURE_MS = "FIRST_FAILURE_MS"    # when a consumer first gave it back (ms)
 PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (retry back-off)
+PROP_REAL_TOPIC = "REAL_TOPIC"                # a half message's topic once committed
+PROP_REAL_QUEUE_ID = "REAL_QID"               # ... and its queue there
+PROP_TRANSACTION_PREPARED = "TRAN_MSG"        # "true": sent as part of a transaction
+PROP_PRODUCER_GROUP = "PGROUP"                # the group whose producers are checked back
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,
              reconsume_times: int | None = None,
              set_properties: Mapping[str, str] | None = None,
-             keep_properties: Mapping[str, str] | None = None) -> bytes:
+             keep_properties: Mapping[str, str] | None = None,
+             transaction_type: int | None = None) -> bytes:
     """The stored record `raw`, moved to `topic`/`queue_id` as a new record for the append path.
 
     The body is copied as bytes (never decoded or decompressed); the broker-stamped fields
     (queue offset, physical offset, store time and host) are zeroed for the store to stamp
     again; `set_properties` replace or add, `keep_properties` add only where the record has no
-    value yet (an origin stays the first one across retries); the CRC is recomputed.
+    value yet (an origin stays the first one across retries); `transaction_type` replaces the
+    sys_flag's transaction bits (a half message and its commit); the CRC is recomputed.
     Retries, dead letters, re-drives and pop revives all move a record through this."""
     view = memoryview(raw)
     header = checked_header(view, 0, verify_crc=False)
@@ -495,8 +508,11 @@ def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int =
     props.update(set_properties or {})
     body_len = header[H_BODY_LEN]
     body = view[HEADER_SIZE:HEADER_SIZE + body_len]
+    sys_flag = header[H_SYS_FLAG]
+    if transaction_type is not None:
+        sys_flag = sys_flag & ~TRANSACTION_TYPE_MASK | transaction_type & TRANSACTION_TYPE_MASK
     return encode(topic, body, properties=encode_properties(props), queue_id=queue_id,
-                  flag=header[H_FLAG], sys_flag=header[H_SYS_FLAG],
+                  flag=header[H_FLAG], sys_flag=sys_flag,
                   born_timestamp=header[H_BORN_TIMESTAMP], born_host=header[H_BORN_HOST],
                   reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
                                    else reconsume_times),

@@ -14,22 +14,33 @@ class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NO_NEW_MSG: _ClassVar[PullStatus]
     NO_MATCHED_MSG: _ClassVar[PullStatus]
     OFFSET_ILLEGAL: _ClassVar[PullStatus]
+
+class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_UNKNOWN: _ClassVar[TransactionResolution]
+    TRANSACTION_COMMIT: _ClassVar[TransactionResolution]
+    TRANSACTION_ROLLBACK: _ClassVar[TransactionResolution]
 FOUND: PullStatus
 NO_NEW_MSG: PullStatus
 NO_MATCHED_MSG: PullStatus
 OFFSET_ILLEGAL: PullStatus
+TRANSACTION_UNKNOWN: TransactionResolution
+TRANSACTION_COMMIT: TransactionResolution
+TRANSACTION_ROLLBACK: TransactionResolution
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "records", "record_count")
+    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_PREPARED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     records: bytes
     record_count: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+    transaction_prepared: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host")
@@ -660,3 +671,57 @@ class UnlockQueuesRequest(_message.Message):
 class UnlockQueuesResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("producer_group", "transaction_id", "half_offset", "resolution", "from_check")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    HALF_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    FROM_CHECK_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    transaction_id: str
+    half_offset: int
+    resolution: TransactionResolution
+    from_check: bool
+    def __init__(self, producer_group: _Optional[str] = ..., transaction_id: _Optional[str] = ..., half_offset: _Optional[int] = ..., resolution: _Optional[_Union[TransactionResolution, str]] = ..., from_check: _Optional[bool] = ...) -> None: ...
+
+class EndTransactionResponse(_message.Message):
+    __slots__ = ("state", "already_resolved")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    already_resolved: bool
+    def __init__(self, state: _Optional[str] = ..., already_resolved: _Optional[bool] = ...) -> None: ...
+
+class ProducerHeartbeatRequest(_message.Message):
+    __slots__ = ("producer_group", "client_id")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    client_id: str
+    def __init__(self, producer_group: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class ProducerHeartbeatResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TransactionChecksRequest(_message.Message):
+    __slots__ = ("producer_group", "client_id")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    client_id: str
+    def __init__(self, producer_group: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class TransactionCheck(_message.Message):
+    __slots__ = ("transaction_id", "half_offset", "record", "check_times")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    HALF_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    CHECK_TIMES_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    half_offset: int
+    record: bytes
+    check_times: int
+    def __init__(self, transaction_id: _Optional[str] = ..., half_offset: _Optional[int] = ..., record: _Optional[bytes] = ..., check_times: _Optional[int] = ...) -> None: ...

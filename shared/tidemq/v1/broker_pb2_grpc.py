@@ -167,6 +167,21 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/tidemq.v1.BrokerService/EndTransaction',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
+                _registered_method=True)
+        self.ProducerHeartbeat = channel.unary_unary(
+                '/tidemq.v1.BrokerService/ProducerHeartbeat',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.TransactionChecks = channel.unary_stream(
+                '/tidemq.v1.BrokerService/TransactionChecks',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.TransactionChecksRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.TransactionCheck.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -349,6 +364,27 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndTransaction(self, request, context):
+        """Transactional messages (txn, docs/transactions.md): a Send with transaction_prepared stores
+        a half message; EndTransaction commits or rolls it back. Producers of a group keep a
+        TransactionChecks stream open (and heartbeat) so the broker can check back unresolved ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProducerHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TransactionChecks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -481,6 +517,21 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.UnlockQueues,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.EndTransactionRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.EndTransactionResponse.SerializeToString,
+            ),
+            'ProducerHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProducerHeartbeat,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatResponse.SerializeToString,
+            ),
+            'TransactionChecks': grpc.unary_stream_rpc_method_handler(
+                    servicer.TransactionChecks,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.TransactionChecksRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.TransactionCheck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1188,6 +1239,87 @@ class BrokerService:
             '/tidemq.v1.BrokerService/UnlockQueues',
             tidemq_dot_v1_dot_broker__pb2.UnlockQueuesRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.UnlockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/EndTransaction',
+            tidemq_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProducerHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/ProducerHeartbeat',
+            tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.ProducerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransactionChecks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/TransactionChecks',
+            tidemq_dot_v1_dot_broker__pb2.TransactionChecksRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.TransactionCheck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -48,3 +48,16 @@ def test_with_reconsume_times_changes_only_the_count(body, times):
     assert out.reconsume_times == times and bytes(out.body) == body
     assert copy[:record.OFF_RECONSUME_TIMES][record.CRC_START:] == \
         stored[:record.OFF_RECONSUME_TIMES][record.CRC_START:]
+
+
+@given(body=st.binary(max_size=128), compressed=st.booleans(),
+       before=st.sampled_from([record.TRANSACTION_NOT_TYPE, record.TRANSACTION_PREPARED_TYPE]),
+       after=st.sampled_from([record.TRANSACTION_PREPARED_TYPE, record.TRANSACTION_COMMIT_TYPE,
+                              record.TRANSACTION_ROLLBACK_TYPE]))
+def test_retarget_replaces_only_the_transaction_bits(body, compressed, before, after):
+    flag = (record.SYS_FLAG_COMPRESSED if compressed else 0) | before
+    stored = record.encode("orders", body, sys_flag=flag)
+    out = record.decode(record.retarget(stored, "half", transaction_type=after))
+    assert out.sys_flag & record.TRANSACTION_TYPE_MASK == after
+    assert out.sys_flag & record.SYS_FLAG_COMPRESSED == flag & record.SYS_FLAG_COMPRESSED
+    assert bytes(out.body) == body

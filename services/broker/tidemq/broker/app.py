@@ -28,6 +28,7 @@ from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConf
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
+from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
@@ -128,6 +129,11 @@ class BrokerApp:
                               broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
                               revive_interval_s=settings.pop_revive_interval_ms / 1000)
+        self.transactions = TransactionService(
+            self.messaging, system_topics, self.offsets, settings=CheckSettings(
+                timeout_ms=settings.transaction_timeout_ms,
+                interval_ms=settings.transaction_check_interval_ms,
+                max_checks=settings.transaction_check_max))
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
@@ -135,9 +141,10 @@ class BrokerApp:
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
-                                        else None),
+                                        else None, self.transactions),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
+        metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
@@ -158,6 +165,7 @@ class BrokerApp:
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
         self.pop.start()  # replays the revive log before the first Pop is served
+        self.transactions.start(self.runtime.transport.loop)  # replays half + op topics
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -170,7 +178,7 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
+                     self.holds.shutdown, self.transactions.stop, self.runtime.stop, self.pop.stop, self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):
             try:

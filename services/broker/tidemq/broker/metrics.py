@@ -14,6 +14,12 @@ PUT_LATENCY = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 HELD_PULLS = Gauge("tidemq_broker_held_pulls", "Pulls currently held by long polling")
+TRANSACTIONS = Counter(
+    "tidemq_broker_transactions_total",
+    "Transactional messages by event: prepared, committed, rolled_back, checked, discarded",
+    ["event"])
+OPEN_TRANSACTIONS = Gauge("tidemq_broker_open_transactions",
+                          "Half messages neither committed, rolled back nor discarded")
 
 
 def record_put(topic: str, record_count: int, size: int, seconds: float) -> None:

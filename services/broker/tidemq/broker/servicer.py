@@ -13,6 +13,7 @@ from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.retry import RetryService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.transactions import TransactionService
 from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
@@ -45,7 +46,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  subscriptions: SubscriptionGroupManager | None = None,
                  replication=None, retry: RetryService | None = None,
                  pop: PopService | None = None, locks: QueueLocks | None = None,
-                 read_advisor: ReadAdvisor | None = None) -> None:
+                 read_advisor: ReadAdvisor | None = None,
+                 transactions: TransactionService | None = None) -> None:
+        self.transactions = transactions  # transactional messages (transactions/)
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
         self.read_advisor = read_advisor  # where far-behind (or caught-up) pulls go next
         self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
@@ -60,8 +63,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets = offsets
 
     async def Send(self, request, context):
-        result = await self.messaging.send(request.topic, request.queue_id, request.records,
-                                           request.record_count)
+        send = self.transactions.prepare if request.transaction_prepared else self.messaging.send
+        result = await send(request.topic, request.queue_id, request.records,
+                            request.record_count)
         return broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
             queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
@@ -258,6 +262,28 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.locks.unlock(request.consumer_group, request.client_id,
                           [(q.topic, q.queue_id) for q in request.queues])
         return broker_pb2.UnlockQueuesResponse()
+
+    async def EndTransaction(self, request, context):
+        commit = RESOLUTIONS.get(request.resolution)
+        state, already = await self.transactions.end(
+            request.producer_group, request.transaction_id, request.half_offset, commit)
+        return broker_pb2.EndTransactionResponse(state=state.value, already_resolved=already)
+
+    async def ProducerHeartbeat(self, request, context):
+        self.transactions.heartbeat(request.producer_group, request.client_id)
+        return broker_pb2.ProducerHeartbeatResponse()
+
+    async def TransactionChecks(self, request, context):
+        self.transactions.heartbeat(request.producer_group, request.client_id)  # validates
+        async for check in self.transactions.checks(request.producer_group, request.client_id):
+            yield broker_pb2.TransactionCheck(
+                transaction_id=check.transaction_id, half_offset=check.half_offset,
+                record=check.record, check_times=check.check_times)
+
+
+# EndTransaction's resolution -> TransactionService.end's `commit`
+RESOLUTIONS = {broker_pb2.TRANSACTION_COMMIT: True, broker_pb2.TRANSACTION_ROLLBACK: False,
+               broker_pb2.TRANSACTION_UNKNOWN: None}
 
 
 def subscription_group_pb(group, defined: bool) -> broker_pb2.SubscriptionGroup:

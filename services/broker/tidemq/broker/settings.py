@@ -56,6 +56,15 @@ class BrokerSettings(ServiceSettings):
                "(ms; RocketMQ's first retry level)")
     pop_revive_interval_ms: int = setting(
         200, "how often popped messages past their invisible time are looked for (ms)")
+    transaction_timeout_ms: int = setting(
+        6000, "a half message not committed or rolled back this long after it was stored is "
+              "checked back with a producer of its group (ms; RocketMQ's transactionTimeOut)")
+    transaction_check_interval_ms: int = setting(
+        60000, "an unresolved half message is checked back again this often (ms; RocketMQ's "
+               "transactionCheckInterval)")
+    transaction_check_max: int = setting(
+        15, "check-backs of one half message before it is discarded and logged (RocketMQ's "
+            "transactionCheckMax)")
     enable_property_filter: bool = setting(
         True, "accept SQL92 subscriptions (pull, push, pop), evaluated over each candidate "
               "message's properties; false = refused with FILTER_DISABLED (RocketMQ's "
@@ -113,6 +122,10 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("min_in_sync_replicas must be >= 1 (the master counts)")
         if self.broker_lease_ttl_s < 1:
             raise SettingsError("broker_lease_ttl_s must be >= 1")
+        if min(self.transaction_timeout_ms, self.transaction_check_interval_ms) <= 0 or \
+                self.transaction_check_max < 0:
+            raise SettingsError("transaction_timeout_ms and transaction_check_interval_ms must "
+                                "be > 0, transaction_check_max >= 0")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")
 
