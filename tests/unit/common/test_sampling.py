@@ -29,9 +29,9 @@ def test_routine_root_spans_are_dropped_users_are_kept(traced):
     tracer, exporter, _ = traced
     for name in ("/tidemq.v1.BrokerService/Heartbeat", "/tidemq.v1.NameServerService/"
                  "RegisterBroker", "/grpc.health.v1.Health/Check", "GET /healthz"):
-        with tracer.start_as_current_span(name):
-            with tracer.start_as_current_span("/tidemq.v1.ConfigService/Get"):
-                pass   # a call made while handling a routine one: dropped with it
+        with tracer.start_as_current_span(name), \
+                tracer.start_as_current_span("/tidemq.v1.ConfigService/Get"):
+            pass   # a call made while handling a routine one: dropped with it
     with tracer.start_as_current_span("/tidemq.v1.BrokerService/Send"):
         pass
     assert names(exporter) == ["/tidemq.v1.BrokerService/Send"]
@@ -39,9 +39,9 @@ def test_routine_root_spans_are_dropped_users_are_kept(traced):
 
 def test_a_quiet_operation_inside_a_users_request_is_kept(traced):
     tracer, exporter, _ = traced
-    with tracer.start_as_current_span("POST /v1/topics/orders/messages"):
-        with tracer.start_as_current_span("/tidemq.v1.ConfigService/Watch"):
-            pass
+    with tracer.start_as_current_span("POST /v1/topics/orders/messages"), \
+            tracer.start_as_current_span("/tidemq.v1.ConfigService/Watch"):
+        pass
     assert names(exporter) == ["/tidemq.v1.ConfigService/Watch",
                                "POST /v1/topics/orders/messages"]
 
