@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidemq.client.brokers import BrokerClients
+from tidemq.client.consume_spans import record_receive
 from tidemq.client.message import MessageQueue, PullResult, PullStatus, decode_records
 from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache, TopicRoute
 from tidemq.common import errors, sqlfilter
@@ -105,6 +106,7 @@ class PullConsumer:
         wanted = exact_tags(tag_expression) if kind == sqlfilter.TAG else None
         if wanted is not None and messages:
             messages = [m for m in messages if m.tags in wanted]
+        record_receive(mq.topic, self.consumer_group, messages)
         return PullResult(PullStatus(response.status), messages, response.next_begin_offset,
                           response.min_offset, response.max_offset)
 

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from tidemq.client.consume_spans import outcome, processing
 from tidemq.client.message import MessageExt, MessageQueue
 from tidemq.client.process_queue import ProcessQueue
 from tidemq.common import errors
@@ -77,12 +78,15 @@ class QueueWorker:
         was revoked meanwhile (the batch stays pending for the next owner)."""
         consumer, failures = self.owner.consumer, 0
         while not self.pq.dropped and self.locked():
-            try:
-                status = consumer.listener(batch)
-            except Exception:
-                log.exception("orderly_listener_failed", queue=str(self.pq.mq))
-                status = None
-            if status is not None and status.value == "CONSUME_SUCCESS":
+            with processing(self.pq.mq.topic, consumer.group, batch) as span:
+                try:
+                    status = consumer.listener(batch)
+                except Exception:
+                    log.exception("orderly_listener_failed", queue=str(self.pq.mq))
+                    status = None
+                succeeded = status is not None and status.value == "CONSUME_SUCCESS"
+                outcome(span, getattr(status, "value", "EXCEPTION"), not succeeded)
+            if succeeded:
                 return True
             failures += 1
             if failures > consumer.max_reconsume_times:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tidemq.client.consume_spans import outcome, processing
 from tidemq.client.consumer import PullConsumer, checked_subscription
 from tidemq.client.group import DirectClients, GroupMember
 from tidemq.client.message import MessageExt, MessageQueue, PullStatus
@@ -268,11 +269,14 @@ class PushConsumer:
     def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         if pq.dropped:
             return
-        try:
-            status = self.listener(batch)
-        except Exception:
-            log.exception("listener_failed", queue=str(pq.mq), count=len(batch))
-            status = ConsumeStatus.RECONSUME_LATER
+        with processing(pq.mq.topic, self.group, batch) as span:
+            try:
+                status = self.listener(batch)
+            except Exception:
+                log.exception("listener_failed", queue=str(pq.mq), count=len(batch))
+                status = ConsumeStatus.RECONSUME_LATER
+            outcome(span, getattr(status, "value", str(status)),
+                    status is not ConsumeStatus.CONSUME_SUCCESS)
         if status is not ConsumeStatus.CONSUME_SUCCESS:
             batch = self._send_back(pq, batch)
             if batch:  # kept pending (no commit past them) and tried again after a backoff

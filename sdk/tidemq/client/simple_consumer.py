@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidemq.client.consume_spans import record_receive
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
@@ -85,6 +86,7 @@ class SimpleConsumer:
                 continue
             if reply.record_count:
                 messages = decode_records(reply.records, broker_name)
+                record_receive(self.topic, self.group, messages)
                 return [ReceivedMessage(m, h)
                         for m, h in zip(messages, reply.receipt_handles, strict=True)]
         return []

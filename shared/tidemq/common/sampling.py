@@ -7,7 +7,9 @@ span whose operation is on the quiet list is not sampled; any span under a sampl
 follows its parent (a user's request keeps every hop), and any operation not on the list is
 sampled. The decision is taken when a span starts, by name: the gRPC method for gRPC spans
 (`/tidemq.v1.BrokerService/Heartbeat` → `Heartbeat`), the last path segment for HTTP ones
-(`GET /healthz` → `healthz`).
+(`GET /healthz` → `healthz`). Reads (Pull, Pop) are on the list because their transport span
+starts before anyone knows whether it finds messages: the client records a `receive` span
+for each read that did, linked to the messages' publish spans (tidemq.client.consume_spans).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 QUIET_BY_DEFAULT = ("Heartbeat", "RegisterBroker", "LeaseKeepAlive", "Watch", "Check",
-                    "GetAllConsumerOffsets", "healthz", "metrics")
+                    "GetAllConsumerOffsets", "Pull", "Pop", "healthz", "metrics")
 
 
 def operation(span_name: str) -> str:
