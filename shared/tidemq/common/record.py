@@ -92,6 +92,7 @@ _PROPERTY_SEP = "\x02"
 
 # sys_flag bits
 SYS_FLAG_COMPRESSED = 0x1
+SYS_FLAG_SCHEDULED = 0x10  # delayed / scheduled: a DELAY or TIMER_DELIVER_MS property (scheduled.md)
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
@@ -469,30 +470,40 @@ def iter_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
 PROP_RETRY_TOPIC = "RETRY_TOPIC"              # the topic the message was first sent to
 PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # its offset msg id there
 PROP_FIRST_FAILURE_MS = "FIRST_FAILURE_MS"    # when a consumer first gave it back (ms)
-PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (retry back-off)
+PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (old retries)
+# Scheduled delivery (docs/scheduled.md), RocketMQ's names.
+PROP_DELAY = "DELAY"                          # delay level 1..18, set by the producer
+PROP_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"    # exact delivery time (epoch ms), by the producer
+PROP_TIMER_OUT_MS = "TIMER_OUT_MS"            # due time the broker computed (schedule topic)
+PROP_REAL_TOPIC = "REAL_TOPIC"                # where a scheduled record goes when due
+PROP_REAL_QUEUE_ID = "REAL_QID"
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,
              reconsume_times: int | None = None,
              set_properties: Mapping[str, str] | None = None,
-             keep_properties: Mapping[str, str] | None = None) -> bytes:
+             keep_properties: Mapping[str, str] | None = None,
+             drop_properties: Sequence[str] = (), clear_sys_flags: int = 0) -> bytes:
     """The stored record `raw`, moved to `topic`/`queue_id` as a new record for the append path.
 
     The body is copied as bytes (never decoded or decompressed); the broker-stamped fields
     (queue offset, physical offset, store time and host) are zeroed for the store to stamp
     again; `set_properties` replace or add, `keep_properties` add only where the record has no
-    value yet (an origin stays the first one across retries); the CRC is recomputed.
-    Retries, dead letters, re-drives and pop revives all move a record through this."""
+    value yet (an origin stays the first one across retries), `drop_properties` go, and the
+    `clear_sys_flags` bits are cleared; the CRC is recomputed. Retries, dead letters,
+    re-drives, pop revives and scheduled delivery all move a record through this."""
     view = memoryview(raw)
     header = checked_header(view, 0, verify_crc=False)
     props = properties_at(view, 0, header)
     for name, value in (keep_properties or {}).items():
         props.setdefault(name, value)
     props.update(set_properties or {})
+    for name in drop_properties:
+        props.pop(name, None)
     body_len = header[H_BODY_LEN]
     body = view[HEADER_SIZE:HEADER_SIZE + body_len]
     return encode(topic, body, properties=encode_properties(props), queue_id=queue_id,
-                  flag=header[H_FLAG], sys_flag=header[H_SYS_FLAG],
+                  flag=header[H_FLAG], sys_flag=header[H_SYS_FLAG] & ~clear_sys_flags,
                   born_timestamp=header[H_BORN_TIMESTAMP], born_host=header[H_BORN_HOST],
                   reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
                                    else reconsume_times),

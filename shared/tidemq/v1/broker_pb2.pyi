@@ -20,16 +20,18 @@ NO_MATCHED_MSG: PullStatus
 OFFSET_ILLEGAL: PullStatus
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "records", "record_count")
+    __slots__ = ("topic", "queue_id", "records", "record_count", "scheduled")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     records: bytes
     record_count: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ...) -> None: ...
+    scheduled: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., scheduled: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host")

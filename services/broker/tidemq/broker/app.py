@@ -22,13 +22,14 @@ from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
-from tidemq.common import record
+from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.configclient.client import ConfigClient
@@ -115,8 +116,18 @@ class BrokerApp:
         self.topic_writer = ConfigClient(settings.config_center)
         system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
                                      wait_s=settings.topic_sync_wait_s)
+        wheel = TimingWheel()
+        if settings.max_delay_ms > wheel.capacity_ms:
+            log.warning("max_delay_ms is beyond the timer's reach; using the reach",
+                        max_delay_ms=settings.max_delay_ms, reach_ms=wheel.capacity_ms)
+        self.schedule = ScheduleService(
+            self.messaging, system_topics, wheel,
+            level_ms=delays.parse_delay_levels(settings.message_delay_level),
+            max_delay_ms=min(settings.max_delay_ms, wheel.capacity_ms))
+        self.deliverer = Deliverer(self.messaging, self.offsets, wheel,
+                                   tick_ms=settings.schedule_tick_ms)
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
-                                  backoff_ms=settings.retry_backoff_ms)
+                                  schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
                               broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
@@ -126,7 +137,8 @@ class BrokerApp:
                                         self.group_manager,
                                         self.replication.host if self.replication else None,
                                         self.retry, self.pop,
-                                        QueueLocks(self.topic_writer, settings.broker_name)),
+                                        QueueLocks(self.topic_writer, settings.broker_name),
+                                        self.schedule),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
@@ -149,6 +161,7 @@ class BrokerApp:
         self.runtime.ready_extra = {"broker_name": self.settings.broker_name}
         self.groups.start()
         self.pop.start()  # replays the revive log before the first Pop is served
+        self.deliverer.start()  # delivers only while this broker is a master
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -161,7 +174,8 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.topic_writer.close,
+                     self.holds.shutdown, self.runtime.stop, self.pop.stop, self.deliverer.stop,
+                     self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):
             try:

@@ -10,6 +10,7 @@ from tidemq.broker.pop import PopService
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.retry import RetryService
+from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common.errors import InvalidArgument, PreconditionFailed
@@ -43,7 +44,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  offsets: ConsumerOffsetManager, groups: GroupRpc | None = None,
                  subscriptions: SubscriptionGroupManager | None = None,
                  replication=None, retry: RetryService | None = None,
-                 pop: PopService | None = None, locks: QueueLocks | None = None) -> None:
+                 pop: PopService | None = None, locks: QueueLocks | None = None,
+                 schedule: ScheduleService | None = None) -> None:
+        self.schedule = schedule  # delayed / scheduled sends (schedule/)
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
         self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
         self.pop = pop  # pop consumption (pop/)
@@ -57,8 +60,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets = offsets
 
     async def Send(self, request, context):
-        result = await self.messaging.send(request.topic, request.queue_id, request.records,
-                                           request.record_count)
+        # A producer marks a batch holding a delayed message; only those are looked into.
+        send = (self.schedule.send if request.scheduled and self.schedule is not None
+                else self.messaging.send)
+        result = await send(request.topic, request.queue_id, request.records,
+                            request.record_count)
         return broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
             queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
