@@ -32,13 +32,15 @@ LEVELS = delays.parse_delay_levels(delays.DEFAULT_DELAY_LEVELS)
 
 
 class Clock:
-    """Real time plus an offset the test moves forward."""
+    """The time the test was set up plus an offset the test moves forward: the timer reads
+    only this clock, so what is due when is exact (store timestamps are not looked at)."""
 
     def __init__(self) -> None:
+        self.base = time.time()
         self.offset = 0.0
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return self.base + self.offset
 
     def ms(self) -> int:
         return int(self() * 1000)
