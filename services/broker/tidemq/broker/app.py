@@ -120,6 +120,11 @@ class BrokerApp:
         if settings.max_delay_ms > wheel.capacity_ms:
             log.warning("max_delay_ms is beyond the timer's reach; using the reach",
                         max_delay_ms=settings.max_delay_ms, reach_ms=wheel.capacity_ms)
+        if settings.max_delay_ms > settings.retention_hours * 3600 * 1000:
+            log.warning("max_delay_ms is beyond retention_hours: a message waiting that long "
+                        "may be deleted with its segment before it is due",
+                        max_delay_ms=settings.max_delay_ms,
+                        retention_hours=settings.retention_hours)
         self.schedule = ScheduleService(
             self.messaging, system_topics, wheel,
             level_ms=delays.parse_delay_levels(settings.message_delay_level),
