@@ -109,6 +109,7 @@ def test_a_delay_level_waits_in_its_queue_then_reaches_the_real_queue(broker):
     broker.send(Message(TOPIC, b"later", tags="t", delay_level=3))   # 10 s
     assert broker.tick() == 0 and broker.real() == []
     assert broker.store.max_offset(SCHEDULE_TOPIC, 2) == 1  # queue level - 1
+    assert broker.deliverer.waiting() == 1
     broker.clock.offset = 9.0
     assert broker.tick() == 0
     broker.clock.offset = 10.1
@@ -120,6 +121,7 @@ def test_a_delay_level_waits_in_its_queue_then_reaches_the_real_queue(broker):
     for name in (record.PROP_DELAY, record.PROP_REAL_TOPIC, record.PROP_TIMER_OUT_MS):
         assert name not in delivered.properties
     assert broker.tick() == 0 and len(broker.real()) == 1   # moved once
+    assert broker.deliverer.waiting() == 0 and broker.deliverer.delivered == 1
 
 
 def test_an_exact_time_is_kept_in_the_wheel_and_never_delivered_early(broker):

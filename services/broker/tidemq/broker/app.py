@@ -147,6 +147,7 @@ class BrokerApp:
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)
+        metrics.watch_schedule(self.deliverer)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(

@@ -91,6 +91,14 @@ class Deliverer:
         if entries:
             self.offsets.commit(PROGRESS_GROUP, entries)
 
+    def waiting(self) -> int:
+        """Schedule records not read yet (0 on a slave, whose cursors are not its own)."""
+        if not self._was_master:
+            return 0
+        store, cursors = self.messaging.store, dict(self.cursors)
+        return sum(max(0, store.max_offset(SCHEDULE_TOPIC, q) - cursors.get(q, 0))
+                   for q in store.queue_ids(SCHEDULE_TOPIC))
+
     # -- one tick -------------------------------------------------------------------------------
 
     def _serving_master(self) -> bool:
