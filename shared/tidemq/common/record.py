@@ -494,20 +494,33 @@ def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int =
     re-drives, pop revives and scheduled delivery all move a record through this."""
     view = memoryview(raw)
     header = checked_header(view, 0, verify_crc=False)
-    props = properties_at(view, 0, header)
-    for name, value in (keep_properties or {}).items():
-        props.setdefault(name, value)
-    props.update(set_properties or {})
-    for name in drop_properties:
-        props.pop(name, None)
     body_len = header[H_BODY_LEN]
+    at = HEADER_SIZE + body_len
+    at += 3 + view[at]
+    stored = bytes(view[at:])  # the encoded properties
+    if keep_properties or drop_properties or _has_any(stored, set_properties or {}):
+        props = properties_at(view, 0, header)
+        for name, value in (keep_properties or {}).items():
+            props.setdefault(name, value)
+        props.update(set_properties or {})
+        for name in drop_properties:
+            props.pop(name, None)
+        encoded = encode_properties(props)
+    else:  # only new names: appended as bytes, nothing decoded (a scheduled move)
+        encoded = stored + encode_properties(set_properties) if set_properties else stored
     body = view[HEADER_SIZE:HEADER_SIZE + body_len]
-    return encode(topic, body, properties=encode_properties(props), queue_id=queue_id,
+    return encode(topic, body, properties=encoded, queue_id=queue_id,
                   flag=header[H_FLAG], sys_flag=header[H_SYS_FLAG] & ~clear_sys_flags,
                   born_timestamp=header[H_BORN_TIMESTAMP], born_host=header[H_BORN_HOST],
                   reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
                                    else reconsume_times),
                   prepared_txn_offset=header[H_PREPARED_TXN_OFFSET])
+
+
+def _has_any(encoded: bytes, names: Mapping[str, str]) -> bool:
+    """Whether encoded properties hold a value for any of `names`."""
+    framed = b"\x02" + encoded
+    return any(f"\x02{name}\x01".encode() in framed for name in names)
 
 
 def with_reconsume_times(raw: bytes | bytearray | memoryview, reconsume_times: int) -> bytes:

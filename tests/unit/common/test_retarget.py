@@ -48,3 +48,20 @@ def test_with_reconsume_times_changes_only_the_count(body, times):
     assert out.reconsume_times == times and bytes(out.body) == body
     assert copy[:record.OFF_RECONSUME_TIMES][record.CRC_START:] == \
         stored[:record.OFF_RECONSUME_TIMES][record.CRC_START:]
+
+
+@given(props=st.dictionaries(names, values, max_size=5), set_props=st.dictionaries(
+    names, values, max_size=3), drop=st.lists(names, max_size=3),
+    sys_flag=st.integers(0, 0x1F), clear=st.sampled_from([0, record.SYS_FLAG_SCHEDULED]))
+def test_retarget_drops_properties_and_clears_flags(props, set_props, drop, sys_flag, clear):
+    """What scheduled delivery does on the way out (and, with new names only, on the way in:
+    appended without decoding — the decoded result is the same)."""
+    stored = record.encode("orders", b"body", properties=record.encode_properties(props),
+                           sys_flag=sys_flag)
+    moved = record.decode(record.retarget(stored, "t", set_properties=set_props,
+                                          drop_properties=drop, clear_sys_flags=clear))
+    expected = {**props, **set_props}
+    for name in drop:
+        expected.pop(name, None)
+    assert moved.properties == expected and moved.sys_flag == sys_flag & ~clear
+    assert bytes(moved.body) == b"body"

@@ -47,8 +47,8 @@ class _Round:
     """What one tick read: the moves to make, then the progress to commit."""
 
     now_ms: int
-    deliveries: list[tuple[int, bytes]] = field(default_factory=list)   # (due, raw)
-    replacements: list[tuple[int, bytes]] = field(default_factory=list)  # (due, raw)
+    deliveries: list[tuple[int, bytes, dict]] = field(default_factory=list)  # due, raw, props
+    replacements: list[tuple[int, bytes, dict]] = field(default_factory=list)
     cursors: dict[int, int] = field(default_factory=dict)
     read_through: dict[int, int] = field(default_factory=dict)
     full: bool = False
@@ -167,7 +167,7 @@ class Deliverer:
                     break
                 raw = bytes(view[pos:pos + header[record.H_TOTAL_SIZE]])
                 (done.deliveries if due <= deliver_through else done.replacements).append(
-                    (due, raw))
+                    (due, raw, props))
                 cursor = header[record.H_QUEUE_OFFSET] + 1
             else:
                 cursor = max(cursor, got.next_begin_offset)
@@ -183,19 +183,18 @@ class Deliverer:
         """Append the tick's deliveries (in due order) and replacements; raises, leaving every
         cursor where it was, if an append fails (the next tick moves them again)."""
         batches: dict[tuple[str, int], list[bytes]] = {}
-        for _due, raw in sorted(done.deliveries, key=lambda item: item[0]):
-            moved = self._to_real_topic(raw)
+        for _due, raw, props in sorted(done.deliveries, key=lambda item: item[0]):
+            moved = self._to_real_topic(raw, props)
             if moved is not None:
                 batches.setdefault(moved[0], []).append(moved[1])
-        for due, raw in done.replacements:
+        for due, raw, _props in done.replacements:
             queue = self.wheel.place(done.now_ms, due).queue_id
             batches.setdefault((SCHEDULE_TOPIC, queue), []).append(
                 record.retarget(raw, SCHEDULE_TOPIC, queue_id=queue))
         for (topic, queue), records in batches.items():
             await self.messaging.send(topic, queue, b"".join(records), len(records))
 
-    def _to_real_topic(self, raw: bytes) -> tuple[tuple[str, int], bytes] | None:
-        props = record.properties_at(raw, 0, record.checked_header(raw, 0, verify_crc=False))
+    def _to_real_topic(self, raw: bytes, props: dict) -> tuple[tuple[str, int], bytes] | None:
         name = props.get(record.PROP_REAL_TOPIC, "")
         topic = self.messaging.topics.get(name)
         if topic is None:
