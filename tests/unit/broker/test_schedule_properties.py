@@ -19,7 +19,7 @@ from tidemq.broker.schedule import TimingWheel
 from tidemq.broker.store import MetadataFile
 from tidemq.client.message import Message
 
-from tests.unit.broker.test_schedule import TOPIC, Clock, Scheduled
+from tests.unit.broker.scheduling import TOPIC, Clock, Scheduled
 
 WHEEL = TimingWheel()
 FINE = WHEEL.levels[0]
