@@ -1,9 +1,10 @@
 """Property tests of the timer: the wheel's placement arithmetic, and the deliverer over a real
 store driven by a test clock through random sends, clock steps and restarts.
 
-Invariants: a message is never delivered before its due time; it is delivered in the first
-tick after its level-0 slot (250 ms) ended, whatever the clock's steps (a jump of days
-included); messages come out in due order; a restart (a new deliverer from the persisted
+Invariants: a message is never delivered before its due time; one with an exact time is
+delivered in the first tick after its level-0 slot (250 ms) ended, one with a delay level in
+the first tick at or after its due time, whatever the clock's steps (a jump of days
+included); exact-time messages come out in due order, each level's in send order; a restart (a new deliverer from the persisted
 progress) loses nothing — it may deliver a message twice (at least once)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tidemq.broker.schedule import TimingWheel
 from tidemq.broker.store import MetadataFile
 from tidemq.client.message import Message
 
-from tests.unit.broker.scheduling import TOPIC, Clock, Scheduled
+from tests.unit.broker.scheduling import LEVELS, TOPIC, Clock, Scheduled
 
 WHEEL = TimingWheel()
 FINE = WHEEL.levels[0]
@@ -51,6 +52,7 @@ steps = st.one_of(st.integers(1, 300), st.integers(1, 300), st.integers(300, 20 
                   st.integers(20 * SECOND, 40 * HOUR))
 operations = st.lists(st.one_of(
     st.tuples(st.just("send"), st.lists(dues, min_size=1, max_size=12)),
+    st.tuples(st.just("level"), st.lists(st.integers(1, 18), min_size=1, max_size=4)),
     st.tuples(st.just("step"), steps),
     st.tuples(st.just("restart"), st.booleans())), min_size=1, max_size=40)
 
@@ -62,6 +64,7 @@ class Run:
         self.broker, self.clock = broker, clock
         self.due: dict[bytes, int] = {}
         self.immediate: set[bytes] = set()     # due when sent: stored at once
+        self.levels: dict[bytes, int] = {}     # delay-level messages: their level
         self.first_out: list[bytes] = []       # first copies, in store order
         self.seen = 0
         self.previous_tick = clock.ms()
@@ -75,6 +78,16 @@ class Run:
             if due <= now:
                 self.immediate.add(body)
             messages.append(Message(TOPIC, body, deliver_at_ms=due))
+        self.broker.send(*messages)
+        self.collect(None)
+
+    def send_levels(self, levels: list[int]) -> None:
+        now = self.clock.ms()
+        messages = []
+        for level in levels:
+            body = f"m{len(self.due)}".encode()
+            self.due[body], self.levels[body] = now + LEVELS[level - 1], level
+            messages.append(Message(TOPIC, body, delay_level=level))
         self.broker.send(*messages)
         self.collect(None)
 
@@ -95,6 +108,9 @@ class Run:
                 continue
             assert tick_ms is not None, "a scheduled message came out at its send"
             due = self.due[body]
+            if body in self.levels:  # a level queue: at the first tick at or after its due
+                assert self.previous_tick < due <= tick_ms, "a level message out of time"
+                continue
             assert due < FINE.slot(tick_ms) * FINE.slot_ms, "delivered before its time"
             slot_end = (FINE.slot(due) + 1) * FINE.slot_ms
             assert self.previous_tick < slot_end, "an earlier tick should have delivered it"
@@ -120,6 +136,8 @@ def test_messages_due_in_random_order_come_out_in_due_order_and_in_time(operatio
         for kind, arg in operations:
             if kind == "send":
                 run.send(arg)
+            elif kind == "level":
+                run.send_levels(arg)
             elif kind == "step":
                 clock.offset += arg / 1000
                 run.tick()
@@ -128,8 +146,12 @@ def test_messages_due_in_random_order_come_out_in_due_order_and_in_time(operatio
         clock.offset += 31 * 3600   # past every due time: everything comes out
         run.tick()
         assert set(run.first_out) == set(run.due), "a message was lost"
-        timed = [run.due[b] for b in run.first_out if b not in run.immediate]
+        timed = [run.due[b] for b in run.first_out
+                 if b not in run.immediate and b not in run.levels]
         assert timed == sorted(timed), "scheduled messages came out of due order"
+        for level in set(run.levels.values()):   # FIFO within a level
+            sent = [b for b in run.due if run.levels.get(b) == level]
+            assert [b for b in run.first_out if run.levels.get(b) == level] == sent
     finally:
         broker.close()
         shutil.rmtree(scratch, ignore_errors=True)
