@@ -160,25 +160,30 @@ class ChaosGroup:
                 namesrv.start(timeout=60)
 
 
-def broker_args(replica_id: int, proxies: dict[str, FaultProxy], ha_port: int,
+def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
                 flush_mode: str) -> list[str]:
+    """`addrs`: where this broker reaches "config", "namesrv0", "namesrv1" and where its peers
+    reach its HA endpoint ("ha"): a FaultProxy's address each, or the real ones."""
     return [
         "--cluster-name", "ChaosCluster", "--broker-name", GROUP,
         "--broker-id", str(replica_id),
-        "--namesrv-addrs", ";".join(p.addr for name, p in proxies.items()
+        "--namesrv-addrs", ";".join(addr for name, addr in addrs.items()
                                     if name.startswith("namesrv")),
-        "--config-center", proxies["config"].addr,
+        "--config-center", addrs["config"],
         *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS,
         "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
         "--broker-lease-ttl-s", str(LEASE_TTL_S), "--sync-replication-timeout-ms", "3000",
         "--replica-lag-max-ms", "3000", "--flush-mode", flush_mode,
-        "--ha-port", str(ha_port), "--ha-advertised-addr", proxies["ha"].addr,
+        "--ha-port", str(ha_port), "--ha-advertised-addr", addrs["ha"],
     ]
 
 
-def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -> ChaosGroup:
+def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
+                proxied: bool = True) -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
-    master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing."""
+    master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
+    `proxied=False` wires the brokers directly (no partitions possible): what benchmarks
+    measure, without the proxies' extra hop and CPU."""
     redis = start_redis(tmp_path)
     stack.callback(redis.kill)
     start = stack.enter_context(process_group(tmp_path))
@@ -189,14 +194,14 @@ def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync") -
     group = ChaosGroup(config_center, namesrvs)
     for replica_id in range(REPLICAS):
         ha_port = free_port()
-        proxies = {"config": FaultProxy(config_center.addr, "config"),
-                   **{f"namesrv{i}": FaultProxy(n.addr, f"namesrv{i}")
-                      for i, n in enumerate(namesrvs)},
-                   "ha": FaultProxy(f"127.0.0.1:{ha_port}", f"ha-{replica_id}")}
-        for proxy in proxies.values():
-            stack.enter_context(proxy)
-        process = start("tidemq.broker", broker_args(replica_id, proxies, ha_port,
-                                                       flush_mode))
+        addrs = {"config": config_center.addr,
+                 **{f"namesrv{i}": n.addr for i, n in enumerate(namesrvs)},
+                 "ha": f"127.0.0.1:{ha_port}"}
+        proxies = {name: stack.enter_context(FaultProxy(addr, name))
+                   for name, addr in addrs.items()} if proxied else {}
+        process = start("tidemq.broker", broker_args(
+            replica_id, {name: proxies[name].addr if proxied else addr
+                         for name, addr in addrs.items()}, ha_port, flush_mode))
         group.replicas.append(Replica(replica_id, process, list(proxies.values())))
     wait_until(lambda: group.healthy(in_sync=2), 60, interval=0.2,
                message=f"{GROUP} to have a master and 2 in-sync replicas")

@@ -1,5 +1,8 @@
-"""`make up` for real: the whole topology under supervisord on shifted ports and a temporary
-data dir (so it runs beside a developer's `make up`), kill -9 of a broker answered by a restart."""
+"""`make up` for real: the default topology (every broker group three replicas, SYNC_MASTER,
+min_in_sync_replicas 2) under supervisord on shifted ports and a temporary data dir (so it
+runs beside a developer's `make up`). Every service is healthy and serves the dashboards'
+metrics; each group gets a master with two in-sync replicas; SIGKILL of a master is answered
+by an election while a producer keeps sending, and supervisord restarts the victim."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import signal
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+from tidemq.client import Message, Producer, SendStatus
+from tidemq.client.admin import Admin
 
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset
@@ -16,9 +21,7 @@ from deploy.observability import dashboard_files, dashboard_metric_names, scrape
 from deploy.topology import load
 from tests.support.processes import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-VICTIM = "broker-a"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 _SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
@@ -49,30 +52,51 @@ def _check_scrape_targets_serve_the_dashboards_metrics(deployment: LocalDeployme
         assert not missing, f"{dashboard.name} queries metrics no service exports: {missing}"
 
 
-def test_local_topology_comes_up_and_survives_kill_9(tmp_path):
+def test_local_topology_comes_up_and_fails_over(tmp_path):
     topology = load()
     deployment = LocalDeployment(
         data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
     )
+    placement = deployment.placement
+    namesrv = ";".join(placement.addr(topology.services[n]) for n in ("namesrv-1", "namesrv-2"))
+    config_center = placement.addr(topology.services["config-center"])
     try:
         try:
-            deployment.up(timeout=120, progress=print)
+            deployment.up(timeout=180, progress=print)
         except Exception as exc:
             name = getattr(getattr(exc, "service", None), "name", None)
             tail = deployment.tail(name, 60) if name else ""
             raise AssertionError(f"{exc}\n{tail}") from exc
         for service in topology.services.values():
-            assert probe(service, deployment.placement)[0], service.name
+            assert probe(service, placement)[0], service.name
         _check_scrape_targets_serve_the_dashboards_metrics(deployment)
 
-        victim = topology.services[VICTIM]
-        first_pid = deployment.pid(VICTIM)
-        assert first_pid
-        os.kill(first_pid, signal.SIGKILL)
-        wait_until(lambda: deployment.pid(VICTIM) not in (None, first_pid), 60, interval=0.2,
-                   message=f"supervisord did not restart {VICTIM}")
-        wait_until(lambda: probe(victim, deployment.placement)[0], 60, interval=0.2,
-                   message=f"{VICTIM} did not become healthy again")
+        def masters() -> dict[str, str]:
+            with Admin(namesrv, config_center=config_center) as admin:
+                entries = admin.cluster_info()
+            return {b.broker_name: b.addr for b in entries if b.broker_id == 0
+                    and sum(e.broker_name == b.broker_name and e.in_sync for e in entries) >= 2}
+
+        wait_until(lambda: len(masters()) == 2, 60, interval=0.2,
+                   message="both groups have a master with 2 in sync")
+        with Admin(namesrv, config_center=config_center) as admin:
+            admin.create_topic("replicated", queues=2)
+        with Producer(namesrv, send_timeout=30) as producer:
+            assert producer.send(Message("replicated", b"one")).status is SendStatus.SEND_OK
+            victim_addr = masters()["broker-a"]
+            victim = next(s.name for s in topology.services.values()
+                          if s.module and placement.addr(s) == victim_addr)
+            first_pid = deployment.pid(victim)
+            os.kill(first_pid, signal.SIGKILL)
+            sent = [producer.send(Message("replicated", f"after-{i}".encode()))
+                    for i in range(20)]  # rides through the election
+            assert all(r.status is SendStatus.SEND_OK for r in sent)
+        wait_until(lambda: masters().get("broker-a") not in (None, victim_addr), 60, interval=0.2,
+                   message="broker-a has a new master")
+        wait_until(lambda: deployment.pid(victim) not in (None, first_pid), 60, interval=0.2,
+                   message=f"supervisord did not restart {victim}")
+        wait_until(lambda: probe(topology.services[victim], placement)[0], 60, interval=0.2,
+                   message=f"{victim} did not become healthy again")
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None

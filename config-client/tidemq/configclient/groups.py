@@ -50,7 +50,7 @@ class SubscriptionGroupConfig:
 
 
 # field name -> (type, (low, high) or None, sentence describing a legal value)
-_RULES: dict[str, tuple[type, tuple[int, int] | None, str]] = {
+FIELD_RULES: dict[str, tuple[type, tuple[int, int] | None, str]] = {
     "consume_enable": (bool, None, "true or false"),
     "consume_from_min_enable": (bool, None, "true or false"),
     "consume_broadcast_enable": (bool, None, "true or false"),
@@ -71,7 +71,7 @@ def validate_group_name(name: str) -> None:
 
 
 def _check_field(group: str, field: str, value: Any) -> None:
-    kind, bounds, legal = _RULES[field]
+    kind, bounds, legal = FIELD_RULES[field]
     ok = isinstance(value, bool) if kind is bool else (
         isinstance(value, int) and not isinstance(value, bool)
         and (bounds is None or bounds[0] <= value <= bounds[1]))

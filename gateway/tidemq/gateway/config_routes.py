@@ -21,6 +21,8 @@ from tidemq.common.errors import (
     ServiceUnavailable,
 )
 from tidemq.configclient.client import ConfigClient, KeyValue
+from tidemq.gateway.bodies import ConfigReadQuery
+from tidemq.gateway.schema import accepts_query
 
 config_bp = Blueprint("tidemq_config", __name__)
 EXTENSION = "tidemq.config_client"
@@ -76,17 +78,16 @@ def empty_key():
 
 
 @config_bp.get("/v1/config/<path:key>")
-def get_key(key: str):
-    key = "/" + key
-    revision = request.args.get("revision", "0")
-    if not revision.isdigit():
-        raise InvalidArgument(f"revision must be a non-negative integer, got {revision!r}")
-    if request.args.get("prefix", "").lower() in ("1", "true", "yes"):
-        result = _client().range(key, revision=int(revision))
+@accepts_query(ConfigReadQuery)
+def get_key(key: str, query: ConfigReadQuery):
+    """Read a key (ETag: its revision), or with prefix=true every key under it."""
+    key, revision = "/" + key, query.revision
+    if query.prefix:
+        result = _client().range(key, revision=revision)
         return jsonify({"revision": result.revision, "kvs": [_kv_json(kv) for kv in result.kvs]})
-    kv = _client().get(key, revision=int(revision))
+    kv = _client().get(key, revision=revision)
     if kv is None:
-        when = f" at revision {revision}" if int(revision) else ""
+        when = f" at revision {revision}" if revision else ""
         raise NotFound(f"key {key!r} does not exist{when}")
     return jsonify(_kv_json(kv)), 200, _etag(kv.mod_revision)
 

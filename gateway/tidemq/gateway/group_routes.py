@@ -7,16 +7,17 @@
   DELETE /v1/groups/<name>     If-Match optional  200 / 404 / 412
 
 The schema and the compare-and-set writes are tidemq.configclient.groups' (the same code the
-CLI uses and the brokers parse with); brokers apply a change live.
+CLI uses and the brokers parse with; bodies.py declares its fields for validation and
+OpenAPI); brokers apply a change live.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
-from tidemq.common.errors import InvalidArgument
+from flask import Blueprint, jsonify
 from tidemq.configclient.groups import DefinedGroup, SubscriptionGroups
-from tidemq.gateway import validation
+from tidemq.gateway.bodies import GroupCreateRequest, GroupPatchRequest
 from tidemq.gateway.config_routes import _client, parse_revision_header
+from tidemq.gateway.schema import accepts_body
 
 groups_bp = Blueprint("tidemq_groups", __name__)
 
@@ -33,20 +34,12 @@ def _etag(defined: DefinedGroup) -> dict[str, str]:
     return {"ETag": f'"{defined.revision}"'}
 
 
-def _fields() -> dict:
-    document = validation.parse_json(request.get_data())
-    if not isinstance(document, dict):
-        raise InvalidArgument("the group definition must be a JSON object",
-                              code="INVALID_SUBSCRIPTION_GROUP")
-    return document
-
-
 @groups_bp.post("/v1/groups")
-def create_group():
-    fields = _fields()
-    name = fields.pop("name", None)
-    if not isinstance(name, str):
-        raise InvalidArgument('"name" (a string) is required', code="INVALID_SUBSCRIPTION_GROUP")
+@accepts_body(GroupCreateRequest)
+def create_group(body: GroupCreateRequest):
+    """Define a subscription group (unset fields take their defaults)."""
+    fields = body.model_dump(exclude_unset=True)
+    name = fields.pop("name")
     defined = _groups().create(name, **fields)
     return jsonify(_body(defined)), 201, {**_etag(defined), "Location": f"/v1/groups/{name}"}
 
@@ -68,8 +61,11 @@ def get_group(name: str):
 
 
 @groups_bp.patch("/v1/groups/<name>")
-def update_group(name: str):
-    defined = _groups().update(name, _fields(), if_revision=parse_revision_header("If-Match"))
+@accepts_body(GroupPatchRequest)
+def update_group(name: str, body: GroupPatchRequest):
+    """Change some fields of a definition (If-Match: "<revision>" optional)."""
+    defined = _groups().update(name, body.model_dump(exclude_unset=True),
+                               if_revision=parse_revision_header("If-Match"))
     return jsonify(_body(defined)), 200, _etag(defined)
 
 

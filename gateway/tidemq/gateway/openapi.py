@@ -1,10 +1,12 @@
-"""`GET /openapi.json`: the OpenAPI 3 document of every route, built from the app itself.
+"""`GET /openapi.json`: the OpenAPI 3.1 document of every route, built from the app itself.
 
 Paths and methods come from Flask's URL map (so a new route is described the moment it is
-mounted), path parameters from its converters, and an operation's details from the YAML after
-`---` in the view's docstring (apispec's convention); a view without YAML still gets its
-summary from the docstring's first line and the shared problem+json error response. The
-schemas of request and response bodies are the components below.
+mounted), path parameters from its converters, request bodies and query parameters from the
+schema models the view declares (`@accepts_body` / `@accepts_query`, the same models that
+validate the request: tidemq.gateway.bodies), and the rest of an operation (its responses)
+from the YAML after `---` in the view's docstring (apispec's convention); a view without YAML
+still gets its summary from the docstring's first line and the shared problem+json error
+response. OpenAPI 3.1 because its schemas are JSON Schema 2020-12, what pydantic generates.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from apispec import APISpec
 from apispec.yaml_utils import load_operations_from_docstring
 from apispec_webframeworks.flask import FlaskPlugin
 from flask import Blueprint, Flask, current_app, jsonify
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
 openapi_bp = Blueprint("tidemq_openapi", __name__)
 SKIPPED_METHODS = {"HEAD", "OPTIONS"}
@@ -26,38 +31,28 @@ MESSAGE = {"type": "object", "properties": {
     "body": _STR, "encoding": {"type": "string", "enum": ["utf-8", "base64"]}, "tag": _STR,
     "keys": {"type": "array", "items": _STR}, "properties": {"type": "object"},
     "queue_offset": _INT, "msg_id": _STR, "unique_id": _STR, "born_timestamp": _INT,
-    "store_timestamp": _INT, "reconsume_times": _INT}}
+    "store_timestamp": _INT, "reconsume_times": _INT, "message_group": _STR}}
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Problem": {"type": "object", "required": ["type", "title", "status", "code", "detail"],
                 "properties": {"type": _STR, "title": _STR, "status": _INT, "code": _STR,
                                "detail": _STR}},
     "Message": MESSAGE,
-    "PopRequest": {"type": "object", "properties": {
-        "max": {"type": "integer", "minimum": 1, "maximum": 32, "default": 16},
-        "invisible_ms": {"type": "integer", "minimum": 1, "maximum": 43_200_000,
-                         "default": 30_000},
-        "wait_ms": {"type": "integer", "minimum": 0, "default": 0},
-        "tag": {"type": "string", "default": "*"}}},
     "PoppedMessage": {"allOf": [{"$ref": "#/components/schemas/Message"}, {
         "type": "object", "properties": {"topic": _STR, "broker_name": _STR,
                                          "receipt_handle": _STR, "delivery_count": _INT}}]},
     "PopResponse": {"type": "object", "properties": {"messages": {
         "type": "array", "items": {"$ref": "#/components/schemas/PoppedMessage"}}}},
-    "ReceiptHandleRequest": {"type": "object", "required": ["receipt_handle"],
-                             "properties": {"receipt_handle": _STR}},
-    "InvisibleRequest": {"type": "object", "required": ["receipt_handle", "invisible_ms"],
-                         "properties": {"receipt_handle": _STR, "invisible_ms": {
-                             "type": "integer", "minimum": 1, "maximum": 43_200_000}}},
     "DeadLetters": {"type": "object", "properties": {"messages": {"type": "array", "items": {
         "allOf": [{"$ref": "#/components/schemas/Message"}, {"type": "object", "properties": {
             "broker_name": _STR, "origin_topic": _STR, "origin_msg_id": _STR,
             "first_failure_ms": _INT}}]}}}},
-    "RedriveRequest": {"type": "object", "properties": {
-        "msg_ids": {"type": "array", "items": _STR}, "all": {"type": "boolean"}}},
     "RedriveResponse": {"type": "object", "properties": {"redriven": {"type": "array", "items": {
         "type": "object", "properties": {"msg_id": _STR, "topic": _STR, "queue_id": _INT,
                                          "queue_offset": _INT}}}}},
 }
+
+
+REF_TEMPLATE = "#/components/schemas/{model}"
 
 
 def _parameters(rule) -> list[dict[str, Any]]:
@@ -66,10 +61,40 @@ def _parameters(rule) -> list[dict[str, Any]]:
             for name, converter in rule._converters.items()]
 
 
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    schema = model.model_json_schema(ref_template=REF_TEMPLATE)
+    required = set(schema.get("required", ()))
+    return [{"in": "query", "name": name, "required": name in required,
+             "description": prop.pop("description", ""), "schema": prop}
+            for name, prop in schema["properties"].items()]
+
+
+def _declared(view, operation: dict[str, Any], models: set[type[BaseModel]]) -> None:
+    """The request body and query parameters a view declared with its schema decorators."""
+    body = getattr(view, BODY_ATTR, None)
+    if body is not None:
+        models.add(body)
+        operation.setdefault("requestBody", {
+            "required": getattr(view, BODY_REQUIRED_ATTR, True),
+            "content": {"application/json": {"schema": {"$ref": REF_TEMPLATE.format(
+                model=body.__name__)}}}})
+    query = getattr(view, QUERY_ATTR, None)
+    if query is not None:
+        operation["parameters"] = [*operation.get("parameters", []), *_query_parameters(query)]
+
+
+def _model_components(models: set[type[BaseModel]]) -> dict[str, dict[str, Any]]:
+    if not models:
+        return {}
+    ordered = sorted(models, key=lambda m: m.__name__)
+    _, definitions = models_json_schema([(m, "validation") for m in ordered],
+                                        ref_template=REF_TEMPLATE)
+    return definitions.get("$defs", {})
+
+
 def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
-    spec = APISpec(title="TideMQ HTTP gateway", version=version, openapi_version="3.0.3")
-    for name, schema in SCHEMAS.items():
-        spec.components.schema(name, schema)
+    spec = APISpec(title="TideMQ HTTP gateway", version=version, openapi_version="3.1.0")
+    models: set[type[BaseModel]] = set()
     spec.components.response("Problem", {
         "description": "an error (RFC 9457 problem+json) with a stable code",
         "content": {"application/problem+json": {"schema": "Problem"}}})
@@ -84,6 +109,7 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
         for method in sorted((rule.methods or set()) - SKIPPED_METHODS):
             operation = dict(documented.get(method.lower()) or {})
             operation.setdefault("summary", summary)
+            _declared(view, operation, models)
             operation.setdefault("operationId", f"{rule.endpoint}.{method.lower()}")
             operation.setdefault("responses", {
                 "200": {"description": "success"},
@@ -92,6 +118,8 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
             if params:
                 operation["parameters"] = [*params, *operation.get("parameters", [])]
             paths.setdefault(path, {})[method.lower()] = operation
+    for name, schema in {**SCHEMAS, **_model_components(models)}.items():
+        spec.components.schema(name, schema)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()

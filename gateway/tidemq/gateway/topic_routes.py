@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, jsonify
 from tidemq.common import errors
 from tidemq.gateway import metrics, validation
+from tidemq.gateway.bodies import FetchQuery, SendRequest, TopicCreateRequest, within_setting
+from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.settings import GatewaySettings
 
 topics_bp = Blueprint("tidemq_topics", __name__)
@@ -29,8 +31,10 @@ def _settings() -> GatewaySettings:
 
 
 @topics_bp.post("/v1/topics")
-def create_topic():
-    name, queues = validation.parse_topic_create(validation.parse_json(request.get_data()))
+@accepts_body(TopicCreateRequest)
+def create_topic(body: TopicCreateRequest):
+    """Create a topic (a definition in the config center; brokers create its queues)."""
+    name, queues = body.name, body.queues
     created = _backend().create_topic(name, queues)
     body = {"name": name, "queues": queues, "brokers": created.brokers}
     if created.visible:
@@ -61,8 +65,10 @@ def delete_topic(topic: str):
 
 
 @topics_bp.post("/v1/topics/<topic>/messages")
-def send_messages(topic: str):
-    messages = validation.parse_messages(topic, validation.parse_json(request.get_data()))
+@accepts_body(SendRequest)
+def send_messages(topic: str, body: SendRequest):
+    """Send messages (one all-or-nothing batch per chosen queue)."""
+    messages = validation.parse_messages(topic, body)
     results = _backend().send(messages)
     metrics.MESSAGES_SENT.inc(len(results))
     return jsonify({"results": [{
@@ -72,12 +78,16 @@ def send_messages(topic: str):
 
 
 @topics_bp.get("/v1/topics/<topic>/queues/<broker_name>/<int(signed=True):queue_id>/messages")
-def fetch_messages(topic: str, broker_name: str, queue_id: int):
+@accepts_query(FetchQuery)
+def fetch_messages(topic: str, broker_name: str, queue_id: int, query: FetchQuery):
+    """Read a queue from an offset (long poll with wait_ms)."""
     settings = _settings()
     validation.validate_topic_name(topic)
-    offset = validation.parse_int(request.args, "offset", 0, 0, 2**63 - 1)
-    max_messages = validation.parse_int(request.args, "max", 32, 1, settings.max_pull_messages)
-    wait_ms = validation.parse_int(request.args, "wait_ms", 0, 0, settings.max_pull_wait_ms)
+    offset = query.offset
+    max_messages = within_setting(query.max, settings.max_pull_messages, "max",
+                                  "max_pull_messages", "INVALID_ARGUMENT", query=True)
+    wait_ms = within_setting(query.wait_ms, settings.max_pull_wait_ms, "wait_ms",
+                             "max_pull_wait_ms", "INVALID_ARGUMENT", query=True)
     if queue_id < 0:
         raise errors.InvalidArgument(f"queue id must be >= 0, got {queue_id}")
     result = _backend().pull(topic, broker_name, queue_id, offset, max_messages, wait_ms)

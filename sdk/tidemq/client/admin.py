@@ -108,6 +108,19 @@ class Admin:
         """broker name -> master address, for every group with a registered master."""
         return {b.broker_name: b.addr for b in self.cluster_info() if b.broker_id == MASTER_ID}
 
+    def coordinator(self, group: str) -> tuple[str, str]:
+        """(broker name, master address) coordinating `group` (the members' rule: placement
+        over every broker group; COORDINATOR_NOT_AVAILABLE while that group elects)."""
+        brokers = self.cluster_info()
+        chosen = coordinator_for(group, {b.broker_name for b in brokers})
+        master = next((b.addr for b in brokers
+                       if b.broker_name == chosen and b.broker_id == MASTER_ID), "")
+        if not master:
+            raise errors.ServiceUnavailable(
+                f"broker group {chosen!r}, which coordinates {group!r}, has no master right now "
+                "(an election is under way)", code="COORDINATOR_NOT_AVAILABLE")
+        return chosen, master
+
     # -- topics --------------------------------------------------------------------------
 
     def create_topic(self, name: str, queues: int, order: bool = False, wait: bool = True, *,
@@ -229,8 +242,8 @@ class Admin:
         if not group:
             raise errors.InvalidArgument("group must not be empty")
         masters = self.masters()
-        coordinator = coordinator_for(group, masters)
-        reply = self._broker(masters[coordinator], "DescribeGroup",
+        coordinator, addr = self.coordinator(group)
+        reply = self._broker(addr, "DescribeGroup",
                              broker_pb2.DescribeGroupRequest(group_id=group))
         members = [GroupMember(m.member_id, m.client_id, m.client_host,
                                parse_assignment(m.assignment), parse_subscription(m.metadata))
@@ -317,8 +330,7 @@ class Admin:
         return dropped
 
     def _refuse_live_members(self, group: str, action: str) -> None:
-        masters = self.masters()
-        reply = self._broker(masters[coordinator_for(group, masters)], "DescribeGroup",
+        reply = self._broker(self.coordinator(group)[1], "DescribeGroup",
                              broker_pb2.DescribeGroupRequest(group_id=group))
         if reply.members:
             names = ", ".join(f"{m.member_id} ({m.client_host or m.client_id})"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.message import MessageQueue, PullResult, PullStatus, decode_records
-from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
+from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache, TopicRoute
 from tidemq.common import errors
 from tidemq.common.rpc import BreakerSettings
 from tidemq.v1 import broker_pb2
@@ -55,6 +55,8 @@ class PullConsumer:
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout, breaker=breaker),
                                  refresh_interval=route_refresh_s)
         self.brokers = BrokerClients(timeout=timeout, breaker=breaker)
+        # queue -> registered broker id its replica group advised pulling from (absent: master)
+        self.read_from: dict[MessageQueue, int] = {}
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """Readable queues of `topic` (raises TopicNotExist)."""
@@ -76,7 +78,13 @@ class PullConsumer:
             broadcasting=broadcasting,
         )
         response = self._call(mq, "Pull", request, timeout=self.timeout + long_poll
-                              + (RPC_MARGIN_S if long_poll else 0), idempotent=True)
+                              + (RPC_MARGIN_S if long_poll else 0), idempotent=True,
+                              prefer=self.read_from.get(mq))
+        if response.HasField("suggested_broker_id"):  # far behind: a slave; caught up: master
+            if response.suggested_broker_id == MASTER_ID:
+                self.read_from.pop(mq, None)
+            else:
+                self.read_from[mq] = response.suggested_broker_id
         records = response.records  # each read of a bytes field is a fresh copy: read it once
         messages = decode_records(records, mq.broker_name) if records else []
         wanted = exact_tags(tag_expression)
@@ -133,8 +141,9 @@ class PullConsumer:
         return route.master_addr(mq.broker_name)
 
     def _call(self, mq: MessageQueue, method: str, request, *, timeout: float | None = None,
-              idempotent: bool = False):
-        addrs = (self._replica_addrs(mq) if method in REPLICA_READS
+              idempotent: bool = False, prefer: int | None = None):
+        """`prefer`: a registered broker id to try first (a replica's advice for pulls)."""
+        addrs = (self._replica_addrs(mq, prefer) if method in REPLICA_READS
                  else [self.master_addr(mq)])
         *fallbacks_before, last = addrs
         for addr in fallbacks_before:
@@ -150,7 +159,7 @@ class PullConsumer:
             self.routes.invalidate(mq.topic)
             raise
 
-    def _replica_addrs(self, mq: MessageQueue) -> list[str]:
+    def _replica_addrs(self, mq: MessageQueue, prefer: int | None = None) -> list[str]:
         route: TopicRoute = self.routes.get(mq.topic)
         addrs = route.replica_addrs(mq.broker_name)
         if not addrs:
@@ -158,4 +167,7 @@ class PullConsumer:
                 f"broker group {mq.broker_name!r} holds no queue of topic {mq.topic!r}",
                 code="BROKER_NOT_FOUND",
             )
+        preferred = route.brokers[mq.broker_name].addrs.get(prefer) if prefer else None
+        if preferred:  # gone from the route: the master (or whoever comes first) again
+            addrs = [preferred, *(a for a in addrs if a != preferred)]
         return addrs

@@ -13,15 +13,22 @@ import time
 from collections.abc import Sequence
 
 from tidemq.client import compression as codecs
-from tidemq.client.message import Message, delay_property, validate_topic_name
+from tidemq.client.message import (
+    Message,
+    delay_property,
+    validate_message_group,
+    validate_topic_name,
+)
 from tidemq.common import errors, record
 
 _NV, _SEP = "\x01", "\x02"
 _TAGS = record.PROP_TAGS + _NV
 _KEYS = record.PROP_KEYS + _NV
 _UNIQ = record.PROP_UNIQ_KEY + _NV
+_GROUP = record.PROP_MESSAGE_GROUP + _NV
 _SYSTEM = frozenset({record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY,
-                     record.PROP_TRACE_CONTEXT, record.PROP_COMPRESSION})
+                     record.PROP_TRACE_CONTEXT, record.PROP_COMPRESSION,
+                     record.PROP_MESSAGE_GROUP})
 
 
 class BatchEncoder:
@@ -64,7 +71,8 @@ class BatchEncoder:
                 body, sys_flag = codecs.compress(body, self.compression), record.SYS_FLAG_COMPRESSED
                 tail = compressed_extra
             text = (_properties(message, unique_id) if message.properties or message.keys
-                    or message.tags else f"{_UNIQ}{unique_id}{_SEP}") + tail
+                    or message.tags or message.message_group
+                    else f"{_UNIQ}{unique_id}{_SEP}") + tail
             if message.delay_level or message.deliver_at_ms:
                 text += delay_property(message)
                 sys_flag |= record.SYS_FLAG_SCHEDULED
@@ -101,7 +109,9 @@ def _properties(message: Message, unique_id: str) -> str:
         text = f"{text}{_TAGS}{message.tags}{_SEP}"
     if message.keys:
         text = f"{text}{_KEYS}{_keys(message)}{_SEP}"
-    fields = len(props) + bool(message.tags) + bool(message.keys)
+    if message.message_group:
+        text = f"{text}{_GROUP}{_group(message)}{_SEP}"
+    fields = len(props) + bool(message.tags) + bool(message.keys) + bool(message.message_group)
     if text.count(_NV) != fields or text.count(_SEP) != fields:
         _checked({**props, **_system(message, unique_id)})  # raises, naming the property
     return f"{text}{_UNIQ}{unique_id}{_SEP}"
@@ -113,6 +123,8 @@ def _system(message: Message, unique_id: str) -> dict[str, str]:
         system[record.PROP_TAGS] = message.tags
     if message.keys:
         system[record.PROP_KEYS] = _keys(message)
+    if message.message_group:
+        system[record.PROP_MESSAGE_GROUP] = _group(message)
     system[record.PROP_UNIQ_KEY] = unique_id
     return system
 
@@ -130,3 +142,8 @@ def _keys(message: Message) -> str:
         if not key or record.KEY_SEPARATOR in key:
             message.validate()  # the precise INVALID_MESSAGE error
     return record.KEY_SEPARATOR.join(message.keys)
+
+
+def _group(message: Message) -> str:
+    validate_message_group(message.message_group)  # INVALID_MESSAGE for a bad one
+    return message.message_group

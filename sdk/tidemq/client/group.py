@@ -1,13 +1,15 @@
 """Group membership for a CLUSTERING consumer (Kafka's consumer protocol, eager; see
 docs/consumer-groups.md).
 
-One thread runs the member's life: find the coordinator (CRC32 placement over the master
-broker names), JoinGroup, the leader computes everyone's queues with the shared assignor,
+One thread runs the member's life: find the coordinator (CRC32 placement over the broker
+group names), JoinGroup, the leader computes everyone's queues with the shared assignor,
 SyncGroup, then heartbeats. Any sign that the generation is over (REBALANCE_IN_PROGRESS,
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, a lost coordinator) revokes *all* queues first — the
-consumer stops pulling them and commits — and then rejoins. Revoking before rejoining means
-two members never consume the same queue at once after a clean handover, and committed
-offsets never move backwards because of a stale owner.
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, or no heartbeat answered for a session timeout) revokes
+*all* queues first — the consumer stops pulling them and commits — and then rejoins. A lost
+coordinator alone does not: with replication its group's new master takes the group over
+(members, generation, assignments), so the member finds it and carries on. Revoking before
+rejoining means two members never consume the same queue at once after a clean handover, and
+committed offsets never move backwards because of a stale owner.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -115,6 +118,7 @@ class GroupMember:
         self._stopping = threading.Event()
         self._stable = threading.Event()
         self._inflight: grpc.Future | None = None
+        self._last_heartbeat_ok = 0.0  # monotonic time of the last answered heartbeat
         self.last_error_code = ""  # why the member last had to rejoin (for tests and logs)
         self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
 
@@ -149,18 +153,36 @@ class GroupMember:
         backoff = 0.1
         while not self._stopping.is_set():
             try:
-                self._join_and_sync()
+                if not self._stable.is_set():
+                    self._join_and_sync()
                 backoff = 0.1
                 self._heartbeat_until_rejoin()
+                self._end_generation()  # the leader saw the routes change: rejoin
             except errors.TideMQError as exc:
                 self._on_error(exc)
+                if not self._may_keep_assignment(exc):
+                    self._end_generation()
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
             except Exception:  # never let the membership thread die silently
                 log.exception("group_member_failed", group=self.group)
+                self._end_generation()
                 self._stopping.wait(1.0)
-            self._stable.clear()
-            self._revoke_all()
+
+    def _end_generation(self) -> None:
+        self._stable.clear()
+        self._revoke_all()
+
+    def _may_keep_assignment(self, exc: errors.TideMQError) -> bool:
+        """A lost coordinator (dead, deposed, or being elected) does not end the generation:
+        a promoted replica took the group over with its members and assignments, so the member
+        keeps its queues and heartbeats to whoever coordinates now. It gives them up when the
+        coordinator says the generation is over, or once a whole session timeout has passed
+        without a heartbeat answered (by then the group may have rebalanced without it)."""
+        if not self._stable.is_set() or exc.code in REJOIN or exc.code == "UNKNOWN_MEMBER_ID":
+            return False
+        quiet_s = time.monotonic() - self._last_heartbeat_ok
+        return quiet_s < self.session_timeout_ms / 1000
 
     def _on_error(self, exc: errors.TideMQError) -> None:
         self.last_error_code = exc.code
@@ -195,6 +217,7 @@ class GroupMember:
         log.info("group_assigned", group=self.group, member=self.member_id,
                  generation=self.generation_id, leader=self.is_leader, queues=len(queues))
         self.on_assigned(list(queues))
+        self._last_heartbeat_ok = time.monotonic()
         self._stable.set()
 
     def _leader_assignment(self, strategy: str, members) -> dict[str, bytes]:
@@ -232,6 +255,7 @@ class GroupMember:
                                               generation_id=self.generation_id)
         while not self._stopping.wait(self.heartbeat_interval_s):
             self._coordinator().call("Heartbeat", request)
+            self._last_heartbeat_ok = time.monotonic()
             if self.is_leader and self._topic_queues(self._wanted) != self._leader_view:
                 log.info("group_route_changed", group=self.group)
                 return  # the leader rejoins: the coordinator starts a new round for everyone
@@ -269,9 +293,17 @@ class GroupMember:
         return self.brokers.get(self.coordinator_addr)
 
     def find_coordinator(self) -> str:
-        """Address of the master broker that coordinates this group (placement.py rule)."""
+        """Address of the master of the broker group that coordinates this group (placement.py
+        rule over every registered broker group). A group whose master is being elected is
+        waited for, not replaced: its new master takes the group over (COORDINATOR_NOT_AVAILABLE
+        until then), so a failover moves no group to another coordinator."""
         info = self.namesrv.cluster_info()
-        masters = {name: data.broker_addrs[MASTER_ID]
-                   for name, data in info.broker_addr_table.items()
-                   if data.broker_addrs.get(MASTER_ID)}
-        return masters[coordinator_for(self.group, masters)]
+        groups = {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()
+                  if data.broker_addrs}
+        chosen = coordinator_for(self.group, groups)
+        master = groups[chosen].get(MASTER_ID, "")
+        if not master:
+            raise errors.ServiceUnavailable(
+                f"broker group {chosen!r}, which coordinates {self.group!r}, has no master "
+                "right now (an election is under way)", code="COORDINATOR_NOT_AVAILABLE")
+        return master

@@ -57,9 +57,27 @@ def delay_property(message: Message) -> str:
     return f"{record.PROP_TIMER_DELIVER_MS}\x01{at}\x02"
 
 
+MAX_MESSAGE_GROUP_LEN = 255
+
+
+def validate_message_group(group: str) -> str:
+    """A message group is 0..255 printable characters ("" = none)."""
+    if not isinstance(group, str) or len(group) > MAX_MESSAGE_GROUP_LEN or not \
+            group.isprintable():
+        raise InvalidArgument(
+            f"message group {group!r} must be at most {MAX_MESSAGE_GROUP_LEN} printable "
+            "characters", code="INVALID_MESSAGE")
+    return group
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A message to send.
+
+    `message_group` (FIFO): messages with the same group go to the same queue (the producer
+    picks `crc32(group) % write queues` unless told otherwise), so one group's messages are
+    stored, and consumed orderly, in send order. `delay_level` / `deliver_at_ms`: delivery
+    held until a delay level (1..18) passes or until an epoch-ms time (docs/scheduled.md).
 
     >>> Message("orders", b"{'id': 1}", tags="created", keys=["order-1"]).topic
     'orders'
@@ -70,6 +88,7 @@ class Message:
     tags: str = ""
     keys: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
+    message_group: str = ""
     # Scheduled delivery (docs/scheduled.md): one of a delay level 1..18 (1s 5s 10s 30s 1m
     # 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h) or an exact time in epoch ms; 0 = now.
     delay_level: int = 0
@@ -99,6 +118,7 @@ class Message:
                 )
         if self.delay_level or self.deliver_at_ms:
             delay_property(self)
+        validate_message_group(self.message_group)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -292,6 +312,11 @@ class MessageExt:
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTIES}
 
     @property
+    def message_group(self) -> str:
+        """The sender's message group (FIFO), "" for none."""
+        return self.properties.get(record.PROP_MESSAGE_GROUP, "")
+
+    @property
     def origin_topic(self) -> str:
         """The topic the message was sent to, also when it is redelivered from a retry topic
         or read from a dead-letter queue."""
@@ -340,7 +365,8 @@ class MessageExt:
 
 SYSTEM_PROPERTIES = frozenset({
     record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY, record.PROP_TRACE_CONTEXT,
-    record.PROP_COMPRESSION, record.PROP_RETRY_TOPIC, record.PROP_ORIGIN_MESSAGE_ID,
+    record.PROP_COMPRESSION, record.PROP_MESSAGE_GROUP, record.PROP_RETRY_TOPIC,
+    record.PROP_ORIGIN_MESSAGE_ID,
     record.PROP_FIRST_FAILURE_MS, record.PROP_NOT_BEFORE_MS,
 })
 

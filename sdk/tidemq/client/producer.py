@@ -36,7 +36,7 @@ from tidemq.client.message import (
     send_results,
 )
 from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
-from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker
+from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker, stable_hash
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
 from tidemq.common.rpc import BreakerSettings
@@ -109,26 +109,35 @@ class Producer:
 
     def send(self, message: Message, *, selector: MessageQueueSelector | None = None,
              arg: Any = None, timeout: float | None = None) -> SendResult:
-        """Send one message; with `selector`, the queue it picks from `arg` (ordered sends)."""
+        """Send one message; with `selector`, the queue it picks from `arg` (ordered sends);
+        else a message with a `message_group` goes to its group's queue (FIFO)."""
         choose = None
         if selector is not None:
             def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
                 return selector.select(route.write_queues(), message, arg)
+        elif message.message_group:
+            choose = _group_chooser(message.message_group)
         return self._send(message.topic, [message], choose, timeout)[0]
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> list[SendResult]:
-        """Send several messages of one topic to one queue in one call: all stored or none."""
+        """Send several messages of one topic to one queue in one call: all stored or none.
+        Without `queue`, a batch whose first message has a `message_group` goes to that
+        group's queue (so a batch should hold one group; send_many sorts mixed groups)."""
         topic = _one_topic(messages)
         choose = None
         if queue is not None:
             def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
                 return queue
+        elif messages[0].message_group:
+            choose = _group_chooser(messages[0].message_group)
         return self._send(topic, messages, choose, timeout)
 
     def send_many(self, messages: Sequence[Message], *,
                   timeout: float | None = None) -> list[SendResult]:
-        """Spread messages of one topic round-robin over queues, one batch send per queue.
+        """Spread messages of one topic round-robin over queues, one batch send per queue;
+        a message with a `message_group` goes to its group's queue instead (FIFO: a group's
+        messages keep their input order in that queue, and are retried only there).
 
         Results are in input order. Every batch is encoded (so every message checked) before
         any is sent: one invalid message sends nothing. Batches already stored stay stored if
@@ -141,9 +150,17 @@ class Producer:
         # One breaker look-up per group per call (breaker state may live in Redis).
         open_brokers = frozenset(name for name in route.brokers if self._is_broker_open(name))
         groups: dict[MessageQueue, list[int]] = {}
-        for index in range(len(messages)):
-            groups.setdefault(self._picker.pick(queues, open_brokers=open_brokers),
-                              []).append(index)
+        by_message_group: dict[str, MessageQueue] = {}  # also: the queues pinned by a group
+        for index, message in enumerate(messages):
+            message_group = message.message_group
+            if message_group:
+                mq = by_message_group.get(message_group)
+                if mq is None:
+                    mq = by_message_group[message_group] = group_queue(route, message_group)
+            else:
+                mq = self._picker.pick(queues, open_brokers=open_brokers)
+            groups.setdefault(mq, []).append(index)
+        pinned = frozenset(by_message_group.values())
         deadline = time.monotonic() + (timeout or self.send_timeout)
         prepared: dict[MessageQueue, _Prepared] = {}
         try:
@@ -156,7 +173,7 @@ class Producer:
 
         def send_group(mq: MessageQueue, indexes: list[int]) -> list[SendResult]:
             def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
-                if not last_failed and mq.broker_name not in open_brokers:
+                if mq in pinned or not last_failed and mq.broker_name not in open_brokers:
                     return mq
                 return self._picker.pick(route.write_queues(), last_failed)
             group_deadline = max(deadline, time.monotonic() + 0.001)
@@ -397,6 +414,21 @@ class _Prepared:
     records: bytes
     unique_ids: list[str]
     scheduled: bool = False   # some message has a delay (SendRequest.scheduled)
+
+
+def group_queue(route: TopicRoute, message_group: str) -> MessageQueue:
+    """The queue of a message group: crc32(group) % the route's writable queues (the same in
+    every producer process; it moves only when the topic's queues change)."""
+    queues = route.group_queues()
+    if not queues:
+        raise errors.ServiceUnavailable(f"{route.topic!r} has no writable queue")
+    return queues[stable_hash(message_group) % len(queues)]
+
+
+def _group_chooser(message_group: str) -> Callable[[TopicRoute, str], MessageQueue]:
+    def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
+        return group_queue(route, message_group)  # retried on the same queue: FIFO
+    return choose
 
 
 def _one_topic(messages: Sequence[Message]) -> str:

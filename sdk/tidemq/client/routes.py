@@ -16,7 +16,7 @@ from typing import Any
 
 from tidemq.client.message import MessageQueue
 from tidemq.common import errors
-from tidemq.common.rpc import BreakerSettings, RpcClient
+from tidemq.common.rpc import BreakerSettings, RpcClient, forgive_endpoint
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 PERM_READ = 2
@@ -100,6 +100,17 @@ class TopicRoute:
             for i in range(q.write_queue_nums)
         ]
 
+    def group_queues(self) -> list[MessageQueue]:
+        """Writable queues of every group in the route, with a master right now or not: what
+        a message group hashes over, so its queue does not move while its broker group
+        elects a new master (sends to it wait for the election instead)."""
+        return [
+            MessageQueue(self.topic, q.broker_name, i)
+            for q in self.queues
+            if q.perm & PERM_WRITE and q.broker_name in self.brokers
+            for i in range(q.write_queue_nums)
+        ]
+
     def read_queues(self) -> list[MessageQueue]:
         return [
             MessageQueue(self.topic, q.broker_name, i)
@@ -149,6 +160,15 @@ class NameServerClient:
         return self.call("GetClusterInfo", nameserver_pb2.GetClusterInfoRequest())
 
 
+def _forgive_new_masters(before: TopicRoute, after: TopicRoute) -> None:
+    """A group whose master changed: the new one registered moments ago, so failures recorded
+    against its address before (it was killed, or a slave that refused writes) no longer hold."""
+    for name, group in after.brokers.items():
+        old = before.brokers.get(name)
+        if group.master_addr and old is not None and old.master_addr != group.master_addr:
+            forgive_endpoint(group.master_addr)
+
+
 class RouteCache:
     """Cached topic routes; `get` refreshes a route older than `refresh_interval`.
 
@@ -187,7 +207,10 @@ class RouteCache:
                 f"topic {topic!r} does not exist (no name server has a route for it)"
             ) from exc
         with self._lock:
+            previous = self._routes.get(topic)
             self._routes[topic] = (self._clock(), route)
+        if previous is not None:
+            _forgive_new_masters(previous[1], route)
         return route
 
     def invalidate(self, topic: str) -> None:

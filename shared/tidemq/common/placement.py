@@ -1,7 +1,9 @@
 """Which master broker coordinates a consumer group.
 
 Every client and broker must pick the same coordinator for a group without asking anyone, so
-the choice is a pure function of the group name and the set of master broker names: CRC32 of
+the choice is a pure function of the group name and the set of broker group names (the
+coordinator is the chosen group's master; with replication a group keeps its place while its
+broker group elects a new master): CRC32 of
 the UTF-8 group name modulo the number of masters, indexing the sorted, de-duplicated names
 (Kafka: hash of the group id modulo the partitions of __consumer_offsets).
 
@@ -21,16 +23,16 @@ from collections.abc import Iterable
 from tidemq.common.errors import ServiceUnavailable
 
 
-def coordinator_for(group: str, master_broker_names: Iterable[str]) -> str:
-    """The broker name coordinating `group` among `master_broker_names` (order irrelevant).
+def coordinator_for(group: str, broker_names: Iterable[str]) -> str:
+    """The broker name coordinating `group` among `broker_names` (order irrelevant).
 
     >>> coordinator_for("orders-consumers", ["broker-b", "broker-a"])
     'broker-a'
     """
-    masters = sorted(set(master_broker_names))
-    if not masters:
+    names = sorted(set(broker_names))
+    if not names:
         raise ServiceUnavailable(
-            f"no master broker is registered, so group {group!r} has no coordinator",
+            f"no broker is registered, so group {group!r} has no coordinator",
             code="COORDINATOR_NOT_AVAILABLE",
         )
-    return masters[zlib.crc32(group.encode("utf-8")) % len(masters)]
+    return names[zlib.crc32(group.encode("utf-8")) % len(names)]

@@ -86,6 +86,7 @@ PROP_KEYS = "KEYS"
 PROP_UNIQ_KEY = "UNIQ_KEY"
 PROP_TRACE_CONTEXT = "TRACE_CONTEXT"
 PROP_COMPRESSION = "COMPRESSION"
+PROP_MESSAGE_GROUP = "MESSAGE_GROUP"  # FIFO: messages of one group go to one queue, in order
 KEY_SEPARATOR = " "
 _NAME_VALUE_SEP = "\x01"
 _PROPERTY_SEP = "\x02"
@@ -271,6 +272,7 @@ class OutgoingMessage:
     keys: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
     unique_id: str = ""
+    message_group: str = ""
 
     def system_properties(self) -> dict[str, str]:
         props = dict(self.properties)
@@ -278,6 +280,8 @@ class OutgoingMessage:
             props[PROP_TAGS] = self.tags
         if self.keys:
             props[PROP_KEYS] = KEY_SEPARATOR.join(self.keys)
+        if self.message_group:
+            props[PROP_MESSAGE_GROUP] = self.message_group
         props[PROP_UNIQ_KEY] = self.unique_id or new_unique_id()
         return props
 

@@ -122,6 +122,18 @@ def is_endpoint_open(addr: str) -> bool:
     return breaker is not None and breaker.current_state == pybreaker.STATE_OPEN
 
 
+def forgive_endpoint(addr: str) -> bool:
+    """Close the endpoint's breaker: a registry has just named it the live master of its group
+    (a replica promoted, a broker restarted), which is better evidence than failures from
+    before. Without this a broker that comes back as master within the reset timeout would be
+    refused for the rest of it. True if the breaker was open."""
+    breaker = _breakers.get(addr)
+    if breaker is None or breaker.current_state == pybreaker.STATE_CLOSED:
+        return False
+    breaker.close()
+    return True
+
+
 def _succeed() -> None:
     return None
 

@@ -72,7 +72,7 @@ class PullRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., broadcasting: _Optional[bool] = ...) -> None: ...
 
 class PullResponse(_message.Message):
-    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave")
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave", "suggested_broker_id")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     NEXT_BEGIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,7 @@ class PullResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     SUGGEST_PULL_FROM_SLAVE_FIELD_NUMBER: _ClassVar[int]
+    SUGGESTED_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     status: PullStatus
     next_begin_offset: int
     min_offset: int
@@ -87,7 +88,8 @@ class PullResponse(_message.Message):
     records: bytes
     record_count: int
     suggest_pull_from_slave: bool
-    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., suggest_pull_from_slave: _Optional[bool] = ...) -> None: ...
+    suggested_broker_id: int
+    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., suggest_pull_from_slave: _Optional[bool] = ..., suggested_broker_id: _Optional[int] = ...) -> None: ...
 
 class GetQueueOffsetsRequest(_message.Message):
     __slots__ = ("topic",)
@@ -222,10 +224,46 @@ class GroupOffsets(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
 
 class GetAllConsumerOffsetsResponse(_message.Message):
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "coordinated_groups")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[GroupOffsets]
-    def __init__(self, groups: _Optional[_Iterable[_Union[GroupOffsets, _Mapping]]] = ...) -> None: ...
+    coordinated_groups: _containers.RepeatedCompositeFieldContainer[GroupHandover]
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupOffsets, _Mapping]]] = ..., coordinated_groups: _Optional[_Iterable[_Union[GroupHandover, _Mapping]]] = ...) -> None: ...
+
+class GroupHandover(_message.Message):
+    __slots__ = ("group_id", "generation_id", "protocol_type", "protocol_name", "leader_id", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader_id: str
+    members: _containers.RepeatedCompositeFieldContainer[MemberHandover]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberHandover, _Mapping]]] = ...) -> None: ...
+
+class MemberHandover(_message.Message):
+    __slots__ = ("member_id", "client_id", "client_host", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
+    assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
     __slots__ = ("topic", "queue_id", "offset")

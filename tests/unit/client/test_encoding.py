@@ -15,12 +15,14 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 prop_text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02",
                                            blacklist_categories=("Cs",)), max_size=10)
 names = st.one_of(st.text("abcXYZ_", min_size=1, max_size=6),
-                  st.sampled_from([record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY]))
+                  st.sampled_from([record.PROP_TAGS, record.PROP_KEYS, record.PROP_UNIQ_KEY,
+                                   record.PROP_MESSAGE_GROUP]))
 messages = st.builds(
     Message, topic=st.just("orders"),
     body=st.one_of(st.binary(min_size=1, max_size=300), st.just(b"z" * 700)),
     tags=prop_text, keys=st.lists(st.text("abc123", min_size=1, max_size=5), max_size=3),
     properties=st.dictionaries(names, prop_text, max_size=3),
+    message_group=st.one_of(st.just(""), st.text("gG-1é", min_size=1, max_size=8)),
 )
 
 
@@ -38,7 +40,7 @@ def per_message(message: Message, unique_id: str, born: int, codec: str, thresho
         body, sys_flag = compression.compress(body, codec), record.SYS_FLAG_COMPRESSED
         extra[record.PROP_COMPRESSION] = codec
     outgoing = record.OutgoingMessage(message.topic, body, message.tags, tuple(message.keys),
-                                      message.properties, unique_id)
+                                      message.properties, unique_id, message.message_group)
     return record.encode_message(outgoing, born_host=HOST, born_timestamp=born,
                                  sys_flag=sys_flag, extra_properties=extra)[0]
 
@@ -70,6 +72,8 @@ def test_batch_encoding_equals_the_per_message_codec(batch, traceparent, codec):
     (Message("orders", b"x", properties={"k\x02": "v"}), InvalidArgument, "INVALID_MESSAGE"),
     (Message("orders", b"x", properties={"TAGS": "\x01"}), InvalidArgument, "INVALID_MESSAGE"),
     (Message("bad topic", b"x"), InvalidArgument, "INVALID_TOPIC"),
+    (Message("orders", b"x", message_group="a\x01b"), InvalidArgument, "INVALID_MESSAGE"),
+    (Message("orders", b"x", message_group="g" * 256), InvalidArgument, "INVALID_MESSAGE"),
 ])
 def test_an_invalid_message_fails_the_batch_with_its_precise_code(message, error, code):
     with pytest.raises(error) as info:
@@ -117,3 +121,14 @@ def test_send_results_equal_the_dataclass_results(physical, first, answered_by_b
     assert results == expected and repr(results) == repr(expected)
     with pytest.raises(AttributeError):
         results[0].msg_id = "x"  # still frozen
+
+
+def test_the_message_group_is_a_system_property_read_back_on_the_message():
+    from tidemq.client.message import decode_records
+
+    raw, _ = encoder().encode([Message("orders", b"x", message_group="order-7",
+                                       properties={"MESSAGE_GROUP": "fake", "a": "1"}),
+                               Message("orders", b"y")])
+    grouped, plain = decode_records(raw)
+    assert (grouped.message_group, plain.message_group) == ("order-7", "")
+    assert grouped.user_properties == {"a": "1"}

@@ -113,6 +113,12 @@ class BrokerApp:
             min_session_timeout_ms=settings.group_min_session_timeout_ms)),
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
+        if self.replication is not None:   # only a master coordinates; a new one takes over
+            coordinator, replication = self.groups.coordinator, self.replication
+            coordinator.hand_off()
+            replication.host.on_promoted = lambda: coordinator.take_over(
+                replication.copier.coordinated_groups)
+            replication.host.on_demoted = coordinator.hand_off
         self.topic_writer = ConfigClient(settings.config_center)
         system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
                                      wait_s=settings.topic_sync_wait_s)
@@ -143,7 +149,8 @@ class BrokerApp:
                                         self.replication.host if self.replication else None,
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
-                                        self.schedule),
+                                        self.replication.read_advisor if self.replication
+                                        else None, self.schedule),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.watch_flusher(self.store.flusher)

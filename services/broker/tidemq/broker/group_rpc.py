@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from tidemq.broker.coordinator import CoordinatorTicker, GroupCoordinator
+from tidemq.broker.coordinator.handover import GroupHandover, MemberHandover
 from tidemq.broker.coordinator.views import GroupDescription
 from tidemq.common.errors import DeadlineExceeded
 from tidemq.v1 import broker_pb2
@@ -42,6 +43,27 @@ def describe_pb(description: GroupDescription) -> broker_pb2.DescribeGroupRespon
             member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
             metadata=m.metadata, assignment=m.assignment) for m in description.members],
     )
+
+
+def handovers_pb(handovers: list[GroupHandover]) -> list[broker_pb2.GroupHandover]:
+    return [broker_pb2.GroupHandover(
+        group_id=h.group_id, generation_id=h.generation_id, protocol_type=h.protocol_type,
+        protocol_name=h.protocol_name, leader_id=h.leader_id,
+        members=[broker_pb2.MemberHandover(
+            member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+            session_timeout_ms=m.session_timeout_ms,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            protocols=[broker_pb2.GroupProtocol(name=n, metadata=d) for n, d in m.protocols],
+            assignment=m.assignment) for m in h.members]) for h in handovers]
+
+
+def handovers_from_pb(groups) -> list[GroupHandover]:
+    return [GroupHandover(
+        g.group_id, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+        tuple(MemberHandover(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
+                             m.rebalance_timeout_ms,
+                             tuple((p.name, bytes(p.metadata)) for p in m.protocols),
+                             bytes(m.assignment)) for m in g.members)) for g in groups]
 
 
 class GroupRpc:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from tidemq.broker.group_manager import SubscriptionGroupManager
-from tidemq.broker.group_rpc import GroupRpc
+from tidemq.broker.group_rpc import GroupRpc, handovers_pb
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity
+from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.retry import RetryService
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.store import AppendStatus
@@ -45,9 +46,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  subscriptions: SubscriptionGroupManager | None = None,
                  replication=None, retry: RetryService | None = None,
                  pop: PopService | None = None, locks: QueueLocks | None = None,
+                 read_advisor: ReadAdvisor | None = None,
                  schedule: ScheduleService | None = None) -> None:
         self.schedule = schedule  # delayed / scheduled sends (schedule/)
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
+        self.read_advisor = read_advisor  # where far-behind (or caught-up) pulls go next
         self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
         self.pop = pop  # pop consumption (pop/)
         self.retry = retry  # retries and dead letters (retry.py)
@@ -80,12 +83,19 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
             request.tag_expression,
         )
-        return broker_pb2.PullResponse(
+        reply = broker_pb2.PullResponse(
             status=broker_pb2.PullStatus.Value(outcome.status.value),
             next_begin_offset=outcome.next_begin_offset, min_offset=outcome.min_offset,
             max_offset=outcome.max_offset, records=outcome.records,
             record_count=outcome.record_count,
         )
+        advisor = self.read_advisor
+        if advisor is not None and outcome.records:
+            suggested = advisor.advise(outcome.records)
+            if suggested is not None:
+                reply.suggested_broker_id = suggested
+                reply.suggest_pull_from_slave = suggested != 0
+        return reply
 
     def GetQueueOffsets(self, request, context):
         return broker_pb2.GetQueueOffsetsResponse(
@@ -181,7 +191,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def GetAllConsumerOffsets(self, request, context):
         return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
             broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))
-            for group, entries in sorted(self.offsets.snapshot().items())])
+            for group, entries in sorted(self.offsets.snapshot().items())],
+            coordinated_groups=handovers_pb(self.groups.coordinator.handovers()))
 
     async def JoinGroup(self, request, context):
         return await self.groups.JoinGroup(request, context)

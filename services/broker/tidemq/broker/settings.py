@@ -96,6 +96,12 @@ class BrokerSettings(ServiceSettings):
     replica_refresh_interval_s: float = setting(
         1.0, "live key refresh (log end, epoch) and slave copy of the master's consumer "
              "offsets, this often (s)")
+    slave_read_enable: bool = setting(
+        True, "a master suggests an in-sync slave to consumers reading far behind "
+              "(RocketMQ's slaveReadEnable)")
+    slave_read_behind_bytes: int = setting(
+        0, "how far behind the log end (bytes) a pull must start for that suggestion; "
+           "0 = 40 % of physical memory (RocketMQ's accessMessageInMemoryMaxRatio)")
 
     def __post_init__(self) -> None:
         if self.flush_mode not in FLUSH_MODES:

@@ -36,6 +36,7 @@ from . import errors, rebalance
 from .config import CoordinatorConfig
 from .errors import CoordinatorError
 from .group import GroupMetadata, TransitionListener
+from .handover import GroupHandover, handover_of, restored
 from .member import (
     UNKNOWN_MEMBER_ID,
     JoinResult,
@@ -74,6 +75,7 @@ class GroupCoordinator:
         self._on_transition = on_transition
         self._groups: dict[str, GroupMetadata] = {}
         self._groups_lock = threading.Lock()
+        self._coordinating = True  # False on a replica that is not its group's master
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -143,6 +145,7 @@ class GroupCoordinator:
 
     def _group_for_join(self, group_id: str, member_id: str) -> GroupMetadata:
         with self._groups_lock:
+            self._check_coordinating(group_id)
             group = self._groups.get(group_id)
             if group is None:
                 if member_id != UNKNOWN_MEMBER_ID:
@@ -357,10 +360,45 @@ class GroupCoordinator:
                     group.transition_to(GroupState.DEAD)
             rebalance.deliver(outbox)
 
+    # ------------------------------------------------------------------ replication
+
+    def handovers(self) -> list[GroupHandover]:
+        """Every Stable group, for the replicas that may take over (handover.py)."""
+        with self._groups_lock:
+            groups = list(self._groups.values())
+        found = []
+        for group in groups:
+            with group.lock:
+                found.append(handover_of(group))
+        return [h for h in found if h is not None]
+
+    def take_over(self, handovers: list[GroupHandover]) -> None:
+        """This replica became its group's master: coordinate, starting from the groups the
+        old master handed over (a group already known here is kept as it is)."""
+        now = self._now()
+        with self._groups_lock:
+            for handover in handovers:
+                if handover.group_id not in self._groups:
+                    self._groups[handover.group_id] = restored(handover, now, self._on_transition)
+            self._coordinating = True
+
+    def hand_off(self) -> None:
+        """This replica is no longer master: every call answers NOT_COORDINATOR from now on
+        (members look the coordinator up again and find the new master)."""
+        with self._groups_lock:
+            self._coordinating = False
+        self.unload_all()
+
+    def _check_coordinating(self, group_id: str) -> None:
+        if not self._coordinating:
+            raise CoordinatorError(errors.NOT_COORDINATOR, f"this broker is not its replica "
+                                   f"group's master, so it does not coordinate {group_id}")
+
     # ------------------------------------------------------------------ helpers
 
     def _existing_member_group(self, group_id: str, member_id: str) -> GroupMetadata:
         with self._groups_lock:
+            self._check_coordinating(group_id)
             group = self._groups.get(group_id)
         if group is None:
             raise rebalance.unknown_member(group_id, member_id)

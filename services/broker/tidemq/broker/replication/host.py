@@ -68,6 +68,9 @@ class BrokerRoleHost:
         self._ha_client: HAClient | None = None
         # told the master's HA server (or None): the lag-bytes / in-sync gauges read it
         self.on_server: Callable[[HAServer | None], None] = lambda server: None
+        # this replica became master / stopped being master (the group coordinator follows)
+        self.on_promoted: Callable[[], None] = lambda: None
+        self.on_demoted: Callable[[], None] = lambda: None
 
     # -- RoleHost ---------------------------------------------------------------------------
     def log_end(self) -> int:
@@ -89,6 +92,7 @@ class BrokerRoleHost:
         self.run_on_loop(server.start(*self.ha_listen))
         self._ha_server = server
         self.on_server(server)
+        self.on_promoted()
         self.registrar.announce(MASTER, epoch, wait=False)
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None:
@@ -137,6 +141,13 @@ class BrokerRoleHost:
                  replica in tracker.in_sync)
                 for replica, acked in sorted(tracker.acked.items())]
 
+    def in_sync_slave_ids(self) -> list[int]:
+        """Master: the registered broker ids (replica + 1) of its in-sync slaves, sorted."""
+        tracker = self.tracker
+        if self.role != MASTER or tracker is None:
+            return []
+        return sorted(replica + 1 for replica in tracker.in_sync if replica != self.replica_id)
+
     def confirmed_offset(self) -> int:
         gate = self.gate
         return gate.confirmed_offset() if gate is not None and self.role == MASTER else -1
@@ -158,6 +169,7 @@ class BrokerRoleHost:
         server, self._ha_server = self._ha_server, None
         if gate is not None:
             gate.depose()
+            self.on_demoted()
         self.store.become_slave()
         if gate is not None:
             self.store.set_replication_gate(None)

@@ -1,10 +1,13 @@
-"""OffsetCopier: a slave copies its master's committed consumer offsets every ~1 s.
+"""OffsetCopier: a slave copies its master's committed consumer offsets, and its group
+coordinator's Stable groups, every ~1 s.
 
 A group's offsets live on the broker that owns its queues, so a failover would rewind every
 group to the new master's stale table without this. The slave asks the master for its whole
 table (GetAllConsumerOffsets) and replaces its own; after a failover the new master starts from
 the copy it last took, so a group re-reads at most ~1 s of commits (at-least-once), never skips.
-A slave also answers QueryOffsets from the copy while its group has no master.
+A slave also answers QueryOffsets from the copy while its group has no master. The groups
+(`coordinated_groups`) are what the replica's coordinator takes over when it is promoted
+(coordinator/handover.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from tidemq.broker.coordinator.handover import GroupHandover
+from tidemq.broker.group_rpc import handovers_from_pb
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
@@ -29,6 +34,7 @@ class OffsetCopier:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.copies = 0
+        self.coordinated_groups: list[GroupHandover] = []   # as of the last copy
         self._clients: dict[str, RpcClient] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="offset-copy", daemon=True)
@@ -61,6 +67,7 @@ class OffsetCopier:
         self.offsets.replace_all({g.consumer_group: [(o.topic, o.queue_id, o.offset)
                                                      for o in g.offsets]
                                   for g in reply.groups})
+        self.coordinated_groups = handovers_from_pb(reply.coordinated_groups)
         self.copies += 1
         return True
 

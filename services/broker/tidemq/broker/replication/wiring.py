@@ -13,6 +13,7 @@ from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.replication.host import BrokerRoleHost, RunOnLoop
 from tidemq.broker.replication.manager import ReplicaManager
 from tidemq.broker.replication.offset_copy import OffsetCopier
+from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import MessageStore
 from tidemq.broker.store.ha.config import HAConfig
@@ -43,6 +44,7 @@ class Replication:
     host: BrokerRoleHost
     manager: ReplicaManager
     copier: OffsetCopier
+    read_advisor: ReadAdvisor | None   # None: slave reads are not suggested
 
     def start(self) -> None:
         """After the store started and before serving: a slave until the controller says
@@ -77,4 +79,8 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
     metrics.watch_replicas(host.progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,
                           interval_s=settings.replica_refresh_interval_s)
-    return Replication(host, manager, copier)
+    advisor = ReadAdvisor(role=lambda: host.role, log_end=host.log_end,
+                          in_sync_slave_ids=host.in_sync_slave_ids,
+                          behind_bytes=settings.slave_read_behind_bytes) \
+        if settings.slave_read_enable else None
+    return Replication(host, manager, copier, advisor)

@@ -14,12 +14,16 @@ that history,
 then append every data frame at exactly its physical offset (`store.append_replicated`) and
 report our log end after each append and every `report_interval_ms`. A connection silent for
 `housekeeping_timeout_ms` (the master heartbeats every second when idle) is dropped and made
-again after `reconnect_interval_ms`.
+again after a pause doubling from `FIRST_RETRY_S` to `reconnect_interval_ms` (back to the
+shortest once a connection worked). A slave told of a new master usually dials it a few milliseconds before
+the promoted replica opens its HA server, so waiting the whole interval there would add it to
+every failover's write outage.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 from tidemq.common.logs import get_logger
 
@@ -36,6 +40,8 @@ from .protocol import (
 from .tasks import cancel_and_wait
 
 log = get_logger(__name__)
+
+FIRST_RETRY_S = 0.05
 
 
 class HandshakeRefused(Exception):
@@ -70,6 +76,7 @@ class HAClient:
         self.connected = False
 
     async def _run(self) -> None:
+        pauses = retry_pauses(self.config.reconnect_interval_ms / 1000)
         while True:
             try:
                 await self._replicate_once()
@@ -78,8 +85,10 @@ class HAClient:
                 log.info("replication connection ended", master=self.master_address,
                          reason=self.last_error)
             finally:
+                if self.connected:   # a connection that worked: retry soon again
+                    pauses = retry_pauses(self.config.reconnect_interval_ms / 1000)
                 self.connected = False
-            await asyncio.sleep(self.config.reconnect_interval_ms / 1000)   # a retry period
+            await asyncio.sleep(next(pauses))   # a retry period
 
     async def _replicate_once(self) -> None:
         host, port = split_address(self.master_address)
@@ -127,6 +136,14 @@ class HAClient:
             await asyncio.sleep(self.config.report_interval_ms / 1000)   # a period
             writer.write(encode_report(self.store.commitlog_max_offset()))
             await writer.drain()
+
+
+def retry_pauses(longest_s: float) -> Iterator[float]:
+    """FIRST_RETRY_S, doubling, then `longest_s` for ever."""
+    pause = min(FIRST_RETRY_S, longest_s)
+    while True:
+        yield pause
+        pause = min(pause * 2, longest_s)
 
 
 def adopt(store, reply: dict) -> None:

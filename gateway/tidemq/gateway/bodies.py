@@ -1,0 +1,226 @@
+"""The declared request bodies and query parameters of every gateway route (tidemq.gateway.
+schema explains the rules). Each model is both the route's validation and its OpenAPI schema;
+a field's `ErrorCode` is the code a client gets for any problem with it.
+
+Limits that depend on the gateway's settings (`--max-pull-messages`, `--max-pull-wait-ms`)
+are checked by the view with `within_setting`, since a schema is the same for every
+deployment.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
+from tidemq.client.message import (
+    MAX_MESSAGE_GROUP_LEN,
+    MAX_TOPIC_NAME_LEN,
+    validate_message_group,
+    validate_topic_name,
+)
+from tidemq.common.errors import InvalidArgument
+from tidemq.configclient import groups
+from tidemq.gateway.schema import (
+    ErrorCode,
+    QueryParameters,
+    RequestBody,
+    domain_check,
+    rule_error,
+)
+
+MAX_QUEUES = 1024
+MAX_BATCH = 1000
+MAX_POP = 32
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+DEFAULT_INVISIBLE_MS = 30_000
+MAX_OFFSET = 2**63 - 1
+# Far enough for any broker's max_delay_ms (the broker refuses DELAY_TOO_LONG), small enough
+# that now + delay fits the record's int64 and a JSON number stays exact in every client.
+MAX_DELAY_FIELD_MS = 2**53 - 1
+
+# The client's check gives the sentence (it names the bad characters); the JSON schema says
+# the same rule for the document.
+TopicName = Annotated[str, Field(json_schema_extra={
+    "minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN, "pattern": "^[A-Za-z0-9_%|-]+$"}),
+    AfterValidator(domain_check(validate_topic_name))]
+
+
+def within_setting(value: int, high: int, name: str, setting: str, code: str,
+                   query: bool = False) -> int:
+    """A request value checked against a limit the gateway's settings choose."""
+    if value > high:
+        what = f"query parameter {name!r}" if query else name
+        raise InvalidArgument(f"{what} must be at most {high} (--{setting.replace('_', '-')}), "
+                              f"got {value}", code=code)
+    return value
+
+
+# -- topics and messages -------------------------------------------------------------------
+
+class TopicCreateRequest(RequestBody):
+    """POST /v1/topics."""
+
+    name: Annotated[TopicName, ErrorCode("INVALID_TOPIC"),
+                    Field(description="the topic name, [A-Za-z0-9_%|-]{1,127}")]
+    queues: Annotated[int, Field(ge=1, le=MAX_QUEUES,
+                                 description="queues on each broker group"),
+                      ErrorCode("INVALID_QUEUE_COUNT")] = 4
+
+
+class SendMessage(RequestBody):
+    """One message of POST /v1/topics/{topic}/messages."""
+
+    model_config = ConfigDict(json_schema_extra={"not": {"required": ["delay_ms",
+                                                                      "deliver_at"]}})
+    error_code: ClassVar[str] = "INVALID_MESSAGE"
+
+    body: Annotated[str, Field(description="UTF-8 text, or base64 with encoding base64; "
+                                           "non-empty once decoded")]
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    key: Annotated[str, Field(description="one key (no spaces), indexed by the broker")] = ""
+    keys: Annotated[list[str], Field(description="several keys (no spaces)")] = []
+    tag: Annotated[str, Field(description="the message's one tag (consumer-side filter)")] = ""
+    tags: Annotated[str, Field(description="the same as tag (RocketMQ's name)")] = ""
+    properties: Annotated[dict[Annotated[str, Field(min_length=1)], str],
+                          Field(description="user properties, string to string")] = {}
+    message_group: Annotated[str, Field(
+        description="FIFO: messages of one group go to one queue and keep their send order",
+        json_schema_extra={"maxLength": MAX_MESSAGE_GROUP_LEN}),
+        AfterValidator(domain_check(validate_message_group))] = ""
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_FIELD_MS,
+                                   description="deliver this long after the gateway received "
+                                               "it (not with deliver_at)"),
+                        ErrorCode("INVALID_DELAY")] = 0
+    deliver_at: Annotated[int, Field(ge=0, le=MAX_DELAY_FIELD_MS,
+                                     description="deliver at this time, epoch milliseconds "
+                                                 "(a past time: now; not with delay_ms)"),
+                          ErrorCode("INVALID_DELAY")] = 0
+
+    @model_validator(mode="after")
+    def _one_tag_one_delay(self) -> SendMessage:
+        if self.tag and self.tags and self.tag != self.tags:
+            raise rule_error("INVALID_MESSAGE", "give tag or tags, not two different tags")
+        if {"delay_ms", "deliver_at"} <= self.model_fields_set:
+            raise rule_error("INVALID_DELAY", "give delay_ms or deliver_at, not both")
+        return self
+
+    def deliver_at_ms(self, now_ms: int) -> int:
+        """Message.deliver_at_ms: 0 (deliver now) unless a delay or a due time was given."""
+        return now_ms + self.delay_ms if self.delay_ms else self.deliver_at
+
+    @property
+    def all_keys(self) -> list[str]:
+        return [self.key, *self.keys] if self.key else list(self.keys)
+
+
+class SendRequest(RequestBody):
+    """POST /v1/topics/{topic}/messages."""
+
+    messages: Annotated[list[SendMessage],
+                        Field(min_length=1, max_length=MAX_BATCH,
+                              description=f"1..{MAX_BATCH} messages, sent in this order"),
+                        ErrorCode("INVALID_REQUEST", too_long="BATCH_TOO_LARGE")]
+
+
+class FetchQuery(QueryParameters):
+    """GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages."""
+
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="first queue offset")] = 0
+    max: Annotated[int, Field(ge=1, description="at most this many messages "
+                                                "(up to --max-pull-messages)")] = 32
+    wait_ms: Annotated[int, Field(ge=0, description="long poll up to this long "
+                                                    "(up to --max-pull-wait-ms)")] = 0
+
+
+# -- pop consumption and dead letters ------------------------------------------------------
+
+class PopRequest(RequestBody):
+    """POST /v1/groups/{group}/topics/{topic}/pop (every field optional, the body too)."""
+
+    max: Annotated[int, Field(ge=1, le=MAX_POP, description="at most this many messages"),
+                   ErrorCode("INVALID_ARGUMENT")] = 16
+    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
+                                       description="invisible to the group this long"),
+                            ErrorCode("INVALID_INVISIBLE_DURATION")] = DEFAULT_INVISIBLE_MS
+    wait_ms: Annotated[int, Field(ge=0, description="long poll (up to --max-pull-wait-ms)"),
+                       ErrorCode("INVALID_ARGUMENT")] = 0
+    tag: Annotated[str, Field(description='tag expression: "*" or "a || b"'),
+                   ErrorCode("INVALID_ARGUMENT")] = "*"
+
+
+ReceiptHandle = Annotated[str, Field(min_length=1, description="from a pop"),
+                          ErrorCode("INVALID_RECEIPT_HANDLE")]
+
+
+class ReceiptHandleRequest(RequestBody):
+    """POST .../ack (and the answer of .../invisible)."""
+
+    receipt_handle: ReceiptHandle
+
+
+class InvisibleRequest(RequestBody):
+    """POST .../invisible."""
+
+    receipt_handle: ReceiptHandle
+    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
+                                       description="new invisible time, from now"),
+                            ErrorCode("INVALID_INVISIBLE_DURATION")]
+
+
+class RedriveRequest(RequestBody):
+    """POST /v1/groups/{group}/dlq/redrive: `msg_ids` or `"all": true`."""
+
+    msg_ids: Annotated[list[str], Field(description="dead letters to re-drive (non-empty "
+                                                    "unless all)")] = []
+    all: Annotated[bool, Field(description="re-drive every listed dead letter")] = False
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> RedriveRequest:
+        if self.all == bool(self.msg_ids):
+            raise rule_error("INVALID_REQUEST",
+                             'give "msg_ids" (a non-empty list of strings) or "all": true')
+        return self
+
+
+class DeadLetterQuery(QueryParameters):
+    """GET /v1/groups/{group}/dlq."""
+
+    limit: Annotated[int, Field(ge=1, le=1000, description="at most this many")] = 100
+
+
+# -- subscription groups (fields from tidemq.configclient.groups, the brokers' schema) ------
+
+def _group_field(name: str) -> tuple[Any, Any]:
+    kind, bounds, legal = groups.FIELD_RULES[name]
+    extra = {"minimum": bounds[0], "maximum": bounds[1]} if bounds else {}
+    default = groups.SubscriptionGroupConfig.__dataclass_fields__[name].default
+    annotation = Annotated[kind, Field(description=legal, json_schema_extra=extra or None),
+                           ErrorCode("INVALID_SUBSCRIPTION_GROUP")]
+    return annotation, default
+
+
+class _GroupBody(RequestBody):
+    # Ranges are checked by configclient.groups (one sentence naming the legal values).
+    error_code: ClassVar[str] = "INVALID_SUBSCRIPTION_GROUP"
+
+
+_GROUP_NAME = Annotated[str, Field(description="[A-Za-z0-9_%|-]{1,255}"),
+                        ErrorCode("INVALID_SUBSCRIPTION_GROUP")]
+GroupCreateRequest = create_model(
+    "GroupCreateRequest", __base__=_GroupBody, __doc__="POST /v1/groups (unset fields: "
+    "defaults).", name=(_GROUP_NAME, ...),
+    **{name: _group_field(name) for name in groups.FIELD_RULES})
+GroupPatchRequest = create_model(
+    "GroupPatchRequest", __base__=_GroupBody, __doc__="PATCH /v1/groups/{name}: the fields "
+    "to change.", name=(_GROUP_NAME, ""),
+    **{name: _group_field(name) for name in groups.FIELD_RULES})
+
+
+# -- config center -------------------------------------------------------------------------
+
+class ConfigReadQuery(QueryParameters):
+    """GET /v1/config/{key}."""
+
+    revision: Annotated[int, Field(ge=0, description="read as of this retained revision "
+                                                     "(0 = now)")] = 0
+    prefix: Annotated[bool, Field(description="list every key under the path")] = False
