@@ -60,7 +60,10 @@ def test_an_exact_time_is_kept_in_the_wheel_and_never_delivered_early(broker):
 def test_a_time_in_the_past_and_a_plain_record_of_the_batch_are_stored_at_once(broker):
     broker.send(Message(TOPIC, b"plain"), Message(TOPIC, b"past", deliver_at_ms=1),
                 Message(TOPIC, b"soon", delay_level=1))
-    assert [bytes(r.body) for r in broker.real()] == [b"plain", b"past"]
+    plain, past = broker.real()
+    assert [bytes(plain.body), bytes(past.body)] == [b"plain", b"past"]
+    assert record.PROP_TIMER_DELIVER_MS not in past.properties
+    assert not past.sys_flag & record.SYS_FLAG_SCHEDULED
 
 
 @pytest.mark.parametrize("message, code", [

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.schedule.service import SCHEDULE_TOPIC
+from tidemq.broker.schedule.service import SCHEDULE_PROPERTIES, SCHEDULE_TOPIC
 from tidemq.broker.schedule.wheel import TimingWheel, WheelLevel
 from tidemq.broker.store import GetStatus
 from tidemq.common import errors, record
@@ -36,8 +36,6 @@ log = get_logger(__name__)
 
 PROGRESS_GROUP = "SCHEDULE_PROGRESS"
 WHEEL_PROGRESS = SCHEDULE_TOPIC + "%WHEEL"  # "queue" = wheel level, "offset" = last slot read
-SCHEDULE_PROPERTIES = (record.PROP_REAL_TOPIC, record.PROP_REAL_QUEUE_ID,
-                       record.PROP_TIMER_OUT_MS, record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)
 PAGE = 512
 TICK_BUDGET = 8192   # records moved per tick at most; the rest in the next one, at once
 

@@ -24,6 +24,9 @@ from tidemq.common import errors, record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # RocketMQ's name
+# What a delivered message no longer carries (the delay asked for, where it waited).
+SCHEDULE_PROPERTIES = (record.PROP_REAL_TOPIC, record.PROP_REAL_QUEUE_ID,
+                       record.PROP_TIMER_OUT_MS, record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +112,14 @@ class ScheduleService:
             level, due = due_time(record.properties_at(view, pos, header), now, self.level_ms,
                                   self.max_delay_ms)
             target = self.schedule_queue(level, now, due) if due else None
-            moved = bytes(raw) if target is None else self.to_schedule(raw, real, due, target)
+            if target is not None:
+                moved = self.to_schedule(raw, real, due, target)
+            elif due:  # due already: stored at once, as the timer would deliver it
+                moved = record.retarget(raw, topic_name, queue_id=queue_id,
+                                        drop_properties=SCHEDULE_PROPERTIES,
+                                        clear_sys_flags=record.SYS_FLAG_SCHEDULED)
+            else:
+                moved = bytes(raw)
             groups.setdefault(target, []).append((index, moved))
         if any(target is not None for target in groups):
             await self.ensure_topic()
