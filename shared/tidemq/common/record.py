@@ -441,6 +441,24 @@ def properties_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple) 
         raise RecordFormatError(f"properties are not UTF-8 at {pos}") from exc
 
 
+def property_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple,
+                name: str) -> str | None:
+    """One property of the checked record at `pos` (None if absent), the others not decoded:
+    what the timer reads of every scheduled record. The last value wins, as in
+    `properties_at`."""
+    at = pos + HEADER_SIZE + header[14]
+    at += 3 + buf[at]
+    framed = b"\x02" + bytes(buf[at:pos + header[0]])
+    found = framed.rfind(f"\x02{name}\x01".encode())
+    if found < 0:
+        return None
+    start = found + len(name.encode()) + 2
+    try:
+        return framed[start:framed.index(b"\x02", start)].decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordFormatError(f"property {name!r} is malformed at {pos}") from exc
+
+
 def decode(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True) -> Record:
     """Decode the record at `pos`; raises RecordFormatError if it is not a whole valid record."""
     view = memoryview(buf)

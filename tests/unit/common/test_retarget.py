@@ -65,3 +65,10 @@ def test_retarget_drops_properties_and_clears_flags(props, set_props, drop, sys_
         expected.pop(name, None)
     assert moved.properties == expected and moved.sys_flag == sys_flag & ~clear
     assert bytes(moved.body) == b"body"
+
+
+@given(props=st.dictionaries(names, values, max_size=6), name=names)
+def test_property_at_reads_one_property_as_properties_at_does(props, name):
+    stored = record.encode("orders", b"body", properties=record.encode_properties(props))
+    header = record.checked_header(memoryview(stored), 0)
+    assert record.property_at(stored, 0, header, name) == props.get(name)

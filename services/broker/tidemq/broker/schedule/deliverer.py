@@ -45,8 +45,8 @@ class _Round:
     """What one tick read: the moves to make, then the progress to commit."""
 
     now_ms: int
-    deliveries: list[tuple[int, bytes, dict]] = field(default_factory=list)  # due, raw, props
-    replacements: list[tuple[int, bytes, dict]] = field(default_factory=list)
+    deliveries: list[tuple[int, bytes]] = field(default_factory=list)   # (due, raw)
+    replacements: list[tuple[int, bytes]] = field(default_factory=list)  # (due, raw)
     cursors: dict[int, int] = field(default_factory=dict)
     read_through: dict[int, int] = field(default_factory=dict)
     full: bool = False
@@ -158,14 +158,14 @@ class Deliverer:
                 if done.moves >= TICK_BUDGET:
                     done.full = True
                     break
-                props = record.properties_at(view, pos, header)
-                due = int(props.get(record.PROP_TIMER_OUT_MS, "0") or 0)
+                due = int(record.property_at(view, pos, header, record.PROP_TIMER_OUT_MS)
+                          or 0)
                 if not take(due):
                     end = cursor  # the rest waits
                     break
                 raw = bytes(view[pos:pos + header[record.H_TOTAL_SIZE]])
                 (done.deliveries if due <= deliver_through else done.replacements).append(
-                    (due, raw, props))
+                    (due, raw))
                 cursor = header[record.H_QUEUE_OFFSET] + 1
             else:
                 cursor = max(cursor, got.next_begin_offset)
@@ -181,25 +181,27 @@ class Deliverer:
         """Append the tick's deliveries (in due order) and replacements; raises, leaving every
         cursor where it was, if an append fails (the next tick moves them again)."""
         batches: dict[tuple[str, int], list[bytes]] = {}
-        for _due, raw, props in sorted(done.deliveries, key=lambda item: item[0]):
-            moved = self._to_real_topic(raw, props)
+        for _due, raw in sorted(done.deliveries, key=lambda item: item[0]):
+            moved = self._to_real_topic(raw)
             if moved is not None:
                 batches.setdefault(moved[0], []).append(moved[1])
-        for due, raw, _props in done.replacements:
+        for due, raw in done.replacements:
             queue = self.wheel.place(done.now_ms, due).queue_id
             batches.setdefault((SCHEDULE_TOPIC, queue), []).append(
                 record.retarget(raw, SCHEDULE_TOPIC, queue_id=queue))
         for (topic, queue), records in batches.items():
             await self.messaging.send(topic, queue, b"".join(records), len(records))
 
-    def _to_real_topic(self, raw: bytes, props: dict) -> tuple[tuple[str, int], bytes] | None:
-        name = props.get(record.PROP_REAL_TOPIC, "")
+    def _to_real_topic(self, raw: bytes) -> tuple[tuple[str, int], bytes] | None:
+        header = record.checked_header(raw, 0, verify_crc=False)
+        name = record.property_at(raw, 0, header, record.PROP_REAL_TOPIC) or ""
         topic = self.messaging.topics.get(name)
         if topic is None:
             log.warning("scheduled_message_dropped", topic=name,
                         reason="its topic is not served here any more")
             return None
-        queue = int(props.get(record.PROP_REAL_QUEUE_ID, "0") or 0) % topic.queues
+        queue = int(record.property_at(raw, 0, header, record.PROP_REAL_QUEUE_ID) or 0) \
+            % topic.queues
         return (topic.name, queue), record.retarget(
             raw, topic.name, queue_id=queue, drop_properties=SCHEDULE_PROPERTIES,
             clear_sys_flags=record.SYS_FLAG_SCHEDULED)

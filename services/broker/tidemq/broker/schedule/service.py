@@ -39,12 +39,11 @@ def _invalid(message: str) -> errors.InvalidArgument:
     return errors.InvalidArgument(message, code="INVALID_DELAY")
 
 
-def due_time(props: dict[str, str], now_ms: int, level_ms: tuple[int, ...],
+def due_time(level_text: str, at_text: str, now_ms: int, level_ms: tuple[int, ...],
              max_delay_ms: int) -> tuple[int, int]:
-    """(delay level or 0, due time in epoch ms) of a marked record's properties; (0, 0) for a
-    record without a delay. INVALID_DELAY / DELAY_TOO_LONG for what no broker accepts."""
-    level_text = props.get(record.PROP_DELAY, "")
-    at_text = props.get(record.PROP_TIMER_DELIVER_MS, "")
+    """(delay level or 0, due time in epoch ms) of a marked record's DELAY and
+    TIMER_DELIVER_MS properties; (0, 0) for a record with neither. INVALID_DELAY /
+    DELAY_TOO_LONG for what no broker accepts."""
     if level_text and at_text:
         raise _invalid("a message has either a delay level or a delivery time, not both")
     if level_text:
@@ -109,8 +108,10 @@ class ScheduleService:
         groups: dict[int | None, list[tuple[int, bytes]]] = {}
         for index, (pos, header) in enumerate(found):
             raw = view[pos:pos + header[record.H_TOTAL_SIZE]]
-            level, due = due_time(record.properties_at(view, pos, header), now, self.level_ms,
-                                  self.max_delay_ms)
+            level, due = due_time(record.property_at(view, pos, header, record.PROP_DELAY) or "",
+                                  record.property_at(view, pos, header,
+                                                     record.PROP_TIMER_DELIVER_MS) or "",
+                                  now, self.level_ms, self.max_delay_ms)
             target = self.schedule_queue(level, now, due) if due else None
             if target is not None:
                 moved = self.to_schedule(raw, real, due, target)
