@@ -29,6 +29,8 @@ BENCHMARKS = {
                     ["PullConsumer", "SimpleConsumer pop", "HTTP pop"]),
     "schedule": (["bench/schedule/run.py", "--quick"],
                  ["ordinary send (same run)", "exact time (wheel)", "level 1 (level queue)"]),
+    "filter": (["bench/filter/run.py", "--quick"],
+               ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
 }
 
 

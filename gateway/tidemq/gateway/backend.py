@@ -34,6 +34,7 @@ from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 
 GATEWAY_GROUP = "tidemq-gateway-http"
+MAX_POPPERS = 256   # SimpleConsumers kept per worker, one per (group, topic, filter); oldest dropped
 
 
 @dataclass
@@ -60,7 +61,7 @@ class GatewayBackend:
                                      timeout=settings.rpc_timeout_s, breaker=breaker)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
         self.topics = TopicDefinitions(self.config)
-        self._poppers: dict[tuple[str, str, str], SimpleConsumer] = {}
+        self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
@@ -151,17 +152,22 @@ class GatewayBackend:
 
     # -- pop consumption and dead letters -------------------------------------------------
 
-    def _popper(self, group: str, topic: str, tags: str = "*") -> SimpleConsumer:
-        key = (group, topic, tags)
-        if key not in self._poppers:  # one per (group, topic, tags): its route cache is reused
+    def _popper(self, group: str, topic: str, tags: str = "*",
+                expression_type: str = "TAG") -> SimpleConsumer:
+        key = (group, topic, tags, expression_type)
+        if key not in self._poppers:  # one per subscription: its route cache is reused
+            if len(self._poppers) >= MAX_POPPERS:  # filters are the callers' text: bound them
+                self._poppers.pop(next(iter(self._poppers)))
             self._poppers[key] = SimpleConsumer(self.settings.namesrv_addrs, group, topic,
                                                 tag_expression=tags,
+                                                expression_type=expression_type,
                                                 timeout=self.settings.rpc_timeout_s)
         return self._poppers[key]
 
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,
-            tags: str) -> list[ReceivedMessage]:
-        return self._popper(group, topic, tags).receive(
+            tags: str, expression_type: str = "TAG") -> list[ReceivedMessage]:
+        """`expression_type` "SQL92": `tags` is a SQL92 filter (docs/filters.md)."""
+        return self._popper(group, topic, tags, expression_type).receive(
             max_messages, invisible_duration_s=invisible_ms / 1000, wait_s=wait_ms / 1000)
 
     def ack(self, group: str, topic: str, receipt_handle: str) -> None:

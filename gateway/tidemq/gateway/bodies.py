@@ -18,6 +18,7 @@ from tidemq.client.message import (
     validate_message_group,
     validate_topic_name,
 )
+from tidemq.common import sqlfilter
 from tidemq.common.errors import InvalidArgument
 from tidemq.configclient import groups
 from tidemq.gateway.schema import (
@@ -146,6 +147,36 @@ class PopRequest(RequestBody):
                        ErrorCode("INVALID_ARGUMENT")] = 0
     tag: Annotated[str, Field(description='tag expression: "*" or "a || b"'),
                    ErrorCode("INVALID_ARGUMENT")] = "*"
+    filter_type: Annotated[Literal["TAG", "SQL92"], Field(
+        description='"TAG" (default): `filter` is a tag expression, like `tag`; "SQL92": '
+                    '`filter` is a SQL92 filter over the message properties, evaluated by the '
+                    'broker (docs/filters.md)'),
+        ErrorCode("INVALID_FILTER")] = "TAG"
+    filter: Annotated[str, Field(
+        max_length=sqlfilter.MAX_EXPRESSION_LENGTH,
+        description="the filter of `filter_type`, e.g. \"amount > 5 AND region IN ('eu')\""),
+        ErrorCode("INVALID_FILTER")] = ""
+
+    @model_validator(mode="after")
+    def _one_filter(self) -> PopRequest:
+        if self.filter_type == sqlfilter.SQL92:
+            if "tag" in self.model_fields_set:
+                raise rule_error("INVALID_FILTER", 'give "tag" or a SQL92 "filter", not both '
+                                 "(a SQL92 filter can test TAGS)")
+            try:
+                sqlfilter.compile_sql92(self.filter)  # the position of a mistake, as a 400
+            except sqlfilter.InvalidFilter as exc:
+                raise rule_error("INVALID_FILTER", exc.message) from None
+        elif self.filter and "tag" in self.model_fields_set and self.filter != self.tag:
+            raise rule_error("INVALID_FILTER", 'give "tag" or "filter", not two tag expressions')
+        return self
+
+    @property
+    def subscription(self) -> tuple[str, str]:
+        """(expression, expression type) as the SDK takes them."""
+        if self.filter_type == sqlfilter.SQL92:
+            return self.filter, sqlfilter.SQL92
+        return self.filter or self.tag, sqlfilter.TAG
 
 
 ReceiptHandle = Annotated[str, Field(min_length=1, description="from a pop"),

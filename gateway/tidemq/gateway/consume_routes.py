@@ -1,7 +1,8 @@
 """HTTP face of group consumption: pop / ack / invisible with receipt handles, and the group's
 dead-letter queue (docs/consumption.md). Thin views: parse → one backend call → JSON.
 
-  POST /v1/groups/<group>/topics/<topic>/pop         {"max", "invisible_ms", "wait_ms", "tag"}
+  POST /v1/groups/<group>/topics/<topic>/pop         {"max", "invisible_ms", "wait_ms", "tag",
+                                                      "filter_type", "filter"}
   POST /v1/groups/<group>/topics/<topic>/ack         {"receipt_handle"}
   POST /v1/groups/<group>/topics/<topic>/invisible   {"receipt_handle", "invisible_ms"}
   GET  /v1/groups/<group>/dlq?limit=
@@ -68,8 +69,9 @@ def pop(group: str, topic: str, body: PopRequest):
     validation.validate_topic_name(topic)
     wait_ms = within_setting(body.wait_ms, _settings().max_pull_wait_ms, "wait_ms",
                              "max_pull_wait_ms", "INVALID_ARGUMENT")
+    expression, expression_type = body.subscription
     popped = _backend().pop(_group(group), topic, body.max, body.invisible_ms, wait_ms,
-                            body.tag)
+                            expression, expression_type)
     return jsonify({"messages": [_received_json(r) for r in popped]})
 
 

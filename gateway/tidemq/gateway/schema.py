@@ -168,19 +168,21 @@ def _sentence(model: type[BaseModel], error: Mapping[str, Any], where: _Located)
         subject = f"query parameter {where.path!r}"
     else:
         subject = where.path or "the request body"
-    value = error.get("input")
-    got = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if kind == "missing":
         return f"{subject} is required"
-    if kind == "model_type":
-        return f"{subject} must be a JSON object, got {got}"
     if kind.isupper():  # rule_error: the sentence is already the whole story
         return f"{subject}: {message}" if where.path else message
-    if message.startswith("Input should "):
+    if kind == "model_type":
+        text = f"{subject} must be a JSON object"
+    elif message.startswith("Input should "):
         text = f"{subject} should {message[len('Input should '):]}"
     else:
         text = f"{subject}: {message[:1].lower()}{message[1:]}"
-    return text if isinstance(value, list | dict) else f"{text}, got {got}"
+    value = error.get("input")
+    if isinstance(value, list | dict) and kind != "model_type":
+        return text  # the message already says what is wrong with the collection
+    got = repr(value[:61] if isinstance(value, str) else value)
+    return f"{text}, got {got if len(got) <= 60 else got[:57] + '...'}"
 
 
 def validation_failure(model: type[BaseModel], exc: ValidationError) -> InvalidArgument:

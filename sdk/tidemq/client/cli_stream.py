@@ -177,6 +177,10 @@ def consume(
         "--follow", "-F", help="keep waiting for new messages until Ctrl-C or --max")] = False,
     tag_expression: Annotated[str, typer.Option(
         "--tags", help="tag filter, e.g. 'created || paid'")] = "*",
+    sql: Annotated[str | None, typer.Option(
+        "--sql", help="SQL92 filter over the message properties, evaluated by the broker, "
+                      "e.g. \"amount > 100 AND region IN ('eu')\" (docs/filters.md); "
+                      "excludes --tags")] = None,
     output: OutputOpt = None,
 ) -> None:
     """Print messages pulled from a topic's queues. Starts at the end of each queue (only new
@@ -187,6 +191,9 @@ def consume(
         raise typer.BadParameter("--offset needs --queue (offsets are per queue)")
     if offset is not None and from_beginning:
         raise typer.BadParameter("--offset and --from-beginning exclude each other")
+    if sql is not None and tag_expression.strip() not in ("", "*"):
+        raise typer.BadParameter("--sql and --tags exclude each other (TAGS can be used in SQL)")
+    selector = (sql, "SQL92") if sql is not None else (tag_expression, "TAG")
     as_json = json_mode(ctx, output)
     g = globals_of(ctx)
     with expected_errors(), PullConsumer(g.namesrv, consumer_group=CONSUME_GROUP,
@@ -200,23 +207,30 @@ def consume(
         positions = _start_offsets(consumer, queues, offset, from_beginning)
         ends = _start_offsets(consumer, queues, None, False) if not follow else {}
         if follow:  # stderr, so `-o json` output stays one message per line
-            tags = "" if tag_expression.strip() in ("", "*") else f" tagged {tag_expression}"
+            if sql is not None:
+                shown = f" matching {sql}"
+            elif tag_expression.strip() in ("", "*"):
+                shown = ""
+            else:
+                shown = f" tagged {tag_expression}"
             err.print(f"[dim]following {len(positions)} queue(s) of {topic}: waiting for new "
-                      f"messages{tags} (Ctrl-C to stop)[/dim]")
+                      f"messages{shown} (Ctrl-C to stop)[/dim]")
         printed = _pump(consumer, positions, ends, follow=follow, max_messages=max_messages,
-                        tag_expression=tag_expression, as_json=as_json)
+                        selector=selector, as_json=as_json)
     if not as_json:
         err.print(f"[dim]{printed} message(s)[/dim]")
 
 
 def _pump(consumer: PullConsumer, positions: dict[MessageQueue, int],
           ends: dict[MessageQueue, int], *, follow: bool, max_messages: int,
-          tag_expression: str, as_json: bool) -> int:
+          selector: tuple[str, str], as_json: bool) -> int:
     """Round-robin pulls over the queues; prints messages; returns how many it printed.
 
     While following, a round that found nothing makes the next round's first pull a long
     poll (held by the broker until a message arrives), so an idle tail costs no busy loop.
+    `selector` is (expression, expression type: TAG or SQL92).
     """
+    expression, expression_type = selector
     printed, idle = 0, False
     while positions and (not max_messages or printed < max_messages):
         found_any = False
@@ -225,8 +239,8 @@ def _pump(consumer: PullConsumer, positions: dict[MessageQueue, int],
             if limit <= 0:
                 break
             hold = FOLLOW_POLL_S if follow and idle and index == 0 else 0.0
-            result = consumer.pull(mq, positions[mq], limit, tag_expression=tag_expression,
-                                   long_poll=hold)
+            result = consumer.pull(mq, positions[mq], limit, tag_expression=expression,
+                                   expression_type=expression_type, long_poll=hold)
             for message in result.messages[:limit]:
                 _print_message(message, as_json)
                 printed += 1

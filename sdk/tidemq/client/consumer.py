@@ -17,13 +17,22 @@ from collections.abc import Sequence
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.message import MessageQueue, PullResult, PullStatus, decode_records
 from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache, TopicRoute
-from tidemq.common import errors
+from tidemq.common import errors, sqlfilter
 from tidemq.common.rpc import BreakerSettings
 from tidemq.v1 import broker_pb2
 
 RPC_MARGIN_S = 2.0           # the RPC deadline outlives the broker's hold by this much
 # Calls any replica of a group can answer (a slave is read-only).
 REPLICA_READS = frozenset({"Pull", "GetQueueOffsets", "SearchOffset", "QueryOffsets"})
+
+
+def checked_subscription(expression: str, expression_type: str) -> str:
+    """The canonical expression type ("TAG" or "SQL92") after checking the expression here,
+    so a bad SQL92 filter fails at once with INVALID_FILTER (compiled once per text)."""
+    kind = sqlfilter.expression_type(expression_type)
+    if kind == sqlfilter.SQL92:
+        sqlfilter.compile_sql92(expression)
+    return kind
 
 
 def exact_tags(expression: str) -> frozenset[str] | None:
@@ -64,18 +73,24 @@ class PullConsumer:
 
     def pull(self, mq: MessageQueue, offset: int, max_messages: int = 32, *,
              long_poll: float = 0.0, tag_expression: str = "*",
-             max_bytes: int = 0, broadcasting: bool = False) -> PullResult:
+             max_bytes: int = 0, broadcasting: bool = False,
+             expression_type: str = "TAG") -> PullResult:
         """Read up to `max_messages` from `offset`; hold up to `long_poll` s if none are there.
+
+        `tag_expression` is a tag expression (`"*"`, `"A || B"`) or, with
+        `expression_type="SQL92"`, a SQL92 filter over the message properties
+        (`"amount > 5 AND region IN ('eu')"`, docs/filters.md) that the broker evaluates.
 
         `broadcasting` says the group consumes every queue in every member, so the broker can
         refuse it where the group's definition disallows broadcast consumption."""
         if offset < 0 or max_messages <= 0:
             raise errors.InvalidArgument("offset must be >= 0 and max_messages > 0")
+        kind = checked_subscription(tag_expression, expression_type)
         request = broker_pb2.PullRequest(
             consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id,
             queue_offset=offset, max_messages=max_messages, max_bytes=max_bytes,
             suspend_timeout_ms=int(long_poll * 1000), tag_expression=tag_expression,
-            broadcasting=broadcasting,
+            broadcasting=broadcasting, expression_type=kind,
         )
         response = self._call(mq, "Pull", request, timeout=self.timeout + long_poll
                               + (RPC_MARGIN_S if long_poll else 0), idempotent=True,
@@ -87,7 +102,7 @@ class PullConsumer:
                 self.read_from[mq] = response.suggested_broker_id
         records = response.records  # each read of a bytes field is a fresh copy: read it once
         messages = decode_records(records, mq.broker_name) if records else []
-        wanted = exact_tags(tag_expression)
+        wanted = exact_tags(tag_expression) if kind == sqlfilter.TAG else None
         if wanted is not None and messages:
             messages = [m for m in messages if m.tags in wanted]
         return PullResult(PullStatus(response.status), messages, response.next_begin_offset,

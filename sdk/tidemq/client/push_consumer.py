@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tidemq.client.consumer import PullConsumer
+from tidemq.client.consumer import PullConsumer, checked_subscription
 from tidemq.client.group import DirectClients, GroupMember
 from tidemq.client.message import MessageExt, MessageQueue, PullStatus
 from tidemq.client.orderly import OrderlyConsumption
@@ -90,11 +90,16 @@ class PushConsumer:
         offset_store_dir: str | Path = "~/.tidemq/offsets", timeout: float = 3.0,
         assignment_timeout_s: float = 30.0,
         orderly: bool = False, max_reconsume_times: int = 16, suspend_s: float = 1.0,
+        expression_type: str = "TAG",
     ) -> None:
         self.subscription = ({subscription: "*"} if isinstance(subscription, str)
                              else dict(subscription))
         if not self.subscription:
             raise errors.InvalidArgument("subscribe to at least one topic")
+        # "SQL92": each subscribed topic's expression is a SQL92 filter over the properties
+        # (docs/filters.md); the retry topic holds messages that matched it, read whole
+        self.expression_types = {topic: checked_subscription(expression, expression_type)
+                                 for topic, expression in self.subscription.items()}
         if orderly and model is not MessageModel.CLUSTERING:
             raise errors.InvalidArgument("orderly consumption needs the CLUSTERING model")
         if model is MessageModel.CLUSTERING and not orderly:  # orderly retries in place
@@ -225,6 +230,7 @@ class PushConsumer:
                 result = self.puller.pull(
                     pq.mq, pq.next_offset, self.pull_batch_size, long_poll=self.long_poll_s,
                     tag_expression=expression,
+                    expression_type=self.expression_types.get(pq.mq.topic, "TAG"),
                     broadcasting=self.model is MessageModel.BROADCASTING)
                 backoff = 0.05
             except errors.TideMQError as exc:

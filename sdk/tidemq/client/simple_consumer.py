@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tidemq.client.consumer import RPC_MARGIN_S
+from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import NameServerClient, RouteCache
@@ -45,10 +45,12 @@ class ReceivedMessage:
 class SimpleConsumer:
     def __init__(self, namesrv_addrs: str | Sequence[str], group: str, topic: str, *,
                  tag_expression: str = "*", invisible_duration_s: float = 30.0,
-                 timeout: float = 3.0) -> None:
+                 timeout: float = 3.0, expression_type: str = "TAG") -> None:
         if not group or not topic:
             raise errors.InvalidArgument("group and topic must not be empty")
         self.group, self.topic, self.tag_expression = group, topic, tag_expression
+        # "SQL92": tag_expression is a SQL92 filter over the properties (docs/filters.md)
+        self.expression_type = checked_subscription(tag_expression, expression_type)
         self.invisible_duration_s, self.timeout = invisible_duration_s, timeout
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
         self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
@@ -72,7 +74,7 @@ class SimpleConsumer:
             request = broker_pb2.PopRequest(
                 consumer_group=self.group, topic=self.topic, max_messages=max_messages,
                 invisible_duration_ms=int(invisible * 1000), wait_ms=int(wait * 1000),
-                tag_expression=self.tag_expression)
+                tag_expression=self.tag_expression, expression_type=self.expression_type)
             try:
                 reply = self.brokers.get(self._addr(broker_name)).call(
                     "Pop", request, timeout=self.timeout + wait + (RPC_MARGIN_S if wait else 0))

@@ -50,7 +50,7 @@ class SendResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting")
+    __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting", "expression_type")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class PullRequest(_message.Message):
     SUSPEND_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     BROADCASTING_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     queue_id: int
@@ -69,7 +70,8 @@ class PullRequest(_message.Message):
     suspend_timeout_ms: int
     tag_expression: str
     broadcasting: bool
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., broadcasting: _Optional[bool] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., broadcasting: _Optional[bool] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PullResponse(_message.Message):
     __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave", "suggested_broker_id")
@@ -568,20 +570,22 @@ class RedriveDeadLetterResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
 
 class PopRequest(_message.Message):
-    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_duration_ms", "wait_ms", "tag_expression")
+    __slots__ = ("consumer_group", "topic", "max_messages", "invisible_duration_ms", "wait_ms", "tag_expression", "expression_type")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     INVISIBLE_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     TAG_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    EXPRESSION_TYPE_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     topic: str
     max_messages: int
     invisible_duration_ms: int
     wait_ms: int
     tag_expression: str
-    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_duration_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ...) -> None: ...
+    expression_type: str
+    def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_duration_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PopResponse(_message.Message):
     __slots__ = ("records", "record_count", "receipt_handles")

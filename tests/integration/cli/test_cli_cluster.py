@@ -132,6 +132,18 @@ def test_send_file_then_consume_everything_from_beginning(tidemq, topic, tmp_pat
         seen[queue] = row["queue_offset"]
 
 
+def test_consume_with_a_sql_filter_prints_only_the_matches(tidemq, topic):
+    for amount in range(8):
+        tidemq.json("send", topic, f"amount-{amount}", "--property", f"cli_amount={amount}")
+    consumed = tidemq("-o", "json", "consume", topic, "--from-beginning",
+                      "--sql", "cli_amount >= 5 AND cli_amount <> 6").stdout.splitlines()
+    assert sorted(json.loads(line)["body"] for line in consumed) == ["amount-5", "amount-7"]
+    bad = tidemq("consume", topic, "--sql", "cli_amount >", expect=1)
+    assert "INVALID_FILTER" in bad.stderr and "position 12" in bad.stderr
+    both = tidemq("consume", topic, "--sql", "cli_amount > 1", "--tags", "x", expect=2)
+    assert "exclude each other" in both.output
+
+
 def test_consume_follow_sees_a_message_sent_later(tidemq, topic, cluster):
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.client import MessageExt
 from tidemq.common import record
+from tidemq.common.errors import InvalidArgument
 from tidemq.configclient.groups import FIELD_RULES
 from tidemq.gateway import bodies, schema, validation
 from tidemq.gateway.app import create_app
@@ -141,7 +142,7 @@ def test_pop_takes_an_empty_body_as_the_defaults():
     backend.pop = lambda *args: popped.append(args) or []
     app = create_app(backend, GatewaySettings(max_message_size=MAX_MESSAGE_SIZE))
     assert app.test_client().post("/v1/groups/g/topics/orders/pop", data=b"").status_code == 200
-    assert popped == [("g", "orders", 16, bodies.DEFAULT_INVISIBLE_MS, 0, "*")]
+    assert popped == [("g", "orders", 16, bodies.DEFAULT_INVISIBLE_MS, 0, "*", "TAG")]
 
 
 def test_every_route_that_takes_a_json_body_declares_its_schema():
@@ -254,3 +255,17 @@ def test_the_send_schema_documents_the_new_fields():
     assert properties["delay_ms"]["minimum"] == 0 and properties["deliver_at"]["minimum"] == 0
     assert properties["delay_ms"]["x-error-code"] == "INVALID_DELAY"
     assert properties["message_group"]["maxLength"] == 255
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(min_size=1, max_size=12).filter(
+           lambda n: n not in bodies.SendMessage.model_fields),
+       count=st.integers(1, 5), data=st.data())
+def test_any_unknown_field_in_any_message_is_named_with_its_place(name, count, data):
+    index = data.draw(st.integers(0, count - 1))
+    messages = [{"body": f"m{i}", "message_group": "g"} for i in range(count)]
+    messages[index][name] = data.draw(st.none() | st.integers() | st.text(max_size=4))
+    with pytest.raises(InvalidArgument) as refused:
+        schema.parse(bodies.SendRequest, {"messages": messages})
+    assert refused.value.code == "UNKNOWN_FIELD"
+    assert refused.value.message.startswith(f'unknown field "{name}" in messages[{index}]; ')

@@ -102,6 +102,7 @@ class BrokerApp:
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,
                                    max_pull_bytes=settings.max_pull_bytes,
+                                   enable_property_filter=settings.enable_property_filter,
                                    # with replication the store refuses: NOT_MASTER
                                    accepts_writes=replicated or settings.broker_id == 0)
         self.replication = (replication_wiring.build(settings, self.identity, self.store,

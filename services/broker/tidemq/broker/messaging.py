@@ -27,7 +27,7 @@ from tidemq.broker.store import (
     StoreError,
 )
 from tidemq.broker.topic_table import TopicConfig, TopicTable
-from tidemq.common import record
+from tidemq.common import record, sqlfilter
 from tidemq.common.errors import (
     InvalidArgument,
     NotFound,
@@ -69,6 +69,36 @@ def tag_hashes(expression: str) -> frozenset[int] | None:
     return frozenset(record.tag_hash(tag) for tag in tags)
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriptionFilter:
+    """What a pull or pop keeps: ConsumeQueue tag hashes (None: any) and a compiled SQL92
+    filter over the properties (None: none)."""
+
+    tag_hashes: frozenset[int] | None
+    sql: sqlfilter.SqlFilter | None = None
+
+    @property
+    def property_filter(self):
+        return None if self.sql is None else self.sql.matches_encoded
+
+    @property
+    def unfiltered(self) -> bool:
+        return self.tag_hashes is None and self.sql is None
+
+
+def subscription_filter(expression_type: str, expression: str, *,
+                        property_filter_enabled: bool = True) -> SubscriptionFilter:
+    """The filter of a TAG or SQL92 subscription. A SQL92 filter is compiled once per distinct
+    text (sqlfilter's cache); a bad one is INVALID_FILTER, and a broker with
+    `enable_property_filter = false` refuses it with FILTER_DISABLED."""
+    if sqlfilter.expression_type(expression_type) == sqlfilter.TAG:
+        return SubscriptionFilter(tag_hashes(expression))
+    if not property_filter_enabled:
+        raise PreconditionFailed("this broker does not filter by SQL92 (enable_property_filter"
+                                 " = false): subscribe by tag", code="FILTER_DISABLED")
+    return SubscriptionFilter(None, sqlfilter.compile_sql92(expression))
+
+
 def _outcome(result: GetResult, offset: int) -> PullOutcome:
     """Map the store's answer to the wire's four pull statuses (RocketMQ's mapping)."""
     status = result.status
@@ -92,7 +122,7 @@ def _outcome(result: GetResult, offset: int) -> PullOutcome:
 class Messaging:
     def __init__(self, store: MessageStore, topics: TopicTable, holds: PullRequestHoldService,
                  *, long_poll_max_ms: int, max_pull_messages: int, max_pull_bytes: int,
-                 accepts_writes: bool = True) -> None:
+                 accepts_writes: bool = True, enable_property_filter: bool = True) -> None:
         self.store = store
         self.accepts_writes = accepts_writes  # False on a slave: it only takes replicated bytes
         self.topics = topics
@@ -100,6 +130,7 @@ class Messaging:
         self.long_poll_max_ms = long_poll_max_ms
         self.max_pull_messages = max_pull_messages
         self.max_pull_bytes = max_pull_bytes
+        self.enable_property_filter = enable_property_filter  # SQL92 subscriptions allowed
 
     def topic(self, name: str) -> TopicConfig:
         topic = self.topics.get(name)
@@ -151,7 +182,8 @@ class Messaging:
     # -- pull ---------------------------------------------------------------------------------
 
     async def pull(self, topic_name: str, queue_id: int, queue_offset: int, max_messages: int,
-                   max_bytes: int, suspend_timeout_ms: int, tag_expression: str) -> PullOutcome:
+                   max_bytes: int, suspend_timeout_ms: int, tag_expression: str,
+                   expression_type: str = sqlfilter.TAG) -> PullOutcome:
         metrics.PULL_REQUESTS.inc()
         topic = self.topic(topic_name)
         if not topic.readable:
@@ -160,17 +192,18 @@ class Messaging:
         self._queue(topic, queue_id)
         if queue_offset < 0:
             raise InvalidArgument(f"queue_offset must be >= 0, got {queue_offset}")
-        hashes = tag_hashes(tag_expression)
+        selector = self.subscription_filter(expression_type, tag_expression)
         max_messages = max_messages if max_messages > 0 else self.max_pull_messages
         max_bytes = max_bytes if max_bytes > 0 else self.max_pull_bytes
         hold_s = min(max(suspend_timeout_ms, 0), self.long_poll_max_ms) / 1000
         deadline = time.monotonic() + hold_s
         offset = queue_offset
         while True:
-            read = (topic.name, queue_id, offset, max_messages, max_bytes, hashes)
+            read = (topic.name, queue_id, offset, max_messages, max_bytes, selector.tag_hashes,
+                    selector.property_filter)
             # An unfiltered read is a few C calls and a slice copy: on the loop. A filtered
             # one may walk 16 000 units in Python: on a thread, so sends are not held up.
-            result = (self.store.get_messages(*read) if hashes is None
+            result = (self.store.get_messages(*read) if selector.unfiltered
                       else await asyncio.to_thread(self.store.get_messages, *read))
             outcome = _outcome(result, offset)
             # Hold only when the caller is at the end of the queue with nothing new. Anything
@@ -189,6 +222,10 @@ class Messaging:
                                          lambda: self.store.max_offset(topic.name, queue_id)):
                 return PullOutcome(outcome.status, offset, outcome.min_offset,
                                    self.store.max_offset(topic.name, queue_id))
+
+    def subscription_filter(self, expression_type: str, expression: str) -> SubscriptionFilter:
+        return subscription_filter(expression_type, expression,
+                                   property_filter_enabled=self.enable_property_filter)
 
     # -- lookups ------------------------------------------------------------------------------
 

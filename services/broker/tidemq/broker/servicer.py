@@ -81,7 +81,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         outcome = await self.messaging.pull(
             request.topic, request.queue_id, request.queue_offset, request.max_messages,
             request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
-            request.tag_expression,
+            request.tag_expression, request.expression_type,
         )
         reply = broker_pb2.PullResponse(
             status=broker_pb2.PullStatus.Value(outcome.status.value),
@@ -239,7 +239,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         popped = await self.pop.pop(
             request.consumer_group, request.topic, request.max_messages,
             request.invisible_duration_ms,
-            _hold_ms(request.wait_ms, context), request.tag_expression)
+            _hold_ms(request.wait_ms, context), request.tag_expression,
+            request.expression_type)
         return broker_pb2.PopResponse(records=popped.records, record_count=len(popped.handles),
                                       receipt_handles=popped.handles)
 

@@ -62,6 +62,10 @@ class BrokerSettings(ServiceSettings):
         100, "how often the timer moves due scheduled messages to their topic (ms)")
     pop_revive_interval_ms: int = setting(
         200, "how often popped messages past their invisible time are looked for (ms)")
+    enable_property_filter: bool = setting(
+        True, "accept SQL92 subscriptions (pull, push, pop), evaluated over each candidate "
+              "message's properties; false = refused with FILTER_DISABLED (RocketMQ's "
+              "enablePropertyFilter; docs/filters.md)")
     malloc_keep_mib: int = setting(
         64, "freed heap memory kept for reuse (pull replies stop page-faulting); 0 = libc default")
     worker_threads: int = setting(

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tidemq.broker.messaging import Messaging, tag_hashes
+from tidemq.broker.messaging import Messaging, SubscriptionFilter
 from tidemq.broker.pop.book import (
     ACKED,
     MOVED,
@@ -121,7 +121,7 @@ class PopService:
     # -- pop ------------------------------------------------------------------------------------
 
     async def pop(self, group: str, topic_name: str, max_messages: int, invisible_ms: int,
-                  wait_ms: int, tag_expression: str) -> Popped:
+                  wait_ms: int, tag_expression: str, expression_type: str = "TAG") -> Popped:
         self.groups.check_consume(group)
         if not group:
             raise errors.InvalidArgument("consumer_group must not be empty")
@@ -132,15 +132,16 @@ class PopService:
         if not topic.readable:
             raise errors.PreconditionFailed(f"topic {topic.name!r} is not readable",
                                             code="NO_PERMISSION")
-        hashes = tag_hashes(tag_expression)
-        wanted = None if hashes is None else {t.strip() for t in tag_expression.split("||")}
+        selector = self.messaging.subscription_filter(expression_type, tag_expression)
+        wanted = None if selector.tag_hashes is None else {
+            t.strip() for t in tag_expression.split("||")}
         deadline = time.monotonic() + min(max(wait_ms, 0), self.messaging.long_poll_max_ms) / 1000
         if self._pop_lock is None:
             self._pop_lock = asyncio.Lock()
         while True:
             async with self._pop_lock:
                 popped = await self._pop_once(group, topic.name, topic.queues, max_messages,
-                                              invisible_ms, hashes, wanted, topic.order)
+                                              invisible_ms, selector, wanted, topic.order)
             remaining = deadline - time.monotonic()
             if popped.handles or remaining <= 0:
                 return popped
@@ -169,8 +170,8 @@ class PopService:
             sources += [(retry.name, q, True) for q in range(retry.queues)]
         return sources
 
-    async def _pop_once(self, group, topic, queues, max_messages, invisible_ms, hashes,
-                        wanted, orderly=False) -> Popped:
+    async def _pop_once(self, group, topic, queues, max_messages, invisible_ms,
+                        selector: SubscriptionFilter, wanted, orderly=False) -> Popped:
         store, now = self.messaging.store, self._now_ms()
         chunks: list[bytes] = []
         handles: list[str] = []
@@ -188,8 +189,14 @@ class PopService:
                                           now + invisible_ms, chunks, handles)
                     continue
             cursor = max(self.book.cursor(key) or 0, store.min_offset(source, q))
-            got = store.get_messages(source, q, cursor, max_messages - len(handles), 4 << 20,
-                                     None if is_retry else hashes)
+            # a retry topic holds what already passed the filter: read it whole
+            hashes = None if is_retry else selector.tag_hashes
+            by_properties = None if is_retry else selector.property_filter
+            read = (source, q, cursor, max_messages - len(handles), 4 << 20, hashes,
+                    by_properties)
+            # a SQL92 scan evaluates thousands of records in Python: on a thread
+            got = (await asyncio.to_thread(store.get_messages, *read) if by_properties
+                   else store.get_messages(*read))
             if got.next_begin_offset <= cursor and got.status is not GetStatus.FOUND:
                 continue
             kept, offsets, next_offset = [], [], cursor

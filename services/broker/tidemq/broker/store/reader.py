@@ -16,6 +16,7 @@ from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueueTable
 from .index import IndexService
 from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
+from .property_scan import PropertyFilter, scan_properties
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
 _I64 = struct.Struct(">q")
@@ -28,7 +29,11 @@ class StoreReader:
         self.index = index
 
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
-                     max_bytes: int, tag_hashes: frozenset[int] | None) -> GetResult:
+                     max_bytes: int, tag_hashes: frozenset[int] | None,
+                     property_filter: PropertyFilter | None = None) -> GetResult:
+        """Up to `max_messages` records from `queue_offset`: those whose ConsumeQueue tag hash
+        is in `tag_hashes` (None: any) and whose properties `property_filter` accepts (None:
+        any; it sees the encoded properties only, never the body)."""
         queue = self.queues.get(topic, queue_id)
         low = queue.min_offset if queue else 0
         high = queue.max_offset if queue else 0
@@ -40,12 +45,35 @@ class StoreReader:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
         if queue_offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
-        if tag_hashes is None and max_messages > 0:
+        if tag_hashes is None and property_filter is None and max_messages > 0:
             found = self._unfiltered_runs(queue, queue_offset,
                                           min(max_messages, high - queue_offset), max_bytes)
             if found is not None:
                 records, count = found
                 return GetResult(GetStatus.FOUND, records, count, queue_offset + count, low, high)
+        if property_filter is not None:
+            runs, offset, scanned = scan_properties(self.commitlog, queue, queue_offset, high,
+                                                    max_messages, max_bytes, tag_hashes,
+                                                    property_filter)
+        else:
+            runs, offset, scanned = self._scan(queue, queue_offset, high, max_messages,
+                                               max_bytes, tag_hashes)
+        slices, found = [], 0
+        for start, end, records in runs:
+            chunk = self.commitlog.read(start, end - start)
+            if chunk is None:  # removed by retention while we read
+                break
+            slices.append(chunk)
+            found += records
+        if found:
+            return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
+        status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
+        return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+
+    def _scan(self, queue, queue_offset: int, high: int, max_messages: int, max_bytes: int,
+              tag_hashes: frozenset[int] | None) -> tuple[list[list[int]], int, int]:
+        """The units to answer with, by tag hash: ([start, end, record count] runs of
+        records, next offset, units scanned)."""
         scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
         runs: list[list[int]] = []   # [start, end, record count]
         offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
@@ -70,17 +98,7 @@ class StoreReader:
                     runs.append([physical, physical + size, 1])
                 count += 1
                 total_bytes += size
-        slices, found = [], 0
-        for start, end, records in runs:
-            chunk = self.commitlog.read(start, end - start)
-            if chunk is None:  # removed by retention while we read
-                break
-            slices.append(chunk)
-            found += records
-        if found:
-            return GetResult(GetStatus.FOUND, b"".join(slices), found, offset, low, high)
-        status = GetStatus.NO_MATCHED_MESSAGE if scanned else GetStatus.OFFSET_FOUND_NULL
-        return GetResult(status, b"", 0, offset if scanned else queue_offset, low, high)
+        return runs, offset, scanned
 
     def _unfiltered_runs(self, queue, queue_offset: int, count: int,
                          max_bytes: int) -> tuple[bytes, int] | None:

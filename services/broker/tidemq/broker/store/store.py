@@ -41,7 +41,7 @@ from .ha.gate import ReplicationGate
 from .index import IndexService
 from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
-from .reader import StoreReader
+from .reader import PropertyFilter, StoreReader
 from .retention import Retention
 from .store_loop import StoreLoop
 from .syncer import Syncer
@@ -383,9 +383,10 @@ class MessageStore:
     # -- reads -----------------------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int = 32,
                      max_bytes: int = 4 << 20,
-                     tag_hashes: frozenset[int] | None = None) -> GetResult:
+                     tag_hashes: frozenset[int] | None = None,
+                     property_filter: PropertyFilter | None = None) -> GetResult:
         return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
-                                        tag_hashes)
+                                        tag_hashes, property_filter)
 
     def read_record(self, physical_offset: int) -> bytes:
         return self.reader.read_record(physical_offset)
