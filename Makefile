@@ -60,6 +60,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
 	$(PY) bench/consumption/run.py --quick
+	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------

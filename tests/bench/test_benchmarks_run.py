@@ -27,6 +27,8 @@ BENCHMARKS = {
     "config": (["bench/config/run.py", "--quick"], ["put/s", "raw redis-py", "watch latency"]),
     "consumption": (["bench/consumption/run.py", "--quick"],
                     ["PullConsumer", "SimpleConsumer pop", "HTTP pop"]),
+    "schedule": (["bench/schedule/run.py", "--quick"],
+                 ["ordinary send (same run)", "exact time (wheel)", "level 1 (level queue)"]),
     "filter": (["bench/filter/run.py", "--quick"],
                ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
 }

@@ -6,6 +6,8 @@ import base64
 import binascii
 import json
 import os
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +29,7 @@ from tidemq.client.cli_common import (
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.message import Message, MessageExt, MessageQueue
 from tidemq.client.producer import Producer
+from tidemq.common import delays
 from tidemq.common.errors import InvalidArgument
 
 CONSUME_GROUP = "tidemq-cli"
@@ -55,12 +58,22 @@ def send(
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="key (repeatable)")] = None,
     prop: Annotated[list[str] | None, typer.Option(
         "--property", "-p", help="user property name=value (repeatable)")] = None,
+    delay: Annotated[str | None, typer.Option(
+        "--delay", help="deliver this long from now, e.g. 250ms, 10s, 5m, 2h (an exact "
+                        "time; docs/scheduled.md)")] = None,
+    delay_level: Annotated[int, typer.Option(
+        "--delay-level", help="RocketMQ delay level 1..18 (1s 5s 10s 30s 1m ... 2h)")] = 0,
+    deliver_at: Annotated[str | None, typer.Option(
+        "--deliver-at", help="deliver at this time: epoch ms or ISO 8601 "
+                             "(2026-11-24T08:00:00Z)")] = None,
     output: OutputOpt = None,
 ) -> None:
     """Send a message (or every line of --file, or a whole file with --raw) and print where
-    each was stored."""
+    each was stored. With --delay, --delay-level or --deliver-at it stays invisible until
+    then."""
     if (body is None) == (file is None):
         raise typer.BadParameter("give either BODY or --file, not both or neither")
+    deliver_at_ms = _deliver_at_ms(delay, deliver_at, delay_level)
     if raw and file is None:
         raise typer.BadParameter("--raw goes with --file", param_hint="--raw")
     properties = dict(_property(p) for p in prop or [])
@@ -70,7 +83,8 @@ def send(
         if not bodies:
             raise InvalidArgument(f"{file} has no non-empty line: nothing to send",
                                   code="MESSAGE_BODY_EMPTY")
-        messages = [Message(topic, b, tags=tag, keys=key or [], properties=properties)
+        messages = [Message(topic, b, tags=tag, keys=key or [], properties=properties,
+                            delay_level=delay_level, deliver_at_ms=deliver_at_ms)
                     for b in bodies]
         with Producer(g.namesrv, send_timeout=g.timeout) as producer:
             results = []
@@ -88,6 +102,29 @@ def send(
         for r in results[-20:]]))
     if len(results) > 20:
         out.print(f"... {len(results)} messages sent; the last 20 are shown")
+
+
+def _deliver_at_ms(delay: str | None, deliver_at: str | None, delay_level: int) -> int:
+    """The exact delivery time --delay or --deliver-at ask for (0: none)."""
+    if sum(bool(x) for x in (delay, deliver_at, delay_level)) > 1:
+        raise typer.BadParameter("give one of --delay, --delay-level and --deliver-at")
+    if delay:
+        try:
+            return int(time.time() * 1000) + delays.parse_duration_ms(delay)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--delay") from None
+    if not deliver_at:
+        return 0
+    if deliver_at.isdigit():
+        return int(deliver_at)
+    try:
+        moment = datetime.fromisoformat(deliver_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{deliver_at!r} is neither epoch ms nor an ISO 8601 time",
+                                 param_hint="--deliver-at") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # a local time, as the shell user means it
+    return int(moment.timestamp() * 1000)
 
 
 def _bodies(body: str | None, file: Path | None, *, raw: bool,

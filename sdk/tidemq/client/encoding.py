@@ -13,7 +13,12 @@ import time
 from collections.abc import Sequence
 
 from tidemq.client import compression as codecs
-from tidemq.client.message import Message, validate_message_group, validate_topic_name
+from tidemq.client.message import (
+    Message,
+    delay_property,
+    validate_message_group,
+    validate_topic_name,
+)
 from tidemq.common import errors, record
 
 _NV, _SEP = "\x01", "\x02"
@@ -39,6 +44,14 @@ class BatchEncoder:
     def encode(self, messages: Sequence[Message],
                traceparent: str = "") -> tuple[bytes, list[str]]:
         """(records, unique ids). Raises the precise error for the first invalid message."""
+        raw, unique_ids, _ = self.encode_marked(messages, traceparent)
+        return raw, unique_ids
+
+    def encode_marked(self, messages: Sequence[Message],
+                      traceparent: str = "") -> tuple[bytes, list[str], bool]:
+        """(records, unique ids, scheduled): `scheduled` if a message has a delay, so the
+        SendRequest is marked and the broker looks for delays in this batch only."""
+        scheduled = False
         topic = messages[0].topic
         validate_topic_name(topic)
         unique_ids = record.new_unique_ids(len(messages))
@@ -60,13 +73,17 @@ class BatchEncoder:
             text = (_properties(message, unique_id) if message.properties or message.keys
                     or message.tags or message.message_group
                     else f"{_UNIQ}{unique_id}{_SEP}") + tail
+            if message.delay_level or message.deliver_at_ms:
+                text += delay_property(message)
+                sys_flag |= record.SYS_FLAG_SCHEDULED
+                scheduled = True
             items.append((body, text.encode(), sys_flag))
         try:
             raw = record.encode_batch(topic, items, born_timestamp=int(time.time() * 1000),
                                       born_host=self.born_host)
         except record.RecordFormatError as exc:
             raise errors.InvalidArgument(str(exc), code="INVALID_MESSAGE") from None
-        return raw, unique_ids
+        return raw, unique_ids, scheduled
 
     def _refuse(self, message: Message, topic: str) -> None:
         if message.topic != topic:

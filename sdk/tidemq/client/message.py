@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from tidemq.client import compression
 from tidemq.common import record
+from tidemq.common.delays import DELAY_LEVEL_COUNT
 from tidemq.common.errors import InvalidArgument, PayloadTooLarge
 
 TOPIC_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_%|-")
@@ -35,6 +36,27 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
+def delay_property(message: Message) -> str:
+    """The record property (name\x01value\x02) of a delayed message; INVALID_DELAY for a
+    negative value, a level outside 1..18 or both a level and a time."""
+    level, at = message.delay_level, message.deliver_at_ms
+    if type(level) is not int or type(at) is not int:
+        raise InvalidArgument("delay_level and deliver_at_ms must be integers",
+                              code="INVALID_DELAY")
+    if level and at:
+        raise InvalidArgument("a message has either a delay_level or a deliver_at_ms, not both",
+                              code="INVALID_DELAY")
+    if level:
+        if not 1 <= level <= DELAY_LEVEL_COUNT:
+            raise InvalidArgument(f"delay_level must be 1..{DELAY_LEVEL_COUNT}, got {level}",
+                                  code="INVALID_DELAY")
+        return f"{record.PROP_DELAY}\x01{level}\x02"
+    if at < 0:
+        raise InvalidArgument(f"deliver_at_ms must be epoch milliseconds >= 0, got {at}",
+                              code="INVALID_DELAY")
+    return f"{record.PROP_TIMER_DELIVER_MS}\x01{at}\x02"
+
+
 MAX_MESSAGE_GROUP_LEN = 255
 
 
@@ -55,7 +77,7 @@ class Message:
     `message_group` (FIFO): messages with the same group go to the same queue (the producer
     picks `crc32(group) % write queues` unless told otherwise), so one group's messages are
     stored, and consumed orderly, in send order. `delay_level` / `deliver_at_ms`: delivery
-    held until a delay level (1..18) passes or until an epoch-ms time (docs/client.md).
+    held until a delay level (1..18) passes or until an epoch-ms time (docs/scheduled.md).
 
     >>> Message("orders", b"{'id': 1}", tags="created", keys=["order-1"]).topic
     'orders'
@@ -67,6 +89,8 @@ class Message:
     keys: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
     message_group: str = ""
+    # Scheduled delivery (docs/scheduled.md): one of a delay level 1..18 (1s 5s 10s 30s 1m
+    # 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h) or an exact time in epoch ms; 0 = now.
     delay_level: int = 0
     deliver_at_ms: int = 0
 
@@ -92,6 +116,8 @@ class Message:
                     f"message key {key!r} must be non-empty and contain no spaces",
                     code="INVALID_MESSAGE",
                 )
+        if self.delay_level or self.deliver_at_ms:
+            delay_property(self)
         validate_message_group(self.message_group)
 
 

@@ -258,7 +258,11 @@ class Producer:
                 self._master_addrs[name] = group.master_addr
 
     def _encode(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
-        return self._encoder.encode(messages, inject_context().get("traceparent", ""))
+        raw, unique_ids, _ = self._encode_marked(messages)
+        return raw, unique_ids
+
+    def _encode_marked(self, messages: Sequence[Message]) -> tuple[bytes, list[str], bool]:
+        return self._encoder.encode_marked(messages, inject_context().get("traceparent", ""))
 
     def _send(self, topic: str, messages: Sequence[Message],
               choose: Callable[[TopicRoute, str], MessageQueue] | None,
@@ -282,11 +286,11 @@ class Producer:
                                   attributes=attributes)
         try:
             with trace.use_span(span, end_on_exit=False):  # records the error and its status
-                records, unique_ids = self._encode(messages)
+                records, unique_ids, scheduled = self._encode_marked(messages)
         except BaseException:
             span.end()
             raise
-        return _Prepared(span, records, unique_ids)
+        return _Prepared(span, records, unique_ids, scheduled)
 
     def _send_prepared(self, topic: str, batch: _Prepared,
                        choose: Callable[[TopicRoute, str], MessageQueue] | None,
@@ -294,7 +298,8 @@ class Producer:
                        transaction_prepared: bool = False) -> list[SendResult]:
         with trace.use_span(batch.span, end_on_exit=True) as span:
             results = self._send_records(topic, batch.records, batch.unique_ids, choose,
-                                         deadline, retries, transaction_prepared)
+                                         deadline, retries, transaction_prepared,
+                                         batch.scheduled)
             if len(results) == 1:
                 span.set_attribute("messaging.message.id", results[0].unique_id)
             span.set_attribute("messaging.destination.partition.id", str(results[0].queue_id))
@@ -303,7 +308,8 @@ class Producer:
     def _send_records(self, topic: str, records: bytes, unique_ids: list[str],
                       choose: Callable[[TopicRoute, str], MessageQueue] | None,
                       deadline: float, retries: int,
-                      transaction_prepared: bool = False) -> list[SendResult]:
+                      transaction_prepared: bool = False,
+                      scheduled: bool = False) -> list[SendResult]:
         last_failed = ""
         last_error: errors.TideMQError | None = None
         attempt = failovers = 0
@@ -329,7 +335,8 @@ class Producer:
                     "Send",
                     broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id, records=records,
                                            record_count=len(unique_ids),
-                                           transaction_prepared=transaction_prepared),
+                                           transaction_prepared=transaction_prepared,
+                                           scheduled=scheduled),
                     timeout=remaining,
                 )
             except errors.TopicNotExist:
@@ -413,6 +420,7 @@ class _Prepared:
     span: trace.Span
     records: bytes
     unique_ids: list[str]
+    scheduled: bool = False   # some message has a delay (SendRequest.scheduled)
 
 
 def group_queue(route: TopicRoute, message_group: str) -> MessageQueue:

@@ -8,8 +8,9 @@ offsets in a local file. Pull, decode and commit are PullConsumer's, unchanged.
 A CLUSTERING consumer also subscribes to its group's retry topic (`%RETRY%{group}`): a message
 the listener fails on (RECONSUME_LATER or an exception) is sent back to its broker, which
 moves it there with reconsume_times + 1 (or to `%DLQ%{group}` past the group's
-retry_max_times), and the consumer moves on. A redelivered message is consumed no sooner than
-the broker's back-off (its NOT_BEFORE_MS property). Only when the broker cannot take it back
+retry_max_times), and the consumer moves on. The broker's timer makes a retry visible only
+after its delay level (3 + reconsume count; docs/scheduled.md); a retry record of an older
+broker carrying NOT_BEFORE_MS is still held until then. Only when the broker cannot take it back
 is it retried in place after `reconsume_backoff_s`, as BROADCASTING always does.
 
     >>> def listener(messages):                                     # doctest: +SKIP

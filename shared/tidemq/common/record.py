@@ -100,6 +100,7 @@ TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
+SYS_FLAG_SCHEDULED = 0x10  # delayed / scheduled: a DELAY or TIMER_DELIVER_MS property (scheduled.md)
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
@@ -447,6 +448,24 @@ def properties_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple) 
         raise RecordFormatError(f"properties are not UTF-8 at {pos}") from exc
 
 
+def property_at(buf: bytes | bytearray | memoryview, pos: int, header: tuple,
+                name: str) -> str | None:
+    """One property of the checked record at `pos` (None if absent), the others not decoded:
+    what the timer reads of every scheduled record. The last value wins, as in
+    `properties_at`."""
+    at = pos + HEADER_SIZE + header[14]
+    at += 3 + buf[at]
+    framed = b"\x02" + bytes(buf[at:pos + header[0]])
+    found = framed.rfind(f"\x02{name}\x01".encode())
+    if found < 0:
+        return None
+    start = found + len(name.encode()) + 2
+    try:
+        return framed[start:framed.index(b"\x02", start)].decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordFormatError(f"property {name!r} is malformed at {pos}") from exc
+
+
 def decode(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True) -> Record:
     """Decode the record at `pos`; raises RecordFormatError if it is not a whole valid record."""
     view = memoryview(buf)
@@ -480,8 +499,12 @@ def iter_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
 PROP_RETRY_TOPIC = "RETRY_TOPIC"              # the topic the message was first sent to
 PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # its offset msg id there
 PROP_FIRST_FAILURE_MS = "FIRST_FAILURE_MS"    # when a consumer first gave it back (ms)
-PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (retry back-off)
-PROP_REAL_TOPIC = "REAL_TOPIC"                # a half message's topic once committed
+PROP_NOT_BEFORE_MS = "NOT_BEFORE_MS"          # a consumer holds it until then (old retries)
+# Scheduled delivery (docs/scheduled.md) and transactions (docs/transactions.md), RocketMQ's names.
+PROP_DELAY = "DELAY"                          # delay level 1..18, set by the producer
+PROP_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"    # exact delivery time (epoch ms), by the producer
+PROP_TIMER_OUT_MS = "TIMER_OUT_MS"            # due time the broker computed (schedule topic)
+PROP_REAL_TOPIC = "REAL_TOPIC"                # a scheduled / half message's own topic
 PROP_REAL_QUEUE_ID = "REAL_QID"               # ... and its queue there
 PROP_TRANSACTION_PREPARED = "TRAN_MSG"        # "true": sent as part of a transaction
 PROP_PRODUCER_GROUP = "PGROUP"                # the group whose producers are checked back
@@ -491,32 +514,50 @@ def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int =
              reconsume_times: int | None = None,
              set_properties: Mapping[str, str] | None = None,
              keep_properties: Mapping[str, str] | None = None,
+             drop_properties: Sequence[str] = (), clear_sys_flags: int = 0,
              transaction_type: int | None = None) -> bytes:
     """The stored record `raw`, moved to `topic`/`queue_id` as a new record for the append path.
 
     The body is copied as bytes (never decoded or decompressed); the broker-stamped fields
     (queue offset, physical offset, store time and host) are zeroed for the store to stamp
     again; `set_properties` replace or add, `keep_properties` add only where the record has no
-    value yet (an origin stays the first one across retries); `transaction_type` replaces the
-    sys_flag's transaction bits (a half message and its commit); the CRC is recomputed.
-    Retries, dead letters, re-drives and pop revives all move a record through this."""
+    value yet (an origin stays the first one across retries), `drop_properties` go, the
+    `clear_sys_flags` bits are cleared and `transaction_type` replaces the sys_flag's
+    transaction bits (a half message and its commit); the CRC is recomputed. Retries, dead
+    letters, re-drives, pop revives, scheduled delivery and transactions all move a record
+    through this."""
     view = memoryview(raw)
     header = checked_header(view, 0, verify_crc=False)
-    props = properties_at(view, 0, header)
-    for name, value in (keep_properties or {}).items():
-        props.setdefault(name, value)
-    props.update(set_properties or {})
     body_len = header[H_BODY_LEN]
+    at = HEADER_SIZE + body_len
+    at += 3 + view[at]
+    stored = bytes(view[at:])  # the encoded properties
+    if keep_properties or drop_properties or _has_any(stored, set_properties or {}):
+        props = properties_at(view, 0, header)
+        for name, value in (keep_properties or {}).items():
+            props.setdefault(name, value)
+        props.update(set_properties or {})
+        for name in drop_properties:
+            props.pop(name, None)
+        encoded = encode_properties(props)
+    else:  # only new names: appended as bytes, nothing decoded (a scheduled move)
+        encoded = stored + encode_properties(set_properties) if set_properties else stored
     body = view[HEADER_SIZE:HEADER_SIZE + body_len]
-    sys_flag = header[H_SYS_FLAG]
+    sys_flag = header[H_SYS_FLAG] & ~clear_sys_flags
     if transaction_type is not None:
         sys_flag = sys_flag & ~TRANSACTION_TYPE_MASK | transaction_type & TRANSACTION_TYPE_MASK
-    return encode(topic, body, properties=encode_properties(props), queue_id=queue_id,
+    return encode(topic, body, properties=encoded, queue_id=queue_id,
                   flag=header[H_FLAG], sys_flag=sys_flag,
                   born_timestamp=header[H_BORN_TIMESTAMP], born_host=header[H_BORN_HOST],
                   reconsume_times=(header[H_RECONSUME_TIMES] if reconsume_times is None
                                    else reconsume_times),
                   prepared_txn_offset=header[H_PREPARED_TXN_OFFSET])
+
+
+def _has_any(encoded: bytes, names: Mapping[str, str]) -> bool:
+    """Whether encoded properties hold a value for any of `names`."""
+    framed = b"\x02" + encoded
+    return any(f"\x02{name}\x01".encode() in framed for name in names)
 
 
 def with_reconsume_times(raw: bytes | bytearray | memoryview, reconsume_times: int) -> bytes:

@@ -29,18 +29,20 @@ TRANSACTION_COMMIT: TransactionResolution
 TRANSACTION_ROLLBACK: TransactionResolution
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared")
+    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared", "scheduled")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_PREPARED_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     records: bytes
     record_count: int
     transaction_prepared: bool
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ...) -> None: ...
+    scheduled: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
     __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host")

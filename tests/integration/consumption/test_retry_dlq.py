@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 TOPIC, GROUP, MAX_TIMES = "RetryOrders", "g-dlq", 3
 ENV = {"TIDEMQ_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
        "TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "300",
-       "TIDEMQ_RETRY_BACKOFF_MS": "300"}
+       "TIDEMQ_MESSAGE_DELAY_LEVEL": " ".join(["300ms"] * 18)}  # retries wait 300 ms
 
 
 def group_defined(broker, group: str) -> bool:

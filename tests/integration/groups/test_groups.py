@@ -26,7 +26,7 @@ from tests.support.processes import wait_until
 SESSION_MS, HEARTBEAT_MS = 3000, 500
 BROKER_ENV = {"TIDEMQ_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
               "TIDEMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
-              "TIDEMQ_RETRY_BACKOFF_MS": "200"}
+              "TIDEMQ_MESSAGE_DELAY_LEVEL": " ".join(["200ms"] * 18)}  # retries: 200 ms
 MEMBER = Path(__file__).with_name("member_main.py")
 ALL_QUEUES = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
 

@@ -66,7 +66,7 @@ class PopMachine(RuleBasedStateMachine):
         defined = iter(range(2, 1 << 30))
         self.topics = SystemTopics(self.messaging, lambda name, queues: table.apply(
             [TopicConfig(name, queues)], [], next(defined)), wait_s=1)
-        self.retry = RetryService(self.messaging, self.groups, self.topics, backoff_ms=0)
+        self.retry = RetryService(self.messaging, self.groups, self.topics)
         self.clock = Clock()
         self.pop = pop_service(self.messaging, self.retry, self.topics, self.groups, self.clock)
         self.loop = asyncio.new_event_loop()

@@ -61,3 +61,27 @@ def test_retarget_replaces_only_the_transaction_bits(body, compressed, before, a
     assert out.sys_flag & record.TRANSACTION_TYPE_MASK == after
     assert out.sys_flag & record.SYS_FLAG_COMPRESSED == flag & record.SYS_FLAG_COMPRESSED
     assert bytes(out.body) == body
+
+
+@given(props=st.dictionaries(names, values, max_size=5), set_props=st.dictionaries(
+    names, values, max_size=3), drop=st.lists(names, max_size=3),
+    sys_flag=st.integers(0, 0x1F), clear=st.sampled_from([0, record.SYS_FLAG_SCHEDULED]))
+def test_retarget_drops_properties_and_clears_flags(props, set_props, drop, sys_flag, clear):
+    """What scheduled delivery does on the way out (and, with new names only, on the way in:
+    appended without decoding — the decoded result is the same)."""
+    stored = record.encode("orders", b"body", properties=record.encode_properties(props),
+                           sys_flag=sys_flag)
+    moved = record.decode(record.retarget(stored, "t", set_properties=set_props,
+                                          drop_properties=drop, clear_sys_flags=clear))
+    expected = {**props, **set_props}
+    for name in drop:
+        expected.pop(name, None)
+    assert moved.properties == expected and moved.sys_flag == sys_flag & ~clear
+    assert bytes(moved.body) == b"body"
+
+
+@given(props=st.dictionaries(names, values, max_size=6), name=names)
+def test_property_at_reads_one_property_as_properties_at_does(props, name):
+    stored = record.encode("orders", b"body", properties=record.encode_properties(props))
+    header = record.checked_header(memoryview(stored), 0)
+    assert record.property_at(stored, 0, header, name) == props.get(name)

@@ -22,6 +22,7 @@ from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
@@ -29,7 +30,7 @@ from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService
-from tidemq.common import record
+from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.configclient.client import ConfigClient
@@ -123,8 +124,23 @@ class BrokerApp:
         self.topic_writer = ConfigClient(settings.config_center)
         system_topics = SystemTopics(self.messaging, TopicDefinitions(self.topic_writer).create,
                                      wait_s=settings.topic_sync_wait_s)
+        wheel = TimingWheel()
+        if settings.max_delay_ms > wheel.capacity_ms:
+            log.warning("max_delay_ms is beyond the timer's reach; using the reach",
+                        max_delay_ms=settings.max_delay_ms, reach_ms=wheel.capacity_ms)
+        if settings.max_delay_ms > settings.retention_hours * 3600 * 1000:
+            log.warning("max_delay_ms is beyond retention_hours: a message waiting that long "
+                        "may be deleted with its segment before it is due",
+                        max_delay_ms=settings.max_delay_ms,
+                        retention_hours=settings.retention_hours)
+        self.schedule = ScheduleService(
+            self.messaging, system_topics, wheel,
+            level_ms=delays.parse_delay_levels(settings.message_delay_level),
+            max_delay_ms=min(settings.max_delay_ms, wheel.capacity_ms))
+        self.deliverer = Deliverer(self.messaging, self.offsets, wheel,
+                                   tick_ms=settings.schedule_tick_ms)
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
-                                  backoff_ms=settings.retry_backoff_ms)
+                                  schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
                               broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
@@ -141,11 +157,12 @@ class BrokerApp:
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
-                                        else None, self.transactions),
+                                        else None, self.transactions, self.schedule),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
+        metrics.watch_schedule(self.deliverer)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(
@@ -166,6 +183,7 @@ class BrokerApp:
         self.groups.start()
         self.pop.start()  # replays the revive log before the first Pop is served
         self.transactions.start(self.runtime.transport.loop)  # replays half + op topics
+        self.deliverer.start()  # delivers only while this broker is a master
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
@@ -178,7 +196,8 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.transactions.stop, self.runtime.stop, self.pop.stop, self.topic_writer.close,
+                     self.holds.shutdown, self.transactions.stop, self.runtime.stop,
+                     self.pop.stop, self.deliverer.stop, self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):
             try:

@@ -147,8 +147,8 @@ class Messaging:
 
     # -- send ---------------------------------------------------------------------------------
 
-    async def send(self, topic_name: str, queue_id: int, records: bytes,
-                   record_count: int) -> AppendResult:
+    def writable_queue(self, topic_name: str, queue_id: int) -> TopicConfig:
+        """The topic, if this broker takes sends to its queue `queue_id` (else the error)."""
         topic = self.topic(topic_name)
         if not self.accepts_writes:
             raise PreconditionFailed("this broker is a slave and does not accept sends; "
@@ -157,6 +157,11 @@ class Messaging:
             raise PreconditionFailed(f"topic {topic.name!r} is not writable (perm {topic.perm})",
                                      code="NO_PERMISSION")
         self._queue(topic, queue_id)
+        return topic
+
+    async def send(self, topic_name: str, queue_id: int, records: bytes,
+                   record_count: int) -> AppendResult:
+        topic = self.writable_queue(topic_name, queue_id)
         if record_count <= 0 or not records:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")
         started = time.perf_counter()

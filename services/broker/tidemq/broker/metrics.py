@@ -81,3 +81,22 @@ def watch_replication(store) -> ReplicationCollector:
     collector = ReplicationCollector(store)
     REGISTRY.register(collector)
     return collector
+
+
+class ScheduleCollector(Collector):
+    """The timer's figures, read at scrape time from the deliverer (nothing per message)."""
+
+    def __init__(self, deliverer) -> None:
+        self.deliverer = deliverer
+
+    def collect(self):
+        yield CounterMetricFamily("tidemq_broker_scheduled_delivered",
+                                  "Scheduled messages the timer moved to their real topic",
+                                  value=self.deliverer.delivered)
+        yield GaugeMetricFamily("tidemq_broker_scheduled_waiting",
+                                "Records in SCHEDULE_TOPIC_XXXX past the timer's cursors "
+                                "(on the master)", value=self.deliverer.waiting())
+
+
+def watch_schedule(deliverer) -> None:
+    REGISTRY.register(ScheduleCollector(deliverer))

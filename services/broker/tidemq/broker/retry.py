@@ -7,8 +7,10 @@ so the retry and dead-letter records are CommitLog records like any other (the r
 stream carries them, a restart keeps them), and the two system topics are ordinary topic
 definitions in the config center, created on first use. Nothing is kept in memory.
 
-The back-off before a retry is delivered is fixed (`retry_backoff_ms`, stamped on the record as
-NOT_BEFORE_MS, honoured by the consumer) until scheduled delivery brings RocketMQ's delay levels.
+A given-back message waits RocketMQ's retry back-off before it is visible in the retry topic:
+retry n is stored in SCHEDULE_TOPIC_XXXX with delay level 3 + n (10 s, 30 s, 1 m, ... capped at
+the last level; schedule/), and the timer moves it into `%RETRY%{group}` when due. A pop revive
+is visible at once (its invisible time was the wait).
 """
 
 from __future__ import annotations
@@ -19,17 +21,25 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import errors, record
+from tidemq.common.delays import retry_delay_level
 from tidemq.common.logs import get_logger
 from tidemq.common.polling import poll
+
+if TYPE_CHECKING:
+    from tidemq.broker.schedule import ScheduleService
 
 log = get_logger(__name__)
 
 RETRY_PREFIX = "%RETRY%"
+# what a message sent with a delay still carries (RocketMQ keeps them; a retry must not be
+# delayed again by the producer's original level)
+SCHEDULE_LEFTOVERS = (record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)
 DLQ_PREFIX = "%DLQ%"
 DLQ_QUEUES = 1  # RocketMQ: one dead-letter queue per group and broker
 
@@ -79,11 +89,12 @@ class SystemTopics:
 
 class RetryService:
     def __init__(self, messaging: Messaging, groups: SubscriptionGroupTable,
-                 system_topics: SystemTopics, *, backoff_ms: int) -> None:
+                 system_topics: SystemTopics, *,
+                 schedule: ScheduleService | None = None) -> None:
         self.messaging = messaging
         self.groups = groups
         self.system_topics = system_topics
-        self.backoff_ms = backoff_ms
+        self.schedule = schedule  # None: retries are visible at once (no timer)
 
     def _stored(self, physical_offset: int) -> tuple[bytes, record.Record]:
         raw = self.messaging.view(physical_offset)
@@ -105,14 +116,14 @@ class RetryService:
             raise errors.PreconditionFailed(
                 f"message at {physical_offset} is a retry of another group ({stored.topic!r})",
                 code="NOT_THIS_GROUPS_RETRY")
-        return await self.move(group, raw, stored, backoff_ms=self.backoff_ms,
-                               dead_letter=dead_letter,
+        return await self.move(group, raw, stored, delayed=True, dead_letter=dead_letter,
                                times=max(reconsume_times, stored.reconsume_times) + 1)
 
-    async def move(self, group: str, raw: bytes, stored: record.Record, *, backoff_ms: int,
+    async def move(self, group: str, raw: bytes, stored: record.Record, *, delayed: bool,
                    dead_letter: bool = False, times: int = 0) -> Moved:
         """Append `stored` (the record bytes `raw`) to the group's retry topic with
-        reconsume_times + 1, or to its DLQ past retry_max_times (also pop's revive path)."""
+        reconsume_times + 1 — `delayed`: through the timer, after the retry's delay level —
+        or to its DLQ past retry_max_times (also pop's revive path)."""
         definition = self.groups.effective(group)
         times = times or stored.reconsume_times + 1
         dead = dead_letter or times > definition.retry_max_times
@@ -123,14 +134,17 @@ class RetryService:
         if dead:
             topic = await asyncio.to_thread(self.system_topics.ensure, dlq_topic(group),
                                             DLQ_QUEUES)
-            queue_id, not_before = 0, {}
+            queue_id = 0
         else:
             topic = await asyncio.to_thread(self.system_topics.ensure, retry_topic(group),
                                             definition.retry_queue_nums)
             queue_id = random.randrange(topic.queues)
-            not_before = {record.PROP_NOT_BEFORE_MS: str(now_ms + backoff_ms)}
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
-                                set_properties=not_before, keep_properties=origin)
+                                keep_properties=origin, drop_properties=SCHEDULE_LEFTOVERS)
+        if delayed and not dead and self.schedule is not None:
+            await self.schedule.defer(moved, topic.name, queue_id, retry_delay_level(times - 1))
+            # where it will be: the retry topic's offset is known once the timer moves it
+            return Moved(topic.name, queue_id, -1, times, dead)
         result = await self.messaging.send(topic.name, queue_id, moved, 1)
         if dead:
             log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)

@@ -11,6 +11,7 @@ from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.retry import RetryService
+from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.transactions import TransactionService
@@ -47,8 +48,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  replication=None, retry: RetryService | None = None,
                  pop: PopService | None = None, locks: QueueLocks | None = None,
                  read_advisor: ReadAdvisor | None = None,
-                 transactions: TransactionService | None = None) -> None:
+                 transactions: TransactionService | None = None,
+                 schedule: ScheduleService | None = None) -> None:
         self.transactions = transactions  # transactional messages (transactions/)
+        self.schedule = schedule  # delayed / scheduled sends (schedule/)
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
         self.read_advisor = read_advisor  # where far-behind (or caught-up) pulls go next
         self.locks = locks  # orderly consumption's queue locks (queue_locks.py)
@@ -63,7 +66,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.offsets = offsets
 
     async def Send(self, request, context):
-        send = self.transactions.prepare if request.transaction_prepared else self.messaging.send
+        # A producer marks a half message or a batch holding a delayed message; only those
+        # are looked into (the SDK refuses a delayed transactional message).
+        if request.transaction_prepared:
+            send = self.transactions.prepare
+        elif request.scheduled and self.schedule is not None:
+            send = self.schedule.send
+        else:
+            send = self.messaging.send
         result = await send(request.topic, request.queue_id, request.records,
                             request.record_count)
         return broker_pb2.SendResponse(

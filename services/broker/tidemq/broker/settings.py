@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemq.common import record
+from tidemq.common import delays, record
 from tidemq.common.settings import ServiceSettings, SettingsError, setting
 
 FLUSH_MODES = ("async", "sync")
@@ -51,9 +51,15 @@ class BrokerSettings(ServiceSettings):
     group_initial_rebalance_delay_ms: int = setting(
         3000, "first rebalance of an empty group waits this long for more members (ref 3000)"
     )
-    retry_backoff_ms: int = setting(
-        10000, "a message given back to %RETRY%<group> is redelivered no sooner than this "
-               "(ms; RocketMQ's first retry level)")
+    message_delay_level: str = setting(
+        delays.DEFAULT_DELAY_LEVELS,
+        "the 18 delay levels' durations, space-separated with units ms/s/m/h/d (RocketMQ's "
+        "messageDelayLevel); retry n of a consumer waits level 3 + n")
+    max_delay_ms: int = setting(
+        delays.DEFAULT_MAX_DELAY_MS,
+        "a delivery time further ahead is refused with DELAY_TOO_LONG (ms; ref 3 days)")
+    schedule_tick_ms: int = setting(
+        100, "how often the timer moves due scheduled messages to their topic (ms)")
     pop_revive_interval_ms: int = setting(
         200, "how often popped messages past their invisible time are looked for (ms)")
     transaction_timeout_ms: int = setting(
@@ -126,6 +132,14 @@ class BrokerSettings(ServiceSettings):
                 self.transaction_check_max < 0:
             raise SettingsError("transaction_timeout_ms and transaction_check_interval_ms must "
                                 "be > 0, transaction_check_max >= 0")
+        try:
+            delays.parse_delay_levels(self.message_delay_level)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        if self.max_delay_ms < 0:
+            raise SettingsError("max_delay_ms must be >= 0")
+        if self.schedule_tick_ms < 1:
+            raise SettingsError("schedule_tick_ms must be >= 1")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")
 

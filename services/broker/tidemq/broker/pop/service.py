@@ -351,10 +351,10 @@ class PopService:
                                                 off), 1)
             if count <= self.groups.effective(flight.group).retry_max_times:
                 return REDO  # handed out again, in place, by the next pop of its queue
-            await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0,
+            await self.retry.move(flight.group, raw, record.decode(raw), delayed=False,
                                   dead_letter=True, times=count)
             return REVIVED
-        await self.retry.move(flight.group, raw, record.decode(raw), backoff_ms=0)
+        await self.retry.move(flight.group, raw, record.decode(raw), delayed=False)
         return REVIVED
 
     def start(self) -> None:
