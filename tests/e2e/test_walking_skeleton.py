@@ -115,6 +115,15 @@ def test_topic_to_messages_to_readback(stack):
         return services if {"gateway-http", "name-server", "broker"} <= services else False
 
     wait_until(trace_services, 30, interval=0.2, message="the send trace to reach every service")
+    # The broker's Send spans say where the batch was stored (topic, queue, offsets, count).
+    spans = requests.get(f"{collector}/api/traces/{trace_ids[0]}", timeout=5).json()["spans"]
+    stored = [span["attributes"] for span in spans
+              if span["service"] == "broker" and span["name"].endswith("/Send")]
+    first_batch = [acked[f"msg-{i:05d}"] for i in range(BATCH)]
+    assert stored and sum(a["messaging.batch.message_count"] for a in stored) == BATCH
+    assert {(int(a["messaging.destination.partition.id"]), a["tidemq.queue_offset"])
+            for a in stored} <= {(queue, offset) for _, queue, offset in first_batch}
+    assert all(a["messaging.destination.name"] == TOPIC for a in stored)
     # The indexing poll above made many newer gateway traces: ask for the whole page.
     listed = requests.get(f"{collector}/api/traces",
                           params={"service": "gateway-http", "limit": 1000},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from opentelemetry import trace
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
 from tidemq.broker.messaging import Messaging
@@ -15,7 +16,9 @@ from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.transactions import TransactionService
+from tidemq.common import record
 from tidemq.common.errors import InvalidArgument, PreconditionFailed
+from tidemq.common.tracing import MESSAGING_SYSTEM
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 SEND_STATUS = {
@@ -39,6 +42,28 @@ def _hold_ms(suspend_timeout_ms: int, context) -> int:
 
 def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
     return [broker_pb2.QueueOffset(topic=t, queue_id=q, offset=o) for t, q, o in entries]
+
+
+def _describe_stored(request, result, store_host: bytes) -> None:
+    """The store's facts on the Send call's span (a message's trace then says where it was
+    stored): topic, queue, first queue offset, count, and for one message its msg id and
+    unique id. One attribute call per batch; nothing when the call is not traced."""
+    span = trace.get_current_span()
+    if not span.is_recording() or not result.physical_offsets:
+        return
+    attributes = {"messaging.system": MESSAGING_SYSTEM,
+                  "messaging.destination.name": request.topic,
+                  "messaging.destination.partition.id": str(request.queue_id),
+                  "messaging.batch.message_count": request.record_count,
+                  "tidemq.queue_offset": result.first_queue_offset}
+    if request.record_count == 1:
+        attributes["messaging.message.id"] = record.offset_msg_id(
+            store_host, result.physical_offsets[0])
+        header = record.checked_header(memoryview(request.records), 0, verify_crc=False)
+        unique_id = record.property_at(request.records, 0, header, record.PROP_UNIQ_KEY)
+        if unique_id:
+            attributes["tidemq.unique_id"] = unique_id
+    span.set_attributes(attributes)
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
@@ -76,6 +101,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             send = self.messaging.send
         result = await send(request.topic, request.queue_id, request.records,
                             request.record_count)
+        _describe_stored(request, result, self.messaging.store.store_host)
         return broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
             queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
