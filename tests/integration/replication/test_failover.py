@@ -10,7 +10,6 @@ group keeps its committed offsets; pulls are served by a slave while the group h
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -19,53 +18,18 @@ import pytest
 from tidemq.client import Message, Producer, PullConsumer, SendStatus
 from tidemq.client.message import MessageQueue
 from tidemq.common import errors
-from tidemq.common.rpc import RpcClient
-from tidemq.configclient.client import ConfigClient
-from tidemq.configclient.replication import group_key
-from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from tidemq.v1 import broker_pb2
 
-from tests.support.cluster import (
-    ReplicaGroup,
-    create_topic_in_config_center,
-    running_cluster,
-    start_replica_group,
-    wait_for_route,
+from tests.integration.replication.replica_group import (
+    GROUP,
+    TOPIC,
+    broker_call,
+    group_state,
+    start_group,
+    wait_in_sync,
 )
+from tests.support.cluster import ReplicaGroup
 from tests.support.processes import wait_until
-
-TOPIC = "replicated"
-GROUP = "broker-r"
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    with running_cluster(tmp_path, broker_names=(), controller=True) as cluster:
-        yield cluster
-
-
-def group_state(cluster) -> dict | None:
-    with ConfigClient(cluster.config_center.addr) as client:
-        kv = client.get(group_key(GROUP))
-    return json.loads(kv.value) if kv else None
-
-
-def start_group(cluster, **options) -> ReplicaGroup:
-    group = start_replica_group(cluster.start, cluster, GROUP, **options)
-    create_topic_in_config_center(cluster, TOPIC, 2)
-    wait_for_route(cluster, TOPIC, 1)
-    group.wait_master()
-    return group
-
-
-def wait_in_sync(cluster, members: set[int], timeout: float = 30.0) -> None:
-    wait_until(lambda: (state := group_state(cluster)) is not None
-               and set(state["in_sync"]) == members, timeout, interval=0.1,
-               message=f"in-sync set {sorted(members)}")
-
-
-def broker_call(addr: str, method: str, request):
-    return RpcClient(addr, broker_pb2_grpc.BrokerServiceStub, timeout=5, retries=0).call(
-        method, request)
 
 
 def commitlog_bytes(group: ReplicaGroup, replica: int, end: int) -> bytes:

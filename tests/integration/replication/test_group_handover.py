@@ -11,11 +11,10 @@ from tidemq.client.group import DirectClient
 from tidemq.client.message import MessageQueue
 from tidemq.v1 import broker_pb2
 
-from tests.integration.replication.test_failover import (
+from tests.integration.replication.replica_group import (
     GROUP,
     TOPIC,
     broker_call,
-    cluster,  # noqa: F401 (fixture)
     start_group,
     wait_in_sync,
 )
@@ -29,7 +28,7 @@ def described(addr: str):
         "DescribeGroup", broker_pb2.DescribeGroupRequest(group_id=CONSUMERS))
 
 
-def test_members_keep_generation_and_queues_across_a_master_failover(cluster, tmp_path):  # noqa: F811
+def test_members_keep_generation_and_queues_across_a_master_failover(cluster, tmp_path):
     group = start_group(cluster)
     wait_in_sync(cluster, {0, 1, 2})
     master = group.wait_master()

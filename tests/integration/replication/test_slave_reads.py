@@ -7,10 +7,9 @@ from __future__ import annotations
 from tidemq.client import Message, Producer, PullConsumer
 from tidemq.client.message import MessageQueue
 
-from tests.integration.replication.test_failover import (
+from tests.integration.replication.replica_group import (
     GROUP,
     TOPIC,
-    cluster,  # noqa: F401 (fixture)
     start_group,
     wait_in_sync,
 )
@@ -30,7 +29,7 @@ class RecordingConsumer(PullConsumer):
         return super().pull(mq, offset, max_messages, **kwargs)
 
 
-def test_far_behind_reads_go_to_a_slave_and_come_back(cluster):  # noqa: F811
+def test_far_behind_reads_go_to_a_slave_and_come_back(cluster):
     group = start_group(cluster, extra=["--slave-read-behind-bytes", str(BEHIND)])
     wait_in_sync(cluster, {0, 1, 2})
     master = group.wait_master()
