@@ -11,6 +11,7 @@ from tidemq.common.receipt import ReceiptHandle
 from tidemq.v1 import broker_pb2
 
 from tests.support.cluster import running_cluster
+from tests.support.http import problem
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -27,11 +28,6 @@ def cluster(tmp_path_factory):
         assert response.status_code == 201, response.text
         yield cluster
 
-
-def problem(response: requests.Response, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["Content-Type"].startswith("application/problem+json")
-    assert response.json()["code"] == code
 
 
 def send(cluster, *bodies: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.support.cluster import running_cluster
+from tests.support.http import problem
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -30,11 +31,6 @@ def cluster(tmp_path_factory):
         assert response.status_code == 201, response.text
         yield cluster
 
-
-def problem(response: requests.Response, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["Content-Type"].startswith("application/problem+json")
-    assert response.json()["code"] == code
 
 
 def open_transaction(cluster, **body) -> str:

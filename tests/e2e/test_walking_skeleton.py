@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.support.cluster import process_group, ready_http_port, start_cluster
+from tests.support.http import problem
 from tests.support.processes import start_redis, wait_until
 
 TOPIC = "WalkingSkeleton"
@@ -36,13 +37,6 @@ def stack(tmp_path_factory):
     finally:
         redis.kill()
 
-
-def problem(response: requests.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["Content-Type"].startswith("application/problem+json")
-    body = response.json()
-    assert body["code"] == code and body["status"] == status and body["detail"]
-    return body
 
 
 def fetch_queue(url: str, broker: str, queue_id: int) -> list[dict]:
