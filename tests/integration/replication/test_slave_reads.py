@@ -4,6 +4,7 @@ in order. The distance is shrunk to 64 KiB so a few hundred KiB of messages show
 
 from __future__ import annotations
 
+from tidemq.broker.registration import SLAVE, registered_id
 from tidemq.client import Message, Producer, PullConsumer
 from tidemq.client.message import MessageQueue
 
@@ -33,7 +34,7 @@ def test_far_behind_reads_go_to_a_slave_and_come_back(cluster):
     group = start_group(cluster, extra=["--slave-read-behind-bytes", str(BEHIND)])
     wait_in_sync(cluster, {0, 1, 2})
     master = group.wait_master()
-    slave_ids = {replica + 1 for replica in range(3) if replica != master}  # registered ids
+    slave_ids = {registered_id(replica, SLAVE) for replica in range(3) if replica != master}
     mq = MessageQueue(TOPIC, GROUP, 0)
     with Producer(cluster.namesrv_addrs, send_timeout=10) as producer:
         sent = [producer.send_batch([Message(TOPIC, f"{n:05d}".encode() * 200)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from tidemq.broker.registration import MASTER, SLAVE, BrokerRegistrar
+from tidemq.broker.registration import MASTER, SLAVE, BrokerRegistrar, registered_id
 from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.store import MessageStore
 from tidemq.broker.store.config import NotMaster
@@ -142,11 +142,13 @@ class BrokerRoleHost:
                 for replica, acked in sorted(tracker.acked.items())]
 
     def in_sync_slave_ids(self) -> list[int]:
-        """Master: the registered broker ids (replica + 1) of its in-sync slaves, sorted."""
+        """Master: the registered broker ids of its in-sync slaves (how routes know them),
+        sorted."""
         tracker = self.tracker
         if self.role != MASTER or tracker is None:
             return []
-        return sorted(replica + 1 for replica in tracker.in_sync if replica != self.replica_id)
+        return sorted(registered_id(replica, SLAVE) for replica in tracker.in_sync
+                      if replica != self.replica_id)
 
     def confirmed_offset(self) -> int:
         gate = self.gate

@@ -15,6 +15,7 @@ import os
 import struct
 from collections.abc import Callable
 
+from tidemq.broker.registration import MASTER, SLAVE
 from tidemq.common import record
 
 MASTER_ID = 0
@@ -37,7 +38,7 @@ class ReadAdvisor:
 
     def __init__(self, *, role: Callable[[], str], log_end: Callable[[], int],
                  in_sync_slave_ids: Callable[[], list[int]], behind_bytes: int) -> None:
-        self._role = role                            # "MASTER" / "SLAVE" / ""
+        self._role = role                            # MASTER / SLAVE / "" (registration)
         self._log_end = log_end
         self._in_sync_slave_ids = in_sync_slave_ids  # registered ids (replica + 1), sorted
         self.behind_bytes = behind_bytes if behind_bytes > 0 else default_behind_bytes()
@@ -48,9 +49,9 @@ class ReadAdvisor:
         (first,) = _PHYSICAL.unpack_from(records, record.OFF_PHYSICAL_OFFSET)
         far_behind = self._log_end() - first > self.behind_bytes
         role = self._role()
-        if role == "MASTER" and far_behind:
+        if role == MASTER and far_behind:
             slaves = self._in_sync_slave_ids()
             return slaves[0] if slaves else None
-        if role == "SLAVE" and not far_behind:
+        if role == SLAVE and not far_behind:
             return MASTER_ID
         return None

@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass
 
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.registration import SLAVE, BrokerIdentity, BrokerRegistrar
+from tidemq.broker.registration import SLAVE, BrokerIdentity, BrokerRegistrar, registered_id
 from tidemq.broker.replication import metrics
 from tidemq.broker.replication.controller_client import ControllerClient
 from tidemq.broker.replication.host import BrokerRoleHost, RunOnLoop
@@ -66,7 +66,7 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
     config = ha_config(settings)
     port = ha_port(settings)   # where it listens; slaves dial identity.ha_server_addr
     registrar.role = SLAVE  # until the controller says more: never announce id 0 unasked
-    registrar.registered_id = identity.broker_id + 1
+    registrar.registered_id = registered_id(identity.broker_id, SLAVE)
     host = BrokerRoleHost(
         store=store, registrar=registrar, controller=ControllerClient(settings.name_servers),
         ha_config=config, broker_name=settings.broker_name, replica_id=settings.broker_id,
