@@ -70,6 +70,8 @@ def damage_tail(data_dir: Path, acks, mode: str, rng: random.Random) -> None:
         junk = raw[:rng.randrange(8, len(raw))]
     else:
         junk = b"\x01" + rng.randbytes(rng.randrange(16, 190))
+    # A crash never grows a preallocated segment, so the damage stays inside the file.
+    junk = junk[:config.segment_size - within]
     with open(segment, "r+b") as handle:
         handle.seek(within)
         handle.write(junk)
