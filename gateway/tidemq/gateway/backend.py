@@ -142,7 +142,8 @@ class GatewayBackend:
         return self.producer.send_many(messages)
 
     def pull(self, topic: str, broker_name: str, queue_id: int, offset: int, max_messages: int,
-             wait_ms: int = 0) -> PullResult:
+             wait_ms: int = 0, expression: str = "*", expression_type: str = "TAG"
+             ) -> PullResult:
         route = self.consumer.routes.get(topic)
         layout = next((q for q in route.queues if q.broker_name == broker_name), None)
         if layout is None:
@@ -153,7 +154,8 @@ class GatewayBackend:
                 f"{topic!r} has queues 0..{layout.read_queue_nums - 1} on {broker_name!r}, "
                 f"not {queue_id}", code="QUEUE_NOT_FOUND")
         return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
-                                  max_messages, long_poll=wait_ms / 1000)
+                                  max_messages, long_poll=wait_ms / 1000,
+                                  tag_expression=expression, expression_type=expression_type)
 
     # -- transactions (transactions.py) ---------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from tidemq.client.message import (
     MAX_MESSAGE_GROUP_LEN,
     MAX_TOPIC_NAME_LEN,
@@ -127,28 +127,10 @@ class SendRequest(RequestBody):
                     "stay invisible until it is committed"), ErrorCode("INVALID_REQUEST")] = ""
 
 
-class FetchQuery(QueryParameters):
-    """GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages."""
+class SubscriptionFilter(BaseModel):
+    """Which messages a read returns: a tag expression or a SQL92 filter (pop bodies and
+    queue-read queries share these fields and their rules)."""
 
-    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="first queue offset")] = 0
-    max: Annotated[int, Field(ge=1, description="at most this many messages "
-                                                "(up to --max-pull-messages)")] = 32
-    wait_ms: Annotated[int, Field(ge=0, description="long poll up to this long "
-                                                    "(up to --max-pull-wait-ms)")] = 0
-
-
-# -- pop consumption and dead letters ------------------------------------------------------
-
-class PopRequest(RequestBody):
-    """POST /v1/groups/{group}/topics/{topic}/pop (every field optional, the body too)."""
-
-    max: Annotated[int, Field(ge=1, le=MAX_POP, description="at most this many messages"),
-                   ErrorCode("INVALID_ARGUMENT")] = 16
-    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
-                                       description="invisible to the group this long"),
-                            ErrorCode("INVALID_INVISIBLE_DURATION")] = DEFAULT_INVISIBLE_MS
-    wait_ms: Annotated[int, Field(ge=0, description="long poll (up to --max-pull-wait-ms)"),
-                       ErrorCode("INVALID_ARGUMENT")] = 0
     tag: Annotated[str, Field(description='tag expression: "*" or "a || b"'),
                    ErrorCode("INVALID_ARGUMENT")] = "*"
     filter_type: Annotated[Literal["TAG", "SQL92"], Field(
@@ -162,7 +144,7 @@ class PopRequest(RequestBody):
         ErrorCode("INVALID_FILTER")] = ""
 
     @model_validator(mode="after")
-    def _one_filter(self) -> PopRequest:
+    def _one_filter(self) -> SubscriptionFilter:
         if self.filter_type == sqlfilter.SQL92:
             if "tag" in self.model_fields_set:
                 raise rule_error("INVALID_FILTER", 'give "tag" or a SQL92 "filter", not both '
@@ -181,6 +163,30 @@ class PopRequest(RequestBody):
         if self.filter_type == sqlfilter.SQL92:
             return self.filter, sqlfilter.SQL92
         return self.filter or self.tag, sqlfilter.TAG
+
+
+class FetchQuery(QueryParameters, SubscriptionFilter):
+    """GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages."""
+
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="first queue offset")] = 0
+    max: Annotated[int, Field(ge=1, description="at most this many messages "
+                                                "(up to --max-pull-messages)")] = 32
+    wait_ms: Annotated[int, Field(ge=0, description="long poll up to this long "
+                                                    "(up to --max-pull-wait-ms)")] = 0
+
+
+# -- pop consumption and dead letters ------------------------------------------------------
+
+class PopRequest(RequestBody, SubscriptionFilter):
+    """POST /v1/groups/{group}/topics/{topic}/pop (every field optional, the body too)."""
+
+    max: Annotated[int, Field(ge=1, le=MAX_POP, description="at most this many messages"),
+                   ErrorCode("INVALID_ARGUMENT")] = 16
+    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
+                                       description="invisible to the group this long"),
+                            ErrorCode("INVALID_INVISIBLE_DURATION")] = DEFAULT_INVISIBLE_MS
+    wait_ms: Annotated[int, Field(ge=0, description="long poll (up to --max-pull-wait-ms)"),
+                       ErrorCode("INVALID_ARGUMENT")] = 0
 
 
 ReceiptHandle = Annotated[str, Field(min_length=1, description="from a pop"),
