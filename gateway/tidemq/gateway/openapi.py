@@ -92,12 +92,31 @@ def _model_components(models: set[type[BaseModel]]) -> dict[str, dict[str, Any]]
     return definitions.get("$defs", {})
 
 
+# What gunicorn itself answers, before any route runs, to a request line or headers over its
+# limits (8190 bytes a line, 100 headers): its own short HTML page, not problem+json.
+HTTP_SERVER_REJECTIONS = {
+    status: {"$ref": "#/components/responses/HttpServerRejection"} for status in ("414", "431")}
+
+
+def _default_responses(method: str) -> dict[str, Any]:
+    """A route without YAML: success (201 too where it may create), else problem+json."""
+    responses: dict[str, Any] = {"200": {"description": "success"}}
+    if method in ("POST", "PUT"):
+        responses["201"] = {"description": "created"}
+    responses["default"] = {"$ref": "#/components/responses/Problem"}
+    return responses
+
+
 def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
     spec = APISpec(title="TideMQ HTTP gateway", version=version, openapi_version="3.1.0")
     models: set[type[BaseModel]] = set()
     spec.components.response("Problem", {
         "description": "an error (RFC 9457 problem+json) with a stable code",
         "content": {"application/problem+json": {"schema": "Problem"}}})
+    spec.components.response("HttpServerRejection", {
+        "description": "the HTTP server refused the request line or headers as too long "
+                       "(before the API saw it): shorten the URL, or send the filter in a body",
+        "content": {"text/html": {"schema": {"type": "string"}}}})
     paths: dict[str, dict[str, Any]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         if rule.endpoint == "static":
@@ -111,9 +130,8 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
             operation.setdefault("summary", summary)
             _declared(view, operation, models)
             operation.setdefault("operationId", f"{rule.endpoint}.{method.lower()}")
-            operation.setdefault("responses", {
-                "200": {"description": "success"},
-                "default": {"$ref": "#/components/responses/Problem"}})
+            operation.setdefault("responses", _default_responses(method))
+            operation["responses"].update(HTTP_SERVER_REJECTIONS)
             params = _parameters(rule)
             if params:
                 operation["parameters"] = [*params, *operation.get("parameters", [])]
