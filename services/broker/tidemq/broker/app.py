@@ -142,9 +142,10 @@ class BrokerApp:
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
                                   schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
-                              broker_name=settings.broker_name,
+                              self.offsets, broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
-                              revive_interval_s=settings.pop_revive_interval_ms / 1000)
+                              revive_interval_s=settings.pop_revive_interval_ms / 1000,
+                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
         self.transactions = TransactionService(
             self.messaging, system_topics, self.offsets, settings=CheckSettings(
                 timeout_ms=settings.transaction_timeout_ms,
