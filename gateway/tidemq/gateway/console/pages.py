@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode, urlsplit
 
 from tidemq.common.errors import InvalidArgument
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MILLISECOND = timedelta(milliseconds=1)   # integer arithmetic: a float timestamp loses a ms
 
 
 def parse_form_time(text: str | None, field: str) -> int:
@@ -23,14 +26,14 @@ def parse_form_time(text: str | None, field: str) -> int:
                               "time such as 2026-11-24T09:30") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return max(int(moment.timestamp() * 1000), 0)
+    return max((moment - EPOCH) // MILLISECOND, 0)
 
 
 def utc(ms: int | None) -> str:
     """A Unix-ms time as the console shows it."""
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return (EPOCH + ms * MILLISECOND).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 def trace_ui_base(url: str) -> str:
