@@ -94,6 +94,7 @@ def test_every_page_loads_and_shows_the_topic(cluster, sent, visit):
     described = requests.get(f"{cluster.gateway_url}/v1/topics/{TOPIC}", timeout=30).json()
     assert sum(q["max_offset"] for q in described["queues"]) == 6
     assert "6 messages stored" in page.locator("main").inner_text()
+    assert "msg/s" in page.locator("#throughput").inner_text()
 
     visit(url(cluster, "/groups"), "groups")
     visit(url(cluster, "/messages"), "messages")

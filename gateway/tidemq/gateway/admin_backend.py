@@ -51,6 +51,11 @@ class AdminBackend:
     def reset_offsets(self, group: str, topic: str, timestamp_ms: int) -> list[dict]:
         return [vars(e) for e in self.admin.reset_group_offsets(group, topic, timestamp_ms)]
 
+    def offsets_at(self, topic: str, timestamp_ms: int) -> list[dict]:
+        """Per queue, the first offset stored at or after `timestamp_ms`."""
+        return [{"broker_name": e.broker_name, "queue_id": e.queue_id, "offset": e.offset}
+                for e in self.admin.offset_for_timestamp(topic, timestamp_ms)]
+
     # -- messages ------------------------------------------------------------------------
 
     def view_message(self, msg_id: str) -> MessageExt:

@@ -7,6 +7,7 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
   GET  /v1/messages/<msg_id>                       one message by its offset message id
   GET  /v1/topics/<topic>/messages?key=&begin_ms=&end_ms=&max=   by key or time range
+  GET  /v1/topics/<topic>/offsets?timestamp_ms=    per queue, the offset stored at a time
 
 `/v1/groups` are subscription-group *definitions* (config center); `/v1/consumer-groups` are
 the groups' live state on the brokers.
@@ -19,7 +20,7 @@ from typing import Any
 from flask import Blueprint, jsonify
 from tidemq.client.message import MessageExt
 from tidemq.gateway import validation
-from tidemq.gateway.bodies import MessageSearchQuery, OffsetResetRequest
+from tidemq.gateway.bodies import MessageSearchQuery, OffsetResetRequest, OffsetsAtQuery
 from tidemq.gateway.consume_routes import _group
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.topic_routes import _backend
@@ -163,3 +164,25 @@ def search_messages(topic: str, query: MessageSearchQuery):
     else:
         found = _admin().query_by_time(topic, query.begin_ms, query.end_ms, query.max)
     return jsonify({"messages": [located_message_json(m) for m in found]})
+
+
+@admin_bp.get("/v1/topics/<topic>/offsets")
+@accepts_query(OffsetsAtQuery)
+def offsets_at(topic: str, query: OffsetsAtQuery):
+    """Per queue, the first offset stored at or after a time (as `tidemq offset for-time`);
+    with a topic's max offsets, how many messages arrived since.
+    ---
+    get:
+      summary: Queue offsets at a time
+      responses:
+        "200":
+          description: one offset per queue
+          content:
+            application/json:
+              schema: OffsetsAt
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+    """
+    validation.validate_topic_name(topic)
+    return jsonify({"topic": topic, "timestamp_ms": query.timestamp_ms,
+                    "offsets": _admin().offsets_at(topic, query.timestamp_ms)})

@@ -157,6 +157,13 @@ class MessageSearchQuery(QueryParameters):
         return self
 
 
+class OffsetsAtQuery(QueryParameters):
+    """GET /v1/topics/{topic}/offsets."""
+
+    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description=(
+        "per queue, the first offset stored at or after this time (Unix ms)"))]
+
+
 class OffsetResetRequest(RequestBody):
     """POST /v1/consumer-groups/{group}/reset-offsets."""
 

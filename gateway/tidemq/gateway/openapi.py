@@ -72,6 +72,8 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
         total_lag=_INT),
     "OffsetReset": _obj(group=_STR, topic=_STR, timestamp_ms=_INT, offsets=_array(_obj(
         topic=_STR, broker_name=_STR, queue_id=_INT, offset=_INT))),
+    "OffsetsAt": _obj(topic=_STR, timestamp_ms=_INT, offsets=_array(_obj(
+        broker_name=_STR, queue_id=_INT, offset=_INT))),
     "LocatedMessage": {"allOf": [_ref("Message"), _obj(
         topic=_STR, broker_name=_STR, queue_id=_INT, trace_context=_STR, trace_id=_STR)]},
     "FoundMessages": _obj(messages=_array(_ref("LocatedMessage"))),

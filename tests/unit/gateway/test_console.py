@@ -94,6 +94,18 @@ def test_trace_links_only_from_an_http_url():
     assert pages.message_trace_links("", {"msg_id": MSG_ID}) == {}
 
 
+def test_recent_counts_are_written_since_and_never_negative():
+    queues = [{"broker_name": "a", "queue_id": 0, "min_offset": 0, "max_offset": 9},
+              {"broker_name": "a", "queue_id": 1, "min_offset": 0, "max_offset": 4},
+              {"broker_name": "b", "queue_id": 0, "min_offset": 0, "max_offset": 2}]
+    then = [{"broker_name": "a", "queue_id": 0, "offset": 6},
+            {"broker_name": "a", "queue_id": 1, "offset": 5}]   # read after a write landed
+    counted = pages.with_recent_counts(queues, then)
+    assert [q["recent"] for q in counted] == [3, 0, 0]
+    assert pages.queue_totals(counted) == {"queues": 3, "stored": 15, "written": 15,
+                                           "recent": 3}
+
+
 @pytest.mark.parametrize("traceparent, trace_id", [
     (f"00-{TRACE_ID}-00f067aa0ba902b7-01", TRACE_ID), ("", ""), ("garbage", ""),
     ("00-" + "0" * 32 + "-00f067aa0ba902b7-01", ""), (f"00-{TRACE_ID.upper()}-00-01", "")])

@@ -59,4 +59,14 @@ def message_trace_links(base: str, message: dict) -> dict[str, str]:
 def queue_totals(queues: list[dict]) -> dict[str, int]:
     return {"queues": len(queues),
             "stored": sum(q["max_offset"] - q["min_offset"] for q in queues),
-            "written": sum(q["max_offset"] for q in queues)}
+            "written": sum(q["max_offset"] for q in queues),
+            "recent": sum(q.get("recent", 0) for q in queues)}
+
+
+def with_recent_counts(queues: list[dict], offsets_then: list[dict]) -> list[dict]:
+    """Each queue with `recent`: messages written since the time of `offsets_then` (its max
+    offset minus the offset stored at that time; 0 when the two reads crossed)."""
+    then = {(o["broker_name"], o["queue_id"]): o["offset"] for o in offsets_then}
+    return [{**q, "recent": max(q["max_offset"] - then.get((q["broker_name"], q["queue_id"]),
+                                                           q["max_offset"]), 0)}
+            for q in queues]

@@ -8,6 +8,7 @@ origin is refused (the browser's Origin header), so a foreign page cannot submit
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote, urlsplit
 
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
@@ -18,6 +19,7 @@ from tidemq.gateway.console.api import ApiProblem, path_of
 console_bp = Blueprint("tidemq_console", __name__, url_prefix="/console",
                        template_folder="templates", static_folder="static")
 DLQ_LIMIT = 200
+THROUGHPUT_WINDOW_S = 60   # a topic page's rate: messages written in the last minute
 HISTORY_LIMIT = 50
 
 
@@ -71,9 +73,19 @@ def topics():
 
 @console_bp.get("/topics/<topic>")
 def topic(topic: str):
+    since_ms = int(time.time() * 1000) - THROUGHPUT_WINDOW_S * 1000
     described = api.get(path_of("v1", "topics", topic))
-    return render_template("console/topic.html", topic=described,
-                           totals=pages.queue_totals(described["queues"]))
+    try:
+        then = api.get(path_of("v1", "topics", topic, "offsets"), timestamp_ms=since_ms)
+    except ApiProblem as problem:  # a broker group down: the page still shows the rest
+        then, rate_problem = None, problem
+    else:
+        rate_problem = None
+    queues = (pages.with_recent_counts(described["queues"], then["offsets"]) if then
+              else described["queues"])
+    return render_template("console/topic.html", topic=described, queues=queues,
+                           totals=pages.queue_totals(queues), window_s=THROUGHPUT_WINDOW_S,
+                           rate_problem=rate_problem)
 
 
 @console_bp.get("/groups")
