@@ -26,7 +26,7 @@ from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
 TOPIC = "ConsoleOrders"
-LAG_GROUP, DLQ_GROUP = "console-lagging", "console-dlq"
+LAG_GROUP, DLQ_GROUP, MEMBER_GROUP = "console-lagging", "console-dlq", "console-member"
 TRACE_UI = "http://127.0.0.1:1/tracing"        # nothing listens there
 HOSTILE_KEY = "<script>window.pwned=1</script>"
 HOSTILE_BODY = "<img src=x onerror=\"window.pwned = 2\"> & <b>bold</b>"
@@ -199,3 +199,37 @@ def test_a_dead_letter_is_redriven_after_confirmation(cluster, sent, visit):
     page = visit.snap("dlq-redriven")
     done = page.locator("#redriven tbody tr").inner_text()
     assert letter["msg_id"] in done and TOPIC in done
+
+
+def test_a_groups_members_and_assignment_are_the_clis(cluster, sent, visit):
+    """One member joins through the coordinator RPCs and is assigned both queues."""
+    from tidemq.client.admin import coordinator_for
+
+    coordinator = cluster.brokers[coordinator_for(MEMBER_GROUP, cluster.brokers)]
+    rpc = RpcClient(coordinator.addr, broker_pb2_grpc.BrokerServiceStub, timeout=20)
+    joined = rpc.call("JoinGroup", broker_pb2.JoinGroupRequest(
+        group_id=MEMBER_GROUP, session_timeout_ms=60_000, rebalance_timeout_ms=10_000,
+        client_id="console-test", client_host="127.0.0.1",
+        protocols=[broker_pb2.GroupProtocol(name="averagely",
+                                            metadata=json.dumps({"topics": [TOPIC]}).encode())]))
+    queues = [[TOPIC, "broker-a", i] for i in range(2)]
+    rpc.call("SyncGroup", broker_pb2.SyncGroupRequest(
+        group_id=MEMBER_GROUP, generation_id=joined.generation_id, member_id=joined.member_id,
+        assignments=[broker_pb2.MemberAssignment(
+            member_id=joined.member_id, assignment=json.dumps({"queues": queues}).encode())]))
+    try:
+        cli = cli_describe(cluster, MEMBER_GROUP)
+        page = visit(url(cluster, "/groups"), "groups-live")
+        page.click(f"#live-groups a:text-is('{MEMBER_GROUP}')")
+        page = visit.snap("group-with-member")
+        cells = page.locator("#members tbody tr td").all_inner_texts()
+        (member,) = cli["members"]
+        assert cells == [f"{member['member_id']} (leader)", "console-test", "127.0.0.1", TOPIC,
+                         " ".join(member["queues"])]
+        assert page.locator("#total-lag").inner_text() == str(cli["total_lag"])
+        assert lag_cells(page) == {(o["broker_name"], o["queue_id"]):
+                                   "-" if o["lag"] is None else str(o["lag"])
+                                   for o in cli["offsets"]}
+    finally:
+        rpc.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=MEMBER_GROUP,
+                                                            member_id=joined.member_id))
