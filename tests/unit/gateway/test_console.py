@@ -5,6 +5,8 @@ tests/browser."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -128,6 +130,25 @@ def test_pages_escape_what_they_show(client):
     assert HOSTILE not in page and page.count("&lt;script&gt;") >= 2
     assert f'href="{TRACE_UI}/messages?msg_id={MSG_ID}"' in page
     assert f'href="{TRACE_UI}/traces/{TRACE_ID}"' in page
+
+
+def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(client, backend):
+    replicated = backend.admin.cluster()
+    slave = {**replicated["brokers"][0], "broker_name": "broker-a", "broker_id": 2,
+             "role": "SLAVE", "replica_id": 1, "epoch": 3, "in_sync": False, "lag_bytes": 512,
+             "lag_s": 1.5}
+    replicated["brokers"].append(slave)
+    replicated["replication"] = {
+        "controller_addr": "127.0.0.1:9876",
+        "groups": [{"broker_name": "broker-a", "master": 0, "epoch": 3, "in_sync": [0, 2],
+                    "master_addr": "h:1"}],
+        "live_replicas": [{"broker_name": "broker-a", "replica_id": 1, "addr": "h:2",
+                           "epoch": 3, "log_end": 4096}]}
+    backend.admin.cluster = lambda: replicated
+    page = re.sub(r">\s+<", "><", client.get("/console/cluster").get_data(as_text=True))
+    assert 'class="role-slave">SLAVE<' in page and "<td>512</td><td>1.5</td>" in page
+    assert "active controller: 127.0.0.1:9876" in page and "<td>0, 2</td>" in page
+    assert "<td>4096</td>" in page and "no-controller" not in page
 
 
 def test_an_api_problem_is_shown_with_its_status(client):
