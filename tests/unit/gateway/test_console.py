@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from flask import request
 from hypothesis import given
 from hypothesis import strategies as st
 from tidemq.client.message import MessageExt
@@ -149,6 +150,20 @@ def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(clie
     assert 'class="role-slave">SLAVE<' in page and "<td>512</td><td>1.5</td>" in page
     assert "active controller: 127.0.0.1:9876" in page and "<td>0, 2</td>" in page
     assert "<td>4096</td>" in page and "no-controller" not in page
+
+
+def test_the_api_calls_carry_the_users_headers(backend):
+    app = create_app(backend, GatewaySettings(trace_ui_url=TRACE_UI))
+    seen = []
+
+    @app.before_request
+    def record():
+        seen.append((request.path, request.headers.get("Authorization"), request.remote_addr))
+
+    app.test_client().get("/console/cluster", headers={"Authorization": "Bearer t0ken"},
+                          environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert seen == [("/console/cluster", "Bearer t0ken", "10.1.2.3"),
+                    ("/v1/cluster", "Bearer t0ken", "10.1.2.3")]
 
 
 def test_an_api_problem_is_shown_with_its_status(client):

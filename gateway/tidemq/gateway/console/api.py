@@ -2,8 +2,8 @@
 
 Each call is a WSGI request to this same app (werkzeug's client), so it goes through the same
 routes, validation, error handler, metrics and tracing as a user's `curl`, and carries the
-browser's `Authorization` header: the console can show nothing and change nothing that the
-API would not let the same user see or change.
+browser's headers (`Authorization`, cookies, ...) and address: the console can show nothing
+and change nothing that the API would not let the same user see or change.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from urllib.parse import quote, urlencode
 
 from flask import current_app, request
 
-FORWARDED_HEADERS = ("Authorization",)
+# What describes the console's own request rather than the user: not passed on.
+NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "connection",
+                           "accept-encoding", "transfer-encoding", "upgrade", "keep-alive"})
 
 
 class ApiProblem(Exception):
@@ -38,10 +40,12 @@ def call(method: str, path: str, *, query: dict[str, Any] | None = None,
     """The JSON answer of `method path`; ApiProblem for any answer that is not 2xx."""
     params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
     url = path + ("?" + urlencode(params) if params else "")
-    headers = {name: request.headers[name] for name in FORWARDED_HEADERS
-               if name in request.headers}
+    headers = [(name, value) for name, value in request.headers.items()
+               if name.lower() not in NOT_FORWARDED]
     client = current_app.test_client()
-    response = client.open(url, method=method, json=body, headers=headers)
+    response = client.open(url, method=method, json=body, headers=headers,
+                           environ_base={"REMOTE_ADDR": request.remote_addr or "",
+                                         "wsgi.url_scheme": request.scheme})
     document = response.get_json(silent=True)
     if not 200 <= response.status_code < 300:
         document = document if isinstance(document, dict) else {}
