@@ -31,6 +31,7 @@ from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
+from tidemq.gateway.admin_backend import AdminBackend
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.transactions import HttpTransactions
@@ -67,6 +68,8 @@ class GatewayBackend:
         self.transactions = HttpTransactions(self.config, self._transaction_producer,
                                              ttl_s=settings.transaction_ttl_s)
         self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
+        # The operator's reads and resets (admin_routes.py), over the CLI's Admin.
+        self.admin = AdminBackend(settings, self.consumer)
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
@@ -210,6 +213,7 @@ class GatewayBackend:
         if self.dynamic is not None:
             self.dynamic.stop()
         self.transactions.close()
+        self.admin.close()
         self.producer.close()
         self.consumer.close()
         self.config.close()

@@ -36,6 +36,7 @@ MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_MS = 30_000
 MAX_OFFSET = 2**63 - 1
+MAX_SEARCH = 1000       # messages one look-up answers (as `tidemq message query --max`)
 # Far enough for any broker's max_delay_ms (the broker refuses DELAY_TOO_LONG), small enough
 # that now + delay fits the record's int64 and a JSON number stays exact in every client.
 MAX_DELAY_FIELD_MS = 2**53 - 1
@@ -175,6 +176,42 @@ class FetchQuery(QueryParameters, SubscriptionFilter):
                                                     "(up to --max-pull-wait-ms)")] = 0
 
 
+class MessageSearchQuery(QueryParameters):
+    """GET /v1/topics/{topic}/messages: by `key`, or every message in a time range."""
+
+    key: Annotated[str, Field(max_length=1024, description="messages carrying this key (the "
+                                                           "brokers' key index)")] = ""
+    begin_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="stored at or after "
+                                                                    "(Unix ms)")] = 0
+    end_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="stored before (Unix ms, "
+                                                                  "0 = now)")] = 0
+    max: Annotated[int, Field(ge=1, le=MAX_SEARCH, description="at most this many")] = 32
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MessageSearchQuery:
+        if self.end_ms and self.end_ms <= self.begin_ms:
+            raise rule_error("INVALID_ARGUMENT", f"end_ms ({self.end_ms}) must be after "
+                             f"begin_ms ({self.begin_ms})")
+        return self
+
+
+class OffsetsAtQuery(QueryParameters):
+    """GET /v1/topics/{topic}/offsets."""
+
+    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description=(
+        "per queue, the first offset stored at or after this time (Unix ms)"))]
+
+
+class OffsetResetRequest(RequestBody):
+    """POST /v1/consumer-groups/{group}/reset-offsets."""
+
+    topic: Annotated[TopicName, ErrorCode("INVALID_TOPIC"),
+                     Field(description="the topic whose committed offsets move")]
+    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description=(
+        "to the first message stored at or after this time (Unix ms), backwards or forwards")),
+        ErrorCode("INVALID_ARGUMENT")]
+
+
 # -- pop consumption and dead letters ------------------------------------------------------
 
 class PopRequest(RequestBody, SubscriptionFilter):
@@ -282,3 +319,7 @@ class ConfigReadQuery(QueryParameters):
     revision: Annotated[int, Field(ge=0, description="read as of this retained revision "
                                                      "(0 = now)")] = 0
     prefix: Annotated[bool, Field(description="list every key under the path")] = False
+    history: Annotated[bool, Field(description="the key's retained changes (puts and "
+                                               "deletes), oldest first")] = False
+    limit: Annotated[int, Field(ge=0, le=1000, description="with history: the newest this "
+                                                           "many changes (0 = every one)")] = 0
