@@ -34,6 +34,7 @@ from tidemq.common.errors import (
     PayloadTooLarge,
     PreconditionFailed,
     ServiceUnavailable,
+    TideMQError,
     TopicNotExist,
 )
 
@@ -161,6 +162,14 @@ class Messaging:
 
     async def send(self, topic_name: str, queue_id: int, records: bytes,
                    record_count: int) -> AppendResult:
+        try:
+            return await self._send(topic_name, queue_id, records, record_count)
+        except TideMQError as exc:  # per refused batch, never on the success path
+            metrics.SEND_ERRORS.labels(exc.code).inc()
+            raise
+
+    async def _send(self, topic_name: str, queue_id: int, records: bytes,
+                    record_count: int) -> AppendResult:
         topic = self.writable_queue(topic_name, queue_id)
         if record_count <= 0 or not records:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")
@@ -216,6 +225,8 @@ class Messaging:
                       and outcome.next_begin_offset >= outcome.max_offset)
             remaining = deadline - time.monotonic()
             if not at_end or remaining <= 0:
+                if outcome.record_count:  # once per pull answer, not per message
+                    metrics.MESSAGES_OUT.labels(topic.name).inc(outcome.record_count)
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
             if not await self.holds.hold(topic.name, queue_id, offset, remaining,
