@@ -75,16 +75,16 @@ class ReplicationCollector(Collector):
         yield GaugeMetricFamily("tidemq_broker_epoch", "The replica group's master epoch as "
                                 "this replica knows it", value=self.store.epochs.last_epoch)
         server = self.server
-        if server is None:
-            return
         lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
                                 "CommitLog bytes a slave lacks behind this master", labels=["replica"])
-        for replica, lag_bytes in sorted(server.lag_bytes().items()):
-            lag.add_metric([str(replica)], lag_bytes)
+        in_sync = GaugeMetricFamily("tidemq_broker_in_sync_replicas",
+                                    "Replicas in the in-sync set, the master included", labels=[])
+        if server is not None:  # a slave announces both families without samples
+            for replica, lag_bytes in sorted(server.lag_bytes().items()):
+                lag.add_metric([str(replica)], lag_bytes)
+            in_sync.add_metric([], len(server.tracker.in_sync))
         yield lag
-        yield GaugeMetricFamily("tidemq_broker_in_sync_replicas",
-                                "Replicas in the in-sync set, the master included",
-                                value=len(server.tracker.in_sync))
+        yield in_sync
 
 
 def watch_replication(store) -> ReplicationCollector:
