@@ -34,7 +34,6 @@ from tidemq.common.errors import (
     PayloadTooLarge,
     PreconditionFailed,
     ServiceUnavailable,
-    TideMQError,
     TopicNotExist,
 )
 
@@ -160,16 +159,9 @@ class Messaging:
         self._queue(topic, queue_id)
         return topic
 
+    @metrics.counts_send_errors
     async def send(self, topic_name: str, queue_id: int, records: bytes,
                    record_count: int) -> AppendResult:
-        try:
-            return await self._send(topic_name, queue_id, records, record_count)
-        except TideMQError as exc:  # per refused batch, never on the success path
-            metrics.SEND_ERRORS.labels(exc.code).inc()
-            raise
-
-    async def _send(self, topic_name: str, queue_id: int, records: bytes,
-                    record_count: int) -> AppendResult:
         topic = self.writable_queue(topic_name, queue_id)
         if record_count <= 0 or not records:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")

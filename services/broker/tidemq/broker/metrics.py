@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from tidemq.common.errors import TideMQError
 
 MESSAGES_IN = Counter("tidemq_broker_messages_in_total", "Records appended, by topic", ["topic"])
 BYTES_IN = Counter("tidemq_broker_bytes_in_total", "Record bytes appended")
@@ -31,6 +33,20 @@ TRANSACTIONS = Counter(
     ["event"])
 OPEN_TRANSACTIONS = Gauge("tidemq_broker_open_transactions",
                           "Half messages neither committed, rolled back nor discarded")
+
+
+def counts_send_errors(send):
+    """Count a refused send batch by its error code (the error path only)."""
+
+    @functools.wraps(send)
+    async def counted(*args, **kwargs):
+        try:
+            return await send(*args, **kwargs)
+        except TideMQError as exc:
+            SEND_ERRORS.labels(exc.code).inc()
+            raise
+
+    return counted
 
 
 def record_put(topic: str, record_count: int, size: int, seconds: float) -> None:
