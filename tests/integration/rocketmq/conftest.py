@@ -1,0 +1,48 @@
+"""A TideMQ cluster with gateway-grpc, for the official RocketMQ 5 Python client.
+
+Brokers check back unresolved transactions after 1 s (TIDEMQ_TRANSACTION_* in every
+process's environment; only the brokers read them), so the check-back test is quick.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+
+TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqDelay": False, "RmqTxn": False,
+          "RmqSimple": False, "RmqPush": False, "RmqSql": False}
+FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
+               "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": "1000",
+               "TIDEMQ_TRANSACTION_CHECK_MAX": "100"}
+
+
+@pytest.fixture(scope="package")
+def rmq_cluster(tmp_path_factory):
+    with running_cluster(tmp_path_factory.mktemp("rmq"), env=FAST_CHECKS) as cluster:
+        from tidemq.configclient.client import ConfigClient
+        from tidemq.configclient.topics import TopicDefinitions
+
+        with ConfigClient(cluster.config_center.addr) as config:
+            for topic, orderly in TOPICS.items():
+                TopicDefinitions(config).create(topic, 2, order=orderly)
+        for topic in TOPICS:
+            wait_for_route(cluster, topic, 2)
+        cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [
+            "--namesrv-addrs", cluster.namesrv_addrs, "--long-polling-timeout-s", "5"])
+        yield cluster
+
+
+@pytest.fixture(scope="package")
+def endpoint(rmq_cluster) -> str:
+    return rmq_cluster.extra["gateway_grpc"].addr
+
+
+@pytest.fixture
+def config(endpoint):
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+
+
+__all__ = ["create_topic_in_config_center"]
