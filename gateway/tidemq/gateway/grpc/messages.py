@@ -3,7 +3,7 @@
 Sending: a protobuf Message becomes a `tidemq.client.Message` (tag, keys, user properties,
 message group, delivery time); the client's message id travels as the property
 RMQ_MESSAGE_ID so a consumer sees the id its producer got (TideMQ's unique id is made by the
-encoder). Receiving: a stored `MessageExt` becomes a protobuf Message with the system
+encoder), and a delivery time as RMQ_DELIVERY_MS. Receiving: a stored `MessageExt` becomes a protobuf Message with the system
 properties the RocketMQ clients read (message id, type, timestamps, delivery attempt, receipt
 handle, body digest).
 """
@@ -18,10 +18,13 @@ from tidemq.client import Message, MessageExt
 from tidemq.common import errors, record
 
 PROP_RMQ_MESSAGE_ID = "RMQ_MESSAGE_ID"
+# The delivery time a RocketMQ producer asked for (epoch ms): the broker drops its own delay
+# properties when it delivers, and consumers read the time back.
+PROP_RMQ_DELIVERY_MS = "RMQ_DELIVERY_MS"
 # A delivery timestamp whose seconds are past this (year 5138) is in milliseconds: the Python
 # client 5.1.2 puts Message.delivery_timestamp (epoch ms) into Timestamp.seconds.
 MILLIS_IN_SECONDS_FIELD = 100_000_000_000
-_HIDDEN = frozenset({PROP_RMQ_MESSAGE_ID})
+_HIDDEN = frozenset({PROP_RMQ_MESSAGE_ID, PROP_RMQ_DELIVERY_MS})
 
 
 def timestamp_ms(ts) -> int:
@@ -54,6 +57,8 @@ def to_message(message: pb.Message, transactional: bool = False) -> Message:
     properties = dict(message.user_properties)
     if system.message_id:
         properties[PROP_RMQ_MESSAGE_ID] = system.message_id
+    if deliver_at:
+        properties[PROP_RMQ_DELIVERY_MS] = str(deliver_at)
     return Message(message.topic.name, body, tags=system.tag, keys=tuple(system.keys),
                    properties=properties, message_group=system.message_group,
                    deliver_at_ms=deliver_at)
@@ -70,7 +75,8 @@ def message_type(message: MessageExt) -> int:
         return pb.FIFO
     if props.get(record.PROP_TRANSACTION_PREPARED) == "true":
         return pb.TRANSACTION
-    if props.get(record.PROP_TIMER_DELIVER_MS) or props.get(record.PROP_DELAY):
+    if props.get(PROP_RMQ_DELIVERY_MS) or props.get(record.PROP_TIMER_DELIVER_MS) \
+            or props.get(record.PROP_DELAY):
         return pb.DELAY
     return pb.NORMAL
 
@@ -96,7 +102,7 @@ def to_pb(message: MessageExt, *, receipt_handle: str = "", invisible_ms: int = 
     system.body_encoding = pb.IDENTITY
     set_timestamp(system.born_timestamp, message.born_timestamp)
     set_timestamp(system.store_timestamp, message.store_timestamp)
-    deliver_at = props.get(record.PROP_TIMER_DELIVER_MS)
+    deliver_at = props.get(PROP_RMQ_DELIVERY_MS) or props.get(record.PROP_TIMER_DELIVER_MS)
     if deliver_at and deliver_at.isdigit():
         set_timestamp(system.delivery_timestamp, int(deliver_at))
     system.queue_id = message.queue_id
