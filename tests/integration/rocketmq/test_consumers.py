@@ -1,0 +1,83 @@
+"""The official RocketMQ 5 Python client's consumers through gateway-grpc: SimpleConsumer
+with tag and SQL92 filters, invisible-time changes and redelivery; PushConsumer (concurrent)
+with a failed message redelivered; the RPCs TideMQ does not offer answer NOT_IMPLEMENTED."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
+from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
+
+from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
+from tests.support.processes import wait_until
+
+
+def test_tag_filter_and_invisible_duration(config):
+    with started(Producer(config, ("RmqSimple",))) as producer:
+        for i in range(6):
+            producer.send(message("RmqSimple", f"m-{i}".encode(), tag="even" if i % 2 == 0
+                                  else "odd"))
+    with simple_consumer(config, "rmq-simple", "RmqSimple",
+                         FilterExpression("even")) as consumer:
+        got = drain(consumer, 3, ack=False)
+        assert sorted(m.body for m in got) == [b"m-0", b"m-2", b"m-4"]
+        kept, released = got[0], got[1:]
+        consumer.change_invisible_duration(kept, 60)   # hidden for a minute more
+        for received in released:
+            consumer.change_invisible_duration(received, 1)  # back in a second
+        again = drain(consumer, 2)
+        assert sorted(m.body for m in again) == sorted(m.body for m in released)
+        assert all(m.delivery_attempt == 2 for m in again)
+        consumer.ack(kept)   # the handle from change_invisible_duration is the live one
+
+
+def test_sql92_filter_over_user_properties(config):
+    with started(Producer(config, ("RmqSql",))) as producer:
+        for i in range(6):
+            producer.send(message("RmqSql", f"s-{i}".encode(), properties={"n": str(i)}))
+    sql = FilterExpression("n > 3", FilterType.SQL)
+    with simple_consumer(config, "rmq-sql", "RmqSql", sql) as consumer:
+        got = drain(consumer, 2)
+    assert sorted(m.body for m in got) == [b"s-4", b"s-5"]
+
+
+class FailOnce(MessageListener):
+    def __init__(self) -> None:
+        self.attempts: dict[bytes, list[int]] = {}
+        self.lock = threading.Lock()
+
+    def consume(self, received):
+        with self.lock:
+            self.attempts.setdefault(received.body, []).append(received.delivery_attempt)
+        if received.body == b"p-0" and received.delivery_attempt == 1:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def test_push_consumer_consumes_concurrently_and_redelivers_a_failure(config):
+    listener = FailOnce()
+    with started(PushConsumer(config, "rmq-push", listener, {"RmqPush": FilterExpression()},
+                              consumption_thread_count=4)):
+        with started(Producer(config, ("RmqPush",))) as producer:
+            for i in range(10):
+                producer.send(message("RmqPush", f"p-{i}".encode()))
+
+        def all_consumed() -> bool:
+            with listener.lock:
+                return len(listener.attempts) == 10 and listener.attempts[b"p-0"] == [1, 2]
+
+        wait_until(all_consumed, 40, interval=0.1, message="ten consumed, p-0 twice")
+    assert all(attempts == [1] for body, attempts in listener.attempts.items()
+               if body != b"p-0")
+
+
+def test_offset_rpcs_answer_not_implemented(endpoint):
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        reply = stub.GetOffset(service_pb2.GetOffsetRequest(), timeout=5)
+        pulled = list(stub.PullMessage(service_pb2.PullMessageRequest(), timeout=5))
+    assert reply.status.code == definition_pb2.NOT_IMPLEMENTED
+    assert "not implemented" in reply.status.message
+    assert [p.status.code for p in pulled] == [definition_pb2.NOT_IMPLEMENTED]
