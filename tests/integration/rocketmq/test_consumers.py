@@ -7,11 +7,14 @@ from __future__ import annotations
 import threading
 
 import grpc
+import pytest
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
 from tests.support.processes import wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def test_tag_filter_and_invisible_duration(config):

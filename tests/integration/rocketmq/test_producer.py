@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from rocketmq import Producer
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
+
+pytestmark = pytest.mark.slow
 
 
 def test_sync_and_async_send_reach_a_simple_consumer(config):

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from rocketmq import Producer, TransactionChecker, TransactionResolution
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
 from tests.support.processes import wait_until
+
+pytestmark = pytest.mark.slow
 
 TOPIC = "RmqTxn"
 

@@ -24,7 +24,8 @@ PROP_RMQ_DELIVERY_MS = "RMQ_DELIVERY_MS"
 # A delivery timestamp whose seconds are past this (year 5138) is in milliseconds: the Python
 # client 5.1.2 puts Message.delivery_timestamp (epoch ms) into Timestamp.seconds.
 MILLIS_IN_SECONDS_FIELD = 100_000_000_000
-_HIDDEN = frozenset({PROP_RMQ_MESSAGE_ID, PROP_RMQ_DELIVERY_MS})
+_HIDDEN = frozenset({PROP_RMQ_MESSAGE_ID, PROP_RMQ_DELIVERY_MS, record.PROP_DELAY,
+                     record.PROP_TIMER_DELIVER_MS, record.PROP_TIMER_OUT_MS})
 
 
 def timestamp_ms(ts) -> int:
