@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.cluster import running_cluster, wait_for_route
 
-TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqDelay": False, "RmqTxn": False,
+TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqDelay": False, "RmqTxn": False,
           "RmqSimple": False, "RmqPush": False, "RmqSql": False}
+FIFO_PUSH_GROUP = "rmq-push-fifo"   # defined orderly: gateway-grpc tells its clients fifo
 FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
                "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": "1000",
                "TIDEMQ_TRANSACTION_CHECK_MAX": "100"}
@@ -21,11 +22,13 @@ FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
 def rmq_cluster(tmp_path_factory):
     with running_cluster(tmp_path_factory.mktemp("rmq"), env=FAST_CHECKS) as cluster:
         from tidemq.configclient.client import ConfigClient
+        from tidemq.configclient.groups import SubscriptionGroups
         from tidemq.configclient.topics import TopicDefinitions
 
         with ConfigClient(cluster.config_center.addr) as config:
             for topic, orderly in TOPICS.items():
                 TopicDefinitions(config).create(topic, 2, order=orderly)
+            SubscriptionGroups(config).create(FIFO_PUSH_GROUP, consume_message_orderly=True)
         for topic in TOPICS:
             wait_for_route(cluster, topic, 2)
         cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [
@@ -44,5 +47,3 @@ def config(endpoint):
 
     return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
 
-
-__all__ = ["create_topic_in_config_center"]

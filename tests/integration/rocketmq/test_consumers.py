@@ -12,6 +12,7 @@ from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer,
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
+from tests.integration.rocketmq.conftest import FIFO_PUSH_GROUP
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -74,6 +75,53 @@ def test_push_consumer_consumes_concurrently_and_redelivers_a_failure(config):
         wait_until(all_consumed, 40, interval=0.1, message="ten consumed, p-0 twice")
     assert all(attempts == [1] for body, attempts in listener.attempts.items()
                if body != b"p-0")
+
+
+class RecordOrder(MessageListener):
+    def __init__(self) -> None:
+        self.seen: list = []
+        self.lock = threading.Lock()
+
+    def consume(self, received):
+        with self.lock:
+            self.seen.append((received.message_group, received.body))
+        return ConsumeResult.SUCCESS
+
+
+def test_fifo_push_consumer_of_an_orderly_group_keeps_group_order(config):
+    listener = RecordOrder()
+    groups = ("g1", "g2", "g3")
+    with started(PushConsumer(config, FIFO_PUSH_GROUP, listener,
+                              {"RmqFifoPush": FilterExpression()}, consumption_thread_count=4)):
+        with started(Producer(config, ("RmqFifoPush",))) as producer:
+            for i in range(6):
+                for group in groups:
+                    producer.send(message("RmqFifoPush", f"{group}:{i}".encode(), group=group))
+
+        def all_consumed() -> bool:
+            with listener.lock:
+                return len(listener.seen) >= 18
+
+        wait_until(all_consumed, 40, interval=0.1, message="18 FIFO messages consumed")
+    for group in groups:
+        bodies = [int(body.split(b":")[1]) for g, body in listener.seen if g == group]
+        assert bodies == list(range(6)), f"{group} out of order: {bodies}"
+
+
+def test_telemetry_answers_an_orderly_group_with_fifo(endpoint):
+    def settings(group: str) -> service_pb2.TelemetryCommand:
+        command = service_pb2.TelemetryCommand()
+        command.settings.client_type = definition_pb2.PUSH_CONSUMER
+        command.settings.subscription.group.name = group
+        command.settings.subscription.subscriptions.add().topic.name = "RmqFifoPush"
+        return command
+
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        answers = [next(iter(stub.Telemetry(iter([settings(group)]), timeout=10)))
+                   for group in (FIFO_PUSH_GROUP, "rmq-undefined")]
+    assert [a.settings.subscription.fifo for a in answers] == [True, False]
+    assert answers[0].settings.backoff_policy.max_attempts == 17
 
 
 def test_offset_rpcs_answer_not_implemented(endpoint):
