@@ -169,6 +169,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     def _send_one(self, message: pb.Message) -> service_pb2.SendResultEntry:
         kind = message.system_properties.message_type
+        if kind not in (pb.MESSAGE_TYPE_UNSPECIFIED, *ALL_TYPES):
+            raise not_implemented(f"{pb.MessageType.Name(kind)} messages")
         transactional = kind == pb.TRANSACTION
         domain = to_message(message, transactional)
         transaction_id = ""

@@ -37,7 +37,7 @@ def settings_reply(client: pb.Settings, server: ServerSettings, *, fifo: bool = 
     settings.CopyFrom(client)
     if client.HasField("publishing"):
         settings.publishing.max_body_size = server.max_body_size
-        settings.publishing.validate_message_type = False
+        settings.publishing.validate_message_type = True  # LITE / PRIORITY refused early
         backoff = settings.backoff_policy
         backoff.max_attempts = SEND_ATTEMPTS
         backoff.exponential_backoff.initial.nanos = 10_000_000
