@@ -10,9 +10,10 @@ import pytest
 
 from tests.support.cluster import running_cluster, wait_for_route
 
-TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqDelay": False, "RmqTxn": False,
+TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True, "RmqDelay": False, "RmqTxn": False,
           "RmqSimple": False, "RmqPush": False, "RmqSql": False}
 FIFO_PUSH_GROUP = "rmq-push-fifo"   # defined orderly: gateway-grpc tells its clients fifo
+FIFO_DLQ_GROUP = "rmq-fifo-dlq"     # ... with retry_max_times 1: two attempts, then the DLQ
 FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
                "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": "1000",
                "TIDEMQ_TRANSACTION_CHECK_MAX": "100"}
@@ -29,6 +30,8 @@ def rmq_cluster(tmp_path_factory):
             for topic, orderly in TOPICS.items():
                 TopicDefinitions(config).create(topic, 2, order=orderly)
             SubscriptionGroups(config).create(FIFO_PUSH_GROUP, consume_message_orderly=True)
+            SubscriptionGroups(config).create(FIFO_DLQ_GROUP, consume_message_orderly=True,
+                                              retry_max_times=1)
         for topic in TOPICS:
             wait_for_route(cluster, topic, 2)
         cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [

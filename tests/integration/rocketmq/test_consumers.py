@@ -10,9 +10,10 @@ import grpc
 import pytest
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
+from tidemq.client import DeadLetters
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
-from tests.integration.rocketmq.conftest import FIFO_PUSH_GROUP
+from tests.integration.rocketmq.conftest import FIFO_DLQ_GROUP, FIFO_PUSH_GROUP
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -106,6 +107,35 @@ def test_fifo_push_consumer_of_an_orderly_group_keeps_group_order(config):
     for group in groups:
         bodies = [int(body.split(b":")[1]) for g, body in listener.seen if g == group]
         assert bodies == list(range(6)), f"{group} out of order: {bodies}"
+
+
+class AlwaysFail(MessageListener):
+    def __init__(self) -> None:
+        self.attempts: list[int] = []
+
+    def consume(self, received):
+        self.attempts.append(received.delivery_attempt)
+        return ConsumeResult.FAILURE
+
+
+def test_fifo_push_consumer_forwards_a_failing_message_to_the_dead_letter_queue(
+        config, rmq_cluster):
+    listener = AlwaysFail()
+    with started(PushConsumer(config, FIFO_DLQ_GROUP, listener,
+                              {"RmqFifoDlq": FilterExpression()})):
+        with started(Producer(config, ("RmqFifoDlq",))) as producer:
+            sent = producer.send(message("RmqFifoDlq", b"poison", group="g"))
+
+        def dead_lettered() -> list:
+            with DeadLetters(rmq_cluster.namesrv_addrs, FIFO_DLQ_GROUP) as dlq:
+                return dlq.list()
+
+        wait_until(lambda: dead_lettered(), 40, interval=0.2, message="poison in the DLQ")
+    dead = dead_lettered()
+    assert [m.body for m in dead] == [b"poison"]
+    assert dead[0].origin_topic == "RmqFifoDlq" and dead[0].properties.get(
+        "RMQ_MESSAGE_ID") == sent.message_id
+    assert len(listener.attempts) == 2   # retry_max_times 1: two attempts, in place
 
 
 def test_telemetry_answers_an_orderly_group_with_fifo(endpoint):
