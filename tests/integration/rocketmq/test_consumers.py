@@ -1,6 +1,7 @@
 """The official RocketMQ 5 Python client's consumers through gateway-grpc: SimpleConsumer
-with tag and SQL92 filters, invisible-time changes and redelivery; PushConsumer (concurrent)
-with a failed message redelivered; the RPCs TideMQ does not offer answer NOT_IMPLEMENTED."""
+with tag and SQL92 filters, invisible-time changes and redelivery; PushConsumer concurrent
+(a failed message redelivered) and FIFO (group order kept, a failing message forwarded to the
+dead-letter queue); the RPCs TideMQ does not offer answer NOT_IMPLEMENTED."""
 
 from __future__ import annotations
 
