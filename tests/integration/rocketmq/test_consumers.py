@@ -155,11 +155,14 @@ def test_telemetry_answers_an_orderly_group_with_fifo(endpoint):
     assert answers[0].settings.backoff_policy.max_attempts == 17
 
 
-def test_offset_rpcs_answer_not_implemented(endpoint):
+def test_unknown_topic_and_offset_rpcs_get_their_codes(endpoint):
     with grpc.insecure_channel(endpoint) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         reply = stub.GetOffset(service_pb2.GetOffsetRequest(), timeout=5)
+        unknown = stub.QueryRoute(service_pb2.QueryRouteRequest(
+            topic=definition_pb2.Resource(name="NoSuchTopic")), timeout=10)
         pulled = list(stub.PullMessage(service_pb2.PullMessageRequest(), timeout=5))
     assert reply.status.code == definition_pb2.NOT_IMPLEMENTED
     assert "not implemented" in reply.status.message
     assert [p.status.code for p in pulled] == [definition_pb2.NOT_IMPLEMENTED]
+    assert unknown.status.code == definition_pb2.TOPIC_NOT_FOUND, unknown.status
