@@ -11,7 +11,7 @@ import pytest
 from tests.support.cluster import running_cluster, wait_for_route
 
 TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True, "RmqDelay": False, "RmqTxn": False,
-          "RmqSimple": False, "RmqPush": False, "RmqSql": False}
+          "RmqSimple": False, "RmqPush": False, "RmqSql": False, "RmqSlow": False}
 FIFO_PUSH_GROUP = "rmq-push-fifo"   # defined orderly: gateway-grpc tells its clients fifo
 FIFO_DLQ_GROUP = "rmq-fifo-dlq"     # ... with retry_max_times 1: two attempts, then the DLQ
 FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
@@ -35,7 +35,8 @@ def rmq_cluster(tmp_path_factory):
         for topic in TOPICS:
             wait_for_route(cluster, topic, 2)
         cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [
-            "--namesrv-addrs", cluster.namesrv_addrs, "--long-polling-timeout-s", "5"])
+            "--namesrv-addrs", cluster.namesrv_addrs, "--long-polling-timeout-s", "5",
+            "--default-invisible-s", "3"])  # push consumers' messages: renewed every ~1 s
         yield cluster
 
 

@@ -9,6 +9,8 @@ import threading
 
 import grpc
 import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
 from tidemq.client import DeadLetters
@@ -137,6 +139,50 @@ def test_fifo_push_consumer_forwards_a_failing_message_to_the_dead_letter_queue(
     assert dead[0].origin_topic == "RmqFifoDlq" and dead[0].properties.get(
         "RMQ_MESSAGE_ID") == sent.message_id
     assert len(listener.attempts) == 2   # retry_max_times 1: two attempts, in place
+
+
+class SlowOnce(MessageListener):
+    """Works on "slow" until the test releases it: far past its 3 s invisible time."""
+
+    def __init__(self) -> None:
+        self.attempts: list[int] = []
+        self.release = threading.Event()
+
+    def consume(self, received):
+        self.attempts.append(received.delivery_attempt)
+        if received.body == b"slow":
+            self.release.wait(30)
+        return ConsumeResult.SUCCESS
+
+
+def _metric(rmq_cluster, name: str, **labels: str) -> float:
+    gateway = rmq_cluster.extra["gateway_grpc"]
+    text = requests.get(f"http://127.0.0.1:{gateway.metrics_port}/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+def test_auto_renew_keeps_a_slow_message_invisible_until_acked(config, rmq_cluster):
+    listener = SlowOnce()
+    renewals = "tidemq_gateway_grpc_auto_renewals_total"
+    acks = {"method": "AckMessage", "code": "OK"}
+    with started(PushConsumer(config, "rmq-push-slow", listener,
+                              {"RmqSlow": FilterExpression()})):
+        with started(Producer(config, ("RmqSlow",))) as producer:
+            producer.send(message("RmqSlow", b"slow"))
+        wait_until(lambda: listener.attempts, 30, message="the slow message delivered")
+        before = _metric(rmq_cluster, renewals)
+        acked = _metric(rmq_cluster, "tidemq_gateway_grpc_requests_total", **acks)
+        # three extensions of a 3 s invisible time: without them it was delivered again
+        wait_until(lambda: _metric(rmq_cluster, renewals) >= before + 3, 30,
+                   message="three auto-renewals")
+        listener.release.set()
+        wait_until(lambda: _metric(rmq_cluster, "tidemq_gateway_grpc_requests_total",
+                                   **acks) > acked, 30, message="the ack (latest handle)")
+    assert listener.attempts == [1]
 
 
 def test_telemetry_answers_an_orderly_group_with_fifo(endpoint):

@@ -28,15 +28,18 @@ def main(argv: list[str] | None = None) -> None:
 
     proxy = MessagingProxy(settings.namesrv_addrs, producer_group=settings.producer_group,
                            send_timeout_s=settings.send_timeout_s,
-                           rpc_timeout_s=settings.rpc_timeout_s, on_check=forward)
+                           rpc_timeout_s=settings.rpc_timeout_s, on_check=forward,
+                           auto_renew_max_ms=int(settings.auto_renew_max_s * 1000))
     server = ServerSettings(settings.max_body_size, settings.long_polling_timeout_s,
-                            min(max(settings.receive_batch_size, 1), 32))
+                            min(max(settings.receive_batch_size, 1), 32),
+                            int(settings.default_invisible_s * 1000))
     runtime.add(service_pb2_grpc.add_MessagingServiceServicer_to_server,
                 MessagingServicer(proxy, sessions, server,
                                   lambda: (settings.advertised_host, settings.port)),
                 SERVICE_NAME)
     runtime.on_stop(proxy.close)
     runtime.start()
+    proxy.start()
     runtime.run_until_signal()
 
 

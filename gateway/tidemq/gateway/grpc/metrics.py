@@ -14,4 +14,6 @@ MESSAGES_RECEIVED = Counter("tidemq_gateway_grpc_messages_received_total",
 CHECKS_FORWARDED = Counter("tidemq_gateway_grpc_transaction_checks_total",
                            "broker check-backs, by whether a connected producer got them",
                            ["forwarded"])
+AUTO_RENEWALS = Counter("tidemq_gateway_grpc_auto_renewals_total",
+                        "invisible-time extensions of auto_renew receives")
 SESSIONS = Gauge("tidemq_gateway_grpc_sessions", "open Telemetry streams (connected clients)")

@@ -28,6 +28,7 @@ from tidemq.client.message import decode_records
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
 from tidemq.gateway.grpc.handles import GatewayReceipt, TransactionId
+from tidemq.gateway.grpc.renewal import Renewals
 from tidemq.v1 import broker_pb2
 
 MAX_BATCH = 32          # the broker's pop limit
@@ -51,7 +52,8 @@ class SubscriptionGroup:
 class MessagingProxy:
     def __init__(self, namesrv_addrs: str | Sequence[str], *, producer_group: str,
                  send_timeout_s: float = 3.0, rpc_timeout_s: float = 3.0,
-                 on_check: CheckHandler | None = None) -> None:
+                 on_check: CheckHandler | None = None,
+                 auto_renew_max_ms: int = 3600_000) -> None:
         self.rpc_timeout_s = rpc_timeout_s
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=rpc_timeout_s))
         self.brokers = DirectClients(rpc_timeout_s)  # long pops must not trip a breaker
@@ -61,6 +63,11 @@ class MessagingProxy:
             namesrv_addrs, producer_group=producer_group, check_listener=self._on_check,
             send_timeout=send_timeout_s)
         self.on_check = on_check
+        self.renewals = Renewals(self._change_invisible, max_hold_ms=auto_renew_max_ms)
+
+    def start(self) -> MessagingProxy:
+        self.renewals.start()
+        return self
 
     # -- routes -------------------------------------------------------------------------------
 
@@ -119,9 +126,9 @@ class MessagingProxy:
 
     def receive(self, group: str, topic: str, broker_name: str, *, expression: str,
                 expression_type: str, max_messages: int, invisible_ms: int,
-                wait_ms: int) -> list[Received]:
+                wait_ms: int, auto_renew: bool = False) -> list[Received]:
         """Pop up to `max_messages` from one broker group ("" = each in turn, the last one
-        long-polled for `wait_ms`)."""
+        long-polled for `wait_ms`); `auto_renew`: kept invisible until acked (renewal.py)."""
         expression_type = checked_subscription(expression or "*", expression_type)
         if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
             raise errors.InvalidArgument(
@@ -138,17 +145,25 @@ class MessagingProxy:
             reply = self._call(topic, name, "Pop", request, timeout=timeout)
             if reply.record_count:
                 messages = decode_records(reply.records, name)
-                return [Received(m, GatewayReceipt(h, m.physical_offset).encode())
-                        for m, h in zip(messages, reply.receipt_handles, strict=True)]
+                received = [Received(m, GatewayReceipt(h, m.physical_offset).encode())
+                            for m, h in zip(messages, reply.receipt_handles, strict=True)]
+                if auto_renew:
+                    for item in received:
+                        self.renewals.track(group, topic, item.receipt, invisible_ms)
+                return received
         return []
 
     def ack(self, group: str, topic: str, receipt: str) -> None:
-        handle = GatewayReceipt.decode(receipt)
+        handle = GatewayReceipt.decode(self.renewals.take(receipt))
         self._call(topic, handle.broker_name, "Ack", broker_pb2.AckRequest(
             consumer_group=group, receipt_handle=handle.handle))
 
     def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
-        """The message's new receipt handle (the old one is dead from now on)."""
+        """The message's new receipt handle (the old one is dead from now on); an
+        auto-renewed message is no longer renewed."""
+        return self._change_invisible(group, topic, self.renewals.take(receipt), invisible_ms)
+
+    def _change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
         handle = GatewayReceipt.decode(receipt)
         reply = self._call(topic, handle.broker_name, "ChangeInvisibleDuration",
                            broker_pb2.ChangeInvisibleDurationRequest(
@@ -158,7 +173,7 @@ class MessagingProxy:
 
     def dead_letter(self, group: str, topic: str, receipt: str, delivery_attempt: int) -> None:
         """Move the message to %DLQ%{group} now, then close its pop (it is not revived)."""
-        handle = GatewayReceipt.decode(receipt)
+        handle = GatewayReceipt.decode(self.renewals.take(receipt))
         self._call(topic, handle.broker_name, "SendMessageBack",
                    broker_pb2.SendMessageBackRequest(
                        consumer_group=group, physical_offset=handle.physical_offset,
@@ -181,6 +196,7 @@ class MessagingProxy:
             raise
 
     def close(self) -> None:
+        self.renewals.stop()
         self.transactions.close()
         self.producer.close()
 

@@ -26,7 +26,6 @@ log = get_logger(__name__)
 
 ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 FILTER_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
-DEFAULT_INVISIBLE_MS = 60_000   # the proxy's when a consumer asks for none (auto_renew)
 OUTBOX_POLL_S = 1.0
 _CLOSED = object()
 
@@ -197,7 +196,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     def ReceiveMessage(self, request, context) -> Iterator[service_pb2.ReceiveMessageResponse]:
         """Status, then the delivery timestamp and the messages (MESSAGE_NOT_FOUND: none)."""
-        invisible = _ms(request.invisible_duration) or DEFAULT_INVISIBLE_MS
+        invisible = _ms(request.invisible_duration) or self.server.default_invisible_ms
         wait_ms = min(_ms(request.long_polling_timeout), self.server.long_polling_timeout_s * 1000)
         try:
             received = self.proxy.receive(
@@ -206,7 +205,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 expression=request.filter_expression.expression,
                 expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"),
                 max_messages=request.batch_size or self.server.receive_batch_size,
-                invisible_ms=invisible, wait_ms=max(wait_ms, 0))
+                invisible_ms=invisible, wait_ms=max(wait_ms, 0), auto_renew=request.auto_renew)
         except errors.TideMQError as exc:
             metrics.REQUESTS.labels("ReceiveMessage", pb.Code.Name(status_of(exc).code)).inc()
             yield service_pb2.ReceiveMessageResponse(status=status_of(exc))

@@ -23,6 +23,12 @@ class GrpcGatewaySettings(ServiceSettings):
     long_polling_timeout_s: int = setting(
         20, "longest hold of a ReceiveMessage with nothing to receive; told to consumers (s)")
     receive_batch_size: int = setting(32, "messages per ReceiveMessage told to consumers (1..32)")
+    default_invisible_s: float = setting(
+        60.0, "invisible time of a ReceiveMessage that names none (push consumers, which "
+              "ask for auto_renew: renewed before it runs out) (s)")
+    auto_renew_max_s: float = setting(
+        3600.0, "longest an auto-renewed message is kept invisible unacked; then it is "
+                "delivered again (s)")
     max_body_size: int = setting(MAX_BODY_SIZE, "largest message body accepted (bytes)")
     max_workers: int = setting(
         256, "server threads: each open Telemetry stream and each long-polled "

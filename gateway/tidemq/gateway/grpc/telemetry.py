@@ -28,6 +28,7 @@ class ServerSettings:
     max_body_size: int
     long_polling_timeout_s: int
     receive_batch_size: int
+    default_invisible_ms: int = 60_000   # a receive that names none (push consumers)
 
 
 def settings_reply(client: pb.Settings, server: ServerSettings, *, fifo: bool = False,
