@@ -62,6 +62,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/consumption/run.py --quick
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
+	$(PY) bench/rocketmq_compat/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
 .PHONY: chaos
