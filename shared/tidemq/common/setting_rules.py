@@ -53,6 +53,7 @@ GATEWAY_MAX_FAIL_MAX = 10_000
 GATEWAY_MAX_RESET_S = 3600.0
 COLLECTOR_MAX_SPANS = 1_000_000_000
 COLLECTOR_MAX_HOURS = 87_600.0  # ten years
+COLLECTOR_MAX_MB = 1_048_576.0  # one TiB
 
 BROKER_RULES: Mapping[str, Rule] = {
     "retention_hours": Rule(float, lambda v: v > 0, "a number of hours above 0"),
@@ -70,6 +71,8 @@ TRACE_COLLECTOR_RULES: Mapping[str, Rule] = {
                             f"an integer 0..{COLLECTOR_MAX_SPANS} (0 = no count bound)"),
     "retention_hours": Rule(float, lambda v: 0 <= v <= COLLECTOR_MAX_HOURS,
                             f"hours in [0, {COLLECTOR_MAX_HOURS:g}] (0 = no age bound)"),
+    "retention_mb": Rule(float, lambda v: 0 <= v <= COLLECTOR_MAX_MB,
+                         f"MiB in [0, {COLLECTOR_MAX_MB:g}] (0 = no size bound)"),
 }
 GATEWAY_RULES: Mapping[str, Rule] = {
     "breaker_fail_max": Rule(int, lambda v: 1 <= v <= GATEWAY_MAX_FAIL_MAX,
