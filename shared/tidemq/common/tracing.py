@@ -17,6 +17,7 @@ from tidemq.common.sampling import QUIET_BY_DEFAULT, QuietOperationsSampler, par
 
 _lock = threading.Lock()
 _initialised = False
+_exporting = False
 
 MESSAGING_SYSTEM = "tidemq"
 
@@ -25,7 +26,7 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
                  quiet_operations: str | None = None) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
-    global _initialised
+    global _initialised, _exporting
     with _lock:
         if _initialised:
             return
@@ -34,6 +35,7 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
                                   sampler=QuietOperationsSampler(quiet))
         if otlp_endpoint:
+            _exporting = True
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(
@@ -51,6 +53,12 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             GrpcAioInstrumentorServer().instrument()
             GrpcInstrumentorClient().instrument()
         _initialised = True
+
+
+def exporting() -> bool:
+    """Whether this process sends its spans anywhere: work done only to describe something
+    on a span (reading a record's properties for a trace event) is skipped when not."""
+    return _exporting
 
 
 def shutdown_tracing() -> None:

@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from tidemq.broker import metrics
+from tidemq.broker import metrics, trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.retry import SystemTopics
@@ -205,6 +205,8 @@ class TransactionService:
                     if kind == COMMIT:
                         await self._append_committed(raw, stored)
                     await self._append_op(kind, half_offset)
+                    if stored is not None:
+                        trace_events.transaction_ended(stored, committed=kind == COMMIT)
                     return self.book.state(half_offset), False
                 if kind == DISCARD or state is STATE_OF_OP[kind]:
                     return state, True
