@@ -25,25 +25,21 @@ MAX_VALUES_PER_ATTRIBUTE = 64  # a batch's keys beyond this are not searchable
 MAX_VALUE_CHARS = 256
 
 
-def _values(value) -> Iterator[str]:
+def _values(value) -> list[str]:
     items = value[:MAX_VALUES_PER_ATTRIBUTE] if isinstance(value, list) else (value,)
-    for item in items:
-        if item is not None and item != "":
-            yield str(item)[:MAX_VALUE_CHARS]
+    return [str(item)[:MAX_VALUE_CHARS] for item in items if item is not None and item != ""]
 
 
-def span_tags(span: SpanRecord) -> Iterator[tuple[str, str]]:
+def span_tags(span: SpanRecord) -> list[tuple[str, str]]:
     """(tag, value) pairs of one span: its indexed attributes and its links' message ids."""
     attributes = span.attributes
-    for attribute, tag in INDEXED_ATTRIBUTES.items():
-        value = attributes.get(attribute)
-        if value is not None:
-            for text in _values(value):
-                yield tag, text
+    found = [(tag, text) for attribute, tag in INDEXED_ATTRIBUTES.items()
+             if attribute in attributes for text in _values(attributes[attribute])]
     for link in span.links[:MAX_VALUES_PER_ATTRIBUTE]:
         linked_message = (link.get("attributes") or {}).get("messaging.message.id")
         if linked_message:
-            yield MSG, str(linked_message)[:MAX_VALUE_CHARS]
+            found.append((MSG, str(linked_message)[:MAX_VALUE_CHARS]))
+    return found
 
 
 def span_links(span: SpanRecord) -> Iterator[tuple[str, str]]:

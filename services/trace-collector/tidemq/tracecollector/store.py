@@ -82,21 +82,29 @@ CREATE TABLE IF NOT EXISTS span_links (
 CREATE INDEX IF NOT EXISTS span_links_by_seq ON span_links(seq);
 """
 
-# Index rows name their span by seq, looked up from (trace_id, span_id); `seq > ?` keeps a
-# duplicate span (ignored above) from being indexed twice.
+# A batch's spans get their seq from the writer, so index rows name their span by it; the
+# rowid check (one integer-key lookup) skips a duplicate span the insert above ignored.
 _INSERT_TAG = """
 INSERT OR IGNORE INTO span_tags (tag, value, seq, trace_id)
-SELECT ?, ?, seq, trace_id FROM spans WHERE trace_id = ? AND span_id = ? AND seq > ?
+SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM spans WHERE seq = ? AND span_id = ?)
+"""
+# The usual batch has no duplicate: its index rows go in without the check.
+_INSERT_TAG_UNCHECKED = """
+INSERT OR IGNORE INTO span_tags (tag, value, seq, trace_id) VALUES (?, ?, ?, ?)
+"""
+_INSERT_LINK_UNCHECKED = """
+INSERT OR IGNORE INTO span_links (linked_trace_id, linked_span_id, seq, trace_id)
+VALUES (?, ?, ?, ?)
 """
 _INSERT_LINK = """
 INSERT OR IGNORE INTO span_links (linked_trace_id, linked_span_id, seq, trace_id)
-SELECT ?, ?, seq, trace_id FROM spans WHERE trace_id = ? AND span_id = ? AND seq > ?
+SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM spans WHERE seq = ? AND span_id = ?)
 """
 
 _INSERT_SPAN = """
 INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, name, service_name, kind,
-    start_ns, end_ns, status_code, status_message, attributes, events, links, received_ns)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    start_ns, end_ns, status_code, status_message, attributes, events, links, received_ns, seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # Recompute the summary of every trace listed in temp.touched from its surviving spans.
@@ -148,12 +156,12 @@ def _wal_path(path: Path) -> Path:
     return path.with_name(path.name + "-wal")
 
 
-def _span_row(span: SpanRecord, received_ns: int) -> tuple:
+def _span_row(span: SpanRecord, received_ns: int, seq: int) -> tuple:
     return (
         span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name,
         span.kind, span.start_ns, span.end_ns, span.status_code, span.status_message,
         json.dumps(span.attributes, default=str), json.dumps(span.events, default=str),
-        json.dumps(span.links, default=str), received_ns,
+        json.dumps(span.links, default=str), received_ns, seq,
     )
 
 
@@ -217,17 +225,17 @@ class SpanStore:
         batch = list(spans)
         if not batch:
             return 0
-        rows = [_span_row(span, received_ns) for span in batch]
         with self._write_lock:
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
-                newest = db.execute("SELECT max(seq) FROM spans").fetchone()[0] or 0
+                first = (db.execute("SELECT max(seq) FROM spans").fetchone()[0] or 0) + 1
+                rows = [_span_row(span, received_ns, first + n) for n, span in enumerate(batch)]
                 before = db.total_changes
                 db.executemany(_INSERT_SPAN, rows)
                 stored = db.total_changes - before
                 if stored:
-                    self._index(db, batch, newest)
+                    self._index(db, batch, first, checked=stored != len(batch))
                 db.executemany(
                     "INSERT OR IGNORE INTO temp.touched VALUES (?)", {(r[0],) for r in rows}
                 )
@@ -240,15 +248,22 @@ class SpanStore:
         return stored
 
     @staticmethod
-    def _index(db: sqlite3.Connection, batch: list[SpanRecord], newest: int) -> None:
-        tags = [(tag, value, span.trace_id, span.span_id, newest)
-                for span in batch for tag, value in span_tags(span)]
+    def _index(db: sqlite3.Connection, batch: list[SpanRecord], first: int, *,
+               checked: bool) -> None:
+        """Index rows of the batch's spans; `checked`: some were duplicates, index only the
+        spans this batch stored."""
+        tags = [(tag, value, seq, span.trace_id, seq, span.span_id)
+                for seq, span in enumerate(batch, first) for tag, value in span_tags(span)]
+        links = [(trace_id, span_id, seq, span.trace_id, seq, span.span_id)
+                 for seq, span in enumerate(batch, first) if span.links
+                 for trace_id, span_id in span_links(span)]
+        if not checked:
+            tags = [row[:4] for row in tags]
+            links = [row[:4] for row in links]
         if tags:
-            db.executemany(_INSERT_TAG, tags)
-        links = [(trace_id, span_id, span.trace_id, span.span_id, newest)
-                 for span in batch if span.links for trace_id, span_id in span_links(span)]
+            db.executemany(_INSERT_TAG if checked else _INSERT_TAG_UNCHECKED, tags)
         if links:
-            db.executemany(_INSERT_LINK, links)
+            db.executemany(_INSERT_LINK if checked else _INSERT_LINK_UNCHECKED, links)
 
     def _refresh_touched(self, db: sqlite3.Connection) -> None:
         db.execute(
