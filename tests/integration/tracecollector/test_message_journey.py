@@ -201,10 +201,11 @@ def test_service_map_shows_the_calls_and_the_publish_to_consume_link(stack, cons
     def edges():
         found = {(e["caller"], e["callee"], e["kind"]): e
                  for e in _get(stack, "/api/service-map", since="10m")["edges"]}
-        return found if ("gateway-http", "it-consumer", "link") in found else None
+        return found if ("gateway-http", "it-consumer", "receive") in found else None
 
     found = wait_until(edges, 30, interval=0.3, message="a publish → consume edge")
     assert found["gateway-http", "broker", "call"]["requests"] >= 1
+    assert found["gateway-http", "it-consumer", "consume"]["requests"] >= 1
 
 
 def test_the_quiet_list_changes_through_the_config_center_without_a_restart(stack):

@@ -134,9 +134,10 @@ def test_service_map_page_and_api_and_store_size(client, store):
     store.insert(message_spans("U1", "M1", "order-1").all())
     api = client.get("/api/service-map?since=100000d").get_json()
     assert {(e["caller"], e["callee"], e["kind"]) for e in api["edges"]} >= {
-        ("gateway-http", "broker", "call"), ("gateway-http", "consumer", "link")}
+        ("gateway-http", "broker", "call"), ("gateway-http", "consumer", "receive")}
     page = client.get("/service-map?since=100000d").get_data(as_text=True)
-    assert "gateway-http" in page and "consumes" in page
+    assert "gateway-http" in page and "delivers to (received)" in page
+    assert '<option value="100000d" selected>' in page
     stats = client.get("/api/stats").get_json()
     assert stats["spans"] == 5 and stats["size_bytes"] > 0
     assert stats["retention"]["max_spans"] == 1_000_000

@@ -70,6 +70,7 @@ def test_journey_lists_each_step_of_the_message_from_any_of_its_names(tmp_path):
                          ("processed", spans.process.span_id)]
         published, stored, delivered, processed = journey.steps
         assert published.facts["via"] == "gateway-http: POST /v1/topics/{topic}/messages"
+        assert published.facts["keys"] == "order-1"
         assert stored.facts == {"topic": "orders", "queue": "2", "queue offset": "7",
                                 "msg id": "M1"}
         assert delivered.facts["group"] == "billing"
@@ -111,12 +112,13 @@ def test_service_map_counts_calls_and_errors_between_services_and_publish_links(
         edges = {(e.caller, e.callee, e.kind): e for e in
                  service_edges(db, BASE_NS, BASE_NS + 10 * 10**9)}
     assert set(edges) == {("gateway-http", "broker", "call"),
-                          ("gateway-http", "consumer", "call"),
-                          ("gateway-http", "consumer", "link")}
+                          ("gateway-http", "consumer", "consume"),
+                          ("gateway-http", "consumer", "receive")}
     call = edges["gateway-http", "broker", "call"]
     assert (call.requests, call.errors) == (4, 1)
     assert call.rate_per_s == 0.4
-    assert edges["gateway-http", "consumer", "link"].requests == 3
+    assert edges["gateway-http", "consumer", "receive"].requests == 3
+    assert edges["gateway-http", "consumer", "consume"].requests == 3
     with store.reading() as db:
         assert service_edges(db, BASE_NS + 10**9, BASE_NS + 2 * 10**9) == []
 

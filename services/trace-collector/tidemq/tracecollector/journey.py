@@ -164,6 +164,8 @@ def _steps(spans: list[SpanRecord], ids: set[str],
 
 def _fact(span: SpanRecord, facts: dict, label: str, attribute: str) -> None:
     value = span.attributes.get(attribute)
+    if isinstance(value, list):
+        value = ", ".join(map(str, value))
     if value not in (None, ""):
         facts[label] = str(value)
 
