@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+from tidemq.common import record
+
 SCRIPT = textwrap.dedent('''
     import json, sys
     from opentelemetry import trace
@@ -42,7 +44,9 @@ SCRIPT = textwrap.dedent('''
     for context in (traceparent, ""):
         raw, stored = message(context)
         trace_events.message_moved("billing", stored, "%RETRY%billing", 1, False)
-        trace_events.message_moved("billing", stored, "%DLQ%billing", 17, True)
+        trace_events.message_moved("billing", stored, "%DLQ%billing", 17, True,
+                                   store_host=record.pack_host("127.0.0.1", 10911),
+                                   physical_offset=4096)
         trace_events.message_redriven("billing", stored, "orders")
         trace_events.delayed_delivered("orders", 3, [raw])
         trace_events.transaction_ended(stored, committed=True)
@@ -79,6 +83,9 @@ def test_each_event_is_a_span_in_the_message_trace_only_when_exporting():
     assert retry["messaging.consumer.group.name"] == "billing"
     assert (retry["tidemq.reconsume_times"], dead["tidemq.reconsume_times"]) == (1, 17)
     assert retry["tidemq.source_topic"] == "orders"
+    assert "tidemq.stored_msg_id" not in retry  # deferred through the timer: not stored yet
+    assert dead["tidemq.stored_msg_id"] == record.offset_msg_id(
+        record.pack_host("127.0.0.1", 10911), 4096)
     assert spans[3]["attributes"]["messaging.destination.partition.id"] == "3"
     assert spans[4]["attributes"]["tidemq.producer_group"] == "shop"
 

@@ -87,12 +87,20 @@ def test_a_key_naming_two_messages_gives_two_journeys_and_events_join_them(tmp_p
                           "tidemq.event": "retry", "messaging.message.id": "U2",
                           "messaging.consumer.group.name": "billing",
                           "tidemq.reconsume_times": 1})
-    store.insert([*ok.all(), *failed.all(), retry])
+    dead = make_span(failed.publish.trace_id, parent=failed.publish.span_id,
+                     name="%DLQ%billing dead_letter", start=70_000_000, **{
+                         "tidemq.event": "dead_letter", "messaging.message.id": "U2",
+                         "tidemq.stored_msg_id": "DLQ-M2"})
+    store.insert([*ok.all(), *failed.all(), retry, dead])
     with store.reading() as db:
         newest, oldest = find_journeys(db, key="shared")
     assert (newest.unique_id, oldest.unique_id) == ("U2", "U1")
     kinds = [step.kind for step in newest.steps]
-    assert kinds == ["published", "stored", "delivered", "processed", "retry"]
+    assert kinds == ["published", "stored", "delivered", "processed", "retry", "dead_letter"]
+    assert newest.steps[5].facts["new msg id"] == "DLQ-M2"
+    with store.reading() as db:  # the DLQ's msg id (what a console lists) finds it all
+        [from_dlq] = find_journeys(db, msg_id="DLQ-M2")
+    assert [step.kind for step in from_dlq.steps] == kinds
     assert newest.steps[3].title == "processing failed (given back)"
     assert newest.steps[4].facts["reconsume times"] == "1"
     with store.reading() as db:

@@ -145,11 +145,13 @@ class RetryService:
         if delayed and not dead and self.schedule is not None:
             await self.schedule.defer(moved, topic.name, queue_id, retry_delay_level(times - 1))
             # where it will be: the retry topic's offset is known once the timer moves it
-            queue_offset = -1
+            queue_offset, physical_offset = -1, -1
         else:
-            queue_offset = (await self.messaging.send(topic.name, queue_id, moved, 1)
-                            ).first_queue_offset
-        trace_events.message_moved(group, stored, topic.name, times, dead)
+            result = await self.messaging.send(topic.name, queue_id, moved, 1)
+            queue_offset, physical_offset = result.first_queue_offset, result.physical_offsets[0]
+        trace_events.message_moved(group, stored, topic.name, times, dead,
+                                   store_host=self.messaging.store.store_host,
+                                   physical_offset=physical_offset)
         if dead:
             log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)
         return Moved(topic.name, queue_id, queue_offset, times, dead)

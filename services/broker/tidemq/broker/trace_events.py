@@ -46,17 +46,22 @@ def _record_event(event: str, traceparent: str, unique_id: str, topic: str,
 
 
 def message_moved(group: str, stored: record.Record, topic: str, reconsume_times: int,
-                  dead_letter: bool) -> None:
-    """A consumer gave `stored` back: it went to the group's retry topic, or its DLQ."""
+                  dead_letter: bool, *, store_host: bytes = b"",
+                  physical_offset: int = -1) -> None:
+    """A consumer gave `stored` back: it went to the group's retry topic, or its DLQ (at
+    `physical_offset`, when already appended: its new msg id is named too, so the DLQ's
+    msg id finds the message's journey)."""
     if not exporting():
         return
     properties = stored.properties
+    attributes: dict[str, object] = {"messaging.consumer.group.name": group,
+                                     "tidemq.reconsume_times": reconsume_times,
+                                     "tidemq.source_topic": stored.topic}
+    if store_host and physical_offset >= 0:
+        attributes["tidemq.stored_msg_id"] = record.offset_msg_id(store_host, physical_offset)
     _record_event(DEAD_LETTER if dead_letter else RETRY,
                   properties.get(record.PROP_TRACE_CONTEXT, ""),
-                  properties.get(record.PROP_UNIQ_KEY, ""), topic,
-                  {"messaging.consumer.group.name": group,
-                   "tidemq.reconsume_times": reconsume_times,
-                   "tidemq.source_topic": stored.topic})
+                  properties.get(record.PROP_UNIQ_KEY, ""), topic, attributes)
 
 
 def message_redriven(group: str, stored: record.Record, topic: str) -> None:

@@ -17,6 +17,7 @@ MSG, KEY, TOPIC, GROUP = "msg", "key", "topic", "group"
 INDEXED_ATTRIBUTES = {
     "messaging.message.id": MSG,
     "tidemq.unique_id": MSG,
+    "tidemq.stored_msg_id": MSG,  # where a retry / DLQ move put the message
     "tidemq.message.keys": KEY,
     "messaging.destination.name": TOPIC,
     "messaging.consumer.group.name": GROUP,

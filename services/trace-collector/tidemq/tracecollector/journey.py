@@ -22,7 +22,7 @@ from tidemq.tracecollector.store import SPAN_COLUMNS, span_from_row
 MAX_SEED_SPANS = 500
 MAX_MESSAGES = 20
 MAX_TRACES_PER_MESSAGE = 50
-_ID_ATTRIBUTES = ("messaging.message.id", "tidemq.unique_id")
+_ID_ATTRIBUTES = ("messaging.message.id", "tidemq.unique_id", "tidemq.stored_msg_id")
 EVENT_TITLES = {
     "retry": "retried", "dead_letter": "moved to the DLQ",
     "delayed_delivery": "delivered after its delay",
@@ -178,6 +178,7 @@ def _step(span: SpanRecord, by_id: dict[tuple[str, str], SpanRecord]) -> Step | 
         _fact(span, facts, "group", "messaging.consumer.group.name")
         _fact(span, facts, "reconsume times", "tidemq.reconsume_times")
         _fact(span, facts, "from topic", "tidemq.source_topic")
+        _fact(span, facts, "new msg id", "tidemq.stored_msg_id")
         return Step(str(event), EVENT_TITLES.get(str(event), str(event)), span, facts)
     if span.kind == "PRODUCER" and _operation(span) == "publish":
         parent = by_id.get((span.trace_id, span.parent_span_id or ""))
