@@ -5,8 +5,9 @@ its own traced process.
 A message sent through the HTTP gateway and consumed by the push consumer yields one publish
 span, one store span and one process span linked to it, all found by searching the message's
 key; the message view lists each step. A message the listener gives back once also shows the
-broker's retry and delayed-delivery events and a second, successful process span. The
-sampler's quiet list changes through the config center without a restart.
+broker's retry and delayed-delivery events and a second, successful process span; a
+transaction's commit or rollback is on its message's journey. The sampler's quiet list
+changes through the config center without a restart.
 """
 
 from __future__ import annotations
@@ -128,13 +129,23 @@ def _spans_found_by_key(stack, key: str) -> list[dict]:
             for span in _get(stack, f"/api/traces/{summary['trace_id']}")["spans"]]
 
 
-def _message_steps(stack, key: str, wanted: list[str]):
-    """The journey once its steps are `wanted` (in order), else None (spans still coming)."""
-    journeys = _get(stack, "/api/messages", key=key)["messages"]
-    if len(journeys) != 1:
-        return None
-    kinds = [step["kind"] for step in journeys[0]["steps"]]
-    return journeys[0] if kinds == wanted else None
+def _wait_for_steps(stack, key: str, wanted: list[str], message: str) -> dict:
+    """The message's journey once its steps are `wanted` (in order); polls while spans are
+    still coming, and says which steps it saw if they never match."""
+    seen: list = []
+
+    def steps():
+        journeys = _get(stack, "/api/messages", key=key)["messages"]
+        seen[:] = [[step["kind"] for step in journey["steps"]] for journey in journeys]
+        # A read may hand a message out twice (at least once): one step per kind in a row.
+        collapsed = [[kind for n, kind in enumerate(kinds) if n == 0 or kinds[n - 1] != kind]
+                     for kinds in seen]
+        return journeys[0] if collapsed == [wanted] else None
+
+    try:
+        return wait_until(steps, 30, interval=0.3, message=message)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; the journeys' steps were {seen}") from None
 
 
 def test_gateway_publish_store_and_push_consumer_process_found_by_key(stack, consumer):
@@ -142,8 +153,8 @@ def test_gateway_publish_store_and_push_consumer_process_found_by_key(stack, con
     sent = _send(stack, key)
 
     wanted = ["published", "stored", "delivered", "processed"]
-    journey = wait_until(lambda: _message_steps(stack, key, wanted), 30, interval=0.3,
-                         message="publish, store, receive and process spans of the message")
+    journey = _wait_for_steps(stack, key, wanted,
+                              "publish, store, receive and process spans of the message")
     spans = _spans_found_by_key(stack, key)
     publishes = [s for s in spans if s["kind"] == "PRODUCER"]
     stores = [s for s in spans if "tidemq.queue_offset" in s["attributes"]]
@@ -162,7 +173,8 @@ def test_gateway_publish_store_and_push_consumer_process_found_by_key(stack, con
         publish["trace_id"], publish["span_id"])
     assert process["attributes"]["tidemq.consume.status"] == "CONSUME_SUCCESS"
 
-    published, stored, delivered, processed = journey["steps"]
+    published, stored, delivered, processed = (
+        next(step for step in journey["steps"] if step["kind"] == kind) for kind in wanted)
     assert journey["trace_id"] == publish["trace_id"]
     assert published["facts"]["via"].startswith("gateway-http: POST /v1/topics/")
     assert stored["facts"]["queue offset"] == str(sent["queue_offset"])
@@ -188,13 +200,35 @@ def test_a_message_given_back_once_shows_the_retry_and_its_redelivery(stack, con
     _send(stack, fail_key)
     wanted = ["published", "stored", "delivered", "processed", "retry", "delayed_delivery",
               "delivered", "processed"]
-    journey = wait_until(lambda: _message_steps(stack, fail_key, wanted), 30, interval=0.3,
-                         message="the retry, its delayed delivery and the second processing")
-    first, retry, second = journey["steps"][3], journey["steps"][4], journey["steps"][7]
+    journey = _wait_for_steps(stack, fail_key, wanted,
+                              "the retry, its delayed delivery and the second processing")
+    kinds = [step["kind"] for step in journey["steps"]]
+    first = journey["steps"][kinds.index("processed")]
+    retry = journey["steps"][kinds.index("retry")]
+    second = journey["steps"][len(kinds) - 1 - kinds[::-1].index("processed")]
     assert first["status"] == "ERROR" and second["status"] != "ERROR"
     assert retry["service"] == "broker" and retry["facts"]["group"] == GROUP
     assert retry["facts"]["topic"] == f"%RETRY%{GROUP}"
     assert len(_get(stack, "/api/traces", key=fail_key, errors="true")["traces"]) == 1
+
+
+def test_a_transaction_commit_and_a_rollback_are_on_their_messages_journeys(stack, consumer):
+    keys = {}
+    for verb in ("commit", "rollback"):
+        opened = requests.post(f"{stack.gateway_url}/v1/transactions", timeout=30)
+        assert opened.status_code == 201, opened.text
+        tx_id, keys[verb] = opened.json()["id"], f"tx-{verb}-{uuid.uuid4().hex[:8]}"
+        sent = requests.post(f"{stack.gateway_url}/v1/topics/{TOPIC}/messages", json={
+            "messages": [{"body": "paid", "key": keys[verb]}], "transaction_id": tx_id},
+            timeout=30)
+        assert sent.status_code == 201, sent.text
+        ended = requests.post(f"{stack.gateway_url}/v1/transactions/{tx_id}/{verb}", timeout=30)
+        assert ended.status_code == 200, ended.text
+    committed = ["published", "stored", "transaction_commit", "delivered", "processed"]
+    _wait_for_steps(stack, keys["commit"], committed,
+                    "the commit event, then the committed message consumed")
+    rolled_back = ["published", "stored", "transaction_rollback"]
+    _wait_for_steps(stack, keys["rollback"], rolled_back, "the rollback event")
 
 
 def test_service_map_shows_the_calls_and_the_publish_to_consume_link(stack, consumer):

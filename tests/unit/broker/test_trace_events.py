@@ -49,13 +49,13 @@ SCRIPT = textwrap.dedent('''
                                    physical_offset=4096)
         trace_events.message_redriven("billing", stored, "orders")
         trace_events.delayed_delivered("orders", 3, [raw])
-        trace_events.transaction_ended(stored, committed=True)
+        trace_events.transaction_ended(stored, True, began_ns=1_000)
         trace_events.transaction_ended(stored, committed=False)
     context = publish.get_span_context()
     print(json.dumps({
         "publish": [context.trace_id, context.span_id],
         "spans": [{"name": s.name, "trace": s.context.trace_id,
-                   "parent": s.parent.span_id if s.parent else None,
+                   "parent": s.parent.span_id if s.parent else None, "start": s.start_time,
                    "attributes": dict(s.attributes)} for s in exporter.get_finished_spans()]}))
 ''')
 
@@ -88,5 +88,6 @@ def test_each_event_is_a_span_in_the_message_trace_only_when_exporting():
         record.pack_host("127.0.0.1", 10911), 4096)
     assert spans[3]["attributes"]["messaging.destination.partition.id"] == "3"
     assert spans[4]["attributes"]["tidemq.producer_group"] == "shop"
+    assert spans[4]["start"] == 1_000  # when the commit began, before the message was visible
 
     assert _run("not-exporting")["spans"] == []

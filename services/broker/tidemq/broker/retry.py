@@ -142,6 +142,7 @@ class RetryService:
             queue_id = random.randrange(topic.queues)
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
                                 keep_properties=origin, drop_properties=SCHEDULE_LEFTOVERS)
+        began_ns = time.time_ns()
         if delayed and not dead and self.schedule is not None:
             await self.schedule.defer(moved, topic.name, queue_id, retry_delay_level(times - 1))
             # where it will be: the retry topic's offset is known once the timer moves it
@@ -151,7 +152,7 @@ class RetryService:
             queue_offset, physical_offset = result.first_queue_offset, result.physical_offsets[0]
         trace_events.message_moved(group, stored, topic.name, times, dead,
                                    store_host=self.messaging.store.store_host,
-                                   physical_offset=physical_offset)
+                                   physical_offset=physical_offset, began_ns=began_ns)
         if dead:
             log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)
         return Moved(topic.name, queue_id, queue_offset, times, dead)

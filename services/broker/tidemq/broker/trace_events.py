@@ -31,13 +31,14 @@ MAX_EVENTS_PER_BATCH = 256  # a timer tick delivering more describes the first o
 
 
 def _record_event(event: str, traceparent: str, unique_id: str, topic: str,
-                  attributes: Mapping[str, object]) -> None:
+                  attributes: Mapping[str, object], began_ns: int | None = None) -> None:
     if not traceparent:
         return
     parent = extract_context({"traceparent": traceparent})
     if not trace.get_current_span(parent).get_span_context().is_valid:
         return
-    span = _tracer.start_span(f"{topic} {event}", context=parent, kind=SpanKind.INTERNAL)
+    span = _tracer.start_span(f"{topic} {event}", context=parent, kind=SpanKind.INTERNAL,
+                              start_time=began_ns)
     if span.is_recording():
         span.set_attributes({"messaging.system": MESSAGING_SYSTEM, "tidemq.event": event,
                              "messaging.destination.name": topic,
@@ -47,10 +48,11 @@ def _record_event(event: str, traceparent: str, unique_id: str, topic: str,
 
 def message_moved(group: str, stored: record.Record, topic: str, reconsume_times: int,
                   dead_letter: bool, *, store_host: bytes = b"",
-                  physical_offset: int = -1) -> None:
+                  physical_offset: int = -1, began_ns: int | None = None) -> None:
     """A consumer gave `stored` back: it went to the group's retry topic, or its DLQ (at
     `physical_offset`, when already appended: its new msg id is named too, so the DLQ's
-    msg id finds the message's journey)."""
+    msg id finds the message's journey). `began_ns`: when the move started — the span starts
+    there, before a consumer can read the moved message, so the journey keeps its order."""
     if not exporting():
         return
     properties = stored.properties
@@ -61,7 +63,7 @@ def message_moved(group: str, stored: record.Record, topic: str, reconsume_times
         attributes["tidemq.stored_msg_id"] = record.offset_msg_id(store_host, physical_offset)
     _record_event(DEAD_LETTER if dead_letter else RETRY,
                   properties.get(record.PROP_TRACE_CONTEXT, ""),
-                  properties.get(record.PROP_UNIQ_KEY, ""), topic, attributes)
+                  properties.get(record.PROP_UNIQ_KEY, ""), topic, attributes, began_ns)
 
 
 def message_redriven(group: str, stored: record.Record, topic: str) -> None:
@@ -74,8 +76,10 @@ def message_redriven(group: str, stored: record.Record, topic: str) -> None:
                   {"messaging.consumer.group.name": group, "tidemq.source_topic": stored.topic})
 
 
-def delayed_delivered(topic: str, queue_id: int, records: Iterable[bytes]) -> None:
-    """The timer delivered these due records (already re-targeted) to `topic`/`queue_id`."""
+def delayed_delivered(topic: str, queue_id: int, records: Iterable[bytes],
+                      began_ns: int | None = None) -> None:
+    """The timer delivered these due records (already re-targeted) to `topic`/`queue_id`,
+    appending them from `began_ns` on (see message_moved)."""
     if not exporting():
         return
     for count, raw in enumerate(records):
@@ -85,11 +89,13 @@ def delayed_delivered(topic: str, queue_id: int, records: Iterable[bytes]) -> No
         _record_event(DELAYED_DELIVERY,
                       record.property_at(raw, 0, header, record.PROP_TRACE_CONTEXT) or "",
                       record.property_at(raw, 0, header, record.PROP_UNIQ_KEY) or "", topic,
-                      {"messaging.destination.partition.id": str(queue_id)})
+                      {"messaging.destination.partition.id": str(queue_id)}, began_ns)
 
 
-def transaction_ended(stored: record.Record, committed: bool) -> None:
-    """The half message `stored` was committed (now visible) or rolled back."""
+def transaction_ended(stored: record.Record, committed: bool,
+                      began_ns: int | None = None) -> None:
+    """The half message `stored` was committed (now visible) or rolled back; the span starts
+    at `began_ns`, before the committed message was appended (see message_moved)."""
     if not exporting():
         return
     properties = stored.properties
@@ -97,4 +103,5 @@ def transaction_ended(stored: record.Record, committed: bool) -> None:
                   properties.get(record.PROP_TRACE_CONTEXT, ""),
                   properties.get(record.PROP_UNIQ_KEY, ""),
                   properties.get(record.PROP_REAL_TOPIC, stored.topic),
-                  {"tidemq.producer_group": properties.get(record.PROP_PRODUCER_GROUP, "")})
+                  {"tidemq.producer_group": properties.get(record.PROP_PRODUCER_GROUP, "")},
+                  began_ns)
