@@ -30,14 +30,14 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group)
-	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; OBSERVABILITY=1: + Prometheus)
+	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.local up
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
 status: ## supervisor status and a health probe of every service
-	@TIDEMQ_REPLICAS=$(REPLICAS) .venv/bin/python -m deploy.local status
+	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 	@.venv/bin/python -m deploy.local logs $(SERVICE)
@@ -45,8 +45,8 @@ logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 images: sync ## build every service image (no registry needed; see docs/deployment.md)
 	$(PY) -m deploy.images
 
-compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy
-	$(PY) -m deploy.compose up
+compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy (OBSERVABILITY=1: + Prometheus, Grafana)
+	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.compose up
 
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down

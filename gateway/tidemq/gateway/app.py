@@ -10,6 +10,9 @@ Endpoints (docs/http-api.md has examples):
   /v1/transactions[/<id>/commit|rollback]        transactions (transaction_routes.py)
   GET /openapi.json                              this API, generated from the routes (openapi.py)
   /v1/config/...                                 the config center's keys (config_routes.py)
+  /v1/cluster, /v1/consumer-groups..., /v1/messages/<id>, GET /v1/topics/<t>/messages
+                                                 the operator's reads (admin_routes.py)
+  /console/...                                   the web console, HTML over this API (console/)
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from flask import Blueprint, Flask, Response, g, jsonify, request
 from opentelemetry import trace
 from tidemq.common import problems
 from tidemq.gateway import config_routes, metrics, topic_routes
+from tidemq.gateway.admin_routes import admin_bp
 from tidemq.gateway.config_routes import config_bp
+from tidemq.gateway.console import console_bp
 from tidemq.gateway.consume_routes import consume_bp
 from tidemq.gateway.group_routes import groups_bp
 from tidemq.gateway.openapi import openapi_bp
@@ -62,7 +67,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
         app.extensions[config_routes.EXTENSION] = backend.config
     problems.install(app)
     for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, transactions_bp, config_bp,
-                      openapi_bp):
+                      openapi_bp, admin_bp, console_bp):
         app.register_blueprint(blueprint)
 
     @app.before_request

@@ -19,7 +19,7 @@ from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
-from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
@@ -143,9 +143,10 @@ class BrokerApp:
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
                                   schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
-                              broker_name=settings.broker_name,
+                              self.offsets, broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
-                              revive_interval_s=settings.pop_revive_interval_ms / 1000)
+                              revive_interval_s=settings.pop_revive_interval_ms / 1000,
+                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
         self.transactions = TransactionService(
             self.messaging, system_topics, self.offsets, settings=CheckSettings(
                 timeout_ms=settings.transaction_timeout_ms,
@@ -164,10 +165,17 @@ class BrokerApp:
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_schedule(self.deliverer)
+        metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(
                 replication_gauges, "server", server)
+
+    def _is_master(self) -> bool:
+        """Whether this broker is its group's master now (it alone reports consumer lag)."""
+        if self.replication is None:
+            return self.settings.broker_id == 0
+        return self.replication.host.role == MASTER
 
     def start(self) -> None:
         self.store.start()

@@ -62,6 +62,9 @@ class BrokerSettings(ServiceSettings):
         100, "how often the timer moves due scheduled messages to their topic (ms)")
     pop_revive_interval_ms: int = setting(
         200, "how often popped messages past their invisible time are looked for (ms)")
+    pop_snapshot_interval_ms: int = setting(
+        60_000, "how often the pop state is written to the revive log as one snapshot, where "
+                "a restart's replay starts (ms)")
     transaction_timeout_ms: int = setting(
         6000, "a half message not committed or rolled back this long after it was stored is "
               "checked back with a producer of its group (ms; RocketMQ's transactionTimeOut)")
