@@ -85,7 +85,8 @@ class BrokerApp:
         self.dynamic = DynamicSettings(settings.config_center, self.store.config,
                                        cluster=settings.cluster_name,
                                        broker_name=settings.broker_name,
-                                       broker_id=settings.broker_id)
+                                       broker_id=settings.broker_id,
+                                       quiet_operations=settings.trace_quiet_operations)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
         self.subscriptions = SubscriptionGroupTable(
             MetadataFile(data_dir / "subscription_groups.json"),

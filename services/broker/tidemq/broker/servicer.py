@@ -46,8 +46,8 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 
 def _describe_stored(request, result, store_host: bytes) -> None:
     """The store's facts on the Send call's span (a message's trace then says where it was
-    stored): topic, queue, first queue offset, count, and for one message its msg id and
-    unique id. One attribute call per batch; nothing when the call is not traced."""
+    stored): topic, queue, first queue offset, count, and for one message its msg id,
+    unique id and keys. One attribute call per batch; nothing when the call is not traced."""
     span = trace.get_current_span()
     if not span.is_recording() or not result.physical_offsets:
         return
@@ -63,6 +63,9 @@ def _describe_stored(request, result, store_host: bytes) -> None:
         unique_id = record.property_at(request.records, 0, header, record.PROP_UNIQ_KEY)
         if unique_id:
             attributes["tidemq.unique_id"] = unique_id
+        keys = record.property_at(request.records, 0, header, record.PROP_KEYS)
+        if keys:  # the trace collector finds the message's trace by them
+            attributes["tidemq.message.keys"] = keys.split(record.KEY_SEPARATOR)
     span.set_attributes(attributes)
 
 
