@@ -41,6 +41,12 @@ class BrokerGroup:
 
 
 def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> list[BrokerGroup]:
+    """The readable broker groups of the topic's route."""
+    return _groups(fetch_route_data(namesrv_addrs, topic, timeout))
+
+
+def fetch_route_data(namesrv_addrs: Sequence[str], topic: str,
+                     timeout: float) -> nameserver_pb2.TopicRouteData:
     """Ask the name servers in turn (any one knows every route); unreachable ones are skipped."""
     failures = []
     for addr in namesrv_addrs:
@@ -55,7 +61,7 @@ def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> lis
         except errors.DeadlineExceeded as exc:
             failures.append(f"{addr}: {exc.message}")
             continue
-        return _groups(route)
+        return route
     raise errors.ServiceUnavailable(
         f"no name server answered for topic {topic!r}: " + "; ".join(failures)
     )

@@ -165,7 +165,8 @@ class TideMQBatchReader(DataSourceReader):
 
 
 class TideMQDataSource(DataSource):
-    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema)."""
+    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema),
+    and written from rows named like the Kafka sink's columns (`sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -180,11 +181,32 @@ class TideMQDataSource(DataSource):
         _check_schema(schema)
         return TideMQBatchReader(ReadOptions.parse(dict(self.options)))
 
+    def writer(self, schema, overwrite: bool):
+        from tidemq.analytics.sink import TideMQBatchWriter
+
+        return TideMQBatchWriter(_write_options(schema, overwrite, dict(self.options)))
+
+    def streamWriter(self, schema, overwrite: bool):
+        from tidemq.analytics.sink import TideMQStreamWriter
+
+        return TideMQStreamWriter(_write_options(schema, overwrite, dict(self.options)))
+
     def streamReader(self, schema):
         from tidemq.analytics.streaming import TideMQStreamReader
 
         _check_schema(schema)
         return TideMQStreamReader(ReadOptions.parse(dict(self.options)))
+
+
+def _write_options(schema, overwrite: bool, options: dict[str, str]):
+    from tidemq.analytics.sink import WriteOptions, check_columns
+
+    if overwrite:
+        raise InvalidArgument("format 'tidemq' only appends: a topic cannot be overwritten "
+                              "(use mode('append'))")
+    opts = WriteOptions.parse(options)
+    check_columns(schema, opts)
+    return opts
 
 
 def _check_schema(schema) -> None:
