@@ -98,6 +98,26 @@ def fetch_bounds(groups: Sequence[BrokerGroup], topic: str,
     return bounds
 
 
+def search_offsets(groups: Sequence[BrokerGroup], topic: str, keys, spec,
+                   timeout: float) -> dict[QueueKey, int]:
+    """startingOffsetsByTimestamp: each queue's first offset stored at or after its timestamp
+    (the queue's end when none is), asked of the queue's broker with SearchOffset."""
+    addrs = {group.name: group.addrs for group in groups}
+    unknown = sorted(set(spec.exact) - set(keys))
+    if unknown:
+        names = ", ".join(f"{k.broker}/{k.queue_id}" for k in unknown)
+        raise errors.InvalidArgument(
+            f"startingOffsetsByTimestamp names queues the topic does not have: {names}")
+    found = {}
+    for key in sorted(keys):
+        timestamp = spec.for_queue(key)
+        if timestamp is not None:
+            reply = call_any(addrs[key.broker], "SearchOffset", broker_pb2.SearchOffsetRequest(
+                topic=topic, queue_id=key.queue_id, timestamp_ms=timestamp), timeout)
+            found[key] = reply.queue_offset
+    return found
+
+
 def call_any(addrs: Sequence[str], method: str, request, timeout: float):
     """Call the first replica that answers; application errors are final, outages are not."""
     last: errors.TideMQError | None = None

@@ -9,7 +9,8 @@ source offsets, so a restarted job resumes with the first micro-batch not commit
 batch it was in the middle of is replayed with the same row unique ids, and with
 `--exactly-once` the broker drops what the first attempt already stored (docs/idempotence.md).
 The source message's position travels in the properties `src_broker`, `src_queue` and
-`src_offset`. Runs until stopped (SIGTERM/SIGINT stop the query between batches).
+`src_offset`. Its progress shows as the lag of consumer group `spark-relay-<source>-<sink>`
+(`tidemq group describe`). Runs until stopped (SIGTERM/SIGINT stop the query).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def relay_frame(spark, args: argparse.Namespace):
 
     source = (spark.readStream.format("tidemq").option("namesrv", args.namesrv)
               .option("topic", args.source).option("startingOffsets", args.starting_offsets)
-              .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger)).load())
+              .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+              .option("progressGroup", f"spark-relay-{args.source}-{args.sink}").load())
     user = F.map_filter("properties",
                         lambda k, _: ~k.isin(*SYSTEM_PROPERTIES))
     position = F.create_map(F.lit("src_broker"), F.col("broker"),

@@ -115,6 +115,20 @@ def fetch_write_queues(namesrv: Sequence[str], topic: str, timeout: float) -> li
     return queues
 
 
+def choose_queue(queues: Sequence[WriteQueue], topic: str, partition: int, queue: int | None,
+                 group: str | None) -> WriteQueue:
+    """A row's queue: its `queue` index, else its message group's queue (crc32, stable across
+    processes), else the task's own (partition id modulo the queue count)."""
+    if queue is not None:
+        if not 0 <= queue < len(queues):
+            raise errors.InvalidArgument(f"queue {queue} is out of range: topic {topic!r} "
+                                         f"has write queues 0..{len(queues) - 1}")
+        return queues[queue]
+    if group:
+        return queues[zlib.crc32(group.encode()) % len(queues)]
+    return queues[partition % len(queues)]
+
+
 @dataclass
 class WriteReport(WriterCommitMessage):
     """What one task did: the driver's commit sums them."""
@@ -153,15 +167,7 @@ class PartitionWriter:
         return queues
 
     def _target(self, topic: str, queue: int | None, group: str | None) -> WriteQueue:
-        queues = self._queues(topic)
-        if queue is not None:
-            if not 0 <= queue < len(queues):
-                raise errors.InvalidArgument(f"queue {queue} is out of range: topic {topic!r} "
-                                             f"has write queues 0..{len(queues) - 1}")
-            return queues[queue]
-        if group:
-            return queues[zlib.crc32(group.encode()) % len(queues)]
-        return queues[self.partition % len(queues)]
+        return choose_queue(self._queues(topic), topic, self.partition, queue, group)
 
     def write_batches(self, batches) -> WriteReport:
         for batch in batches:
