@@ -122,9 +122,73 @@ def test_source_parity_options(spark, cluster, tmp_path):
              .start())
     try:
         query.processAllAvailable()
+        # Spark commits a batch's source offsets when it plans the next batch: one more
+        # message per queue makes batch 1, which commits batch 0's end
+        cluster.send(topic, {q: [rec.encode_message(rec.OutgoingMessage(topic, b"next"))[0]]
+                             for q in range(2)})
+        query.processAllAvailable()
     finally:
         query.stop()
     reply = cluster.broker_client().call("QueryOffsets", broker_pb2.QueryOffsetsRequest(
         consumer_group="spark-parity", topic=topic))
     committed = {o.queue_id: o.offset for o in reply.offsets}
     assert committed == {q: ends[q] + 2 for q in ends}
+
+
+def expected_sessions(clicks: list[dict], gap_ms: int) -> list[tuple]:
+    """(user, start ms, end ms, clicks, pages): a gap of `gap_ms` or more ends a session."""
+    sessions = []
+    for user in sorted({c["user"] for c in clicks}):
+        mine = sorted((c for c in clicks if c["user"] == user), key=lambda c: c["ts"])
+        run = [mine[0]]
+        for click in mine[1:] + [None]:
+            if click is not None and click["ts"] - run[-1]["ts"] < gap_ms:
+                run.append(click)
+                continue
+            sessions.append((user, run[0]["ts"], run[-1]["ts"] + gap_ms, len(run),
+                             sorted({c["page"] for c in run})))
+            if click is not None:
+                run = [click]
+    return sessions
+
+
+def test_sessions_match_a_plain_computation(spark, cluster, tmp_path):
+    from tidemq.analytics import sessions
+
+    clicks_topic, output = "clicks", "click-sessions"
+    cluster.create_topic(clicks_topic, 2)
+    cluster.create_topic(output, 2)
+    rng = random.Random(3)
+    clicks, now = [], {u: BASE_MS for u in ("u1", "u2", "u3")}
+    for _ in range(120):
+        user = rng.choice(sorted(now))
+        now[user] += rng.choice([5_000, 20_000, 40_000, 400_000])   # 400 s > the 5 min gap
+        clicks.append({"user": user, "page": rng.choice(["/", "/a", "/b"]), "ts": now[user]})
+    tick = {"user": "zz", "page": "/", "ts": max(now.values()) + 3_600_000}
+
+    def send(items):
+        cluster.send(clicks_topic, {0: [rec.encode_message(rec.OutgoingMessage(
+            clicks_topic, json.dumps(c).encode()))[0] for c in items]})
+
+    send(clicks)
+    args = sessions.parse_args(["--namesrv", cluster.namesrv.addr, "--clicks", clicks_topic,
+                                "--output-topic", output, "--checkpoint",
+                                str(tmp_path / "ck"), "--gap", "5 minutes",
+                                "--watermark", "1 minute"])
+    query = sessions.start(spark, args)
+    try:
+        query.processAllAvailable()
+        send([tick])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = (spark.read.format("tidemq").option("namesrv", cluster.namesrv.addr)
+            .option("topic", output).load().collect())
+    got = sorted((s["user"], int(pd.Timestamp(s["session_start"]).timestamp() * 1000),
+                  int(pd.Timestamp(s["session_end"]).timestamp() * 1000), s["clicks"],
+                  s["pages"]) for s in (json.loads(bytes(r["body"])) for r in rows))
+    assert got == expected_sessions(clicks, 300_000)
+    by_user = {}
+    for row in rows:   # message_group = user: one user's sessions share one queue
+        by_user.setdefault(row["keys"][0], set()).add(row["queue_id"])
+    assert all(len(queues) == 1 for queues in by_user.values())
