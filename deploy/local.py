@@ -256,6 +256,8 @@ def _cmd_up(deployment: LocalDeployment) -> int:
     print("\n".join(deployment.urls()))
     print(f"  logs: {deployment.run_dir / 'logs'}   data: {deployment.data_dir}")
     print(f"  Prometheus scrape config: {deployment.prometheus_file}")
+    print("  Spark standalone cluster (`make analytics-up`): spark://127.0.0.1:7077, "
+          "UI http://127.0.0.1:8080")
     return 0
 
 
