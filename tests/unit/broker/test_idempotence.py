@@ -131,3 +131,22 @@ def test_promoted_replica_knows_its_old_masters_ids(tmp_path):
     finally:
         master.messaging.store.shutdown()
         replica.messaging.store.shutdown()
+
+
+@pytest.mark.parametrize("chunk", [64, 200, 4 << 20])
+def test_rebuild_reads_the_log_in_chunks_of_any_size(tmp_path, monkeypatch, chunk):
+    """Chunks smaller than a record, cutting records, or holding the whole log: same table."""
+    from tidemq.broker.idempotence import service
+
+    sends = open_sends(tmp_path)
+    ids = [f"id-{i}" for i in range(40)]
+    for start in range(0, 40, 7):
+        send(sends, ids[start:start + 7], queue_id=start % 2)
+    sends.messaging.store.shutdown()
+    monkeypatch.setattr(service, "_READ_CHUNK", chunk)
+    restarted = open_sends(tmp_path)
+    try:
+        assert restarted.rebuild() == 40
+        assert send(restarted, ids, queue_id=1).duplicates == 40
+    finally:
+        restarted.messaging.store.shutdown()
