@@ -79,3 +79,39 @@ def test_queue_choice():
     assert all(choose_queue(QUEUES, "t", p, None, "order-17") == by_group for p in range(5))
     with pytest.raises(InvalidArgument, match="queue 3 is out of range"):
         choose_queue(QUEUES, "t", 0, 3, None)
+
+
+def pending_records(writer):
+    from tidemq.common import record
+
+    return {(target[1].broker, target[1].queue_id): [record.decode(raw)
+                                                     for raw in pending.records]
+            for target, pending in writer._pending.items()}
+
+
+def test_rows_become_records_without_a_network():
+    """Encoding and routing of one task's rows; batches stay pending (batchSize not reached)."""
+    from tidemq.analytics.sink import PartitionWriter
+
+    writer = PartitionWriter(opts(exactlyOnce="true", batchSize="100"), "query-1", 7, 4)
+    writer._routes["t"] = QUEUES
+    writer.write_columns({"value": [b"\x00\xff", "text", None],
+                          "key": ["a b", None, b"k"], "tag": ["T", None, None],
+                          "properties": [{"p": "1"}, None, {"UNIQ_KEY": "mine"}],
+                          "message_group": [None, None, "g"], "queue": [None, 2, None]}, 3)
+    where = {bytes(r.body): (queue, r) for queue, rs in pending_records(writer).items()
+             for r in rs}
+    own, first = where[b"\x00\xff"]
+    assert own == ("broker-a", 1)                        # partition 4 of 3 queues
+    assert first.keys == ["a", "b"] and first.tags == "T" and first.properties["p"] == "1"
+    assert first.properties["PRODUCER_ID"] == "spark-query-1-4"
+    explicit, text = where[b"text"]
+    assert explicit == ("broker-b", 0) and text.keys == [] and text.tags == ""
+    grouped, last = where[b""]
+    group_queue = choose_queue(QUEUES, "t", 4, None, "g")
+    assert grouped == (group_queue.broker, group_queue.queue_id)
+    assert last.properties["MESSAGE_GROUP"] == "g" and last.keys == ["k"]
+    assert [r.unique_id for r in (first, text, last)] == [    # a row's own UNIQ_KEY loses
+        row_unique_id("query-1", 7, 4, i) for i in range(3)]
+    with pytest.raises(InvalidArgument, match="binary key must be UTF-8"):
+        writer.write_columns({"value": [b"v"], "key": [b"\xff"]}, 1)

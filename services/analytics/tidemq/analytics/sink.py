@@ -193,7 +193,12 @@ class PartitionWriter:
             value, key = values[i], keys[i]
             body = value.encode() if isinstance(value, str) else (value or b"")
             if isinstance(key, bytes):
-                key = key.decode()
+                try:
+                    key = key.decode()
+                except UnicodeDecodeError:
+                    raise errors.InvalidArgument(
+                        f"row {self.report.rows} of partition {self.partition}: a binary key "
+                        "must be UTF-8 (it becomes the KEYS property)") from None
             message = record.OutgoingMessage(
                 topic, body, tags=tags[i] or "", keys=key.split() if key else (),
                 properties=dict(props[i]) if props[i] else {},
