@@ -37,11 +37,8 @@ class Model:
         self._forget(now)
 
     def _forget(self, now):
-        evicted = set(self.producer_order[:-MAX_PRODUCERS])
-        self.producer_order = self.producer_order[-MAX_PRODUCERS:]
-        kept = [w for w in self.writes if w[0] not in evicted]
         by_producer: dict[str, list] = {}
-        for w in kept:
+        for w in self.writes:
             by_producer.setdefault(w[0], []).append(w)
         keep = set()
         for ws in by_producer.values():
@@ -50,9 +47,13 @@ class Model:
             while ws and ws[0][2].store_timestamp_ms < now - WINDOW_MS:
                 ws = ws[1:]
             keep.update(id(w) for w in ws)
-        self.writes = [w for w in kept if id(w) in keep]
+        self.writes = [w for w in self.writes if id(w) in keep]
+        # producers with nothing left in the window go first, then the least recently written
         alive = {w[0] for w in self.writes}
         self.producer_order = [p for p in self.producer_order if p in alive]
+        evicted = set(self.producer_order[:-MAX_PRODUCERS])
+        self.producer_order = self.producer_order[-MAX_PRODUCERS:]
+        self.writes = [w for w in self.writes if w[0] not in evicted]
 
     def lookup(self, producer, unique_id, now):
         for w in self.writes:
@@ -105,6 +106,6 @@ class TableMachine(RuleBasedStateMachine):
                     self.model.lookup(producer, f"u{i}", self.now), (producer, i)
 
 
-TableMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
+TableMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40,
                                           deadline=None)
 test_producer_table = TableMachine.TestCase

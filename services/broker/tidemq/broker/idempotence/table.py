@@ -4,7 +4,8 @@ Like Kafka's producer state (`ProducerStateManager`), but keyed by the record's 
 (UNIQ_KEY) instead of a sequence number, so a client needs no sequence bookkeeping: a replayed
 micro-batch carries the same ids. The window is bounded three ways, all settings: entries
 older than `window_ms` (by store time), more than `window_messages` per producer (oldest go
-first), and more than `max_producers` producers (the least recently written goes). Pure data:
+first), and more than `max_producers` producers (those with no id left in the window, then
+the least recently written). Pure data:
 no store, no clock of its own; the caller passes `now_ms`, so it is a tested state machine.
 """
 
@@ -70,6 +71,8 @@ class ProducerTable:
             ids.pop(unique_id, None)
             ids[unique_id] = stored
         self._trim(producer_id, ids, now_ms)
+        if len(self._producers) > self.max_producers:
+            self.expire(now_ms)   # producers whose ids all left the window go first
         while len(self._producers) > self.max_producers:
             self._producers.popitem(last=False)
 
