@@ -80,3 +80,13 @@ OUTPUT ?= .data/analytics/$(TOPIC)-tag-counts.csv
 analytics: sync ## Spark batch job: per-tag counts of TOPIC into OUTPUT (CSV); NAMESRV=h:p TOPIC=t
 	@test -n "$(TOPIC)" || { echo "usage: make analytics TOPIC=<topic> [NAMESRV=$(NAMESRV)] [OUTPUT=file.csv]" >&2; exit 2; }
 	$(PY) -m tidemq.analytics.tag_counts --namesrv "$(NAMESRV)" --topic "$(TOPIC)" --output "$(OUTPUT)" --master "local[*]"
+
+.PHONY: analytics-up analytics-cluster-test bench-analytics
+analytics-up: sync ## Spark standalone master (spark://127.0.0.1:7077, UI http://127.0.0.1:8090) + 2 workers from the pyspark distribution, in the foreground (Ctrl-C stops them)
+	$(PY) -m tidemq.analytics.standalone --workers 2 --port 7077 --webui-port 8090 --work-dir .data/spark
+
+analytics-cluster-test: sync ## the standalone-cluster test: master + 2 workers + a job (five JVMs, 1.5-3 min)
+	TIDEMQ_SPARK_CLUSTER_TESTS=1 $(UV) run --frozen pytest tests/integration/analytics/test_standalone.py $(PYTEST_ARGS)
+
+bench-analytics: sync ## Spark read throughput (TideMQ vs Parquet) and streaming latency, quick
+	$(PY) bench/analytics/run.py --quick

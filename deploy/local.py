@@ -274,6 +274,8 @@ def _cmd_up(deployment: LocalDeployment) -> int:
     print(f"  Prometheus scrape config: {deployment.prometheus_file}")
     for name, reason in deployment.skipped.items():
         print(f"  not started: {name}: {reason}")
+    print("  Spark standalone cluster (`make analytics-up`): spark://127.0.0.1:7077, "
+          "UI http://127.0.0.1:8090")
     return 0
 
 

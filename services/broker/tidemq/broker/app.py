@@ -14,6 +14,7 @@ from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
+from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
@@ -59,6 +60,13 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
         index_slots=settings.index_slots,
         index_entries=settings.index_entries,
     )
+
+
+def idempotent_settings(settings: BrokerSettings) -> IdempotentSettings:
+    return IdempotentSettings(window_ms=settings.idempotence_window_ms,
+                              window_messages=settings.idempotence_window_messages,
+                              max_producers=settings.idempotence_max_producers,
+                              rebuild_bytes=int(settings.idempotence_rebuild_mib * (1 << 20)))
 
 
 class BrokerApp:
@@ -159,7 +167,9 @@ class BrokerApp:
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
-                                        else None, self.transactions, self.schedule),
+                                        else None, self.transactions, self.schedule,
+                                        IdempotentSends(self.messaging,
+                                                        idempotent_settings(settings))),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
