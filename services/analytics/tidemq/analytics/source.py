@@ -62,6 +62,7 @@ class ReadOptions:
     min_partitions: int = 0
     include_headers: bool = True
     progress_group: str = ""
+    otlp_endpoint: str = ""
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReadOptions:
@@ -86,6 +87,7 @@ class ReadOptions:
             min_partitions=_int(opts, "minPartitions", 0, minimum=0),
             include_headers=_bool(opts, "includeHeaders", True),
             progress_group=(opts.get("progressgroup") or "").strip(),
+            otlp_endpoint=(opts.get("otlpendpoint") or "").strip(),
         )
 
 
@@ -168,15 +170,19 @@ def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=Non
     """Executor side: pull the range and yield one Arrow batch per pull reply."""
     from tidemq.analytics import brokers
     from tidemq.analytics.decode import ColumnBuilder, arrow_schema
+    from tidemq.analytics.spans import partition_read_span
 
     builder = ColumnBuilder(partition.broker, schema or arrow_schema())
-    for records in brokers.pull_range(
-        partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
-        max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
-        fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
-    ):
-        if builder.add_slice(records, partition.start, partition.end):
-            yield builder.flush()
+    with partition_read_span(opts.otlp_endpoint, opts.topic, partition) as counts:
+        for records in brokers.pull_range(
+            partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
+            max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
+            fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
+        ):
+            if builder.add_slice(records, partition.start, partition.end):
+                batch = builder.flush()
+                counts["rows"] += batch.num_rows
+                yield batch
 
 
 class TideMQBatchReader(DataSourceReader):
