@@ -13,8 +13,8 @@ import uuid
 import pytest
 import requests
 
-from tests.support.cluster import process_group, ready_http_port, start_cluster
-from tests.support.processes import start_redis, wait_until
+from tests.support.cluster import traced_cluster
+from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
 TOPIC = "DashboardOrders"
@@ -22,22 +22,13 @@ TOPIC = "DashboardOrders"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dashboard")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            collector = start("tidemq.tracecollector", ["--http-port", "0"])
-            ui = f"http://127.0.0.1:{ready_http_port(collector)}"
-            cluster = start_cluster(start, redis, broker_names=("broker-a",),
-                                    otlp_endpoint=collector.addr)
-            cluster.start_gateway(workers=1, extra=["--trace-ui-url", ui])
-            cluster.extra["collector"] = ui
-            created = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                    json={"name": TOPIC, "queues": 2}, timeout=30)
-            assert created.status_code == 201, created.text
-            yield cluster
-    finally:
-        redis.kill()
+    with traced_cluster(tmp_path_factory.mktemp("dashboard"),
+                        broker_names=("broker-a",)) as cluster:
+        cluster.start_gateway(workers=1, extra=["--trace-ui-url", cluster.extra["collector_url"]])
+        created = requests.post(f"{cluster.gateway_url}/v1/topics",
+                                json={"name": TOPIC, "queues": 2}, timeout=30)
+        assert created.status_code == 201, created.text
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +42,7 @@ def sent(stack):
     result["key"] = key
 
     def stored():
-        found = requests.get(f"{stack.extra['collector']}/api/traces",
+        found = requests.get(f"{stack.extra['collector_url']}/api/traces",
                              params={"msg_id": result["msg_id"]}, timeout=10).json()["traces"]
         return found[0]["trace_id"] if found else None
 
@@ -60,7 +51,7 @@ def sent(stack):
 
 
 def test_search_by_msg_id_finds_the_trace_and_its_page_shows_the_store(stack, sent, visit):
-    page = visit(stack.extra["collector"] + "/", "dashboard")
+    page = visit(stack.extra["collector_url"] + "/", "dashboard")
     page.fill("input[name=msg_id]", sent["msg_id"])
     page.click("form.search button[type=submit]")
     page = visit.snap("dashboard-search-msg-id")
@@ -76,19 +67,19 @@ def test_search_by_msg_id_finds_the_trace_and_its_page_shows_the_store(stack, se
 
 
 def test_message_view_and_service_map_load(stack, sent, visit):
-    page = visit(f"{stack.extra['collector']}/messages?msg_id={sent['msg_id']}", "message-view")
+    page = visit(f"{stack.extra['collector_url']}/messages?msg_id={sent['msg_id']}", "message-view")
     text = page.inner_text("body")
     assert "published by gateway-http" in text and "stored by broker" in text
     assert sent["key"] in text
-    page = visit(f"{stack.extra['collector']}/service-map", "service-map")
+    page = visit(f"{stack.extra['collector_url']}/service-map", "service-map")
     assert "gateway-http" in page.inner_text("body")
 
 
 def test_the_consoles_trace_link_leads_to_the_message_view(stack, sent, visit):
     page = visit(f"{stack.gateway_url}/console/messages/{sent['msg_id']}", "console-message")
-    link = page.locator(f"a[href^='{stack.extra['collector']}/messages']")
+    link = page.locator(f"a[href^='{stack.extra['collector_url']}/messages']")
     assert link.count() >= 1, page.content()
     link.first.click()
     page = visit.snap("console-to-message-view")
-    assert page.url.startswith(f"{stack.extra['collector']}/messages")
+    assert page.url.startswith(f"{stack.extra['collector_url']}/messages")
     assert "stored by broker" in page.inner_text("body")

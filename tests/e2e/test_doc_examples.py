@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import process_group, ready_http_port, start_cluster
+from tests.support.cluster import traced_cluster
 from tests.support.doc_examples import documentation_files, parse, rewrite_addresses
-from tests.support.processes import start_redis
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,24 +28,18 @@ PAGES = [path for path in documentation_files(ROOT)
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("doc-examples")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            collector = start("tidemq.tracecollector", ["--http-port", "0"])
-            cluster = start_cluster(start, redis, otlp_endpoint=collector.addr)
-            cluster.start_gateway(workers=1)
-            namesrvs = [n.addr for n in cluster.namesrvs]
-            cluster.extra["ports"] = {
-                9876: namesrvs[0], 9877: namesrvs[1], 7070: cluster.config_center.addr,
-                8080: f"127.0.0.1:{cluster.gateway.port}", 4317: collector.addr,
-                16686: f"127.0.0.1:{ready_http_port(collector)}", 6379: f"127.0.0.1:{redis.port}",
-                **{port: cluster.brokers[name].addr
-                   for port, name in ((10911, "broker-a"), (10921, "broker-b"))},
-            }
-            yield cluster
-    finally:
-        redis.kill()
+    with traced_cluster(tmp_path_factory.mktemp("doc-examples")) as cluster:
+        cluster.start_gateway(workers=1)
+        namesrvs = [n.addr for n in cluster.namesrvs]
+        cluster.extra["ports"] = {
+            9876: namesrvs[0], 9877: namesrvs[1], 7070: cluster.config_center.addr,
+            8080: f"127.0.0.1:{cluster.gateway.port}", 4317: cluster.otlp_endpoint,
+            16686: cluster.extra["collector_url"].removeprefix("http://"),
+            6379: f"127.0.0.1:{cluster.redis.port}",
+            **{port: cluster.brokers[name].addr
+               for port, name in ((10911, "broker-a"), (10921, "broker-b"))},
+        }
+        yield cluster
 
 
 def _environment(cluster) -> dict[str, str]:

@@ -12,9 +12,9 @@ from collections import defaultdict
 import pytest
 import requests
 
-from tests.support.cluster import process_group, ready_http_port, start_cluster
+from tests.support.cluster import traced_cluster
 from tests.support.http import problem
-from tests.support.processes import start_redis, wait_until
+from tests.support.processes import wait_until
 
 TOPIC = "WalkingSkeleton"
 MESSAGES = 1000
@@ -24,18 +24,10 @@ pytestmark = pytest.mark.slow  # the whole topology plus the trace collector (~2
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            collector = start("tidemq.tracecollector", ["--http-port", "0"])
-            cluster = start_cluster(start, redis, otlp_endpoint=collector.addr)
-            # A long breaker reset so "open" cannot lapse mid-test on a loaded machine.
-            cluster.start_gateway(workers=2, extra=["--breaker-reset-s", "120"])
-            cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
-            yield cluster
-    finally:
-        redis.kill()
+    with traced_cluster(tmp_path_factory.mktemp("e2e")) as cluster:
+        # A long breaker reset so "open" cannot lapse mid-test on a loaded machine.
+        cluster.start_gateway(workers=2, extra=["--breaker-reset-s", "120"])
+        yield cluster
 
 
 

@@ -210,6 +210,28 @@ def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
         redis.kill()
 
 
+@contextmanager
+def traced_cluster(tmp_path: Path, *, extra_env: dict[str, str] | None = None,
+                   **cluster_options) -> Iterator[Cluster]:
+    """`running_cluster` plus a trace collector every service exports to: its dashboard URL in
+    `cluster.extra["collector_url"]`, its OTLP address in `cluster.otlp_endpoint`. `extra_env`
+    is added to every service process's environment (tracing's own variables kept)."""
+    redis = start_redis(tmp_path)
+    try:
+        with process_group(tmp_path) as start:
+            collector = start("tidemq.tracecollector", ["--http-port", "0"])
+
+            def start_service(module, args=None, env=None, **kwargs):
+                return start(module, args, env={**(extra_env or {}), **(env or {})}, **kwargs)
+
+            cluster = start_cluster(start_service, redis, otlp_endpoint=collector.addr,
+                                    **cluster_options)
+            cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
+            yield cluster
+    finally:
+        redis.kill()
+
+
 def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> None:
     """Define a topic the way admins do (CAS create of its definition), without the gateway."""
     from tidemq.configclient.client import ConfigClient

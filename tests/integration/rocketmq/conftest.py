@@ -7,19 +7,9 @@ check-back test is quick.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from tests.support.cluster import (
-    TRACING_ENV,
-    Cluster,
-    process_group,
-    ready_http_port,
-    start_cluster,
-    wait_for_route,
-)
-from tests.support.processes import start_redis
+from tests.support.cluster import Cluster, traced_cluster, wait_for_route
 
 TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True,
           "RmqDelay": False, "RmqTxn": False, "RmqSimple": False, "RmqPush": False,
@@ -33,22 +23,8 @@ FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
 
 @pytest.fixture(scope="package")
 def rmq_cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("rmq")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            collector = start("tidemq.tracecollector", ["--http-port", "0"])
-            cluster = start_cluster(functools.partial(_with_env, start), redis,
-                                    otlp_endpoint=collector.addr)
-            cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
-            yield _with_gateway(cluster)
-    finally:
-        redis.kill()
-
-
-def _with_env(start, module: str, args: list[str] | None = None, env: dict | None = None):
-    """`start` with FAST_CHECKS added to whatever environment the caller gives."""
-    return start(module, args, env={**FAST_CHECKS, **TRACING_ENV, **(env or {})})
+    with traced_cluster(tmp_path_factory.mktemp("rmq"), extra_env=FAST_CHECKS) as cluster:
+        yield _with_gateway(cluster)
 
 
 def _with_gateway(cluster: Cluster) -> Cluster:

@@ -22,13 +22,8 @@ import pytest
 import requests
 from tidemq.configclient.client import ConfigClient
 
-from tests.support.cluster import (
-    TRACING_ENV,
-    process_group,
-    ready_http_port,
-    start_cluster,
-)
-from tests.support.processes import start_redis, wait_until
+from tests.support.cluster import TRACING_ENV, traced_cluster
+from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow  # the whole topology plus the collector and a consumer (~30 s)
 TOPIC, GROUP = "TracedOrders", "g-traced"
@@ -64,25 +59,13 @@ CONSUMER = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("journey")
-    redis = start_redis(tmp)
-    try:
-        with process_group(tmp) as start:
-            collector = start("tidemq.tracecollector", ["--http-port", "0"])
-
-            def start_with_env(module, args=None, env=None, **kwargs):
-                return start(module, args, env={**ENV, **(env or {})}, **kwargs)
-
-            cluster = start_cluster(start_with_env, redis, broker_names=("broker-a",),
-                                    otlp_endpoint=collector.addr)
-            cluster.start_gateway(workers=1)
-            cluster.extra["collector"] = f"http://127.0.0.1:{ready_http_port(collector)}"
-            created = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                    json={"name": TOPIC, "queues": 2}, timeout=30)
-            assert created.status_code == 201, created.text
-            yield cluster
-    finally:
-        redis.kill()
+    with traced_cluster(tmp_path_factory.mktemp("journey"), extra_env=ENV,
+                        broker_names=("broker-a",)) as cluster:
+        cluster.start_gateway(workers=1)
+        created = requests.post(f"{cluster.gateway_url}/v1/topics",
+                                json={"name": TOPIC, "queues": 2}, timeout=30)
+        assert created.status_code == 201, created.text
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +101,7 @@ def _send(stack, key: str) -> dict:
 
 
 def _get(stack, path: str, **params) -> dict:
-    response = requests.get(f"{stack.extra['collector']}{path}", params=params, timeout=10)
+    response = requests.get(f"{stack.extra['collector_url']}{path}", params=params, timeout=10)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -197,7 +180,7 @@ def test_gateway_publish_store_and_push_consumer_process_found_by_key(stack, con
         linked["links"][0].items()
 
     # The page the console links to lists each step, found by the msg id.
-    page = requests.get(f"{stack.extra['collector']}/messages",
+    page = requests.get(f"{stack.extra['collector_url']}/messages",
                         params={"msg_id": sent["msg_id"]}, timeout=10)
     assert page.status_code == 200
     for text in ("published by gateway-http", "stored by broker", "delivered to it-consumer",
