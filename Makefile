@@ -40,7 +40,7 @@ status: ## supervisor status and a health probe of every service
 	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
-	@.venv/bin/python -m deploy.local logs $(SERVICE)
+	@TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
 
 images: sync ## build every service image (no registry needed; see docs/deployment.md)
 	$(PY) -m deploy.images
