@@ -42,8 +42,8 @@ status: ## supervisor status and a health probe of every service
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 	@TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
 
-images: sync ## build every service image (no registry needed; see docs/deployment.md)
-	$(PY) -m deploy.images
+images: sync ## build every service image (no registry needed; see docs/deployment.md; ANALYTICS=1 OBSERVABILITY=1: and those profiles' images)
+	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.images
 
 compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy (OBSERVABILITY=1: + Prometheus, Grafana; ANALYTICS=1: + Spark cluster)
 	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.compose up

@@ -23,9 +23,16 @@ import sys
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy, wait_healthy
 from deploy.images import ImageBuildError, base_image, build_images
-from deploy.local import enabled_profiles
 from deploy.render import COMPOSE_FILE
-from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, Topology, load, published_urls
+from deploy.topology import (
+    ALL_PROFILES,
+    REPO_ROOT,
+    Placement,
+    Topology,
+    enabled_profiles,
+    load,
+    published_urls,
+)
 
 DEFAULT_PROJECT = "tidemq"
 PULL_TIMEOUT_S = 120

@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.markers import Marker
 
 from deploy.render import HOST_BUILT_MEMBERS, image_ref, rendered_files
-from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, load
+from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, enabled_profiles, load
 
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
 CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
@@ -214,7 +214,7 @@ def main() -> int:
 
     try:
         ensure_engine()
-        build_images()
+        build_images(load(profiles=enabled_profiles(os.environ)))   # `make images ANALYTICS=1`
     except (ImageBuildError, EngineUnavailable) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1

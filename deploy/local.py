@@ -26,7 +26,15 @@ from deploy import analytics, observability
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.render import render_supervisor
-from deploy.topology import REPO_ROOT, Placement, Service, Topology, load, published_urls
+from deploy.topology import (
+    REPO_ROOT,
+    Placement,
+    Service,
+    Topology,
+    enabled_profiles,
+    load,
+    published_urls,
+)
 
 DEFAULT_DATA_DIR = REPO_ROOT / ".data"
 BIN_DIR = Path(sys.executable).parent
@@ -65,12 +73,6 @@ def _profiles() -> tuple[str, ...]:
     """TIDEMQ_OBSERVABILITY=1 / TIDEMQ_ANALYTICS=1 (`make up OBSERVABILITY=1 ANALYTICS=1`) add
     the observability / analytics profiles."""
     return enabled_profiles(os.environ)
-
-
-def enabled_profiles(env) -> tuple[str, ...]:
-    """The profiles switched on by TIDEMQ_<PROFILE>=1 (what `make ... <PROFILE>=1` sets)."""
-    return tuple(profile for profile in (observability.PROFILE, analytics.PROFILE)
-                 if env.get(f"TIDEMQ_{profile.upper()}", "") not in ("", "0"))
 
 
 def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = ()

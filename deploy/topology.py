@@ -302,6 +302,13 @@ def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None,
     return topology if profiles == ALL_PROFILES else topology.select(profiles)
 
 
+def enabled_profiles(env) -> tuple[str, ...]:
+    """The profiles switched on by TIDEMQ_<PROFILE>=1 in `env` (what `make up ANALYTICS=1`,
+    `make compose-up OBSERVABILITY=1`... set)."""
+    return tuple(profile for profile in load(profiles=ALL_PROFILES).profiles()
+                 if env.get(f"TIDEMQ_{profile.upper()}", "") not in ("", "0"))
+
+
 def published_urls(topology: Topology, placement: Placement) -> list[str]:
     """One line per published port: what it is and where, as `make up` prints them."""
     lines = []

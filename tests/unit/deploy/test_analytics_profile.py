@@ -13,9 +13,16 @@ import yaml
 
 from deploy import analytics, observability
 from deploy.images import _built_images
-from deploy.local import enabled_profiles, local_topology
+from deploy.local import local_topology
 from deploy.render import COMPOSE_FILE, render_compose, render_dockerfiles, render_supervisor
-from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, load, published_urls
+from deploy.topology import (
+    ALL_PROFILES,
+    REPO_ROOT,
+    Placement,
+    enabled_profiles,
+    load,
+    published_urls,
+)
 
 SPARK = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-submit")
 BIN = Path("/venv/bin")
