@@ -30,23 +30,23 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; OBSERVABILITY=1: + Prometheus)
-	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; OBSERVABILITY=1: + Prometheus; ANALYTICS=1: + Spark cluster)
+	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.local up
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
 status: ## supervisor status and a health probe of every service
-	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) .venv/bin/python -m deploy.local status
+	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
-	@.venv/bin/python -m deploy.local logs $(SERVICE)
+	@TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
 
-images: sync ## build every service image (no registry needed; see docs/deployment.md)
-	$(PY) -m deploy.images
+images: sync ## build every service image (no registry needed; see docs/deployment.md; ANALYTICS=1 OBSERVABILITY=1: and those profiles' images)
+	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.images
 
-compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy (OBSERVABILITY=1: + Prometheus, Grafana)
-	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.compose up
+compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy (OBSERVABILITY=1: + Prometheus, Grafana; ANALYTICS=1: + Spark cluster)
+	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.compose up
 
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
@@ -81,11 +81,15 @@ analytics: sync ## Spark batch job: per-tag counts of TOPIC into OUTPUT (CSV); N
 	@test -n "$(TOPIC)" || { echo "usage: make analytics TOPIC=<topic> [NAMESRV=$(NAMESRV)] [OUTPUT=file.csv]" >&2; exit 2; }
 	$(PY) -m tidemq.analytics.tag_counts --namesrv "$(NAMESRV)" --topic "$(TOPIC)" --output "$(OUTPUT)" --master "local[*]"
 
-.PHONY: analytics-up analytics-cluster-test bench-analytics
-analytics-up: sync ## Spark standalone master (spark://127.0.0.1:7077, UI http://127.0.0.1:8090) + 2 workers from the pyspark distribution, in the foreground (Ctrl-C stops them)
-	$(PY) -m tidemq.analytics.standalone --workers 2 --port 7077 --webui-port 8090 --work-dir .data/spark
+.PHONY: analytics-up analytics-submit analytics-cluster-test bench-analytics
+analytics-up: ## = make up ANALYTICS=1: the deployment plus a supervised Spark master (spark://127.0.0.1:7077, UI :8090) + 2 workers
+	$(MAKE) up ANALYTICS=1
 
-analytics-cluster-test: sync ## the standalone-cluster test: master + 2 workers + a job (five JVMs, 1.5-3 min)
+JOB ?= tag_counts
+analytics-submit: sync ## run a job on the `make up ANALYTICS=1` cluster: JOB=tag_counts|revenue|sessions|relay ARGS='--topic t --output f.csv ...'
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m tidemq.analytics.$(JOB) --master spark://127.0.0.1:7077 --namesrv "$(NAMESRV)" $(ARGS)
+
+analytics-cluster-test: sync ## the standalone-cluster test: master + 2 workers + a job through the submitter (five JVMs)
 	TIDEMQ_SPARK_CLUSTER_TESTS=1 $(UV) run --frozen pytest tests/integration/analytics/test_standalone.py $(PYTEST_ARGS)
 
 bench-analytics: sync ## Spark read throughput (TideMQ vs Parquet) and streaming latency, quick

@@ -3,6 +3,7 @@
     python -m deploy.compose up      # engine (starts dockerd as root if needed), images, up -d,
                                      # wait healthy through the published ports, print URLs
     python -m deploy.compose up --profile observability   # plus Prometheus (and Grafana)
+    python -m deploy.compose up --profile analytics       # plus the Spark cluster
     python -m deploy.compose down    # docker-compose down, then stop a dockerd we started
 
 Works with `docker-compose` (1.29) or `docker compose` (v2), whichever is installed. A service
@@ -23,7 +24,15 @@ from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy, wait_healthy
 from deploy.images import ImageBuildError, base_image, build_images
 from deploy.render import COMPOSE_FILE
-from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, Topology, load, published_urls
+from deploy.topology import (
+    ALL_PROFILES,
+    REPO_ROOT,
+    Placement,
+    Topology,
+    enabled_profiles,
+    load,
+    published_urls,
+)
 
 DEFAULT_PROJECT = "tidemq"
 PULL_TIMEOUT_S = 120
@@ -130,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--project", default=DEFAULT_PROJECT)
     parser.add_argument("--profile", action="append", default=[],
-                        help="also run this profile's services (observability)")
+                        help="also run this profile's services (observability, analytics)")
     args = parser.parse_args(argv)
-    if os.environ.get("TIDEMQ_OBSERVABILITY", "") not in ("", "0"):
-        args.profile.append("observability")   # `make compose-up OBSERVABILITY=1`
+    # `make compose-up OBSERVABILITY=1 ANALYTICS=1`
+    args.profile += [p for p in enabled_profiles(os.environ) if p not in args.profile]
     stack = ComposeStack(project=args.project, topology=load(profiles=tuple(args.profile)))
     if args.command == "down":
         if subprocess.run(["docker", "info"], capture_output=True).returncode == 0:

@@ -10,6 +10,7 @@ gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis PING.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from tidemq.common.healthcheck import grpc_healthy, http_healthy
 
-from deploy.topology import Placement, Service, Topology, load
+from deploy.topology import Placement, Service, Topology, enabled_profiles, load
 
 
 def redis_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("services", nargs="*", help="service names (default: all)")
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)
-    topology: Topology = load()
+    topology: Topology = load(profiles=enabled_profiles(os.environ))  # TIDEMQ_ANALYTICS=1...
     placement = Placement(port_offset=args.port_offset)
     unknown = [n for n in args.services if n not in topology.services]
     if unknown:

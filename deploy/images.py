@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.markers import Marker
 
 from deploy.render import HOST_BUILT_MEMBERS, image_ref, rendered_files
-from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, load
+from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, enabled_profiles, load
 
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
 CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
@@ -85,9 +85,17 @@ def _debootstrap_tarball(tarball: Path) -> None:
         partial.rename(tarball)
 
 
+def _built_images(topology: Topology) -> list:
+    """The images of the services that run: the compose test, without the `analytics`
+    profile, never fetches pyspark and its 300 MB of jars."""
+    used = {s.image for s in topology.services.values()}
+    return [image for image in topology.images.values()
+            if image.name in used and image.upstream is None]
+
+
 def _wheelhouse_key(topology: Topology) -> str:
     digest = hashlib.sha256((REPO_ROOT / "uv.lock").read_bytes())
-    for image in topology.images.values():
+    for image in _built_images(topology):
         digest.update(f"{image.name}:{image.package}".encode())
     digest.update(repr(BUILD_BACKEND).encode())
     for member in sorted(HOST_BUILT_MEMBERS):   # their wheels are compiled into the wheelhouse
@@ -108,7 +116,7 @@ def ensure_wheelhouse(topology: Topology) -> Path:
         raise ImageBuildError("the wheelhouse is built with Python 3.11 (the images' Python)")
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     requirement_files = []
-    for image in topology.images.values():
+    for image in _built_images(topology):
         if image.package is None:
             continue
         target = WHEELHOUSE / f"{image.package}.txt"
@@ -120,7 +128,8 @@ def ensure_wheelhouse(topology: Topology) -> Path:
         requirement_files.append(target)
     fetch = WHEELHOUSE / "fetch.txt"
     fetch.write_text("\n".join(_target_requirements(requirement_files)) + "\n")
-    pip_wheel = [*_pip_command(), "wheel", "--quiet", "--wheel-dir", str(WHEELHOUSE)]
+    pip_wheel = [*_pip_command(), "wheel", "--quiet", "--wheel-dir", str(WHEELHOUSE),
+                 "--find-links", str(WHEELHOUSE)]   # wheels fetched before are reused
     _run([*pip_wheel, "--no-deps", "-r", str(fetch)])
     _run([*pip_wheel, *BUILD_BACKEND])
     for member, distribution in HOST_BUILT_MEMBERS.items():   # needs gcc and zlib headers
@@ -188,10 +197,7 @@ def build_images(topology: Topology | None = None) -> list[str]:
     ensure_wheelhouse(topology)
     print(f"wheelhouse ready ({time.monotonic() - started:.0f} s)", flush=True)
     refs = []
-    used = {s.image for s in topology.services.values()}
-    for image in topology.images.values():
-        if image.upstream is not None or image.name not in used:  # pulled, or not running
-            continue
+    for image in _built_images(topology):   # not the pulled ones, nor those of idle profiles
         ref = image_ref(image.name)
         _run(
             ["docker", "build", "--quiet", "-t", ref, "-f", f"{image.dockerfile_dir}/Dockerfile",
@@ -208,7 +214,7 @@ def main() -> int:
 
     try:
         ensure_engine()
-        build_images()
+        build_images(load(profiles=enabled_profiles(os.environ)))   # `make images ANALYTICS=1`
     except (ImageBuildError, EngineUnavailable) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1

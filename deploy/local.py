@@ -22,10 +22,19 @@ import sys
 import time
 from pathlib import Path
 
+from deploy import analytics, observability
 from deploy.health import Unhealthy, probe, wait_healthy
-from deploy.observability import PROFILE, local_unavailable, render_prometheus
+from deploy.observability import render_prometheus
 from deploy.render import render_supervisor
-from deploy.topology import REPO_ROOT, Placement, Service, Topology, load, published_urls
+from deploy.topology import (
+    REPO_ROOT,
+    Placement,
+    Service,
+    Topology,
+    enabled_profiles,
+    load,
+    published_urls,
+)
 
 DEFAULT_DATA_DIR = REPO_ROOT / ".data"
 BIN_DIR = Path(sys.executable).parent
@@ -61,8 +70,9 @@ def _replicas() -> int | None:
 
 
 def _profiles() -> tuple[str, ...]:
-    """TIDEMQ_OBSERVABILITY=1 (`make up OBSERVABILITY=1`) adds the observability profile."""
-    return (PROFILE,) if os.environ.get("TIDEMQ_OBSERVABILITY", "") not in ("", "0") else ()
+    """TIDEMQ_OBSERVABILITY=1 / TIDEMQ_ANALYTICS=1 (`make up OBSERVABILITY=1 ANALYTICS=1`) add
+    the observability / analytics profiles."""
+    return enabled_profiles(os.environ)
 
 
 def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = ()
@@ -70,7 +80,8 @@ def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = ()
     """The services `make up` runs, and those of the enabled profiles it cannot run here
     (program not installed) with the reason."""
     topology = load(replicas=replicas, profiles=profiles)
-    skipped = local_unavailable(topology)
+    skipped = {**observability.local_unavailable(topology),
+               **analytics.local_unavailable(topology)}
     return topology.select(profiles, drop=tuple(skipped)), skipped
 
 
@@ -274,8 +285,9 @@ def _cmd_up(deployment: LocalDeployment) -> int:
     print(f"  Prometheus scrape config: {deployment.prometheus_file}")
     for name, reason in deployment.skipped.items():
         print(f"  not started: {name}: {reason}")
-    print("  Spark standalone cluster (`make analytics-up`): spark://127.0.0.1:7077, "
-          "UI http://127.0.0.1:8090")
+    if analytics.PROFILE not in {s.profile for s in deployment.topology.services.values()}:
+        print("  Spark standalone cluster: `make up ANALYTICS=1` (spark://127.0.0.1:7077, "
+              "UI http://127.0.0.1:8090)")
     return 0
 
 

@@ -11,12 +11,14 @@ local paths, port offset and data directory of that run.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
 
 import yaml
 
+from deploy.analytics import SPARK_PROGRAMS, environment, spark_argv
 from deploy.observability import (
     PROMETHEUS_CONFIG_DIR,
     PROMETHEUS_FILE,
@@ -53,9 +55,12 @@ def service_argv(
     log_level: str = "info",
     prometheus_config: str = f"{PROMETHEUS_CONFIG_DIR}/prometheus.yml",
 ) -> list[str]:
-    """The command line that runs one service (redis-server, prometheus for the programs;
-    none for Grafana, whose image has its own)."""
+    """The command line that runs one service (redis-server, prometheus, spark-class for the
+    programs; none for Grafana, whose image has its own)."""
     port = placement.port(service, service.main_port)
+    if service.program in SPARK_PROGRAMS:
+        return spark_argv(service, topology, placement, data_dir=data_dir, python=python,
+                          bin_dir="" if placement.compose else str(Path(python).parent))
     if service.program == "prometheus":
         bind = "0.0.0.0" if placement.compose else "127.0.0.1"
         return prometheus_argv(config_file=prometheus_config, data_dir=data_dir,
@@ -145,6 +150,9 @@ def render_supervisor(
                 argv[0] = redis_server
             if service.program == "prometheus":
                 argv[0] = prometheus
+            env = {"PYTHONUNBUFFERED": "1"}
+            if service.program in SPARK_PROGRAMS:
+                env.update(environment(service, placement, python=python))
             lines += [
                 "",
                 f"[program:{service.name}]",
@@ -164,7 +172,7 @@ def render_supervisor(
                 f"stdout_logfile={log_dir / (service.name + '.log')}",
                 "stdout_logfile_maxbytes=20MB",
                 "stdout_logfile_backups=2",
-                'environment=PYTHONUNBUFFERED="1"',
+                "environment=" + ",".join(f'{k}="{v}"' for k, v in env.items()),
             ]
     return "\n".join(lines) + "\n"
 
@@ -188,6 +196,8 @@ def _compose_service(service: Service, topology: Topology) -> dict:
         }
     if command := service_argv(service, topology, placement, data_dir=data_path):
         entry["command"] = command
+    if service.program in SPARK_PROGRAMS:
+        extras["environment"] = environment(service, placement)
     if "environment" in extras:
         entry["environment"] = extras["environment"]
     entry["restart"] = "unless-stopped"
@@ -215,7 +225,8 @@ def _compose_service(service: Service, topology: Topology) -> dict:
 
 def render_compose(topology: Topology) -> str:
     ordered = [service for tier in topology.start_order() for service in tier]
-    ordered.sort(key=lambda service: service.profile is not None)  # profiles' services last
+    # the core services first, then each profile's, grouped by profile
+    ordered.sort(key=lambda service: (service.profile is not None, service.profile or ""))
     services = {service.name: _compose_service(service, topology) for service in ordered}
     document: dict = {"services": services}
     volumes = {f"{s.name}-data": {} for s in topology.services.values() if s.stateful}
@@ -241,13 +252,20 @@ def render_dockerfiles(topology: Topology) -> dict[Path, str]:
         sources = " ".join(f"/src/{m}" for m in built_here)
         host_wheels = "".join(f" /wheels/{HOST_BUILT_MEMBERS[m]}-*.whl"
                               for m in image.members if m in HOST_BUILT_MEMBERS)
-        modules = sorted({s.module for s in topology.services.values() if s.image == image.name})
+        modules = sorted({s.module for s in topology.services.values()
+                          if s.image == image.name and s.module})
+        cmd = list(image.cmd) or ["python", "-m", modules[0] if modules else ""]
+        apt = ("RUN apt-get update && mkdir -p /usr/share/man/man1 \\\n"
+               "    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+               f"{' '.join(image.apt)} \\\n    && rm -rf /var/lib/apt/lists/*\n"
+               if image.apt else "")
         text = (
             template.replace("@PACKAGE@", image.package)
             .replace("@COPY_MEMBERS@", copies)
             .replace("@MEMBER_SOURCES@", sources)
             .replace("@HOST_WHEELS@", host_wheels)
-            .replace("@MODULE@", modules[0] if modules else "")
+            .replace("@SYSTEM_PACKAGES@\n", apt)
+            .replace("@CMD@", json.dumps(cmd))
         )
         rendered[REPO_ROOT / image.dockerfile_dir / "Dockerfile"] = GENERATED + text
     return rendered

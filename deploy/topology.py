@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.yaml"
 
 _HEALTH_KINDS = ("grpc", "http", "redis")
-_PROGRAMS = ("redis", "prometheus", "grafana")
+_PROGRAMS = ("redis", "prometheus", "grafana", "spark-master", "spark-worker", "spark-submit")
 ALL_PROFILES = ("*",)
 _PLACEHOLDER = re.compile(r"\{(addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
 
@@ -41,6 +41,8 @@ class Image:
     package: str | None
     members: tuple[str, ...]
     upstream: str | None = None  # a registry image used as is (not built here), e.g. Grafana
+    apt: tuple[str, ...] = ()  # Debian packages installed in the image (Java for Spark)
+    cmd: tuple[str, ...] = ()  # the image's CMD when no tidemq module runs in it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,7 @@ class Service:
     health: Health
     stateful: bool
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
-    program: str | None = None  # not a tidemq module: redis, prometheus or grafana
+    program: str | None = None  # not a tidemq module: redis, prometheus, grafana, spark-*
     profile: str | None = None  # compose profile (and `make up` switch) that enables it
 
     @property
@@ -252,6 +254,8 @@ def parse(data: dict) -> Topology:
             package=raw.get("package"),
             members=tuple(raw.get("members") or ()),
             upstream=raw.get("upstream"),
+            apt=tuple(raw.get("apt") or ()),
+            cmd=tuple(raw.get("cmd") or ()),
         )
         for name, raw in (data.get("images") or {}).items()
     }
@@ -298,12 +302,20 @@ def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None,
     return topology if profiles == ALL_PROFILES else topology.select(profiles)
 
 
+def enabled_profiles(env) -> tuple[str, ...]:
+    """The profiles switched on by TIDEMQ_<PROFILE>=1 in `env` (what `make up ANALYTICS=1`,
+    `make compose-up OBSERVABILITY=1`... set)."""
+    return tuple(profile for profile in load(profiles=ALL_PROFILES).profiles()
+                 if env.get(f"TIDEMQ_{profile.upper()}", "") not in ("", "0"))
+
+
 def published_urls(topology: Topology, placement: Placement) -> list[str]:
     """One line per published port: what it is and where, as `make up` prints them."""
     lines = []
     for service in topology.services.values():
         for port_name in service.publish:
-            scheme = "http" if port_name == "http" else "redis" if service.is_redis else "grpc"
+            scheme = ("http" if port_name == "http" else "redis" if service.is_redis
+                      else "spark" if port_name == "spark" else "grpc")
             url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
             label = service.labels.get(port_name, port_name)
             lines.append(f"  {url:<28} {service.name:<16} {label}")

@@ -3,6 +3,8 @@ unique project name on free host ports, produce through the HTTP gateway and rea
 The `observability` profile runs too: Prometheus scrapes every service and every dashboard
 panel's query returns data. Grafana (an upstream image) runs when its image is present or
 pullable; otherwise it is skipped with the reason printed (no registry on these machines).
+The `analytics` profile (Spark: a large image) runs only when asked, with TIDEMQ_ANALYTICS=1
+(`make test` does not set it, so CI time stays the same).
 
 In CI (CI=true) a missing Docker engine is a failure, not a skip: the compose deployment is part
 of what CI proves. Locally, without root or dockerd, the test skips with the reason.
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from deploy import analytics
 from deploy.compose import ComposeStack, StackFailed, upstream_unavailable
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy
@@ -31,6 +34,7 @@ pytestmark = [pytest.mark.compose, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 QUEUES = 4
 MESSAGES = 40
+ANALYTICS = (analytics.PROFILE,) if os.environ.get("TIDEMQ_ANALYTICS", "") not in ("", "0") else ()
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +46,12 @@ def stack(tmp_path_factory):
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the compose test but there is no Docker engine: {exc}")
         pytest.skip(f"no Docker engine: {exc}")
-    topology = load(profiles=(PROFILE,))
+    profiles = (PROFILE, *ANALYTICS)
+    topology = load(profiles=profiles)
     skipped = upstream_unavailable(topology)
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}")
-    topology = topology.select((PROFILE,), drop=tuple(skipped))
+    topology = topology.select(profiles, drop=tuple(skipped))
     host_ports = {
         f"{s.name}.{p}": free_port() for s in topology.services.values() for p in s.publish
     }
@@ -195,3 +200,13 @@ def test_prometheus_scrapes_every_service_and_every_panel_has_data(stack: Compos
         found = requests.get(f"{url}/api/search", params={"query": "TideMQ"}, timeout=10)
         assert found.status_code == 200, found.text
         assert "tidemq-overview" in {d.get("uid") for d in found.json()}
+
+
+@pytest.mark.skipif(not ANALYTICS, reason="the analytics profile runs with TIDEMQ_ANALYTICS=1")
+def test_spark_cluster_has_both_workers_alive(stack: ComposeStack):
+    """The spark image's master and workers formed one cluster (the submitter being healthy
+    already says so; here the master's own JSON, through its published UI port)."""
+    master = stack.topology.services["spark-master"]
+    ui = f"http://{stack.placement.addr(master, 'http')}"
+    state = requests.get(f"{ui}/json/", timeout=10).json()
+    assert [w["state"] for w in state["workers"]] == ["ALIVE", "ALIVE"], state["workers"]

@@ -43,7 +43,7 @@ def test_profile_services_run_only_when_their_profile_is_enabled():
     assert not {"prometheus", "grafana"} & set(load().services)
     assert {"prometheus", "grafana"} <= set(load(profiles=(PROFILE,)).services)
     everything = load(profiles=ALL_PROFILES)
-    assert everything.profiles() == [PROFILE]
+    assert PROFILE in everything.profiles()
     assert set(everything.select((PROFILE,), drop=("grafana",)).services) == \
         set(load().services) | {"prometheus"}
 
