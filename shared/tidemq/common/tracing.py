@@ -21,8 +21,16 @@ _initialised = False
 MESSAGING_SYSTEM = "tidemq"
 
 
+def _exporter(exporter_class: type, endpoint: str, ca_file: str) -> object:
+    if not ca_file:
+        return exporter_class(endpoint=endpoint, insecure=True)
+    from tidemq.common.tls import channel_credentials
+
+    return exporter_class(endpoint=endpoint, credentials=channel_credentials(ca_file))
+
+
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
-                 quiet_operations: str | None = None) -> None:
+                 quiet_operations: str | None = None, tls_ca_file: str = "") -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
     global _initialised
@@ -37,7 +45,7 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(
-                BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True))
+                BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file))
             )
         trace.set_tracer_provider(provider)
         if instrument_grpc:
