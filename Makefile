@@ -33,6 +33,9 @@ test-fast: sync ## unit tests only
 up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group)
 	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
 
+certs: sync ## a local CA and per-service TLS certificates in .data/certs (docs/security.md)
+	$(PY) -m deploy.certs --out .data/certs
+
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 

@@ -135,6 +135,23 @@ def open_channel(addr: str, security: ClientSecurity | None = None,
     return channel
 
 
+def with_tls_hint(exc: errors.TideMQError) -> errors.TideMQError:
+    """A plaintext client against a TLS endpoint sees only "Socket closed", a TLS client against
+    a plaintext one a handshake failure: say which setting is probably wrong."""
+    if not isinstance(exc, errors.ServiceUnavailable):
+        return exc
+    text = exc.message.lower()
+    tls_on = bool(client_security().ca_file)
+    if not tls_on and "socket closed" in text:
+        exc.message += ("; if the endpoint serves TLS, give this client its CA "
+                        "(TIDEMQ_TLS_CA_FILE or the tls_ca_file setting)")
+    elif tls_on and ("ssl" in text or "handshake" in text or "certificate" in text):
+        exc.message += ("; the TLS handshake failed: is the endpoint plaintext, or its "
+                        "certificate not signed by the CA in tls_ca_file?")
+    exc.args = (exc.message,)
+    return exc
+
+
 class ChannelPool:
     """One channel per address, shared by every stub in the process."""
 
@@ -318,7 +335,7 @@ class RpcClient:
         try:
             return getattr(self._stub, method)(request, timeout=remaining)
         except grpc.RpcError as exc:
-            raise errors.from_rpc_error(exc) from None
+            raise with_tls_hint(errors.from_rpc_error(exc)) from None
 
     def stream(self, method: str, request: Any, *, timeout: float | None = None):
         """Server-streaming call (no breaker accounting: streams are long-lived by design)."""

@@ -130,7 +130,7 @@ class ServiceRuntime:
     `tls_ca_file` are what this process's own channels sign and trust."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
-                 tracing: bool = True, aio: bool = False) -> None:
+                 tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None) -> None:
         self.name = name
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
@@ -141,7 +141,9 @@ class ServiceRuntime:
         if tracing:
             init_tracing(name, settings.otlp_endpoint, tls_ca_file=settings.tls_ca_file,
                          quiet_operations=settings.trace_quiet_operations)
-        self.acl = StaticAcl()  # replaced table by table by the ACL follower (start)
+        # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
+        self._follows_acl = acl is None
+        self.acl = acl or StaticAcl()
         self.auth = AuthGuard(name, self.acl, skew_s=settings.auth_skew_s,
                               trusted=credentials) if settings.auth_enabled else None
         server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
@@ -180,7 +182,7 @@ class ServiceRuntime:
             )
             self.metrics_port = self._metrics_server.server_port
         self.transport.start()
-        if self.auth is not None:
+        if self.auth is not None and self._follows_acl:
             self._follow_acl()
         self.transport.set_serving(["", *self._service_names])
         if self.settings.ready_file:
@@ -197,7 +199,14 @@ class ServiceRuntime:
         read, only this process's own credentials are accepted."""
         from tidemq.configclient.acl import AclFollower  # services all ship the config client
 
-        config_center = getattr(self.settings, "config_center", "") or self.settings.advertised_addr
+        config_center = self.settings.auth_config_center or getattr(
+            self.settings, "config_center", "")
+        if not config_center and self.name == "config-center":
+            config_center = self.settings.advertised_addr
+        if not config_center:
+            raise errors.InvalidArgument(
+                f"{self.name}: auth_enabled needs auth_config_center (or config_center) to "
+                "read users and ACL rules from")
         follower = AclFollower(config_center, self.acl).start()
         self.on_stop(follower.close)
 

@@ -47,6 +47,9 @@ class ServiceSettings:
     # security (docs/security.md)
     auth_enabled: bool = setting(
         False, "require RocketMQ 5 HMAC-signed calls and apply the config center's ACL")
+    auth_config_center: str = setting(
+        "", "config center(s) to follow the ACL from ('' = the service's config_center "
+        "setting; the config center follows itself)")
     auth_skew_s: float = setting(
         900.0, "seconds a signed request's x-mq-date-time may differ from this clock")
     access_key: str = setting(
