@@ -141,11 +141,10 @@ def with_tls_hint(exc: errors.TideMQError) -> errors.TideMQError:
     if not isinstance(exc, errors.ServiceUnavailable):
         return exc
     text = exc.message.lower()
-    tls_on = bool(client_security().ca_file)
-    if not tls_on and "socket closed" in text:
+    if "socket closed" in text:
         exc.message += ("; if the endpoint serves TLS, give this client its CA "
                         "(TIDEMQ_TLS_CA_FILE or the tls_ca_file setting)")
-    elif tls_on and ("ssl" in text or "handshake" in text or "certificate" in text):
+    elif "ssl" in text or "handshake" in text or "certificate" in text:
         exc.message += ("; the TLS handshake failed: is the endpoint plaintext, or its "
                         "certificate not signed by the CA in tls_ca_file?")
     exc.args = (exc.message,)
