@@ -18,7 +18,7 @@ from typing import Protocol
 
 import prometheus_client
 from tidemq.common import errors
-from tidemq.common.auth import signature
+from tidemq.common.auth import bearer, signature
 from tidemq.common.auth.acl import AclTable, Permission, User
 from tidemq.common.logs import get_logger
 
@@ -76,6 +76,21 @@ class AuthGuard:
                 raise signature.SignatureError(
                     "unknown_key", f"access key {claim.access_key!r} is not a known user")
             signature.verify(claim, user.secret_key, self._clock(), self.skew_s)
+        except signature.SignatureError as exc:
+            self._failures.labels(reason=exc.reason).inc()
+            log.warning("authentication failed", reason=exc.reason, detail=str(exc))
+            raise errors.Unauthenticated(str(exc)) from None
+        return user
+
+    def authenticate_bearer(self, token: str) -> User:
+        """The user a bearer token (tidemq.common.auth.bearer) names; errors.Unauthenticated."""
+        try:
+            access_key, _, _ = bearer.parse_token(token)
+            user = self._user(access_key)
+            if user is None:
+                raise signature.SignatureError(
+                    "unknown_key", f"access key {access_key!r} is not a known user")
+            bearer.verify_token(token, user.secret_key, self._clock().timestamp())
         except signature.SignatureError as exc:
             self._failures.labels(reason=exc.reason).inc()
             log.warning("authentication failed", reason=exc.reason, detail=str(exc))
