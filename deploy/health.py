@@ -10,6 +10,7 @@ gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis PING.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import time
@@ -37,7 +38,10 @@ def probe(service: Service, placement: Placement, timeout: float = 2.0) -> tuple
     if service.health.kind == "grpc":
         return grpc_healthy(addr, timeout)
     if service.health.kind == "http":
-        return http_healthy(f"http://{addr}{service.health.path}", timeout)
+        # the HTTP gateway serves HTTPS when its certificate is set (docs/security.md)
+        scheme = ("https" if service.image == "gateway" and os.environ.get("TIDEMQ_TLS_CERT_FILE")
+                  else "http")
+        return http_healthy(f"{scheme}://{addr}{service.health.path}", timeout)
     return redis_healthy(addr, timeout)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from tidemq.common.auth.signature import Credentials
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.tracing import init_tracing, shutdown_tracing
 from tidemq.gateway.settings import GatewaySettings
@@ -111,7 +112,8 @@ class GatewayApplication(BaseApplication):
         configure_logging(SERVICE_NAME, self.settings.log_level, self.settings.log_format)
         init_tracing(SERVICE_NAME, self.settings.otlp_endpoint,
                      quiet_operations=self.settings.trace_quiet_operations,
-                     tls_ca_file=self.settings.tls_ca_file)
+                     tls_ca_file=self.settings.tls_ca_file,
+                     credentials=Credentials(self.settings.access_key, self.settings.secret_key))
 
     def _worker_exit(self, arbiter, worker) -> None:
         shutdown_tracing()  # flush this worker's pending spans

@@ -6,6 +6,7 @@
     tidemq acl rule add no-vpn --user '*' --resource 'topic:*' --action PUB --action SUB \\
         --decision deny --source-ip 10.8.0.0/16
     tidemq acl rule list -o json
+    tidemq acl token --ttl-s 3600     # a bearer token for the HTTP gateway, from your credentials
 
 Changes reach every service through its ACL watch, without a restart. With auth on, these
 commands need an admin credential (TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY).
@@ -19,6 +20,8 @@ from typing import Annotated
 import typer
 from tidemq.client.cli_common import OutputOpt, emit_json, expected_errors, json_mode, out, table
 from tidemq.common.auth.acl import AclError, Rule, User
+from tidemq.common.auth.bearer import DEFAULT_TTL_S, make_token
+from tidemq.common.auth.signature import Credentials
 from tidemq.common.errors import InvalidArgument, NotFound
 from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
@@ -119,3 +122,18 @@ def rule_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     out.print(table("ACL rules", ["id", "user", "resource", "actions", "decision", "source ips"],
                     [[r["id"], r["user"], r["resource"], ",".join(r["actions"]), r["decision"],
                       ",".join(r["source_ips"]) or "any"] for r in rows]))
+
+
+@acl_app.command()
+def token(access_key: Annotated[str, typer.Option(
+              envvar="TIDEMQ_ACCESS_KEY", help="whose token (default: TIDEMQ_ACCESS_KEY)")],
+          secret_key: Annotated[str, typer.Option(
+              envvar="TIDEMQ_SECRET_KEY", help="its secret (default: TIDEMQ_SECRET_KEY)",
+              show_default=False)],
+          ttl_s: Annotated[int, typer.Option(help="seconds the token is valid")] = DEFAULT_TTL_S
+          ) -> None:
+    """Print a bearer token for the HTTP gateway (`Authorization: Bearer <token>`), derived
+    from the credentials; computed locally, nothing is stored."""
+    if not access_key or not secret_key:
+        raise typer.BadParameter("give --access-key and --secret-key (or the TIDEMQ_ variables)")
+    print(make_token(Credentials(access_key, secret_key), ttl_s))

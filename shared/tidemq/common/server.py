@@ -140,6 +140,7 @@ class ServiceRuntime:
                 credentials or None, settings.tls_ca_file, settings.tls_server_name))
         if tracing:
             init_tracing(name, settings.otlp_endpoint, tls_ca_file=settings.tls_ca_file,
+                         credentials=credentials,
                          quiet_operations=settings.trace_quiet_operations)
         # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
         self._follows_acl = acl is None

@@ -21,16 +21,30 @@ _initialised = False
 MESSAGING_SYSTEM = "tidemq"
 
 
-def _exporter(exporter_class: type, endpoint: str, ca_file: str) -> object:
+def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object) -> object:
+    """Plaintext, or TLS with `ca_file`; with TLS, each export is signed like every other call
+    (`signer`: a tidemq.common.auth.signature.Credentials), so a collector with auth on accepts
+    it. gRPC sends call credentials only over TLS: a plaintext exporter stays unsigned."""
     if not ca_file:
         return exporter_class(endpoint=endpoint, insecure=True)
+    import grpc
     from tidemq.common.tls import channel_credentials
 
-    return exporter_class(endpoint=endpoint, credentials=channel_credentials(ca_file))
+    credentials = channel_credentials(ca_file)
+    if signer:
+        from tidemq.common.auth.signature import signed_metadata
+
+        def sign(_context, callback) -> None:
+            callback(signed_metadata(signer), None)
+
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.metadata_call_credentials(sign, name="tidemq-hmac"))
+    return exporter_class(endpoint=endpoint, credentials=credentials)
 
 
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
-                 quiet_operations: str | None = None, tls_ca_file: str = "") -> None:
+                 quiet_operations: str | None = None, tls_ca_file: str = "",
+                 credentials: object = None) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
     global _initialised
@@ -45,7 +59,8 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(
-                BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file))
+                BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
+                                             credentials))
             )
         trace.set_tracer_provider(provider)
         if instrument_grpc:

@@ -106,3 +106,22 @@ def test_credentials_never_print_the_secret() -> None:
                                           ("ipv6:[::1]:5555", "::1"), ("10.0.0.1", "10.0.0.1")])
 def test_peer_ip(peer: str, ip: str) -> None:
     assert peer_ip(peer) == ip
+
+
+def test_bearer_tokens_verify_expire_and_resist_tampering() -> None:
+    from tidemq.common.auth.bearer import make_token
+
+    g = guard()
+    alice = signature.Credentials("alice", "alice-secret")
+    assert g.authenticate_bearer(make_token(alice, 60, now=NOW.timestamp())) == ALICE
+    with pytest.raises(errors.Unauthenticated, match="expired"):
+        g.authenticate_bearer(make_token(alice, 60, now=NOW.timestamp() - 120))
+    forged = make_token(signature.Credentials("alice", "guess"), 60, now=NOW.timestamp())
+    with pytest.raises(errors.Unauthenticated, match="does not match"):
+        g.authenticate_bearer(forged)
+    stretched = make_token(alice, 60, now=NOW.timestamp()).split(".")
+    stretched[2] = str(int(stretched[2]) + 10**6)  # a later expiry, same signature
+    with pytest.raises(errors.Unauthenticated, match="does not match"):
+        g.authenticate_bearer(".".join(stretched))
+    with pytest.raises(errors.Unauthenticated, match="not tmq1"):
+        g.authenticate_bearer("abc")

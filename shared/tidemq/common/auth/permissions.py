@@ -120,6 +120,9 @@ AUTHENTICATED_ONLY = frozenset({
     _CONFIG + name for name in ("EffectiveConfig", "LeaseGrant", "LeaseKeepAlive", "LeaseRevoke")
 } | {
     _RMQ + name for name in ("QueryRoute", "Heartbeat", "Telemetry", "NotifyClientTermination")
+} | {
+    # every service exports its spans to the trace collector with its own credentials
+    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
 })
 
 
