@@ -77,10 +77,10 @@ def client_security() -> ClientSecurity:
 
 
 def configure_client_security(security: ClientSecurity) -> None:
-    """Use `security` for every channel opened from now on (closes the pooled ones)."""
+    """Use `security` for every channel opened from now on. Clients made before keep their
+    channels (pooled per address and security), so nothing in flight breaks."""
     global _security
     _security = security
-    default_pool.close()
 
 
 class _Signer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
@@ -156,14 +156,15 @@ class ChannelPool:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels: dict[tuple[str, ClientSecurity], grpc.Channel] = {}
 
     def get(self, addr: str) -> grpc.Channel:
+        key = (addr, client_security())
         with self._lock:
-            channel = self._channels.get(addr)
+            channel = self._channels.get(key)
             if channel is None:
-                channel = open_channel(addr)
-                self._channels[addr] = channel
+                channel = open_channel(addr, key[1])
+                self._channels[key] = channel
             return channel
 
     def close(self) -> None:

@@ -26,14 +26,14 @@ def secure_env(cert_dir: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cert_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("certs")
     certs.issue(out, "tidemq", certs.create_ca(out))
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def secure_cluster(tmp_path_factory, cert_dir):
     tmp = tmp_path_factory.mktemp("secure")
     with running_cluster(tmp, env=secure_env(cert_dir), controller=True,

@@ -110,9 +110,10 @@ RULES: dict[str, Needs] = {
 
 AUTHENTICATED_ONLY = frozenset({
     _BROKER + name for name in (
-        "GetQueueOffsets", "SearchOffset", "ViewMessage", "GetBrokerInfo", "DescribeGroup",
-        "ListGroups", "GetSubscriptionGroups", "GetAllConsumerOffsets", "EndTransaction",
-        "ProducerHeartbeat", "TransactionChecks")
+        # not ViewMessage (any message by its offset) nor GetAllConsumerOffsets (a replica's
+        # copy of every group's offsets): those are ADMIN, as unmapped methods
+        "GetQueueOffsets", "SearchOffset", "GetBrokerInfo", "DescribeGroup", "ListGroups",
+        "GetSubscriptionGroups", "EndTransaction", "ProducerHeartbeat", "TransactionChecks")
 } | {
     _NAMESRV + name for name in ("GetRouteInfo", "GetClusterInfo", "GetAllTopics",
                                  "DescribeReplication")
