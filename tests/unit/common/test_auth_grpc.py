@@ -144,3 +144,53 @@ def test_certificate_reloads_when_the_files_change(pki, tmp_path):
             send(rt.port, "orders", security=ClientSecurity(ca_file=str(old_ca)))
     finally:
         rt.stop()
+
+
+RMQ = "apache.rocketmq.v2.MessagingService"
+ACL_WITH_IP = AclTable(ACL.users, (*ACL.rules, Rule.create(
+    "vpn-admin", "alice", "cluster:*", ["ADMIN"], source_ips=["10.0.0.0/8"])))
+
+
+def _generic(kind: str):
+    """A service known only by name (as gateway-grpc's MessagingService is to this module):
+    a streamed Telemetry and a method no permission table maps, raw bytes both ways."""
+    if kind == "aio-coroutine":
+        async def telemetry(requests, context):
+            async for item in requests:
+                yield item
+
+        async def unmapped(request, context):
+            return request
+    else:
+        def telemetry(requests, context):
+            yield from requests
+
+        def unmapped(request, context):
+            return request
+    return grpc.method_handlers_generic_handler(RMQ, {
+        "Telemetry": grpc.stream_stream_rpc_method_handler(telemetry),
+        "SomethingNew": grpc.unary_unary_rpc_method_handler(unmapped)})
+
+
+@pytest.mark.parametrize("kind", ["threaded", "aio-plain", "aio-coroutine"])
+def test_streams_and_unmapped_methods_of_any_service(kind):
+    rt = ServiceRuntime("authtest", ServiceSettings(metrics_port=-1, shutdown_grace_s=0,
+                                                    auth_enabled=True),
+                        tracing=False, aio=kind.startswith("aio"), acl=StaticAcl(ACL_WITH_IP))
+    rt.add(lambda _servicer, server: server.add_generic_rpc_handlers((_generic(kind),)), None)
+    rt.start()
+    try:
+        with open_channel(f"127.0.0.1:{rt.port}", ClientSecurity(ALICE)) as signed, \
+                grpc.insecure_channel(f"127.0.0.1:{rt.port}") as anonymous:
+            assert list(signed.stream_stream(f"/{RMQ}/Telemetry")(iter([b"a", b"b"]),
+                                                                   timeout=5)) == [b"a", b"b"]
+            with pytest.raises(grpc.RpcError) as caught:
+                list(anonymous.stream_stream(f"/{RMQ}/Telemetry")(iter([b"a"]), timeout=5))
+            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            # ADMIN is allowed alice only from 10/8: this call comes from 127.0.0.1
+            with pytest.raises(grpc.RpcError) as caught:
+                signed.unary_unary(f"/{RMQ}/SomethingNew")(b"x", timeout=5)
+            assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "ADMIN on cluster 'SomethingNew' from 127.0.0.1" in caught.value.details()
+    finally:
+        rt.stop()
