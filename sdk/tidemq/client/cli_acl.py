@@ -26,6 +26,10 @@ from tidemq.common.errors import InvalidArgument, NotFound
 from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
 
+AccessKeyArg = Annotated[str, typer.Argument(help="the user's access key", show_default=False)]
+RuleIdArg = Annotated[str, typer.Argument(help="the rule's id (its key in the config center)",
+                                          show_default=False)]
+
 acl_app = typer.Typer(no_args_is_help=True, help="Users (access key, secret key, admin) and "
                       "ACL rules (resource, actions, allow/deny, source IPs), live.")
 user_app = typer.Typer(no_args_is_help=True, help="Users that sign requests.")
@@ -39,7 +43,7 @@ def _admin(ctx: typer.Context) -> AclAdmin:
 
 
 @user_app.command("add")
-def user_add(ctx: typer.Context, access_key: str,
+def user_add(ctx: typer.Context, access_key: AccessKeyArg,
              secret_key: Annotated[str, typer.Option(
                  help="the secret ('' = generate one and print it once)")] = "",
              admin: Annotated[bool, typer.Option("--admin", help="a super user")] = False,
@@ -59,7 +63,7 @@ def user_add(ctx: typer.Context, access_key: str,
 
 
 @user_app.command("remove")
-def user_remove(ctx: typer.Context, access_key: str) -> None:
+def user_remove(ctx: typer.Context, access_key: AccessKeyArg) -> None:
     """Delete a user (its rules stay; they match nobody until the key is reused)."""
     with expected_errors():
         if not _admin(ctx).remove_user(access_key):
@@ -80,7 +84,7 @@ def user_list(ctx: typer.Context, output: OutputOpt = None) -> None:
 
 
 @rule_app.command("add")
-def rule_add(ctx: typer.Context, rule_id: str,
+def rule_add(ctx: typer.Context, rule_id: RuleIdArg,
              user: Annotated[str, typer.Option(help="access key, or '*' for every user")],
              resource: Annotated[str, typer.Option(
                  help="topic:NAME, group:NAME or cluster:NAME; NAME exact, PREFIX* or *")],
@@ -100,7 +104,7 @@ def rule_add(ctx: typer.Context, rule_id: str,
 
 
 @rule_app.command("remove")
-def rule_remove(ctx: typer.Context, rule_id: str) -> None:
+def rule_remove(ctx: typer.Context, rule_id: RuleIdArg) -> None:
     """Delete a rule."""
     with expected_errors():
         if not _admin(ctx).remove_rule(rule_id):
