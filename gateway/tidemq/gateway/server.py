@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
-from tidemq.common.auth.signature import Credentials
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.tracing import init_tracing, shutdown_tracing
 from tidemq.gateway.settings import GatewaySettings
@@ -109,6 +108,8 @@ class GatewayApplication(BaseApplication):
         return server.server_port
 
     def _post_fork(self, arbiter, worker) -> None:
+        from tidemq.common.auth.signature import Credentials
+
         configure_logging(SERVICE_NAME, self.settings.log_level, self.settings.log_format)
         init_tracing(SERVICE_NAME, self.settings.otlp_endpoint,
                      quiet_operations=self.settings.trace_quiet_operations,
