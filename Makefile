@@ -30,8 +30,8 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up up-secure certs down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group)
-	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; OBSERVABILITY=1: + Prometheus)
+	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.local up
 
 up-secure: sync ## `make up` with auth and TLS on every service (the secure profile, docs/security.md)
 	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.secure up
@@ -43,7 +43,7 @@ down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
 status: ## supervisor status and a health probe of every service
-	@TIDEMQ_REPLICAS=$(REPLICAS) .venv/bin/python -m deploy.local status
+	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 	@.venv/bin/python -m deploy.local logs $(SERVICE)
@@ -51,8 +51,8 @@ logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
 images: sync ## build every service image (no registry needed; see docs/deployment.md)
 	$(PY) -m deploy.images
 
-compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy
-	$(PY) -m deploy.compose up
+compose-up: sync ## the same topology under docker compose: build, up -d, wait healthy (OBSERVABILITY=1: + Prometheus, Grafana)
+	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) $(PY) -m deploy.compose up
 
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
@@ -68,6 +68,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/consumption/run.py --quick
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
+	$(PY) bench/rocketmq_compat/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
 .PHONY: chaos
@@ -85,3 +86,13 @@ OUTPUT ?= .data/analytics/$(TOPIC)-tag-counts.csv
 analytics: sync ## Spark batch job: per-tag counts of TOPIC into OUTPUT (CSV); NAMESRV=h:p TOPIC=t
 	@test -n "$(TOPIC)" || { echo "usage: make analytics TOPIC=<topic> [NAMESRV=$(NAMESRV)] [OUTPUT=file.csv]" >&2; exit 2; }
 	$(PY) -m tidemq.analytics.tag_counts --namesrv "$(NAMESRV)" --topic "$(TOPIC)" --output "$(OUTPUT)" --master "local[*]"
+
+.PHONY: analytics-up analytics-cluster-test bench-analytics
+analytics-up: sync ## Spark standalone master (spark://127.0.0.1:7077, UI http://127.0.0.1:8090) + 2 workers from the pyspark distribution, in the foreground (Ctrl-C stops them)
+	$(PY) -m tidemq.analytics.standalone --workers 2 --port 7077 --webui-port 8090 --work-dir .data/spark
+
+analytics-cluster-test: sync ## the standalone-cluster test: master + 2 workers + a job (five JVMs, 1.5-3 min)
+	TIDEMQ_SPARK_CLUSTER_TESTS=1 $(UV) run --frozen pytest tests/integration/analytics/test_standalone.py $(PYTEST_ARGS)
+
+bench-analytics: sync ## Spark read throughput (TideMQ vs Parquet) and streaming latency, quick
+	$(PY) bench/analytics/run.py --quick

@@ -2,9 +2,12 @@
 
     python -m deploy.compose up      # engine (starts dockerd as root if needed), images, up -d,
                                      # wait healthy through the published ports, print URLs
+    python -m deploy.compose up --profile observability   # plus Prometheus (and Grafana)
     python -m deploy.compose down    # docker-compose down, then stop a dockerd we started
 
-Works with `docker-compose` (1.29) or `docker compose` (v2), whichever is installed.
+Works with `docker-compose` (1.29) or `docker compose` (v2), whichever is installed. A service
+of an upstream image (Grafana) is skipped, with the reason printed, when the image is neither
+present nor pullable (no registry reachable).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy, wait_healthy
 from deploy.images import ImageBuildError, base_image, build_images
 from deploy.render import COMPOSE_FILE
-from deploy.topology import REPO_ROOT, Placement, Topology, load, published_urls
+from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, Topology, load, published_urls
 
 DEFAULT_PROJECT = "tidemq"
+PULL_TIMEOUT_S = 120
 
 
 class StackFailed(RuntimeError):
@@ -37,9 +41,36 @@ def compose_command() -> list[str]:
     raise EngineUnavailable("neither `docker-compose` nor `docker compose` is installed")
 
 
+def upstream_unavailable(topology: Topology) -> dict[str, str]:
+    """Services whose upstream image is not here and cannot be pulled: name -> reason."""
+    reasons = {}
+    for service in topology.services.values():
+        ref = topology.images[service.image].upstream
+        if ref is None or _image_present(ref):
+            continue
+        print(f"+ docker pull {ref}", flush=True)
+        try:
+            pulled = subprocess.run(["docker", "pull", ref], capture_output=True, text=True,
+                                    timeout=PULL_TIMEOUT_S)
+            failure = pulled.stderr.strip().splitlines()[-1:] if pulled.returncode else None
+        except subprocess.TimeoutExpired:
+            failure = [f"no answer in {PULL_TIMEOUT_S} s"]
+        if failure is not None:
+            reasons[service.name] = (
+                f"image {ref} is not present and cannot be pulled ({' '.join(failure)}); "
+                f"no registry is reachable here. `docker pull {ref}` (or `docker load`) where "
+                "one is, then compose-up again")
+    return reasons
+
+
+def _image_present(ref: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+
+
 @dataclasses.dataclass
 class ComposeStack:
-    """One compose project of the topology; `host_ports` overrides published ports."""
+    """One compose project of the topology; `host_ports` overrides published ports. The
+    topology holds the services to run (those of the enabled profiles, see `load`)."""
 
     project: str = DEFAULT_PROJECT
     host_ports: dict[str, int] = dataclasses.field(default_factory=dict)  # "svc.port" -> port
@@ -56,7 +87,10 @@ class ComposeStack:
         return Placement(port_overrides=overrides)
 
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "TIDEMQ_BASE_IMAGE": base_image()}
+        env = {**os.environ, "TIDEMQ_BASE_IMAGE": base_image(),
+               # every profile, so `down` and `ps` see all of the project's containers; `up`
+               # names the services it starts
+               "COMPOSE_PROFILES": ",".join(load(profiles=ALL_PROFILES).profiles())}
         for service in self.topology.services.values():
             for port_name in service.publish:
                 key = f"{service.name}.{port_name}"
@@ -73,7 +107,7 @@ class ComposeStack:
 
     def up(self, *, timeout: float = 180.0) -> None:
         # docker-compose 1.29 already waits here for depends_on healthchecks
-        started = self.compose("up", "-d", "--no-build", check=False)
+        started = self.compose("up", "-d", "--no-build", *self.topology.services, check=False)
         if started.returncode != 0:
             raise StackFailed(f"`compose up` failed with exit status {started.returncode}")
         wait_healthy(
@@ -95,8 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.compose", description=__doc__)
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--project", default=DEFAULT_PROJECT)
+    parser.add_argument("--profile", action="append", default=[],
+                        help="also run this profile's services (observability)")
     args = parser.parse_args(argv)
-    stack = ComposeStack(project=args.project)
+    if os.environ.get("TIDEMQ_OBSERVABILITY", "") not in ("", "0"):
+        args.profile.append("observability")   # `make compose-up OBSERVABILITY=1`
+    stack = ComposeStack(project=args.project, topology=load(profiles=tuple(args.profile)))
     if args.command == "down":
         if subprocess.run(["docker", "info"], capture_output=True).returncode == 0:
             stack.down()
@@ -107,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         started = ensure_engine()
         if started:
             print(f"started dockerd (pid {started}); `make compose-down` stops it")
+        skipped = upstream_unavailable(stack.topology)
+        for name, reason in skipped.items():
+            print(f"skipping {name}: {reason}")
+        stack.topology = stack.topology.select(tuple(args.profile), drop=tuple(skipped))
         build_images(stack.topology)
         stack.up()
     except (EngineUnavailable, ImageBuildError) as exc:

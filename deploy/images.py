@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.markers import Marker
 
 from deploy.render import HOST_BUILT_MEMBERS, image_ref, rendered_files
-from deploy.topology import REPO_ROOT, Topology, load
+from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, load
 
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
 CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
@@ -178,7 +178,8 @@ def _pip_command() -> list[str]:
 def build_images(topology: Topology | None = None) -> list[str]:
     """Build all images; returns their references."""
     topology = topology or load()
-    stale = [p for p, text in rendered_files(topology).items() if p.read_text() != text]
+    rendered = rendered_files(load(profiles=ALL_PROFILES))
+    stale = [p for p, text in rendered.items() if p.read_text() != text]
     if stale:
         raise ImageBuildError(f"run `python -m deploy.render` first; stale: {stale}")
     started = time.monotonic()
@@ -187,7 +188,10 @@ def build_images(topology: Topology | None = None) -> list[str]:
     ensure_wheelhouse(topology)
     print(f"wheelhouse ready ({time.monotonic() - started:.0f} s)", flush=True)
     refs = []
+    used = {s.image for s in topology.services.values()}
     for image in topology.images.values():
+        if image.upstream is not None or image.name not in used:  # pulled, or not running
+            continue
         ref = image_ref(image.name)
         _run(
             ["docker", "build", "--quiet", "-t", ref, "-f", f"{image.dockerfile_dir}/Dockerfile",

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from deploy.health import Unhealthy, probe, wait_healthy
-from deploy.observability import render_prometheus
+from deploy.observability import PROFILE, local_unavailable, render_prometheus
 from deploy.render import render_supervisor
 from deploy.topology import REPO_ROOT, Placement, Service, Topology, load, published_urls
 
@@ -60,6 +60,20 @@ def _replicas() -> int | None:
     return int(value) if value else None
 
 
+def _profiles() -> tuple[str, ...]:
+    """TIDEMQ_OBSERVABILITY=1 (`make up OBSERVABILITY=1`) adds the observability profile."""
+    return (PROFILE,) if os.environ.get("TIDEMQ_OBSERVABILITY", "") not in ("", "0") else ()
+
+
+def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = ()
+                   ) -> tuple[Topology, dict[str, str]]:
+    """The services `make up` runs, and those of the enabled profiles it cannot run here
+    (program not installed) with the reason."""
+    topology = load(replicas=replicas, profiles=profiles)
+    skipped = local_unavailable(topology)
+    return topology.select(profiles, drop=tuple(skipped)), skipped
+
+
 @dataclasses.dataclass
 class LocalDeployment:
     """One supervisord-run copy of the topology; tests make their own with other dirs/ports."""
@@ -67,6 +81,7 @@ class LocalDeployment:
     data_dir: Path = DEFAULT_DATA_DIR
     port_offset: int = 0
     topology: Topology = dataclasses.field(default_factory=lambda: load(replicas=_replicas()))
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> why not run
 
     @property
     def run_dir(self) -> Path:
@@ -117,6 +132,7 @@ class LocalDeployment:
                 run_dir=self.run_dir,
                 data_dir=self.data_dir,
                 redis_server=redis_server,
+                prometheus=shutil.which("prometheus") or "prometheus",
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
@@ -256,6 +272,10 @@ def _cmd_up(deployment: LocalDeployment) -> int:
     print("\n".join(deployment.urls()))
     print(f"  logs: {deployment.run_dir / 'logs'}   data: {deployment.data_dir}")
     print(f"  Prometheus scrape config: {deployment.prometheus_file}")
+    for name, reason in deployment.skipped.items():
+        print(f"  not started: {name}: {reason}")
+    print("  Spark standalone cluster (`make analytics-up`): spark://127.0.0.1:7077, "
+          "UI http://127.0.0.1:8090")
     return 0
 
 
@@ -291,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)
-    deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset)
+    topology, skipped = local_topology(_replicas(), _profiles())
+    deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset,
+                                 topology=topology, skipped=skipped)
     if args.command == "up":
         return _cmd_up(deployment)
     if args.command == "down":

@@ -17,8 +17,15 @@ from pathlib import Path
 
 import yaml
 
-from deploy.observability import PROMETHEUS_FILE, render_prometheus
-from deploy.topology import REPO_ROOT, Placement, Service, Topology, expand, load
+from deploy.observability import (
+    PROMETHEUS_CONFIG_DIR,
+    PROMETHEUS_FILE,
+    compose_extras,
+    program_health_argv,
+    prometheus_argv,
+    render_prometheus,
+)
+from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, Service, Topology, expand, load
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE_TEMPLATE = REPO_ROOT / "deploy" / "Dockerfile.template"
@@ -44,9 +51,17 @@ def service_argv(
     data_dir: str,
     python: str = "python",
     log_level: str = "info",
+    prometheus_config: str = f"{PROMETHEUS_CONFIG_DIR}/prometheus.yml",
 ) -> list[str]:
-    """The command line that runs one service (redis-server for the external engine)."""
+    """The command line that runs one service (redis-server, prometheus for the programs;
+    none for Grafana, whose image has its own)."""
     port = placement.port(service, service.main_port)
+    if service.program == "prometheus":
+        bind = "0.0.0.0" if placement.compose else "127.0.0.1"
+        return prometheus_argv(config_file=prometheus_config, data_dir=data_dir,
+                               listen=f"{bind}:{port}")
+    if service.program == "grafana":
+        return []
     if service.is_redis:
         bind = "0.0.0.0" if placement.compose else "127.0.0.1"
         return [
@@ -72,6 +87,8 @@ def health_argv(service: Service, placement: Placement) -> list[str]:
     port = placement.port(service, service.health.port)
     if service.health.kind == "redis":
         return ["redis-cli", "-p", str(port), "ping"]
+    if service.program is not None:
+        return program_health_argv(service, f"http://127.0.0.1:{port}{service.health.path}")
     target = (
         f"http://127.0.0.1:{port}{service.health.path}"
         if service.health.kind == "http"
@@ -96,6 +113,7 @@ def render_supervisor(
     data_dir: Path,
     python: str = sys.executable,
     redis_server: str = "redis-server",
+    prometheus: str = "prometheus",
 ) -> str:
     """supervisord.conf: every service autorestarts; `deploy.local` starts them tier by tier."""
     log_dir = run_dir / "logs"
@@ -120,10 +138,13 @@ def render_supervisor(
     for priority, tier in enumerate(topology.start_order(), start=1):
         for service in tier:
             argv = service_argv(
-                service, topology, placement, data_dir=str(data_dir / service.name), python=python
+                service, topology, placement, data_dir=str(data_dir / service.name), python=python,
+                prometheus_config=str(run_dir / "prometheus.yml"),
             )
             if service.is_redis:
                 argv[0] = redis_server
+            if service.program == "prometheus":
+                argv[0] = prometheus
             lines += [
                 "",
                 f"[program:{service.name}]",
@@ -154,18 +175,24 @@ def render_supervisor(
 def _compose_service(service: Service, topology: Topology) -> dict:
     placement = Placement(compose=True)
     image = topology.images[service.image]
-    entry: dict = {
-        "image": image_ref(image.name),
-        "build": {
+    extras = compose_extras(service)
+    data_path = extras.get("data", COMPOSE_DATA_DIR)
+    entry: dict = {"image": image.upstream or image_ref(image.name)}
+    if service.profile:
+        entry["profiles"] = [service.profile]
+    if image.upstream is None:
+        entry["build"] = {
             "context": ".",
             "dockerfile": f"{image.dockerfile_dir}/Dockerfile",
             "args": {"BASE_IMAGE": f"${{TIDEMQ_BASE_IMAGE:-{DEFAULT_BASE_IMAGE}}}"},
-        },
-        "command": service_argv(service, topology, placement, data_dir=COMPOSE_DATA_DIR),
-        "restart": "unless-stopped",
-        # a tiny init as PID 1 forwards SIGTERM (graceful drain) and reaps gunicorn's workers
-        "init": True,
-    }
+        }
+    if command := service_argv(service, topology, placement, data_dir=data_path):
+        entry["command"] = command
+    if "environment" in extras:
+        entry["environment"] = extras["environment"]
+    entry["restart"] = "unless-stopped"
+    # a tiny init as PID 1 forwards SIGTERM (graceful drain) and reaps gunicorn's workers
+    entry["init"] = True
     if service.depends_on:
         entry["depends_on"] = {d: {"condition": "service_healthy"} for d in service.depends_on}
     if service.publish:
@@ -173,8 +200,9 @@ def _compose_service(service: Service, topology: Topology) -> dict:
             f"127.0.0.1:${{{service.env_name(p)}:-{service.ports[p]}}}:{service.ports[p]}"
             for p in service.publish
         ]
-    if service.stateful:
-        entry["volumes"] = [f"{service.name}-data:{COMPOSE_DATA_DIR}"]
+    volumes = [f"{service.name}-data:{data_path}"] if service.stateful else []
+    if volumes := volumes + extras.get("volumes", []):
+        entry["volumes"] = volumes
     entry["healthcheck"] = {
         "test": ["CMD", *health_argv(service, placement)],
         "interval": "3s",
@@ -186,11 +214,9 @@ def _compose_service(service: Service, topology: Topology) -> dict:
 
 
 def render_compose(topology: Topology) -> str:
-    services = {
-        service.name: _compose_service(service, topology)
-        for tier in topology.start_order()
-        for service in tier
-    }
+    ordered = [service for tier in topology.start_order() for service in tier]
+    ordered.sort(key=lambda service: service.profile is not None)  # profiles' services last
+    services = {service.name: _compose_service(service, topology) for service in ordered}
     document: dict = {"services": services}
     volumes = {f"{s.name}-data": {} for s in topology.services.values() if s.stateful}
     if volumes:
@@ -208,7 +234,7 @@ def render_dockerfiles(topology: Topology) -> dict[Path, str]:
     template = DOCKERFILE_TEMPLATE.read_text()
     rendered: dict[Path, str] = {}
     for image in topology.images.values():
-        if image.package is None:
+        if image.package is None:  # hand-written (redis, prometheus) or upstream (grafana)
             continue
         built_here = [m for m in image.members if m not in HOST_BUILT_MEMBERS]
         copies = "\n".join(f"COPY {m}/ /src/{m}/" for m in built_here)
@@ -240,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only compare, write nothing")
     args = parser.parse_args(argv)
     stale = []
-    for path, text in rendered_files(load()).items():
+    for path, text in rendered_files(load(profiles=ALL_PROFILES)).items():
         if path.exists() and path.read_text() == text:
             continue
         stale.append(path.relative_to(REPO_ROOT))

@@ -18,6 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.yaml"
 
 _HEALTH_KINDS = ("grpc", "http", "redis")
+_PROGRAMS = ("redis", "prometheus", "grafana")
+ALL_PROFILES = ("*",)
 _PLACEHOLDER = re.compile(r"\{(addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
 
 
@@ -35,9 +37,10 @@ class Health:
 @dataclasses.dataclass(frozen=True)
 class Image:
     name: str
-    dockerfile_dir: str
+    dockerfile_dir: str | None
     package: str | None
     members: tuple[str, ...]
+    upstream: str | None = None  # a registry image used as is (not built here), e.g. Grafana
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Service:
     health: Health
     stateful: bool
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    program: str | None = None  # not a tidemq module: redis, prometheus or grafana
+    profile: str | None = None  # compose profile (and `make up` switch) that enables it
 
     @property
     def main_port(self) -> str:
@@ -59,7 +64,7 @@ class Service:
 
     @property
     def is_redis(self) -> bool:
-        return self.module is None
+        return self.program == "redis"
 
     def env_name(self, port_name: str) -> str:
         """Environment variable that overrides a published host port under compose."""
@@ -74,6 +79,16 @@ class Topology:
     services: dict[str, Service]
     tracing: str | None
     replication: Replication = dataclasses.field(default_factory=lambda: Replication())
+
+    def select(self, profiles: tuple[str, ...] = (), *, drop: tuple[str, ...] = ()) -> Topology:
+        """The services that run: those without a profile or with one of `profiles`, minus
+        `drop` (e.g. a program not installed here)."""
+        services = {name: s for name, s in self.services.items()
+                    if (s.profile is None or s.profile in profiles) and name not in drop}
+        return dataclasses.replace(self, services=services)
+
+    def profiles(self) -> list[str]:
+        return sorted({s.profile for s in self.services.values() if s.profile})
 
     def start_order(self) -> list[list[Service]]:
         """Services in tiers: every service's dependencies sit in an earlier tier."""
@@ -147,6 +162,9 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
     if health.kind not in _HEALTH_KINDS or health.port not in ports:
         raise TopologyError(f"service {name!r}: health needs kind in {_HEALTH_KINDS} and a port")
     module = raw.get("module")
+    program = raw.get("program") or (None if module else "redis")
+    if program not in (None, *_PROGRAMS) or (module and raw.get("program")):
+        raise TopologyError(f"service {name!r}: give a module or a program in {_PROGRAMS}")
     if module is not None and "metrics" not in ports:
         raise TopologyError(f"service {name!r}: a tidemq service needs a 'metrics' port")
     publish = tuple(raw.get("publish") or ())
@@ -164,6 +182,8 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
         health=health,
         stateful=bool(raw.get("stateful", False)),
         labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
+        program=program,
+        profile=raw.get("profile"),
     )
 
 
@@ -228,17 +248,25 @@ def parse(data: dict) -> Topology:
     images = {
         name: Image(
             name=name,
-            dockerfile_dir=raw["dockerfile_dir"],
+            dockerfile_dir=raw.get("dockerfile_dir"),
             package=raw.get("package"),
             members=tuple(raw.get("members") or ()),
+            upstream=raw.get("upstream"),
         )
         for name, raw in (data.get("images") or {}).items()
     }
     services = {name: _service(name, raw, images) for name, raw in data["services"].items()}
+    for image in images.values():
+        if (image.dockerfile_dir is None) == (image.upstream is None):
+            raise TopologyError(f"image {image.name!r}: give dockerfile_dir or upstream")
     for service in services.values():
         missing = [d for d in service.depends_on if d not in services]
         if missing:
             raise TopologyError(f"service {service.name!r} depends on unknown {missing}")
+        optional = [d for d in service.depends_on
+                    if services[d].profile not in (None, service.profile)]
+        if optional:  # it could not start without that profile
+            raise TopologyError(f"service {service.name!r} depends on {optional} of a profile")
     tracing = data.get("tracing")
     if tracing is not None and tracing not in services:
         raise TopologyError(f"tracing service {tracing!r} is not a service")
@@ -258,12 +286,16 @@ def _check_unique_ports(topology: Topology) -> None:
                 raise TopologyError(f"port {port} used by both {owner} and {service.name}")
 
 
-def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None) -> Topology:
-    """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`)."""
+def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None,
+         profiles: tuple[str, ...] = ()) -> Topology:
+    """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`).
+    Services of a profile (`observability`...) are left out unless `profiles` names it;
+    ALL_PROFILES keeps every service (what docker-compose.yml describes)."""
     data = yaml.safe_load(path.read_text())
     if replicas is not None:
         data["replication"] = {**(data.get("replication") or {}), "replicas": replicas}
-    return parse(data)
+    topology = parse(data)
+    return topology if profiles == ALL_PROFILES else topology.select(profiles)
 
 
 def published_urls(topology: Topology, placement: Placement) -> list[str]:

@@ -132,8 +132,11 @@ def consume(namesrv: str, topic: str, count: int, batch: int, max_bytes: int) ->
             w.join()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         got = sum(totals)
+        by_broker: dict[str, int] = {}
+        for mq, total in zip(queues, totals, strict=True):
+            by_broker[mq.broker_name] = by_broker.get(mq.broker_name, 0) + total
     print(json.dumps({"messages": got, "seconds": elapsed, "expected": count, "cpu": cpu,
-                      "faults": minor_faults(os.getpid()) - faults}))
+                      "faults": minor_faults(os.getpid()) - faults, "by_broker": by_broker}))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -200,13 +203,20 @@ def main() -> None:
     parser.add_argument("--namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--pull-messages", type=int, default=PULL_MESSAGES,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--no-tracing-cost", action="store_true",
+                        help="skip (c), the broker's CPU per consumed message with tracing "
+                             "off and on")
     args = parser.parse_args()
     if args.role == "produce":
         return produce(args.namesrv, args.topic, args.count, batch=256, threads=4)
     if args.role == "consume":
-        return consume(args.namesrv, args.topic, args.count, PULL_MESSAGES, args.pull_bytes)
+        return consume(args.namesrv, args.topic, args.count, args.pull_messages,
+                       args.pull_bytes)
 
     from tests.support.cluster import (
+        BROKER_TEST_FLAGS,
         create_topic_in_config_center,
         process_group,
         start_cluster,
@@ -251,6 +261,8 @@ def main() -> None:
                 runs.append(run)
             consumed = sorted(runs, key=lambda r: r["messages"] / r["seconds"])[ROUNDS // 2]
             redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
+            tracing_lines = [] if args.no_tracing_cost else measure_tracing_cost(
+                cluster, start, BROKER_TEST_FLAGS, tput_n // 4)
     finally:
         redis.kill()
         if not args.profile:   # ~250 MB of broker data per run
@@ -282,8 +294,31 @@ def main() -> None:
           f"publish {redis_pub:,.0f} msgs/s   consume {redis_con:,.0f} msgs/s (median of {ROUNDS})")
     for name, figure in PEERS:
         print(f"    {name}: {figure} msgs/s")
+    for line in tracing_lines:
+        print(line)
     if args.profile:
         print(f"    profiles: {tmp}/produce.prof {tmp}/consume.prof")
+
+
+def measure_tracing_cost(cluster, start, broker_flags: list[str], per_broker: int,
+                         ) -> list[str]:
+    """(c): three more broker groups (tracing off / on / every pull recorded) serving one
+    topic, the same backlog on each, read by one consumer process (tracing_cost.py)."""
+    from bench.e2e_latency import tracing_cost
+    from tests.support.cluster import create_topic_in_config_center, wait_for_route
+
+    collector = start("tidemq.tracecollector", ["--http-port", "0"])
+    pids = tracing_cost.start_brokers(cluster, start, collector.addr, broker_flags, BROKER_ENV)
+    create_topic_in_config_center(cluster, tracing_cost.TOPIC, 1)
+    wait_for_route(cluster, tracing_cost.TOPIC, 1 + len(pids))
+    role = ["--namesrv", cluster.namesrv_addrs, "--topic", tracing_cost.TOPIC]
+    produced = run_role(["--role", "produce", *role, "--count",
+                         str(per_broker * (1 + len(pids)))], None)
+    consume_role = ["--role", "consume", *role, "--count", str(produced["messages"]),
+                    "--pull-messages", str(tracing_cost.PULL_MESSAGES)]
+    figures = tracing_cost.measure(lambda: run_role(consume_role, None), cpu_seconds, pids,
+                                   ROUNDS)
+    return tracing_cost.report(figures, produced["messages"] // (1 + len(pids)))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ BENCHMARKS = {
                  ["ordinary send (same run)", "exact time (wheel)", "level 1 (level queue)"]),
     "filter": (["bench/filter/run.py", "--quick"],
                ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
+    "rocketmq_compat": (["bench/rocketmq_compat/run.py", "--quick"],
+                        ["native TideMQ", "via gateway-grpc", "produce, sync", "receive, pop 32"]),
 }
 
 

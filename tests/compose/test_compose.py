@@ -1,5 +1,8 @@
 """The compose deployment end to end: build the images (no registry), start the stack under a
 unique project name on free host ports, produce through the HTTP gateway and read it all back.
+The `observability` profile runs too: Prometheus scrapes every service and every dashboard
+panel's query returns data. Grafana (an upstream image) runs when its image is present or
+pullable; otherwise it is skipped with the reason printed (no registry on these machines).
 
 In CI (CI=true) a missing Docker engine is a failure, not a skip: the compose deployment is part
 of what CI proves. Locally, without root or dockerd, the test skips with the reason.
@@ -16,12 +19,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.compose import ComposeStack, StackFailed
+from deploy.compose import ComposeStack, StackFailed, upstream_unavailable
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy
 from deploy.images import ImageBuildError, build_images
+from deploy.observability import PROFILE, dashboard_files, dashboard_queries
 from deploy.topology import load
-from tests.support.processes import free_port
+from tests.support.processes import free_port, wait_until
 
 pytestmark = [pytest.mark.compose, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -38,7 +42,11 @@ def stack(tmp_path_factory):
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the compose test but there is no Docker engine: {exc}")
         pytest.skip(f"no Docker engine: {exc}")
-    topology = load()
+    topology = load(profiles=(PROFILE,))
+    skipped = upstream_unavailable(topology)
+    for name, reason in skipped.items():
+        print(f"skipping {name}: {reason}")
+    topology = topology.select((PROFILE,), drop=tuple(skipped))
     host_ports = {
         f"{s.name}.{p}": free_port() for s in topology.services.values() for p in s.publish
     }
@@ -94,6 +102,7 @@ def test_produce_and_fetch_through_the_http_gateway(stack: ComposeStack):
     )
     assert reply.status_code in (200, 201), reply.text
 
+    _commit_group_offsets(stack, topic)
     received: list[str] = []
     for broker in brokers:
         for queue_id in range(QUEUES):
@@ -125,3 +134,64 @@ def test_no_service_runs_as_root(stack: ComposeStack):
         status = Path(f"/proc/{pid}/status").read_text()
         uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
         assert uid != "0", f"{name} runs as root"
+
+
+COMMIT_SCRIPT = """
+import sys
+from tidemq.client.consumer import PullConsumer
+consumer = PullConsumer(sys.argv[1], consumer_group=sys.argv[2])
+for mq in consumer.fetch_queues(sys.argv[3]):
+    consumer.commit(mq, 1)
+consumer.close()
+"""
+
+
+def _commit_group_offsets(stack: ComposeStack, topic: str) -> None:
+    """A consumer group commits offset 1 on every queue (so its lag is on the dashboard); run
+    inside the gateway's container, which has the SDK and reaches the brokers by name."""
+    namesrv = ";".join(f"{n}:{stack.topology.services[n].ports['grpc']}"
+                       for n in ("namesrv-1", "namesrv-2"))
+    committed = stack.compose("exec", "-T", "gateway-http", "python", "-c", COMMIT_SCRIPT,
+                              namesrv, "compose-obs", topic, check=False, capture=True)
+    assert committed.returncode == 0, committed.stdout + committed.stderr
+
+
+def _query(base: str, expr: str) -> list[dict]:
+    reply = requests.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
+    assert reply.status_code == 200, f"{expr}: {reply.text}"
+    return reply.json()["data"]["result"]
+
+
+def test_prometheus_scrapes_every_service_and_every_panel_has_data(stack: ComposeStack):
+    """Runs after the produce/fetch test: its traffic feeds the panels (15 s scrapes, so rates
+    need about 30 s of samples)."""
+    gateway = stack.topology.services["gateway-http"]
+    missing = requests.get(f"http://127.0.0.1:{stack.placement.port(gateway, 'http')}"
+                           f"/v1/topics/no-such-{uuid.uuid4().hex[:6]}", timeout=30)
+    assert missing.status_code == 404  # feeds the errors panel
+    prometheus = stack.topology.services["prometheus"]
+    base = f"http://127.0.0.1:{stack.placement.port(prometheus, 'http')}"
+    scraped = [s for s in stack.topology.services.values() if s.module]
+    wait_until(lambda: sorted(r["metric"]["service"] for r in _query(base, "up == 1"))
+               == sorted(s.name for s in scraped), 90, interval=1.0,
+               message="every service's metrics target up")
+    pending = [(path.name, title, expr) for path in dashboard_files()
+               for title, expr in dashboard_queries(path)]
+
+    def answered() -> bool:
+        pending[:] = [q for q in pending if not _query(base, q[2])]
+        return not pending
+
+    try:
+        wait_until(answered, 120, interval=2.0, message="every dashboard query to have data")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; still without data: {pending}") from None
+    rules = requests.get(f"{base}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    assert {"TideMQBrokerDown", "TideMQConsumerLagGrowing", "TideMQDiskUsageHigh"} <= {
+        rule["name"] for group in rules for rule in group["rules"]}
+    if "grafana" in stack.topology.services:
+        grafana = stack.topology.services["grafana"]
+        url = f"http://127.0.0.1:{stack.placement.port(grafana, 'http')}"
+        found = requests.get(f"{url}/api/search", params={"query": "TideMQ"}, timeout=10)
+        assert found.status_code == 200, found.text
+        assert "tidemq-overview" in {d.get("uid") for d in found.json()}

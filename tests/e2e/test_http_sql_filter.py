@@ -57,3 +57,17 @@ def test_pop_with_a_sql_filter_over_http(tmp_path):
         assert bad.headers["Content-Type"].startswith("application/problem+json")
         problem = bad.json()
         assert problem["code"] == "INVALID_FILTER" and "position 8" in problem["detail"]
+
+        # The same filter on a queue read: only matching messages, offsets move past the rest.
+        read: dict[str, dict] = {}
+        for queue_id in (0, 1):
+            response = requests.get(
+                f"{base}/v1/topics/{TOPIC}/queues/broker-a/{queue_id}/messages",
+                params={"offset": 0, "max": 32, **selector}, timeout=30)
+            assert response.status_code == 200, response.text
+            read.update({m["body"]: m for m in response.json()["messages"]})
+        assert set(read) == {"order-5", "order-7", "order-11"}
+        tagged = requests.get(f"{base}/v1/topics/{TOPIC}/queues/broker-a/0/messages",
+                              params={"tag": "paid", "filter_type": "SQL92", "filter": "a > 1"},
+                              timeout=30)
+        assert tagged.status_code == 400 and tagged.json()["code"] == "INVALID_FILTER"

@@ -1,7 +1,8 @@
 """`make up` for real: the default topology (every broker group three replicas, SYNC_MASTER,
 min_in_sync_replicas 2) under supervisord on shifted ports and a temporary data dir (so it
 runs beside a developer's `make up`). Every service is healthy and serves the dashboards'
-metrics; each group gets a master with two in-sync replicas; SIGKILL of a master is answered
+metrics (and, with Debian's prometheus installed, the supervised Prometheus of
+`make up OBSERVABILITY=1` scrapes them all); each group gets a master with two in-sync replicas; SIGKILL of a master is answered
 by an election while a producer keeps sending, and supervisord restarts the victim."""
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from tidemq.client import Message, Producer, SendStatus
 from tidemq.client.admin import Admin
 
 from deploy.health import probe
-from deploy.local import LocalDeployment, free_port_offset
-from deploy.observability import dashboard_files, dashboard_metric_names, scrape_targets
-from deploy.topology import load
+from deploy.local import LocalDeployment, free_port_offset, local_topology
+from deploy.observability import PROFILE, dashboard_files, dashboard_metric_names, scrape_targets
 from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -52,8 +52,23 @@ def _check_scrape_targets_serve_the_dashboards_metrics(deployment: LocalDeployme
         assert not missing, f"{dashboard.name} queries metrics no service exports: {missing}"
 
 
+def _check_prometheus_scrapes_every_target(deployment: LocalDeployment) -> None:
+    """`make up OBSERVABILITY=1`: the supervised Prometheus finds every target up."""
+    prometheus = deployment.topology.services["prometheus"]
+    url = f"http://127.0.0.1:{deployment.placement.port(prometheus, 'http')}/api/v1/query"
+    expected = sorted(s.name for s in deployment.topology.services.values() if s.module)
+
+    def all_up() -> bool:
+        result = requests.get(url, params={"query": "up == 1"}, timeout=10).json()
+        return sorted(r["metric"]["service"] for r in result["data"]["result"]) == expected
+
+    wait_until(all_up, 60, interval=0.5, message="Prometheus scraping every service")
+
+
 def test_local_topology_comes_up_and_fails_over(tmp_path):
-    topology = load()
+    # with the observability profile: Prometheus too, when Debian's package is installed
+    topology, skipped = local_topology(profiles=(PROFILE,))
+    print(f"not started: {skipped}")
     deployment = LocalDeployment(
         data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
     )
@@ -70,6 +85,8 @@ def test_local_topology_comes_up_and_fails_over(tmp_path):
         for service in topology.services.values():
             assert probe(service, placement)[0], service.name
         _check_scrape_targets_serve_the_dashboards_metrics(deployment)
+        if "prometheus" in topology.services:
+            _check_prometheus_scrapes_every_target(deployment)
 
         def masters() -> dict[str, str]:
             with Admin(namesrv, config_center=config_center) as admin:

@@ -10,6 +10,9 @@ Endpoints (docs/http-api.md has examples):
   /v1/transactions[/<id>/commit|rollback]        transactions (transaction_routes.py)
   GET /openapi.json                              this API, generated from the routes (openapi.py)
   /v1/config/...                                 the config center's keys (config_routes.py)
+  /v1/cluster, /v1/consumer-groups..., /v1/messages/<id>, GET /v1/topics/<t>/messages
+                                                 the operator's reads (admin_routes.py)
+  /console/...                                   the web console, HTML over this API (console/)
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from tidemq.common import problems
 from tidemq.common.auth.guard import AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
 from tidemq.gateway import auth, config_routes, metrics, topic_routes
+from tidemq.gateway.admin_routes import admin_bp
 from tidemq.gateway.config_routes import config_bp
+from tidemq.gateway.console import console_bp
 from tidemq.gateway.consume_routes import consume_bp
 from tidemq.gateway.group_routes import groups_bp
 from tidemq.gateway.openapi import openapi_bp
@@ -68,7 +73,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
         auth.install(app, AuthGuard("gateway-http", acl, skew_s=settings.auth_skew_s,
                                     trusted=Credentials(settings.access_key, settings.secret_key)))
     for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, transactions_bp, config_bp,
-                      openapi_bp):
+                      openapi_bp, admin_bp, console_bp):
         app.register_blueprint(blueprint)
 
     @app.before_request

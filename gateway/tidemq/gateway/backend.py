@@ -34,6 +34,7 @@ from tidemq.common.rpc import BreakerSettings
 from tidemq.configclient.acl import AclFollower
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
+from tidemq.gateway.admin_backend import AdminBackend
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.transactions import HttpTransactions
@@ -74,6 +75,8 @@ class GatewayBackend:
         self.transactions = HttpTransactions(self.config, self._transaction_producer,
                                              ttl_s=settings.transaction_ttl_s)
         self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
+        # The operator's reads and resets (admin_routes.py), over the CLI's Admin.
+        self.admin = AdminBackend(settings, self.consumer)
         self.acl = StaticAcl()  # users and rules, followed live when auth is on
         self.acl_follower = (AclFollower(self.config, self.acl).start()
                              if settings.auth_enabled else None)
@@ -152,7 +155,8 @@ class GatewayBackend:
         return self.producer.send_many(messages)
 
     def pull(self, topic: str, broker_name: str, queue_id: int, offset: int, max_messages: int,
-             wait_ms: int = 0) -> PullResult:
+             wait_ms: int = 0, expression: str = "*", expression_type: str = "TAG"
+             ) -> PullResult:
         route = self.consumer.routes.get(topic)
         layout = next((q for q in route.queues if q.broker_name == broker_name), None)
         if layout is None:
@@ -163,7 +167,8 @@ class GatewayBackend:
                 f"{topic!r} has queues 0..{layout.read_queue_nums - 1} on {broker_name!r}, "
                 f"not {queue_id}", code="QUEUE_NOT_FOUND")
         return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
-                                  max_messages, long_poll=wait_ms / 1000)
+                                  max_messages, long_poll=wait_ms / 1000,
+                                  tag_expression=expression, expression_type=expression_type)
 
     # -- transactions (transactions.py) ---------------------------------------------------
 
@@ -220,6 +225,7 @@ class GatewayBackend:
         if self.acl_follower is not None:
             self.acl_follower.close()
         self.transactions.close()
+        self.admin.close()
         self.producer.close()
         self.consumer.close()
         self.config.close()

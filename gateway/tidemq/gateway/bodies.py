@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from tidemq.client.message import (
     MAX_MESSAGE_GROUP_LEN,
     MAX_TOPIC_NAME_LEN,
@@ -36,6 +36,7 @@ MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_MS = 30_000
 MAX_OFFSET = 2**63 - 1
+MAX_SEARCH = 1000       # messages one look-up answers (as `tidemq message query --max`)
 # Far enough for any broker's max_delay_ms (the broker refuses DELAY_TOO_LONG), small enough
 # that now + delay fits the record's int64 and a JSON number stays exact in every client.
 MAX_DELAY_FIELD_MS = 2**53 - 1
@@ -127,28 +128,10 @@ class SendRequest(RequestBody):
                     "stay invisible until it is committed"), ErrorCode("INVALID_REQUEST")] = ""
 
 
-class FetchQuery(QueryParameters):
-    """GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages."""
+class SubscriptionFilter(BaseModel):
+    """Which messages a read returns: a tag expression or a SQL92 filter (pop bodies and
+    queue-read queries share these fields and their rules)."""
 
-    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="first queue offset")] = 0
-    max: Annotated[int, Field(ge=1, description="at most this many messages "
-                                                "(up to --max-pull-messages)")] = 32
-    wait_ms: Annotated[int, Field(ge=0, description="long poll up to this long "
-                                                    "(up to --max-pull-wait-ms)")] = 0
-
-
-# -- pop consumption and dead letters ------------------------------------------------------
-
-class PopRequest(RequestBody):
-    """POST /v1/groups/{group}/topics/{topic}/pop (every field optional, the body too)."""
-
-    max: Annotated[int, Field(ge=1, le=MAX_POP, description="at most this many messages"),
-                   ErrorCode("INVALID_ARGUMENT")] = 16
-    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
-                                       description="invisible to the group this long"),
-                            ErrorCode("INVALID_INVISIBLE_DURATION")] = DEFAULT_INVISIBLE_MS
-    wait_ms: Annotated[int, Field(ge=0, description="long poll (up to --max-pull-wait-ms)"),
-                       ErrorCode("INVALID_ARGUMENT")] = 0
     tag: Annotated[str, Field(description='tag expression: "*" or "a || b"'),
                    ErrorCode("INVALID_ARGUMENT")] = "*"
     filter_type: Annotated[Literal["TAG", "SQL92"], Field(
@@ -162,7 +145,7 @@ class PopRequest(RequestBody):
         ErrorCode("INVALID_FILTER")] = ""
 
     @model_validator(mode="after")
-    def _one_filter(self) -> PopRequest:
+    def _one_filter(self) -> SubscriptionFilter:
         if self.filter_type == sqlfilter.SQL92:
             if "tag" in self.model_fields_set:
                 raise rule_error("INVALID_FILTER", 'give "tag" or a SQL92 "filter", not both '
@@ -181,6 +164,66 @@ class PopRequest(RequestBody):
         if self.filter_type == sqlfilter.SQL92:
             return self.filter, sqlfilter.SQL92
         return self.filter or self.tag, sqlfilter.TAG
+
+
+class FetchQuery(QueryParameters, SubscriptionFilter):
+    """GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages."""
+
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="first queue offset")] = 0
+    max: Annotated[int, Field(ge=1, description="at most this many messages "
+                                                "(up to --max-pull-messages)")] = 32
+    wait_ms: Annotated[int, Field(ge=0, description="long poll up to this long "
+                                                    "(up to --max-pull-wait-ms)")] = 0
+
+
+class MessageSearchQuery(QueryParameters):
+    """GET /v1/topics/{topic}/messages: by `key`, or every message in a time range."""
+
+    key: Annotated[str, Field(max_length=1024, description="messages carrying this key (the "
+                                                           "brokers' key index)")] = ""
+    begin_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="stored at or after "
+                                                                    "(Unix ms)")] = 0
+    end_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="stored before (Unix ms, "
+                                                                  "0 = now)")] = 0
+    max: Annotated[int, Field(ge=1, le=MAX_SEARCH, description="at most this many")] = 32
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MessageSearchQuery:
+        if self.end_ms and self.end_ms <= self.begin_ms:
+            raise rule_error("INVALID_ARGUMENT", f"end_ms ({self.end_ms}) must be after "
+                             f"begin_ms ({self.begin_ms})")
+        return self
+
+
+class OffsetsAtQuery(QueryParameters):
+    """GET /v1/topics/{topic}/offsets."""
+
+    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description=(
+        "per queue, the first offset stored at or after this time (Unix ms)"))]
+
+
+class OffsetResetRequest(RequestBody):
+    """POST /v1/consumer-groups/{group}/reset-offsets."""
+
+    topic: Annotated[TopicName, ErrorCode("INVALID_TOPIC"),
+                     Field(description="the topic whose committed offsets move")]
+    timestamp_ms: Annotated[int, Field(ge=0, le=MAX_OFFSET, description=(
+        "to the first message stored at or after this time (Unix ms), backwards or forwards")),
+        ErrorCode("INVALID_ARGUMENT")]
+
+
+# -- pop consumption and dead letters ------------------------------------------------------
+
+class PopRequest(RequestBody, SubscriptionFilter):
+    """POST /v1/groups/{group}/topics/{topic}/pop (every field optional, the body too)."""
+
+    max: Annotated[int, Field(ge=1, le=MAX_POP, description="at most this many messages"),
+                   ErrorCode("INVALID_ARGUMENT")] = 16
+    invisible_ms: Annotated[int, Field(ge=1, le=MAX_INVISIBLE_MS,
+                                       description="invisible to the group this long"),
+                            ErrorCode("INVALID_INVISIBLE_DURATION")] = DEFAULT_INVISIBLE_MS
+    wait_ms: Annotated[int, Field(ge=0, description="long poll (up to --max-pull-wait-ms)"),
+                       ErrorCode("INVALID_ARGUMENT")] = 0
 
 
 ReceiptHandle = Annotated[str, Field(min_length=1, description="from a pop"),
@@ -276,3 +319,7 @@ class ConfigReadQuery(QueryParameters):
     revision: Annotated[int, Field(ge=0, description="read as of this retained revision "
                                                      "(0 = now)")] = 0
     prefix: Annotated[bool, Field(description="list every key under the path")] = False
+    history: Annotated[bool, Field(description="the key's retained changes (puts and "
+                                               "deletes), oldest first")] = False
+    limit: Annotated[int, Field(ge=0, le=1000, description="with history: the newest this "
+                                                           "many changes (0 = every one)")] = 0

@@ -5,7 +5,8 @@ The URL path after /v1/config is the key (`/v1/config/tidemq/topics/orders` is t
 PUT or DELETE with `If-Match: "<rev>"` only applies if the key is still at that revision
 (412 PRECONDITION_FAILED otherwise), and `If-None-Match: *` creates only if absent. A GET with
 `?prefix=true` lists every key under the path; `?revision=R` reads the key (or the listing) as
-it was at a retained revision R. Errors are raised as TideMQError and rendered as
+it was at a retained revision R; `?history=true` lists its retained changes (`&limit=N`: the
+newest N), oldest first. Errors are raised as TideMQError and rendered as
 problem+json by the gateway's single error handler.
 """
 
@@ -80,8 +81,13 @@ def empty_key():
 @config_bp.get("/v1/config/<path:key>")
 @accepts_query(ConfigReadQuery)
 def get_key(key: str, query: ConfigReadQuery):
-    """Read a key (ETag: its revision), or with prefix=true every key under it."""
+    """Read a key (ETag: its revision), with prefix=true every key under it, with
+    history=true its retained changes."""
     key, revision = "/" + key, query.revision
+    if query.history:
+        events = _client().history(key, query.limit)
+        return jsonify({"key": key, "events": [
+            {"type": str(event.type), **_kv_json(event.kv)} for event in events]})
     if query.prefix:
         result = _client().range(key, revision=revision)
         return jsonify({"revision": result.revision, "kvs": [_kv_json(kv) for kv in result.kvs]})

@@ -24,10 +24,61 @@ from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
 openapi_bp = Blueprint("tidemq_openapi", __name__)
 SKIPPED_METHODS = {"HEAD", "OPTIONS"}
+# HTML pages over this API, not part of it (tidemq.gateway.console)
+SKIPPED_BLUEPRINTS = {"tidemq_console"}
 CONVERTER_TYPES = {"IntegerConverter": "integer", "SignedIntegerConverter": "integer"}
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+
+
+def _array(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item}
+
+
+def _obj(**properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+# The operator's routes (admin_routes.py)
+OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Cluster": _obj(
+        brokers=_array(_obj(
+            cluster=_STR, broker_name=_STR, broker_id=_INT, addr=_STR, last_update_ms=_INT,
+            role={"type": "string", "enum": ["MASTER", "SLAVE"]}, replica_id=_INT, epoch=_INT,
+            in_sync={"type": ["boolean", "null"]}, lag_bytes={"type": ["integer", "null"]},
+            lag_s={"type": ["number", "null"]})),
+        replication=_obj(
+            controller_addr=_STR,
+            groups=_array(_obj(broker_name=_STR, master=_INT, epoch=_INT, in_sync=_array(_INT),
+                               master_addr=_STR)),
+            live_replicas=_array(_obj(broker_name=_STR, replica_id=_INT, addr=_STR,
+                                      epoch=_INT, log_end=_INT)))),
+    "ConsumerGroups": _obj(groups=_array(_obj(
+        group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
+        coordinator=_STR))),
+    "ConsumerGroup": _obj(
+        group=_STR, coordinator=_STR, state=_STR, protocol=_STR, generation=_INT, leader=_STR,
+        members=_array(_obj(member_id=_STR, client_id=_STR, client_host=_STR,
+                            topics=_array(_STR), queues=_array(_STR))),
+        offsets=_array(_obj(topic=_STR, broker_name=_STR, queue_id=_INT,
+                            committed={"type": ["integer", "null"]},
+                            max_offset={"type": ["integer", "null"]}, member_id=_STR,
+                            lag={"type": ["integer", "null"]}, orphaned=_BOOL)),
+        total_lag=_INT),
+    "OffsetReset": _obj(group=_STR, topic=_STR, timestamp_ms=_INT, offsets=_array(_obj(
+        topic=_STR, broker_name=_STR, queue_id=_INT, offset=_INT))),
+    "OffsetsAt": _obj(topic=_STR, timestamp_ms=_INT, offsets=_array(_obj(
+        broker_name=_STR, queue_id=_INT, offset=_INT))),
+    "LocatedMessage": {"allOf": [_ref("Message"), _obj(
+        topic=_STR, broker_name=_STR, queue_id=_INT, trace_context=_STR, trace_id=_STR)]},
+    "FoundMessages": _obj(messages=_array(_ref("LocatedMessage"))),
+}
 MESSAGE = {"type": "object", "properties": {
     "body": _STR, "encoding": {"type": "string", "enum": ["utf-8", "base64"]}, "tag": _STR,
     "keys": {"type": "array", "items": _STR}, "properties": {"type": "object"},
@@ -93,6 +144,21 @@ def _model_components(models: set[type[BaseModel]]) -> dict[str, dict[str, Any]]
     return definitions.get("$defs", {})
 
 
+# What gunicorn itself answers, before any route runs, to a request line or headers over its
+# limits (8190 bytes a line, 100 headers): its own short HTML page, not problem+json.
+HTTP_SERVER_REJECTIONS = {
+    status: {"$ref": "#/components/responses/HttpServerRejection"} for status in ("414", "431")}
+
+
+def _default_responses(method: str) -> dict[str, Any]:
+    """A route without YAML: success (201 too where it may create), else problem+json."""
+    responses: dict[str, Any] = {"200": {"description": "success"}}
+    if method in ("POST", "PUT"):
+        responses["201"] = {"description": "created"}
+    responses["default"] = {"$ref": "#/components/responses/Problem"}
+    return responses
+
+
 def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
     spec = APISpec(title="TideMQ HTTP gateway", version=version, openapi_version="3.1.0")
     models: set[type[BaseModel]] = set()
@@ -115,9 +181,13 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, "
                        "Signature=<hex HMAC-SHA1(sk, x-mq-date-time)>, with x-mq-date-time"})
+    spec.components.response("HttpServerRejection", {
+        "description": "the HTTP server refused the request line or headers as too long "
+                       "(before the API saw it): shorten the URL, or send the filter in a body",
+        "content": {"text/html": {"schema": {"type": "string"}}}})
     paths: dict[str, dict[str, Any]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
-        if rule.endpoint == "static":
+        if rule.endpoint == "static" or rule.endpoint.split(".")[0] in SKIPPED_BLUEPRINTS:
             continue
         view = app.view_functions[rule.endpoint]
         documented = load_operations_from_docstring(view.__doc__ or "")
@@ -128,9 +198,8 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
             operation.setdefault("summary", summary)
             _declared(view, operation, models)
             operation.setdefault("operationId", f"{rule.endpoint}.{method.lower()}")
-            operation.setdefault("responses", {
-                "200": {"description": "success"},
-                "default": {"$ref": "#/components/responses/Problem"}})
+            operation.setdefault("responses", _default_responses(method))
+            operation["responses"].update(HTTP_SERVER_REJECTIONS)
             if rule.rule not in auth.OPEN_PATHS:  # docs/security.md
                 operation["responses"].setdefault("401", {"$ref": "#/components/responses/"
                                                                   "Unauthenticated"})
@@ -140,7 +209,7 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
             if params:
                 operation["parameters"] = [*params, *operation.get("parameters", [])]
             paths.setdefault(path, {})[method.lower()] = operation
-    for name, schema in {**SCHEMAS, **_model_components(models)}.items():
+    for name, schema in {**SCHEMAS, **OPERATOR_SCHEMAS, **_model_components(models)}.items():
         spec.components.schema(name, schema)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)

@@ -56,6 +56,7 @@ class GatewayApplication(BaseApplication):
             "timeout": s.worker_timeout_s,
             "graceful_timeout": max(1, round(s.shutdown_grace_s)),
             "keepalive": 5,
+            "limit_request_line": 8190,  # gunicorn's largest: room for a long SQL92 filter
             "loglevel": s.log_level,
             "accesslog": None,
             "proc_name": "tidemq-gateway-http",

@@ -40,6 +40,10 @@ class GatewaySettings(ServiceSettings):
         60, "an HTTP transaction neither committed nor rolled back this long after it was "
             "opened expires: its messages are rolled back at their check-back (s)")
 
+    trace_ui_url: str = setting(
+        "http://127.0.0.1:16686", "the tracing dashboard the web console links messages to "
+                                  "('' = no trace links); only linked, never called")
+
     @property
     def max_request_bytes(self) -> int:
         """Largest accepted request: one max-size body as base64, plus JSON framing."""

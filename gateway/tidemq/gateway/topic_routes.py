@@ -5,7 +5,8 @@
   GET  /v1/topics/<topic>                        route + per-queue min/max offsets
   DELETE /v1/topics/<topic>                      delete the definition (404 TOPIC_NOT_EXIST)
   POST /v1/topics/<topic>/messages               send {"messages": [...], "transaction_id"?}
-  GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=
+  GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=&tag=
+       (or &filter_type=SQL92&filter=...)
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def fetch_messages(topic: str, broker_name: str, queue_id: int, query: FetchQuer
                              "max_pull_wait_ms", "INVALID_ARGUMENT", query=True)
     if queue_id < 0:
         raise errors.InvalidArgument(f"queue id must be >= 0, got {queue_id}")
-    result = _backend().pull(topic, broker_name, queue_id, offset, max_messages, wait_ms)
+    expression, expression_type = query.subscription
+    result = _backend().pull(topic, broker_name, queue_id, offset, max_messages, wait_ms,
+                             expression, expression_type)
     metrics.MESSAGES_FETCHED.inc(len(result.messages))
     return jsonify({
         "status": result.status.name,

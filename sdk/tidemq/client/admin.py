@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tidemq.client.admin_replication import controller_in_sync, elect_master, replica_entries
+from tidemq.client.admin_replication import (
+    controller_in_sync,
+    describe_replication,
+    elect_master,
+    replica_entries,
+)
 from tidemq.client.admin_types import (
     BrokerEntry,
     GroupDescription,
@@ -98,6 +103,10 @@ class Admin:
         replicated = any(b.role for b in info.live_brokers)
         return replica_entries(info, self.brokers,
                                controller_in_sync(self.namesrv) if replicated else None)
+
+    def replication(self) -> dict:
+        """The controller's replication state (admin_replication.describe_replication)."""
+        return describe_replication(self.namesrv)
 
     def elect(self, broker_name: str, replica_id: int = -1) -> dict:
         """Move leadership of `broker_name` on purpose (preferred-replica election); -1 lets

@@ -71,6 +71,26 @@ def controller_in_sync(namesrv: NameServerClient) -> dict[str, set[int]]:
     return {group.broker_name: set(group.in_sync) for group in reply.groups}
 
 
+def describe_replication(namesrv: NameServerClient) -> dict:
+    """The active controller's view (DescribeReplication): each group's master, epoch and
+    in-sync set, and the replicas holding a live key. `controller_addr` "" and no groups when
+    no name server runs a controller (replication is not enabled)."""
+    try:
+        reply = _on_controller(namesrv, "DescribeReplication",
+                               nameserver_pb2.DescribeReplicationRequest())
+    except errors.TideMQError:
+        return {"controller_addr": "", "groups": [], "live_replicas": []}
+    return {
+        "controller_addr": reply.controller_addr,
+        "groups": [{"broker_name": g.broker_name, "master": g.master, "epoch": g.epoch,
+                    "in_sync": list(g.in_sync), "master_addr": g.master_addr}
+                   for g in reply.groups],
+        "live_replicas": [{"broker_name": r.broker_name, "replica_id": r.replica_id,
+                           "addr": r.addr, "epoch": r.epoch, "log_end": r.log_end}
+                          for r in reply.live_replicas],
+    }
+
+
 def elect_master(namesrv: NameServerClient, broker_name: str, replica_id: int) -> dict:
     """ElectMaster on the active controller; the group's new state as a dict."""
     request = nameserver_pb2.ElectMasterRequest(broker_name=broker_name,

@@ -30,19 +30,23 @@ def _published(message) -> trace.SpanContext | None:
     return context if context.is_valid else None
 
 
-def _attributes(operation: str, topic: str, group: str, count: int) -> dict:
-    return {"messaging.system": MESSAGING_SYSTEM, "messaging.operation": operation,
-            "messaging.destination.name": topic, "messaging.consumer.group.name": group,
-            "messaging.batch.message_count": count}
+def _attributes(operation: str, topic: str, group: str, count: int, client_id: str) -> dict:
+    attributes = {"messaging.system": MESSAGING_SYSTEM, "messaging.operation": operation,
+                  "messaging.destination.name": topic, "messaging.consumer.group.name": group,
+                  "messaging.batch.message_count": count}
+    if client_id:  # which member of the group (the dashboard's message view shows it)
+        attributes["messaging.client.id"] = client_id
+    return attributes
 
 
 def record_receive(topic: str, group: str, messages: Sequence, operation: str = "receive",
-                   ) -> None:
+                   client_id: str = "") -> None:
     """One CONSUMER span for a read that returned `messages`."""
     if not messages:
         return
     span = _tracer.start_span(f"{topic} {operation}", kind=SpanKind.CONSUMER,
-                              attributes=_attributes(operation, topic, group, len(messages)))
+                              attributes=_attributes(operation, topic, group, len(messages),
+                                                     client_id))
     if span.is_recording():
         for message in messages[:MAX_LINKS]:
             published = _published(message)
@@ -52,7 +56,8 @@ def record_receive(topic: str, group: str, messages: Sequence, operation: str = 
 
 
 @contextmanager
-def processing(topic: str, group: str, batch: Sequence) -> Iterator[trace.Span]:
+def processing(topic: str, group: str, batch: Sequence, client_id: str = "",
+               ) -> Iterator[trace.Span]:
     """The span of a listener handling `batch`; the caller sets its outcome with `outcome`."""
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and batch:
         published = _published(batch[0]) if len(batch) == 1 else None
@@ -60,9 +65,11 @@ def processing(topic: str, group: str, batch: Sequence) -> Iterator[trace.Span]:
             if published is not None else None
         links = [Link(c) for c in (_published(m) for m in batch[:MAX_LINKS]) if c] \
             if len(batch) > 1 else []
-        attributes = _attributes("process", topic, group, len(batch))
+        attributes = _attributes("process", topic, group, len(batch), client_id)
         if len(batch) == 1:
             attributes["messaging.message.id"] = batch[0].unique_id
+            if batch[0].keys:
+                attributes["tidemq.message.keys"] = list(batch[0].keys)
         with _tracer.start_as_current_span(f"{topic} process", context=parent,
                                            kind=SpanKind.CONSUMER, links=links,
                                            attributes=attributes,

@@ -78,7 +78,8 @@ class QueueWorker:
         was revoked meanwhile (the batch stays pending for the next owner)."""
         consumer, failures = self.owner.consumer, 0
         while not self.pq.dropped and self.locked():
-            with processing(self.pq.mq.topic, consumer.group, batch) as span:
+            with processing(self.pq.mq.topic, consumer.group, batch,
+                            self.owner.client_id) as span:
                 try:
                     status = consumer.listener(batch)
                 except Exception:

@@ -49,6 +49,7 @@ _tracer = get_tracer("tidemq.client")
 # Transport-level failures: the message may not have been stored, another broker may take it.
 RETRIABLE = (errors.ServiceUnavailable, errors.DeadlineExceeded)
 FANOUT_WORKERS = 8  # concurrent per-queue batch sends of one send_many
+MAX_TRACED_KEYS = 64  # keys named on a batch's publish span (the collector indexes as many)
 # Refused by a replica that is not (or no longer) master, or by a master short of in-sync
 # replicas: nothing was stored, the same bytes may go to the new master or another group.
 REFUSED_CODES = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
@@ -284,6 +285,10 @@ class Producer:
         }
         span = _tracer.start_span(f"{topic} publish", kind=trace.SpanKind.PRODUCER,
                                   attributes=attributes)
+        if span.is_recording():  # the dashboard finds a message's trace by its keys
+            keys = [key for message in messages[:MAX_TRACED_KEYS] for key in message.keys]
+            if keys:
+                span.set_attribute("tidemq.message.keys", keys[:MAX_TRACED_KEYS])
         try:
             with trace.use_span(span, end_on_exit=False):  # records the error and its status
                 records, unique_ids, scheduled = self._encode_marked(messages)

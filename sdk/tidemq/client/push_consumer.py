@@ -270,7 +270,8 @@ class PushConsumer:
     def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         if pq.dropped:
             return
-        with processing(pq.mq.topic, self.group, batch) as span:
+        member = self.member.client_id if self.member is not None else ""
+        with processing(pq.mq.topic, self.group, batch, member) as span:
             try:
                 status = self.listener(batch)
             except Exception:

@@ -182,7 +182,9 @@ class TransactionProducer(Producer):
         with self._lock:
             calls = list(self._calls.values())
         for call in calls:
-            call.cancel()
+            cancel = getattr(call, "cancel", None)
+            if cancel is not None:  # traced (instrumented) streams are generators: they end
+                cancel()            # with their daemon thread once the producer stops
         self._answers.shutdown(wait=True, cancel_futures=True)
         super().close()
 

@@ -8,6 +8,7 @@ created (cheap no-op exporters are not installed) so code paths stay identical.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
@@ -17,6 +18,8 @@ from tidemq.common.sampling import QUIET_BY_DEFAULT, QuietOperationsSampler, par
 
 _lock = threading.Lock()
 _initialised = False
+_exporting = False
+_sampler: QuietOperationsSampler | None = None
 
 MESSAGING_SYSTEM = "tidemq"
 
@@ -47,15 +50,17 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
                  credentials: object = None) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
-    global _initialised
+    global _initialised, _exporting, _sampler
     with _lock:
         if _initialised:
             return
         quiet = QUIET_BY_DEFAULT if quiet_operations is None else parse_operations(
             quiet_operations)
+        _sampler = QuietOperationsSampler(quiet)
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
-                                  sampler=QuietOperationsSampler(quiet))
+                                  sampler=_sampler)
         if otlp_endpoint:
+            _exporting = True
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(
@@ -74,6 +79,21 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             GrpcAioInstrumentorServer().instrument()
             GrpcInstrumentorClient().instrument()
         _initialised = True
+
+
+def set_quiet_operations(quiet: Iterable[str]) -> bool:
+    """Replace the quiet list of this process's sampler (the live `trace_quiet_operations`
+    setting); the next span started obeys it. False before init_tracing."""
+    if _sampler is None:
+        return False
+    _sampler.quiet = frozenset(quiet)
+    return True
+
+
+def exporting() -> bool:
+    """Whether this process sends its spans anywhere: work done only to describe something
+    on a span (reading a record's properties for a trace event) is skipped when not."""
+    return _exporting
 
 
 def shutdown_tracing() -> None:

@@ -29,36 +29,44 @@ TRANSACTION_COMMIT: TransactionResolution
 TRANSACTION_ROLLBACK: TransactionResolution
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared", "scheduled")
+    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared", "scheduled", "producer_id", "idempotent")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_PREPARED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     records: bytes
     record_count: int
     transaction_prepared: bool
     scheduled: bool
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ...) -> None: ...
+    producer_id: str
+    idempotent: bool
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ..., producer_id: _Optional[str] = ..., idempotent: _Optional[bool] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host")
+    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "duplicates", "queue_offsets")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     STORE_HOST_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     status: _common_pb2.SendStatus
     broker_name: str
     queue_id: int
     first_queue_offset: int
     physical_offsets: _containers.RepeatedScalarFieldContainer[int]
     store_host: bytes
-    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ...) -> None: ...
+    duplicates: int
+    queue_offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ..., duplicates: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting", "expression_type")

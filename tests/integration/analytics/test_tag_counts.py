@@ -144,3 +144,38 @@ def test_tag_counts_job_checks_the_topic_before_starting_spark(cluster, tmp_path
     assert "TOPIC_NOT_EXIST" in done.stderr and "no-such-topic" in done.stderr
     assert "checking topic 'no-such-topic'" in done.stdout
     assert "starting Spark" not in done.stdout and not (tmp_path / "x.csv").exists()
+
+
+def test_each_partition_read_is_a_span_in_the_trace_collector(spark, loaded, tmp_path):
+    """With `otlpEndpoint`, every partition's read is one CONSUMER span of service "spark"
+    naming its queue range and the rows it read."""
+    import requests
+
+    from tests.support.cluster import ready_http_port
+    from tests.support.processes import start_service, wait_until
+
+    collector = start_service("tidemq.tracecollector", ["--http-port", "0"], tmp_path)
+    try:
+        ui = f"http://127.0.0.1:{ready_http_port(collector)}"
+        assert read(spark, loaded["namesrv"], otlpEndpoint=collector.addr).count() == \
+            sum(loaded["sizes"].values())
+
+        def partition_spans():
+            traces = requests.get(f"{ui}/api/traces", params={"service": "spark"},
+                                  timeout=10).json()["traces"]
+            spans = [span for t in traces for span in requests.get(
+                f"{ui}/api/traces/{t['trace_id']}", timeout=10).json()["spans"]]
+            return spans if len(spans) >= QUEUES else None
+
+        spans = wait_until(partition_spans, 30, interval=0.3, message="a span per partition")
+        by_queue = {int(s["attributes"]["messaging.destination.partition.id"]): s for s in spans}
+        assert set(by_queue) == set(range(QUEUES)) and len(spans) == QUEUES
+        for queue_id, span in by_queue.items():
+            assert span["name"] == f"{TOPIC} read" and span["kind"] == "CONSUMER"
+            attributes = span["attributes"]
+            assert attributes["messaging.batch.message_count"] == loaded["sizes"][queue_id]
+            assert (attributes["tidemq.start_offset"], attributes["tidemq.end_offset"]) == (
+                0, loaded["sizes"][queue_id])
+            assert "spark.partition_id" in attributes
+    finally:
+        collector.stop()

@@ -1,8 +1,11 @@
 """Pop consumption with real processes over a broker SIGKILL and restart: a popped, unacked
 message reappears after its invisible time with delivery_count 2, an acked one never does, and
-an offset consumer of another group reads the same topic untouched."""
+an offset consumer of another group reads the same topic untouched. The broker snapshots its
+pop state every 200 ms here, so the restart replays from a snapshot."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer, SimpleConsumer
@@ -16,7 +19,9 @@ TOPIC, GROUP = "PopOrders", "g-pop"
 
 
 def test_unacked_reappears_after_restart_and_acked_never_does(tmp_path):
-    with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
+    with running_cluster(tmp_path, broker_names=("broker-a",),
+                         env={"TIDEMQ_POP_SNAPSHOT_INTERVAL_MS": "200",
+                              "TIDEMQ_OFFSET_FLUSH_INTERVAL_S": "0.2"}) as cluster:
         broker = cluster.brokers["broker-a"]
         create_topic_in_config_center(cluster, TOPIC, 2)
         wait_for_route(cluster, TOPIC, 1)
@@ -38,8 +43,13 @@ def test_unacked_reappears_after_restart_and_acked_never_does(tmp_path):
         for body in acked:
             consumer.ack(first[body])
 
+        offsets = broker.workdir / "data" / "consumer_offsets.json"
+        wait_until(lambda: offsets.exists() and "CID_SYS_RMQ_POP_SNAPSHOT" in offsets.read_text(),
+                   30, interval=0.1, message="a pop snapshot's offset persisted")
         broker.kill()   # SIGKILL: the pop state must come back from the revive log
         broker.restart()
+        replays = re.findall(r"pop state replayed.*from_snapshot=(-?\d+)", broker.log.read_text())
+        assert replays and int(replays[-1]) >= 0, "the restart did not start from a snapshot"
 
         again: dict[bytes, object] = {}
 

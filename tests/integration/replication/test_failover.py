@@ -86,6 +86,13 @@ def check_cluster_list(cluster, master: int) -> None:
         assert row.epoch >= 1 and row.in_sync is True
         if replica != master:
             assert row.broker_id == replica + 1 and row.lag_s is not None
+    with Admin(cluster.namesrv_addrs, config_center=cluster.config_center.addr) as admin:
+        replication = admin.replication()   # GET /v1/cluster's "replication" (the console's)
+    assert replication["controller_addr"] in {n.addr for n in cluster.namesrvs}
+    (state,) = [g for g in replication["groups"] if g["broker_name"] == GROUP]
+    assert state["master"] == master and state["in_sync"] == [0, 1, 2]
+    assert sorted(r["replica_id"] for r in replication["live_replicas"]
+                  if r["broker_name"] == GROUP) == [0, 1, 2]
 
 
 class SendLoop:

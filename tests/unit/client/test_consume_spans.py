@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent('''
     published = []
     for n in range(2):
         with tracer.start_as_current_span("orders publish") as span:
-            records, _ = encoder.encode([Message("orders", b"body-%d" % n)],
+            records, _ = encoder.encode([Message("orders", b"body-%d" % n, keys=["order-%d" % n])],
                                         inject_context()["traceparent"])
             published.append(span.get_span_context())
             [message] = decode_records(records, "broker-a")
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent('''
     exporter.clear()
     record_receive("orders", "billing", [])
     record_receive("orders", "billing", [first, second])
-    with processing("orders", "billing", [first]) as span:
+    with processing("orders", "billing", [first], "host@1") as span:
         outcome(span, "CONSUME_SUCCESS", False)
     with processing("orders", "billing", [second]) as span:
         outcome(span, "RECONSUME_LATER", True)
@@ -74,3 +74,7 @@ def test_receive_and_process_spans_follow_the_message():
         assert (span["trace"], span["parent"]) == (trace_id, span_id)
     assert processed["status"] == "UNSET" and failed["status"] == "ERROR"
     assert failed["attributes"]["tidemq.consume.status"] == "RECONSUME_LATER"
+    # what the dashboard's search and message view read: the keys and the group's member
+    assert processed["attributes"]["tidemq.message.keys"] == ["order-0"]
+    assert processed["attributes"]["messaging.client.id"] == "host@1"
+    assert "messaging.client.id" not in failed["attributes"]

@@ -33,3 +33,11 @@ def test_a_check_back_shows_the_real_topic_and_queue():
 def test_a_producer_group_is_required():
     with pytest.raises(errors.InvalidArgument):
         TransactionProducer("127.0.0.1:1", producer_group="")
+
+
+def test_close_copes_with_a_traced_check_stream():
+    """With gRPC client instrumentation (every service traces) a server stream is a plain
+    generator, without `cancel`: closing must not fail on it (gateway-grpc shutdown did)."""
+    producer = TransactionProducer("127.0.0.1:1", producer_group="g")
+    producer._calls["broker-a"] = (check for check in ())
+    producer.close()

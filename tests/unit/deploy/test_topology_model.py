@@ -30,6 +30,7 @@ def test_walking_skeleton_services_and_ports():
     assert {n: s.ports[s.main_port] for n, s in services.items()} == {
         "redis": 6379, "trace-collector": 4317, "config-center": 7070, "namesrv-1": 9876,
         "namesrv-2": 9877, "broker-a": 10911, "broker-b": 10921, "gateway-http": 8080,
+        "gateway-grpc": 8081,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
 

@@ -68,7 +68,8 @@ class StubBackend:
         return [SendResult(SendStatus.SEND_OK, f"{i:032X}", f"U{i}", "broker-a", i % 2, i // 2)
                 for i in range(len(messages))]
 
-    def pull(self, topic, broker_name, queue_id, offset, max_messages, wait_ms=0):
+    def pull(self, topic, broker_name, queue_id, offset, max_messages, wait_ms=0,
+             expression="*", expression_type="TAG"):
         self._maybe_fail()
         bodies = [b"hello", b"\xff\xfe binary"]
         messages = [MessageExt(topic, body, "t", ["k"], {"a": "1", "UNIQ_KEY": "U"}, broker_name,

@@ -150,7 +150,10 @@ def test_every_route_that_takes_a_json_body_declares_its_schema():
     app = create_app(StubBackend())
     raw_value_routes = {"/v1/config/<path:key>", "/v1/config/"}  # PUT: the body is the value
     for rule in app.url_map.iter_rules():
-        if rule.methods & {"POST", "PATCH"} and rule.rule not in raw_value_routes:
+        # the console's forms are not JSON: its views pass them on to validated routes
+        console_form = rule.endpoint.startswith("tidemq_console.")
+        if rule.methods & {"POST", "PATCH"} and rule.rule not in raw_value_routes \
+                and not console_form:
             view = app.view_functions[rule.endpoint]
             assert getattr(view, schema.BODY_ATTR, None) is not None, rule.rule
 

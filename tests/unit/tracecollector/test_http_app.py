@@ -6,6 +6,7 @@ import pytest
 from tidemq.tracecollector.http_app import create_app
 from tidemq.tracecollector.store import SpanStore
 
+from tests.unit.tracecollector.message_spans import message_spans
 from tests.unit.tracecollector.spans import make_span, new_trace_id
 
 
@@ -52,6 +53,11 @@ def test_api_lists_traces_services_and_one_trace(client, store):
     ("/api/traces?limit=0", 400, "INVALID_ARGUMENT"),
     ("/api/traces?since=soon", 400, "INVALID_ARGUMENT"),
     ("/no/such/page", 404, "NOT_FOUND"),
+    ("/api/traces?errors=maybe", 400, "INVALID_ARGUMENT"),
+    ("/api/traces?since=1h&until=2h", 400, "INVALID_ARGUMENT"),
+    ("/api/messages", 400, "INVALID_ARGUMENT"),
+    ("/api/messages?msg_id=a&key=b", 400, "INVALID_ARGUMENT"),
+    ("/api/service-map?since=lately", 400, "INVALID_ARGUMENT"),
 ])
 def test_bad_requests_get_problem_json(client, path, status, code):
     response = client.get(path)
@@ -83,10 +89,56 @@ def test_dashboard_lists_traces_and_filters_by_service(client, store):
 
 def test_trace_page_shows_every_span_escaped(client, store):
     trace_id, (root, child) = _trace(store)
-    page = client.get(f"/trace/{trace_id}").get_data(as_text=True)
+    page = client.get(f"/traces/{trace_id}").get_data(as_text=True)
+    assert client.get(f"/trace/{trace_id}").get_data(as_text=True) == page  # old address
     assert f'data-span-id="{root.span_id}"' in page
     assert f'data-span-id="{child.span_id}"' in page
     assert "SendMessage &lt;script&gt;" in page and "<script>" not in page.split("</main>")[0]
     assert "messaging.destination" in page
     missing = client.get("/trace/" + "0" * 31 + "2")
     assert missing.status_code == 404 and "not stored" in missing.get_data(as_text=True)
+
+
+def test_search_api_and_dashboard_find_a_message_by_key_and_id(client, store):
+    spans = message_spans("U1<b>", "M1", "order-1")
+    store.insert(spans.all())
+    _trace(store)
+    [found] = client.get("/api/traces?key=order-1").get_json()["traces"]
+    assert found["trace_id"] == spans.publish.trace_id
+    assert client.get("/api/traces?msg_id=M1&errors=true").get_json() == {"traces": []}
+    page = client.get("/?msg_id=M1&errors=").get_data(as_text=True)
+    assert spans.publish.trace_id in page and "Matching traces" in page
+    assert "/messages?msg_id=M1" in page
+
+
+def test_message_view_lists_each_step_escaped_and_links_to_traces(client, store):
+    spans = message_spans("U1<b>", "M1", "order-1")
+    store.insert(spans.all())
+    body = client.get("/api/messages?msg_id=M1").get_json()
+    [journey] = body["messages"]
+    assert journey["unique_id"] == "U1<b>" and journey["trace_id"] == spans.publish.trace_id
+    assert [step["kind"] for step in journey["steps"]] == [
+        "published", "stored", "delivered", "processed"]
+    page = client.get("/messages?msg_id=M1").get_data(as_text=True)
+    assert "U1&lt;b&gt;" in page and "U1<b>" not in page
+    for step in ("published by gateway-http", "stored by broker", "delivered to consumer",
+                 "processed"):
+        assert step in page
+    assert f"/traces/{spans.publish.trace_id}#span-{spans.store.span_id}" in page
+    empty = client.get("/messages?key=nothing")
+    assert empty.status_code == 200 and "No stored span names this message" in empty.text
+    assert client.get("/messages").status_code == 400
+
+
+def test_service_map_page_and_api_and_store_size(client, store):
+    store.insert(message_spans("U1", "M1", "order-1").all())
+    api = client.get("/api/service-map?since=100000d").get_json()
+    assert {(e["caller"], e["callee"], e["kind"]) for e in api["edges"]} >= {
+        ("gateway-http", "broker", "call"), ("gateway-http", "consumer", "receive")}
+    page = client.get("/service-map?since=100000d").get_data(as_text=True)
+    assert "gateway-http" in page and "delivers to (received)" in page
+    assert '<option value="100000d" selected>' in page
+    stats = client.get("/api/stats").get_json()
+    assert stats["spans"] == 5 and stats["size_bytes"] > 0
+    assert stats["retention"]["max_spans"] == 1_000_000
+    assert "KiB" in client.get("/").get_data(as_text=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tidemq.tracecollector.index import span_links, span_tags
 from tidemq.tracecollector.store import RetentionPolicy, SpanStore
 
 from tests.unit.tracecollector.spans import BASE_NS, make_span, new_trace_id
@@ -160,4 +162,39 @@ def test_summaries_always_match_surviving_spans(tmp_path_factory, batches, max_s
         assert summary.services == tuple(sorted({s.service_name for s in spans}))
         roots = [s for s in spans if s.parent_span_id is None]
         assert summary.root_name == (roots[0].name if roots else None)
+    store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches=_batches, max_spans=st.integers(1, 15))
+def test_index_rows_always_match_surviving_spans(tmp_path_factory, batches, max_spans):
+    """Whatever arrives (duplicates, re-sent batches) and whatever retention drops, the index
+    holds exactly the tags and links of the spans that are stored, each pointing at its span."""
+    store = SpanStore(tmp_path_factory.mktemp("db"), RetentionPolicy(max_spans=max_spans))
+    trace_ids = [new_trace_id() for _ in range(6)]
+    for batch in batches:
+        spans = []
+        for trace_index, span_index, _ in batch:
+            span = make_span(trace_ids[trace_index],
+                             span_id=f"{trace_index + 1:08x}{span_index + 1:08x}",
+                             **{"tidemq.message.keys": [f"k{trace_index}", f"k{span_index}"],
+                                "messaging.message.id": f"m{span_index}"})
+            link = {"trace_id": trace_ids[span_index % 6], "span_id": "0" * 15 + "1",
+                    "attributes": {"messaging.message.id": f"u{trace_index}"}}
+            spans.append(replace(span, links=[link] if span_index % 2 else []))
+        store.insert(spans)
+    stored = [span for trace_id in trace_ids for span in store.trace(trace_id)]
+    with store.reading() as db:
+        tag_rows = db.execute(
+            "SELECT t.tag, t.value, t.trace_id, s.span_id FROM span_tags t "
+            "LEFT JOIN spans s ON s.seq = t.seq").fetchall()
+        link_rows = db.execute(
+            "SELECT l.linked_trace_id, l.linked_span_id, l.trace_id, s.span_id "
+            "FROM span_links l LEFT JOIN spans s ON s.seq = l.seq").fetchall()
+    expected_tags = {(tag, value, span.trace_id, span.span_id)
+                     for span in stored for tag, value in span_tags(span)}
+    assert sorted(tag_rows) == sorted(expected_tags)  # no orphan, no duplicate, none missing
+    expected_links = {(*target, span.trace_id, span.span_id)
+                      for span in stored for target in span_links(span)}
+    assert sorted(link_rows) == sorted(expected_links)
     store.close()

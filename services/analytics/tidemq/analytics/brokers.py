@@ -41,6 +41,12 @@ class BrokerGroup:
 
 
 def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> list[BrokerGroup]:
+    """The readable broker groups of the topic's route."""
+    return _groups(fetch_route_data(namesrv_addrs, topic, timeout))
+
+
+def fetch_route_data(namesrv_addrs: Sequence[str], topic: str,
+                     timeout: float) -> nameserver_pb2.TopicRouteData:
     """Ask the name servers in turn (any one knows every route); unreachable ones are skipped."""
     failures = []
     for addr in namesrv_addrs:
@@ -55,7 +61,7 @@ def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> lis
         except errors.DeadlineExceeded as exc:
             failures.append(f"{addr}: {exc.message}")
             continue
-        return _groups(route)
+        return route
     raise errors.ServiceUnavailable(
         f"no name server answered for topic {topic!r}: " + "; ".join(failures)
     )
@@ -90,6 +96,26 @@ def fetch_bounds(groups: Sequence[BrokerGroup], topic: str,
                     queue.min_offset, queue.max_offset
                 )
     return bounds
+
+
+def search_offsets(groups: Sequence[BrokerGroup], topic: str, keys, spec,
+                   timeout: float) -> dict[QueueKey, int]:
+    """startingOffsetsByTimestamp: each queue's first offset stored at or after its timestamp
+    (the queue's end when none is), asked of the queue's broker with SearchOffset."""
+    addrs = {group.name: group.addrs for group in groups}
+    unknown = sorted(set(spec.exact) - set(keys))
+    if unknown:
+        names = ", ".join(f"{k.broker}/{k.queue_id}" for k in unknown)
+        raise errors.InvalidArgument(
+            f"startingOffsetsByTimestamp names queues the topic does not have: {names}")
+    found = {}
+    for key in sorted(keys):
+        timestamp = spec.for_queue(key)
+        if timestamp is not None:
+            reply = call_any(addrs[key.broker], "SearchOffset", broker_pb2.SearchOffsetRequest(
+                topic=topic, queue_id=key.queue_id, timestamp_ms=timestamp), timeout)
+            found[key] = reply.queue_offset
+    return found
 
 
 def call_any(addrs: Sequence[str], method: str, request, timeout: float):

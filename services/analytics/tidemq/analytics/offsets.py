@@ -189,6 +189,50 @@ def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[
     return pieces
 
 
+def ensure_min_partitions(ranges: list[OffsetRange], min_partitions: int) -> list[OffsetRange]:
+    """Kafka's minPartitions: with fewer ranges than asked, cut each range into a share of
+    the pieces proportional to its size (near-equal pieces, none over ceil(total / min)
+    offsets), so there are at least min(min_partitions, total offsets) of them."""
+    if min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.size for r in ranges)
+    if total == 0:
+        return ranges
+    pieces: list[OffsetRange] = []
+    for rng in ranges:
+        count = max(1, min(rng.size, -(-rng.size * min_partitions // total)))
+        for i in range(count):
+            lo = rng.start + rng.size * i // count
+            hi = rng.start + rng.size * (i + 1) // count
+            pieces.append(OffsetRange(rng.broker, rng.queue_id, lo, hi))
+    return pieces
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    """startingOffsetsByTimestamp: a timestamp (ms) for every queue and/or per queue."""
+
+    default: int | None
+    exact: Mapping[QueueKey, int]
+
+    def for_queue(self, key: QueueKey) -> int | None:
+        return self.exact.get(key, self.default)
+
+
+def parse_timestamps(text: str | None) -> TimestampSpec | None:
+    """None | "1767225600000" (every queue) | JSON {"broker": {"queue id": ms}}."""
+    if text is None or not text.strip():
+        return None
+    value = text.strip()
+    if value.isdigit():
+        return TimestampSpec(int(value), {})
+    spec = parse_offsets("startingOffsetsByTimestamp", value, EARLIEST)
+    if any(ts < 0 for ts in spec.exact.values()):
+        raise InvalidArgument("startingOffsetsByTimestamp: timestamps are epoch milliseconds "
+                              ">= 0")
+    return TimestampSpec(None, dict(spec.exact))
+
+
 # --- streaming: offsets as Spark checkpoints them -------------------------------------------
 
 StreamOffsets = dict[str, dict[str, int]]  # {"broker": {"queue id": next offset to read}}

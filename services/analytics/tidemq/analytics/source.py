@@ -24,6 +24,13 @@ Options (case-insensitive):
                           by backlog over the queues (default 0 = everything available)
   consumerGroup           group name sent with pulls (default "tidemq-spark"); the source
                           never commits offsets: a batch read is defined by its offsets alone
+  startingOffsetsByTimestamp  epoch ms for every queue, or JSON {"broker": {"queue": ms}}:
+                          start at the first message stored at or after it (beats
+                          startingOffsets for the queues it covers)
+  minPartitions           at least this many partitions: ranges cut evenly (default 0)
+  includeHeaders          accepted for Kafka parity; properties are always in the rows
+  progressGroup           streaming only: commit each finished batch's end offsets to this
+                          consumer group (e.g. spark-<query>), so its lag shows progress
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ class ReadOptions:
     timeout: float
     consumer_group: str = "tidemq-spark"
     max_offsets_per_trigger: int = 0
+    starting_by_timestamp: str | None = None
+    min_partitions: int = 0
+    include_headers: bool = True
+    progress_group: str = ""
+    otlp_endpoint: str = ""
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReadOptions:
@@ -71,6 +83,11 @@ class ReadOptions:
             timeout=float(_int(opts, "timeoutSeconds", 10, minimum=1)),
             consumer_group=(opts.get("consumergroup") or "tidemq-spark").strip(),
             max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", 0, minimum=0),
+            starting_by_timestamp=opts.get("startingoffsetsbytimestamp"),
+            min_partitions=_int(opts, "minPartitions", 0, minimum=0),
+            include_headers=_bool(opts, "includeHeaders", True),
+            progress_group=(opts.get("progressgroup") or "").strip(),
+            otlp_endpoint=(opts.get("otlpendpoint") or "").strip(),
         )
 
 
@@ -112,12 +129,25 @@ class QueueRangePartition(InputPartition):
         return f"QueueRangePartition({self.broker}/{self.queue_id} [{self.start}, {self.end}))"
 
 
-def to_partitions(ranges, addrs: dict[str, tuple[str, ...]],
-                  max_per_partition: int) -> list[QueueRangePartition]:
-    return [
-        QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
-        for r in offsets.split_ranges(ranges, max_per_partition)
-    ]
+def to_partitions(ranges, addrs: dict[str, tuple[str, ...]], max_per_partition: int,
+                  min_partitions: int = 0) -> list[QueueRangePartition]:
+    pieces = offsets.ensure_min_partitions(offsets.split_ranges(ranges, max_per_partition),
+                                           min_partitions)
+    return [QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
+            for r in pieces]
+
+
+def starting_spec(opts: ReadOptions, groups, bounds, default: int) -> offsets.OffsetSpec:
+    """startingOffsets, with the queues startingOffsetsByTimestamp names (or all, for a bare
+    timestamp) replaced by the offsets their brokers find for the timestamps."""
+    from tidemq.analytics import brokers
+
+    spec = offsets.parse_offsets("startingOffsets", opts.starting, default)
+    by_time = offsets.parse_timestamps(opts.starting_by_timestamp)
+    if by_time is None:
+        return spec
+    found = brokers.search_offsets(groups, opts.topic, bounds.keys(), by_time, opts.timeout)
+    return offsets.OffsetSpec(spec.default, {**spec.exact, **found})
 
 
 def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
@@ -128,27 +158,31 @@ def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
     bounds = brokers.fetch_bounds(groups, opts.topic, opts.timeout)
     ranges = offsets.plan_ranges(
         bounds,
-        offsets.parse_offsets("startingOffsets", opts.starting, offsets.EARLIEST),
+        starting_spec(opts, groups, bounds, offsets.EARLIEST),
         offsets.parse_offsets("endingOffsets", opts.ending, offsets.LATEST),
         fail_on_data_loss=opts.fail_on_data_loss,
     )
     addrs = {group.name: group.addrs for group in groups}
-    return to_partitions(ranges, addrs, opts.max_records_per_partition)
+    return to_partitions(ranges, addrs, opts.max_records_per_partition, opts.min_partitions)
 
 
 def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
     """Executor side: pull the range and yield one Arrow batch per pull reply."""
     from tidemq.analytics import brokers
     from tidemq.analytics.decode import ColumnBuilder, arrow_schema
+    from tidemq.analytics.spans import partition_read_span
 
     builder = ColumnBuilder(partition.broker, schema or arrow_schema())
-    for records in brokers.pull_range(
-        partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
-        max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
-        fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
-    ):
-        if builder.add_slice(records, partition.start, partition.end):
-            yield builder.flush()
+    with partition_read_span(opts.otlp_endpoint, opts.topic, partition) as counts:
+        for records in brokers.pull_range(
+            partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
+            max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
+            fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
+        ):
+            if builder.add_slice(records, partition.start, partition.end):
+                batch = builder.flush()
+                counts["rows"] += batch.num_rows
+                yield batch
 
 
 class TideMQBatchReader(DataSourceReader):
@@ -165,7 +199,8 @@ class TideMQBatchReader(DataSourceReader):
 
 
 class TideMQDataSource(DataSource):
-    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema)."""
+    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema),
+    and written from rows named like the Kafka sink's columns (`sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -180,11 +215,32 @@ class TideMQDataSource(DataSource):
         _check_schema(schema)
         return TideMQBatchReader(ReadOptions.parse(dict(self.options)))
 
+    def writer(self, schema, overwrite: bool):
+        from tidemq.analytics.sink import TideMQBatchWriter
+
+        return TideMQBatchWriter(_write_options(schema, overwrite, dict(self.options)))
+
+    def streamWriter(self, schema, overwrite: bool):
+        from tidemq.analytics.sink import TideMQStreamWriter
+
+        return TideMQStreamWriter(_write_options(schema, overwrite, dict(self.options)))
+
     def streamReader(self, schema):
         from tidemq.analytics.streaming import TideMQStreamReader
 
         _check_schema(schema)
         return TideMQStreamReader(ReadOptions.parse(dict(self.options)))
+
+
+def _write_options(schema, overwrite: bool, options: dict[str, str]):
+    from tidemq.analytics.sink import WriteOptions, check_columns
+
+    if overwrite:
+        raise InvalidArgument("format 'tidemq' only appends: a topic cannot be overwritten "
+                              "(use mode('append'))")
+    opts = WriteOptions.parse(options)
+    check_columns(schema, opts)
+    return opts
 
 
 def _check_schema(schema) -> None:

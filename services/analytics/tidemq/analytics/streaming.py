@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidemq.analytics import brokers, offsets
-from tidemq.analytics.source import ReadOptions, read_partition, to_partitions
+from tidemq.analytics.source import ReadOptions, read_partition, starting_spec, to_partitions
 from tidemq.common.errors import InvalidArgument
 
 
@@ -23,9 +23,11 @@ class TideMQStreamReader(DataSourceStreamReader):
             raise InvalidArgument("endingOffsets is for batch reads; a stream has no end")
         self.opts = opts
         self._addrs: dict[str, tuple[str, ...]] = {}
+        self._groups: list[brokers.BrokerGroup] = []
 
     def _bounds(self) -> dict[offsets.QueueKey, offsets.QueueBounds]:
         groups = brokers.fetch_route(self.opts.namesrv, self.opts.topic, self.opts.timeout)
+        self._groups = groups
         self._addrs = {group.name: group.addrs for group in groups}
         return brokers.fetch_bounds(groups, self.opts.topic, self.opts.timeout)
 
@@ -34,7 +36,7 @@ class TideMQStreamReader(DataSourceStreamReader):
         bounds = self._bounds()
         ranges = offsets.plan_ranges(
             bounds,
-            offsets.parse_offsets("startingOffsets", self.opts.starting, offsets.LATEST),
+            starting_spec(self.opts, self._groups, bounds, offsets.LATEST),
             offsets.OffsetSpec(offsets.LATEST, {}),
             fail_on_data_loss=self.opts.fail_on_data_loss,
         )
@@ -64,10 +66,40 @@ class TideMQStreamReader(DataSourceStreamReader):
         ]
         if any(r.broker not in self._addrs for r in ranges):
             self._bounds()  # a broker group appeared since the last trigger: refresh addresses
-        return to_partitions(ranges, self._addrs, self.opts.max_records_per_partition)
+        return to_partitions(ranges, self._addrs, self.opts.max_records_per_partition,
+                             self.opts.min_partitions)
 
     def read(self, partition: InputPartition):
         return read_partition(self.opts, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not on the brokers."""
+        """Progress lives in Spark's checkpoint. With `progressGroup` the finished batch's end
+        offsets are also committed to that consumer group, only so that its lag
+        (`tidemq group describe`) shows how far behind the query is: advisory, never read
+        back, and a broker that cannot take them does not stop the query."""
+        if self.opts.progress_group:
+            commit_progress(self.opts, self._addrs, offsets.from_stream_offsets(end))
+
+
+def commit_progress(opts: ReadOptions, addrs: dict[str, tuple[str, ...]],
+                    positions: dict[offsets.QueueKey, int]) -> list[str]:
+    """CommitOffsets per broker group; the groups that could not take them."""
+    from tidemq.common.errors import TideMQError
+    from tidemq.v1 import broker_pb2
+
+    by_broker: dict[str, list] = {}
+    for key, offset in sorted(positions.items()):
+        by_broker.setdefault(key.broker, []).append(
+            broker_pb2.QueueOffset(topic=opts.topic, queue_id=key.queue_id, offset=offset))
+    failed = []
+    for broker, entries in by_broker.items():
+        if broker not in addrs:
+            failed.append(broker)
+            continue
+        try:
+            brokers.call_any(addrs[broker], "CommitOffsets", broker_pb2.CommitOffsetsRequest(
+                consumer_group=opts.progress_group, offsets=entries, generation_id=-1),
+                opts.timeout)
+        except TideMQError:
+            failed.append(broker)
+    return failed

@@ -14,12 +14,13 @@ from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc
+from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
-from tidemq.broker.registration import BrokerIdentity, BrokerRegistrar
+from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
@@ -61,6 +62,13 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
     )
 
 
+def idempotent_settings(settings: BrokerSettings) -> IdempotentSettings:
+    return IdempotentSettings(window_ms=settings.idempotence_window_ms,
+                              window_messages=settings.idempotence_window_messages,
+                              max_producers=settings.idempotence_max_producers,
+                              rebuild_bytes=int(settings.idempotence_rebuild_mib * (1 << 20)))
+
+
 class BrokerApp:
     def __init__(self, settings: BrokerSettings) -> None:
         if settings.port == 0:
@@ -85,7 +93,8 @@ class BrokerApp:
         self.dynamic = DynamicSettings(settings.config_center, self.store.config,
                                        cluster=settings.cluster_name,
                                        broker_name=settings.broker_name,
-                                       broker_id=settings.broker_id)
+                                       broker_id=settings.broker_id,
+                                       quiet_operations=settings.trace_quiet_operations)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
         self.subscriptions = SubscriptionGroupTable(
             MetadataFile(data_dir / "subscription_groups.json"),
@@ -142,9 +151,10 @@ class BrokerApp:
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
                                   schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
-                              broker_name=settings.broker_name,
+                              self.offsets, broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
-                              revive_interval_s=settings.pop_revive_interval_ms / 1000)
+                              revive_interval_s=settings.pop_revive_interval_ms / 1000,
+                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
         self.transactions = TransactionService(
             self.messaging, system_topics, self.offsets, settings=CheckSettings(
                 timeout_ms=settings.transaction_timeout_ms,
@@ -157,16 +167,25 @@ class BrokerApp:
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
-                                        else None, self.transactions, self.schedule),
+                                        else None, self.transactions, self.schedule,
+                                        IdempotentSends(self.messaging,
+                                                        idempotent_settings(settings))),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_schedule(self.deliverer)
+        metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(
                 replication_gauges, "server", server)
+
+    def _is_master(self) -> bool:
+        """Whether this broker is its group's master now (it alone reports consumer lag)."""
+        if self.replication is None:
+            return self.settings.broker_id == 0
+        return self.replication.host.role == MASTER
 
     def start(self) -> None:
         self.store.start()

@@ -2,7 +2,8 @@
 
 Scopes (docs/config-center.md): cluster < broker group (the broker name) < broker
 (`<broker_name>-<id>`), keys `/tidemq/config/{cluster|group|broker}/<owner>/<setting>`. Only settings the store re-reads
-on every use are live — retention age, its deletion hour and the disk-use ratio; the rest
+on every use are live — retention age, its deletion hour and the disk-use ratio — plus the
+tracing sampler's `trace_quiet_operations`; the rest
 (flush mode, segment size) change the on-disk layout or the write path and need a restart.
 A value that does not parse or is out of range is refused and logged, keeping the current
 one; an unset value falls back to the broker's static setting. The following itself (connect
@@ -12,7 +13,13 @@ in the background, parse, check, log) is tidemq.configclient.live's, as in the g
 from __future__ import annotations
 
 from tidemq.broker.store import StoreConfig
-from tidemq.common.setting_rules import BROKER_RULES
+from tidemq.common.sampling import QUIET_BY_DEFAULT
+from tidemq.common.setting_rules import (
+    BROKER_RULES,
+    TRACE_QUIET_OPERATIONS,
+    parse_quiet_operations,
+)
+from tidemq.common.tracing import set_quiet_operations
 from tidemq.configclient.live import DynamicSettingsFollower
 
 LIVE_SETTINGS = BROKER_RULES  # defined with every service's in tidemq.common.setting_rules
@@ -26,9 +33,12 @@ class DynamicSettings:
     """Keeps `store_config`'s live settings equal to the config center's effective values."""
 
     def __init__(self, config_center: str, store_config: StoreConfig, *, cluster: str,
-                 broker_name: str, broker_id: int, retry_interval_s: float = 2.0) -> None:
+                 broker_name: str, broker_id: int, retry_interval_s: float = 2.0,
+                 quiet_operations: str = ",".join(QUIET_BY_DEFAULT)) -> None:
         self._store_config = store_config
-        static = {name: getattr(store_config, name) for name in LIVE_SETTINGS}
+        static = {name: getattr(store_config, name) for name in LIVE_SETTINGS
+                  if name != TRACE_QUIET_OPERATIONS}
+        static[TRACE_QUIET_OPERATIONS] = parse_quiet_operations(quiet_operations)
         self._follower = DynamicSettingsFollower(
             config_center, LIVE_SETTINGS, static, self._set, cluster=cluster,
             broker_group=broker_name, broker=broker_scope_name(broker_name, broker_id),
@@ -46,4 +56,7 @@ class DynamicSettings:
         return self._follower.offer(name, text)
 
     def _set(self, name: str, value: object) -> None:
-        setattr(self._store_config, name, value)
+        if name == TRACE_QUIET_OPERATIONS:  # the sampler's, not the store's
+            set_quiet_operations(value)  # type: ignore[arg-type]
+        else:
+            setattr(self._store_config, name, value)

@@ -159,6 +159,7 @@ class Messaging:
         self._queue(topic, queue_id)
         return topic
 
+    @metrics.counts_send_errors
     async def send(self, topic_name: str, queue_id: int, records: bytes,
                    record_count: int) -> AppendResult:
         topic = self.writable_queue(topic_name, queue_id)
@@ -216,6 +217,8 @@ class Messaging:
                       and outcome.next_begin_offset >= outcome.max_offset)
             remaining = deadline - time.monotonic()
             if not at_end or remaining <= 0:
+                if outcome.record_count:  # once per pull answer, not per message
+                    metrics.MESSAGES_OUT.labels(topic.name).inc(outcome.record_count)
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
             if not await self.holds.hold(topic.name, queue_id, offset, remaining,

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from tidemq.common.errors import TideMQError
 
 MESSAGES_IN = Counter("tidemq_broker_messages_in_total", "Records appended, by topic", ["topic"])
 BYTES_IN = Counter("tidemq_broker_bytes_in_total", "Record bytes appended")
@@ -13,6 +19,13 @@ PUT_LATENCY = Histogram(
     "tidemq_broker_put_latency_seconds", "Time to append one send batch (incl. sync flush)",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+MESSAGES_OUT = Counter("tidemq_broker_messages_out_total",
+                       "Records returned by pulls (counted per pull answer), by topic", ["topic"])
+SEND_ERRORS = Counter("tidemq_broker_send_errors_total", "Send batches refused, by error code",
+                      ["code"])
+for _code in ("NO_PERMISSION", "NOT_MASTER", "NOT_ENOUGH_REPLICAS", "TOPIC_NOT_EXIST",
+              "INVALID_ARGUMENT", "MESSAGE_TOO_LARGE", "SERVICE_UNAVAILABLE"):
+    SEND_ERRORS.labels(_code)  # zero-valued series exist, so error panels show 0, not "no data"
 HELD_PULLS = Gauge("tidemq_broker_held_pulls", "Pulls currently held by long polling")
 TRANSACTIONS = Counter(
     "tidemq_broker_transactions_total",
@@ -20,6 +33,20 @@ TRANSACTIONS = Counter(
     ["event"])
 OPEN_TRANSACTIONS = Gauge("tidemq_broker_open_transactions",
                           "Half messages neither committed, rolled back nor discarded")
+
+
+def counts_send_errors(send):
+    """Count a refused send batch by its error code (the error path only)."""
+
+    @functools.wraps(send)
+    async def counted(*args, **kwargs):
+        try:
+            return await send(*args, **kwargs)
+        except TideMQError as exc:
+            SEND_ERRORS.labels(exc.code).inc()
+            raise
+
+    return counted
 
 
 def record_put(topic: str, record_count: int, size: int, seconds: float) -> None:
@@ -64,16 +91,16 @@ class ReplicationCollector(Collector):
         yield GaugeMetricFamily("tidemq_broker_epoch", "The replica group's master epoch as "
                                 "this replica knows it", value=self.store.epochs.last_epoch)
         server = self.server
-        if server is None:
-            return
         lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
                                 "CommitLog bytes a slave lacks behind this master", labels=["replica"])
-        for replica, lag_bytes in sorted(server.lag_bytes().items()):
-            lag.add_metric([str(replica)], lag_bytes)
+        in_sync = GaugeMetricFamily("tidemq_broker_in_sync_replicas",
+                                    "Replicas in the in-sync set, the master included", labels=[])
+        if server is not None:  # a slave announces both families without samples
+            for replica, lag_bytes in sorted(server.lag_bytes().items()):
+                lag.add_metric([str(replica)], lag_bytes)
+            in_sync.add_metric([], len(server.tracker.in_sync))
         yield lag
-        yield GaugeMetricFamily("tidemq_broker_in_sync_replicas",
-                                "Replicas in the in-sync set, the master included",
-                                value=len(server.tracker.in_sync))
+        yield in_sync
 
 
 def watch_replication(store) -> ReplicationCollector:
@@ -100,3 +127,50 @@ class ScheduleCollector(Collector):
 
 def watch_schedule(deliverer) -> None:
     REGISTRY.register(ScheduleCollector(deliverer))
+
+
+class ConsumerLagCollector(Collector):
+    """Consumer lag per group and topic, computed at scrape time from the committed offsets and
+    the queues' max offsets (nothing on the pull or commit path). Only the group's master
+    reports it (`is_master`), so a replica group's lag is not counted once per replica."""
+
+    def __init__(self, offsets, store, is_master: Callable[[], bool]) -> None:
+        self.offsets, self.store, self.is_master = offsets, store, is_master
+
+    def collect(self):
+        lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
+                                "Messages stored but not yet committed by the group, summed "
+                                "over the topic's queues on this broker", labels=["group", "topic"])
+        if self.is_master():
+            totals: dict[tuple[str, str], int] = {}
+            for group, entries in self.offsets.snapshot().items():
+                for topic, queue_id, offset in entries:
+                    behind = max(0, self.store.max_offset(topic, queue_id) - offset)
+                    totals[(group, topic)] = totals.get((group, topic), 0) + behind
+            for (group, topic), behind in sorted(totals.items()):
+                lag.add_metric([group, topic], behind)
+        yield lag
+
+
+class DiskCollector(Collector):
+    """How full the file system holding the store is, read at scrape time (alert: disk use)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    def collect(self):
+        where = self.data_dir
+        while not where.exists() and where != where.parent:  # not created yet: its parent's
+            where = where.parent
+        usage = shutil.disk_usage(where)
+        yield GaugeMetricFamily("tidemq_broker_disk_used_ratio",
+                                "Used fraction of the file system holding the broker's data",
+                                value=usage.used / usage.total if usage.total else 0.0)
+        yield GaugeMetricFamily("tidemq_broker_disk_free_bytes",
+                                "Free bytes on the file system holding the broker's data",
+                                value=usage.free)
+
+
+def watch_consumers(offsets, store, is_master: Callable[[], bool], data_dir: Path) -> None:
+    REGISTRY.register(ConsumerLagCollector(offsets, store, is_master))
+    REGISTRY.register(DiskCollector(data_dir))

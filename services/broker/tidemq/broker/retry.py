@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_table import TopicConfig
@@ -141,14 +142,20 @@ class RetryService:
             queue_id = random.randrange(topic.queues)
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
                                 keep_properties=origin, drop_properties=SCHEDULE_LEFTOVERS)
+        began_ns = time.time_ns()
         if delayed and not dead and self.schedule is not None:
             await self.schedule.defer(moved, topic.name, queue_id, retry_delay_level(times - 1))
             # where it will be: the retry topic's offset is known once the timer moves it
-            return Moved(topic.name, queue_id, -1, times, dead)
-        result = await self.messaging.send(topic.name, queue_id, moved, 1)
+            queue_offset, physical_offset = -1, -1
+        else:
+            result = await self.messaging.send(topic.name, queue_id, moved, 1)
+            queue_offset, physical_offset = result.first_queue_offset, result.physical_offsets[0]
+        trace_events.message_moved(group, stored, topic.name, times, dead,
+                                   store_host=self.messaging.store.store_host,
+                                   physical_offset=physical_offset, began_ns=began_ns)
         if dead:
             log.info("dead_letter", group=group, origin=stored.topic, reconsume_times=times)
-        return Moved(topic.name, queue_id, result.first_queue_offset, times, dead)
+        return Moved(topic.name, queue_id, queue_offset, times, dead)
 
     async def redrive(self, group: str, physical_offset: int) -> Moved:
         """Append the dead letter at `physical_offset` to its original topic, reconsume_times 0."""
@@ -162,4 +169,5 @@ class RetryService:
         queue_id = random.randrange(topic.queues)
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=0)
         result = await self.messaging.send(topic.name, queue_id, moved, 1)
+        trace_events.message_redriven(group, stored, topic.name)
         return Moved(topic.name, queue_id, result.first_queue_offset, 0)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 from opentelemetry import trace
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
+from tidemq.broker.idempotence import IdempotentSends
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
@@ -46,8 +49,8 @@ def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
 
 def _describe_stored(request, result, store_host: bytes) -> None:
     """The store's facts on the Send call's span (a message's trace then says where it was
-    stored): topic, queue, first queue offset, count, and for one message its msg id and
-    unique id. One attribute call per batch; nothing when the call is not traced."""
+    stored): topic, queue, first queue offset, count, and for one message its msg id,
+    unique id and keys. One attribute call per batch; nothing when the call is not traced."""
     span = trace.get_current_span()
     if not span.is_recording() or not result.physical_offsets:
         return
@@ -63,6 +66,9 @@ def _describe_stored(request, result, store_host: bytes) -> None:
         unique_id = record.property_at(request.records, 0, header, record.PROP_UNIQ_KEY)
         if unique_id:
             attributes["tidemq.unique_id"] = unique_id
+        keys = record.property_at(request.records, 0, header, record.PROP_KEYS)
+        if keys:  # the trace collector finds the message's trace by them
+            attributes["tidemq.message.keys"] = keys.split(record.KEY_SEPARATOR)
     span.set_attributes(attributes)
 
 
@@ -74,7 +80,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  pop: PopService | None = None, locks: QueueLocks | None = None,
                  read_advisor: ReadAdvisor | None = None,
                  transactions: TransactionService | None = None,
-                 schedule: ScheduleService | None = None) -> None:
+                 schedule: ScheduleService | None = None,
+                 idempotence: IdempotentSends | None = None) -> None:
+        self.idempotence = idempotence  # idempotent sends' dedup table (idempotence/)
         self.transactions = transactions  # transactional messages (transactions/)
         self.schedule = schedule  # delayed / scheduled sends (schedule/)
         self.replication = replication  # replication.host.BrokerRoleHost, None = disabled
@@ -93,7 +101,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     async def Send(self, request, context):
         # A producer marks a half message or a batch holding a delayed message; only those
         # are looked into (the SDK refuses a delayed transactional message).
-        if request.transaction_prepared:
+        if request.idempotent:  # dedup by unique id: only batches that ask pay for it
+            send = self._idempotent_send(request)
+        elif request.transaction_prepared:
             send = self.transactions.prepare
         elif request.scheduled and self.schedule is not None:
             send = self.schedule.send
@@ -102,12 +112,23 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         result = await send(request.topic, request.queue_id, request.records,
                             request.record_count)
         _describe_stored(request, result, self.messaging.store.store_host)
-        return broker_pb2.SendResponse(
+        reply = broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,
             queue_id=request.queue_id, first_queue_offset=result.first_queue_offset,
             physical_offsets=result.physical_offsets,
             store_host=self.messaging.store.store_host,
         )
+        if request.idempotent:
+            self.idempotence.describe(result, reply)
+        return reply
+
+    def _idempotent_send(self, request):
+        if self.idempotence is None:
+            raise PreconditionFailed("this broker does not take idempotent sends",
+                                     code="IDEMPOTENCE_DISABLED")
+        if request.transaction_prepared or request.scheduled:
+            raise InvalidArgument("an idempotent send cannot carry half or scheduled messages")
+        return functools.partial(self.idempotence.send, request.producer_id)
 
     async def Pull(self, request, context):
         """A caller that cancels or disconnects cancels this coroutine, ending its hold."""

@@ -62,6 +62,9 @@ class BrokerSettings(ServiceSettings):
         100, "how often the timer moves due scheduled messages to their topic (ms)")
     pop_revive_interval_ms: int = setting(
         200, "how often popped messages past their invisible time are looked for (ms)")
+    pop_snapshot_interval_ms: int = setting(
+        60_000, "how often the pop state is written to the revive log as one snapshot, where "
+                "a restart's replay starts (ms)")
     transaction_timeout_ms: int = setting(
         6000, "a half message not committed or rolled back this long after it was stored is "
               "checked back with a producer of its group (ms; RocketMQ's transactionTimeOut)")
@@ -80,6 +83,16 @@ class BrokerSettings(ServiceSettings):
     worker_threads: int = setting(
         256, "threads for the plain RPCs (admin, offsets, heartbeats); sends, held pulls and "
              "JoinGroup/SyncGroup wait on the event loop without one")
+    idempotence_window_ms: int = setting(
+        600_000, "idempotent sends: a unique id stored longer ago than this (ms) is no longer "
+                 "recognised as a duplicate (docs/idempotence.md)")
+    idempotence_window_messages: int = setting(
+        100_000, "idempotent sends: unique ids remembered per producer id (oldest go first)")
+    idempotence_max_producers: int = setting(
+        1000, "idempotent sends: producer ids remembered (the least recently written go)")
+    idempotence_rebuild_mib: float = setting(
+        256.0, "idempotent sends: CommitLog tail (MiB) scanned to rebuild the table after a "
+               "restart or a promotion")
 
     # -- replication (docs/replication.md, "Broker roles and failover") ----------------------
     replication_enabled: bool = setting(
@@ -140,6 +153,11 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("max_delay_ms must be >= 0")
         if self.schedule_tick_ms < 1:
             raise SettingsError("schedule_tick_ms must be >= 1")
+        if min(self.idempotence_window_ms, self.idempotence_window_messages,
+               self.idempotence_max_producers) <= 0 or self.idempotence_rebuild_mib < 0:
+            raise SettingsError("idempotence_window_ms, idempotence_window_messages and "
+                                "idempotence_max_producers must be > 0, "
+                                "idempotence_rebuild_mib >= 0")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")
 

@@ -6,7 +6,9 @@ import sys
 
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.common.setting_rules import TRACE_QUIET_OPERATIONS, parse_quiet_operations
 from tidemq.common.settings import load_settings
+from tidemq.common.tracing import set_quiet_operations
 from tidemq.configclient.client import ConfigClient
 from tidemq.nameserver.controller.service import Controller
 from tidemq.nameserver.dynamic import RULES, NameServerDynamicSettings
@@ -41,7 +43,9 @@ def main(argv: list[str] | None = None) -> None:
         runtime.on_stop(controller.stop)  # on_stop runs in reverse: the controller first
 
     def apply(name: str, value: object) -> None:
-        if name == "unclean_election":
+        if name == TRACE_QUIET_OPERATIONS:
+            set_quiet_operations(value)  # type: ignore[arg-type]
+        elif name == "unclean_election":
             if controller is not None:
                 controller.set_unclean_default(bool(value))
         else:
@@ -49,7 +53,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if settings.config_center:
         dynamic = NameServerDynamicSettings(
-            settings.config_center, {name: getattr(settings, name) for name in RULES},
+            settings.config_center, {name: parse_quiet_operations(settings.trace_quiet_operations)
+                                     if name == TRACE_QUIET_OPERATIONS else getattr(settings, name)
+                                     for name in RULES},
             apply, cluster=settings.cluster_name, group=settings.config_group).start()
         runtime.on_stop(dynamic.stop)
     runtime.run_until_signal()

@@ -12,7 +12,7 @@ import threading
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.tracecollector import metrics
-from tidemq.tracecollector.dynamic import follow_retention
+from tidemq.tracecollector.dynamic import follow_retention, policy_value
 from tidemq.tracecollector.http_app import create_app
 from tidemq.tracecollector.receiver import SERVICE_NAME, TraceReceiver, add_to_server
 from tidemq.tracecollector.settings import TraceCollectorSettings
@@ -50,7 +50,8 @@ class TraceCollector:
         self.store = SpanStore(
             settings.data_dir,
             RetentionPolicy(
-                max_spans=settings.retention_spans, max_age_hours=settings.retention_hours
+                max_spans=settings.retention_spans, max_age_hours=settings.retention_hours,
+                max_bytes=int(policy_value("retention_mb", settings.retention_mb)),
             ),
         )
         self.writer = SpanWriter(

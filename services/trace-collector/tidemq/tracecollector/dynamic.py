@@ -1,5 +1,5 @@
-"""Trace-collector dynamic settings from the config center, applied live: `retention_spans`
-and `retention_hours` (the store reads its retention policy on every batch and every idle
+"""Trace-collector dynamic settings from the config center, applied live: `retention_spans`,
+`retention_hours` and `retention_mb` (the store reads its retention policy on every batch and every idle
 enforcement, so a change is safe at once; a tighter bound is enforced immediately).
 
 Off unless `--config-center` is given: the collector receives every service's spans and must
@@ -22,12 +22,20 @@ from tidemq.tracecollector.store import SpanStore
 log = get_logger(__name__)
 
 RULES = TRACE_COLLECTOR_RULES  # with every service's in tidemq.common.setting_rules
-_FIELDS = {"retention_spans": "max_spans", "retention_hours": "max_age_hours"}
+_FIELDS = {"retention_spans": "max_spans", "retention_hours": "max_age_hours",
+           "retention_mb": "max_bytes"}
+BYTES_PER_MB = 1024 * 1024
+
+
+def policy_value(name: str, value: object) -> object:
+    """A setting's value as the RetentionPolicy field holds it (MiB → bytes)."""
+    return int(float(value) * BYTES_PER_MB) if name == "retention_mb" else value  # type: ignore[arg-type]
 
 
 def follow_retention(settings: TraceCollectorSettings, store: SpanStore) -> DynamicSettingsFollower:
     def apply(name: str, value: object) -> None:
-        store.retention = dataclasses.replace(store.retention, **{_FIELDS[name]: value})
+        store.retention = dataclasses.replace(store.retention,
+                                              **{_FIELDS[name]: policy_value(name, value)})
         try:
             store.enforce_retention()  # a tighter bound applies now, not at the next batch
         except sqlite3.Error as exc:  # e.g. closing down: the next batch enforces it anyway

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from tidemq.common.errors import InvalidArgument
+from tidemq.tracecollector.search import TraceQuery
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
+MAX_FILTER_CHARS = 256
 SERVICE_PALETTE_SIZE = 10
 _RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -79,3 +82,43 @@ def service_colour(service: str, colours: dict[str, int] | None = None) -> int:
     if colours and service in colours:
         return colours[service]
     return zlib.crc32(service.encode()) % SERVICE_PALETTE_SIZE
+
+
+def parse_flag(name: str, text: str | None) -> bool:
+    value = (text or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise InvalidArgument(f"{name} must be true or false, got {value[:16]!r}")
+
+
+def parse_trace_query(args: Mapping[str, str], now_ns: int, default_limit: int = DEFAULT_LIMIT,
+                      ) -> TraceQuery:
+    """The search parameters of `/api/traces` and the dashboard (empty ones do not filter)."""
+    def text(name: str) -> str | None:
+        value = (args.get(name) or "").strip()
+        if len(value) > MAX_FILTER_CHARS:
+            raise InvalidArgument(f"{name} must be at most {MAX_FILTER_CHARS} characters")
+        return value or None
+
+    since_ns = parse_since(args.get("since"), now_ns)
+    until_ns = parse_since(args.get("until"), now_ns) if args.get("until") else 0
+    if until_ns and until_ns <= since_ns:
+        raise InvalidArgument("until must be after since")
+    return TraceQuery(
+        msg_id=text("msg_id"), unique_id=text("unique_id"), key=text("key"),
+        topic=text("topic"), group=text("group"), service=text("service"),
+        errors_only=parse_flag("errors", args.get("errors")), since_ns=since_ns,
+        until_ns=until_ns,
+        limit=parse_limit(args.get("limit") or str(default_limit)),
+    )
+
+
+def format_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

@@ -25,8 +25,12 @@ class TraceCollectorSettings(ServiceSettings):
     retention_hours: float = setting(
         72.0, "drop spans received more than this many hours ago (0 = no age bound)"
     )
+    retention_mb: float = setting(
+        1024.0, "keep the database's pages in use under this many MiB, oldest spans dropped "
+        "first (0 = no size bound)"
+    )
     config_center: str = setting(
-        "", "config-center host:port to follow retention_spans / retention_hours live from "
+        "", "config-center host:port to follow retention_spans / retention_hours / retention_mb live from "
         "('' = off: the collector needs no other service)")
     cluster_name: str = setting("DefaultCluster", "config-center cluster scope of those settings")
     config_group: str = setting("trace-collector",

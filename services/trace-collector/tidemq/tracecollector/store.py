@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidemq.tracecollector import search
+from tidemq.tracecollector.index import span_links, span_tags
 from tidemq.tracecollector.model import SpanRecord, TraceSummary
 
 DB_FILENAME = "spans.sqlite3"
@@ -62,12 +64,47 @@ CREATE TABLE IF NOT EXISTS trace_services (
     PRIMARY KEY (trace_id, service_name)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS trace_services_by_service ON trace_services(service_name);
+CREATE TABLE IF NOT EXISTS span_tags (
+    tag TEXT NOT NULL,
+    value TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    trace_id TEXT NOT NULL,
+    PRIMARY KEY (tag, value, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS span_tags_by_seq ON span_tags(seq);
+CREATE TABLE IF NOT EXISTS span_links (
+    linked_trace_id TEXT NOT NULL,
+    linked_span_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    trace_id TEXT NOT NULL,
+    PRIMARY KEY (linked_trace_id, linked_span_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS span_links_by_seq ON span_links(seq);
+"""
+
+# A batch's spans get their seq from the writer, so index rows name their span by it; the
+# rowid check (one integer-key lookup) skips a duplicate span the insert above ignored.
+_INSERT_TAG = """
+INSERT OR IGNORE INTO span_tags (tag, value, seq, trace_id)
+SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM spans WHERE seq = ? AND span_id = ?)
+"""
+# The usual batch has no duplicate: its index rows go in without the check.
+_INSERT_TAG_UNCHECKED = """
+INSERT OR IGNORE INTO span_tags (tag, value, seq, trace_id) VALUES (?, ?, ?, ?)
+"""
+_INSERT_LINK_UNCHECKED = """
+INSERT OR IGNORE INTO span_links (linked_trace_id, linked_span_id, seq, trace_id)
+VALUES (?, ?, ?, ?)
+"""
+_INSERT_LINK = """
+INSERT OR IGNORE INTO span_links (linked_trace_id, linked_span_id, seq, trace_id)
+SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM spans WHERE seq = ? AND span_id = ?)
 """
 
 _INSERT_SPAN = """
 INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, name, service_name, kind,
-    start_ns, end_ns, status_code, status_message, attributes, events, links, received_ns)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    start_ns, end_ns, status_code, status_message, attributes, events, links, received_ns, seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # Recompute the summary of every trace listed in temp.touched from its surviving spans.
@@ -84,7 +121,7 @@ FROM spans s WHERE s.trace_id IN (SELECT trace_id FROM temp.touched)
 GROUP BY s.trace_id
 """
 
-_SPAN_COLUMNS = (
+SPAN_COLUMNS = (
     "trace_id, span_id, parent_span_id, name, service_name, kind, start_ns, end_ns, "
     "status_code, status_message, attributes, events, links"
 )
@@ -96,24 +133,39 @@ class RetentionPolicy:
 
     max_spans: int = 1_000_000
     max_age_hours: float = 0.0
+    max_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:
     span_count: int
     trace_count: int
+    size_bytes: int = 0  # pages in use (a deleted span's pages are reused, the file stays)
+    file_bytes: int = 0  # the database file plus its write-ahead log on disk
 
 
-def _span_row(span: SpanRecord, received_ns: int) -> tuple:
+def _used_bytes(db: sqlite3.Connection) -> int:
+    """Bytes of the pages holding data (both PRAGMAs read the file header: cheap)."""
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    return (pages - free) * size
+
+
+def _wal_path(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _span_row(span: SpanRecord, received_ns: int, seq: int) -> tuple:
     return (
         span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name,
         span.kind, span.start_ns, span.end_ns, span.status_code, span.status_message,
         json.dumps(span.attributes, default=str), json.dumps(span.events, default=str),
-        json.dumps(span.links, default=str), received_ns,
+        json.dumps(span.links, default=str), received_ns, seq,
     )
 
 
-def _span_from_row(row: tuple) -> SpanRecord:
+def span_from_row(row: tuple) -> SpanRecord:
     return SpanRecord(
         trace_id=row[0], span_id=row[1], parent_span_id=row[2], name=row[3],
         service_name=row[4], kind=row[5], start_ns=row[6], end_ns=row[7],
@@ -170,16 +222,20 @@ class SpanStore:
     def insert(self, spans: Iterable[SpanRecord], now_ns: int | None = None) -> int:
         """Insert a batch in one transaction, apply retention, return spans newly stored."""
         received_ns = now_ns if now_ns is not None else time.time_ns()
-        rows = [_span_row(span, received_ns) for span in spans]
-        if not rows:
+        batch = list(spans)
+        if not batch:
             return 0
         with self._write_lock:
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
+                first = (db.execute("SELECT max(seq) FROM spans").fetchone()[0] or 0) + 1
+                rows = [_span_row(span, received_ns, first + n) for n, span in enumerate(batch)]
                 before = db.total_changes
                 db.executemany(_INSERT_SPAN, rows)
                 stored = db.total_changes - before
+                if stored:
+                    self._index(db, batch, first, checked=stored != len(batch))
                 db.executemany(
                     "INSERT OR IGNORE INTO temp.touched VALUES (?)", {(r[0],) for r in rows}
                 )
@@ -190,6 +246,24 @@ class SpanStore:
                 db.execute("ROLLBACK")
                 raise
         return stored
+
+    @staticmethod
+    def _index(db: sqlite3.Connection, batch: list[SpanRecord], first: int, *,
+               checked: bool) -> None:
+        """Index rows of the batch's spans; `checked`: some were duplicates, index only the
+        spans this batch stored."""
+        tags = [(tag, value, seq, span.trace_id, seq, span.span_id)
+                for seq, span in enumerate(batch, first) for tag, value in span_tags(span)]
+        links = [(trace_id, span_id, seq, span.trace_id, seq, span.span_id)
+                 for seq, span in enumerate(batch, first) if span.links
+                 for trace_id, span_id in span_links(span)]
+        if not checked:
+            tags = [row[:4] for row in tags]
+            links = [row[:4] for row in links]
+        if tags:
+            db.executemany(_INSERT_TAG if checked else _INSERT_TAG_UNCHECKED, tags)
+        if links:
+            db.executemany(_INSERT_LINK if checked else _INSERT_LINK_UNCHECKED, links)
 
     def _refresh_touched(self, db: sqlite3.Connection) -> None:
         db.execute(
@@ -220,7 +294,21 @@ class SpanStore:
                 "SELECT seq FROM spans WHERE received_ns >= ? ORDER BY seq LIMIT 1", (horizon,)
             ).fetchone()
             cutoff = max(cutoff, newest if first_young is None else first_young[0] - 1)
+        if self.retention.max_bytes > 0:
+            cutoff = max(cutoff, self._size_cutoff(db, oldest, newest))
         return cutoff if cutoff >= oldest else None
+
+    def _size_cutoff(self, db: sqlite3.Connection, oldest: int, newest: int) -> int:
+        """Seq up to which the oldest spans must go for the pages in use to fit max_bytes:
+        the excess divided by the average span's share of the pages, plus a tenth of the
+        bound as slack so the next batches do not each delete a few rows."""
+        used = _used_bytes(db)
+        if used <= self.retention.max_bytes:
+            return oldest - 1
+        count = db.execute("SELECT count(*) FROM spans").fetchone()[0]
+        per_span = used / max(1, count)
+        excess = used - self.retention.max_bytes * 0.9
+        return min(newest, oldest - 1 + max(1, int(excess / per_span)))
 
     def _apply_retention(self, db: sqlite3.Connection, now_ns: int) -> None:
         cutoff = self._retention_cutoff(db, now_ns)
@@ -232,6 +320,8 @@ class SpanStore:
             (cutoff,),
         )
         db.execute("DELETE FROM spans WHERE seq <= ?", (cutoff,))
+        db.execute("DELETE FROM span_tags WHERE seq <= ?", (cutoff,))
+        db.execute("DELETE FROM span_links WHERE seq <= ?", (cutoff,))
         self._refresh_touched(db)
 
     def enforce_retention(self, now_ns: int | None = None) -> None:
@@ -248,57 +338,30 @@ class SpanStore:
 
     # -- reading ---------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A pooled read-only connection for the query modules (search, journey, map)."""
+        with self._reader() as db:
+            yield db
+
     def recent_traces(
         self, *, service: str | None = None, limit: int = 20, since_ns: int = 0
     ) -> list[TraceSummary]:
         """Traces newest first (by start), optionally only those a service took part in."""
-        sql = (
-            "SELECT trace_id, root_name, root_service, span_count, error_count, start_ns, "
-            "end_ns FROM traces t WHERE start_ns >= ?"
-        )
-        params: list = [since_ns]
-        if service:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM trace_services ts WHERE ts.trace_id = t.trace_id"
-                " AND ts.service_name = ?)"
-            )
-            params.append(service)
-        sql += " ORDER BY start_ns DESC LIMIT ?"
-        params.append(limit)
-        with self._reader() as db:
-            rows = db.execute(sql, params).fetchall()
-            services = self._services_of(db, [row[0] for row in rows])
-        return [
-            TraceSummary(
-                trace_id=row[0], root_name=row[1], root_service=row[2],
-                services=services.get(row[0], ()), span_count=row[3], error_count=row[4],
-                start_ns=row[5], end_ns=row[6],
-            )
-            for row in rows
-        ]
+        return self.search(search.TraceQuery(service=service, limit=limit, since_ns=since_ns))
 
-    @staticmethod
-    def _services_of(db: sqlite3.Connection, trace_ids: list[str]) -> dict[str, tuple[str, ...]]:
-        if not trace_ids:
-            return {}
-        marks = ",".join("?" * len(trace_ids))
-        found: dict[str, list[str]] = {}
-        for trace_id, service_name in db.execute(
-            f"SELECT trace_id, service_name FROM trace_services WHERE trace_id IN ({marks}) "
-            "ORDER BY service_name",
-            trace_ids,
-        ):
-            found.setdefault(trace_id, []).append(service_name)
-        return {trace_id: tuple(names) for trace_id, names in found.items()}
+    def search(self, trace_query: search.TraceQuery) -> list[TraceSummary]:
+        with self._reader() as db:
+            return search.find_traces(db, trace_query)
 
     def trace(self, trace_id: str) -> list[SpanRecord]:
         """All stored spans of one trace, in start order (empty if unknown or expired)."""
         with self._reader() as db:
             rows = db.execute(
-                f"SELECT {_SPAN_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns, seq",
+                f"SELECT {SPAN_COLUMNS} FROM spans WHERE trace_id = ? ORDER BY start_ns, seq",
                 (trace_id,),
             ).fetchall()
-        return [_span_from_row(row) for row in rows]
+        return [span_from_row(row) for row in rows]
 
     def services(self) -> list[str]:
         with self._reader() as db:
@@ -311,7 +374,11 @@ class SpanStore:
         with self._reader() as db:
             spans = db.execute("SELECT count(*) FROM spans").fetchone()[0]
             traces = db.execute("SELECT count(*) FROM traces").fetchone()[0]
-        return StoreStats(span_count=spans, trace_count=traces)
+            used = _used_bytes(db)
+        on_disk = sum(path.stat().st_size for path in (self.path, _wal_path(self.path))
+                      if path.exists())
+        return StoreStats(span_count=spans, trace_count=traces, size_bytes=used,
+                          file_bytes=on_disk)
 
     def close(self) -> None:
         with self._write_lock:

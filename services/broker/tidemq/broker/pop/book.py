@@ -11,6 +11,10 @@ the state the old process had (RocketMQ's PopCheckPoint / AckMsg on REVIVE_LOG).
 A checkpoint's id is its queue offset in the revive queue: unique per broker and increasing,
 which is what tells a handle that was acked already (id known, message no longer in flight)
 from one never issued (id beyond the last checkpoint).
+
+The log is compacted by SNAPSHOT records: the whole book as it stood after the revive record
+`upto`, so a replay starts at the latest snapshot instead of the queue's start, and the cursors
+and in-flight messages of old checkpoints survive the CommitLog's retention deleting them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from dataclasses import dataclass
 
 CHECKPOINT = "ck"
 ACK = "ack"
+SNAPSHOT = "snap"
+# An expired handle is remembered this long past its invisible time (an ack then says EXPIRED;
+# later, DONE), so the set does not grow without bound.
+EXPIRED_KEPT_MS = 3600 * 1000
 # why an ACK record was written
 ACKED, REVIVED, MOVED = "acked", "revived", "moved"  # moved: change of invisible time
 REDO = "redo"  # an orderly message's invisible time passed: delivered again from its queue
@@ -63,16 +71,16 @@ def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str
 
 
 class PopBook:
-    def __init__(self) -> None:
+    def __init__(self, applied: int = -1) -> None:
         self.cursors: dict[Key, int] = {}                  # where the next pop of a queue reads
         self.in_flight: dict[tuple[int, int], InFlight] = {}  # (checkpoint, queue offset)
-        self.expired: set[tuple[int, int]] = set()
+        self.expired: dict[tuple[int, int], int] = {}       # handle -> its invisible-until ms
         self.last_checkpoint = -1
         # Orderly pop (topics defined with "order"): deliveries so far of each unacked message,
         # and per queue the expired offsets to hand out again before anything newer.
         self.attempts: dict[tuple[str, str, int, int], int] = {}
         self.redo: dict[Key, set[int]] = {}
-        self._applied = -1          # highest revive-queue offset applied in order
+        self._applied = applied     # highest revive-queue offset applied in order
         self._ahead: set[int] = set()  # applied out of order (our own appends, before catch-up)
 
     def apply(self, revive_offset: int, body: bytes | dict) -> None:
@@ -96,7 +104,7 @@ class PopBook:
             flight = self.in_flight.pop(handle, None)
             why = entry.get("why")
             if why in (REVIVED, MOVED, REDO):  # the handle is dead, not the message
-                self.expired.add(handle)
+                self.expired.setdefault(handle, flight.invisible_until_ms if flight else 0)
             key = ((entry["g"], entry["topic"], entry["q"]) if "g" in entry else
                    (flight.group, flight.topic, flight.queue_id) if flight else None)
             if why == REDO:
@@ -136,11 +144,11 @@ class PopBook:
         EXPIRED); `untake` puts it back if the move fails."""
         flight = self.in_flight.pop(handle, None)
         if flight is not None:
-            self.expired.add(handle)
+            self.expired[handle] = flight.invisible_until_ms
         return flight
 
     def untake(self, handle: tuple[int, int], flight: InFlight) -> None:
-        self.expired.discard(handle)
+        self.expired.pop(handle, None)
         self.in_flight[handle] = flight
 
     def due(self, now_ms: int, limit: int = 256) -> list[tuple[int, int, InFlight]]:
@@ -149,3 +157,39 @@ class PopBook:
                  if f.invisible_until_ms <= now_ms]
         found.sort(key=lambda item: item[2].invisible_until_ms)
         return found[:limit]
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def prune_expired(self, now_ms: int) -> set[tuple[int, int]]:
+        """Forget handles expired longer than EXPIRED_KEPT_MS; the handles forgotten."""
+        old = {h for h, until in self.expired.items() if until < now_ms - EXPIRED_KEPT_MS}
+        self.forget_expired(old)
+        return old
+
+    def forget_expired(self, handles: set[tuple[int, int]]) -> None:
+        for handle in handles:
+            self.expired.pop(handle, None)
+
+    def snapshot(self) -> dict:
+        """The whole book as a SNAPSHOT entry: it stands for every record up to `applied`."""
+        return {
+            "t": SNAPSHOT, "upto": self._applied, "last": self.last_checkpoint,
+            "cursors": [[*key, n] for key, n in self.cursors.items()],
+            "flight": [[ck, off, f.group, f.topic, f.queue_id, f.invisible_until_ms, f.orderly]
+                       for (ck, off), f in self.in_flight.items()],
+            "expired": [[ck, off, until] for (ck, off), until in self.expired.items()],
+            "attempts": [[*key, n] for key, n in self.attempts.items()],
+            "redo": [[*key, sorted(offs)] for key, offs in self.redo.items() if offs],
+        }
+
+    @classmethod
+    def from_snapshot(cls, entry: dict) -> PopBook:
+        book = cls(applied=entry["upto"])
+        book.last_checkpoint = entry["last"]
+        book.cursors = {(g, t, q): n for g, t, q, n in entry["cursors"]}
+        book.in_flight = {(ck, off): InFlight(g, t, q, until, orderly)
+                          for ck, off, g, t, q, until, orderly in entry["flight"]}
+        book.expired = {(ck, off): until for ck, off, until in entry["expired"]}
+        book.attempts = {(g, t, q, off): n for g, t, q, off, n in entry["attempts"]}
+        book.redo = {(g, t, q): set(offs) for g, t, q, offs in entry["redo"]}
+        return book

@@ -6,8 +6,10 @@ handles. Ack and change of invisible time append ACK (and CHECKPOINT) records. A
 acked before its invisible time is revived: moved with `RetryService.move` into
 `%RETRY%{group}` with reconsume_times + 1 (or `%DLQ%{group}` past the group's limit), which the
 next pop reads — then an ACK(revived) record closes it. All state is the revive log folded by
-PopBook; `rebuild()` replays it at start. At least once: a crash between the move and its ACK
-revives the message twice.
+PopBook; `rebuild()` replays it at start, from the latest SNAPSHOT record (`compact()` writes
+one every `snapshot_interval_s` and saves its offset as a consumer offset of SNAPSHOT_GROUP, a
+replicated table). At least once: a crash between the move and its ACK revives the message
+twice.
 
 Pops of one broker are serialised (one asyncio lock: the cursor is read, the checkpoint
 written, then the cursor moves); the book itself is guarded by a thread lock, since revive
@@ -24,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
+from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.book import (
     ACKED,
     MOVED,
     REDO,
     REVIVED,
+    SNAPSHOT,
     HandleState,
     PopBook,
     ack_body,
@@ -47,6 +51,7 @@ REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"
 MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # SQS's and RocketMQ's ceiling
 REPLAY_PAGE = 256
+SNAPSHOT_GROUP = "CID_SYS_RMQ_POP_SNAPSHOT"  # its offset on the revive queue: the latest snapshot
 
 
 def revive_topic(cluster: str) -> str:
@@ -68,12 +73,18 @@ def _check_invisible(invisible_ms: int) -> None:
 
 class PopService:
     def __init__(self, messaging: Messaging, retry: RetryService, topics: SystemTopics,
-                 groups: SubscriptionGroupTable, *, broker_name: str, revive: str,
-                 revive_interval_s: float = 0.2, clock: Callable[[], float] = time.time) -> None:
+                 groups: SubscriptionGroupTable, offsets: ConsumerOffsetManager, *,
+                 broker_name: str, revive: str, revive_interval_s: float = 0.2,
+                 snapshot_interval_s: float = 60.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.messaging, self.retry, self.topics, self.groups = messaging, retry, topics, groups
+        self.offsets = offsets
         self.broker_name, self.revive = broker_name, revive
         self.revive_interval_s, self.clock = revive_interval_s, clock
+        self.snapshot_interval_s = snapshot_interval_s
         self.book = PopBook()
+        self._shadow = PopBook()  # the book folded in log order only: what a snapshot saves
+        self._last_snapshot = -1
         self._lock = threading.Lock()
         self._pop_lock: asyncio.Lock | None = None
         self._stop = threading.Event()
@@ -86,21 +97,63 @@ class PopService:
     # -- the revive log -------------------------------------------------------------------------
 
     def rebuild(self) -> int:
-        """Replay this broker's revive queue into a fresh book; the records applied."""
-        store, book, count = self.messaging.store, PopBook(), 0
+        """Replay this broker's revive queue into a fresh book, from its latest snapshot; the
+        records applied after it."""
+        store = self.messaging.store
         store.wait_dispatched(30)  # every revive record appended so far is in its queue
-        offset = store.min_offset(self.revive, 0)
+        book = self._latest_snapshot()
+        count = self._replay_into(book)
+        with self._lock:
+            self.book = book
+            self._shadow = PopBook.from_snapshot(book.snapshot())
+        return count
+
+    def _latest_snapshot(self) -> PopBook:
+        store = self.messaging.store
+        start = store.min_offset(self.revive, 0)
+        saved = [offset for _, _, offset in self.offsets.query(SNAPSHOT_GROUP, self.revive)]
+        if saved and saved[0] >= start:
+            got = store.get_messages(self.revive, 0, saved[0], 1)
+            if got.status is GetStatus.FOUND:
+                entry = json.loads(bytes(record.decode(got.records).body))
+                if entry.get("t") == SNAPSHOT:
+                    self._last_snapshot = saved[0]
+                    return PopBook.from_snapshot(entry)
+        if saved:  # cannot happen while snapshots are taken far more often than retention
+            log.warning("pop_snapshot_missing", revive=self.revive, saved=saved[0],
+                        log_start=start)
+        return PopBook(applied=start - 1)
+
+    def _replay_into(self, book: PopBook) -> int:
+        """Fold the revive records after `book.applied`, in log order; how many."""
+        store, offset, count = self.messaging.store, book.applied + 1, 0
         while True:
             got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE)
             if got.status is not GetStatus.FOUND:
-                break
+                return count
             for rec in record.iter_records(got.records):
                 book.apply(rec.queue_offset, bytes(rec.body))
                 count += 1
             offset = got.next_begin_offset
+
+    async def compact(self) -> int | None:
+        """Write a SNAPSHOT of the book as of the last record in the revive queue and save its
+        offset; None when nothing was logged since the last snapshot."""
+        shadow = self._shadow
+        await asyncio.to_thread(self._replay_into, shadow)
+        if shadow.applied <= self._last_snapshot:
+            return None
+        forgotten = shadow.prune_expired(self._now_ms())
+        body = json.dumps(shadow.snapshot(), separators=(",", ":")).encode()
+        if len(body) > self.messaging.store.config.max_message_size:
+            log.warning("pop_snapshot_too_large", bytes=len(body), in_flight=len(shadow.in_flight))
+            return None
+        offset = await self._append([body])
+        self.offsets.commit(SNAPSHOT_GROUP, [(self.revive, 0, offset)])
+        self._last_snapshot = offset
         with self._lock:
-            self.book = book
-        return count
+            self.book.forget_expired(forgotten)
+        return offset
 
     async def _append(self, bodies: list[bytes]) -> int:
         """Append revive records (one batch: all or none); the first one's revive offset."""
@@ -358,15 +411,21 @@ class PopService:
         return REVIVED
 
     def start(self) -> None:
-        self.rebuild()
+        records = self.rebuild()
+        log.info("pop state replayed", records=records, from_snapshot=self._last_snapshot,
+                 in_flight=len(self.book.in_flight))
         self._thread = threading.Thread(target=lambda: asyncio.run(self._revive_forever()),
                                         name="pop-revive", daemon=True)
         self._thread.start()
 
     async def _revive_forever(self) -> None:
+        snapshot_due = time.monotonic() + self.snapshot_interval_s
         while not self._stop.is_set():
             try:
                 await self.revive_due()
+                if time.monotonic() >= snapshot_due and self._serving_master():
+                    snapshot_due = time.monotonic() + self.snapshot_interval_s
+                    await self.compact()
             except Exception:  # keep reviving: one bad round must not stop redelivery
                 log.exception("revive_round_failed")
             await asyncio.to_thread(self._stop.wait, self.revive_interval_s)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.schedule.service import SCHEDULE_PROPERTIES, SCHEDULE_TOPIC
@@ -190,7 +191,10 @@ class Deliverer:
             batches.setdefault((SCHEDULE_TOPIC, queue), []).append(
                 record.retarget(raw, SCHEDULE_TOPIC, queue_id=queue))
         for (topic, queue), records in batches.items():
+            began_ns = time.time_ns()
             await self.messaging.send(topic, queue, b"".join(records), len(records))
+            if topic != SCHEDULE_TOPIC:
+                trace_events.delayed_delivered(topic, queue, records, began_ns)
 
     def _to_real_topic(self, raw: bytes) -> tuple[tuple[str, int], bytes] | None:
         header = record.checked_header(raw, 0, verify_crc=False)

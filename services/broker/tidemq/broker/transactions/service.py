@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from tidemq.broker import metrics
+from tidemq.broker import metrics, trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.retry import SystemTopics
@@ -202,9 +202,12 @@ class TransactionService:
             async with entry[0]:
                 state = self.book.state(half_offset)
                 if state is TxnState.PENDING:
+                    began_ns = time.time_ns()
                     if kind == COMMIT:
                         await self._append_committed(raw, stored)
                     await self._append_op(kind, half_offset)
+                    if stored is not None:
+                        trace_events.transaction_ended(stored, kind == COMMIT, began_ns)
                     return self.book.state(half_offset), False
                 if kind == DISCARD or state is STATE_OF_OP[kind]:
                     return state, True

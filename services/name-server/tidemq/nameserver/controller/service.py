@@ -37,6 +37,8 @@ log = get_logger(__name__)
 
 ELECTIONS = Counter("tidemq_nameserver_elections_total",
                     "Masters elected by this name server's controller", ["election"])
+for _kind in ("clean", "unclean"):
+    ELECTIONS.labels(_kind)  # zero-valued series: the dashboard shows 0 before any election
 ACTIVE = Gauge("tidemq_nameserver_controller_active",
                "1 while this name server is the active replication controller")
 

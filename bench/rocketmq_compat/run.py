@@ -1,0 +1,144 @@
+"""Produce and receive throughput through gateway-grpc with the official RocketMQ 5 Python
+client, against the same run's native TideMQ client figures (the proxy's cost as a ratio).
+
+    uv run --frozen python bench/rocketmq_compat/run.py --quick
+    uv run --frozen python bench/rocketmq_compat/run.py --messages 5000
+
+Starts Redis, the config center, two name servers, one broker group and gateway-grpc
+(temporary dirs, loopback). Produce: one thread of synchronous sends, then `--window`
+asynchronous sends in flight, each way. Receive: pop 32 then ack each message, each way in its
+own consumer group (each reads half of what was stored). Printed, not asserted. What bounds the
+gateway: every call is one more gRPC hop and the gateway re-encodes protobuf messages into
+CommitLog records (and back), all in one Python process; the official client adds its own
+asyncio loop thread and per-call signing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests.support
+
+import rocketmq  # noqa: E402
+from tidemq.client import Message, Producer, SimpleConsumer  # noqa: E402
+
+from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
+
+TOPIC = "BenchRmq"
+QUEUES = 4
+BODY = b"x" * 256
+
+
+def rmq_message() -> rocketmq.Message:
+    message = rocketmq.Message()
+    message.topic, message.body = TOPIC, BODY
+    return message
+
+
+def rate(count: int, started: float) -> float:
+    return count / (time.perf_counter() - started)
+
+
+def native_produce(namesrv: str, count: int, window: int) -> tuple[float, float]:
+    with Producer(namesrv) as producer:
+        started = time.perf_counter()
+        for _ in range(count):
+            producer.send(Message(TOPIC, BODY))
+        sync = rate(count, started)
+        started = time.perf_counter()
+        for start in range(0, count, window):
+            futures = [producer.send_async(Message(TOPIC, BODY))
+                       for _ in range(min(window, count - start))]
+            for future in futures:
+                future.result()
+        return sync, rate(count, started)
+
+
+def rmq_produce(config, count: int, window: int) -> tuple[float, float]:
+    producer = rocketmq.Producer(config, (TOPIC,))
+    producer.startup()
+    try:
+        started = time.perf_counter()
+        for _ in range(count):
+            producer.send(rmq_message())
+        sync = rate(count, started)
+        started = time.perf_counter()
+        for start in range(0, count, window):
+            futures = [producer.send_async(rmq_message())
+                       for _ in range(min(window, count - start))]
+            for future in futures:
+                future.result(timeout=30)
+        return sync, rate(count, started)
+    finally:
+        producer.shutdown()
+
+
+def native_receive(namesrv: str, count: int) -> float:
+    seen = 0
+    with SimpleConsumer(namesrv, "bench-native", TOPIC) as consumer:
+        started = time.perf_counter()
+        while seen < count:
+            for received in consumer.receive(32, wait_s=1):
+                consumer.ack(received)
+                seen += 1
+        return rate(seen, started)
+
+
+def rmq_receive(config, count: int) -> float:
+    consumer = rocketmq.SimpleConsumer(config, "bench-rmq", {TOPIC: rocketmq.FilterExpression()},
+                                       1)
+    consumer.startup()
+    seen = 0
+    try:
+        started = time.perf_counter()
+        while seen < count:
+            for received in consumer.receive(32, 30) or []:
+                consumer.ack(received)
+                seen += 1
+        return rate(seen, started)
+    finally:
+        consumer.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5_000, help="per way and per mode")
+    parser.add_argument("--window", type=int, default=64, help="async sends in flight")
+    parser.add_argument("--quick", action="store_true", help="500 messages per way and mode")
+    args = parser.parse_args()
+    count = 500 if args.quick else args.messages
+    logging.getLogger("rocketmq-python-client").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="bench-rmq-") as tmp, \
+            running_cluster(Path(tmp), broker_names=("broker-a",)) as cluster:
+        from tidemq.configclient.client import ConfigClient
+        from tidemq.configclient.topics import TopicDefinitions
+
+        with ConfigClient(cluster.config_center.addr) as config_client:
+            TopicDefinitions(config_client).create(TOPIC, QUEUES)
+        wait_for_route(cluster, TOPIC, 1)
+        gateway = cluster.start("tidemq.gateway.grpc", ["--namesrv-addrs", cluster.namesrv_addrs])
+        config = rocketmq.ClientConfiguration(gateway.addr, rocketmq.Credentials(),
+                                              request_timeout=10)
+        native_sync, native_async = native_produce(cluster.namesrv_addrs, count, args.window)
+        rmq_sync, rmq_async = rmq_produce(config, count, args.window)
+        total = 2 * count  # of the 4 * count stored: each group reads half of them
+        native_recv = native_receive(cluster.namesrv_addrs, total)
+        rmq_recv = rmq_receive(config, total)
+    rows = [("produce, sync, 1 thread", native_sync, rmq_sync),
+            (f"produce, async, {args.window} in flight", native_async, rmq_async),
+            ("receive, pop 32 + ack each", native_recv, rmq_recv)]
+    print(f"{'':<36}{'native TideMQ':>15}{'RocketMQ client':>17}{'ratio':>8}")
+    print(f"{'':<36}{'(same run)':>15}{'via gateway-grpc':>17}")
+    for name, native, rmq in rows:
+        print(f"{name:<36}{native:>13.0f}/s{rmq:>15.0f}/s{rmq / native:>8.2f}")
+    print(f"({count} messages of {len(BODY)} B per way and produce mode, {total} received per "
+          "way; one broker group; ratio = gateway-grpc / native)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""HTTP face of the operator's reads and resets (what `tidemq cluster|group|message` show),
+for scripts and for the web console. Thin views: parse → one AdminBackend call → JSON.
+
+  GET  /v1/cluster                                 brokers, roles, replication state
+  GET  /v1/consumer-groups                         groups known to the coordinators
+  GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
+  POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
+  GET  /v1/messages/<msg_id>                       one message by its offset message id
+  GET  /v1/topics/<topic>/messages?key=&begin_ms=&end_ms=&max=   by key or time range
+  GET  /v1/topics/<topic>/offsets?timestamp_ms=    per queue, the offset stored at a time
+
+`/v1/groups` are subscription-group *definitions* (config center); `/v1/consumer-groups` are
+the groups' live state on the brokers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify
+from tidemq.client.message import MessageExt
+from tidemq.gateway import validation
+from tidemq.gateway.bodies import MessageSearchQuery, OffsetResetRequest, OffsetsAtQuery
+from tidemq.gateway.consume_routes import _group
+from tidemq.gateway.schema import accepts_body, accepts_query
+from tidemq.gateway.topic_routes import _backend
+
+admin_bp = Blueprint("tidemq_admin", __name__)
+
+
+def _admin():
+    return _backend().admin
+
+
+def trace_id_of(traceparent: str) -> str:
+    """The trace id of a W3C traceparent (`00-<32 hex>-<16 hex>-<2 hex>`), or ""."""
+    parts = traceparent.split("-")
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1].strip("0123456789abcdef") == "":
+        return parts[1] if parts[1].strip("0") else ""
+    return ""
+
+
+def located_message_json(message: MessageExt) -> dict[str, Any]:
+    """A stored message with where it is and the trace context its producer sent."""
+    traceparent = message.trace_carrier.get("traceparent", "")
+    return {**validation.message_json(message), "topic": message.topic,
+            "broker_name": message.broker_name, "queue_id": message.queue_id,
+            "trace_context": traceparent, "trace_id": trace_id_of(traceparent)}
+
+
+@admin_bp.get("/v1/cluster")
+def cluster():
+    """Every registered broker (role MASTER or SLAVE, replication lag) and the replication
+    controller's state (DescribeReplication; no groups when replication is off).
+    ---
+    get:
+      summary: Brokers, roles and replication state
+      responses:
+        "200":
+          description: the cluster as the name servers and the controller see it
+          content:
+            application/json:
+              schema: Cluster
+        "503": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(_admin().cluster())
+
+
+@admin_bp.get("/v1/consumer-groups")
+def consumer_groups():
+    """Consumer groups known to the coordinators, with state and member count.
+    ---
+    get:
+      summary: List live consumer groups (as `tidemq group list`)
+      responses:
+        "200":
+          description: one entry per group
+          content:
+            application/json:
+              schema: ConsumerGroups
+        "503": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify({"groups": _admin().consumer_groups()})
+
+
+@admin_bp.get("/v1/consumer-groups/<group>")
+def describe_consumer_group(group: str):
+    """Members and their queues, and per queue the committed offset, max offset and lag.
+    ---
+    get:
+      summary: Describe a consumer group (as `tidemq group describe -o json`)
+      responses:
+        "200":
+          description: the group with its lag per queue and in total
+          content:
+            application/json:
+              schema: ConsumerGroup
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(_admin().describe_group(_group(group)))
+
+
+@admin_bp.post("/v1/consumer-groups/<group>/reset-offsets")
+@accepts_body(OffsetResetRequest)
+def reset_offsets(group: str, body: OffsetResetRequest):
+    """Move the group's committed offsets of a topic to a time (refused while it has live
+    members: 412 NON_EMPTY_GROUP).
+    ---
+    post:
+      summary: Reset a group's offsets of a topic to a time
+      responses:
+        "200":
+          description: the new committed offset of every queue
+          content:
+            application/json:
+              schema: OffsetReset
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+        "412": {$ref: "#/components/responses/Problem"}
+    """
+    offsets = _admin().reset_offsets(_group(group), body.topic, body.timestamp_ms)
+    return jsonify({"group": group, "topic": body.topic, "timestamp_ms": body.timestamp_ms,
+                    "offsets": offsets})
+
+
+@admin_bp.get("/v1/messages/<msg_id>")
+def view_message(msg_id: str):
+    """One stored message by its offset message id (as `tidemq message view`).
+    ---
+    get:
+      summary: View a message by its msg id
+      responses:
+        "200":
+          description: the message, where it is stored and its producer's trace context
+          content:
+            application/json:
+              schema: LocatedMessage
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(located_message_json(_admin().view_message(msg_id)))
+
+
+@admin_bp.get("/v1/topics/<topic>/messages")
+@accepts_query(MessageSearchQuery)
+def search_messages(topic: str, query: MessageSearchQuery):
+    """Messages of a topic carrying `key`, or (no key) stored in [begin_ms, end_ms).
+    ---
+    get:
+      summary: Find messages by key or time range, oldest first
+      responses:
+        "200":
+          description: the messages found (possibly none)
+          content:
+            application/json:
+              schema: FoundMessages
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+    """
+    validation.validate_topic_name(topic)
+    if query.key:
+        found = _admin().query_by_key(topic, query.key, query.begin_ms, query.end_ms, query.max)
+    else:
+        found = _admin().query_by_time(topic, query.begin_ms, query.end_ms, query.max)
+    return jsonify({"messages": [located_message_json(m) for m in found]})
+
+
+@admin_bp.get("/v1/topics/<topic>/offsets")
+@accepts_query(OffsetsAtQuery)
+def offsets_at(topic: str, query: OffsetsAtQuery):
+    """Per queue, the first offset stored at or after a time (as `tidemq offset for-time`);
+    with a topic's max offsets, how many messages arrived since.
+    ---
+    get:
+      summary: Queue offsets at a time
+      responses:
+        "200":
+          description: one offset per queue
+          content:
+            application/json:
+              schema: OffsetsAt
+        "400": {$ref: "#/components/responses/Problem"}
+        "404": {$ref: "#/components/responses/Problem"}
+    """
+    validation.validate_topic_name(topic)
+    return jsonify({"topic": topic, "timestamp_ms": query.timestamp_ms,
+                    "offsets": _admin().offsets_at(topic, query.timestamp_ms)})

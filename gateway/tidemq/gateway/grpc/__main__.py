@@ -1,0 +1,47 @@
+"""`python -m tidemq.gateway.grpc`: serve RocketMQ 5's MessagingService until SIGTERM."""
+
+from __future__ import annotations
+
+import sys
+
+from rocketmq.grpc_protocol import service_pb2_grpc
+from tidemq.common.server import ServiceRuntime
+from tidemq.common.settings import load_settings
+from tidemq.gateway.grpc import metrics
+from tidemq.gateway.grpc.proxy import MessagingProxy
+from tidemq.gateway.grpc.servicer import MessagingServicer
+from tidemq.gateway.grpc.sessions import ClientSessions
+from tidemq.gateway.grpc.settings import GrpcGatewaySettings
+from tidemq.gateway.grpc.telemetry import ServerSettings
+
+SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings(GrpcGatewaySettings, argv, prog="python -m tidemq.gateway.grpc")
+    runtime = ServiceRuntime("gateway-grpc", settings, max_workers=settings.max_workers)
+    sessions = ClientSessions()
+
+    def forward(topic, message, transaction_id) -> None:
+        forwarded = sessions.forward_check(topic, message, transaction_id)
+        metrics.CHECKS_FORWARDED.labels(str(forwarded).lower()).inc()
+
+    proxy = MessagingProxy(settings.namesrv_addrs, producer_group=settings.producer_group,
+                           send_timeout_s=settings.send_timeout_s,
+                           rpc_timeout_s=settings.rpc_timeout_s, on_check=forward,
+                           auto_renew_max_ms=int(settings.auto_renew_max_s * 1000))
+    server = ServerSettings(settings.max_body_size, settings.long_polling_timeout_s,
+                            min(max(settings.receive_batch_size, 1), 32),
+                            int(settings.default_invisible_s * 1000))
+    runtime.add(service_pb2_grpc.add_MessagingServiceServicer_to_server,
+                MessagingServicer(proxy, sessions, server,
+                                  lambda: (settings.advertised_host, settings.port)),
+                SERVICE_NAME)
+    runtime.on_stop(proxy.close)
+    runtime.start()
+    proxy.start()
+    runtime.run_until_signal()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

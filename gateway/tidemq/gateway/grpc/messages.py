@@ -1,0 +1,118 @@
+"""apache.rocketmq.v2 messages <-> TideMQ's message model (no servicer logic here).
+
+Sending: a protobuf Message becomes a `tidemq.client.Message` (tag, keys, user properties,
+message group, delivery time); the client's message id travels as the property
+RMQ_MESSAGE_ID so a consumer sees the id its producer got (TideMQ's unique id is made by the
+encoder), and a delivery time as RMQ_DELIVERY_MS. Receiving: a stored `MessageExt` becomes a protobuf Message with the system
+properties the RocketMQ clients read (message id, type, timestamps, delivery attempt, receipt
+handle, body digest).
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from tidemq.client import Message, MessageExt
+from tidemq.common import errors, record
+
+PROP_RMQ_MESSAGE_ID = "RMQ_MESSAGE_ID"
+# The delivery time a RocketMQ producer asked for (epoch ms): the broker drops its own delay
+# properties when it delivers, and consumers read the time back.
+PROP_RMQ_DELIVERY_MS = "RMQ_DELIVERY_MS"
+# A delivery timestamp whose seconds are past this (year 5138) is in milliseconds: the Python
+# client 5.1.2 puts Message.delivery_timestamp (epoch ms) into Timestamp.seconds.
+MILLIS_IN_SECONDS_FIELD = 100_000_000_000
+_HIDDEN = frozenset({PROP_RMQ_MESSAGE_ID, PROP_RMQ_DELIVERY_MS, record.PROP_DELAY,
+                     record.PROP_TIMER_DELIVER_MS, record.PROP_TIMER_OUT_MS})
+
+
+def timestamp_ms(ts) -> int:
+    """A protobuf Timestamp as epoch ms (see MILLIS_IN_SECONDS_FIELD)."""
+    if ts.seconds >= MILLIS_IN_SECONDS_FIELD:
+        return ts.seconds
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def set_timestamp(ts, epoch_ms: int) -> None:
+    ts.seconds, ts.nanos = divmod(epoch_ms, 1000)[0], epoch_ms % 1000 * 1_000_000
+
+
+def to_message(message: pb.Message, transactional: bool = False) -> Message:
+    """The TideMQ message to send; InvalidArgument (precise code) for what the broker would
+    refuse or what RocketMQ forbids (a transactional message with a group or a time)."""
+    system = message.system_properties
+    body = message.body
+    if system.body_encoding == pb.GZIP:
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as exc:
+            raise errors.InvalidArgument(f"message body is not gzip: {exc}",
+                                         code="MESSAGE_CORRUPTED") from None
+    deliver_at = timestamp_ms(system.delivery_timestamp) if system.HasField(
+        "delivery_timestamp") else 0
+    if transactional and (system.message_group or deliver_at):
+        raise errors.InvalidArgument("a transactional message cannot have a message group or a "
+                                     "delivery timestamp", code="MESSAGE_PROPERTY_CONFLICT")
+    properties = dict(message.user_properties)
+    if system.message_id:
+        properties[PROP_RMQ_MESSAGE_ID] = system.message_id
+    if deliver_at:
+        properties[PROP_RMQ_DELIVERY_MS] = str(deliver_at)
+    return Message(message.topic.name, body, tags=system.tag, keys=tuple(system.keys),
+                   properties=properties, message_group=system.message_group,
+                   deliver_at_ms=deliver_at)
+
+
+def message_id(message: MessageExt) -> str:
+    """The id a RocketMQ client knows the message by: its producer's, else TideMQ's."""
+    return message.properties.get(PROP_RMQ_MESSAGE_ID) or message.unique_id
+
+
+def message_type(message: MessageExt) -> int:
+    props = message.properties
+    if props.get(record.PROP_MESSAGE_GROUP):
+        return pb.FIFO
+    if props.get(record.PROP_TRANSACTION_PREPARED) == "true":
+        return pb.TRANSACTION
+    if props.get(PROP_RMQ_DELIVERY_MS) or props.get(record.PROP_TIMER_DELIVER_MS) \
+            or props.get(record.PROP_DELAY):
+        return pb.DELAY
+    return pb.NORMAL
+
+
+def to_pb(message: MessageExt, *, receipt_handle: str = "", invisible_ms: int = 0,
+          topic: str = "") -> pb.Message:
+    """A stored message as the RocketMQ clients expect it (`topic`: the one the client asked
+    for, also when it is redelivered from a retry topic)."""
+    body = message.body
+    props = message.properties
+    out = pb.Message(body=body)
+    out.topic.name = topic or message.origin_topic
+    out.user_properties.update({k: v for k, v in message.user_properties.items()
+                                if k not in _HIDDEN})
+    system = out.system_properties
+    system.message_id = message_id(message)
+    system.message_type = message_type(message)
+    if message.tags:
+        system.tag = message.tags
+    system.keys.extend(message.keys)
+    system.body_digest.type = pb.CRC32
+    system.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    system.body_encoding = pb.IDENTITY
+    set_timestamp(system.born_timestamp, message.born_timestamp)
+    set_timestamp(system.store_timestamp, message.store_timestamp)
+    deliver_at = props.get(PROP_RMQ_DELIVERY_MS) or props.get(record.PROP_TIMER_DELIVER_MS)
+    if deliver_at and deliver_at.isdigit():
+        set_timestamp(system.delivery_timestamp, int(deliver_at))
+    system.queue_id = message.queue_id
+    system.queue_offset = message.queue_offset
+    system.delivery_attempt = message.reconsume_times + 1
+    if message.message_group:
+        system.message_group = message.message_group
+    if receipt_handle:
+        system.receipt_handle = receipt_handle
+        system.invisible_duration.seconds, rest = divmod(invisible_ms, 1000)
+        system.invisible_duration.nanos = rest * 1_000_000
+    return out

@@ -1,0 +1,202 @@
+"""What gateway-grpc does, over TideMQ's client library: no gRPC or protobuf here.
+
+Sends go through one Producer (normal, FIFO, delayed) and one TransactionProducer (half
+messages, ends, check-backs) of the gateway's producer group; receives are pops on the broker
+group the client names; acks, invisible-time changes and dead-lettering go to the broker
+group the receipt handle names. Check-backs the brokers send to the gateway's producer group
+are handed to `on_check` (the sessions forward them to a connected producer of the topic),
+and answered later through `end_transaction(..., from_check=True)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tidemq.client import (
+    Message,
+    MessageExt,
+    Producer,
+    SendResult,
+    SendStatus,
+    TransactionProducer,
+    TransactionResolution,
+)
+from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
+from tidemq.client.group import DirectClients
+from tidemq.client.message import decode_records
+from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
+from tidemq.common import errors
+from tidemq.gateway.grpc.handles import GatewayReceipt, TransactionId
+from tidemq.gateway.grpc.renewal import Renewals
+from tidemq.v1 import broker_pb2
+
+MAX_BATCH = 32          # the broker's pop limit
+MIN_INVISIBLE_MS = 1000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+CheckHandler = Callable[[str, MessageExt, str], None]   # (topic, message, transaction id)
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    message: MessageExt
+    receipt: str   # GatewayReceipt.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroup:
+    orderly: bool
+    retry_max_times: int
+
+
+class MessagingProxy:
+    def __init__(self, namesrv_addrs: str | Sequence[str], *, producer_group: str,
+                 send_timeout_s: float = 3.0, rpc_timeout_s: float = 3.0,
+                 on_check: CheckHandler | None = None,
+                 auto_renew_max_ms: int = 3600_000) -> None:
+        self.rpc_timeout_s = rpc_timeout_s
+        self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=rpc_timeout_s))
+        self.brokers = DirectClients(rpc_timeout_s)  # long pops must not trip a breaker
+        self.producer = Producer(namesrv_addrs, producer_group=producer_group,
+                                 send_timeout=send_timeout_s)
+        self.transactions = TransactionProducer(
+            namesrv_addrs, producer_group=producer_group, check_listener=self._on_check,
+            send_timeout=send_timeout_s)
+        self.on_check = on_check
+        self.renewals = Renewals(self._change_invisible, max_hold_ms=auto_renew_max_ms)
+
+    def start(self) -> MessagingProxy:
+        self.renewals.start()
+        return self
+
+    # -- routes -------------------------------------------------------------------------------
+
+    def queues(self, topic: str) -> tuple[QueueLayout, ...]:
+        """The topic's queues per broker group (TOPIC_NOT_EXIST if it has none)."""
+        route = self.routes.get(topic)
+        if not route.queues:
+            raise errors.TopicNotExist(f"topic {topic!r} has no broker group")
+        return route.queues
+
+    def readable_brokers(self, topic: str) -> list[str]:
+        return sorted({q.broker_name for q in self.queues(topic) if q.read_queue_nums})
+
+    def subscription_group(self, group: str, topic: str) -> SubscriptionGroup:
+        """The group's definition as the brokers enforce it (auto-create defaults if none)."""
+        broker_name = self.readable_brokers(topic)[0]
+        reply = self._call(topic, broker_name, "GetSubscriptionGroups",
+                           broker_pb2.GetSubscriptionGroupsRequest(groups=[group]))
+        found = reply.groups[0] if reply.groups else broker_pb2.SubscriptionGroup(
+            retry_max_times=16)
+        return SubscriptionGroup(found.consume_message_orderly, found.retry_max_times)
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send(self, message: Message) -> SendResult:
+        return self.producer.send(message)
+
+    def prepare(self, message: Message) -> tuple[SendResult, str]:
+        """Store a half message; its result and the transaction id the client ends it by."""
+        result = self.transactions.prepare(message)
+        return result, TransactionId(result.broker_name, result.msg_id, result.unique_id).encode()
+
+    def end_transaction(self, transaction_id: str, topic: str, commit: bool, *,
+                        from_check: bool = False) -> str:
+        """Commit or roll back; the transaction's state now (COMMITTED, ROLLED_BACK, ...)."""
+        txn = TransactionId.decode(transaction_id)
+        prepared = SendResult(SendStatus.SEND_OK, txn.msg_id, txn.unique_id, txn.broker_name,
+                              0, 0)
+        resolution = TransactionResolution.COMMIT if commit else TransactionResolution.ROLLBACK
+        return self.transactions.end(prepared, resolution, from_check=from_check,
+                                     topic=topic).state
+
+    def listen(self, topic: str) -> None:
+        """Take check-backs for the topic's broker groups (a transactional producer's topic)."""
+        self.transactions.listen(topic)
+
+    def _on_check(self, message: MessageExt) -> TransactionResolution:
+        """A broker checks back a half message: forward it, answer later (UNKNOWN now: the
+        broker asks again after its interval if no producer answers)."""
+        if self.on_check is not None:
+            txn = TransactionId(message.broker_name, message.msg_id, message.unique_id)
+            self.on_check(message.topic, message, txn.encode())
+        return TransactionResolution.UNKNOWN
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def receive(self, group: str, topic: str, broker_name: str, *, expression: str,
+                expression_type: str, max_messages: int, invisible_ms: int,
+                wait_ms: int, auto_renew: bool = False) -> list[Received]:
+        """Pop up to `max_messages` from one broker group ("" = each in turn, the last one
+        long-polled for `wait_ms`); `auto_renew`: kept invisible until acked (renewal.py)."""
+        expression_type = checked_subscription(expression or "*", expression_type)
+        if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+            raise errors.InvalidArgument(
+                f"invisible duration must be {MIN_INVISIBLE_MS} ms .. 12 h, got {invisible_ms} ms",
+                code="INVALID_INVISIBLE_TIME")
+        names = [broker_name] if broker_name else self.readable_brokers(topic)
+        for i, name in enumerate(names):
+            wait = wait_ms if i == len(names) - 1 else 0
+            request = broker_pb2.PopRequest(
+                consumer_group=group, topic=topic, max_messages=min(max_messages, MAX_BATCH),
+                invisible_duration_ms=invisible_ms, wait_ms=wait,
+                tag_expression=expression or "*", expression_type=expression_type)
+            timeout = self.rpc_timeout_s + wait / 1000 + (RPC_MARGIN_S if wait else 0)
+            reply = self._call(topic, name, "Pop", request, timeout=timeout)
+            if reply.record_count:
+                messages = decode_records(reply.records, name)
+                received = [Received(m, GatewayReceipt(h, m.physical_offset).encode())
+                            for m, h in zip(messages, reply.receipt_handles, strict=True)]
+                if auto_renew:
+                    for item in received:
+                        self.renewals.track(group, topic, item.receipt, invisible_ms)
+                return received
+        return []
+
+    def ack(self, group: str, topic: str, receipt: str) -> None:
+        handle = GatewayReceipt.decode(self.renewals.take(receipt))
+        self._call(topic, handle.broker_name, "Ack", broker_pb2.AckRequest(
+            consumer_group=group, receipt_handle=handle.handle))
+
+    def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
+        """The message's new receipt handle (the old one is dead from now on); an
+        auto-renewed message is no longer renewed."""
+        return self._change_invisible(group, topic, self.renewals.take(receipt), invisible_ms)
+
+    def _change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
+        handle = GatewayReceipt.decode(receipt)
+        reply = self._call(topic, handle.broker_name, "ChangeInvisibleDuration",
+                           broker_pb2.ChangeInvisibleDurationRequest(
+                               consumer_group=group, receipt_handle=handle.handle,
+                               invisible_duration_ms=invisible_ms))
+        return GatewayReceipt(reply.receipt_handle, handle.physical_offset).encode()
+
+    def dead_letter(self, group: str, topic: str, receipt: str, delivery_attempt: int) -> None:
+        """Move the message to %DLQ%{group} now, then close its pop (it is not revived)."""
+        handle = GatewayReceipt.decode(self.renewals.take(receipt))
+        self._call(topic, handle.broker_name, "SendMessageBack",
+                   broker_pb2.SendMessageBackRequest(
+                       consumer_group=group, physical_offset=handle.physical_offset,
+                       dead_letter=True, reconsume_times=max(delivery_attempt - 1, 0)))
+        self._call(topic, handle.broker_name, "Ack", broker_pb2.AckRequest(
+            consumer_group=group, receipt_handle=handle.handle))
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, topic: str, broker_name: str, method: str, request,
+              timeout: float | None = None):
+        try:
+            addr = self.routes.get(topic).master_addr(broker_name)
+        except errors.ServiceUnavailable:
+            addr = self.routes.refresh(topic).master_addr(broker_name)
+        try:
+            return self.brokers.get(addr).call(method, request, timeout=timeout)
+        except errors.ServiceUnavailable:
+            self.routes.invalidate(topic)
+            raise
+
+    def close(self) -> None:
+        self.renewals.stop()
+        self.transactions.close()
+        self.producer.close()
+

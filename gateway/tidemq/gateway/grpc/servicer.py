@@ -1,0 +1,283 @@
+"""apache.rocketmq.v2.MessagingService: validate, call the proxy, map the answer.
+
+RocketMQ 5 reports failures in each response's `status` (the clients raise by its code), so
+every method answers a response, never a bare gRPC error: TideMQ errors become codes in
+`statuses`, and the RPCs TideMQ has no counterpart for answer NOT_IMPLEMENTED with a sentence.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
+from tidemq.common import errors
+from tidemq.common.logs import get_logger
+from tidemq.gateway.grpc import metrics
+from tidemq.gateway.grpc.messages import to_message, to_pb
+from tidemq.gateway.grpc.proxy import MessagingProxy
+from tidemq.gateway.grpc.sessions import ClientSessions, OrphanedTransaction
+from tidemq.gateway.grpc.statuses import not_implemented, ok, status_of
+from tidemq.gateway.grpc.telemetry import ServerSettings, orphaned_command, settings_reply
+
+log = get_logger(__name__)
+
+ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+FILTER_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: "TAG", pb.TAG: "TAG", pb.SQL: "SQL92"}
+OUTBOX_POLL_S = 1.0
+_CLOSED = object()
+
+
+def _ms(duration) -> int:
+    return duration.seconds * 1000 + duration.nanos // 1_000_000
+
+
+def _answer(method: str, response_cls, work: Callable[[], object]):
+    """Run `work`; a TideMQError becomes the response's status."""
+    try:
+        response = work()
+    except errors.TideMQError as exc:
+        response = response_cls(status=status_of(exc))
+    metrics.REQUESTS.labels(method, pb.Code.Name(response.status.code)).inc()
+    return response
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+    def __init__(self, proxy: MessagingProxy, sessions: ClientSessions,
+                 server: ServerSettings, advertised: Callable[[], tuple[str, int]]) -> None:
+        self.proxy, self.sessions, self.server = proxy, sessions, server
+        self.advertised = advertised  # (host, port): the port is known once serving
+
+    def _endpoints(self, asked: pb.Endpoints) -> pb.Endpoints:
+        """Where clients reach the gateway: the address they used, else the advertised one."""
+        if asked.addresses:
+            return asked
+        host, port = self.advertised()
+        return pb.Endpoints(scheme=pb.IPv4 if host.replace(".", "").isdigit()
+                            else pb.DOMAIN_NAME, addresses=[pb.Address(host=host, port=port)])
+
+    # -- routes and clients -------------------------------------------------------------------
+
+    def QueryRoute(self, request, context):
+        def work():
+            topic = request.topic
+            endpoints = self._endpoints(request.endpoints)
+            queues = []
+            for layout in self.proxy.queues(topic.name):
+                for queue_id in range(max(layout.read_queue_nums, layout.write_queue_nums)):
+                    readable = queue_id < layout.read_queue_nums and layout.perm & 4
+                    writable = queue_id < layout.write_queue_nums and layout.perm & 2
+                    permission = (pb.READ_WRITE if readable and writable else pb.READ
+                                  if readable else pb.WRITE if writable else pb.NONE)
+                    queues.append(pb.MessageQueue(
+                        topic=topic, id=queue_id, permission=permission,
+                        broker=pb.Broker(name=layout.broker_name, id=0, endpoints=endpoints),
+                        accept_message_types=ALL_TYPES))
+            return service_pb2.QueryRouteResponse(status=ok(), message_queues=queues)
+        return _answer("QueryRoute", service_pb2.QueryRouteResponse, work)
+
+    def QueryAssignment(self, request, context):
+        """One assignment per broker group: pops take any queue of the topic there."""
+        def work():
+            endpoints = self._endpoints(request.endpoints)
+            assignments = [pb.Assignment(message_queue=pb.MessageQueue(
+                topic=request.topic, id=-1, permission=pb.READ_WRITE,
+                broker=pb.Broker(name=name, id=0, endpoints=endpoints),
+                accept_message_types=ALL_TYPES))
+                for name in self.proxy.readable_brokers(request.topic.name)]
+            return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+        return _answer("QueryAssignment", service_pb2.QueryAssignmentResponse, work)
+
+    def Heartbeat(self, request, context):
+        return _answer("Heartbeat", service_pb2.HeartbeatResponse,
+                       lambda: service_pb2.HeartbeatResponse(status=ok()))
+
+    def NotifyClientTermination(self, request, context):
+        return _answer("NotifyClientTermination", service_pb2.NotifyClientTerminationResponse,
+                       lambda: service_pb2.NotifyClientTerminationResponse(status=ok()))
+
+    def Telemetry(self, request_iterator, context) -> Iterator[service_pb2.TelemetryCommand]:
+        """Answer each Settings command; deliver check-backs while the stream is open."""
+        client_id = dict(context.invocation_metadata()).get("x-mq-client-id", "")
+        session = self.sessions.open(client_id)
+        metrics.SESSIONS.inc()
+
+        def read() -> None:
+            try:
+                for command in request_iterator:
+                    if command.HasField("settings"):
+                        session.outbox.put(self._settings(session, command.settings))
+            except Exception as exc:  # the client went away mid-read
+                log.debug("telemetry stream ended", client_id=client_id, error=str(exc))
+            session.outbox.put(_CLOSED)
+
+        threading.Thread(target=read, name="rmq-telemetry-read", daemon=True).start()
+        try:
+            while context.is_active():
+                try:
+                    item = session.outbox.get(timeout=OUTBOX_POLL_S)
+                except queue.Empty:
+                    continue
+                if item is _CLOSED:
+                    break
+                if isinstance(item, OrphanedTransaction):
+                    item = orphaned_command(item)
+                yield item
+        finally:
+            self.sessions.close(session)
+            metrics.SESSIONS.dec()
+
+    def _settings(self, session, settings: pb.Settings) -> service_pb2.TelemetryCommand:
+        publishing = [r.name for r in settings.publishing.topics]
+        group = settings.subscription.group.name
+        for topic in self.sessions.update(session, publishing=publishing, group=group):
+            try:
+                self.proxy.listen(topic)   # check-backs of the topic's broker groups
+            except errors.TideMQError as exc:
+                log.info("no check-backs for a topic without a route", topic=topic,
+                         error=str(exc))
+        fifo, attempts = False, 17
+        entries = settings.subscription.subscriptions
+        if group and entries:
+            try:
+                found = self.proxy.subscription_group(group, entries[0].topic.name)
+                fifo, attempts = found.orderly, found.retry_max_times + 1
+            except errors.TideMQError as exc:
+                log.info("subscription group unknown: defaults", group=group, error=str(exc))
+        metrics.REQUESTS.labels("Telemetry", "OK").inc()
+        return settings_reply(settings, self.server, fifo=fifo, max_attempts=attempts)
+
+    # -- producing ----------------------------------------------------------------------------
+
+    def SendMessage(self, request, context):
+        def work():
+            if not request.messages:
+                raise errors.InvalidArgument("no message to send")
+            entries, first_error = [], None
+            for message in request.messages:
+                try:
+                    entries.append(self._send_one(message))
+                except errors.TideMQError as exc:
+                    first_error = first_error or exc
+                    entries.append(service_pb2.SendResultEntry(status=status_of(exc)))
+            status = status_of(first_error) if first_error else ok()
+            return service_pb2.SendMessageResponse(status=status, entries=entries)
+        return _answer("SendMessage", service_pb2.SendMessageResponse, work)
+
+    def _send_one(self, message: pb.Message) -> service_pb2.SendResultEntry:
+        kind = message.system_properties.message_type
+        if kind not in (pb.MESSAGE_TYPE_UNSPECIFIED, *ALL_TYPES):
+            raise not_implemented(f"{pb.MessageType.Name(kind)} messages")
+        transactional = kind == pb.TRANSACTION
+        domain = to_message(message, transactional)
+        transaction_id = ""
+        if transactional:
+            result, transaction_id = self.proxy.prepare(domain)
+        else:
+            result = self.proxy.send(domain)
+        metrics.MESSAGES_SENT.labels(pb.MessageType.Name(kind)).inc()
+        return service_pb2.SendResultEntry(
+            status=ok(), message_id=message.system_properties.message_id or result.unique_id,
+            transaction_id=transaction_id, offset=result.queue_offset)
+
+    def EndTransaction(self, request, context):
+        def work():
+            if request.resolution not in (pb.COMMIT, pb.ROLLBACK):
+                raise errors.InvalidArgument("resolution must be COMMIT or ROLLBACK")
+            self.proxy.end_transaction(request.transaction_id, request.topic.name,
+                                       request.resolution == pb.COMMIT,
+                                       from_check=request.source == pb.SOURCE_SERVER_CHECK)
+            return service_pb2.EndTransactionResponse(status=ok())
+        return _answer("EndTransaction", service_pb2.EndTransactionResponse, work)
+
+    # -- consuming ----------------------------------------------------------------------------
+
+    def ReceiveMessage(self, request, context) -> Iterator[service_pb2.ReceiveMessageResponse]:
+        """Status, then the delivery timestamp and the messages (MESSAGE_NOT_FOUND: none)."""
+        invisible = _ms(request.invisible_duration) or self.server.default_invisible_ms
+        wait_ms = min(_ms(request.long_polling_timeout), self.server.long_polling_timeout_s * 1000)
+        try:
+            received = self.proxy.receive(
+                request.group.name, request.message_queue.topic.name,
+                request.message_queue.broker.name,
+                expression=request.filter_expression.expression,
+                expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"),
+                max_messages=request.batch_size or self.server.receive_batch_size,
+                invisible_ms=invisible, wait_ms=max(wait_ms, 0), auto_renew=request.auto_renew)
+        except errors.TideMQError as exc:
+            metrics.REQUESTS.labels("ReceiveMessage", pb.Code.Name(status_of(exc).code)).inc()
+            yield service_pb2.ReceiveMessageResponse(status=status_of(exc))
+            return
+        if not received:
+            metrics.REQUESTS.labels("ReceiveMessage", "MESSAGE_NOT_FOUND").inc()
+            yield service_pb2.ReceiveMessageResponse(status=pb.Status(
+                code=pb.MESSAGE_NOT_FOUND, message="no new message"))
+            return
+        metrics.REQUESTS.labels("ReceiveMessage", "OK").inc()
+        metrics.MESSAGES_RECEIVED.inc(len(received))
+        yield service_pb2.ReceiveMessageResponse(status=ok())
+        response = service_pb2.ReceiveMessageResponse()
+        response.delivery_timestamp.GetCurrentTime()
+        yield response
+        topic = request.message_queue.topic.name
+        for item in received:
+            yield service_pb2.ReceiveMessageResponse(message=to_pb(
+                item.message, receipt_handle=item.receipt, invisible_ms=invisible, topic=topic))
+
+    def AckMessage(self, request, context):
+        def work():
+            entries, first_error = [], None
+            for entry in request.entries:
+                status = ok()
+                try:
+                    self.proxy.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                except errors.TideMQError as exc:
+                    first_error, status = first_error or exc, status_of(exc)
+                entries.append(service_pb2.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle,
+                    status=status))
+            return service_pb2.AckMessageResponse(
+                status=status_of(first_error) if first_error else ok(), entries=entries)
+        return _answer("AckMessage", service_pb2.AckMessageResponse, work)
+
+    def ChangeInvisibleDuration(self, request, context):
+        def work():
+            handle = self.proxy.change_invisible(request.group.name, request.topic.name,
+                                                 request.receipt_handle,
+                                                 _ms(request.invisible_duration))
+            return service_pb2.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
+        return _answer("ChangeInvisibleDuration", service_pb2.ChangeInvisibleDurationResponse,
+                       work)
+
+    def ForwardMessageToDeadLetterQueue(self, request, context):
+        def work():
+            self.proxy.dead_letter(request.group.name, request.topic.name,
+                                   request.receipt_handle, request.delivery_attempt)
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
+        return _answer("ForwardMessageToDeadLetterQueue",
+                       service_pb2.ForwardMessageToDeadLetterQueueResponse, work)
+
+    # -- what TideMQ's gateway does not offer -------------------------------------------------
+
+    def PullMessage(self, request, context):
+        yield service_pb2.PullMessageResponse(status=status_of(not_implemented(
+            "PullMessage (the PullConsumer's offset-based pull)")))
+
+    def UpdateOffset(self, request, context):
+        return service_pb2.UpdateOffsetResponse(status=status_of(not_implemented("UpdateOffset")))
+
+    def GetOffset(self, request, context):
+        return service_pb2.GetOffsetResponse(status=status_of(not_implemented("GetOffset")))
+
+    def QueryOffset(self, request, context):
+        return service_pb2.QueryOffsetResponse(status=status_of(not_implemented("QueryOffset")))
+
+    def RecallMessage(self, request, context):
+        return service_pb2.RecallMessageResponse(status=status_of(not_implemented(
+            "RecallMessage (recalling a delayed message)")))
+
+    def SyncLiteSubscription(self, request, context):
+        return service_pb2.SyncLiteSubscriptionResponse(status=status_of(not_implemented(
+            "SyncLiteSubscription (lite topics)")))

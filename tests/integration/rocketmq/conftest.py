@@ -1,0 +1,85 @@
+"""A TideMQ cluster with gateway-grpc, for the official RocketMQ 5 Python client.
+
+Every service traces to a trace collector. Brokers check back unresolved transactions after
+1 s (TIDEMQ_TRANSACTION_* in every process's environment; only the brokers read them), so the
+check-back test is quick.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.support.cluster import (
+    TRACING_ENV,
+    Cluster,
+    process_group,
+    ready_http_port,
+    start_cluster,
+    wait_for_route,
+)
+from tests.support.processes import start_redis
+
+TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True,
+          "RmqDelay": False, "RmqTxn": False, "RmqSimple": False, "RmqPush": False,
+          "RmqSql": False, "RmqSlow": False}   # name -> ordered
+FIFO_PUSH_GROUP = "rmq-push-fifo"   # defined orderly: gateway-grpc tells its clients fifo
+FIFO_DLQ_GROUP = "rmq-fifo-dlq"     # ... with retry_max_times 1: two attempts, then the DLQ
+FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
+               "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": "1000",
+               "TIDEMQ_TRANSACTION_CHECK_MAX": "100"}
+
+
+@pytest.fixture(scope="package")
+def rmq_cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rmq")
+    redis = start_redis(tmp)
+    try:
+        with process_group(tmp) as start:
+            collector = start("tidemq.tracecollector", ["--http-port", "0"])
+            cluster = start_cluster(functools.partial(_with_env, start), redis,
+                                    otlp_endpoint=collector.addr)
+            cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
+            yield _with_gateway(cluster)
+    finally:
+        redis.kill()
+
+
+def _with_env(start, module: str, args: list[str] | None = None, env: dict | None = None):
+    """`start` with FAST_CHECKS added to whatever environment the caller gives."""
+    return start(module, args, env={**FAST_CHECKS, **TRACING_ENV, **(env or {})})
+
+
+def _with_gateway(cluster: Cluster) -> Cluster:
+    """The topics and groups the tests use, then gateway-grpc (traced)."""
+    from tidemq.configclient.client import ConfigClient
+    from tidemq.configclient.groups import SubscriptionGroups
+    from tidemq.configclient.topics import TopicDefinitions
+
+    with ConfigClient(cluster.config_center.addr) as config:
+        for topic, orderly in TOPICS.items():
+            TopicDefinitions(config).create(topic, 2, order=orderly)
+        SubscriptionGroups(config).create(FIFO_PUSH_GROUP, consume_message_orderly=True)
+        SubscriptionGroups(config).create(FIFO_DLQ_GROUP, consume_message_orderly=True,
+                                          retry_max_times=1)
+    for topic in TOPICS:
+        wait_for_route(cluster, topic, 2)
+    cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [
+        "--namesrv-addrs", cluster.namesrv_addrs, "--long-polling-timeout-s", "5",
+        # push consumers' messages: renewed every ~1 s
+        "--default-invisible-s", "3", *cluster.tracing_flags()])
+    return cluster
+
+
+@pytest.fixture(scope="package")
+def endpoint(rmq_cluster) -> str:
+    return rmq_cluster.extra["gateway_grpc"].addr
+
+
+@pytest.fixture
+def config(endpoint):
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+
