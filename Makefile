@@ -29,9 +29,15 @@ test-fast: sync ## unit tests only
 	$(UV) run --frozen pytest tests/unit $(PYTEST_ARGS)
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
-.PHONY: up down status logs images compose-up compose-down
+.PHONY: up up-secure certs down status logs images compose-up compose-down
 up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; OBSERVABILITY=1: + Prometheus; ANALYTICS=1: + Spark cluster)
 	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.local up
+
+up-secure: sync ## `make up` with auth and TLS on every service (the secure profile, docs/security.md)
+	TIDEMQ_REPLICAS=$(REPLICAS) $(PY) -m deploy.secure up
+
+certs: sync ## a local CA and per-service TLS certificates in .data/certs (docs/security.md)
+	$(PY) -m deploy.certs --out .data/certs
 
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi

@@ -38,7 +38,10 @@ def probe(service: Service, placement: Placement, timeout: float = 2.0) -> tuple
     if service.health.kind == "grpc":
         return grpc_healthy(addr, timeout)
     if service.health.kind == "http":
-        return http_healthy(f"http://{addr}{service.health.path}", timeout)
+        # the HTTP gateway serves HTTPS when its certificate is set (docs/security.md)
+        scheme = ("https" if service.image == "gateway" and os.environ.get("TIDEMQ_TLS_CERT_FILE")
+                  else "http")
+        return http_healthy(f"{scheme}://{addr}{service.health.path}", timeout)
     return redis_healthy(addr, timeout)
 
 

@@ -23,7 +23,9 @@ import time
 from flask import Blueprint, Flask, Response, g, jsonify, request
 from opentelemetry import trace
 from tidemq.common import problems
-from tidemq.gateway import config_routes, metrics, topic_routes
+from tidemq.common.auth.guard import AuthGuard, StaticAcl
+from tidemq.common.auth.signature import Credentials
+from tidemq.gateway import auth, config_routes, metrics, topic_routes
 from tidemq.gateway.admin_routes import admin_bp
 from tidemq.gateway.config_routes import config_bp
 from tidemq.gateway.console import console_bp
@@ -66,6 +68,10 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     if getattr(backend, "config", None) is not None:
         app.extensions[config_routes.EXTENSION] = backend.config
     problems.install(app)
+    if settings.auth_enabled:  # docs/security.md
+        acl = getattr(backend, "acl", None) or StaticAcl()
+        auth.install(app, AuthGuard("gateway-http", acl, skew_s=settings.auth_skew_s,
+                                    trusted=Credentials(settings.access_key, settings.secret_key)))
     for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, transactions_bp, config_bp,
                       openapi_bp, admin_bp, console_bp):
         app.register_blueprint(blueprint)

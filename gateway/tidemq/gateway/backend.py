@@ -26,9 +26,12 @@ from tidemq.client import (
 )
 from tidemq.client.dead_letters import Redriven
 from tidemq.client.routes import NameServerClient, TopicRoute
-from tidemq.common import errors
+from tidemq.common import errors, rpc
+from tidemq.common.auth.guard import StaticAcl
+from tidemq.common.auth.signature import Credentials
 from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
+from tidemq.configclient.acl import AclFollower
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.gateway.admin_backend import AdminBackend
@@ -54,6 +57,10 @@ class GatewayBackend:
                                   reset_timeout_s=settings.breaker_reset_s,
                                   redis_url=settings.redis_url)
         self.settings = settings
+        if (credentials := Credentials(settings.access_key, settings.secret_key)) or \
+                settings.tls_ca_file:  # this worker's channels sign and use TLS (docs/security.md)
+            rpc.configure_client_security(rpc.ClientSecurity(
+                credentials or None, settings.tls_ca_file, settings.tls_server_name))
         self.namesrv = NameServerClient(settings.namesrv_addrs, timeout=settings.rpc_timeout_s,
                                         breaker=breaker)
         self.producer = Producer(settings.namesrv_addrs, producer_group=GATEWAY_GROUP,
@@ -70,6 +77,9 @@ class GatewayBackend:
         self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
         # The operator's reads and resets (admin_routes.py), over the CLI's Admin.
         self.admin = AdminBackend(settings, self.consumer)
+        self.acl = StaticAcl()  # users and rules, followed live when auth is on
+        self.acl_follower = (AclFollower(self.config, self.acl).start()
+                             if settings.auth_enabled else None)
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
@@ -212,6 +222,8 @@ class GatewayBackend:
     def close(self) -> None:
         if self.dynamic is not None:
             self.dynamic.stop()
+        if self.acl_follower is not None:
+            self.acl_follower.close()
         self.transactions.close()
         self.admin.close()
         self.producer.close()

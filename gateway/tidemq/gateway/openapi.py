@@ -19,6 +19,7 @@ from apispec_webframeworks.flask import FlaskPlugin
 from flask import Blueprint, Flask, current_app, jsonify
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
+from tidemq.gateway import auth
 from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
 openapi_bp = Blueprint("tidemq_openapi", __name__)
@@ -164,6 +165,22 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
     spec.components.response("Problem", {
         "description": "an error (RFC 9457 problem+json) with a stable code",
         "content": {"application/problem+json": {"schema": "Problem"}}})
+    spec.components.response("Unauthenticated", {
+        "description": "UNAUTHENTICATED (auth on): no credentials, an unknown access key, a "
+                       "wrong signature, a timestamp outside the allowed skew or an expired "
+                       "bearer token",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+        "content": {"application/problem+json": {"schema": "Problem"}}})
+    spec.components.response("PermissionDenied", {
+        "description": "PERMISSION_DENIED (auth on): the ACL does not allow this user the "
+                       "action on the resource (both named in `detail`)",
+        "content": {"application/problem+json": {"schema": "Problem"}}})
+    spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
+                                               "description": "tmq1 token (tidemq acl token)"})
+    spec.components.security_scheme("mqSignature", {
+        "type": "apiKey", "in": "header", "name": "Authorization",
+        "description": "MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, "
+                       "Signature=<hex HMAC-SHA1(sk, x-mq-date-time)>, with x-mq-date-time"})
     spec.components.response("HttpServerRejection", {
         "description": "the HTTP server refused the request line or headers as too long "
                        "(before the API saw it): shorten the URL, or send the filter in a body",
@@ -183,6 +200,11 @@ def build_spec(app: Flask, version: str = "1") -> dict[str, Any]:
             operation.setdefault("operationId", f"{rule.endpoint}.{method.lower()}")
             operation.setdefault("responses", _default_responses(method))
             operation["responses"].update(HTTP_SERVER_REJECTIONS)
+            if rule.rule not in auth.OPEN_PATHS:  # docs/security.md
+                operation["responses"].setdefault("401", {"$ref": "#/components/responses/"
+                                                                  "Unauthenticated"})
+                operation["responses"].setdefault("403", {"$ref": "#/components/responses/"
+                                                                  "PermissionDenied"})
             params = _parameters(rule)
             if params:
                 operation["parameters"] = [*params, *operation.get("parameters", [])]

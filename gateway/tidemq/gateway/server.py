@@ -67,6 +67,8 @@ class GatewayApplication(BaseApplication):
             "child_exit": self._child_exit,
             "on_exit": self._on_exit,
         }
+        if s.tls_cert_file:  # HTTPS; new certificates apply when workers restart (HUP)
+            options.update(certfile=s.tls_cert_file, keyfile=s.tls_key_file)
         for key, value in options.items():
             self.cfg.set(key, value)
 
@@ -107,9 +109,13 @@ class GatewayApplication(BaseApplication):
         return server.server_port
 
     def _post_fork(self, arbiter, worker) -> None:
+        from tidemq.common.auth.signature import Credentials
+
         configure_logging(SERVICE_NAME, self.settings.log_level, self.settings.log_format)
         init_tracing(SERVICE_NAME, self.settings.otlp_endpoint,
-                     quiet_operations=self.settings.trace_quiet_operations)
+                     quiet_operations=self.settings.trace_quiet_operations,
+                     tls_ca_file=self.settings.tls_ca_file,
+                     credentials=Credentials(self.settings.access_key, self.settings.secret_key))
 
     def _worker_exit(self, arbiter, worker) -> None:
         shutdown_tracing()  # flush this worker's pending spans

@@ -23,6 +23,7 @@ import typer
 from rich.table import Table
 from tidemq.client import cli_groups, cli_stream
 from tidemq.client.admin import DEFAULT_CONFIG_CENTER
+from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
     TIME_HELP,
     Globals,
@@ -74,6 +75,7 @@ app.add_typer(message_app, name="message")
 app.add_typer(config_app, name="config")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(txn_app, name="txn")
+app.add_typer(acl_app, name="acl")
 
 
 

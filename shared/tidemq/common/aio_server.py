@@ -93,7 +93,9 @@ class AsyncioGrpcServer:
     """The grpc.aio server, its loop thread and its health service, with the blocking
     `add_insecure_port` / `start` / `stop` of a threaded server."""
 
-    def __init__(self, name: str, *, max_workers: int, options: list) -> None:
+    def __init__(self, name: str, *, max_workers: int, options: list,
+                 auth: Any = None) -> None:
+        self._auth = auth  # a tidemq.common.auth.AuthGuard, or None
         self.pool = futures.ThreadPoolExecutor(max_workers=max_workers,
                                                thread_name_prefix=name)
         # uvloop: its call scheduling and callbacks are C, which the store's SYNC_FLUSH
@@ -107,8 +109,12 @@ class AsyncioGrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
     async def _create(self, options: list) -> grpc.aio.Server:
-        return grpc.aio.server(interceptors=[AsyncErrorMappingInterceptor(self.pool)],
-                               options=options)
+        interceptors: list = [AsyncErrorMappingInterceptor(self.pool)]
+        if self._auth is not None:
+            from tidemq.common.auth_grpc import AsyncAuthInterceptor
+
+            interceptors.append(AsyncAuthInterceptor(self._auth))
+        return grpc.aio.server(interceptors=interceptors, options=options)
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run `coroutine` on the server's loop and wait for its result."""
@@ -116,6 +122,9 @@ class AsyncioGrpcServer:
 
     def add_insecure_port(self, address: str) -> int:
         return self.server.add_insecure_port(address)
+
+    def add_secure_port(self, address: str, credentials: grpc.ServerCredentials) -> int:
+        return self.server.add_secure_port(address, credentials)
 
     def start(self) -> None:
         self.call(self.server.start())

@@ -95,6 +95,22 @@ class DeadlineExceeded(TideMQError):
     http_status = 504
 
 
+class Unauthenticated(TideMQError):
+    """No credentials, an unknown access key, a wrong signature or a stale timestamp."""
+
+    code = "UNAUTHENTICATED"
+    grpc_status = grpc.StatusCode.UNAUTHENTICATED
+    http_status = 401
+
+
+class PermissionDenied(TideMQError):
+    """An authenticated user the ACL does not allow this action on this resource."""
+
+    code = "PERMISSION_DENIED"
+    grpc_status = grpc.StatusCode.PERMISSION_DENIED
+    http_status = 403
+
+
 class Internal(TideMQError):
     code = "INTERNAL_ERROR"
 
@@ -108,6 +124,8 @@ _BY_STATUS: dict[grpc.StatusCode, type[TideMQError]] = {
     grpc.StatusCode.UNAVAILABLE: ServiceUnavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ServiceUnavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
 }
 
 # Codes whose class differs from the default class of their gRPC status.

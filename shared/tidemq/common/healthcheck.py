@@ -8,6 +8,8 @@ Exit status 0 when healthy, 1 otherwise (with the reason on stderr).
 
 from __future__ import annotations
 
+import os
+import ssl
 import sys
 import urllib.request
 
@@ -16,8 +18,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
 def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
+    """Over TLS when TIDEMQ_TLS_CA_FILE is set (health checks need no credentials)."""
+    from tidemq.common.rpc import ClientSecurity, open_channel
+
+    security = ClientSecurity.from_env()
     try:
-        with grpc.insecure_channel(addr) as channel:
+        with open_channel(addr, ClientSecurity(None, security.ca_file, security.server_name),
+                          options=[]) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout
             )
@@ -28,8 +35,13 @@ def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
 
 
 def http_healthy(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+    """An https URL is verified against TIDEMQ_TLS_CA_FILE when that is set."""
+    context = None
+    if url.startswith("https:") and os.environ.get("TIDEMQ_TLS_CA_FILE"):
+        context = ssl.create_default_context(cafile=os.environ["TIDEMQ_TLS_CA_FILE"])
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - local probe
+        with urllib.request.urlopen(url, timeout=timeout,  # noqa: S310 - local probe
+                                    context=context) as response:
             return response.status == 200, f"{url}: HTTP {response.status}"
     except OSError as exc:
         return False, f"{url}: {exc}"

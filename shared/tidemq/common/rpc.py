@@ -5,10 +5,16 @@ each waiting for a connect timeout, and producers should steer traffic elsewhere
 (`is_endpoint_open`). Only transport failures (UNAVAILABLE, DEADLINE_EXCEEDED) count against
 the breaker; an application answer such as TOPIC_NOT_EXIST proves the endpoint is healthy.
 Retries happen only for calls the caller declares idempotent, and never past the deadline.
+
+Security (docs/security.md): channels use TLS when a CA file is configured and sign every call
+(RocketMQ 5's HMAC, tidemq.common.auth.signature) when credentials are; both come from
+`configure_client_security` (a service's settings) or else the TIDEMQ_ACCESS_KEY,
+TIDEMQ_SECRET_KEY and TIDEMQ_TLS_CA_FILE environment variables (SDK and CLI).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,7 +23,8 @@ from typing import Any
 
 import grpc
 import pybreaker
-from tidemq.common import errors
+from tidemq.common import errors, tls
+from tidemq.common.auth.signature import Credentials, signed_metadata
 
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -40,19 +47,124 @@ class BreakerSettings:
     redis_url: str = ""          # share state across worker processes fronting one endpoint
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How this process's channels authenticate: sign with `credentials`, verify servers
+    against `ca_file` (PEM; '' = plaintext). `server_name` overrides the name checked in
+    server certificates (when addresses are IPs the certificates do not list)."""
+
+    credentials: Credentials | None = None
+    ca_file: str = ""
+    server_name: str = ""
+
+    @classmethod
+    def from_env(cls) -> ClientSecurity:
+        access_key = os.environ.get("TIDEMQ_ACCESS_KEY", "")
+        secret_key = os.environ.get("TIDEMQ_SECRET_KEY", "")
+        return cls(Credentials(access_key, secret_key) if access_key and secret_key else None,
+                   os.environ.get("TIDEMQ_TLS_CA_FILE", ""),
+                   os.environ.get("TIDEMQ_TLS_SERVER_NAME", ""))
+
+
+_security: ClientSecurity | None = None
+
+
+def client_security() -> ClientSecurity:
+    global _security
+    if _security is None:
+        _security = ClientSecurity.from_env()
+    return _security
+
+
+def configure_client_security(security: ClientSecurity) -> None:
+    """Use `security` for every channel opened from now on. Clients made before keep their
+    channels (pooled per address and security), so nothing in flight breaks."""
+    global _security
+    _security = security
+
+
+class _Signer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+              grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the `authorization` / `x-mq-date-time` metadata to every call."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self._credentials = credentials
+
+    def _signed(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        metadata = [*(details.metadata or ()), *signed_metadata(self._credentials)]
+        return details._replace(metadata=metadata) if hasattr(details, "_replace") else \
+            _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                         details.wait_for_ready, details.compression)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._signed(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._signed(details), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._signed(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._signed(details), request_iterator)
+
+
+@dataclass(frozen=True)
+class _CallDetails(grpc.ClientCallDetails):
+    method: str
+    timeout: float | None
+    metadata: Any
+    credentials: Any
+    wait_for_ready: Any
+    compression: Any
+
+
+def open_channel(addr: str, security: ClientSecurity | None = None,
+                 options: list | None = None) -> grpc.Channel:
+    """A channel to `addr` with this process's TLS and signing (or `security`'s)."""
+    security = security or client_security()
+    options = list(options if options is not None else GRPC_OPTIONS)
+    if security.ca_file:
+        if security.server_name:
+            options.append(("grpc.ssl_target_name_override", security.server_name))
+        channel = grpc.secure_channel(addr, tls.channel_credentials(security.ca_file), options)
+    else:
+        channel = grpc.insecure_channel(addr, options=options)
+    if security.credentials:
+        channel = grpc.intercept_channel(channel, _Signer(security.credentials))
+    return channel
+
+
+def with_tls_hint(exc: errors.TideMQError) -> errors.TideMQError:
+    """A plaintext client against a TLS endpoint sees only "Socket closed", a TLS client against
+    a plaintext one a handshake failure: say which setting is probably wrong."""
+    if not isinstance(exc, errors.ServiceUnavailable):
+        return exc
+    text = exc.message.lower()
+    if "socket closed" in text:
+        exc.message += ("; if the endpoint serves TLS, give this client its CA "
+                        "(TIDEMQ_TLS_CA_FILE or the tls_ca_file setting)")
+    elif "ssl" in text or "handshake" in text or "certificate" in text:
+        exc.message += ("; the TLS handshake failed: is the endpoint plaintext, or its "
+                        "certificate not signed by the CA in tls_ca_file?")
+    exc.args = (exc.message,)
+    return exc
+
+
 class ChannelPool:
     """One channel per address, shared by every stub in the process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels: dict[tuple[str, ClientSecurity], grpc.Channel] = {}
 
     def get(self, addr: str) -> grpc.Channel:
+        key = (addr, client_security())
         with self._lock:
-            channel = self._channels.get(addr)
+            channel = self._channels.get(key)
             if channel is None:
-                channel = grpc.insecure_channel(addr, options=GRPC_OPTIONS)
-                self._channels[addr] = channel
+                channel = open_channel(addr, key[1])
+                self._channels[key] = channel
             return channel
 
     def close(self) -> None:
@@ -223,7 +335,7 @@ class RpcClient:
         try:
             return getattr(self._stub, method)(request, timeout=remaining)
         except grpc.RpcError as exc:
-            raise errors.from_rpc_error(exc) from None
+            raise with_tls_hint(errors.from_rpc_error(exc)) from None
 
     def stream(self, method: str, request: Any, *, timeout: float | None = None):
         """Server-streaming call (no breaker accounting: streams are long-lived by design)."""

@@ -18,8 +18,11 @@ from typing import Any
 import grpc
 import prometheus_client
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from tidemq.common import errors
+from tidemq.common import errors, rpc, tls
 from tidemq.common.aio_server import AsyncioGrpcServer
+from tidemq.common.auth.guard import AuthGuard, StaticAcl
+from tidemq.common.auth.signature import Credentials
+from tidemq.common.auth_grpc import AuthInterceptor
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.rpc import GRPC_OPTIONS
 from tidemq.common.settings import ServiceSettings
@@ -77,15 +80,22 @@ class ThreadedGrpcServer:
     """The threaded gRPC server and its health service, with the same small interface as
     tidemq.common.aio_server.AsyncioGrpcServer, so ServiceRuntime drives either alike."""
 
-    def __init__(self, name: str, *, max_workers: int, options: list) -> None:
+    def __init__(self, name: str, *, max_workers: int, options: list,
+                 auth: AuthGuard | None = None) -> None:
+        interceptors: list = [ErrorMappingInterceptor()]
+        if auth is not None:
+            interceptors.append(AuthInterceptor(auth))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
-            interceptors=[ErrorMappingInterceptor()], options=options)
+            interceptors=interceptors, options=options)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
     def add_insecure_port(self, address: str) -> int:
         return self.server.add_insecure_port(address)
+
+    def add_secure_port(self, address: str, credentials: grpc.ServerCredentials) -> int:
+        return self.server.add_secure_port(address, credentials)
 
     def start(self) -> None:
         self.server.start()
@@ -111,18 +121,35 @@ class ServiceRuntime:
     """Run one gRPC service: `add` servicers, `start`, then `run_until_signal`.
 
     `aio=True` serves on grpc.aio (see tidemq.common.aio_server): the servicer's `async def`
-    handlers run on the event loop, its plain ones on `max_workers` threads."""
+    handlers run on the event loop, its plain ones on `max_workers` threads.
+
+    Security comes from the settings every service shares (docs/security.md): `auth_enabled`
+    puts every call but health checks through an AuthGuard whose ACL follows the config
+    center (`config_center` setting; the config center follows itself); `tls_cert_file` /
+    `tls_key_file` serve TLS (reloaded when the files change); `access_key` / `secret_key` /
+    `tls_ca_file` are what this process's own channels sign and trust."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
-                 tracing: bool = True, aio: bool = False) -> None:
+                 tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None) -> None:
         self.name = name
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
+        credentials = Credentials(settings.access_key, settings.secret_key)
+        if credentials or settings.tls_ca_file:
+            rpc.configure_client_security(rpc.ClientSecurity(
+                credentials or None, settings.tls_ca_file, settings.tls_server_name))
         if tracing:
-            init_tracing(name, settings.otlp_endpoint,
+            init_tracing(name, settings.otlp_endpoint, tls_ca_file=settings.tls_ca_file,
+                         credentials=credentials,
                          quiet_operations=settings.trace_quiet_operations)
+        # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
+        self._follows_acl = acl is None
+        self.acl = acl or StaticAcl()
+        self.auth = AuthGuard(name, self.acl, skew_s=settings.auth_skew_s,
+                              trusted=credentials) if settings.auth_enabled else None
         server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
-        self.transport = server_class(name, max_workers=max_workers, options=GRPC_OPTIONS)
+        self.transport = server_class(name, max_workers=max_workers, options=GRPC_OPTIONS,
+                                      auth=self.auth)
         self.server = self.transport.server  # what generated add_*_to_server functions take
         self.port = 0
         self.metrics_port = 0
@@ -141,7 +168,12 @@ class ServiceRuntime:
         self._stop_callbacks.append(callback)
 
     def start(self) -> int:
-        self.port = self.transport.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
+        address = f"{self.settings.host}:{self.settings.port}"
+        if self.settings.tls_cert_file:
+            self.port = self.transport.add_secure_port(address, tls.server_credentials(
+                self.settings.tls_cert_file, self.settings.tls_key_file))
+        else:
+            self.port = self.transport.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"cannot bind {self.settings.host}:{self.settings.port}")
         self.settings.port = self.port
@@ -151,6 +183,8 @@ class ServiceRuntime:
             )
             self.metrics_port = self._metrics_server.server_port
         self.transport.start()
+        if self.auth is not None and self._follows_acl:
+            self._follow_acl()
         self.transport.set_serving(["", *self._service_names])
         if self.settings.ready_file:
             write_json_atomically(self.settings.ready_file, {
@@ -160,6 +194,22 @@ class ServiceRuntime:
         log.info("serving", service=self.name, addr=f"{self.settings.host}:{self.port}",
                  metrics_port=self.metrics_port)
         return self.port
+
+    def _follow_acl(self) -> None:
+        """Keep self.acl current from the config center, in the background: until the first
+        read, only this process's own credentials are accepted."""
+        from tidemq.configclient.acl import AclFollower  # services all ship the config client
+
+        config_center = self.settings.auth_config_center or getattr(
+            self.settings, "config_center", "")
+        if not config_center and self.name == "config-center":
+            config_center = self.settings.advertised_addr
+        if not config_center:
+            raise errors.InvalidArgument(
+                f"{self.name}: auth_enabled needs auth_config_center (or config_center) to "
+                "read users and ACL rules from")
+        follower = AclFollower(config_center, self.acl).start()
+        self.on_stop(follower.close)
 
     def run_until_signal(self) -> None:
         StopSignal().install().wait()

@@ -44,6 +44,23 @@ class ServiceSettings:
     data_dir: str = setting("./.data/service", "directory for the service's persistent data")
     ready_file: str = setting("", "write {port, metrics_port, pid} as JSON here once serving")
     shutdown_grace_s: float = setting(5.0, "seconds to drain in-flight calls on SIGTERM")
+    # security (docs/security.md)
+    auth_enabled: bool = setting(
+        False, "require RocketMQ 5 HMAC-signed calls and apply the config center's ACL")
+    auth_config_center: str = setting(
+        "", "config center(s) to follow the ACL from ('' = the service's config_center "
+        "setting; the config center follows itself)")
+    auth_skew_s: float = setting(
+        900.0, "seconds a signed request's x-mq-date-time may differ from this clock")
+    access_key: str = setting(
+        "", "this process's own access key: signs its calls, always accepted as a super user")
+    secret_key: str = setting("", "the secret key of access_key (never logged)")
+    tls_cert_file: str = setting("", "PEM certificate to serve TLS with ('' = plaintext)")
+    tls_key_file: str = setting("", "PEM private key of tls_cert_file")
+    tls_ca_file: str = setting(
+        "", "PEM CA that signs the servers this process calls ('' = plaintext channels)")
+    tls_server_name: str = setting(
+        "", "name to check in server certificates instead of the host dialled ('' = the host)")
 
     @property
     def advertised_addr(self) -> str:

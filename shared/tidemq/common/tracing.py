@@ -24,8 +24,30 @@ _sampler: QuietOperationsSampler | None = None
 MESSAGING_SYSTEM = "tidemq"
 
 
+def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object) -> object:
+    """Plaintext, or TLS with `ca_file`; with TLS, each export is signed like every other call
+    (`signer`: a tidemq.common.auth.signature.Credentials), so a collector with auth on accepts
+    it. gRPC sends call credentials only over TLS: a plaintext exporter stays unsigned."""
+    if not ca_file:
+        return exporter_class(endpoint=endpoint, insecure=True)
+    import grpc
+    from tidemq.common.tls import channel_credentials
+
+    credentials = channel_credentials(ca_file)
+    if signer:
+        from tidemq.common.auth.signature import signed_metadata
+
+        def sign(_context, callback) -> None:
+            callback(signed_metadata(signer), None)
+
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.metadata_call_credentials(sign, name="tidemq-hmac"))
+    return exporter_class(endpoint=endpoint, credentials=credentials)
+
+
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
-                 quiet_operations: str | None = None) -> None:
+                 quiet_operations: str | None = None, tls_ca_file: str = "",
+                 credentials: object = None) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
     global _initialised, _exporting, _sampler
@@ -42,7 +64,8 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             provider.add_span_processor(
-                BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True))
+                BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
+                                             credentials))
             )
         trace.set_tracer_provider(provider)
         if instrument_grpc:

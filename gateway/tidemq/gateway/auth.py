@@ -1,0 +1,70 @@
+"""The HTTP gateway's auth hook: the same credentials as gRPC (docs/security.md).
+
+A request carries either RocketMQ 5's signature (`Authorization: MQv2-HMAC-SHA1 ...` and an
+`x-mq-date-time` header, exactly as the gRPC metadata) or `Authorization: Bearer <token>`
+(tidemq.common.auth.bearer, minted with `tidemq acl token`). The AuthGuard decides; a refusal
+is a TideMQError, so the app's one error handler answers 401 / 403 problem+json. The gateway
+then calls brokers with its own credentials (a trusted proxy): the user's rights were
+checked here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, Response, request
+from tidemq.common.auth.acl import Action, Permission
+from tidemq.common.auth.guard import AuthGuard
+from tidemq.common.auth.permissions import ACL_KEY_PREFIX
+from tidemq.common.auth.signature import DATE_TIME
+
+OPEN_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json"})
+CHALLENGE = 'Bearer realm="tidemq", MQv2-HMAC-SHA1 realm="tidemq"'
+
+
+def http_permissions(method: str, rule: str, args: dict[str, Any]) -> list[Permission]:
+    """What a request to the route `rule` (Flask syntax) with path `args` needs."""
+    topic, group = args.get("topic", ""), args.get("group", "")
+    if rule.endswith("/messages"):
+        action = Action.PUB if method == "POST" else Action.SUB
+        return [Permission("topic", topic, action)]
+    if rule.endswith(("/pop", "/ack", "/invisible")):
+        return [Permission("group", group, Action.SUB), Permission("topic", topic, Action.SUB)]
+    if rule.endswith("/dlq/redrive"):
+        return [Permission("group", group, Action.ADMIN)]
+    if rule.endswith("/dlq"):
+        return [Permission("group", group, Action.SUB)]
+    if rule.startswith("/v1/config/"):
+        key = "/" + str(args.get("key", "")).lstrip("/")
+        if method != "GET" or key.startswith(ACL_KEY_PREFIX):
+            return [Permission("cluster", key, Action.ADMIN)]
+        return []
+    if rule.startswith("/v1/transactions"):
+        return []  # its messages are sent (PUB, checked) through /v1/topics/<topic>/messages
+    if method == "GET":
+        return []  # listing and describing topics and groups
+    if rule.startswith("/v1/topics"):
+        return [Permission("topic", topic or "*", Action.ADMIN)]
+    if rule.startswith("/v1/groups"):
+        return [Permission("group", args.get("name", "") or "*", Action.ADMIN)]
+    return [Permission("cluster", rule, Action.ADMIN)]
+
+
+def install(app: Flask, guard: AuthGuard) -> None:
+    @app.before_request
+    def authenticate() -> None:
+        if request.path in OPEN_PATHS or request.url_rule is None:
+            return  # unmatched routes answer 404 / 405 as without auth
+        header = request.headers.get("Authorization", "")
+        if header[:7].lower() == "bearer ":
+            user = guard.authenticate_bearer(header[7:])
+        else:
+            user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+        guard.authorize(user, request.remote_addr or "", http_permissions(
+            request.method, request.url_rule.rule, request.view_args or {}))
+
+    @app.after_request
+    def challenge(response: Response) -> Response:
+        if response.status_code == 401:
+            response.headers["WWW-Authenticate"] = CHALLENGE
+        return response

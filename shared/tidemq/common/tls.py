@@ -1,0 +1,69 @@
+"""TLS for gRPC: server credentials that reload their certificate files, channel credentials.
+
+Why reload: certificates are short-lived and rotated by replacing the files; like RocketMQ's
+FileWatchService, a server picks up the new pair without a restart. gRPC asks the fetcher
+for the current configuration on every new TLS handshake; it re-reads the files only when
+their modification time or size changed, and keeps serving the old pair if the new files do
+not load yet (a half-written rotation), so established and new connections never break.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import grpc
+from tidemq.common.logs import get_logger
+
+log = get_logger(__name__)
+
+
+def _stamp(*paths: str) -> tuple:
+    return tuple((os.stat(p).st_mtime_ns, os.stat(p).st_size) for p in paths)
+
+
+class ReloadingCertificate:
+    """The `cert_config_fetcher` of grpc.dynamic_ssl_server_credentials for one key pair."""
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        self.cert_file, self.key_file = cert_file, key_file
+        self._lock = threading.Lock()
+        self._stamp = _stamp(cert_file, key_file)
+        self.reloads = 0
+        self.initial = self._load()
+
+    def _load(self) -> grpc.ServerCertificateConfiguration:
+        pair = (Path(self.key_file).read_bytes(), Path(self.cert_file).read_bytes())
+        if b"PRIVATE KEY" not in pair[0] or b"CERTIFICATE" not in pair[1]:
+            raise ValueError(f"{self.cert_file} / {self.key_file} is not a PEM certificate "
+                             "and private key")
+        return grpc.ssl_server_certificate_configuration([pair])
+
+    def __call__(self) -> grpc.ServerCertificateConfiguration | None:
+        with self._lock:
+            try:
+                stamp = _stamp(self.cert_file, self.key_file)
+                if stamp == self._stamp:
+                    return None
+                config = self._load()
+            except (OSError, ValueError) as exc:
+                log.warning("certificate files changed but do not load; keeping the old pair",
+                            cert_file=self.cert_file, error=str(exc))
+                return None
+            self._stamp = stamp
+            self.reloads += 1
+            log.info("certificate reloaded", cert_file=self.cert_file, reloads=self.reloads)
+            return config
+
+
+def server_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials:
+    if not key_file:
+        raise ValueError("tls_cert_file is set but tls_key_file is not")
+    fetcher = ReloadingCertificate(cert_file, key_file)
+    return grpc.dynamic_ssl_server_credentials(fetcher.initial, fetcher,
+                                               require_client_authentication=False)
+
+
+def channel_credentials(ca_file: str) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
