@@ -85,3 +85,20 @@ def test_bearer_token_and_signature_both_work(gateway):
     assert _send(session, url, _signed(CAROL)).status_code == 201
     token = make_token(CAROL, ttl_s=600, now=time.time())
     assert _send(session, url, {"Authorization": f"Bearer {token}"}).status_code == 201
+
+
+@pytest.mark.parametrize("mode", ["positive", "negative"])
+def test_fuzzing_with_auth_on_finds_only_declared_answers(gateway, mode):
+    """Schemathesis over the OpenAPI document as carol (may PUB to one topic, nothing else):
+    what she may not do is a declared 403, and nothing is a 5xx or undeclared."""
+    from schemathesis import GenerationMode
+
+    from tests.support.fuzz import fuzz_every_operation
+
+    session, url = gateway
+    document = session.get(f"{url}/openapi.json", timeout=10).json()
+    operations, failures = fuzz_every_operation(
+        document, url, GenerationMode(mode), 8, session=session, verify=session.verify,
+        headers={"Authorization": f"Bearer {make_token(CAROL)}"})
+    assert operations > 20
+    assert not failures, "\n\n".join(failures)
