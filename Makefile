@@ -96,7 +96,7 @@ analytics-submit: sync ## run a job on the `make up ANALYTICS=1` cluster: JOB=ta
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m tidemq.analytics.$(JOB) --master spark://127.0.0.1:7077 --namesrv "$(NAMESRV)" $(ARGS)
 
 analytics-cluster-test: sync ## the standalone-cluster test: master + 2 workers + a job through the submitter (five JVMs)
-	TIDEMQ_SPARK_CLUSTER_TESTS=1 $(UV) run --frozen pytest tests/integration/analytics/test_standalone.py $(PYTEST_ARGS)
+	$(UV) run --frozen pytest tests/integration/analytics/test_standalone.py $(PYTEST_ARGS)
 
 bench-analytics: sync ## Spark read throughput (TideMQ vs Parquet) and streaming latency, quick
 	$(PY) bench/analytics/run.py --quick
