@@ -44,6 +44,13 @@ def runtime(request):
     rt.stop()
 
 
+def client_of(runtime) -> RpcClient:
+    """A client with its own channels: a pooled channel to this port from an earlier test's
+    server (ports are reused) may still be backing off, and fail the first call."""
+    return RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub,
+                     pool=ChannelPool())
+
+
 def test_health_reports_serving(runtime):
     with grpc.insecure_channel(f"127.0.0.1:{runtime.port}") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
@@ -53,7 +60,7 @@ def test_health_reports_serving(runtime):
 
 
 def test_domain_error_crosses_the_wire_with_its_code(runtime):
-    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    client = client_of(runtime)
     with pytest.raises(errors.TopicNotExist) as info:
         client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="orders"))
     assert info.value.code == "TOPIC_NOT_EXIST"
@@ -62,21 +69,21 @@ def test_domain_error_crosses_the_wire_with_its_code(runtime):
 
 
 def test_a_reached_limit_crosses_the_wire_as_resource_exhausted(runtime):
-    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    client = client_of(runtime)
     with pytest.raises(errors.ResourceExhausted, match="limit of 192") as info:
         client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="full"))
     assert (info.value.code, info.value.http_status) == ("RESOURCE_EXHAUSTED", 429)
 
 
 def test_unexpected_exception_becomes_internal_error(runtime):
-    client = RpcClient(f"127.0.0.1:{runtime.port}", nameserver_pb2_grpc.NameServerServiceStub)
+    client = client_of(runtime)
     with pytest.raises(errors.Internal, match="kaput"):
         client.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic="boom"))
 
 
 def test_application_errors_do_not_open_the_breaker(runtime):
     addr = f"127.0.0.1:{runtime.port}"
-    client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub,
+    client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub, pool=ChannelPool(),
                        breaker=BreakerSettings(fail_max=2))
     for _ in range(5):
         with pytest.raises(errors.TopicNotExist):
