@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tidemq.common.polling import poll
 
 from tests.support.cluster import traced_cluster
 from tests.support.doc_examples import documentation_files, parse, rewrite_addresses
@@ -59,6 +60,10 @@ def _run(cluster, lang: str, script: str, cwd: Path) -> subprocess.CompletedProc
                           text=True, timeout=BLOCK_TIMEOUT_S)
 
 
+def _system_topic_last(name: str) -> tuple[bool, str]:
+    return name.startswith("%"), name
+
+
 def _clear(cluster) -> None:
     """Each example starts from a cluster with no topics (nor offsets of them) and no
     subscription-group definitions."""
@@ -66,9 +71,15 @@ def _clear(cluster) -> None:
     from tidemq.client.config_groups import DefinedGroup
 
     with Admin(cluster.namesrv_addrs, config_center=cluster.config_center.addr) as admin:
-        for topic in admin.list_topics():
-            admin.delete_topic(topic.name)
-            admin.delete_group_offsets(topic.name)
+        # ordinary topics first: a pop an earlier example left unacked is then dropped at its
+        # revive instead of re-creating the group's retry topic after its deletion
+        def delete_all() -> bool:
+            names = sorted((t.name for t in admin.list_topics()), key=_system_topic_last)
+            for name in names:
+                admin.delete_topic(name)
+                admin.delete_group_offsets(name)
+            return not names or None
+        assert poll(delete_all, 60, interval=0), "topics keep coming back"
         for defined in admin.group_definitions():
             admin.delete_group(defined.config.name if isinstance(defined, DefinedGroup)
                                else defined[0])

@@ -60,6 +60,18 @@ def test_unacked_comes_back_with_growing_count_then_dies(machine):
     assert dead.reconsume_times == 3 and dead.properties[record.PROP_RETRY_TOPIC] == TOPIC
 
 
+def test_a_deleted_topics_in_flight_messages_are_dropped_not_revived(machine):
+    """Reviving them would re-create the group's retry topic after an operator deleted both."""
+    machine.send(2, 0)
+    _, handles = pop_bodies(machine)
+    assert len(handles) == 2
+    machine.messaging.topics.apply([], [TOPIC], 1 << 31)
+    machine.clock.offset += 2
+    assert machine.run(machine.pop.revive_due()) == 2  # closed, each with its checkpoint entry
+    assert machine.messaging.topics.get(f"%RETRY%{GROUP}") is None
+    assert not machine.pop.book.in_flight
+
+
 def test_pop_and_offset_pulls_share_a_topic(machine):
     machine.send(3, 0)
     popped, handles = pop_bodies(machine)

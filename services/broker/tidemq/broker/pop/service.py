@@ -394,6 +394,13 @@ class PopService:
 
     async def _revive_one(self, ck: int, off: int, flight) -> str:
         """Move one expired message on; the ACK reason that closes its checkpoint entry."""
+        if self.messaging.topics.get(flight.topic) is None:
+            # deleting a topic discards what was in flight from it (like the timer drops a
+            # delayed message of a deleted topic); reviving it would re-create the retry topic
+            log.warning("popped_message_dropped", topic=flight.topic, queue=flight.queue_id,
+                        offset=off, group=flight.group,
+                        reason="its topic is not served here any more")
+            return REVIVED
         got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
         if got.status is not GetStatus.FOUND:
             return REVIVED  # aged out of the store: nothing left to deliver
