@@ -20,14 +20,10 @@ from dataclasses import dataclass
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.message import MessageExt, MessageQueue, PullStatus
 from tidemq.common import errors
+from tidemq.common.system_topics import dlq_topic
 from tidemq.v1 import broker_pb2
 
-DLQ_PREFIX = "%DLQ%"
 PAGE = 64
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 @dataclass(frozen=True, slots=True)

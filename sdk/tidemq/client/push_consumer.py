@@ -41,15 +41,11 @@ from tidemq.client.process_queue import ProcessQueue
 from tidemq.common import errors, record
 from tidemq.common.assignors import DEFAULT_ASSIGNOR
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import RETRY_PREFIX, retry_topic
 from tidemq.v1 import broker_pb2
 
 log = get_logger(__name__)
 
-RETRY_PREFIX = "%RETRY%"  # the broker's retry topics (tidemq.broker.retry)
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
 
 
 def _not_before_s(batch: list[MessageExt]) -> float:

@@ -6,11 +6,11 @@ new deliverer goes on from the committed progress; retries wait their RocketMQ d
 from __future__ import annotations
 
 import pytest
-from tidemq.broker.retry import RetryService, retry_topic
-from tidemq.broker.schedule import SCHEDULE_TOPIC
+from tidemq.broker.retry import RetryService
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.client.message import Message
 from tidemq.common import delays, errors, record
+from tidemq.common.system_topics import SCHEDULE_TOPIC, retry_topic
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
 from tests.unit.broker.scheduling import LEVELS, TOPIC, Clock, Scheduled

@@ -31,26 +31,17 @@ from tidemq.common import errors, record
 from tidemq.common.delays import retry_delay_level
 from tidemq.common.logs import get_logger
 from tidemq.common.polling import poll
+from tidemq.common.system_topics import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 
 if TYPE_CHECKING:
     from tidemq.broker.schedule import ScheduleService
 
 log = get_logger(__name__)
 
-RETRY_PREFIX = "%RETRY%"
 # what a message sent with a delay still carries (RocketMQ keeps them; a retry must not be
 # delayed again by the producer's original level)
 SCHEDULE_LEFTOVERS = (record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)
-DLQ_PREFIX = "%DLQ%"
 DLQ_QUEUES = 1  # RocketMQ: one dead-letter queue per group and broker
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,16 +38,16 @@ from tidemq.broker.pop.book import (
     ack_body,
     closing_entry,
 )
-from tidemq.broker.retry import RetryService, SystemTopics, retry_topic
+from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.store import GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
 from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.system_topics import REVIVE_PREFIX, retry_topic
 
 log = get_logger(__name__)
 
-REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"
 MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # SQS's and RocketMQ's ceiling
 REPLAY_PAGE = 256

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.schedule.service import SCHEDULE_PROPERTIES, SCHEDULE_TOPIC
+from tidemq.broker.schedule.service import SCHEDULE_PROPERTIES
 from tidemq.broker.schedule.wheel import TimingWheel, WheelLevel
 from tidemq.broker.store import GetStatus
 from tidemq.common import errors, record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import SCHEDULE_TOPIC
 
 log = get_logger(__name__)
 

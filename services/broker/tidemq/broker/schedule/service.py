@@ -22,8 +22,8 @@ from tidemq.broker.schedule.wheel import TimingWheel
 from tidemq.broker.store import AppendResult, AppendStatus
 from tidemq.common import errors, record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
+from tidemq.common.system_topics import SCHEDULE_TOPIC
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # RocketMQ's name
 # What a delivered message no longer carries (the delay asked for, where it waited).
 SCHEDULE_PROPERTIES = (record.PROP_REAL_TOPIC, record.PROP_REAL_QUEUE_ID,
                        record.PROP_TIMER_OUT_MS, record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)

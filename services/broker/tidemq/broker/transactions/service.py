@@ -46,11 +46,10 @@ from tidemq.broker.transactions.book import (
 from tidemq.broker.transactions.producers import ProducerTable
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import HALF_TOPIC, OP_TOPIC
 
 log = get_logger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_GROUP = "CID_SYS_RMQ_TRANS"  # RocketMQ's group for the check-back's progress
 REPLAY_PAGE = 256
 VERBS = {COMMIT: "committed", ROLLBACK: "rolled back"}
