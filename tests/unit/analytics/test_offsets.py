@@ -18,12 +18,12 @@ from tidemq.analytics.offsets import (
 )
 from tidemq.common.errors import InvalidArgument, PreconditionFailed
 
-A0, A1, B0 = QueueKey("broker-a", 0), QueueKey("broker-a", 1), QueueKey("broker-b", 0)
+A0, A1, B0 = QueueKey("t", "broker-a", 0), QueueKey("t", "broker-a", 1), QueueKey("t", "broker-b", 0)
 QUEUES = {A0: QueueBounds(0, 10), A1: QueueBounds(5, 20), B0: QueueBounds(0, 0)}
 
 
 def spec(text, default):
-    return parse_offsets("startingOffsets", text, default)
+    return parse_offsets("startingOffsets", text, default, "t")
 
 
 def test_keywords_and_default():
@@ -64,24 +64,34 @@ def test_bad_json_is_a_precise_invalid_argument(text, fragment):
 
 def test_default_plan_reads_every_nonempty_queue_whole():
     ranges = plan_ranges(QUEUES, spec(None, EARLIEST), spec(None, LATEST))
-    assert ranges == [OffsetRange("broker-a", 0, 0, 10), OffsetRange("broker-a", 1, 5, 20)]
+    assert ranges == [OffsetRange("t", "broker-a", 0, 0, 10), OffsetRange("t", "broker-a", 1, 5, 20)]
 
 
 def test_exact_offsets_and_latest_start():
     ranges = plan_ranges(
         QUEUES, spec('{"broker-a": {"0": 4}}', LATEST), spec('{"broker-a": {"0": 7}}', LATEST)
     )
-    assert ranges == [OffsetRange("broker-a", 0, 4, 7)]
+    assert ranges == [OffsetRange("t", "broker-a", 0, 4, 7)]
 
 
 def test_unknown_queue_in_json_is_rejected_with_known_queues_listed():
-    with pytest.raises(InvalidArgument, match=r"broker-c/0 .*queues: broker-a/0, broker-a/1"):
+    with pytest.raises(InvalidArgument, match=r"t/broker-c/0 .*queues: t/broker-a/0, t/broker-a/1"):
         plan_ranges(QUEUES, spec('{"broker-c": {"0": 1}}', EARLIEST), spec(None, LATEST))
 
 
 def test_end_past_queue_end_is_rejected():
-    with pytest.raises(InvalidArgument, match="endingOffsets for broker 'broker-a' queue 0 is 11"):
+    with pytest.raises(InvalidArgument, match="endingOffsets for topic 't' broker 'broker-a' queue 0 is 11"):
         plan_ranges(QUEUES, spec(None, EARLIEST), spec('{"broker-a": {"0": 11}}', LATEST))
+
+
+def test_several_topics_name_the_topic_first():
+    two = parse_offsets("startingOffsets", '{"t": {"broker-a": {"0": 4}}, "u": {"broker-b": '
+                        '{"1": -1}}}', EARLIEST, None)
+    assert two.exact == {A0: 4, QueueKey("u", "broker-b", 1): LATEST}
+    with pytest.raises(InvalidArgument, match="of topic 't' JSON must be an object mapping"):
+        parse_offsets("startingOffsets", '{"t": 4}', EARLIEST, None)
+    with pytest.raises(InvalidArgument, match="mapping topics to"):
+        parse_offsets("startingOffsets", "[1]", EARLIEST, None)
 
 
 def test_start_after_end_is_rejected():
@@ -98,7 +108,7 @@ def test_deleted_start_fails_unless_data_loss_is_allowed():
     assert info.value.code == "OFFSET_OUT_OF_RANGE"
     assert "failOnDataLoss=false" in info.value.message
     ranges = plan_ranges(QUEUES, starting, spec(None, LATEST), fail_on_data_loss=False)
-    assert OffsetRange("broker-a", 1, 5, 20) in ranges
+    assert OffsetRange("t", "broker-a", 1, 5, 20) in ranges
 
 
 def test_split_rejects_negative_size():
@@ -113,7 +123,7 @@ def test_split_rejects_negative_size():
     limit=st.integers(0, 2_000),
 )
 def test_split_covers_each_range_exactly_once(ranges, limit):
-    originals = [OffsetRange("b", qid, start, start + size) for qid, start, size in ranges]
+    originals = [OffsetRange("t", "b", qid, start, start + size) for qid, start, size in ranges]
     pieces = iter(split_ranges(originals, limit))
     for original in originals:
         covered, mine = original.start, []
@@ -134,7 +144,7 @@ def test_split_covers_each_range_exactly_once(ranges, limit):
     data=st.data(),
 )
 def test_plan_ranges_stay_within_bounds(bounds, data):
-    queues = {QueueKey("b", i): QueueBounds(min(lo, hi), max(lo, hi))
+    queues = {QueueKey("t", "b", i): QueueBounds(min(lo, hi), max(lo, hi))
               for i, (lo, hi) in enumerate(bounds)}
     exact_start = {}
     exact_end = {}
@@ -150,12 +160,12 @@ def test_plan_ranges_stay_within_bounds(bounds, data):
         OffsetSpec(LATEST, exact_end),
     )
     for rng in ranges:
-        qb = queues[QueueKey(rng.broker, rng.queue_id)]
-        key = QueueKey(rng.broker, rng.queue_id)
+        qb = queues[QueueKey(rng.topic, rng.broker, rng.queue_id)]
+        key = QueueKey(rng.topic, rng.broker, rng.queue_id)
         assert qb.min_offset <= rng.start < rng.end <= qb.max_offset
         assert rng.start == exact_start.get(key, qb.min_offset)
         assert rng.end == exact_end.get(key, qb.max_offset)
-    planned = {QueueKey(r.broker, r.queue_id) for r in ranges}
+    planned = {QueueKey(r.topic, r.broker, r.queue_id) for r in ranges}
     for key, qb in queues.items():
         if key not in planned:
             assert exact_start.get(key, qb.min_offset) == exact_end.get(key, qb.max_offset)

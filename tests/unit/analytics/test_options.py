@@ -29,7 +29,11 @@ def test_values_are_parsed():
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"namesrv": "h:1"}, "option topic is required"),
+        ({"namesrv": "h:1"}, "exactly one of the options topic, subscribe (a comma"),
+        ({"namesrv": "h:1", "topic": "t", "subscribePattern": "t.*"},
+         "got topic and subscribePattern"),
+        ({"namesrv": "h:1", "subscribe": " , "}, "none was given"),
+        ({"namesrv": "h:1", "subscribePattern": "orders("}, "not a valid regular expression"),
         ({"topic": "t"}, "option namesrv is required"),
         ({"topic": "t", "namesrv": "h1"}, "'h1' must be host:port"),
         ({"topic": "t", "namesrv": "h:1", "maxMessagesPerPull": "0"}, "maxMessagesPerPull must be >= 1"),
@@ -43,8 +47,16 @@ def test_bad_options_are_precise_invalid_arguments(options, fragment):
     assert fragment in info.value.message
 
 
+def test_subscribe_reads_several_topics_keyed_by_topic():
+    listed = ReadOptions.parse({"namesrv": "h:1", "subscribe": "orders, clicks,"})
+    assert listed.subscribe == ("orders", "clicks") and listed.single_topic is None
+    pattern = ReadOptions.parse({"namesrv": "h:1", "subscribePattern": "orders-.*"})
+    assert pattern.subscribe_pattern == "orders-.*" and pattern.single_topic is None
+    assert ReadOptions.parse({"namesrv": "h:1", "topic": "orders"}).single_topic == "orders"
+
+
 def test_partition_is_small_when_pickled():
-    partition = QueueRangePartition("broker-a", ("10.0.0.1:10911", "10.0.0.2:10911"), 3, 0, 10**9)
+    partition = QueueRangePartition("t", "broker-a", ("10.0.0.1:10911", "10.0.0.2:10911"), 3, 0, 10**9)
     raw = pickle.dumps(partition)
     assert len(raw) < 400
     again = pickle.loads(raw)

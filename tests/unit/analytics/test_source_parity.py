@@ -19,7 +19,7 @@ from tidemq.common.errors import InvalidArgument
 ranges_strategy = st.lists(
     st.tuples(st.integers(0, 3), st.integers(0, 1000), st.integers(0, 5000)),
     max_size=6, unique_by=lambda t: t[0],
-).map(lambda items: [OffsetRange("b", q, start, start + size) for q, start, size in items])
+).map(lambda items: [OffsetRange("t", "b", q, start, start + size) for q, start, size in items])
 
 
 @given(ranges_strategy, st.integers(0, 64))
@@ -36,15 +36,15 @@ def test_min_partitions_covers_the_same_offsets(ranges, min_partitions):
 
 
 def test_timestamps_parse():
-    assert parse_timestamps(None) is None and parse_timestamps(" ") is None
-    assert parse_timestamps("1767225600000") == TimestampSpec(1767225600000, {})
-    spec = parse_timestamps('{"broker-a": {"0": 5, "1": 7}}')
-    assert spec.for_queue(QueueKey("broker-a", 1)) == 7
-    assert spec.for_queue(QueueKey("broker-a", 2)) is None
+    assert parse_timestamps(None, "t") is None and parse_timestamps(" ", "t") is None
+    assert parse_timestamps("1767225600000", "t") == TimestampSpec(1767225600000, {})
+    spec = parse_timestamps('{"broker-a": {"0": 5, "1": 7}}', "t")
+    assert spec.for_queue(QueueKey("t", "broker-a", 1)) == 7
+    assert spec.for_queue(QueueKey("t", "broker-a", 2)) is None
     with pytest.raises(InvalidArgument, match="startingOffsetsByTimestamp"):
-        parse_timestamps('{"broker-a": {"0": "soon"}}')
+        parse_timestamps('{"broker-a": {"0": "soon"}}', "t")
     with pytest.raises(InvalidArgument, match=">= 0"):
-        parse_timestamps('{"broker-a": {"0": -1}}')
+        parse_timestamps('{"broker-a": {"0": -1}}', "t")
 
 
 def test_parity_options():

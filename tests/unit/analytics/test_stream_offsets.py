@@ -11,14 +11,21 @@ from tidemq.analytics.offsets import (
     to_stream_offsets,
 )
 
-A0, A1, B0 = QueueKey("broker-a", 0), QueueKey("broker-a", 1), QueueKey("broker-b", 0)
+A0, A1, B0 = QueueKey("t", "broker-a", 0), QueueKey("t", "broker-a", 1), QueueKey("t", "broker-b", 0)
 
 
 def test_offsets_round_trip_through_the_checkpoint_shape():
     positions = {A0: 3, A1: 0, B0: 12}
-    stored = to_stream_offsets(positions)
+    stored = to_stream_offsets(positions, "t")
     assert stored == {"broker-a": {"0": 3, "1": 0}, "broker-b": {"0": 12}}
-    assert from_stream_offsets(stored) == positions
+    assert from_stream_offsets(stored, "t") == positions
+
+
+def test_offsets_of_several_topics_are_keyed_by_topic_first():
+    positions = {A0: 3, QueueKey("u", "broker-a", 0): 5}
+    stored = to_stream_offsets(positions, None)
+    assert stored == {"t": {"broker-a": {"0": 3}}, "u": {"broker-a": {"0": 5}}}
+    assert from_stream_offsets(stored, None) == positions
 
 
 def test_uncapped_batch_reads_to_latest_and_new_queues_start_at_zero():
@@ -38,8 +45,8 @@ def test_queue_missing_from_the_route_keeps_its_position():
     max_rows=st.one_of(st.none(), st.integers(1, 120)),
 )
 def test_cap_never_exceeds_budget_or_latest_and_always_progresses(queues, max_rows):
-    start = {QueueKey("b", i): s for i, (s, _) in enumerate(queues)}
-    latest = {QueueKey("b", i): s + extra for i, (s, extra) in enumerate(queues)}
+    start = {QueueKey("t", "b", i): s for i, (s, _) in enumerate(queues)}
+    latest = {QueueKey("t", "b", i): s + extra for i, (s, extra) in enumerate(queues)}
     ends = cap_positions(start, latest, max_rows)
     moved = sum(ends[k] - start[k] for k in latest)
     backlog = sum(latest[k] - start[k] for k in latest)

@@ -8,7 +8,7 @@ Channels are process-wide (the default ChannelPool), so executors open them lazi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidemq.analytics.offsets import QueueBounds, QueueKey
@@ -47,24 +47,29 @@ def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> lis
 
 def fetch_route_data(namesrv_addrs: Sequence[str], topic: str,
                      timeout: float) -> nameserver_pb2.TopicRouteData:
+    return _ask_name_servers(namesrv_addrs, "GetRouteInfo",
+                             nameserver_pb2.GetRouteInfoRequest(topic=topic), timeout,
+                             f"for topic {topic!r}")
+
+
+def list_topics(namesrv_addrs: Sequence[str], timeout: float) -> list[str]:
+    """Every topic the name servers route (system topics included), sorted."""
+    reply = _ask_name_servers(namesrv_addrs, "GetAllTopics",
+                              nameserver_pb2.GetAllTopicsRequest(), timeout, "with the topics")
+    return sorted(reply.topics)
+
+
+def _ask_name_servers(namesrv_addrs: Sequence[str], method: str, request, timeout: float,
+                      what: str):
     """Ask the name servers in turn (any one knows every route); unreachable ones are skipped."""
     failures = []
     for addr in namesrv_addrs:
         client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub, timeout=timeout)
         try:
-            route = client.call(
-                "GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=topic), idempotent=True
-            )
-        except errors.ServiceUnavailable as exc:
+            return client.call(method, request, idempotent=True)
+        except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
             failures.append(f"{addr}: {exc.message}")
-            continue
-        except errors.DeadlineExceeded as exc:
-            failures.append(f"{addr}: {exc.message}")
-            continue
-        return route
-    raise errors.ServiceUnavailable(
-        f"no name server answered for topic {topic!r}: " + "; ".join(failures)
-    )
+    raise errors.ServiceUnavailable(f"no name server answered {what}: " + "; ".join(failures))
 
 
 def _groups(route: nameserver_pb2.TopicRouteData) -> list[BrokerGroup]:
@@ -92,28 +97,23 @@ def fetch_bounds(groups: Sequence[BrokerGroup], topic: str,
                          broker_pb2.GetQueueOffsetsRequest(topic=topic), timeout)
         for queue in reply.queues:
             if queue.queue_id < group.read_queues:
-                bounds[QueueKey(group.name, queue.queue_id)] = QueueBounds(
+                bounds[QueueKey(topic, group.name, queue.queue_id)] = QueueBounds(
                     queue.min_offset, queue.max_offset
                 )
     return bounds
 
 
-def search_offsets(groups: Sequence[BrokerGroup], topic: str, keys, spec,
+def search_offsets(addrs: Mapping[str, Sequence[str]], keys, spec,
                    timeout: float) -> dict[QueueKey, int]:
     """startingOffsetsByTimestamp: each queue's first offset stored at or after its timestamp
-    (the queue's end when none is), asked of the queue's broker with SearchOffset."""
-    addrs = {group.name: group.addrs for group in groups}
-    unknown = sorted(set(spec.exact) - set(keys))
-    if unknown:
-        names = ", ".join(f"{k.broker}/{k.queue_id}" for k in unknown)
-        raise errors.InvalidArgument(
-            f"startingOffsetsByTimestamp names queues the topic does not have: {names}")
+    (the queue's end when none is), asked of the queue's broker (`addrs`: by broker group
+    name) with SearchOffset."""
     found = {}
     for key in sorted(keys):
         timestamp = spec.for_queue(key)
         if timestamp is not None:
             reply = call_any(addrs[key.broker], "SearchOffset", broker_pb2.SearchOffsetRequest(
-                topic=topic, queue_id=key.queue_id, timestamp_ms=timestamp), timeout)
+                topic=key.topic, queue_id=key.queue_id, timestamp_ms=timestamp), timeout)
             found[key] = reply.queue_offset
     return found
 

@@ -5,8 +5,10 @@ Kafka source: a start and an end position per queue, each given as "earliest", "
 a JSON object of exact offsets; a read covers [start, end) of every readable queue.
 
 JSON offsets name queues by broker and queue id, e.g. ``{"broker-a": {"0": 12, "1": -2}}``,
-where -2 means earliest and -1 latest (Kafka's convention). Queues the JSON leaves out take
-the default: earliest for the start, latest for the end.
+where -2 means earliest and -1 latest (Kafka's convention); a read of several topics
+(`subscribe`, `subscribePattern`) adds the topic as the outer level, like Kafka's JSON:
+``{"orders": {"broker-a": {"0": 12}}}``. Queues the JSON leaves out take the default:
+earliest for the start, latest for the end.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ LATEST = -1
 
 @dataclass(frozen=True, slots=True, order=True)
 class QueueKey:
-    """A queue of the topic: (broker group name, queue id)."""
+    """A queue: (topic, broker group name, queue id)."""
 
+    topic: str
     broker: str
     queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.broker}/{self.queue_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,7 @@ class QueueBounds:
 class OffsetRange:
     """Offsets [start, end) of one queue; the unit a Spark partition reads."""
 
+    topic: str
     broker: str
     queue_id: int
     start: int
@@ -62,8 +69,9 @@ class OffsetSpec:
         return self.exact.get(key, self.default)
 
 
-def parse_offsets(option: str, text: str | None, default: int) -> OffsetSpec:
-    """Parse "earliest" | "latest" | JSON {"broker": {"queue_id": offset}}; None = default."""
+def parse_offsets(option: str, text: str | None, default: int, topic: str | None) -> OffsetSpec:
+    """Parse "earliest" | "latest" | JSON offsets; None = default. With `topic` (a read of one
+    topic) the JSON is {"broker": {"queue_id": offset}}, else {"topic": {"broker": {...}}}."""
     if text is None or not text.strip():
         return OffsetSpec(default, {})
     value = text.strip()
@@ -79,6 +87,21 @@ def parse_offsets(option: str, text: str | None, default: int) -> OffsetSpec:
             f'{{"broker-a": {{"0": 12}}}}; {value!r} is not valid JSON ({exc.msg} at '
             f"character {exc.pos})"
         ) from None
+    if topic is not None:
+        return OffsetSpec(default, _broker_offsets(option, topic, parsed))
+    if not isinstance(parsed, dict):
+        raise InvalidArgument(
+            f"{option} JSON must be an object mapping topics to {{broker: {{queue id: offset}}}} "
+            f"(several topics are read), not a {type(parsed).__name__}"
+        )
+    exact: dict[QueueKey, int] = {}
+    for name, by_broker in parsed.items():
+        exact.update(_broker_offsets(f"{option} of topic {name!r}", name, by_broker))
+    return OffsetSpec(default, exact)
+
+
+def _broker_offsets(option: str, topic: str, parsed: object) -> dict[QueueKey, int]:
+    """{"broker": {"queue id": offset}} of one topic."""
     if not isinstance(parsed, dict):
         raise InvalidArgument(
             f"{option} JSON must be an object mapping broker names to {{queue id: offset}}, "
@@ -105,8 +128,8 @@ def parse_offsets(option: str, text: str | None, default: int) -> OffsetSpec:
                     f"{option}: offset {offset!r} for broker {broker!r} queue {queue_id} must be "
                     f"an integer >= 0, or -2 (earliest) or -1 (latest)"
                 )
-            exact[QueueKey(broker, queue_id)] = offset
-    return OffsetSpec(default, exact)
+            exact[QueueKey(topic, broker, queue_id)] = offset
+    return exact
 
 
 def resolve(offset: int, bounds: QueueBounds) -> int:
@@ -132,17 +155,17 @@ def plan_ranges(
     for spec, option in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         unknown = sorted(set(spec.exact) - set(queues))
         if unknown:
-            names = ", ".join(f"{k.broker}/{k.queue_id}" for k in unknown)
-            known = ", ".join(f"{k.broker}/{k.queue_id}" for k in sorted(queues)) or "none"
+            names = ", ".join(map(str, unknown))
+            known = ", ".join(map(str, sorted(queues))) or "none"
             raise InvalidArgument(
-                f"{option} names queues the topic does not have: {names} (queues: {known})"
+                f"{option} names queues the read does not have: {names} (queues: {known})"
             )
     ranges = []
     for key in sorted(queues):
         bounds = queues[key]
         start = resolve(starting.for_queue(key), bounds)
         end = resolve(ending.for_queue(key), bounds)
-        where = f"broker {key.broker!r} queue {key.queue_id}"
+        where = f"topic {key.topic!r} broker {key.broker!r} queue {key.queue_id}"
         if end > bounds.max_offset:
             raise InvalidArgument(
                 f"endingOffsets for {where} is {end}, past the queue's end "
@@ -162,7 +185,7 @@ def plan_ranges(
                 )
             start = min(bounds.min_offset, end)
         if end > start:
-            ranges.append(OffsetRange(key.broker, key.queue_id, start, end))
+            ranges.append(OffsetRange(key.topic, key.broker, key.queue_id, start, end))
     return ranges
 
 
@@ -185,7 +208,7 @@ def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[
         for i in range(count):
             lo = rng.start + rng.size * i // count
             hi = rng.start + rng.size * (i + 1) // count
-            pieces.append(OffsetRange(rng.broker, rng.queue_id, lo, hi))
+            pieces.append(OffsetRange(rng.topic, rng.broker, rng.queue_id, lo, hi))
     return pieces
 
 
@@ -204,7 +227,7 @@ def ensure_min_partitions(ranges: list[OffsetRange], min_partitions: int) -> lis
         for i in range(count):
             lo = rng.start + rng.size * i // count
             hi = rng.start + rng.size * (i + 1) // count
-            pieces.append(OffsetRange(rng.broker, rng.queue_id, lo, hi))
+            pieces.append(OffsetRange(rng.topic, rng.broker, rng.queue_id, lo, hi))
     return pieces
 
 
@@ -219,14 +242,15 @@ class TimestampSpec:
         return self.exact.get(key, self.default)
 
 
-def parse_timestamps(text: str | None) -> TimestampSpec | None:
-    """None | "1767225600000" (every queue) | JSON {"broker": {"queue id": ms}}."""
+def parse_timestamps(text: str | None, topic: str | None) -> TimestampSpec | None:
+    """None | "1767225600000" (every queue) | JSON {"broker": {"queue id": ms}} (by topic
+    first when several topics are read, as in `parse_offsets`)."""
     if text is None or not text.strip():
         return None
     value = text.strip()
     if value.isdigit():
         return TimestampSpec(int(value), {})
-    spec = parse_offsets("startingOffsetsByTimestamp", value, EARLIEST)
+    spec = parse_offsets("startingOffsetsByTimestamp", value, EARLIEST, topic)
     if any(ts < 0 for ts in spec.exact.values()):
         raise InvalidArgument("startingOffsetsByTimestamp: timestamps are epoch milliseconds "
                               ">= 0")
@@ -235,20 +259,25 @@ def parse_timestamps(text: str | None) -> TimestampSpec | None:
 
 # --- streaming: offsets as Spark checkpoints them -------------------------------------------
 
-StreamOffsets = dict[str, dict[str, int]]  # {"broker": {"queue id": next offset to read}}
+# {"broker": {"queue id": next offset to read}}; by topic first when several topics are read
+StreamOffsets = dict[str, dict]
 
 
-def to_stream_offsets(positions: Mapping[QueueKey, int]) -> StreamOffsets:
-    """Queue positions -> the JSON-ready dict Spark stores in its offset log."""
+def to_stream_offsets(positions: Mapping[QueueKey, int], topic: str | None) -> StreamOffsets:
+    """Queue positions -> the JSON-ready dict Spark stores in its offset log (`topic`: the
+    one topic read, so the topic level is left out)."""
     out: StreamOffsets = {}
     for key in sorted(positions):
-        out.setdefault(key.broker, {})[str(key.queue_id)] = positions[key]
+        by_broker = out if topic is not None else out.setdefault(key.topic, {})
+        by_broker.setdefault(key.broker, {})[str(key.queue_id)] = positions[key]
     return out
 
 
-def from_stream_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[QueueKey, int]:
-    return {QueueKey(broker, int(queue)): int(offset)
-            for broker, queues in offsets.items() for queue, offset in queues.items()}
+def from_stream_offsets(offsets: Mapping[str, Mapping], topic: str | None) -> dict[QueueKey, int]:
+    by_topic = {topic: offsets} if topic is not None else offsets
+    return {QueueKey(name, broker, int(queue)): int(offset)
+            for name, by_broker in by_topic.items()
+            for broker, queues in by_broker.items() for queue, offset in queues.items()}
 
 
 def cap_positions(start: Mapping[QueueKey, int], latest: Mapping[QueueKey, int],

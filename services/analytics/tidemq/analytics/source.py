@@ -12,8 +12,13 @@ addresses and offsets; gRPC channels are opened inside `read()` on the executor.
 
 Options (case-insensitive):
   namesrv                 name servers, "host:port;host:port" (required)
-  topic                   the topic to read (required)
+  topic                   the topic to read; or, as in Kafka, one of
+  subscribe               a comma-separated list of topics, or
+  subscribePattern        a regular expression (Python `re`, whole name) over the topics the
+                          name servers route, the brokers' system topics left out; a stream
+                          picks up matching topics created later (from their first offset)
   startingOffsets         "earliest" (default) | "latest" | JSON {"broker": {"queue": offset}}
+                          ({"topic": {"broker": {...}}} with subscribe / subscribePattern)
   endingOffsets           "latest" (default) | "earliest" | JSON, exclusive
   maxMessagesPerPull      messages asked per Pull call (default 1000)
   maxRecordsPerPartition  split a queue range into pieces of at most this many offsets
@@ -35,11 +40,12 @@ Options (case-insensitive):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from tidemq.analytics import offsets
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, TopicNotExist
 
 FORMAT = "tidemq"
 
@@ -49,7 +55,7 @@ class ReadOptions:
     """Validated options; small and picklable (sent to every task inside the reader)."""
 
     namesrv: tuple[str, ...]
-    topic: str
+    topic: str  # "" when subscribing to several topics
     starting: str | None
     ending: str | None
     max_messages_per_pull: int
@@ -63,6 +69,14 @@ class ReadOptions:
     include_headers: bool = True
     progress_group: str = ""
     otlp_endpoint: str = ""
+    subscribe: tuple[str, ...] = field(default=())
+    subscribe_pattern: str = ""
+
+    @property
+    def single_topic(self) -> str | None:
+        """The one topic read (offsets JSON without a topic level); None with subscribe /
+        subscribePattern, whose offsets are keyed by topic first."""
+        return self.topic or None
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReadOptions:
@@ -70,11 +84,28 @@ class ReadOptions:
 
         opts = {k.lower(): v for k, v in options.items()}
         topic = (opts.get("topic") or "").strip()
-        if not topic:
-            raise InvalidArgument("option topic is required for format 'tidemq'")
+        subscribe = tuple(t.strip() for t in (opts.get("subscribe") or "").split(",")
+                          if t.strip())
+        pattern = (opts.get("subscribepattern") or "").strip()
+        given = [name for name, value in (("topic", topic), ("subscribe", subscribe),
+                                          ("subscribePattern", pattern)) if value]
+        if len(given) != 1:
+            raise InvalidArgument(
+                "format 'tidemq' reads exactly one of the options topic, subscribe (a "
+                "comma-separated list) or subscribePattern (a regular expression); "
+                + (f"got {' and '.join(given)}" if given else "none was given"))
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise InvalidArgument(
+                    f"subscribePattern {pattern!r} is not a valid regular expression: {exc}"
+                ) from None
         return cls(
             namesrv=tuple(parse_addrs(opts.get("namesrv", ""))),
             topic=topic,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
             starting=opts.get("startingoffsets"),
             ending=opts.get("endingoffsets"),
             max_messages_per_pull=_int(opts, "maxMessagesPerPull", 1000, minimum=1),
@@ -116,9 +147,10 @@ def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
 class QueueRangePartition(InputPartition):
     """Offsets [start, end) of one queue plus where to pull them from (master first)."""
 
-    def __init__(self, broker: str, addrs: tuple[str, ...], queue_id: int, start: int,
-                 end: int) -> None:
-        super().__init__((broker, queue_id, start, end))
+    def __init__(self, topic: str, broker: str, addrs: tuple[str, ...], queue_id: int,
+                 start: int, end: int) -> None:
+        super().__init__((topic, broker, queue_id, start, end))
+        self.topic = topic
         self.broker = broker
         self.addrs = addrs
         self.queue_id = queue_id
@@ -126,44 +158,84 @@ class QueueRangePartition(InputPartition):
         self.end = end
 
     def __repr__(self) -> str:
-        return f"QueueRangePartition({self.broker}/{self.queue_id} [{self.start}, {self.end}))"
+        return (f"QueueRangePartition({self.topic}/{self.broker}/{self.queue_id} "
+                f"[{self.start}, {self.end}))")
 
 
 def to_partitions(ranges, addrs: dict[str, tuple[str, ...]], max_per_partition: int,
                   min_partitions: int = 0) -> list[QueueRangePartition]:
     pieces = offsets.ensure_min_partitions(offsets.split_ranges(ranges, max_per_partition),
                                            min_partitions)
-    return [QueueRangePartition(r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
+    return [QueueRangePartition(r.topic, r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
             for r in pieces]
 
 
-def starting_spec(opts: ReadOptions, groups, bounds, default: int) -> offsets.OffsetSpec:
+@dataclass
+class Survey:
+    """What the brokers hold now for the topics a read covers."""
+
+    bounds: dict[offsets.QueueKey, offsets.QueueBounds]
+    addrs: dict[str, tuple[str, ...]]  # broker group -> addresses, master first
+
+
+def selected_topics(opts: ReadOptions) -> list[str]:
+    """`topic`, the `subscribe` list, or the routed topics `subscribePattern` matches."""
+    from tidemq.analytics import brokers
+    from tidemq.common.system_topics import is_system_topic
+
+    if not opts.subscribe_pattern:
+        return [opts.topic] if opts.topic else list(opts.subscribe)
+    pattern = re.compile(opts.subscribe_pattern)
+    return [name for name in brokers.list_topics(opts.namesrv, opts.timeout)
+            if not is_system_topic(name) and pattern.fullmatch(name)]
+
+
+def survey(opts: ReadOptions) -> Survey:
+    """Route and queue bounds of every selected topic (a topic the pattern matched that is
+    deleted meanwhile is left out; a named one that does not exist is TOPIC_NOT_EXIST)."""
+    from tidemq.analytics import brokers
+
+    found = Survey({}, {})
+    for topic in selected_topics(opts):
+        try:
+            groups = brokers.fetch_route(opts.namesrv, topic, opts.timeout)
+        except TopicNotExist:
+            if not opts.subscribe_pattern:
+                raise
+            continue
+        found.bounds.update(brokers.fetch_bounds(groups, topic, opts.timeout))
+        found.addrs.update({group.name: group.addrs for group in groups})
+    return found
+
+
+def starting_spec(opts: ReadOptions, found: Survey, default: int) -> offsets.OffsetSpec:
     """startingOffsets, with the queues startingOffsetsByTimestamp names (or all, for a bare
     timestamp) replaced by the offsets their brokers find for the timestamps."""
     from tidemq.analytics import brokers
 
-    spec = offsets.parse_offsets("startingOffsets", opts.starting, default)
-    by_time = offsets.parse_timestamps(opts.starting_by_timestamp)
+    spec = offsets.parse_offsets("startingOffsets", opts.starting, default, opts.single_topic)
+    by_time = offsets.parse_timestamps(opts.starting_by_timestamp, opts.single_topic)
     if by_time is None:
         return spec
-    found = brokers.search_offsets(groups, opts.topic, bounds.keys(), by_time, opts.timeout)
-    return offsets.OffsetSpec(spec.default, {**spec.exact, **found})
+    unknown = sorted(set(by_time.exact) - set(found.bounds))
+    if unknown:
+        raise InvalidArgument("startingOffsetsByTimestamp names queues the read does not "
+                              f"have: {', '.join(map(str, unknown))}")
+    at_times = brokers.search_offsets(found.addrs, found.bounds.keys(), by_time, opts.timeout)
+    return offsets.OffsetSpec(spec.default, {**spec.exact, **at_times})
 
 
 def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
-    """Driver side: route + queue bounds -> offset ranges -> partitions."""
-    from tidemq.analytics import brokers
-
-    groups = brokers.fetch_route(opts.namesrv, opts.topic, opts.timeout)
-    bounds = brokers.fetch_bounds(groups, opts.topic, opts.timeout)
+    """Driver side: routes + queue bounds -> offset ranges -> partitions."""
+    found = survey(opts)
     ranges = offsets.plan_ranges(
-        bounds,
-        starting_spec(opts, groups, bounds, offsets.EARLIEST),
-        offsets.parse_offsets("endingOffsets", opts.ending, offsets.LATEST),
+        found.bounds,
+        starting_spec(opts, found, offsets.EARLIEST),
+        offsets.parse_offsets("endingOffsets", opts.ending, offsets.LATEST, opts.single_topic),
         fail_on_data_loss=opts.fail_on_data_loss,
     )
-    addrs = {group.name: group.addrs for group in groups}
-    return to_partitions(ranges, addrs, opts.max_records_per_partition, opts.min_partitions)
+    return to_partitions(ranges, found.addrs, opts.max_records_per_partition,
+                         opts.min_partitions)
 
 
 def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
@@ -173,9 +245,9 @@ def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=Non
     from tidemq.analytics.spans import partition_read_span
 
     builder = ColumnBuilder(partition.broker, schema or arrow_schema())
-    with partition_read_span(opts.otlp_endpoint, opts.topic, partition) as counts:
+    with partition_read_span(opts.otlp_endpoint, partition) as counts:
         for records in brokers.pull_range(
-            partition.addrs, opts.topic, partition.queue_id, partition.start, partition.end,
+            partition.addrs, partition.topic, partition.queue_id, partition.start, partition.end,
             max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
             fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
         ):

@@ -28,7 +28,7 @@ def _task_attributes() -> dict:
 
 
 @contextmanager
-def partition_read_span(otlp_endpoint: str, topic: str, partition) -> Iterator[dict]:
+def partition_read_span(otlp_endpoint: str, partition) -> Iterator[dict]:
     """Around one partition's read; the caller adds to `counts["rows"]` as it yields rows."""
     counts = {"rows": 0}
     if not otlp_endpoint:
@@ -40,13 +40,13 @@ def partition_read_span(otlp_endpoint: str, topic: str, partition) -> Iterator[d
     init_tracing(SERVICE_NAME, otlp_endpoint, instrument_grpc=False)  # once per worker
     attributes = {
         "messaging.system": "tidemq", "messaging.operation.type": "receive",
-        "messaging.destination.name": topic, "tidemq.broker_name": partition.broker,
+        "messaging.destination.name": partition.topic, "tidemq.broker_name": partition.broker,
         "messaging.destination.partition.id": str(partition.queue_id),
         "tidemq.start_offset": partition.start, "tidemq.end_offset": partition.end,
         **_task_attributes(),
     }
     tracer = trace.get_tracer("tidemq.analytics")
-    with tracer.start_as_current_span(f"{topic} read", kind=trace.SpanKind.CONSUMER,
+    with tracer.start_as_current_span(f"{partition.topic} read", kind=trace.SpanKind.CONSUMER,
                                       attributes=attributes) as span:
         try:
             yield counts

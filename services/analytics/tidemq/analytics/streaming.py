@@ -1,17 +1,25 @@
 """Structured Streaming for format("tidemq"): micro-batches of per-queue offset ranges.
 
-Spark keeps the offsets in its checkpoint (offset log) as {"broker": {"queue id": offset}},
-exactly like the Kafka source keeps topic-partition offsets: a restarted query resumes where
-its last committed batch ended, and the broker never stores anything for it. Each trigger
-asks the route and the brokers' queue max offsets (`latestOffset`); a batch's partitions pull
-[previous end, new end) of every queue that grew, with the batch source's reader.
+Spark keeps the offsets in its checkpoint (offset log) as {"broker": {"queue id": offset}}
+(by topic first with subscribe / subscribePattern), exactly like the Kafka source keeps
+topic-partition offsets: a restarted query resumes where its last committed batch ended, and
+the broker never stores anything for it. Each trigger asks the routes and the brokers' queue
+max offsets (`latestOffset`; a pattern is matched again, so new topics join from offset 0); a
+batch's partitions pull [previous end, new end) of every queue that grew, with the batch
+source's reader.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidemq.analytics import brokers, offsets
-from tidemq.analytics.source import ReadOptions, read_partition, starting_spec, to_partitions
+from tidemq.analytics.source import (
+    ReadOptions,
+    read_partition,
+    starting_spec,
+    survey,
+    to_partitions,
+)
 from tidemq.common.errors import InvalidArgument
 
 
@@ -23,26 +31,34 @@ class TideMQStreamReader(DataSourceStreamReader):
             raise InvalidArgument("endingOffsets is for batch reads; a stream has no end")
         self.opts = opts
         self._addrs: dict[str, tuple[str, ...]] = {}
-        self._groups: list[brokers.BrokerGroup] = []
 
     def _bounds(self) -> dict[offsets.QueueKey, offsets.QueueBounds]:
-        groups = brokers.fetch_route(self.opts.namesrv, self.opts.topic, self.opts.timeout)
-        self._groups = groups
-        self._addrs = {group.name: group.addrs for group in groups}
-        return brokers.fetch_bounds(groups, self.opts.topic, self.opts.timeout)
+        return self._survey().bounds
+
+    def _survey(self):
+        found = survey(self.opts)
+        self._addrs = found.addrs
+        return found
+
+    def _to_json(self, positions: dict[offsets.QueueKey, int]) -> dict:
+        return offsets.to_stream_offsets(positions, self.opts.single_topic)
+
+    def _from_json(self, stored: dict) -> dict[offsets.QueueKey, int]:
+        return offsets.from_stream_offsets(stored, self.opts.single_topic)
 
     def initialOffset(self) -> dict:
         """startingOffsets resolved now (default "latest": only messages sent from now on)."""
-        bounds = self._bounds()
+        found = self._survey()
         ranges = offsets.plan_ranges(
-            bounds,
-            starting_spec(self.opts, self._groups, bounds, offsets.LATEST),
+            found.bounds,
+            starting_spec(self.opts, found, offsets.LATEST),
             offsets.OffsetSpec(offsets.LATEST, {}),
             fail_on_data_loss=self.opts.fail_on_data_loss,
         )
-        positions = {key: bound.max_offset for key, bound in bounds.items()}
-        positions.update({offsets.QueueKey(r.broker, r.queue_id): r.start for r in ranges})
-        return offsets.to_stream_offsets(positions)
+        positions = {key: bound.max_offset for key, bound in found.bounds.items()}
+        positions.update({offsets.QueueKey(r.topic, r.broker, r.queue_id): r.start
+                          for r in ranges})
+        return self._to_json(positions)
 
     def getDefaultReadLimit(self):
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -53,15 +69,15 @@ class TideMQStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         latest = {key: bound.max_offset for key, bound in self._bounds().items()}
-        begin = offsets.from_stream_offsets(start if start is not None else self.initialOffset())
+        begin = self._from_json(start if start is not None else self.initialOffset())
         max_rows = getattr(limit, "max_rows", None)
-        return offsets.to_stream_offsets(offsets.cap_positions(begin, latest, max_rows))
+        return self._to_json(offsets.cap_positions(begin, latest, max_rows))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        begin = offsets.from_stream_offsets(start)
+        begin = self._from_json(start)
         ranges = [
-            offsets.OffsetRange(key.broker, key.queue_id, begin.get(key, 0), stop)
-            for key, stop in sorted(offsets.from_stream_offsets(end).items())
+            offsets.OffsetRange(key.topic, key.broker, key.queue_id, begin.get(key, 0), stop)
+            for key, stop in sorted(self._from_json(end).items())
             if stop > begin.get(key, 0)
         ]
         if any(r.broker not in self._addrs for r in ranges):
@@ -78,7 +94,7 @@ class TideMQStreamReader(DataSourceStreamReader):
         (`tidemq group describe`) shows how far behind the query is: advisory, never read
         back, and a broker that cannot take them does not stop the query."""
         if self.opts.progress_group:
-            commit_progress(self.opts, self._addrs, offsets.from_stream_offsets(end))
+            commit_progress(self.opts, self._addrs, self._from_json(end))
 
 
 def commit_progress(opts: ReadOptions, addrs: dict[str, tuple[str, ...]],
@@ -90,7 +106,7 @@ def commit_progress(opts: ReadOptions, addrs: dict[str, tuple[str, ...]],
     by_broker: dict[str, list] = {}
     for key, offset in sorted(positions.items()):
         by_broker.setdefault(key.broker, []).append(
-            broker_pb2.QueueOffset(topic=opts.topic, queue_id=key.queue_id, offset=offset))
+            broker_pb2.QueueOffset(topic=key.topic, queue_id=key.queue_id, offset=offset))
     failed = []
     for broker, entries in by_broker.items():
         if broker not in addrs:
