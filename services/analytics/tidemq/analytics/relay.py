@@ -16,9 +16,9 @@ The source message's position travels in the properties `src_broker`, `src_queue
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
+
+from tidemq.analytics.jobs import job_parser, job_session, run_until_stopped
 
 # Properties the sink sets itself (or the broker does): not copied from the source message.
 SYSTEM_PROPERTIES = ("UNIQ_KEY", "TAGS", "KEYS", "PRODUCER_ID", "COMPRESSION",
@@ -26,16 +26,10 @@ SYSTEM_PROPERTIES = ("UNIQ_KEY", "TAGS", "KEYS", "PRODUCER_ID", "COMPRESSION",
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tidemq.analytics.relay",
-        description="Copy one TideMQ topic into another with Structured Streaming.")
-    parser.add_argument("--namesrv", required=True, help="name servers, host:port[;host:port]")
+    parser = job_parser("relay", "Copy one TideMQ topic into another with Structured "
+                        "Streaming.")
     parser.add_argument("--source", required=True, help="topic to read")
     parser.add_argument("--sink", required=True, help="topic to write")
-    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
-    parser.add_argument("--master", default="local[*]",
-                        help="Spark master (default local[*]; 'none' = as spark-submit says)")
-    parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=256, help="records per send")
     parser.add_argument("--exactly-once", action="store_true",
@@ -71,23 +65,11 @@ def start(spark, args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from tidemq.analytics.session import build_session
-
-    spark = build_session(f"tidemq-relay-{args.source}",
-                          None if args.master == "none" else args.master,
-                          {"spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("WARN")
+    spark = job_session(f"tidemq-relay-{args.source}", args, {"spark.ui.enabled": "false"})
     query = start(spark, args)
     print(f"relay: query {query.id} {args.source} -> {args.sink} "
           f"(exactly once: {args.exactly_once})", flush=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    while not stop.is_set() and query.isActive:
-        stop.wait(0.5)
-    query.stop()
-    spark.stop()
-    return 0
+    return run_until_stopped("relay", spark, [query])
 
 
 if __name__ == "__main__":

@@ -18,28 +18,22 @@ checkpoint under `--checkpoint`.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
+
+from tidemq.analytics.jobs import job_parser, job_session, run_until_stopped
 
 ORDER_SCHEMA = "order_id string, region string, amount double, ts long"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tidemq.analytics.revenue",
-        description="Windowed revenue per region from an orders topic (Structured Streaming).")
-    parser.add_argument("--namesrv", required=True, help="name servers, host:port[;host:port]")
+    parser = job_parser(
+        "revenue", "Windowed revenue per region from an orders topic (Structured Streaming).")
     parser.add_argument("--orders", default="orders", help="topic of order events")
     parser.add_argument("--output-topic", required=True, help="topic the windows go to")
     parser.add_argument("--output-parquet", required=True, help="Parquet directory")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint root (two queries)")
-    parser.add_argument("--master", default="local[*]",
-                        help="Spark master (default local[*]; 'none' = as spark-submit says)")
     parser.add_argument("--window", default="1 minute", help="tumbling window length")
     parser.add_argument("--watermark", default="30 seconds",
                         help="how late an order may arrive and still count")
-    parser.add_argument("--starting-offsets", default="earliest")
     return parser.parse_args(argv)
 
 
@@ -88,25 +82,11 @@ def start(spark, args: argparse.Namespace) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from tidemq.analytics.session import build_session
-
-    spark = build_session("tidemq-revenue", None if args.master == "none" else args.master)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = job_session("tidemq-revenue", args)
     queries = start(spark, args)
     print(f"revenue: {args.orders} -> topic {args.output_topic} and {args.output_parquet}",
           flush=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    while not stop.is_set() and all(q.isActive for q in queries):
-        stop.wait(0.5)
-    failed = [q for q in queries if not q.isActive and q.exception() is not None]
-    for query in queries:
-        query.stop()
-    spark.stop()
-    for query in failed:
-        print(f"revenue: query {query.name} failed: {query.exception()}", file=sys.stderr)
-    return 2 if failed else 0
+    return run_until_stopped("revenue", spark, queries)
 
 
 if __name__ == "__main__":

@@ -15,25 +15,20 @@ user, session_start, session_end, clicks, pages (distinct, sorted).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
+
+from tidemq.analytics.jobs import job_parser, job_session, run_until_stopped
 
 CLICK_SCHEMA = "user string, page string, ts long"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tidemq.analytics.sessions",
-                                     description="Per-user click sessions (Structured Streaming).")
-    parser.add_argument("--namesrv", required=True, help="name servers, host:port[;host:port]")
+    parser = job_parser("sessions", "Per-user click sessions (Structured Streaming).")
     parser.add_argument("--clicks", default="clicks", help="topic of click events")
-    parser.add_argument("--output-topic", required=True)
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--master", default="local[*]",
-                        help="Spark master (default local[*]; 'none' = as spark-submit says)")
+    parser.add_argument("--output-topic", required=True, help="topic the sessions go to")
     parser.add_argument("--gap", default="5 minutes", help="inactivity that ends a session")
-    parser.add_argument("--watermark", default="1 minute")
-    parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--watermark", default="1 minute",
+                        help="how late a click may arrive and still count")
     return parser.parse_args(argv)
 
 
@@ -72,24 +67,10 @@ def start(spark, args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from tidemq.analytics.session import build_session
-
-    spark = build_session("tidemq-sessions", None if args.master == "none" else args.master)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = job_session("tidemq-sessions", args)
     query = start(spark, args)
     print(f"sessions: {args.clicks} -> {args.output_topic}", flush=True)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    while not stop.is_set() and query.isActive:
-        stop.wait(0.5)
-    failed = query.exception() if not query.isActive else None
-    query.stop()
-    spark.stop()
-    if failed is not None:
-        print(f"sessions: failed: {failed}", file=sys.stderr)
-        return 2
-    return 0
+    return run_until_stopped("sessions", spark, [query])
 
 
 if __name__ == "__main__":
