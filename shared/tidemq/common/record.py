@@ -508,6 +508,9 @@ PROP_REAL_TOPIC = "REAL_TOPIC"                # a scheduled / half message's own
 PROP_REAL_QUEUE_ID = "REAL_QID"               # ... and its queue there
 PROP_TRANSACTION_PREPARED = "TRAN_MSG"        # "true": sent as part of a transaction
 PROP_PRODUCER_GROUP = "PGROUP"                # the group whose producers are checked back
+# Idempotent sends (docs/idempotence.md): the producer whose unique ids the broker deduplicates;
+# a restarted or promoted broker rebuilds its table from the records carrying it.
+PROP_PRODUCER_ID = "PRODUCER_ID"
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,

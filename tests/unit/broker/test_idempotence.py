@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tidemq.broker.idempotence import PROP_PRODUCER_ID, IdempotentSends, IdempotentSettings
+from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.record import PROP_PRODUCER_ID
 
 
 def open_sends(path, settings: IdempotentSettings | None = None) -> IdempotentSends:

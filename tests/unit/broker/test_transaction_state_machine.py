@@ -20,6 +20,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
@@ -68,8 +69,9 @@ class TxnWorld:
         self.service = self.new_service()
 
     def new_service(self) -> TransactionService:
-        service = TransactionService(self.messaging, self.topics, self.offsets,
-                                     settings=CHECKS, clock=self.clock)
+        service = TransactionService(  # a new idempotence table too: rebuilt from the log
+            self.messaging, self.topics, self.offsets, settings=CHECKS, clock=self.clock,
+            idempotence=IdempotentSends(self.messaging, IdempotentSettings()))
         service.rebuild()
         return service
 
@@ -184,6 +186,19 @@ class TxnMachine(RuleBasedStateMachine):
             return
         if answer is not None and index not in self.outcome:
             self.outcome[index] = state.value
+
+    @precondition(lambda self: len(self.outcome) < len(self.txns))
+    @rule(data=st.data())
+    def crash_between_the_commit_and_its_op_record(self, data):
+        """The broker dies after appending a commit's message, before its op record: after
+        the restart the transaction is still open, and committing it again (a check-back
+        answered "commit") must not store the message twice."""
+        i = data.draw(st.sampled_from([i for i in range(len(self.txns)) if i not in self.outcome]))
+        raw = self.world.store.read_record(self.txns[i][1])
+        self.world.run(self.world.service._append_committed(raw, record.decode(raw)))
+        self.restart()
+        assert self.world.end(self.txns[i], True) == (TxnState.COMMITTED, False)
+        self.outcome[i] = "COMMITTED"
 
     @rule()
     def restart(self):

@@ -19,10 +19,11 @@ import argparse
 import sys
 
 from tidemq.analytics.jobs import job_parser, job_session, run_until_stopped
+from tidemq.common import record
 
 # Properties the sink sets itself (or the broker does): not copied from the source message.
-SYSTEM_PROPERTIES = ("UNIQ_KEY", "TAGS", "KEYS", "PRODUCER_ID", "COMPRESSION",
-                     "MESSAGE_GROUP")
+SYSTEM_PROPERTIES = (record.PROP_UNIQ_KEY, record.PROP_TAGS, record.PROP_KEYS,
+                     record.PROP_PRODUCER_ID, record.PROP_COMPRESSION, record.PROP_MESSAGE_GROUP)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

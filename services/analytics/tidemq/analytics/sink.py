@@ -34,9 +34,6 @@ from pyspark.sql.datasource import (
 from tidemq.analytics.source import _bool, _int
 from tidemq.common import errors, record
 
-# The record property naming an idempotent producer (tidemq.broker.idempotence's constant:
-# the analytics package does not depend on the broker).
-PROP_PRODUCER_ID = "PRODUCER_ID"
 PERM_WRITE = 4
 # Spark's local properties of a micro-batch's jobs (StreamExecution / MicroBatchExecution).
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -184,7 +181,7 @@ class PartitionWriter:
         topics, keys, tags = (columns.get(n, none) for n in ("topic", "key", "tag"))
         props, queues, groups = (columns.get(n, none)
                                  for n in ("properties", "queue", "message_group"))
-        extra = {PROP_PRODUCER_ID: self.producer_id} if self.opts.exactly_once else None
+        extra = {record.PROP_PRODUCER_ID: self.producer_id} if self.opts.exactly_once else None
         for i in range(rows):
             topic = topics[i] or self.opts.topic
             if not topic:

@@ -155,11 +155,12 @@ class BrokerApp:
                               revive=revive_topic(settings.cluster_name),
                               revive_interval_s=settings.pop_revive_interval_ms / 1000,
                               snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
+        idempotence = IdempotentSends(self.messaging, idempotent_settings(settings))
         self.transactions = TransactionService(
             self.messaging, system_topics, self.offsets, settings=CheckSettings(
                 timeout_ms=settings.transaction_timeout_ms,
                 interval_ms=settings.transaction_check_interval_ms,
-                max_checks=settings.transaction_check_max))
+                max_checks=settings.transaction_check_max), idempotence=idempotence)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
                          BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
@@ -168,8 +169,7 @@ class BrokerApp:
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
                                         else None, self.transactions, self.schedule,
-                                        IdempotentSends(self.messaging,
-                                                        idempotent_settings(settings))),
+                                        idempotence),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))

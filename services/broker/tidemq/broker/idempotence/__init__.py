@@ -2,7 +2,7 @@
 (docs/idempotence.md)."""
 
 from tidemq.broker.idempotence.service import IdempotentSends, IdempotentSettings
-from tidemq.broker.idempotence.table import PROP_PRODUCER_ID, ProducerTable, StoredAt
+from tidemq.broker.idempotence.table import ProducerTable, StoredAt
 
-__all__ = ["PROP_PRODUCER_ID", "IdempotentSends", "IdempotentSettings", "ProducerTable",
+__all__ = ["IdempotentSends", "IdempotentSettings", "ProducerTable",
            "StoredAt"]

@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tidemq.broker.idempotence.table import PROP_PRODUCER_ID, ProducerTable, StoredAt
+from tidemq.broker.idempotence.table import ProducerTable, StoredAt
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.store.commitlog import CommitLog
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.logs import get_logger
+from tidemq.common.record import PROP_PRODUCER_ID
 
 log = get_logger(__name__)
 

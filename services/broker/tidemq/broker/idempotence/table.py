@@ -14,10 +14,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import NamedTuple
 
-# The record property naming the producer of an idempotent record: what a restarted or
-# promoted broker reads to rebuild the table from its CommitLog.
-PROP_PRODUCER_ID = "PRODUCER_ID"
-
 
 class StoredAt(NamedTuple):
     """Where a record was stored: what a duplicate of it is answered with."""

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from tidemq.broker import metrics, trace_events
+from tidemq.broker.idempotence import IdempotentSends
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.retry import SystemTopics
@@ -51,6 +52,7 @@ from tidemq.common.system_topics import HALF_TOPIC, OP_TOPIC
 log = get_logger(__name__)
 
 CHECK_GROUP = "CID_SYS_RMQ_TRANS"  # RocketMQ's group for the check-back's progress
+COMMIT_PRODUCER_ID = "CID_SYS_TXN_COMMIT"  # the idempotent-send producer of every commit
 REPLAY_PAGE = 256
 VERBS = {COMMIT: "committed", ROLLBACK: "rolled back"}
 EVENTS = {COMMIT: "committed", ROLLBACK: "rolled_back", DISCARD: "discarded", CHECKED: "checked"}
@@ -86,8 +88,13 @@ def _not_found(transaction_id: str, physical_offset: int) -> errors.NotFound:
 class TransactionService:
     def __init__(self, messaging: Messaging, topics: SystemTopics,
                  offsets: ConsumerOffsetManager, *, settings: CheckSettings = CheckSettings(),
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 idempotence: IdempotentSends | None = None) -> None:
         self.messaging, self.topics, self.offsets = messaging, topics, offsets
+        # commits go through the idempotent-send table (keyed by the half message's unique
+        # id): a commit appended just before a crash, before its op record, is not stored
+        # again when the replayed transaction is committed a second time
+        self.idempotence = idempotence
         self.settings, self.clock = settings, clock
         self.producers = ProducerTable()
         self.book = TransactionBook()
@@ -230,9 +237,14 @@ class TransactionService:
     async def _append_committed(self, raw: bytes, stored: record.Record) -> None:
         real = self.messaging.topic(stored.properties.get(record.PROP_REAL_TOPIC, ""))
         queue_id = int(stored.properties.get(record.PROP_REAL_QUEUE_ID, "0") or 0) % real.queues
-        visible = record.retarget(raw, real.name, queue_id=queue_id,
-                                  transaction_type=record.TRANSACTION_COMMIT_TYPE)
-        await self.messaging.send(real.name, queue_id, visible, 1)
+        idempotent = self.idempotence is not None
+        visible = record.retarget(
+            raw, real.name, queue_id=queue_id, transaction_type=record.TRANSACTION_COMMIT_TYPE,
+            set_properties={record.PROP_PRODUCER_ID: COMMIT_PRODUCER_ID} if idempotent else None)
+        if idempotent:
+            await self.idempotence.send(COMMIT_PRODUCER_ID, real.name, queue_id, visible, 1)
+        else:
+            await self.messaging.send(real.name, queue_id, visible, 1)
 
     async def _append_op(self, kind: str, half_offset: int) -> None:
         topic = self.messaging.topics.get(OP_TOPIC) or await asyncio.to_thread(
