@@ -84,6 +84,19 @@ def test_consumer_lag_is_stored_minus_committed_on_the_master_only(broker):
     assert family.name == "tidemq_broker_consumer_lag_messages" and family.samples == []
 
 
+def test_a_pop_groups_lag_is_what_it_has_not_popped_plus_what_it_has_not_acked(broker):
+    messaging, offsets = broker
+    asyncio.run(messaging.send("dash", 0, _batch("dash", 10), 10))
+    assert messaging.store.wait_dispatched(5)
+    offsets.commit("puller", [("dash", 0, 6)])
+    pops = {("popper", "dash", 0): (7, 2)}  # 7 handed out, 2 of them not acked yet
+    collector = metrics.ConsumerLagCollector(offsets, messaging.store, lambda: True,
+                                             lambda: pops)
+    (family,) = collector.collect()
+    assert _sample(family, group="puller", topic="dash") == 4
+    assert _sample(family, group="popper", topic="dash") == 3 + 2
+
+
 def test_disk_use_is_that_of_the_data_dirs_file_system(tmp_path):
     ratio, free = metrics.DiskCollector(tmp_path / "not-yet-created").collect()
     usage = shutil.disk_usage(tmp_path)

@@ -72,6 +72,15 @@ def test_a_deleted_topics_in_flight_messages_are_dropped_not_revived(machine):
     assert not machine.pop.book.in_flight
 
 
+def test_progress_counts_unacked_and_redo_below_the_cursor(machine):
+    """What the consumer-lag metric adds for pop groups: per queue, the next pop's offset and
+    what was popped and is not acked (in flight, or waiting to be handed out again)."""
+    machine.send(4, 0)
+    _, handles = pop_bodies(machine, count=3)
+    machine.run(machine.pop.ack(GROUP, handles[0]))
+    assert machine.pop.progress() == {(GROUP, TOPIC, 0): (3, 2)}
+
+
 def test_pop_and_offset_pulls_share_a_topic(machine):
     machine.send(3, 0)
     popped, handles = pop_bodies(machine)

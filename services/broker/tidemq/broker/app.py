@@ -175,7 +175,8 @@ class BrokerApp:
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_schedule(self.deliverer)
-        metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir)
+        metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,
+                                self.pop.progress)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(

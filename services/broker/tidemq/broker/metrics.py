@@ -131,22 +131,33 @@ def watch_schedule(deliverer) -> None:
 
 class ConsumerLagCollector(Collector):
     """Consumer lag per group and topic, computed at scrape time from the committed offsets and
-    the queues' max offsets (nothing on the pull or commit path). Only the group's master
-    reports it (`is_master`), so a replica group's lag is not counted once per replica."""
+    the queues' max offsets (nothing on the pull or commit path). Pop groups commit nothing:
+    their lag is what the pop book has not handed out plus what it handed out and is not acked
+    yet (`pop_progress`). Only the group's master reports it (`is_master`), so a replica
+    group's lag is not counted once per replica."""
 
-    def __init__(self, offsets, store, is_master: Callable[[], bool]) -> None:
+    def __init__(self, offsets, store, is_master: Callable[[], bool],
+                 pop_progress: Callable[[], dict] = dict) -> None:
         self.offsets, self.store, self.is_master = offsets, store, is_master
+        self.pop_progress = pop_progress
 
     def collect(self):
         lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
-                                "Messages stored but not yet committed by the group, summed "
-                                "over the topic's queues on this broker", labels=["group", "topic"])
+                                "Messages stored but not yet consumed by the group (committed, "
+                                "or acked for pop consumers), summed over the topic's queues on "
+                                "this broker", labels=["group", "topic"])
         if self.is_master():
-            totals: dict[tuple[str, str], int] = {}
+            per_queue: dict[tuple[str, str, int], int] = {}
             for group, entries in self.offsets.snapshot().items():
                 for topic, queue_id, offset in entries:
                     behind = max(0, self.store.max_offset(topic, queue_id) - offset)
-                    totals[(group, topic)] = totals.get((group, topic), 0) + behind
+                    per_queue[(group, topic, queue_id)] = behind
+            for (group, topic, queue_id), (cursor, unacked) in self.pop_progress().items():
+                behind = max(0, self.store.max_offset(topic, queue_id) - cursor) + unacked
+                per_queue[(group, topic, queue_id)] = behind
+            totals: dict[tuple[str, str], int] = {}
+            for (group, topic, _), behind in per_queue.items():
+                totals[(group, topic)] = totals.get((group, topic), 0) + behind
             for (group, topic), behind in sorted(totals.items()):
                 lag.add_metric([group, topic], behind)
         yield lag
@@ -171,6 +182,7 @@ class DiskCollector(Collector):
                                 value=usage.free)
 
 
-def watch_consumers(offsets, store, is_master: Callable[[], bool], data_dir: Path) -> None:
-    REGISTRY.register(ConsumerLagCollector(offsets, store, is_master))
+def watch_consumers(offsets, store, is_master: Callable[[], bool], data_dir: Path,
+                    pop_progress: Callable[[], dict] = dict) -> None:
+    REGISTRY.register(ConsumerLagCollector(offsets, store, is_master, pop_progress))
     REGISTRY.register(DiskCollector(data_dir))

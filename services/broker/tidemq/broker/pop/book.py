@@ -20,6 +20,7 @@ and in-flight messages of old checkpoints survive the CommitLog's retention dele
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 CHECKPOINT = "ck"
@@ -134,6 +135,13 @@ class PopBook:
         if 0 <= checkpoint <= self.last_checkpoint:
             return HandleState.DONE
         return HandleState.UNKNOWN
+
+    def progress(self) -> dict[Key, tuple[int, int]]:
+        """Per queue a group pops: (where its next pop reads, messages popped below that and
+        not acked yet: in flight, or expired and waiting to be handed out again in order)."""
+        pending = Counter((f.group, f.topic, f.queue_id) for f in self.in_flight.values())
+        return {key: (cursor, pending[key] + len(self.redo.get(key, ())))
+                for key, cursor in self.cursors.items()}
 
     def busy(self, key: Key) -> bool:
         """Something of this queue is in flight (an orderly queue then hands out nothing)."""

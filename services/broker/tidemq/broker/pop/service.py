@@ -359,6 +359,11 @@ class PopService:
         return ReceiptHandle(self.broker_name, first, handle.topic, handle.queue_id,
                              handle.queue_offset).encode()
 
+    def progress(self) -> dict[tuple[str, str, int], tuple[int, int]]:
+        """PopBook.progress, for the consumer-lag metric (read at scrape time)."""
+        with self._lock:
+            return self.book.progress()
+
     # -- revive ---------------------------------------------------------------------------------
 
     async def revive_due(self) -> int:
