@@ -210,3 +210,36 @@ def test_spark_cluster_has_both_workers_alive(stack: ComposeStack):
     ui = f"http://{stack.placement.addr(master, 'http')}"
     state = requests.get(f"{ui}/json/", timeout=10).json()
     assert [w["state"] for w in state["workers"]] == ["ALIVE", "ALIVE"], state["workers"]
+
+
+@pytest.mark.skipif(not ANALYTICS, reason="the analytics profile runs with TIDEMQ_ANALYTICS=1")
+def test_a_job_submitted_in_the_submitter_runs_on_the_cluster(stack: ComposeStack):
+    """The batch tag count, run from the submitter container against the compose brokers with
+    `--master spark://spark-master:7077`, counts what the HTTP gateway stored; the master lists
+    it as one of its finished applications."""
+    gateway = stack.topology.services["gateway-http"]
+    base = f"http://127.0.0.1:{stack.placement.port(gateway, 'http')}"
+    topic = f"spark-{uuid.uuid4().hex[:8]}"
+    created = requests.post(f"{base}/v1/topics", json={"name": topic, "queues": 2}, timeout=30)
+    assert created.status_code in (201, 202), created.text
+    brokers = sorted({s.args[s.args.index("--broker-name") + 1]
+                      for s in stack.topology.services.values() if s.module == "tidemq.broker"})
+    _poll_until_routed(base, topic, brokers)
+    tags = ["red"] * 7 + ["blue"] * 5
+    sent = requests.post(f"{base}/v1/topics/{topic}/messages", timeout=30, json={
+        "messages": [{"body": f"m-{i}", "tag": tag} for i, tag in enumerate(tags)]})
+    assert sent.status_code in (200, 201), sent.text
+    master = stack.topology.services["spark-master"]
+    namesrv = ";".join(f"{n}:{stack.topology.services[n].ports['grpc']}"
+                       for n in ("namesrv-1", "namesrv-2"))
+    output = f"/data/{topic}.csv"
+    ran = stack.compose("exec", "-T", "spark-submit", "python", "-m",
+                        "tidemq.analytics.tag_counts", "--master",
+                        f"spark://spark-master:{master.ports['spark']}", "--namesrv", namesrv,
+                        "--topic", topic, "--output", output, check=False, capture=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    written = stack.compose("exec", "-T", "spark-submit", "cat", output, capture=True).stdout
+    assert written.split() == ["tag,count", "blue,5", "red,7"]
+    ui = f"http://{stack.placement.addr(master, 'http')}"
+    finished = requests.get(f"{ui}/json/", timeout=10).json()["completedapps"]
+    assert any(app["name"] == "tidemq-tag-counts" for app in finished), finished

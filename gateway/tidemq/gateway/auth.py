@@ -6,13 +6,19 @@ A request carries either RocketMQ 5's signature (`Authorization: MQv2-HMAC-SHA1 
 is a TideMQError, so the app's one error handler answers 401 / 403 problem+json. The gateway
 then calls brokers with its own credentials (a trusted proxy): the user's rights were
 checked here.
+
+The web console's pages (`/console/...`) also take the token of the console's login cookie
+(console/login.py), and send a browser without credentials to the login page instead of
+answering 401. The cookie is never accepted by the API routes themselves, so no other site
+can make a browser call the API with it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, redirect, request, url_for
+from tidemq.common import errors
 from tidemq.common.auth.acl import Action, Permission
 from tidemq.common.auth.guard import AuthGuard
 from tidemq.common.auth.permissions import ACL_KEY_PREFIX
@@ -20,11 +26,17 @@ from tidemq.common.auth.signature import DATE_TIME
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json"})
 CHALLENGE = 'Bearer realm="tidemq", MQv2-HMAC-SHA1 realm="tidemq"'
+GUARD = "tidemq_auth_guard"  # app.extensions key: the AuthGuard when auth is on
+CONSOLE_PREFIX = "/console/"
+CONSOLE_OPEN = ("/console/login", "/console/logout", "/console/static/")
+CONSOLE_COOKIE = "tidemq_console"  # the console's login: a tmq1 bearer token, HttpOnly
 
 
 def http_permissions(method: str, rule: str, args: dict[str, Any]) -> list[Permission]:
     """What a request to the route `rule` (Flask syntax) with path `args` needs."""
     topic, group = args.get("topic", ""), args.get("group", "")
+    if rule.startswith(CONSOLE_PREFIX):
+        return []  # a page's API calls are checked as the same user's (console/api.py)
     if rule.endswith("/messages"):
         action = Action.PUB if method == "POST" else Action.SUB
         return [Permission("topic", topic, action)]
@@ -50,18 +62,37 @@ def http_permissions(method: str, rule: str, args: dict[str, Any]) -> list[Permi
     return [Permission("cluster", rule, Action.ADMIN)]
 
 
+def credentials_header() -> str:
+    """The request's Authorization header or, on a console page, its login cookie's token."""
+    header = request.headers.get("Authorization", "")
+    if not header and request.path.startswith(CONSOLE_PREFIX):
+        token = request.cookies.get(CONSOLE_COOKIE, "")
+        if token:
+            return f"Bearer {token}"
+    return header
+
+
 def install(app: Flask, guard: AuthGuard) -> None:
+    app.extensions[GUARD] = guard
+
     @app.before_request
-    def authenticate() -> None:
-        if request.path in OPEN_PATHS or request.url_rule is None:
-            return  # unmatched routes answer 404 / 405 as without auth
-        header = request.headers.get("Authorization", "")
-        if header[:7].lower() == "bearer ":
-            user = guard.authenticate_bearer(header[7:])
-        else:
-            user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+    def authenticate() -> Response | None:
+        if (request.path in OPEN_PATHS or request.url_rule is None
+                or request.path.startswith(CONSOLE_OPEN)):
+            return None  # unmatched routes answer 404 / 405 as without auth
+        header = credentials_header()
+        try:
+            if header[:7].lower() == "bearer ":
+                user = guard.authenticate_bearer(header[7:])
+            else:
+                user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+        except errors.Unauthenticated:
+            if request.path.startswith(CONSOLE_PREFIX):
+                return redirect(url_for("tidemq_console.login", next=request.full_path))
+            raise
         guard.authorize(user, request.remote_addr or "", http_permissions(
             request.method, request.url_rule.rule, request.view_args or {}))
+        return None
 
     @app.after_request
     def challenge(response: Response) -> Response:

@@ -102,3 +102,33 @@ def test_fuzzing_with_auth_on_finds_only_declared_answers(gateway, mode):
         headers={"Authorization": f"Bearer {make_token(CAROL)}"})
     assert operations > 20
     assert not failures, "\n\n".join(failures)
+
+
+def test_console_login_keeps_a_token_cookie_that_only_console_pages_accept(gateway):
+    session, url = gateway
+    browser = requests.Session()
+    browser.verify, browser.trust_env = session.verify, False
+    page = browser.get(f"{url}/console/topics", allow_redirects=False, timeout=10)
+    assert page.status_code == 302
+    assert page.headers["Location"].endswith("/console/login?next=/console/topics?")
+    login = {"access_key": "carol", "secret_key": "guessed", "next": "/console/topics"}
+    wrong = browser.post(f"{url}/console/login", data=login, timeout=10)
+    assert wrong.status_code == 401 and "wrong access key or secret key" in wrong.text
+    elsewhere = {**login, "secret_key": CAROL.secret_key, "next": "//evil.example/console/"}
+    done = browser.post(f"{url}/console/login", data=elsewhere, allow_redirects=False,
+                        timeout=10)
+    assert done.status_code == 302 and done.headers["Location"] == "/console/cluster"
+    cookie = done.headers["Set-Cookie"]
+    assert {"HttpOnly", "SameSite=Strict", "Secure", "Path=/console"} <= {
+        part.strip() for part in cookie.split(";")}
+    assert CAROL.secret_key not in cookie
+    topics = browser.get(f"{url}/console/topics", timeout=10)
+    assert topics.status_code == 200 and TOPIC in topics.text and "Log out" in topics.text
+    token = browser.cookies.get("tidemq_console")
+    problem(browser.get(f"{url}/v1/topics", headers={"Cookie": f"tidemq_console={token}"},
+                        timeout=10), 401, "UNAUTHENTICATED")  # never a credential of the API
+    out = browser.post(f"{url}/console/logout", headers={"Origin": url}, allow_redirects=False,
+                       timeout=10)
+    assert out.status_code == 302 and not browser.cookies.get("tidemq_console")
+    assert browser.get(f"{url}/console/topics", allow_redirects=False,
+                       timeout=10).status_code == 302

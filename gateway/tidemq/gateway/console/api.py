@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from flask import current_app, request
+from tidemq.gateway.auth import credentials_header
 
 # What describes the console's own request rather than the user: not passed on.
 NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "connection",
@@ -41,7 +42,9 @@ def call(method: str, path: str, *, query: dict[str, Any] | None = None,
     params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
     url = path + ("?" + urlencode(params) if params else "")
     headers = [(name, value) for name, value in request.headers.items()
-               if name.lower() not in NOT_FORWARDED]
+               if name.lower() not in NOT_FORWARDED and name.lower() != "authorization"]
+    if credentials := credentials_header():  # the console's login cookie becomes a bearer
+        headers.append(("Authorization", credentials))
     client = current_app.test_client()
     response = client.open(url, method=method, json=body, headers=headers,
                            environ_base={"REMOTE_ADDR": request.remote_addr or "",

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit
 
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from tidemq.common.errors import TideMQError
+from tidemq.gateway.auth import GUARD
 from tidemq.gateway.console import api, pages
 from tidemq.gateway.console.api import ApiProblem, path_of
 
@@ -33,6 +34,8 @@ def same_origin_posts():
 
 @console_bp.errorhandler(ApiProblem)
 def api_problem(problem: ApiProblem):
+    if problem.status == 401 and current_app.extensions.get(GUARD) is not None:
+        return redirect(url_for(".login", next=request.full_path))  # e.g. the token expired
     return render_template("console/problem.html", problem=problem), problem.status
 
 
