@@ -20,6 +20,7 @@ from tidemq.client.message import (
 )
 from tidemq.common import sqlfilter
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.receipt import MAX_ACK_BATCH
 from tidemq.configclient import groups
 from tidemq.gateway.schema import (
     ErrorCode,
@@ -33,7 +34,6 @@ from tidemq.gateway.transactions import DEFAULT_PRODUCER_GROUP, check_producer_g
 MAX_QUEUES = 1024
 MAX_BATCH = 1000
 MAX_POP = 32
-MAX_ACK_BATCH = 1024    # receipt handles one ack takes (the brokers' Ack batch limit)
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_MS = 30_000
 MAX_OFFSET = 2**63 - 1

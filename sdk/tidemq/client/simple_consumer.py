@@ -31,14 +31,8 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import NameServerClient, RouteCache
 from tidemq.common import errors
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle, ack_error
 from tidemq.v1 import broker_pb2
-
-MAX_ACK_BATCH = 1024  # receipt handles one Ack call carries (the broker's limit)
-# the broker's per-handle codes, back to the class the single ack raises
-_ACK_ERRORS = {"RECEIPT_HANDLE_NOT_FOUND": errors.NotFound,
-               "RECEIPT_HANDLE_EXPIRED": errors.PreconditionFailed,
-               "INVALID_RECEIPT_HANDLE": errors.InvalidArgument}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +152,7 @@ class SimpleConsumer:
                 "Ack", broker_pb2.AckRequest(consumer_group=self.group, receipt_handles=handles))
         except errors.TideMQError as exc:  # nothing of this group was acked: say so for each
             return [AckResult(h, exc) for h in handles]
-        return [AckResult(r.receipt_handle, _ACK_ERRORS.get(r.code, errors.TideMQError)(
-            r.message, code=r.code) if r.code else None) for r in reply.results]
+        return [AckResult(r.receipt_handle, ack_error(r.code, r.message)) for r in reply.results]
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""

@@ -8,7 +8,7 @@ import json
 import pytest
 from tidemq.broker.messaging import PullStatus
 from tidemq.common import errors, record
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
 from tests.unit.broker.test_pop_state_machine import GROUP, REVIVE, TOPIC, PopMachine
@@ -93,8 +93,6 @@ def test_a_batch_ack_acks_the_good_handles_in_one_append_and_says_why_the_rest_f
 
 
 def test_a_batch_ack_is_bounded_and_an_empty_one_writes_nothing(machine):
-    from tidemq.broker.pop.service import MAX_ACK_BATCH
-
     with pytest.raises(errors.InvalidArgument) as big:
         machine.run(machine.pop.ack_many(GROUP, ["x"] * (MAX_ACK_BATCH + 1)))
     assert str(MAX_ACK_BATCH) in big.value.message

@@ -43,7 +43,7 @@ from tidemq.broker.store import GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
 from tidemq.common.system_topics import REVIVE_PREFIX, retry_topic
 
 log = get_logger(__name__)
@@ -51,7 +51,6 @@ log = get_logger(__name__)
 MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # SQS's and RocketMQ's ceiling
 REPLAY_PAGE = 256
-MAX_ACK_BATCH = 1024  # receipt handles one ack_many takes (the Ack RPC's batch form)
 SNAPSHOT_GROUP = "CID_SYS_RMQ_POP_SNAPSHOT"  # its offset on the revive queue: the latest snapshot
 
 
