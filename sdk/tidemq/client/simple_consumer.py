@@ -131,6 +131,7 @@ class SimpleConsumer:
         return self.ack_handles([r.receipt_handle for r in received])
 
     def ack_handles(self, receipt_handles: Sequence[str]) -> list[AckResult]:
+        """`ack_many` over bare receipt handles (the HTTP gateway's batch ack)."""
         results: list[AckResult | None] = [None] * len(receipt_handles)
         by_broker: dict[str, list[int]] = defaultdict(list)
         for i, text in enumerate(receipt_handles):

@@ -1,6 +1,7 @@
 """Batch ack through the SDK against real brokers: messages popped from two broker groups are
 acked with one Ack call per group; a stale handle and a malformed one fail alone, each with the
-error a single ack raises; the acked messages are done (not in flight any more)."""
+error a single ack raises; the acked messages are done (not in flight any more). The broker
+refuses a request with both forms, or over the batch limit."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
 from tidemq.client.group import DirectClient
 from tidemq.common import errors
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
+from tidemq.v1 import broker_pb2
 
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
 from tests.support.processes import wait_until
@@ -67,3 +69,11 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(tmp_p
             with pytest.raises(errors.PreconditionFailed, match="acked already"):
                 consumer.change_invisible_duration(message, 30)
         assert all(r.ok for r in consumer.ack_many(batch))  # acking again is a no-op
+
+        broker = DirectClient(cluster.brokers["broker-a"].addr)
+        with pytest.raises(errors.InvalidArgument, match="not both"):
+            broker.call("Ack", broker_pb2.AckRequest(
+                consumer_group=GROUP, receipt_handle=stale, receipt_handles=[stale]))
+        with pytest.raises(errors.InvalidArgument, match=str(MAX_ACK_BATCH)):
+            broker.call("Ack", broker_pb2.AckRequest(
+                consumer_group=GROUP, receipt_handles=[stale] * (MAX_ACK_BATCH + 1)))
