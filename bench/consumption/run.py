@@ -7,9 +7,11 @@ Starts Redis, the config center, two name servers, one broker group and the HTTP
 (temporary dirs, loopback). Sends the messages once, then reads them all three ways, each as
 its own group so every reader sees all of them: `PullConsumer` (the baseline: one Pull per 32
 messages, nothing written back), `SimpleConsumer` (one Pop per 32, then one Ack RPC per message:
-each pop and ack appends a revive-log record), and the gateway (one HTTP pop per 32, one HTTP
-ack per message). Printed, not asserted: the gap is the per-message ack round trip and the
-revive-log writes, which is what pop buys its per-message invisibility with.
+each pop and ack appends a revive-log record), the same with `ack_many` (one batch Ack per pop:
+one revive-log append for the 32 ACK records), and the gateway (one HTTP pop per 32, then one
+HTTP ack per message, or one batch ack of "receipt_handles"). Printed, not asserted: the gap to
+pull is the ack round trips and the revive-log writes, which is what pop buys its per-message
+invisibility with; the batch rows show how much of it was per-message round trips.
 """
 
 from __future__ import annotations
@@ -50,27 +52,40 @@ def pull_all(cluster, count: int) -> float:
     return seen / (time.perf_counter() - started)
 
 
-def pop_all(cluster, count: int) -> float:
+def pop_all(cluster, count: int, *, batch: bool = False) -> float:
+    group = "bench-pop-batch" if batch else "bench-pop"
     started, seen = time.perf_counter(), 0
-    with SimpleConsumer(cluster.namesrv_addrs, "bench-pop", TOPIC) as consumer:
+    with SimpleConsumer(cluster.namesrv_addrs, group, TOPIC) as consumer:
         while seen < count:
-            for received in consumer.receive(32, wait_s=1):
-                consumer.ack(received)
-                seen += 1
+            received = consumer.receive(32, wait_s=1)
+            if batch:
+                failed = [r for r in consumer.ack_many(received) if not r.ok]
+                if failed:
+                    raise SystemExit(f"batch ack failed: {failed[0].error}")
+            else:
+                for message in received:
+                    consumer.ack(message)
+            seen += len(received)
     return seen / (time.perf_counter() - started)
 
 
-def http_pop_all(cluster, count: int) -> float:
-    base = f"{cluster.gateway_url}/v1/groups/bench-http/topics/{TOPIC}"
+def http_pop_all(cluster, count: int, *, batch: bool = False) -> float:
+    base = f"{cluster.gateway_url}/v1/groups/bench-http{'-batch' if batch else ''}/topics/{TOPIC}"
     started, seen = time.perf_counter(), 0
     with requests.Session() as http:
         while seen < count:
             popped = http.post(f"{base}/pop", json={"max": 32, "wait_ms": 1000}, timeout=30)
             popped.raise_for_status()
-            for message in popped.json()["messages"]:
-                http.post(f"{base}/ack", json={"receipt_handle": message["receipt_handle"]},
+            handles = [message["receipt_handle"] for message in popped.json()["messages"]]
+            if batch and handles:
+                acked = http.post(f"{base}/ack", json={"receipt_handles": handles}, timeout=30)
+                acked.raise_for_status()
+                if not all(r["acked"] for r in acked.json()["results"]):
+                    raise SystemExit(f"batch ack failed: {acked.json()}")
+            for handle in [] if batch else handles:
+                http.post(f"{base}/ack", json={"receipt_handle": handle},
                           timeout=30).raise_for_status()
-                seen += 1
+            seen += len(handles)
     return seen / (time.perf_counter() - started)
 
 
@@ -96,13 +111,18 @@ def main() -> None:
                                     for _ in range(min(256, count - start))])
         pulled = pull_all(cluster, count)
         popped = pop_all(cluster, count)
+        popped_batch = pop_all(cluster, count, batch=True)
         over_http = http_pop_all(cluster, min(http_count, count))
-    print(f"{'reader':<44}{'msgs/s':>10}")
-    print(f"{'PullConsumer, 32 per pull (same run)':<44}{pulled:>10.0f}")
-    print(f"{'SimpleConsumer pop 32 + ack each':<44}{popped:>10.0f}  "
-          f"({popped / pulled:.0%} of pull)")
-    print(f"{'HTTP pop 32 + ack each (gateway, 2 workers)':<44}{over_http:>10.0f}  "
-          f"({over_http / pulled:.0%} of pull)")
+        over_http_batch = http_pop_all(cluster, min(http_count, count), batch=True)
+    print(f"{'reader':<48}{'msgs/s':>10}")
+    print(f"{'PullConsumer, 32 per pull (same run)':<48}{pulled:>10.0f}")
+    for name, rate, per_message in (
+            ("SimpleConsumer pop 32 + ack each", popped, None),
+            ("SimpleConsumer pop 32 + ack_many (one batch)", popped_batch, popped),
+            ("HTTP pop 32 + ack each (gateway, 2 workers)", over_http, None),
+            ("HTTP pop 32 + one batch ack (gateway)", over_http_batch, over_http)):
+        versus = f", {rate / per_message:.1f}x ack each" if per_message else ""
+        print(f"{name:<48}{rate:>10.0f}  ({rate / pulled:.0%} of pull{versus})")
     print(f"({count} messages of 256 B; {min(http_count, count)} over HTTP; one broker group)")
 
 

@@ -98,6 +98,34 @@ def test_pop_ack_invisible_and_bad_handles(cluster):
     assert pop(cluster, GROUP, wait_ms=300) == []
 
 
+def test_a_batch_ack_answers_each_handle_and_acks_the_good_ones(cluster):
+    group, mine = "g-http-batch", {"batch-1", "batch-2", "batch-3"}
+    send(cluster, *sorted(mine))
+    got: dict[str, dict] = {}
+
+    def popped_mine():  # a new group also gets what the other tests sent: take it all
+        for message in pop(cluster, group, max=32, wait_ms=1000, invisible_ms=60_000):
+            got[message["body"]] = message
+        return mine <= set(got)
+
+    wait_until(popped_mine, 60, interval=0.1, message="the batch's messages popped over HTTP")
+    handles = [m["receipt_handle"] for m in got.values()]
+    forged = ReceiptHandle("broker-a", 10**9, TOPIC, 0, 0).encode()
+    asked = [*handles, "garbage", forged, handles[0]]
+    answer = post(cluster, group, "ack", receipt_handles=asked)
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["receipt_handle"] for r in results] == asked
+    assert [(r["acked"], r["code"]) for r in results] == [(True, "")] * len(handles) + [
+        (False, "INVALID_RECEIPT_HANDLE"), (False, "RECEIPT_HANDLE_NOT_FOUND"), (True, "")]
+    assert all(r["detail"] for r in results if not r["acked"])
+    for message in got.values():  # acked: no longer in flight
+        problem(post(cluster, group, "invisible", receipt_handle=message["receipt_handle"],
+                     invisible_ms=1000), 412, "RECEIPT_HANDLE_EXPIRED")
+    problem(post(cluster, group, "ack", receipt_handle=handles[0], receipt_handles=handles), 400,
+            "INVALID_ARGUMENT")
+
+
 def test_dead_letters_listed_and_redriven(cluster):
     created = requests.post(f"{cluster.gateway_url}/v1/groups",
                             json={"name": DLQ_GROUP, "retry_max_times": 0}, timeout=30)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidemq.client import (
+    AckResult,
     DeadLetters,
     Message,
     MessageQueue,
@@ -203,6 +204,10 @@ class GatewayBackend:
 
     def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         self._popper(group, topic).ack_handle(receipt_handle)
+
+    def ack_many(self, group: str, topic: str, receipt_handles: list[str]) -> list[AckResult]:
+        """One Ack call per broker group the handles name; one result per handle."""
+        return self._popper(group, topic).ack_handles(receipt_handles)
 
     def change_invisible(self, group: str, topic: str, receipt_handle: str,
                          invisible_ms: int) -> str:

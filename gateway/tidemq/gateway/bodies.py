@@ -20,6 +20,7 @@ from tidemq.client.message import (
 )
 from tidemq.common import sqlfilter
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.receipt import MAX_ACK_BATCH
 from tidemq.configclient import groups
 from tidemq.gateway.schema import (
     ErrorCode,
@@ -230,10 +231,24 @@ ReceiptHandle = Annotated[str, Field(min_length=1, description="from a pop"),
                           ErrorCode("INVALID_RECEIPT_HANDLE")]
 
 
-class ReceiptHandleRequest(RequestBody):
-    """POST .../ack (and the answer of .../invisible)."""
+class AckRequest(RequestBody):
+    """POST .../ack: one `receipt_handle`, or a batch in `receipt_handles` (one call per
+    broker group behind it, per-handle results in the answer)."""
 
-    receipt_handle: ReceiptHandle
+    receipt_handle: ReceiptHandle = ""
+    receipt_handles: Annotated[list[ReceiptHandle], Field(
+        max_length=MAX_ACK_BATCH, description=f"a batch of up to {MAX_ACK_BATCH} handles"),
+        ErrorCode("INVALID_RECEIPT_HANDLE", too_long="INVALID_ARGUMENT")] = []
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AckRequest:
+        if self.receipt_handle and self.receipt_handles:
+            raise rule_error("INVALID_ARGUMENT", 'give "receipt_handle" (one string) or '
+                             '"receipt_handles" (a list of strings), not both')
+        if not self.receipt_handle and not self.receipt_handles:
+            raise rule_error("INVALID_RECEIPT_HANDLE", 'receipt_handle is required (or '
+                             '"receipt_handles", a non-empty list of strings)')
+        return self
 
 
 class InvisibleRequest(RequestBody):

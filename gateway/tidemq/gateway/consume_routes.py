@@ -3,7 +3,7 @@ dead-letter queue (docs/consumption.md). Thin views: parse → one backend call 
 
   POST /v1/groups/<group>/topics/<topic>/pop         {"max", "invisible_ms", "wait_ms", "tag",
                                                       "filter_type", "filter"}
-  POST /v1/groups/<group>/topics/<topic>/ack         {"receipt_handle"}
+  POST /v1/groups/<group>/topics/<topic>/ack         {"receipt_handle"} or {"receipt_handles"}
   POST /v1/groups/<group>/topics/<topic>/invisible   {"receipt_handle", "invisible_ms"}
   GET  /v1/groups/<group>/dlq?limit=
   POST /v1/groups/<group>/dlq/redrive                {"msg_ids": [...]} or {"all": true}
@@ -21,10 +21,10 @@ from tidemq.common.errors import InvalidArgument
 from tidemq.configclient.groups import GroupDefinitionError, validate_group_name
 from tidemq.gateway import validation
 from tidemq.gateway.bodies import (
+    AckRequest,
     DeadLetterQuery,
     InvisibleRequest,
     PopRequest,
-    ReceiptHandleRequest,
     RedriveRequest,
     within_setting,
 )
@@ -76,21 +76,33 @@ def pop(group: str, topic: str, body: PopRequest):
 
 
 @consume_bp.post("/v1/groups/<group>/topics/<topic>/ack")
-@accepts_body(ReceiptHandleRequest)
-def ack(group: str, topic: str, body: ReceiptHandleRequest):
-    """Acknowledge a popped message: it is not delivered to the group again.
+@accepts_body(AckRequest)
+def ack(group: str, topic: str, body: AckRequest):
+    """Acknowledge popped messages: they are not delivered to the group again. One handle
+    answers {"acked": true} or an error; a batch answers 200 with one result per handle (a
+    bad handle fails alone).
     ---
     post:
-      summary: Acknowledge a popped message by its receipt handle
+      summary: Acknowledge popped messages by their receipt handles
       responses:
-        "200": {description: acked (acking twice is a no-op)}
+        "200":
+          description: acked (acking twice is a no-op); for a batch, each handle's result
+          content:
+            application/json:
+              schema: AckResponse
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
         "412": {$ref: "#/components/responses/Problem"}
     """
     validation.validate_topic_name(topic)
-    _backend().ack(_group(group), topic, body.receipt_handle)
-    return jsonify({"acked": True})
+    if body.receipt_handle:
+        _backend().ack(_group(group), topic, body.receipt_handle)
+        return jsonify({"acked": True})
+    results = _backend().ack_many(_group(group), topic, list(body.receipt_handles))
+    return jsonify({"results": [{"receipt_handle": r.receipt_handle, "acked": r.ok,
+                                 "code": r.error.code if r.error else "",
+                                 "detail": r.error.message if r.error else ""}
+                                for r in results]})
 
 
 @consume_bp.post("/v1/groups/<group>/topics/<topic>/invisible")
@@ -105,7 +117,7 @@ def change_invisible(group: str, topic: str, body: InvisibleRequest):
           description: the new receipt handle (the old one is dead)
           content:
             application/json:
-              schema: ReceiptHandleRequest
+              schema: NewReceiptHandle
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
         "412": {$ref: "#/components/responses/Problem"}

@@ -92,6 +92,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "PoppedMessage": {"allOf": [{"$ref": "#/components/schemas/Message"}, {
         "type": "object", "properties": {"topic": _STR, "broker_name": _STR,
                                          "receipt_handle": _STR, "delivery_count": _INT}}]},
+    "AckResponse": {"type": "object", "properties": {
+        "acked": _BOOL, "results": {"type": "array", "items": {"type": "object", "properties": {
+            "receipt_handle": _STR, "acked": _BOOL, "code": _STR, "detail": _STR}}}}},
+    "NewReceiptHandle": {"type": "object", "properties": {"receipt_handle": _STR}},
     "PopResponse": {"type": "object", "properties": {"messages": {
         "type": "array", "items": {"$ref": "#/components/schemas/PoppedMessage"}}}},
     "DeadLetters": {"type": "object", "properties": {"messages": {"type": "array", "items": {

@@ -25,7 +25,7 @@ from tidemq.client.selector import (
     SelectByHash,
     SelectRandom,
 )
-from tidemq.client.simple_consumer import ReceivedMessage, SimpleConsumer
+from tidemq.client.simple_consumer import AckResult, ReceivedMessage, SimpleConsumer
 from tidemq.client.transaction import (
     TransactionEnd,
     TransactionProducer,
@@ -34,7 +34,7 @@ from tidemq.client.transaction import (
 )
 
 __all__ = [
-    "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
+    "AckResult", "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
     "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult",

@@ -10,12 +10,19 @@ retry_max_times). Pop and offset consumption can share a topic in different grou
     ...     for received in consumer.receive(max_messages=16, wait_s=5):
     ...         handle(received.body)
     ...         consumer.ack(received)
+
+Acking a batch is one Ack call (and one revive-log write) per broker group instead of one per
+message; it never raises for a message, each result says:
+
+    >>> batch = consumer.receive(max_messages=32)                 # doctest: +SKIP
+    >>> failed = [r for r in consumer.ack_many(batch) if not r.ok]  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tidemq.client.consume_spans import record_receive
@@ -24,8 +31,22 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import NameServerClient, RouteCache
 from tidemq.common import errors
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle, ack_error
 from tidemq.v1 import broker_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """One message of a batch ack: `error` None = acked (or acked before), else the error a
+    single ack of it would raise (RECEIPT_HANDLE_EXPIRED: it is, or will be, delivered
+    again; SERVICE_UNAVAILABLE: its broker group was not reached — safe to ack again)."""
+
+    receipt_handle: str
+    error: errors.TideMQError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
 
 @dataclass(slots=True)
@@ -103,6 +124,36 @@ class SimpleConsumer:
     def ack_handle(self, receipt_handle: str) -> None:
         self._call(receipt_handle, "Ack", broker_pb2.AckRequest(
             consumer_group=self.group, receipt_handle=receipt_handle))
+
+    def ack_many(self, received: Iterable[ReceivedMessage]) -> list[AckResult]:
+        """Ack a batch: one Ack call per broker group the handles name (per 1024 handles).
+        One result per message, in order; never raises for a message (see AckResult)."""
+        return self.ack_handles([r.receipt_handle for r in received])
+
+    def ack_handles(self, receipt_handles: Sequence[str]) -> list[AckResult]:
+        """`ack_many` over bare receipt handles (the HTTP gateway's batch ack)."""
+        results: list[AckResult | None] = [None] * len(receipt_handles)
+        by_broker: dict[str, list[int]] = defaultdict(list)
+        for i, text in enumerate(receipt_handles):
+            try:
+                by_broker[ReceiptHandle.decode(text).broker_name].append(i)
+            except errors.TideMQError as exc:
+                results[i] = AckResult(text, exc)
+        for broker_name, positions in by_broker.items():
+            for start in range(0, len(positions), MAX_ACK_BATCH):
+                chunk = positions[start:start + MAX_ACK_BATCH]
+                handles = [receipt_handles[i] for i in chunk]
+                for i, result in zip(chunk, self._ack_batch(broker_name, handles), strict=True):
+                    results[i] = result
+        return results
+
+    def _ack_batch(self, broker_name: str, handles: list[str]) -> list[AckResult]:
+        try:
+            reply = self.brokers.get(self._addr(broker_name)).call(
+                "Ack", broker_pb2.AckRequest(consumer_group=self.group, receipt_handles=handles))
+        except errors.TideMQError as exc:  # nothing of this group was acked: say so for each
+            return [AckResult(h, exc) for h in handles]
+        return [AckResult(r.receipt_handle, ack_error(r.code, r.message)) for r in reply.results]
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""

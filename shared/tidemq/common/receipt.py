@@ -13,10 +13,19 @@ import binascii
 import json
 from dataclasses import dataclass
 
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, NotFound, PreconditionFailed, TideMQError
 
 VERSION = 1
 INVALID = "INVALID_RECEIPT_HANDLE"
+MAX_ACK_BATCH = 1024  # receipt handles one batch Ack carries (the broker refuses more)
+# the per-handle codes of a batch Ack, back to the class a single ack raises for each
+_ACK_ERRORS = {"RECEIPT_HANDLE_NOT_FOUND": NotFound,
+               "RECEIPT_HANDLE_EXPIRED": PreconditionFailed, INVALID: InvalidArgument}
+
+
+def ack_error(code: str, message: str) -> TideMQError | None:
+    """One result of a batch Ack as the error a single ack would raise (None: acked)."""
+    return _ACK_ERRORS.get(code, TideMQError)(message, code=code) if code else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -617,16 +617,30 @@ class PopResponse(_message.Message):
     def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("consumer_group", "receipt_handle")
+    __slots__ = ("consumer_group", "receipt_handle", "receipt_handles")
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
     consumer_group: str
     receipt_handle: str
-    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ...) -> None: ...
+    receipt_handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, consumer_group: _Optional[str] = ..., receipt_handle: _Optional[str] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AckEntryResult(_message.Message):
+    __slots__ = ("receipt_handle", "code", "message")
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    receipt_handle: str
+    code: str
+    message: str
+    def __init__(self, receipt_handle: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class AckResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckEntryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckEntryResult, _Mapping]]] = ...) -> None: ...
 
 class ChangeInvisibleDurationRequest(_message.Message):
     __slots__ = ("consumer_group", "receipt_handle", "invisible_duration_ms")

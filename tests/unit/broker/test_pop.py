@@ -3,13 +3,15 @@ count growth through revive, the DLQ after the group's limit, and pop beside off
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tidemq.broker.messaging import PullStatus
 from tidemq.common import errors, record
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
-from tests.unit.broker.test_pop_state_machine import GROUP, TOPIC, PopMachine
+from tests.unit.broker.test_pop_state_machine import GROUP, REVIVE, TOPIC, PopMachine
 
 
 @pytest.fixture
@@ -43,6 +45,64 @@ def test_bad_handles_and_durations_have_precise_codes(machine):
     with pytest.raises(errors.PreconditionFailed) as expired:
         machine.run(machine.pop.ack(GROUP, handle))
     assert expired.value.code == "RECEIPT_HANDLE_EXPIRED"
+
+
+def revive_records(m, since: int) -> list[dict]:
+    assert m.store.wait_dispatched(5)
+    got = m.store.get_messages(REVIVE, 0, since, 64)
+    return [json.loads(bytes(r.body)) for r in record.iter_records(got.records)] if \
+        got.records else []
+
+
+def test_a_batch_ack_acks_the_good_handles_in_one_append_and_says_why_the_rest_failed(machine):
+    machine.send(4, 0)
+    _, (late,) = pop_bodies(machine, count=1, invisible_ms=1000)
+    _, (first, second, done) = pop_bodies(machine, count=3, invisible_ms=60_000)
+    machine.run(machine.pop.ack(GROUP, done))
+    (others,) = machine.run(machine.pop.pop("g2", TOPIC, 1, 60_000, 0, "")).handles
+    machine.clock.offset += 2  # `late` expires; the others are still in flight
+    batch = [first, second, late, ReceiptHandle("broker-a", 999, TOPIC, 0, 0).encode(),
+             "not-a-handle", ReceiptHandle("broker-b", 0, TOPIC, 0, 0).encode(), others,
+             first, done]
+    assert machine.store.wait_dispatched(5)
+    before = machine.store.max_offset(REVIVE, 0)
+    appends = []
+    send = machine.messaging.send
+
+    async def counted_send(topic, queue_id, raw, count):
+        appends.append((topic, count))
+        return await send(topic, queue_id, raw, count)
+
+    machine.messaging.send = counted_send
+    outcomes = machine.run(machine.pop.ack_many(GROUP, batch))
+    assert [o.receipt_handle for o in outcomes] == batch
+    assert [o.code for o in outcomes] == [
+        "", "", "RECEIPT_HANDLE_EXPIRED", "RECEIPT_HANDLE_NOT_FOUND", "INVALID_RECEIPT_HANDLE",
+        "INVALID_RECEIPT_HANDLE", "RECEIPT_HANDLE_NOT_FOUND", "", ""]
+    assert all(o.message for o in outcomes if o.code) and "broker-b" in outcomes[5].message
+    # one append of one ACK record per message acked now: not the duplicate, not `done`
+    assert appends == [(REVIVE, 2)]
+    assert machine.store.wait_dispatched(5)
+    assert machine.store.max_offset(REVIVE, 0) == before + 2
+    acked = {(ReceiptHandle.decode(h).checkpoint, ReceiptHandle.decode(h).queue_offset)
+             for h in (first, second)}
+    assert {(e["ck"], e["off"]) for e in revive_records(machine, before)} == acked
+    assert all(e["t"] == "ack" and e["why"] == "acked" for e in revive_records(machine, before))
+    machine.time_passes(100)  # only `late` comes back (g2's message is g2's business)
+    assert [bytes(r.body) for r in pop_bodies(machine)[0]] == [b"m0"]
+
+
+def test_a_batch_ack_is_bounded_and_an_empty_one_writes_nothing(machine):
+    with pytest.raises(errors.InvalidArgument) as big:
+        machine.run(machine.pop.ack_many(GROUP, ["x"] * (MAX_ACK_BATCH + 1)))
+    assert str(MAX_ACK_BATCH) in big.value.message
+    machine.send(1, 0)
+    pop_bodies(machine)
+    assert machine.store.wait_dispatched(5)
+    before = machine.store.max_offset(REVIVE, 0)
+    assert machine.run(machine.pop.ack_many(GROUP, [])) == []
+    assert machine.store.wait_dispatched(5)
+    assert machine.store.max_offset(REVIVE, 0) == before
 
 
 def test_unacked_comes_back_with_growing_count_then_dies(machine):

@@ -1,9 +1,9 @@
-"""Pop bookkeeping as a hypothesis state machine over the real PopService and store: pop, ack,
-change invisible time, expiry (revive) and restart (a new service replaying the revive log),
+"""Pop bookkeeping as a hypothesis state machine over the real PopService and store: pop, ack
+(one handle or a batch), change invisible time, expiry (revive) and restart (a new service replaying the revive log),
 on a plain topic and on an orderly one (FIFO per queue), and compaction (a snapshot of the
 book written to the revive log, where a restart's replay then starts).
 
-Invariants: an acked message is never popped again; a message is never in flight twice at
+Invariants: an acked message is never popped again nor in flight; a message is never in flight twice at
 once; an orderly queue hands out only its oldest unacked messages and nothing while one is in
 flight; a restart rebuilds the same book; draining (time far ahead, pop and ack everything)
 delivers every message that was sent and not acked — nothing is lost."""
@@ -29,6 +29,7 @@ from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common import errors, record
+from tidemq.common.receipt import ReceiptHandle
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
 GROUP, TOPIC, ORDERED = "g", "t", "o"
@@ -154,6 +155,27 @@ class PopMachine(RuleBasedStateMachine):
         # Acked, or acked before: either way this delivery is done.
         self.acked.add(body)
 
+    @rule(data=st.data())
+    def ack_batch(self, data):
+        """Several handles (repeats, expired ones and a forged one among them) in one ack_many:
+        each outcome is what a single ack of it would do, with one revive append at most."""
+        if not self.handles:
+            return
+        picked = data.draw(st.lists(st.sampled_from(self.handles), min_size=1, max_size=6))
+        forged = ReceiptHandle("broker-a", 1 << 40, TOPIC, 0, 0).encode()
+        texts = [handle for handle, _ in picked] + [forged]
+        assert self.store.wait_dispatched(5)
+        before = self.store.max_offset(REVIVE, 0)
+        outcomes = self.run(self.pop.ack_many(GROUP, texts))
+        assert [o.receipt_handle for o in outcomes] == texts
+        assert outcomes[-1].code == "RECEIPT_HANDLE_NOT_FOUND"
+        for (_, body), outcome in zip(picked, outcomes, strict=False):
+            assert outcome.code in ("", "RECEIPT_HANDLE_EXPIRED")
+            if not outcome.code:
+                self.acked.add(body)
+        assert self.store.wait_dispatched(5)
+        assert self.store.max_offset(REVIVE, 0) - before <= len(set(texts)) - 1
+
     @rule(data=st.data(), invisible_s=st.sampled_from([1, 10, 60]))
     def change_invisible(self, data, invisible_s):
         if not self.handles:
@@ -226,6 +248,7 @@ class PopMachine(RuleBasedStateMachine):
     def never_in_flight_twice(self):
         bodies = self.in_flight_bodies()
         assert len(bodies) == len(set(bodies))
+        assert not set(bodies) & self.acked, "an acked message is still in flight"
 
 
 PopMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=25)

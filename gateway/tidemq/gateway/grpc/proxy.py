@@ -10,6 +10,7 @@ and answered later through `end_transaction(..., from_check=True)`.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import decode_records
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
+from tidemq.common.receipt import MAX_ACK_BATCH, ack_error
 from tidemq.gateway.grpc.handles import GatewayReceipt, TransactionId
 from tidemq.gateway.grpc.renewal import Renewals
 from tidemq.v1 import broker_pb2
@@ -157,6 +159,32 @@ class MessagingProxy:
         handle = GatewayReceipt.decode(self.renewals.take(receipt))
         self._call(topic, handle.broker_name, "Ack", broker_pb2.AckRequest(
             consumer_group=group, receipt_handle=handle.handle))
+
+    def ack_many(self, group: str, topic: str,
+                 receipts: Sequence[str]) -> list[errors.TideMQError | None]:
+        """One batch Ack per broker group the receipts name; per receipt, in order, None
+        (acked) or the error a single `ack` of it would raise."""
+        outcomes: list[errors.TideMQError | None] = [None] * len(receipts)
+        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, receipt in enumerate(receipts):
+            try:
+                handle = GatewayReceipt.decode(self.renewals.take(receipt))
+                by_broker[handle.broker_name].append((i, handle.handle))
+            except errors.TideMQError as exc:
+                outcomes[i] = exc
+        for broker_name, entries in by_broker.items():
+            for start in range(0, len(entries), MAX_ACK_BATCH):
+                chunk = entries[start:start + MAX_ACK_BATCH]
+                try:
+                    reply = self._call(topic, broker_name, "Ack", broker_pb2.AckRequest(
+                        consumer_group=group, receipt_handles=[h for _, h in chunk]))
+                except errors.TideMQError as exc:  # nothing of this group was acked
+                    for i, _ in chunk:
+                        outcomes[i] = exc
+                    continue
+                for (i, _), result in zip(chunk, reply.results, strict=True):
+                    outcomes[i] = ack_error(result.code, result.message)
+        return outcomes
 
     def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
         """The message's new receipt handle (the old one is dead from now on); an

@@ -228,16 +228,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     def AckMessage(self, request, context):
         def work():
-            entries, first_error = [], None
-            for entry in request.entries:
-                status = ok()
-                try:
-                    self.proxy.ack(request.group.name, request.topic.name, entry.receipt_handle)
-                except errors.TideMQError as exc:
-                    first_error, status = first_error or exc, status_of(exc)
-                entries.append(service_pb2.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                    status=status))
+            outcomes = self.proxy.ack_many(request.group.name, request.topic.name,
+                                           [entry.receipt_handle for entry in request.entries])
+            entries = [service_pb2.AckMessageResultEntry(
+                message_id=entry.message_id, receipt_handle=entry.receipt_handle,
+                status=status_of(error) if error else ok())
+                for entry, error in zip(request.entries, outcomes, strict=True)]
+            first_error = next((error for error in outcomes if error), None)
             return service_pb2.AckMessageResponse(
                 status=status_of(first_error) if first_error else ok(), entries=entries)
         return _answer("AckMessage", service_pb2.AckMessageResponse, work)

@@ -300,8 +300,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                       receipt_handles=popped.handles)
 
     async def Ack(self, request, context):
-        await self.pop.ack(request.consumer_group, request.receipt_handle)
-        return broker_pb2.AckResponse()
+        if not request.receipt_handles:
+            await self.pop.ack(request.consumer_group, request.receipt_handle)
+            return broker_pb2.AckResponse()
+        if request.receipt_handle:
+            raise InvalidArgument("set receipt_handle (one ack) or receipt_handles (a batch), "
+                                  "not both")
+        outcomes = await self.pop.ack_many(request.consumer_group, list(request.receipt_handles))
+        return broker_pb2.AckResponse(results=[broker_pb2.AckEntryResult(
+            receipt_handle=o.receipt_handle, code=o.code, message=o.message) for o in outcomes])
 
     async def ChangeInvisibleDuration(self, request, context):
         handle = await self.pop.change_invisible(request.consumer_group, request.receipt_handle,

@@ -43,7 +43,7 @@ from tidemq.broker.store import GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
 from tidemq.common.system_topics import REVIVE_PREFIX, retry_topic
 
 log = get_logger(__name__)
@@ -56,6 +56,22 @@ SNAPSHOT_GROUP = "CID_SYS_RMQ_POP_SNAPSHOT"  # its offset on the revive queue: t
 
 def revive_topic(cluster: str) -> str:
     return REVIVE_PREFIX + cluster
+
+
+@dataclass(frozen=True, slots=True)
+class AckOutcome:
+    """What became of one handle of a batch ack: error None = acked (or acked before)."""
+
+    receipt_handle: str
+    error: errors.TideMQError | None = None
+
+    @property
+    def code(self) -> str:
+        return self.error.code if self.error is not None else ""
+
+    @property
+    def message(self) -> str:
+        return self.error.message if self.error is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,13 +343,36 @@ class PopService:
 
     async def ack(self, group: str, text: str) -> None:
         """Done with a popped message (acking one already acked is a no-op)."""
-        try:
-            handle = self._in_flight(group, text)
-        except _AlreadyDone:
-            return
-        await self._record([(ack_body(handle.checkpoint, handle.queue_offset, ACKED),
-                             {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset,
-                              "why": ACKED})])
+        (outcome,) = await self.ack_many(group, [text])
+        if outcome.error is not None:
+            raise outcome.error
+
+    async def ack_many(self, group: str, texts: list[str]) -> list[AckOutcome]:
+        """Done with a batch of popped messages: every valid ACK in ONE revive-log append (a
+        consumer's acks cost one round trip and one write, not one per message). One outcome
+        per handle, in order; a bad handle fails alone with the error `ack` raises for it."""
+        if len(texts) > MAX_ACK_BATCH:
+            raise errors.InvalidArgument(f"one ack carries at most {MAX_ACK_BATCH} receipt "
+                                         f"handles, got {len(texts)}")
+        outcomes, entries, seen = [], [], set()
+        for text in texts:
+            try:
+                handle = self._in_flight(group, text)
+            except _AlreadyDone:
+                outcomes.append(AckOutcome(text))
+                continue
+            except errors.TideMQError as exc:
+                outcomes.append(AckOutcome(text, exc))
+                continue
+            outcomes.append(AckOutcome(text))
+            key = (handle.checkpoint, handle.queue_offset)
+            if key not in seen:  # the same handle twice in a batch: one ACK record
+                seen.add(key)
+                entries.append((ack_body(*key, ACKED),
+                                {"t": "ack", "ck": key[0], "off": key[1], "why": ACKED}))
+        if entries:
+            await self._record(entries)
+        return outcomes
 
     async def change_invisible(self, group: str, text: str, invisible_ms: int) -> str:
         """Hide an in-flight message for `invisible_ms` from now; its new receipt handle."""

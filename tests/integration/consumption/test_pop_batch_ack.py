@@ -1,0 +1,79 @@
+"""Batch ack through the SDK against real brokers: messages popped from two broker groups are
+acked with one Ack call per group; a stale handle and a malformed one fail alone, each with the
+error a single ack raises; the acked messages are done (not in flight any more). The broker
+refuses a request with both forms, or over the batch limit."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.client import Message, Producer, SimpleConsumer
+from tidemq.client.group import DirectClient
+from tidemq.common import errors
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
+from tidemq.v1 import broker_pb2
+
+from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.processes import wait_until
+
+pytestmark = pytest.mark.slow
+TOPIC, GROUP = "PopBatchAck", "g-pop-batch"
+
+
+def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(tmp_path,
+                                                                            monkeypatch):
+    with running_cluster(tmp_path) as cluster:
+        create_topic_in_config_center(cluster, TOPIC, 2)
+        wait_for_route(cluster, TOPIC, 2)
+        with Producer(cluster.namesrv_addrs) as producer:
+            for i in range(12):
+                producer.send(Message(TOPIC, f"b-{i}".encode()))
+
+        consumer = SimpleConsumer(cluster.namesrv_addrs, GROUP, TOPIC, timeout=10)
+        received: dict[bytes, object] = {}
+
+        def receive_all():
+            for message in consumer.receive(32, invisible_duration_s=60, wait_s=1):
+                received[message.body] = message
+            return len(received) == 12
+
+        wait_until(receive_all, 30, message="twelve messages popped")
+        brokers = {m.message.broker_name for m in received.values()}
+        assert brokers == {"broker-a", "broker-b"}
+        changed = received[b"b-0"]
+        stale = changed.receipt_handle
+        consumer.change_invisible_duration(changed, 60)  # `stale` is dead from now on
+
+        ack_calls: list[set[str]] = []
+        real_call = DirectClient.call
+
+        def counted_call(self, method, request, **kwargs):
+            if method == "Ack":
+                ack_calls.append({ReceiptHandle.decode(h).broker_name
+                                  for h in request.receipt_handles})
+            return real_call(self, method, request, **kwargs)
+
+        monkeypatch.setattr(DirectClient, "call", counted_call)
+        batch = list(received.values())
+        handles = [m.receipt_handle for m in batch] + [stale, "not-a-handle"]
+        results = consumer.ack_handles(handles)
+        monkeypatch.undo()
+
+        assert sorted(ack_calls, key=sorted) == [{"broker-a"}, {"broker-b"}]
+        assert [r.receipt_handle for r in results] == handles
+        assert all(r.ok for r in results[:12])
+        assert isinstance(results[12].error, errors.PreconditionFailed)
+        assert results[12].error.code == "RECEIPT_HANDLE_EXPIRED"
+        assert isinstance(results[13].error, errors.InvalidArgument)
+        assert results[13].error.code == "INVALID_RECEIPT_HANDLE"
+        for message in batch:  # acked: no longer in flight, so its invisible time is fixed
+            with pytest.raises(errors.PreconditionFailed, match="acked already"):
+                consumer.change_invisible_duration(message, 30)
+        assert all(r.ok for r in consumer.ack_many(batch))  # acking again is a no-op
+
+        broker = DirectClient(cluster.brokers["broker-a"].addr)
+        with pytest.raises(errors.InvalidArgument, match="not both"):
+            broker.call("Ack", broker_pb2.AckRequest(
+                consumer_group=GROUP, receipt_handle=stale, receipt_handles=[stale]))
+        with pytest.raises(errors.InvalidArgument, match=str(MAX_ACK_BATCH)):
+            broker.call("Ack", broker_pb2.AckRequest(
+                consumer_group=GROUP, receipt_handles=[stale] * (MAX_ACK_BATCH + 1)))
