@@ -86,8 +86,8 @@ def _debootstrap_tarball(tarball: Path) -> None:
 
 
 def _built_images(topology: Topology) -> list:
-    """The images of the services that run: the compose test, without the `analytics`
-    profile, never fetches pyspark and its 300 MB of jars."""
+    """The images of the services that run (a topology without the `analytics` profile never
+    fetches pyspark and its 300 MB of jars)."""
     used = {s.image for s in topology.services.values()}
     return [image for image in topology.images.values()
             if image.name in used and image.upstream is None]
