@@ -74,8 +74,9 @@ def cli_describe(cluster, group: str) -> dict:
 
 def lag_cells(page) -> dict[tuple[str, int], str]:
     rows = page.locator("#offsets tbody tr").all()
-    cells = [[c.inner_text() for c in row.locator("td").all()] for row in rows]
-    return {(c[1], int(c[2])): c[5] for c in cells}
+    cells = [([c.inner_text() for c in row.locator("td").all()], row.locator("td.lag"))
+             for row in rows]
+    return {(c[1], int(c[2])): lag.inner_text() for c, lag in cells}
 
 
 def test_every_page_loads_and_shows_the_topic(cluster, sent, visit):

@@ -38,15 +38,7 @@ class AdminBackend:
     def describe_group(self, group: str) -> dict:
         """The shape of `tidemq group describe -o json`."""
         d: GroupDescription = self.admin.group_describe(group)
-        return {
-            "group": d.group_id, "coordinator": d.coordinator, "state": d.state,
-            "protocol": d.protocol_name, "generation": d.generation_id, "leader": d.leader_id,
-            "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                         "client_host": m.client_host, "topics": m.topics,
-                         "queues": [str(q) for q in m.queues]} for m in d.members],
-            "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in d.offsets],
-            "total_lag": d.total_lag,
-        }
+        return d.to_json()
 
     def reset_offsets(self, group: str, topic: str, timestamp_ms: int) -> list[dict]:
         return [vars(e) for e in self.admin.reset_group_offsets(group, topic, timestamp_ms)]

@@ -69,6 +69,7 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
         offsets=_array(_obj(topic=_STR, broker_name=_STR, queue_id=_INT,
                             committed={"type": ["integer", "null"]},
                             max_offset={"type": ["integer", "null"]}, member_id=_STR,
+                            unacked={"type": ["integer", "null"]},
                             lag={"type": ["integer", "null"]}, orphaned=_BOOL)),
         total_lag=_INT),
     "OffsetReset": _obj(group=_STR, topic=_STR, timestamp_ms=_INT, offsets=_array(_obj(

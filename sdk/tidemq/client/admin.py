@@ -269,16 +269,21 @@ class Admin:
 
     def group_offsets(self, group: str, masters: dict[str, str] | None = None,
                       members: Sequence[GroupMember] = ()) -> list[GroupQueueLag]:
-        """Committed offset and lag for every queue the group committed to or is assigned."""
+        """Committed offset and lag for every queue the group committed to, pops from or is
+        assigned (a pop group's lag: not yet popped plus popped and not acked)."""
         masters = masters if masters is not None else self.masters()
         owner = {(mq.topic, mq.broker_name, mq.queue_id): m.member_id
                  for m in members for mq in m.queues}
         committed: dict[tuple[str, str, int], int] = {}
+        unacked: dict[tuple[str, str, int], int] = {}
         for broker_name, addr in masters.items():
             reply = self._broker(addr, "QueryOffsets",
                                  broker_pb2.QueryOffsetsRequest(consumer_group=group))
             committed.update({(o.topic, broker_name, o.queue_id): o.offset
                               for o in reply.offsets})
+            for pop in reply.pops:  # a pop group: its cursor stands for the committed offset
+                committed[(pop.topic, broker_name, pop.queue_id)] = pop.next_offset
+                unacked[(pop.topic, broker_name, pop.queue_id)] = pop.unacked
         lags = []
         for topic, broker_name in sorted({(t, b) for t, b, _ in (*committed, *owner)}):
             if broker_name not in masters:
@@ -296,7 +301,7 @@ class Admin:
                 if key in committed or key in owner:
                     lags.append(GroupQueueLag(topic, broker_name, q.queue_id,
                                               committed.get(key), q.max_offset,
-                                              owner.get(key, "")))
+                                              owner.get(key, ""), unacked.get(key)))
         return lags
 
     def reset_group_offsets(self, group: str, topic: str, timestamp_ms: int, *,

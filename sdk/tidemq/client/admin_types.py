@@ -89,9 +89,11 @@ class GroupQueueLag:
     topic: str
     broker_name: str
     queue_id: int
-    committed: int | None    # None = the group never committed here
+    committed: int | None    # None = the group never committed here; a pop group: where
+    #                          its next pop reads
     max_offset: int | None   # None = the topic no longer exists (orphaned offset)
     member_id: str = ""      # who is assigned the queue now ("" = nobody)
+    unacked: int | None = None  # a pop group: popped and not acked yet (None: not popped)
 
     @property
     def orphaned(self) -> bool:
@@ -102,7 +104,7 @@ class GroupQueueLag:
     def lag(self) -> int | None:
         if self.committed is None or self.max_offset is None:
             return None
-        return max(self.max_offset - self.committed, 0)
+        return max(self.max_offset - self.committed, 0) + (self.unacked or 0)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,19 @@ class GroupDescription:
     @property
     def total_lag(self) -> int:
         return sum(o.lag or 0 for o in self.offsets)
+
+    def to_json(self) -> dict:
+        """The document of `tidemq group describe -o json` and `GET /v1/consumer-groups/<g>`."""
+        return {
+            "group": self.group_id, "coordinator": self.coordinator, "state": self.state,
+            "protocol": self.protocol_name, "generation": self.generation_id,
+            "leader": self.leader_id,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id,
+                         "client_host": m.client_host, "topics": m.topics,
+                         "queues": [str(q) for q in m.queues]} for m in self.members],
+            "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in self.offsets],
+            "total_lag": self.total_lag,
+        }
 
 
 def broker_for_store_host(store_host: bytes, brokers: Sequence[BrokerEntry]) -> BrokerEntry:

@@ -300,15 +300,7 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
     with admin_session(ctx) as admin:
         d = admin.group_describe(group)
     if json_mode(ctx, output):
-        return emit_json({
-            "group": d.group_id, "coordinator": d.coordinator, "state": d.state,
-            "protocol": d.protocol_name, "generation": d.generation_id, "leader": d.leader_id,
-            "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                         "client_host": m.client_host, "topics": m.topics,
-                         "queues": [str(q) for q in m.queues]}
-                        for m in d.members],
-            "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in d.offsets],
-            "total_lag": d.total_lag})
+        return emit_json(d.to_json())
     out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
               f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
     out.print(table("Members", ["member", "client", "host", "topics", "queues"], [
@@ -316,8 +308,8 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
          m.client_host, ", ".join(m.topics), " ".join(str(q) for q in m.queues)]
         for m in d.members]))
     out.print(table(f"Offsets (total lag {d.total_lag})", [
-        "topic", "broker", "queue", "committed", "max offset", "lag", "member"], [
-        [o.topic, o.broker_name, o.queue_id, o.committed,
+        "topic", "broker", "queue", "committed", "unacked", "max offset", "lag", "member"], [
+        [o.topic, o.broker_name, o.queue_id, o.committed, o.unacked,
          "orphaned" if o.orphaned else o.max_offset, o.lag, o.member_id or None]
          for o in d.offsets]))
     for topic in sorted({o.topic for o in d.offsets if o.orphaned}):

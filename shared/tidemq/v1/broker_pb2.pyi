@@ -321,10 +321,24 @@ class QueryOffsetsRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
 class QueryOffsetsResponse(_message.Message):
-    __slots__ = ("offsets",)
+    __slots__ = ("offsets", "pops")
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    POPS_FIELD_NUMBER: _ClassVar[int]
     offsets: _containers.RepeatedCompositeFieldContainer[QueueOffset]
-    def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ...) -> None: ...
+    pops: _containers.RepeatedCompositeFieldContainer[PopProgress]
+    def __init__(self, offsets: _Optional[_Iterable[_Union[QueueOffset, _Mapping]]] = ..., pops: _Optional[_Iterable[_Union[PopProgress, _Mapping]]] = ...) -> None: ...
+
+class PopProgress(_message.Message):
+    __slots__ = ("topic", "queue_id", "next_offset", "unacked")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    UNACKED_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    next_offset: int
+    unacked: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., next_offset: _Optional[int] = ..., unacked: _Optional[int] = ...) -> None: ...
 
 class ResetOffsetsRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "timestamp_ms")

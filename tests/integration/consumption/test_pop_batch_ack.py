@@ -1,12 +1,14 @@
 """Batch ack through the SDK against real brokers: messages popped from two broker groups are
 acked with one Ack call per group; a stale handle and a malformed one fail alone, each with the
 error a single ack raises; the acked messages are done (not in flight any more). The broker
-refuses a request with both forms, or over the batch limit."""
+refuses a request with both forms, or over the batch limit. A pop group's lag as the admin
+API describes it."""
 
 from __future__ import annotations
 
 import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
+from tidemq.client.admin import Admin
 from tidemq.client.group import DirectClient
 from tidemq.common import errors
 from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
@@ -77,3 +79,26 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(tmp_p
         with pytest.raises(errors.InvalidArgument, match=str(MAX_ACK_BATCH)):
             broker.call("Ack", broker_pb2.AckRequest(
                 consumer_group=GROUP, receipt_handles=[stale] * (MAX_ACK_BATCH + 1)))
+
+
+def test_a_pop_groups_lag_is_described_from_the_brokers_pop_books(tmp_path):
+    """`tidemq group describe` / the console: a pop group commits no offset, so its progress
+    per queue is the pop cursor plus what is popped and not acked."""
+    with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
+        create_topic_in_config_center(cluster, "PopLag", 2)
+        wait_for_route(cluster, "PopLag", 1)
+        with Producer(cluster.namesrv_addrs) as producer:
+            for i in range(10):
+                producer.send(Message("PopLag", f"l-{i}".encode()))
+        consumer = SimpleConsumer(cluster.namesrv_addrs, "g-pop-lag", "PopLag", timeout=10)
+        popped: list = []
+        wait_until(lambda: popped.extend(consumer.receive(3, invisible_duration_s=60,
+                                                           wait_s=1)) or len(popped) >= 6,
+                   30, message="six messages popped")
+        assert all(r.ok for r in consumer.ack_many(popped[:2]))
+        with Admin(cluster.namesrv_addrs) as admin:
+            described = admin.group_describe("g-pop-lag")
+        by_queue = {o.queue_id: o for o in described.offsets if o.topic == "PopLag"}
+        assert sum(o.committed for o in by_queue.values()) == len(popped)
+        assert sum(o.unacked for o in by_queue.values()) == len(popped) - 2
+        assert described.total_lag == 10 - 2  # not popped + popped and not acked

@@ -242,7 +242,7 @@ def test_json_shapes(run):
     assert group["total_lag"] == 6 and group["members"][0]["queues"] == ["orders@broker-a#0"]
     assert group["offsets"][1] == {"topic": "orders", "broker_name": "broker-a", "queue_id": 1,
                                    "committed": None, "max_offset": 7, "member_id": "",
-                                   "lag": None, "orphaned": False}
+                                   "unacked": None, "lag": None, "orphaned": False}
 
 
 def test_tables_for_people(run):

@@ -222,8 +222,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def QueryOffsets(self, request, context):
         if not request.consumer_group:
             raise InvalidArgument("consumer_group must not be empty")
+        pops = [broker_pb2.PopProgress(topic=topic, queue_id=queue_id, next_offset=cursor,
+                                       unacked=unacked)
+                for (group, topic, queue_id), (cursor, unacked) in sorted(self.pop.progress().items())
+                if group == request.consumer_group and request.topic in ("", topic)]
         return broker_pb2.QueryOffsetsResponse(
-            offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)))
+            offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)),
+            pops=pops)
 
     def ResetOffsets(self, request, context):
         self._check_master()
