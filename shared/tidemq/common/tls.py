@@ -1,4 +1,5 @@
-"""TLS for gRPC: server credentials that reload their certificate files, channel credentials.
+"""TLS for gRPC (server credentials that reload their certificate files, channel credentials)
+and for the brokers' replication stream (asyncio TCP; both ends present their certificates).
 
 Why reload: certificates are short-lived and rotated by replacing the files; like RocketMQ's
 FileWatchService, a server picks up the new pair without a restart. gRPC asks the fetcher
@@ -10,6 +11,7 @@ not load yet (a half-written rotation), so established and new connections never
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 from pathlib import Path
 
@@ -67,3 +69,34 @@ def server_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials:
 
 def channel_credentials(ca_file: str) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
+
+
+class StreamContext:
+    """An ssl.SSLContext for one end of the replication stream, mutually authenticated: this
+    broker presents `cert_file` and accepts only peers whose certificate `ca_file` signed.
+    `refresh()` loads a rotated key pair (for new connections) once the files changed, and
+    keeps the old one while the new files do not load."""
+
+    def __init__(self, server: bool, cert_file: str, key_file: str, ca_file: str) -> None:
+        if not (cert_file and key_file and ca_file):
+            raise ValueError("the replication stream's TLS needs tls_cert_file, tls_key_file "
+                             "and tls_ca_file (the CA that signs the other brokers)")
+        purpose = ssl.Purpose.CLIENT_AUTH if server else ssl.Purpose.SERVER_AUTH
+        self.context = ssl.create_default_context(purpose, cafile=ca_file)
+        self.context.verify_mode = ssl.CERT_REQUIRED  # a server asks for the client's too
+        self.cert_file, self.key_file = cert_file, key_file
+        self._stamp = _stamp(cert_file, key_file)
+        self.context.load_cert_chain(cert_file, key_file)
+
+    def refresh(self) -> None:
+        try:
+            stamp = _stamp(self.cert_file, self.key_file)
+            if stamp == self._stamp:
+                return
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("certificate files changed but do not load; keeping the old pair",
+                        cert_file=self.cert_file, error=str(exc))
+            return
+        self._stamp = stamp
+        log.info("replication certificate reloaded", cert_file=self.cert_file)

@@ -16,7 +16,7 @@ from tidemq.broker.replication.offset_copy import OffsetCopier
 from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import MessageStore
-from tidemq.broker.store.ha.config import HAConfig
+from tidemq.broker.store.ha.config import HAConfig, HATls
 
 
 def ha_port(settings: BrokerSettings) -> int:
@@ -36,7 +36,18 @@ def ha_config(settings: BrokerSettings) -> HAConfig:
                     sync_replication_timeout_ms=settings.sync_replication_timeout_ms,
                     replica_lag_max_ms=settings.replica_lag_max_ms,
                     transfer_batch_bytes=settings.ha_transfer_batch_bytes,
-                    housekeeping_timeout_ms=settings.ha_housekeeping_timeout_ms)
+                    housekeeping_timeout_ms=settings.ha_housekeeping_timeout_ms,
+                    tls=ha_tls(settings))
+
+
+def ha_tls(settings: BrokerSettings) -> HATls | None:
+    """A broker that serves TLS (tls_cert_file) replicates over TLS too, both ends
+    authenticated: the slave checks the master's certificate and the master the slave's, both
+    against tls_ca_file — so only the cluster's own brokers can read the CommitLog."""
+    if not settings.tls_cert_file:
+        return None
+    return HATls.of(settings.tls_cert_file, settings.tls_key_file, settings.tls_ca_file,
+                    settings.tls_server_name)
 
 
 @dataclass

@@ -93,7 +93,12 @@ class HAClient:
     async def _replicate_once(self) -> None:
         host, port = split_address(self.master_address)
         timeout_s = self.config.housekeeping_timeout_ms / 1000
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        tls = self.config.tls
+        if tls is not None:
+            tls.client.refresh()
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host, port, ssl=tls.client.context if tls else None,
+            server_hostname=(tls.server_name or host) if tls else None), timeout_s)
         reporter = watchdog = None
         try:
             store = self.store

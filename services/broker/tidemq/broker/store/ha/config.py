@@ -5,6 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidemq.common.tls import StreamContext
+
+
+@dataclass(frozen=True)
+class HATls:
+    """TLS of the HA stream, both ends authenticated with the brokers' own certificates."""
+
+    server: StreamContext   # the master's end: asks every slave for its certificate
+    client: StreamContext   # a slave's end: checks the master's
+    server_name: str = ""   # the name checked in the master's certificate ('' = host dialled)
+
+    @classmethod
+    def of(cls, cert_file: str, key_file: str, ca_file: str, server_name: str = "") -> HATls:
+        return cls(StreamContext(True, cert_file, key_file, ca_file),
+                   StreamContext(False, cert_file, key_file, ca_file), server_name)
+
 
 @dataclass(frozen=True)
 class HAConfig:
@@ -17,6 +33,7 @@ class HAConfig:
     report_interval_ms: int = 5000           # slave -> master: its log end at least this often
     housekeeping_timeout_ms: int = 20_000    # drop a connection silent for this long
     reconnect_interval_ms: int = 1000        # slave: wait this long before reconnecting
+    tls: HATls | None = None                 # None: plaintext (a broker without tls_cert_file)
 
     def __post_init__(self) -> None:
         if self.min_in_sync_replicas < 1:

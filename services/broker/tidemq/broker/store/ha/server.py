@@ -118,7 +118,9 @@ class HAServer:
         now = _now_ms()
         for member in self.tracker.in_sync:   # members get replica_lag_max from our start
             self.tracker.caught_up_ms.setdefault(member, now)
-        self._server = await asyncio.start_server(self._serve, host, port)
+        tls = self.config.tls
+        self._server = await asyncio.start_server(self._serve, host, port,
+                                                  ssl=tls.server.context if tls else None)
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._housekeep())
         log.info("ha server listening", port=self.port, epoch=self.store.epochs.last_epoch)
@@ -257,6 +259,8 @@ class HAServer:
         interval_s = max(0.05, min(1.0, self.config.replica_lag_max_ms / 4000))
         while True:
             await asyncio.sleep(interval_s)   # a period, not synchronisation
+            if self.config.tls is not None:
+                self.config.tls.server.refresh()   # a rotated certificate, for new slaves
             if not self._proposing:
                 await self._review_in_sync()
 
