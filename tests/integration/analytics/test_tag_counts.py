@@ -104,7 +104,8 @@ def test_unknown_topic_and_bad_offsets_fail_with_the_tidemq_code(spark, loaded):
     with pytest.raises(Exception, match="TOPIC_NOT_EXIST"):
         (spark.read.format("tidemq").option("namesrv", loaded["namesrv"])
          .option("topic", "no-such-topic").load().count())
-    with pytest.raises(Exception, match="endingOffsets for broker 'broker-a' queue 0 is 999"):
+    with pytest.raises(Exception,
+                       match=f"endingOffsets for topic '{TOPIC}' broker 'broker-a' queue 0 is 999"):
         read(spark, loaded["namesrv"], endingOffsets=json.dumps({BROKER: {"0": 999}})).count()
 
 
