@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+
+# Before anything imports grpc: with gRPC's fork support on (its default), a child forked to
+# exec another program (subprocess with preexec_fn, as pyspark starts its JVM) may crash
+# before the exec when channels exist (grpc/grpc#43055: ~15 % of such forks here; the Spark
+# JVM then "exited before sending its port number"). Nothing in the tests forks to go on
+# using gRPC. The analytics package sets the same for Spark drivers.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import pytest  # noqa: E402
 from hypothesis import settings
 
 from tests.support.processes import RedisServer, ServiceProcess, start_redis, start_service
