@@ -7,6 +7,8 @@
 2. SYNC_MASTER produce: 64 asyncio appenders of one-message SYNC_FLUSH appends on a master with
    one in-sync slave (min_in_sync_replicas 2, the gate waits for its ack), beside the same
    appenders on a single store with no replication, same run.
+3. Both again with the stream over mutually authenticated TLS (what brokers with
+   tls_cert_file use), as a share of the plaintext figures of the same run.
 
 Master, slave and appenders share one process, one event loop and one GIL, so figure 2 is a
 lower bound of two brokers on two machines (each broker's loop does only its own half).
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 import uvloop
+from tidemq.broker.store.ha.config import HATls
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -35,6 +38,7 @@ from tidemq.broker.store.ha.client import HAClient
 from tidemq.broker.store.ha.server import HAServer
 
 from bench.store.run import HOST, one_kib_record
+from deploy import certs
 
 SEGMENT = 256 << 20
 
@@ -84,16 +88,27 @@ async def tcp_rate(total: int, frame: int) -> float:
     return total / elapsed
 
 
-def catch_up(root: Path, volume: int, batch_bytes: int) -> tuple[float, float]:
+def stream_tls(root: Path) -> HATls:
+    """The HA stream's TLS with a fresh CA and broker certificate (EC P-256, as `make certs`)."""
+    folder = root / "certs"
+    folder.mkdir(parents=True, exist_ok=True)
+    certs.issue(folder, "tidemq", certs.create_ca(folder))
+    return HATls.of(str(folder / "tidemq.pem"), str(folder / "tidemq-key.pem"),
+                    str(folder / "ca.pem"))
+
+
+def catch_up(root: Path, volume: int, batch_bytes: int,
+             tls: HATls | None = None) -> tuple[float, float]:
     """(master append msgs/s, slave catch-up msgs/s) for `volume` bytes of 1 KiB records."""
-    master = open_store(root / "master", FlushMode.ASYNC)
-    slave = open_store(root / "slave", FlushMode.ASYNC)
+    name = "tls-" if tls else ""
+    master = open_store(root / f"{name}master", FlushMode.ASYNC)
+    slave = open_store(root / f"{name}slave", FlushMode.ASYNC)
     raw = one_kib_record("bench") * 256
     began = time.perf_counter()
     for n in range(volume // len(raw)):
         master.append_batch("bench", n % 8, raw, 256)
     appended = volume / (time.perf_counter() - began)
-    config = HAConfig(sync=False, transfer_batch_bytes=batch_bytes)
+    config = HAConfig(sync=False, transfer_batch_bytes=batch_bytes, tls=tls)
 
     async def run() -> float:
         server = await start_master(master, config, {0})
@@ -113,14 +128,19 @@ def catch_up(root: Path, volume: int, batch_bytes: int) -> tuple[float, float]:
     assert master.wait_dispatched(600) and slave.wait_dispatched(600)
     master.shutdown()
     slave.shutdown()
+    shutil.rmtree(root / f"{name}master")
+    shutil.rmtree(root / f"{name}slave")
     return appended / 1024, fetched / 1024
 
 
-def produce(root: Path, appenders: int, seconds: float, replicated: bool) -> float:
+def produce(root: Path, appenders: int, seconds: float, replicated: bool,
+            tls: HATls | None = None) -> float:
+    shutil.rmtree(root / "p-master", ignore_errors=True)
+    shutil.rmtree(root / "p-slave", ignore_errors=True)
     master = open_store(root / "p-master", FlushMode.SYNC)
     slave = open_store(root / "p-slave", FlushMode.SYNC) if replicated else None
     raw = one_kib_record("bench")
-    config = HAConfig(min_in_sync_replicas=2)
+    config = HAConfig(min_in_sync_replicas=2, tls=tls)
     count = 0
 
     async def appender(slot: int, until: float) -> None:
@@ -177,12 +197,18 @@ def main() -> None:
               f"msgs/s (ASYNC_FLUSH, batches of 256) -> {fetched / appended:.0%}; raw asyncio "
               f"TCP on loopback, same frames: {wire / 1e6:,.0f} MB/s")
         single = produce(root, args.appenders, args.seconds, replicated=False)
-        shutil.rmtree(root / "p-master")
         synced = produce(root, args.appenders, args.seconds, replicated=True)
         print(f"SYNC_FLUSH, {args.appenders} asyncio appenders, 1 msg per append: single store "
               f"{single:,.0f} msgs/s; SYNC_MASTER with one in-sync slave over the stream "
               f"(min_in_sync_replicas 2; master, slave and appenders on one loop and one GIL) "
               f"{synced:,.0f} msgs/s = {synced / single:.0%} of the single store")
+        tls = stream_tls(root)
+        _, fetched_tls = catch_up(root, volume, args.batch_kib << 10, tls)
+        synced_tls = produce(root, args.appenders, args.seconds, replicated=True, tls=tls)
+        print(f"over mutually authenticated TLS (same run): catch-up {fetched_tls:,.0f} msgs/s "
+              f"= {fetched_tls * 1024 / 1e6:,.0f} MB/s ({fetched_tls / fetched:.0%} of "
+              f"plaintext); SYNC_MASTER produce {synced_tls:,.0f} msgs/s "
+              f"({synced_tls / synced:.0%} of plaintext)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
