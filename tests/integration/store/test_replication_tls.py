@@ -60,7 +60,9 @@ def test_a_slave_with_the_clusters_certificate_replicates(stores, tmp_path):
 @pytest.mark.parametrize("intruder", ["another CA", "plaintext"])
 def test_a_slave_the_cluster_did_not_certify_gets_nothing(stores, tmp_path, intruder):
     master, slave = stores
-    config = dataclasses.replace(tls_config(tmp_path / "certs"), sync_replication_timeout_ms=300)
+    # the in-sync set keeps the slave (lag limit 60 s): the gate waits for it, then times out
+    config = dataclasses.replace(tls_config(tmp_path / "certs"), sync_replication_timeout_ms=300,
+                                 replica_lag_max_ms=60_000)
     theirs = (dataclasses.replace(config, tls=tls_config(tmp_path / "other").tls)
               if intruder == "another CA" else dataclasses.replace(config, tls=None))
 
