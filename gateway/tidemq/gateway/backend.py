@@ -29,7 +29,6 @@ from tidemq.client.dead_letters import Redriven
 from tidemq.client.routes import NameServerClient, TopicRoute
 from tidemq.common import errors, rpc
 from tidemq.common.auth.guard import StaticAcl
-from tidemq.common.auth.signature import Credentials
 from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
 from tidemq.configclient.acl import AclFollower
@@ -58,10 +57,8 @@ class GatewayBackend:
                                   reset_timeout_s=settings.breaker_reset_s,
                                   redis_url=settings.redis_url)
         self.settings = settings
-        if (credentials := Credentials(settings.access_key, settings.secret_key)) or \
-                settings.tls_ca_file:  # this worker's channels sign and use TLS (docs/security.md)
-            rpc.configure_client_security(rpc.ClientSecurity(
-                credentials or None, settings.tls_ca_file, settings.tls_server_name))
+        if security := rpc.ClientSecurity.of_service(settings):
+            rpc.configure_client_security(security)  # this worker's channels sign and use TLS
         self.namesrv = NameServerClient(settings.namesrv_addrs, timeout=settings.rpc_timeout_s,
                                         breaker=breaker)
         self.producer = Producer(settings.namesrv_addrs, producer_group=GATEWAY_GROUP,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ class GatewayApplication(BaseApplication):
         }
         if s.tls_cert_file:  # HTTPS; new certificates apply when workers restart (HUP)
             options.update(certfile=s.tls_cert_file, keyfile=s.tls_key_file)
+        if s.tls_client_ca_file:  # mutual TLS: a client certificate signed by this CA
+            options.update(cert_reqs=ssl.CERT_REQUIRED, ca_certs=s.tls_client_ca_file)
         for key, value in options.items():
             self.cfg.set(key, value)
 
@@ -115,6 +118,7 @@ class GatewayApplication(BaseApplication):
         init_tracing(SERVICE_NAME, self.settings.otlp_endpoint,
                      quiet_operations=self.settings.trace_quiet_operations,
                      tls_ca_file=self.settings.tls_ca_file,
+                     tls_cert=(self.settings.tls_cert_file, self.settings.tls_key_file),
                      credentials=Credentials(self.settings.access_key, self.settings.secret_key))
 
     def _worker_exit(self, arbiter, worker) -> None:

@@ -23,7 +23,8 @@ def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
 
     security = ClientSecurity.from_env()
     try:
-        with open_channel(addr, ClientSecurity(None, security.ca_file, security.server_name),
+        with open_channel(addr, ClientSecurity(None, security.ca_file, security.server_name,
+                                               security.cert_file, security.key_file),
                           options=[]) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout

@@ -51,11 +51,14 @@ class BreakerSettings:
 class ClientSecurity:
     """How this process's channels authenticate: sign with `credentials`, verify servers
     against `ca_file` (PEM; '' = plaintext). `server_name` overrides the name checked in
-    server certificates (when addresses are IPs the certificates do not list)."""
+    server certificates (when addresses are IPs the certificates do not list). `cert_file` /
+    `key_file`: the certificate shown to servers that require one (mutual TLS)."""
 
     credentials: Credentials | None = None
     ca_file: str = ""
     server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
 
     @classmethod
     def from_env(cls) -> ClientSecurity:
@@ -63,7 +66,19 @@ class ClientSecurity:
         secret_key = os.environ.get("TIDEMQ_SECRET_KEY", "")
         return cls(Credentials(access_key, secret_key) if access_key and secret_key else None,
                    os.environ.get("TIDEMQ_TLS_CA_FILE", ""),
-                   os.environ.get("TIDEMQ_TLS_SERVER_NAME", ""))
+                   os.environ.get("TIDEMQ_TLS_SERVER_NAME", ""),
+                   os.environ.get("TIDEMQ_TLS_CERT_FILE", ""),
+                   os.environ.get("TIDEMQ_TLS_KEY_FILE", ""))
+
+    @classmethod
+    def of_service(cls, settings) -> ClientSecurity | None:
+        """A service's own channels (a ServiceSettings): its credentials and CA, and its own
+        certificate for servers that require one; None when it has neither key nor CA."""
+        credentials = Credentials(settings.access_key, settings.secret_key)
+        if not (credentials or settings.tls_ca_file):
+            return None
+        return cls(credentials or None, settings.tls_ca_file, settings.tls_server_name,
+                   settings.tls_cert_file, settings.tls_key_file)
 
 
 _security: ClientSecurity | None = None
@@ -127,7 +142,8 @@ def open_channel(addr: str, security: ClientSecurity | None = None,
     if security.ca_file:
         if security.server_name:
             options.append(("grpc.ssl_target_name_override", security.server_name))
-        channel = grpc.secure_channel(addr, tls.channel_credentials(security.ca_file), options)
+        channel = grpc.secure_channel(addr, tls.channel_credentials(
+            security.ca_file, security.cert_file, security.key_file), options)
     else:
         channel = grpc.insecure_channel(addr, options=options)
     if security.credentials:
@@ -136,14 +152,17 @@ def open_channel(addr: str, security: ClientSecurity | None = None,
 
 
 def with_tls_hint(exc: errors.TideMQError) -> errors.TideMQError:
-    """A plaintext client against a TLS endpoint sees only "Socket closed", a TLS client against
-    a plaintext one a handshake failure: say which setting is probably wrong."""
+    """A plaintext client against a TLS endpoint, or a client without a certificate against one
+    that requires it (mutual TLS), sees only "Socket closed"; a TLS client against a plaintext
+    one a handshake failure: say which setting is probably wrong."""
     if not isinstance(exc, errors.ServiceUnavailable):
         return exc
     text = exc.message.lower()
     if "socket closed" in text:
         exc.message += ("; if the endpoint serves TLS, give this client its CA "
-                        "(TIDEMQ_TLS_CA_FILE or the tls_ca_file setting)")
+                        "(TIDEMQ_TLS_CA_FILE or the tls_ca_file setting), and if it requires "
+                        "client certificates one its CA signed (TIDEMQ_TLS_CERT_FILE and "
+                        "TIDEMQ_TLS_KEY_FILE, or tls_cert_file and tls_key_file)")
     elif "ssl" in text or "handshake" in text or "certificate" in text:
         exc.message += ("; the TLS handshake failed: is the endpoint plaintext, or its "
                         "certificate not signed by the CA in tls_ca_file?")

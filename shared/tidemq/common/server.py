@@ -135,12 +135,12 @@ class ServiceRuntime:
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
         credentials = Credentials(settings.access_key, settings.secret_key)
-        if credentials or settings.tls_ca_file:
-            rpc.configure_client_security(rpc.ClientSecurity(
-                credentials or None, settings.tls_ca_file, settings.tls_server_name))
+        if security := rpc.ClientSecurity.of_service(settings):
+            rpc.configure_client_security(security)
         if tracing:
             init_tracing(name, settings.otlp_endpoint, tls_ca_file=settings.tls_ca_file,
-                         credentials=credentials,
+                         credentials=credentials, tls_cert=(settings.tls_cert_file,
+                                                            settings.tls_key_file),
                          quiet_operations=settings.trace_quiet_operations)
         # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
         self._follows_acl = acl is None
@@ -171,7 +171,8 @@ class ServiceRuntime:
         address = f"{self.settings.host}:{self.settings.port}"
         if self.settings.tls_cert_file:
             self.port = self.transport.add_secure_port(address, tls.server_credentials(
-                self.settings.tls_cert_file, self.settings.tls_key_file))
+                self.settings.tls_cert_file, self.settings.tls_key_file,
+                self.settings.tls_client_ca_file))
         else:
             self.port = self.transport.add_insecure_port(address)
         if self.port == 0:

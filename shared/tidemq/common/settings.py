@@ -55,8 +55,13 @@ class ServiceSettings:
     access_key: str = setting(
         "", "this process's own access key: signs its calls, always accepted as a super user")
     secret_key: str = setting("", "the secret key of access_key (never logged)")
-    tls_cert_file: str = setting("", "PEM certificate to serve TLS with ('' = plaintext)")
+    tls_cert_file: str = setting(
+        "", "PEM certificate this process presents: its servers serve TLS with it ('' = "
+        "plaintext), and its channels show it to servers that ask for a client certificate")
     tls_key_file: str = setting("", "PEM private key of tls_cert_file")
+    tls_client_ca_file: str = setting(
+        "", "mutual TLS: PEM CA that must sign every client's certificate on this process's "
+        "servers ('' = clients are not asked for one)")
     tls_ca_file: str = setting(
         "", "PEM CA that signs the servers this process calls ('' = plaintext channels)")
     tls_server_name: str = setting(

@@ -26,10 +26,11 @@ def _stamp(*paths: str) -> tuple:
 
 
 class ReloadingCertificate:
-    """The `cert_config_fetcher` of grpc.dynamic_ssl_server_credentials for one key pair."""
+    """The `cert_config_fetcher` of grpc.dynamic_ssl_server_credentials for one key pair (and
+    the CA that signs the clients' certificates, with mutual TLS)."""
 
-    def __init__(self, cert_file: str, key_file: str) -> None:
-        self.cert_file, self.key_file = cert_file, key_file
+    def __init__(self, cert_file: str, key_file: str, client_ca_file: str = "") -> None:
+        self.cert_file, self.key_file, self.client_ca_file = cert_file, key_file, client_ca_file
         self._lock = threading.Lock()
         self._stamp = _stamp(cert_file, key_file)
         self.reloads = 0
@@ -40,7 +41,8 @@ class ReloadingCertificate:
         if b"PRIVATE KEY" not in pair[0] or b"CERTIFICATE" not in pair[1]:
             raise ValueError(f"{self.cert_file} / {self.key_file} is not a PEM certificate "
                              "and private key")
-        return grpc.ssl_server_certificate_configuration([pair])
+        clients = Path(self.client_ca_file).read_bytes() if self.client_ca_file else None
+        return grpc.ssl_server_certificate_configuration([pair], root_certificates=clients)
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
         with self._lock:
@@ -59,16 +61,24 @@ class ReloadingCertificate:
             return config
 
 
-def server_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials:
+def server_credentials(cert_file: str, key_file: str,
+                       client_ca_file: str = "") -> grpc.ServerCredentials:
+    """`client_ca_file`: mutual TLS, every client must present a certificate it signed."""
     if not key_file:
         raise ValueError("tls_cert_file is set but tls_key_file is not")
-    fetcher = ReloadingCertificate(cert_file, key_file)
-    return grpc.dynamic_ssl_server_credentials(fetcher.initial, fetcher,
-                                               require_client_authentication=False)
+    fetcher = ReloadingCertificate(cert_file, key_file, client_ca_file)
+    return grpc.dynamic_ssl_server_credentials(
+        fetcher.initial, fetcher, require_client_authentication=bool(client_ca_file))
 
 
-def channel_credentials(ca_file: str) -> grpc.ChannelCredentials:
-    return grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes())
+def channel_credentials(ca_file: str, cert_file: str = "",
+                        key_file: str = "") -> grpc.ChannelCredentials:
+    """Verify servers against `ca_file`; with `cert_file`, show it to servers that ask for a
+    client certificate (mutual TLS)."""
+    pair = ((Path(key_file).read_bytes(), Path(cert_file).read_bytes())
+            if cert_file and key_file else (None, None))
+    return grpc.ssl_channel_credentials(root_certificates=Path(ca_file).read_bytes(),
+                                        private_key=pair[0], certificate_chain=pair[1])
 
 
 class StreamContext:

@@ -24,7 +24,8 @@ _sampler: QuietOperationsSampler | None = None
 MESSAGING_SYSTEM = "tidemq"
 
 
-def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object) -> object:
+def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object,
+              cert: tuple[str, str] = ("", "")) -> object:
     """Plaintext, or TLS with `ca_file`; with TLS, each export is signed like every other call
     (`signer`: a tidemq.common.auth.signature.Credentials), so a collector with auth on accepts
     it. gRPC sends call credentials only over TLS: a plaintext exporter stays unsigned."""
@@ -33,7 +34,7 @@ def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object)
     import grpc
     from tidemq.common.tls import channel_credentials
 
-    credentials = channel_credentials(ca_file)
+    credentials = channel_credentials(ca_file, *cert)  # cert: for a collector with mutual TLS
     if signer:
         from tidemq.common.auth.signature import signed_metadata
 
@@ -47,7 +48,7 @@ def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object)
 
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
                  quiet_operations: str | None = None, tls_ca_file: str = "",
-                 credentials: object = None) -> None:
+                 credentials: object = None, tls_cert: tuple[str, str] = ("", "")) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
     global _initialised, _exporting, _sampler
@@ -65,7 +66,7 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
 
             provider.add_span_processor(
                 BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
-                                             credentials))
+                                             credentials, tls_cert))
             )
         trace.set_tracer_provider(provider)
         if instrument_grpc:

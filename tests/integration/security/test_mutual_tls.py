@@ -1,0 +1,69 @@
+"""A cluster whose every gRPC server requires a client certificate (`tls_client_ca_file`):
+services call each other with their own certificates (brokers register, routes appear), a
+client presenting one of the cluster's CA works, and a client without one is refused at the
+handshake with a sentence naming what to set. The HTTP gateway's HTTPS asks the same."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from tidemq.client import Message, Producer
+from tidemq.common import errors, rpc
+from tidemq.common.auth.bearer import make_token
+from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
+
+from deploy import certs
+from tests.integration.security.conftest import ADMIN, secure_env
+from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+
+pytestmark = pytest.mark.slow
+TOPIC = "mtls-orders"
+
+
+class _Pool(rpc.ChannelPool):
+    """Channels with a given ClientSecurity (the process-wide one has the certificate)."""
+
+    def __init__(self, security: rpc.ClientSecurity) -> None:
+        super().__init__()
+        self.security = security
+
+    def get(self, addr: str):
+        return rpc.open_channel(addr, self.security)
+
+
+def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path):
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    ca = certs.create_ca(folder)
+    certs.issue(folder, "tidemq", ca)
+    certs.issue(folder, "client", ca)
+    ca_file = str(folder / "ca.pem")
+    env = {**secure_env(folder), "TIDEMQ_TLS_CLIENT_CA_FILE": ca_file}
+    with running_cluster(tmp_path / "cluster", env=env, controller=True,
+                         broker_names=("broker-a",)) as cluster:
+        rpc.configure_client_security(rpc.ClientSecurity(
+            ADMIN, ca_file, cert_file=str(folder / "client.pem"),
+            key_file=str(folder / "client-key.pem")))
+        try:
+            create_topic_in_config_center(cluster, TOPIC, 2)
+            wait_for_route(cluster, TOPIC, 1)  # the broker registered with its certificate
+            with Producer(cluster.namesrv_addrs) as producer:
+                assert producer.send(Message(TOPIC, b"mutual")).broker_name == "broker-a"
+            anonymous = rpc.RpcClient(cluster.namesrvs[0].addr,
+                                      nameserver_pb2_grpc.NameServerServiceStub,
+                                      pool=_Pool(rpc.ClientSecurity(ADMIN, ca_file)), retries=0)
+            with pytest.raises(errors.ServiceUnavailable, match="TIDEMQ_TLS_CERT_FILE"):
+                anonymous.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=TOPIC),
+                               timeout=5)
+            gateway = cluster.start("tidemq.gateway", [
+                "--namesrv-addrs", cluster.namesrv_addrs,
+                "--config-center", cluster.config_center.addr, "--workers", "1"], env=env)
+            url = f"https://127.0.0.1:{gateway.port}/v1/topics/{TOPIC}"
+            client_cert = (str(folder / "client.pem"), str(folder / "client-key.pem"))
+            with_cert = requests.get(url, verify=ca_file, cert=client_cert, timeout=10,
+                                     headers={"Authorization": "Bearer " + make_token(ADMIN)})
+            assert with_cert.status_code == 200, with_cert.text
+            with pytest.raises(requests.exceptions.ConnectionError):  # SSLError is one
+                requests.get(url, verify=ca_file, timeout=10)
+        finally:
+            rpc.configure_client_security(rpc.ClientSecurity.from_env())
