@@ -52,3 +52,23 @@ def test_cap_never_exceeds_budget_or_latest_and_always_progresses(queues, max_ro
     backlog = sum(latest[k] - start[k] for k in latest)
     assert all(start[k] <= ends[k] <= latest[k] for k in latest)
     assert moved == (backlog if max_rows is None else min(backlog, max_rows))
+
+
+def test_a_queue_that_appears_mid_stream_is_read_from_its_first_stored_offset(monkeypatch):
+    """A topic a pattern starts matching (or a broker group added to a route) may already have
+    lost its oldest messages to retention: the stream starts it at its min offset, not 0."""
+    from tidemq.analytics import streaming
+    from tidemq.analytics.offsets import QueueBounds
+    from tidemq.analytics.source import ReadOptions, Survey
+
+    new = QueueKey("u", "broker-b", 0)
+    bounds = {A0: QueueBounds(0, 10), new: QueueBounds(5, 9)}
+    addrs = {"broker-a": ("a:1",), "broker-b": ("b:1",)}
+    monkeypatch.setattr(streaming, "survey", lambda opts: Survey(bounds, addrs))
+    reader = streaming.TideMQStreamReader(ReadOptions.parse(
+        {"namesrv": "h:1", "subscribePattern": ".*"}))
+    start = to_stream_offsets({A0: 4}, None)  # the last batch ended before `u` existed
+    end = reader.latestOffset(start)
+    assert from_stream_offsets(end, None) == {A0: 10, new: 9}
+    ranges = {(p.topic, p.queue_id): (p.start, p.end) for p in reader.partitions(start, end)}
+    assert ranges == {("t", 0): (4, 10), ("u", 0): (5, 9)}

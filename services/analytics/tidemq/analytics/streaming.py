@@ -68,17 +68,23 @@ class TideMQStreamReader(DataSourceStreamReader):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        latest = {key: bound.max_offset for key, bound in self._bounds().items()}
+        bounds = self._bounds()
+        latest = {key: bound.max_offset for key, bound in bounds.items()}
         begin = self._from_json(start if start is not None else self.initialOffset())
+        new = {key: bound.min_offset for key, bound in bounds.items() if key not in begin}
         max_rows = getattr(limit, "max_rows", None)
-        return self._to_json(offsets.cap_positions(begin, latest, max_rows))
+        return self._to_json(offsets.cap_positions({**new, **begin}, latest, max_rows))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        begin = self._from_json(start)
+        begin, stops = self._from_json(start), self._from_json(end)
+        if any(key not in begin for key in stops):
+            # a queue that appeared since `start` (a topic created, a broker group added) is
+            # read from its first stored offset, as Kafka reads a new partition from earliest
+            floors = {key: bound.min_offset for key, bound in self._bounds().items()}
+            begin.update({key: floors.get(key, 0) for key in stops if key not in begin})
         ranges = [
-            offsets.OffsetRange(key.topic, key.broker, key.queue_id, begin.get(key, 0), stop)
-            for key, stop in sorted(self._from_json(end).items())
-            if stop > begin.get(key, 0)
+            offsets.OffsetRange(key.topic, key.broker, key.queue_id, begin[key], stop)
+            for key, stop in sorted(stops.items()) if stop > begin[key]
         ]
         if any(r.broker not in self._addrs for r in ranges):
             self._bounds()  # a broker group appeared since the last trigger: refresh addresses
