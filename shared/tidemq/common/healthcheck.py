@@ -36,10 +36,14 @@ def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
 
 
 def http_healthy(url: str, timeout: float = 2.0) -> tuple[bool, str]:
-    """An https URL is verified against TIDEMQ_TLS_CA_FILE when that is set."""
+    """An https URL is verified against TIDEMQ_TLS_CA_FILE when that is set, and shown
+    TIDEMQ_TLS_CERT_FILE / TIDEMQ_TLS_KEY_FILE when set (a gateway with mutual TLS)."""
     context = None
     if url.startswith("https:") and os.environ.get("TIDEMQ_TLS_CA_FILE"):
         context = ssl.create_default_context(cafile=os.environ["TIDEMQ_TLS_CA_FILE"])
+        if os.environ.get("TIDEMQ_TLS_CERT_FILE") and os.environ.get("TIDEMQ_TLS_KEY_FILE"):
+            context.load_cert_chain(os.environ["TIDEMQ_TLS_CERT_FILE"],
+                                    os.environ["TIDEMQ_TLS_KEY_FILE"])
     try:
         with urllib.request.urlopen(url, timeout=timeout,  # noqa: S310 - local probe
                                     context=context) as response:

@@ -10,6 +10,7 @@ import requests
 from tidemq.client import Message, Producer
 from tidemq.common import errors, rpc
 from tidemq.common.auth.bearer import make_token
+from tidemq.common.healthcheck import http_healthy
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 from deploy import certs
@@ -31,7 +32,7 @@ class _Pool(rpc.ChannelPool):
         return rpc.open_channel(addr, self.security)
 
 
-def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path):
+def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path, monkeypatch):
     folder = tmp_path / "certs"
     folder.mkdir()
     ca = certs.create_ca(folder)
@@ -65,5 +66,11 @@ def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path):
             assert with_cert.status_code == 200, with_cert.text
             with pytest.raises(requests.exceptions.ConnectionError):  # SSLError is one
                 requests.get(url, verify=ca_file, timeout=10)
+            health = f"https://127.0.0.1:{gateway.port}/healthz"  # the deployment's probe
+            monkeypatch.setenv("TIDEMQ_TLS_CA_FILE", ca_file)
+            assert not http_healthy(health)[0]
+            monkeypatch.setenv("TIDEMQ_TLS_CERT_FILE", client_cert[0])
+            monkeypatch.setenv("TIDEMQ_TLS_KEY_FILE", client_cert[1])
+            assert http_healthy(health)[0]
         finally:
             rpc.configure_client_security(rpc.ClientSecurity.from_env())
