@@ -42,6 +42,7 @@ def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path, monkey
     env = {**secure_env(folder), "TIDEMQ_TLS_CLIENT_CA_FILE": ca_file}
     with running_cluster(tmp_path / "cluster", env=env, controller=True,
                          broker_names=("broker-a",)) as cluster:
+        previous = rpc.client_security()  # restored as it was (the env is patched below)
         rpc.configure_client_security(rpc.ClientSecurity(
             ADMIN, ca_file, cert_file=str(folder / "client.pem"),
             key_file=str(folder / "client-key.pem")))
@@ -73,4 +74,4 @@ def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path, monkey
             monkeypatch.setenv("TIDEMQ_TLS_KEY_FILE", client_cert[1])
             assert http_healthy(health)[0]
         finally:
-            rpc.configure_client_security(rpc.ClientSecurity.from_env())
+            rpc.configure_client_security(previous)
