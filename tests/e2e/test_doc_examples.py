@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from tidemq.common.polling import poll
+from tidemq.common.system_topics import is_system_topic
 
 from tests.support.cluster import traced_cluster
 from tests.support.doc_examples import documentation_files, parse, rewrite_addresses
@@ -60,10 +61,6 @@ def _run(cluster, lang: str, script: str, cwd: Path) -> subprocess.CompletedProc
                           text=True, timeout=BLOCK_TIMEOUT_S)
 
 
-def _system_topic_last(name: str) -> tuple[bool, str]:
-    return name.startswith("%"), name
-
-
 def _clear(cluster) -> None:
     """Each example starts from a cluster with no topics (nor offsets of them) and no
     subscription-group definitions."""
@@ -74,7 +71,8 @@ def _clear(cluster) -> None:
         # ordinary topics first: a pop an earlier example left unacked is then dropped at its
         # revive instead of re-creating the group's retry topic after its deletion
         def delete_all() -> bool:
-            names = sorted((t.name for t in admin.list_topics()), key=_system_topic_last)
+            names = sorted((t.name for t in admin.list_topics()),
+                           key=lambda name: (is_system_topic(name), name))
             for name in names:
                 admin.delete_topic(name)
                 admin.delete_group_offsets(name)

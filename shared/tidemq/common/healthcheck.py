@@ -8,6 +8,7 @@ Exit status 0 when healthy, 1 otherwise (with the reason on stderr).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import ssl
 import sys
@@ -21,11 +22,9 @@ def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
     """Over TLS when TIDEMQ_TLS_CA_FILE is set (health checks need no credentials)."""
     from tidemq.common.rpc import ClientSecurity, open_channel
 
-    security = ClientSecurity.from_env()
+    security = dataclasses.replace(ClientSecurity.from_env(), credentials=None)
     try:
-        with open_channel(addr, ClientSecurity(None, security.ca_file, security.server_name,
-                                               security.cert_file, security.key_file),
-                          options=[]) as channel:
+        with open_channel(addr, security, options=[]) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout
             )

@@ -51,14 +51,6 @@ async def append(store, n: int):
     return await store.append_batch_async("t", n % 3, raw, count)
 
 
-@pytest.fixture
-def stores(tmp_path):
-    master, slave = open_store(tmp_path / "master"), open_store(tmp_path / "slave")
-    yield master, slave
-    master.shutdown()
-    slave.shutdown()
-
-
 def test_sync_master_acknowledges_only_what_the_slave_has(stores):
     master, slave = stores
 

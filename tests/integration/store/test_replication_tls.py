@@ -15,17 +15,9 @@ from tidemq.broker.store.ha.client import HAClient
 from tidemq.broker.store.ha.config import HATls
 
 from deploy import certs
-from tests.integration.store.test_replication import FAST, append, open_store, start_master
+from tests.integration.store.test_replication import FAST, append, start_master
 from tests.support.processes import wait_until_async
 from tests.unit.store.test_replicated_append import assert_same
-
-
-@pytest.fixture
-def stores(tmp_path):
-    master, slave = open_store(tmp_path / "master"), open_store(tmp_path / "slave")
-    yield master, slave
-    master.shutdown()
-    slave.shutdown()
 
 
 def tls_config(folder, name: str = "tidemq") -> HAConfig:
