@@ -56,6 +56,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def dead_endpoint() -> str:
+    """A loopback address nothing listens on and that this process has no circuit breaker for
+    yet: breakers are per address and live for the process, so a port an earlier test used
+    would bring that test's breaker (its thresholds, its failure count) along."""
+    from tidemq.common import rpc
+
+    while True:
+        addr = f"127.0.0.1:{free_port()}"
+        if addr not in rpc._breakers:
+            return addr
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

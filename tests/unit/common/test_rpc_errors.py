@@ -93,9 +93,9 @@ def test_application_errors_do_not_open_the_breaker(runtime):
 
 
 def test_dead_endpoint_opens_breaker_then_fails_fast():
-    from tests.support.processes import free_port
+    from tests.support.processes import dead_endpoint
 
-    addr = f"127.0.0.1:{free_port()}"  # nothing listens here
+    addr = dead_endpoint()
     client = RpcClient(addr, nameserver_pb2_grpc.NameServerServiceStub, pool=ChannelPool(),
                        breaker=BreakerSettings(fail_max=3, reset_timeout_s=60), timeout=2.0)
     failures = []

@@ -10,7 +10,7 @@ from tidemq.configclient.live import DynamicSettingsFollower
 from tidemq.gateway.dynamic import BREAKER_RULES, apply_breaker_setting
 from tidemq.v1 import config_pb2, config_pb2_grpc
 
-from tests.support.processes import free_port
+from tests.support.processes import dead_endpoint
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def restore_tuning():
 
 
 def dead_client() -> rpc.RpcClient:
-    return rpc.RpcClient(f"127.0.0.1:{free_port()}", config_pb2_grpc.ConfigServiceStub,
+    return rpc.RpcClient(dead_endpoint(), config_pb2_grpc.ConfigServiceStub,
                          timeout=1.0, retries=0,
                          breaker=rpc.BreakerSettings(fail_max=5, reset_timeout_s=60))
 
