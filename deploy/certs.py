@@ -54,6 +54,10 @@ def create_ca(out: Path, days: int = 3650) -> tuple[x509.Certificate, ec.Ellipti
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
                                          False), critical=True)
+            # Key identifiers let verifiers tell two CAs of the same name apart (a rotation
+            # bundle of old + new CA), as RFC 5280 asks of every CA certificate.
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
             .sign(key, hashes.SHA256()))
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "ca-key.pem", _pem_key(key), private=True)
@@ -92,6 +96,8 @@ def issue(out: Path, service: str, ca: tuple[x509.Certificate, ec.EllipticCurveP
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
                                                   ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     _write(out / f"{service}-key.pem", _pem_key(key), private=True)
     _write(out / f"{service}.pem", cert.public_bytes(serialization.Encoding.PEM))

@@ -84,8 +84,10 @@ def channel_credentials(ca_file: str, cert_file: str = "",
 class StreamContext:
     """An ssl.SSLContext for one end of the replication stream, mutually authenticated: this
     broker presents `cert_file` and accepts only peers whose certificate `ca_file` signed.
-    `refresh()` loads a rotated key pair (for new connections) once the files changed, and
-    keeps the old one while the new files do not load."""
+    `refresh()` loads rotated files (for new connections) once they changed, and keeps what it
+    has while the new files do not load. A CA file's new certificates are added to the ones
+    trusted; OpenSSL cannot forget one, so a retired CA stays trusted until a restart (rotate a
+    CA as a bundle: old + new, then the key pairs, then drop the old one with a restart)."""
 
     def __init__(self, server: bool, cert_file: str, key_file: str, ca_file: str) -> None:
         if not (cert_file and key_file and ca_file):
@@ -94,19 +96,23 @@ class StreamContext:
         purpose = ssl.Purpose.CLIENT_AUTH if server else ssl.Purpose.SERVER_AUTH
         self.context = ssl.create_default_context(purpose, cafile=ca_file)
         self.context.verify_mode = ssl.CERT_REQUIRED  # a server asks for the client's too
-        self.cert_file, self.key_file = cert_file, key_file
-        self._stamp = _stamp(cert_file, key_file)
+        self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file
+        self._stamp = _stamp(cert_file, key_file, ca_file)
         self.context.load_cert_chain(cert_file, key_file)
 
     def refresh(self) -> None:
         try:
-            stamp = _stamp(self.cert_file, self.key_file)
+            stamp = _stamp(self.cert_file, self.key_file, self.ca_file)
             if stamp == self._stamp:
                 return
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            if stamp[2] != self._stamp[2]:
+                self.context.load_verify_locations(cafile=self.ca_file)
+            if stamp[:2] != self._stamp[:2]:
+                self.context.load_cert_chain(self.cert_file, self.key_file)
         except (OSError, ssl.SSLError) as exc:
-            log.warning("certificate files changed but do not load; keeping the old pair",
-                        cert_file=self.cert_file, error=str(exc))
+            log.warning("certificate files changed but do not load; keeping the old ones",
+                        cert_file=self.cert_file, ca_file=self.ca_file, error=str(exc))
             return
         self._stamp = stamp
-        log.info("replication certificate reloaded", cert_file=self.cert_file)
+        log.info("replication certificates reloaded", cert_file=self.cert_file,
+                 ca_file=self.ca_file)
