@@ -13,9 +13,12 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # delayed messages until they are due
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # prepared transactional messages
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # their commit / rollback records
 REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"  # + cluster: pop checkpoints and acks
+# One record per topic deletion, its body the deleted topic's name: where it stands in the
+# CommitLog, every replica's dispatcher drops that topic's consume queues (store/dispatcher.py).
+DELETED_TOPICS_TOPIC = "TIDEMQ_SYS_DELETED_TOPICS"
 
 _PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, REVIVE_PREFIX)
-_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC})
+_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC})
 
 
 def retry_topic(group: str) -> str:
@@ -27,5 +30,6 @@ def dlq_topic(group: str) -> str:
 
 
 def is_system_topic(name: str) -> bool:
-    """True for a topic of the brokers' own (retry, dead letters, timer, transactions, pop)."""
+    """True for a topic of the brokers' own (retry, dead letters, timer, transactions, pop,
+    topic deletions)."""
     return name in _NAMES or name.startswith(_PREFIXES)

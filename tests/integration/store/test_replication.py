@@ -15,7 +15,7 @@ from tidemq.broker.store.ha.client import HAClient
 from tidemq.broker.store.ha.server import HAServer
 
 from tests.support.processes import wait_until_async
-from tests.unit.store.helpers import HOST, encode_batch, small_config
+from tests.unit.store.helpers import HOST, encode_batch, read_all, small_config
 from tests.unit.store.test_replicated_append import assert_same, log_bytes
 
 FAST = HAConfig(sync_replication_timeout_ms=5000, replica_lag_max_ms=500,
@@ -152,3 +152,36 @@ def test_a_returning_old_master_is_truncated_to_the_new_epoch_and_then_identical
     asyncio.run(scenario())
     assert_same(new, old)
     assert log_bytes(old) == log_bytes(new)
+
+
+def test_a_topic_deletion_replicates_and_a_promoted_slave_goes_on_from_the_floor(stores):
+    """The deletion marker reaches the slave in the byte stream: its dispatcher empties the
+    topic's queues at the same log position, so after a failover the old messages stay gone
+    and the queue offsets go on from where the master's were."""
+    master, slave = stores
+
+    async def scenario():
+        server, _ = await start_master(master, FAST, epoch=1)
+        client = HAClient(slave, 1, f"127.0.0.1:{server.port}", FAST)
+        client.start()
+        try:
+            for n in range(30):
+                assert (await append(master, n)).status is AppendStatus.PUT_OK
+            master.delete_topic("t")
+            for n in range(3):   # queues 0, 1, 2 again: 1, 2 and 3 records
+                await append(master, n)
+            await wait_until_async(
+                lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10,
+                message="the slave has the master's log")
+        finally:
+            await client.stop()
+            await server.stop()
+
+    asyncio.run(scenario())
+    assert_same(master, slave)
+    floors = [10, 20, 30]  # queue q took ten batches of q + 1 records
+    assert [slave.min_offset("t", q) for q in range(3)] == floors
+    assert [len(read_all(slave, "t", q)) for q in range(3)] == [1, 2, 3]
+    slave.become_master(2)
+    raw, count = batch(0)
+    assert slave.append_batch("t", 0, raw, count).first_queue_offset == floors[0] + 1

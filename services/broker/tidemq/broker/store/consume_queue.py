@@ -3,6 +3,10 @@
 Unit i (queue offset i) lives at byte i*20 of the logical queue, split over fixed-size files
 named by their first byte position (RocketMQ's layout). Units are written by position, so
 dispatching the same record twice is harmless, which is what makes rebuilding safe.
+
+A deleted topic's queues keep a `floor` file: the queue offset below which nothing is readable
+any more. Offsets go on from it, so what consumers committed, pop cursors and Spark checkpoints
+stay meaningful if the topic is created again (they start at its floor).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from pathlib import Path
 
 from .config import CQ_UNIT_SIZE
 from .mapped_file import MappedFile
+from .metadata import MetadataFile, fsync_dir
 from .segment import parse_segment_name, segment_name
 
 UNIT = struct.Struct(">qiq")  # commitlog_offset 8 | size 4 | tag_hash 8
 assert UNIT.size == CQ_UNIT_SIZE
 _EMPTY_UNIT = bytes(CQ_UNIT_SIZE)
+FLOOR_FILE = "floor"
 
 
 class ConsumeQueue:
@@ -41,23 +47,32 @@ class ConsumeQueue:
             start for path in self.directory.iterdir()
             if (start := parse_segment_name(path.name)) is not None
         )
+        floor = self._read_floor()
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
+        while self.files and self._first_unit(self.files[0]) + self.units_per_file <= floor:
+            self.files.pop(0).delete()   # left by a crash in the middle of a deletion
+        self._min = self._max = floor
         if not self.files:
             return
         while len(self.files) > 1 and UNIT.unpack_from(self.files[-1].mm, 0)[1] == 0:
             self.files[-1].delete()   # emptied by a truncation after a crash
             self.files = self.files[:-1]
-        self._min = self._first_unit(self.files[0])
+        self._min = max(floor, self._first_unit(self.files[0]))
         last = self.files[-1]
-        # Units are written in order, so the written ones are a prefix of the last file.
-        low, high = 0, self.units_per_file
+        # Units are written in order, so the written ones are a prefix of the last file (from
+        # the floor, when the floor falls inside it).
+        low, high = max(0, floor - self._first_unit(last)), self.units_per_file
         while low < high:
             mid = (low + high) // 2
             if UNIT.unpack_from(last.mm, mid * CQ_UNIT_SIZE)[1] > 0:
                 low = mid + 1
             else:
                 high = mid
-        self._max = self._first_unit(last) + low
+        self._max = max(floor, self._first_unit(last) + low)
+
+    def _read_floor(self) -> int:
+        raw = MetadataFile(self.directory / FLOOR_FILE).read()
+        return int(raw) if raw else 0
 
     def _first_unit(self, unit_file: MappedFile) -> int:
         return int(unit_file.path.name) // CQ_UNIT_SIZE
@@ -160,6 +175,18 @@ class ConsumeQueue:
         return UNIT.unpack(units)[0] if units else None
 
     # -- maintenance -----------------------------------------------------------------------
+    def drop_all(self) -> None:
+        """The topic was deleted: nothing below the current end is readable any more, and the
+        next unit goes on at that end. The floor is durable before any file goes."""
+        floor = self._max
+        MetadataFile(self.directory / FLOOR_FILE).write(str(floor).encode())
+        with self._lock:
+            doomed, self.files = self.files, []
+            self._min = floor
+        for unit_file in doomed:
+            unit_file.delete()
+        fsync_dir(self.directory)
+
     def flush(self) -> None:
         for unit_file in self.files:
             unit_file.sync()
@@ -225,6 +252,13 @@ class ConsumeQueueTable:
 
     def all(self) -> list[ConsumeQueue]:
         return list(self._queues.values())
+
+    def drop_topic(self, topic: str) -> list[ConsumeQueue]:
+        """Every queue of a deleted topic drops what it holds (ConsumeQueue.drop_all)."""
+        dropped = [queue for (name, _), queue in self._queues.items() if name == topic]
+        for queue in dropped:
+            queue.drop_all()
+        return dropped
 
     def max_offsets(self) -> dict[tuple[str, int], int]:
         return {key: queue.max_offset for key, queue in self._queues.items()}

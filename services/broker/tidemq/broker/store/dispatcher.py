@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tidemq.common import record
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 
 from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE
-from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
 from .loops import scan_chunk
 from .segment import MIN_RECORD_SIZE
@@ -25,6 +27,7 @@ log = get_logger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]
 _CHUNK = 8 * 1024 * 1024
+_DELETED_TOPICS = DELETED_TOPICS_TOPIC.encode()
 
 
 class Dispatcher:
@@ -144,10 +147,24 @@ class Dispatcher:
                 queue = queues.get_or_create(topic, queue_id)
                 touched[queue] = None
                 queue.put_units(first, units_view[unit_start:unit_end])  # one copy per run
+                if topic_raw == _DELETED_TOPICS:
+                    self._drop_deleted(chunk, start, units_view[unit_start:unit_end])
         if entries:
             self.index.put_hashed(entries)
         self._advance(segment.end_offset if filler else start + pos, touched)
         return filler or pos > 0, sum(run[4] - run[3] for run in runs) // CQ_UNIT_SIZE
+
+    def _drop_deleted(self, chunk: bytes, start: int, units: memoryview) -> None:
+        """Deletion markers: the named topics' queues drop what they hold here, in log order,
+        so the queues stay a pure function of the log (what came before a marker is gone, what
+        comes after goes on from its offset) on every replica and after every recovery."""
+        for physical, _, _ in UNIT.iter_unpack(units):
+            pos = physical - start
+            header = record.checked_header(memoryview(chunk), pos, verify_crc=False)
+            topic = record.body_at(chunk, pos, header).decode()
+            dropped = self.queues.drop_topic(topic)
+            log.info("deleted topic's messages dropped from its consume queues", topic=topic,
+                     queues=len(dropped), commitlog_offset=physical)
 
     def _advance(self, offset: int, touched: dict[ConsumeQueue, None]) -> None:
         with self._progress:

@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidemq.common import record
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
@@ -28,6 +30,7 @@ from .config import (
     AppendResult,
     AppendStatus,
     GetResult,
+    InvalidBatch,
     NotMaster,
     StoreClosed,
     StoreConfig,
@@ -264,6 +267,28 @@ class MessageStore:
         self.dispatcher.wake()
         self._notify_written()
         return AppendResult(AppendStatus.PUT_OK, *outcome)
+
+    def delete_topic(self, topic: str) -> int:
+        """Master: put `topic`'s messages out of reach, on every replica. One marker record in
+        the CommitLog names it; each replica's dispatcher empties the topic's consume queues
+        where the marker stands (dispatcher.py), so a topic created again under the name starts
+        empty instead of showing the old messages. Queue offsets go on from where they were
+        (consume_queue.py: the floor). The records stay in the CommitLog until retention
+        removes them, as with RocketMQ's deleteTopics. Returns the marker's CommitLog offset."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        if self._slave:
+            raise NotMaster("a slave takes no topic deletion: its master's marker replicates")
+        if topic == DELETED_TOPICS_TOPIC:
+            raise InvalidBatch(f"{DELETED_TOPICS_TOPIC} is the log of topic deletions itself")
+        marker = record.encode(DELETED_TOPICS_TOPIC, topic.encode())
+        outcome = self.commitlog.append_group([(DELETED_TOPICS_TOPIC, 0, marker, 1)],
+                                              self.store_host)[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
+        self.dispatcher.wake()
+        self._notify_written()
+        return outcome[1][0]
 
     def add_write_listener(self, listener: Callable[[], None]) -> None:
         """`listener()` after every write to the log (once per group, on the writing thread:
