@@ -256,8 +256,8 @@ def topic_delete(
         "--keep-offsets", help="keep the groups' committed offsets of the topic (group "
                                "describe then shows them as orphaned)")] = False,
 ) -> None:
-    """Delete a topic definition; brokers stop serving it (stored messages age out). The
-    committed offsets of every group on it are dropped too, unless --keep-offsets."""
+    """Delete a topic and its messages (a topic created again under the name starts empty).
+    The committed offsets of every group on it are dropped too, unless --keep-offsets."""
     if not yes:
         what = "" if keep_offsets else " and every group's committed offsets of it"
         typer.confirm(f"Delete topic {name!r}{what}?", abort=True)

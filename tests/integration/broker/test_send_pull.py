@@ -223,6 +223,37 @@ def test_topic_update_and_delete_follow_config_center(shared_cluster):
         send(client, "evolving", 0, encode_batch("evolving", 1))
 
 
+def test_a_topic_created_again_starts_empty_and_goes_on_from_the_old_offsets(shared_cluster):
+    """Deleting a topic puts its messages out of reach at once (not when retention gets to
+    them), so the topic created again under its name shows only what is sent to it from then
+    on; its queue offsets go on from the old end, which keeps committed offsets meaningful."""
+    cluster = shared_cluster
+    cluster.put_topic("reborn", queues=1)
+    wait_route(cluster, "reborn", {"broker-a"})
+    client = broker_client(cluster.brokers[0])
+    send(client, "reborn", 0, encode_batch("reborn", 5))
+    cluster.delete_topic("reborn")
+    wait_route(cluster, "reborn", set())
+    cluster.put_topic("reborn", queues=1)
+    wait_route(cluster, "reborn", {"broker-a"})
+    assert send(client, "reborn", 0, encode_batch("reborn", 2, start=100)).first_queue_offset == 5
+    wait_until(lambda: pull(client, "reborn", 0, 6).status == broker_pb2.FOUND, 10,
+               message="dispatch of the new messages")
+    offsets = client.call("GetQueueOffsets", broker_pb2.GetQueueOffsetsRequest(topic="reborn"))
+    assert [(q.min_offset, q.max_offset) for q in offsets.queues] == [(5, 7)]
+    moved = pull(client, "reborn", 0, 0)  # a consumer from the old topic's start
+    assert moved.status == broker_pb2.OFFSET_ILLEGAL and moved.next_begin_offset == 5
+    answer = pull(client, "reborn", 0, 5)
+    assert [bytes(r.body) for r in record.iter_records(answer.records)] == [
+        b"body-100" * 3, b"body-101" * 3]
+    found = client.call("QueryMessageByKey", broker_pb2.QueryMessageByKeyRequest(
+        topic="reborn", key="k100", max_results=5))
+    assert [bytes(r.body) for r in record.iter_records(found.records)] == [b"body-100" * 3]
+    gone = client.call("QueryMessageByKey", broker_pb2.QueryMessageByKeyRequest(
+        topic="reborn", key="k1", max_results=5))  # a key of a deleted message
+    assert list(record.iter_records(gone.records)) == []
+
+
 def test_reset_offsets_to_timestamp(shared_cluster):
     cluster = shared_cluster
     cluster.put_topic("resettable", queues=1)

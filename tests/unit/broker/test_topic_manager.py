@@ -111,3 +111,32 @@ def test_start_without_config_center_serves_persisted_table(config_center, tmp_p
         wait_until(lambda: manager.synced, 5, message="synced after the resync")
     finally:
         manager.stop()
+
+
+def test_a_deletion_event_calls_on_deleted_and_a_resync_never_does(config_center, tmp_path):
+    """The broker drops a deleted topic's messages on an explicit deletion only: a topic that
+    is just missing from a full resync (a config center that lost its data) keeps them."""
+    config = Config(config_center.addr)
+    config.put("a", 1)
+    config.put("b", 1)
+    file = MetadataFile(tmp_path / "topics.json")
+    deleted: list[str] = []
+    manager = TopicManager(TopicTable(file), config_center.addr, on_deleted=deleted.append)
+    try:
+        assert manager.start(10)
+        config.delete("a")
+        config.delete("never-served")  # no such topic here: nothing to drop
+        config.put("c", 1)
+        wait_until(lambda: "c" in names(manager.table), 10, message="events applied")
+        assert deleted == ["a"]
+    finally:
+        manager.stop()
+
+    config.delete("b")  # while no manager runs: the next start's resync drops it
+    table = TopicTable(file)
+    manager = TopicManager(table, config_center.addr, on_deleted=deleted.append)
+    try:
+        assert manager.start(10)
+        assert names(table) == {"c": 1} and deleted == ["a"]
+    finally:
+        manager.stop()

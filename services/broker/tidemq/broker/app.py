@@ -26,7 +26,7 @@ from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
-from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig, StoreError
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
@@ -107,7 +107,8 @@ class BrokerApp:
                                          settings.register_interval_s,
                                          settings.register_timeout_s)
         self.topic_manager = TopicManager(self.topics, settings.config_center,
-                                          on_change=self.registrar.trigger)
+                                          on_change=self.registrar.trigger,
+                                          on_deleted=self._drop_deleted_topic)
         self.messaging = Messaging(self.store, self.topics, self.holds,
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,
@@ -187,6 +188,20 @@ class BrokerApp:
         if self.replication is None:
             return self.settings.broker_id == 0
         return self.replication.host.role == MASTER
+
+    def _drop_deleted_topic(self, topic: str) -> None:
+        """A topic deleted in config-center: the master marks it in the CommitLog, and every
+        replica's consume queues drop its messages there (MessageStore.delete_topic). A slave
+        gets the marker from its master."""
+        if not self._is_master():
+            return
+        try:
+            offset = self.store.delete_topic(topic)
+        except StoreError as exc:  # demoted meanwhile: they age out with retention
+            log.warning("deleted topic's messages stay readable", topic=topic, error=str(exc))
+            return
+        log.info("deleted topic's messages put out of reach", topic=topic,
+                 commitlog_offset=offset)
 
     def start(self) -> None:
         self.store.start()

@@ -4,7 +4,10 @@ A `Follower` (tidemq.configclient): Range the prefix (full resync), then Watch f
 revision, each change applied once and in order; a compacted watch or a lost config center
 falls back to a full Range. While config-center is unreachable the broker keeps serving the
 persisted table. Every effective change calls `on_change` (the broker re-registers at once
-so routes follow within one round-trip, not one 30 s period).
+so routes follow within one round-trip, not one 30 s period); a topic deleted by a watch event
+also calls `on_deleted(name)` (the broker puts its messages out of reach). A topic missing from
+a full resync is dropped from the table only: a config center that lost its data must not
+delete every topic's messages.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ log = get_logger(__name__)
 class TopicManager:
     def __init__(self, table: TopicTable, config_center: str,
                  on_change: Callable[[], None] = lambda: None, *,
+                 on_deleted: Callable[[str], None] = lambda name: None,
                  call_timeout_s: float = 3.0) -> None:
         self.table = table
         self.on_change = on_change
+        self.on_deleted = on_deleted
         self._client = ConfigClient(config_center, timeout=call_timeout_s)
         self._synced = threading.Event()
         self._follower = Follower(self._client, TOPIC_PREFIX, read=self.resync,
@@ -66,7 +71,13 @@ class TopicManager:
     def _apply_event(self, event: Event) -> None:
         name = topic_name(event.kv.key)
         if event.type == EventType.DELETE:
+            served = self.table.get(name) is not None
             self._apply([], [name], event.revision)
+            if served:
+                try:
+                    self.on_deleted(name)
+                except Exception:
+                    log.exception("topic deletion callback failed", topic=name)
         else:
             topic = self._parse(event.kv.key, event.kv.value)
             self._apply([topic] if topic is not None else [], [], event.revision)

@@ -166,11 +166,18 @@ class StoreReader:
                 data = self.read_record(physical)
             except MessageNotFound:
                 continue   # stale entry from before a truncation, or below retention
-            if self._matches(data, topic.encode(), wanted, begin_ms, end_ms):
+            if self._matches(data, topic.encode(), wanted, begin_ms, end_ms) and \
+                    not self._below_floor(topic, data):
                 results[physical] = data
                 if len(results) >= max_results:
                     break
         return list(results.values())
+
+    def _below_floor(self, topic: str, data: bytes) -> bool:
+        """A record of a deleted topic (before its floor), still in the CommitLog."""
+        header = record.HEADER.unpack_from(data)
+        queue = self.queues.get(topic, header[record.H_QUEUE_ID])
+        return queue is not None and header[record.H_QUEUE_OFFSET] < queue.min_offset
 
     @staticmethod
     def _matches(data: bytes, topic: bytes, key: bytes, begin_ms: int, end_ms: int) -> bool:
