@@ -157,6 +157,32 @@ def test_a_crash_between_the_floor_and_the_files_removal_leaves_them_unreadable(
         store.shutdown()
 
 
+def test_a_truncation_that_cuts_the_marker_brings_the_topic_back(tmp_path):
+    """A replica whose diverged tail held the marker (the new master never had it) rebuilds
+    the topic's queues from the log, as the new master has them."""
+    config = small_config(tmp_path)
+    store = open_store(config)
+    try:
+        store.append_batch("p", 0, encode_batch("p", [b"old"] * 5)[0], 5)
+        marker = store.delete_topic("p")
+        store.append_batch("u", 0, encode_batch("u", [b"u"])[0], 1)
+        assert store.wait_dispatched(10) and store.min_offset("p", 0) == 5
+        store.become_slave()
+        store.truncate_to(marker)
+        assert store.wait_dispatched(10)
+        assert [bytes(r.body) for r in read_all(store, "p", 0)] == [b"old"] * 5
+        assert store.max_offset("u", 0) == 0
+        store.become_master(1)
+        assert store.append_batch("p", 0, encode_batch("p", [b"new"])[0], 1).first_queue_offset == 5
+    finally:
+        store.shutdown()
+    store = open_store(config)
+    try:
+        assert [bytes(r.body) for r in read_all(store, "p", 0)] == [b"old"] * 5 + [b"new"]
+    finally:
+        store.shutdown()
+
+
 def test_deletions_are_logged_in_their_own_topic_and_its_name_is_refused(tmp_path):
     store = open_store(small_config(tmp_path))
     try:

@@ -11,6 +11,7 @@ stay meaningful if the topic is created again (they start at its floor).
 
 from __future__ import annotations
 
+import shutil
 import struct
 import threading
 from pathlib import Path
@@ -259,6 +260,19 @@ class ConsumeQueueTable:
         for queue in dropped:
             queue.drop_all()
         return dropped
+
+    def forget_topic(self, topic: str) -> None:
+        """Close the topic's queues and delete their files and floors, to be rebuilt by
+        re-dispatching the log (a truncation cut the marker their floors came from)."""
+        with self._lock:
+            doomed = [queue for (name, _), queue in self._queues.items() if name == topic]
+            self._queues = {key: queue for key, queue in self._queues.items()
+                            if key[0] != topic}
+        for queue in doomed:
+            queue.close()
+        if (self.directory / topic).exists():
+            shutil.rmtree(self.directory / topic)
+            fsync_dir(self.directory)
 
     def max_offsets(self) -> dict[tuple[str, int], int]:
         return {key: queue.max_offset for key, queue in self._queues.items()}

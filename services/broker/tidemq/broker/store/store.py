@@ -389,15 +389,36 @@ class MessageStore:
         units past it dropped, index hits past it hidden, re-dispatch from it, epochs that
         start past it dropped, queue offsets recomputed, a checkpoint written."""
         with self.dispatcher.paused():
+            undeleted = self._deletions_from(offset)
             self.commitlog.truncate_to(offset)
             for queue in self.queues.all():
                 queue.truncate_beyond(offset)
             self.index.hide_from(offset)
             self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+            if undeleted:  # their floors came from the cut markers: rebuild them from the log
+                for topic in undeleted:
+                    self.queues.forget_topic(topic)
+                self.dispatcher.reput_offset = self.commitlog.min_offset
+                log.warning("topic deletions cut with the log; their queues are rebuilt",
+                            topics=sorted(undeleted))
         self.epochs.truncate_after(offset)
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
         self._write_checkpoint()
         log.warning("commitlog truncated", offset=offset)
+
+    def _deletions_from(self, offset: int) -> set[str]:
+        """The topics whose deletion markers lie at or past `offset` (a truncation cuts them)."""
+        markers = self.queues.get(DELETED_TOPICS_TOPIC, 0)
+        topics: set[str] = set()
+        position = markers.max_offset if markers else 0
+        while markers is not None and position > markers.min_offset:
+            position -= 1
+            physical = markers.physical_offset_of(position)
+            if physical is None or physical < offset:
+                break
+            raw = self.reader.read_record(physical)
+            topics.add(record.body_at(raw, 0, record.checked_header(memoryview(raw), 0)).decode())
+        return topics
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.add_listener(listener)
