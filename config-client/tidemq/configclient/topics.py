@@ -18,6 +18,7 @@ from typing import Any
 
 from tidemq.common import errors
 from tidemq.common.jsondoc import load_object
+from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 from tidemq.configclient.client import ConfigClient
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -27,6 +28,9 @@ PERM_READ_WRITE = PERM_READ | PERM_WRITE
 MAX_QUEUES = 1024
 DEFAULT_QUEUES = 4  # what a definition without "queues" gets
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+# Written by the brokers themselves, never by producers: a definition would let anyone append
+# deletion markers (store/dispatcher.py).
+RESERVED = frozenset({DELETED_TOPICS_TOPIC})
 
 
 class TopicDefinitionError(ValueError):
@@ -60,6 +64,8 @@ def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
         raise TopicDefinitionError(
             f"topic {key_name!r}: name {name!r} must equal the key and match {TOPIC_NAME.pattern}"
         )
+    if name in RESERVED:
+        raise TopicDefinitionError(f"topic {name!r} is reserved for the brokers' own use")
     queues = doc.get("queues", DEFAULT_QUEUES)
     perm, order = doc.get("perm", PERM_READ_WRITE), doc.get("order")
     if not isinstance(queues, int) or isinstance(queues, bool) or not 1 <= queues <= MAX_QUEUES:
@@ -85,6 +91,9 @@ class TopicDefinitions:
         """Define the topic; the revision of the write. AlreadyExists if it is defined."""
         if not 1 <= queues <= MAX_QUEUES:
             raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
+        if name in RESERVED:
+            raise errors.InvalidArgument(f"topic name {name!r} is reserved for the brokers' own "
+                                         "use; choose another", code="INVALID_TOPIC")
         definition = TopicConfig(name, queues, PERM_READ_WRITE, order)
         result = self.config.put(TOPIC_PREFIX + name, definition.to_json(), expected_revision=0)
         if not result.succeeded:

@@ -9,7 +9,12 @@ from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.store import MetadataFile
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common.errors import InvalidArgument
-from tidemq.configclient.topics import TopicDefinitionError, parse_topic_definition
+from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
+from tidemq.configclient.topics import (
+    TopicDefinitionError,
+    TopicDefinitions,
+    parse_topic_definition,
+)
 
 
 def test_offsets_survive_restart_only_after_persist(tmp_path):
@@ -81,6 +86,15 @@ def test_topic_table_versions_and_persistence(tmp_path):
 def test_bad_topic_definitions(raw, why):
     with pytest.raises(TopicDefinitionError, match=why):
         parse_topic_definition("orders", raw)
+
+
+def test_the_deletion_log_topic_cannot_be_defined():
+    """Only brokers append deletion markers: a definition would let producers append them."""
+    with pytest.raises(TopicDefinitionError, match="reserved"):
+        parse_topic_definition(DELETED_TOPICS_TOPIC, b"{}")
+    with pytest.raises(InvalidArgument, match="reserved") as refused:
+        TopicDefinitions(config=None).create(DELETED_TOPICS_TOPIC, 1)  # refused before a call
+    assert refused.value.code == "INVALID_TOPIC"
 
 
 def test_topic_definition_defaults():
