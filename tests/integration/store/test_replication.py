@@ -7,6 +7,7 @@ truncated on its handshake and then byte-identical to the new master."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from tidemq.broker.store import AppendStatus, FlushMode, MessageStore, NotEnoughReplicas
@@ -46,6 +47,19 @@ async def start_master(store, config: HAConfig, epoch: int, in_sync=(0, 1)):
     return server, gate
 
 
+@contextlib.asynccontextmanager
+async def replicating(master, slave, config: HAConfig = FAST):
+    """`master` (epoch 1) serving `slave` for the body of the block."""
+    server, gate = await start_master(master, config, epoch=1)
+    client = HAClient(slave, 1, f"127.0.0.1:{server.port}", config)
+    client.start()
+    try:
+        yield server, gate
+    finally:
+        await client.stop()
+        await server.stop()
+
+
 async def append(store, n: int):
     raw, count = batch(n)
     return await store.append_batch_async("t", n % 3, raw, count)
@@ -55,10 +69,7 @@ def test_sync_master_acknowledges_only_what_the_slave_has(stores):
     master, slave = stores
 
     async def scenario():
-        server, _ = await start_master(master, FAST, epoch=1)
-        client = HAClient(slave, 1, f"127.0.0.1:{server.port}", FAST)
-        client.start()
-        try:
+        async with replicating(master, slave):
             for n in range(60):   # segments of 64 KiB: several rolls
                 result = await append(master, n)
                 assert result.status is AppendStatus.PUT_OK
@@ -67,9 +78,6 @@ def test_sync_master_acknowledges_only_what_the_slave_has(stores):
             results = await asyncio.gather(*(append(master, n) for n in range(60, 120)))
             assert {r.status for r in results} == {AppendStatus.PUT_OK}
             assert slave.commitlog_max_offset() >= max(r.end_offset for r in results)
-        finally:
-            await client.stop()
-            await server.stop()
 
     asyncio.run(scenario())
     assert len(master.commitlog.segments) > 2
@@ -161,10 +169,7 @@ def test_a_topic_deletion_replicates_and_a_promoted_slave_goes_on_from_the_floor
     master, slave = stores
 
     async def scenario():
-        server, _ = await start_master(master, FAST, epoch=1)
-        client = HAClient(slave, 1, f"127.0.0.1:{server.port}", FAST)
-        client.start()
-        try:
+        async with replicating(master, slave):
             for n in range(30):
                 assert (await append(master, n)).status is AppendStatus.PUT_OK
             master.delete_topic("t")
@@ -173,9 +178,6 @@ def test_a_topic_deletion_replicates_and_a_promoted_slave_goes_on_from_the_floor
             await wait_until_async(
                 lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10,
                 message="the slave has the master's log")
-        finally:
-            await client.stop()
-            await server.stop()
 
     asyncio.run(scenario())
     assert_same(master, slave)
