@@ -20,6 +20,8 @@ from tidemq.common.healthcheck import grpc_healthy, http_healthy
 
 from deploy.topology import Placement, Service, Topology, enabled_profiles, load
 
+HTTPS_WITH_TLS = frozenset({"gateway", "trace-collector"})  # images serving HTTPS with a cert
+
 
 def redis_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
     host, port = addr.rsplit(":", 1)
@@ -38,9 +40,9 @@ def probe(service: Service, placement: Placement, timeout: float = 2.0) -> tuple
     if service.health.kind == "grpc":
         return grpc_healthy(addr, timeout)
     if service.health.kind == "http":
-        # the HTTP gateway serves HTTPS when its certificate is set (docs/security.md)
-        scheme = ("https" if service.image == "gateway" and os.environ.get("TIDEMQ_TLS_CERT_FILE")
-                  else "http")
+        # the HTTP gateway and the tracing dashboard serve HTTPS with a certificate
+        tls = service.image in HTTPS_WITH_TLS and os.environ.get("TIDEMQ_TLS_CERT_FILE")
+        scheme = "https" if tls else "http"
         return http_healthy(f"{scheme}://{addr}{service.health.path}", timeout)
     return redis_healthy(addr, timeout)
 

@@ -44,6 +44,8 @@ def secure_env(cert_dir: Path = CERT_DIR) -> dict[str, str]:
         "TIDEMQ_TLS_CERT_FILE": str(cert_dir / f"{LOCAL_CERT}.pem"),
         "TIDEMQ_TLS_KEY_FILE": str(cert_dir / f"{LOCAL_CERT}-key.pem"),
         "TIDEMQ_TLS_CA_FILE": str(cert_dir / "ca.pem"),
+        # the tracing dashboard serves HTTPS here too: the console's trace links follow
+        "TIDEMQ_TRACE_UI_URL": "https://127.0.0.1:16686",
     }
     env_file.write_text("# the secure profile (deploy/secure.py): `set -a; . this; set +a`\n"
                         + "".join(f"{k}={v}\n" for k, v in env.items()))

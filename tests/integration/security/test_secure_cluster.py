@@ -205,3 +205,42 @@ def test_acl_cli(secure_cluster, acl):
     assert refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr
     for args in (("rule", "remove", "dave-sub"), ("user", "remove", "dave")):
         assert tidemq("acl", *args, environment=admin_env).returncode == 0
+
+
+def test_the_tracing_dashboard_serves_https_and_needs_a_user_allowed_to_read_traces(
+        secure_cluster, acl, cert_dir):
+    """Spans name topics, groups, message ids and keys: with auth on, the collector's pages
+    and API answer only a user allowed cluster:traces (browsers log in with HTTP Basic)."""
+    import base64
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tests.support.cluster import ready_http_port
+
+    collector = secure_cluster.start(
+        "tidemq.tracecollector",
+        ["--http-port", "0", "--config-center", secure_cluster.config_center.addr])
+    port = ready_http_port(collector)
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.pem"))
+
+    def status(path: str, creds: Credentials | None = None, scheme: str = "https") -> int:
+        headers = {}
+        if creds is not None:
+            pair = f"{creds.access_key}:{creds.secret_key}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as reply:
+                return reply.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    assert status("/healthz") == 200
+    assert status("/api/traces") == 401
+    assert status("/", Credentials(ALICE.access_key, "wrong")) == 401
+    # alice may only publish to one topic: refused once the collector has read the ACL
+    wait_until(lambda: status("/api/traces", ALICE) == 403, 15, message="the ACL followed")
+    assert status("/api/traces", ADMIN) == 200 and status("/", ADMIN) == 200
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        status("/healthz", scheme="http")  # plaintext gets no answer from a TLS port

@@ -13,6 +13,7 @@ from deploy import certs, secure
 def test_secure_env_is_created_once_and_kept(tmp_path):
     first = secure.secure_env(tmp_path)
     assert first["TIDEMQ_AUTH_ENABLED"] == "true" and len(first["TIDEMQ_SECRET_KEY"]) >= 32
+    assert first["TIDEMQ_TRACE_UI_URL"].startswith("https://")  # the dashboard serves TLS
     env_file = tmp_path / secure.ENV_FILE.name
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "ca-key.pem").stat().st_mode) == 0o600

@@ -142,3 +142,54 @@ def test_service_map_page_and_api_and_store_size(client, store):
     assert stats["spans"] == 5 and stats["size_bytes"] > 0
     assert stats["retention"]["max_spans"] == 1_000_000
     assert "KiB" in client.get("/").get_data(as_text=True)
+
+
+# -- auth on: every page and API needs a user allowed cluster:traces SUB ----------------------
+
+def _guarded_client(store):
+    from tidemq.common.auth.acl import AclTable, Rule, User
+    from tidemq.common.auth.guard import AuthGuard, StaticAcl
+
+    acl = AclTable({"ops": User("ops", "ops-secret"), "dev": User("dev", "dev-secret"),
+                    "root": User("root", "root-secret", admin=True)},
+                   (Rule.create("r1", "ops", "cluster:traces", ["SUB"]),
+                    Rule.create("r2", "dev", "topic:orders", ["SUB"])))
+    return create_app(store, AuthGuard("trace-collector-test", StaticAcl(acl))).test_client()
+
+
+def _basic(access_key: str, secret_key: str) -> dict[str, str]:
+    import base64
+
+    raw = base64.b64encode(f"{access_key}:{secret_key}".encode()).decode()
+    return {"Authorization": f"Basic {raw}"}
+
+
+@pytest.mark.parametrize("path", ["/", "/api/traces", "/api/services", "/messages?key=k",
+                                  "/service-map", "/api/stats"])
+def test_with_auth_on_nothing_is_read_without_a_user(store, path):
+    client = _guarded_client(store)
+    refused = client.get(path)
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"].startswith("Basic")  # the browser asks
+    assert refused.get_json()["code"] == "UNAUTHENTICATED"
+    assert client.get(path, headers=_basic("ops", "wrong")).status_code == 401
+    assert client.get(path, headers=_basic("nobody", "x")).status_code == 401
+    denied = client.get(path, headers=_basic("dev", "dev-secret"))
+    assert denied.status_code == 403 and "cluster 'traces'" in denied.get_json()["detail"]
+    assert client.get(path, headers=_basic("ops", "ops-secret")).status_code == 200
+    assert client.get(path, headers=_basic("root", "root-secret")).status_code == 200
+
+
+def test_with_auth_on_health_metrics_and_bearer_tokens(store):
+    from tidemq.common.auth.bearer import make_token
+    from tidemq.common.auth.signature import Credentials
+
+    client = _guarded_client(store)
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/metrics").status_code == 200
+    token = make_token(Credentials("ops", "ops-secret"))
+    assert client.get("/api/traces", headers={"Authorization": f"Bearer {token}"}
+                      ).status_code == 200
+    assert client.get("/api/traces", headers={"Authorization": "Basic !!notbase64"}
+                      ).status_code == 401
+    assert client.get("/no-such-page").status_code == 404  # as without auth

@@ -24,10 +24,13 @@ log = get_logger(__name__)
 
 
 class HttpServer:
-    """Threaded werkzeug server for the Flask app, run on a background thread."""
+    """Threaded werkzeug server for the Flask app, run on a background thread; HTTPS with
+    `tls` (certificate file, key file)."""
 
-    def __init__(self, app, host: str, port: int) -> None:
-        self._server: BaseWSGIServer = make_server(host, port, app, threaded=True)
+    def __init__(self, app, host: str, port: int, tls: tuple[str, str] | None = None) -> None:
+        self._server: BaseWSGIServer = make_server(host, port, app, threaded=True,
+                                                   ssl_context=tls)
+        self.scheme = "https" if tls else "http"
         self.port = self._server.server_port
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="http", daemon=True
@@ -60,7 +63,9 @@ class TraceCollector:
             on_stored=metrics.SPANS_STORED.inc,
         )
         self.runtime.add(add_to_server, TraceReceiver(self.writer), SERVICE_NAME)
-        self.http = HttpServer(create_app(self.store), settings.host, settings.http_port)
+        tls = (settings.tls_cert_file, settings.tls_key_file) if settings.tls_cert_file else None
+        self.http = HttpServer(create_app(self.store, self.runtime.auth), settings.host,
+                               settings.http_port, tls)
         # Stop callbacks run in reverse: HTTP first, then drain the writer, then close SQLite.
         self.runtime.on_stop(self.store.close)
         self.runtime.on_stop(self.writer.close)
@@ -72,7 +77,8 @@ class TraceCollector:
         self.runtime.start()
         if self.settings.config_center:
             self.runtime.on_stop(follow_retention(self.settings, self.store).stop)
-        log.info("dashboard", url=f"http://{self.settings.advertised_host}:{self.http.port}/")
+        log.info("dashboard", url=f"{self.http.scheme}://{self.settings.advertised_host}:"
+                 f"{self.http.port}/", auth=self.runtime.auth is not None)
 
 
 def main(argv: list[str] | None = None) -> None:

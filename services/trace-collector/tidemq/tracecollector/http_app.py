@@ -3,17 +3,27 @@
 Views only parse the request, call one store or query-module function and render; every
 error becomes an application/problem+json reply in one handler (tidemq.common.problems, as in
 the gateway), or an HTML error page on the pages people read.
+
+With auth on (the collector's `auth_enabled`, users and rules from the config center as for
+every service) everything but /healthz and /metrics needs a user allowed `cluster:traces`
+SUB (admins are): spans name topics, groups, message ids and keys. Browsers log in with HTTP
+Basic (access key / secret key, so the dashboard should be served over TLS: it is when
+`tls_cert_file` is set); programs may send a tmq1 bearer token or RocketMQ's signature.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import time
 
 import prometheus_client
 from flask import Flask, Response, jsonify, render_template, request
 from tidemq.common import problems
-from tidemq.common.errors import InvalidArgument, NotFound, TideMQError
+from tidemq.common.auth.acl import Action, Permission
+from tidemq.common.auth.guard import AuthGuard
+from tidemq.common.auth.signature import DATE_TIME
+from tidemq.common.errors import InvalidArgument, NotFound, TideMQError, Unauthenticated
 from tidemq.tracecollector import metrics, query
 from tidemq.tracecollector.journey import find_journeys
 from tidemq.tracecollector.model import parse_trace_id
@@ -24,6 +34,9 @@ from tidemq.tracecollector.waterfall import build_waterfall
 DASHBOARD_TRACE_LIMIT = 50
 DEFAULT_MAP_WINDOW = "15m"
 MESSAGE_SELECTORS = ("msg_id", "unique_id", "key")
+OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+READ_TRACES = Permission("cluster", "traces", Action.SUB)
+CHALLENGE = 'Basic realm="tidemq traces", Bearer realm="tidemq traces"'
 # /metrics must list the collector's counters even before the first Export call.
 _COLLECTOR_COUNTERS = (metrics.SPANS_RECEIVED, metrics.SPANS_STORED)
 
@@ -67,7 +80,42 @@ def _html_errors(view):
     return wrapped
 
 
-def create_app(store: SpanStore) -> Flask:
+def _install_auth(app: Flask, guard: AuthGuard) -> None:
+    @app.before_request
+    def authenticate() -> None:
+        if request.path in OPEN_PATHS or request.url_rule is None \
+                or request.path.startswith("/static/"):
+            return  # unmatched routes answer 404 / 405 as without auth
+        header = request.headers.get("Authorization", "")
+        scheme = header[:7].lower()
+        if scheme.startswith("basic "):
+            access_key, secret_key = _basic_credentials(header[6:])
+            user = guard.authenticate_secret(access_key, secret_key)
+        elif scheme == "bearer ":
+            user = guard.authenticate_bearer(header[7:])
+        else:
+            user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+        guard.authorize(user, request.remote_addr or "", [READ_TRACES])
+
+    @app.after_request
+    def challenge(response: Response) -> Response:
+        if response.status_code == 401:  # a browser then asks for the access key and secret
+            response.headers["WWW-Authenticate"] = CHALLENGE
+        return response
+
+
+def _basic_credentials(encoded: str) -> tuple[str, str]:
+    try:
+        access_key, sep, secret_key = base64.b64decode(encoded.strip(), validate=True) \
+            .decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        sep = ""
+    if not sep:
+        raise Unauthenticated("Basic credentials must be base64 of access_key:secret_key")
+    return access_key, secret_key
+
+
+def create_app(store: SpanStore, guard: AuthGuard | None = None) -> Flask:
     app = Flask(__name__)
     app.json.sort_keys = False
     app.jinja_env.globals.update(
@@ -82,6 +130,8 @@ def create_app(store: SpanStore) -> Flask:
         return {"service_colour": lambda name: query.service_colour(name, colours)}
 
     problems.install(app)
+    if guard is not None:
+        _install_auth(app, guard)
 
     @app.get("/healthz")
     def healthz():

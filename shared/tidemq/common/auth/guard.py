@@ -12,6 +12,7 @@ any user exists (RocketMQ's inner-client credentials).
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Protocol
@@ -95,6 +96,20 @@ class AuthGuard:
             self._failures.labels(reason=exc.reason).inc()
             log.warning("authentication failed", reason=exc.reason, detail=str(exc))
             raise errors.Unauthenticated(str(exc)) from None
+        return user
+
+    def authenticate_secret(self, access_key: str, secret_key: str) -> User:
+        """The user whose access key and secret these are (HTTP Basic, for pages a browser
+        opens itself: sent on every request, so only over TLS); errors.Unauthenticated."""
+        user = self._user(access_key)
+        if user is None or not hmac.compare_digest(user.secret_key.encode(),
+                                                   secret_key.encode()):
+            reason = "unknown_key" if user is None else "bad_secret"
+            self._failures.labels(reason=reason).inc()
+            log.warning("authentication failed", reason=reason, access_key=access_key)
+            raise errors.Unauthenticated(
+                f"access key {access_key!r} is not a known user" if user is None
+                else f"wrong secret key for access key {access_key!r}")
         return user
 
     def authorize(self, user: User, ip: str, needs: Iterable[Permission]) -> None:
