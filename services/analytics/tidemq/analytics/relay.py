@@ -19,11 +19,13 @@ import argparse
 import sys
 
 from tidemq.analytics.jobs import job_parser, job_session, run_until_stopped
+from tidemq.client.message import SYSTEM_PROPERTIES
 from tidemq.common import record
 
-# Properties the sink sets itself (or the broker does): not copied from the source message.
-SYSTEM_PROPERTIES = (record.PROP_UNIQ_KEY, record.PROP_TAGS, record.PROP_KEYS,
-                     record.PROP_PRODUCER_ID, record.PROP_COMPRESSION, record.PROP_MESSAGE_GROUP)
+# The SDK's system properties are the sink's or the brokers' to set (ids, tags, keys, retry
+# and transaction bookkeeping): not copied from the source message. The trace context is: the
+# relayed message's journey goes on in the sink topic, in the same trace.
+NOT_COPIED = tuple(sorted(SYSTEM_PROPERTIES - {record.PROP_TRACE_CONTEXT}))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -46,7 +48,7 @@ def relay_frame(spark, args: argparse.Namespace):
               .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
               .option("progressGroup", f"spark-relay-{args.source}-{args.sink}").load())
     user = F.map_filter("properties",
-                        lambda k, _: ~k.isin(*SYSTEM_PROPERTIES))
+                        lambda k, _: ~k.isin(*NOT_COPIED))
     position = F.create_map(F.lit("src_broker"), F.col("broker"),
                             F.lit("src_queue"), F.col("queue_id").cast("string"),
                             F.lit("src_offset"), F.col("queue_offset").cast("string"))
