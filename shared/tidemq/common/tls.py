@@ -81,31 +81,31 @@ def channel_credentials(ca_file: str, cert_file: str = "",
                                         private_key=pair[0], certificate_chain=pair[1])
 
 
-class StreamContext:
-    """An ssl.SSLContext for one end of the replication stream, mutually authenticated: this
-    broker presents `cert_file` and accepts only peers whose certificate `ca_file` signed.
-    `refresh()` loads rotated files (for new connections) once they changed, and keeps what it
-    has while the new files do not load. A CA file's new certificates are added to the ones
-    trusted; OpenSSL cannot forget one, so a retired CA stays trusted until a restart (rotate a
-    CA as a bundle: old + new, then the key pairs, then drop the old one with a restart)."""
+class ReloadingContext:
+    """An ssl.SSLContext for asyncio or socketserver endpoints (gRPC has its own reloading):
+    this end presents `cert_file`; with `ca_file` it accepts only peers whose certificate that
+    CA signed (a server then asks clients for one). `refresh()` loads rotated files for new
+    connections once they changed, and keeps what it has while the new files do not load. A
+    CA file's new certificates are added to the ones trusted; OpenSSL cannot forget one, so a
+    retired CA stays trusted until a restart (rotate a CA as a bundle: old + new, then the key
+    pairs, then drop the old one with a restart)."""
 
-    def __init__(self, server: bool, cert_file: str, key_file: str, ca_file: str) -> None:
-        if not (cert_file and key_file and ca_file):
-            raise ValueError("the replication stream's TLS needs tls_cert_file, tls_key_file "
-                             "and tls_ca_file (the CA that signs the other brokers)")
+    def __init__(self, server: bool, cert_file: str, key_file: str, ca_file: str = "") -> None:
         purpose = ssl.Purpose.CLIENT_AUTH if server else ssl.Purpose.SERVER_AUTH
-        self.context = ssl.create_default_context(purpose, cafile=ca_file)
-        self.context.verify_mode = ssl.CERT_REQUIRED  # a server asks for the client's too
+        self.context = ssl.create_default_context(purpose, cafile=ca_file or None)
+        if ca_file:
+            self.context.verify_mode = ssl.CERT_REQUIRED  # a server asks for the client's too
         self.cert_file, self.key_file, self.ca_file = cert_file, key_file, ca_file
-        self._stamp = _stamp(cert_file, key_file, ca_file)
+        self._files = (cert_file, key_file, *([ca_file] if ca_file else []))
+        self._stamp = _stamp(*self._files)
         self.context.load_cert_chain(cert_file, key_file)
 
     def refresh(self) -> None:
         try:
-            stamp = _stamp(self.cert_file, self.key_file, self.ca_file)
+            stamp = _stamp(*self._files)
             if stamp == self._stamp:
                 return
-            if stamp[2] != self._stamp[2]:
+            if stamp[2:] != self._stamp[2:]:
                 self.context.load_verify_locations(cafile=self.ca_file)
             if stamp[:2] != self._stamp[:2]:
                 self.context.load_cert_chain(self.cert_file, self.key_file)
@@ -114,5 +114,14 @@ class StreamContext:
                         cert_file=self.cert_file, ca_file=self.ca_file, error=str(exc))
             return
         self._stamp = stamp
-        log.info("replication certificates reloaded", cert_file=self.cert_file,
-                 ca_file=self.ca_file)
+        log.info("TLS certificates reloaded", cert_file=self.cert_file, ca_file=self.ca_file)
+
+
+class StreamContext(ReloadingContext):
+    """One end of the replication stream: always mutually authenticated."""
+
+    def __init__(self, server: bool, cert_file: str, key_file: str, ca_file: str) -> None:
+        if not (cert_file and key_file and ca_file):
+            raise ValueError("the replication stream's TLS needs tls_cert_file, tls_key_file "
+                             "and tls_ca_file (the CA that signs the other brokers)")
+        super().__init__(server, cert_file, key_file, ca_file)

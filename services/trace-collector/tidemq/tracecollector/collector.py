@@ -11,6 +11,7 @@ import threading
 
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.common.tls import ReloadingContext
 from tidemq.tracecollector import metrics
 from tidemq.tracecollector.dynamic import follow_retention, policy_value
 from tidemq.tracecollector.http_app import create_app
@@ -25,23 +26,33 @@ log = get_logger(__name__)
 
 class HttpServer:
     """Threaded werkzeug server for the Flask app, run on a background thread; HTTPS with
-    `tls` (certificate file, key file)."""
+    `tls`, whose rotated files load for new connections within a second."""
 
-    def __init__(self, app, host: str, port: int, tls: tuple[str, str] | None = None) -> None:
+    def __init__(self, app, host: str, port: int, tls: ReloadingContext | None = None) -> None:
         self._server: BaseWSGIServer = make_server(host, port, app, threaded=True,
-                                                   ssl_context=tls)
+                                                   ssl_context=tls.context if tls else None)
         self.scheme = "https" if tls else "http"
         self.port = self._server.server_port
+        self._tls = tls
+        self._stopped = threading.Event()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="http", daemon=True
         )
+        self._reloader = threading.Thread(target=self._reload, name="http-tls", daemon=True)
 
     def start(self) -> None:
         # Per-request access lines would drown the service's own log; errors still show.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self._thread.start()
+        if self._tls is not None:
+            self._reloader.start()
+
+    def _reload(self) -> None:
+        while not self._stopped.wait(1.0):
+            self._tls.refresh()
 
     def stop(self) -> None:
+        self._stopped.set()
         self._server.shutdown()
         self._thread.join(5.0)
 
@@ -63,7 +74,8 @@ class TraceCollector:
             on_stored=metrics.SPANS_STORED.inc,
         )
         self.runtime.add(add_to_server, TraceReceiver(self.writer), SERVICE_NAME)
-        tls = (settings.tls_cert_file, settings.tls_key_file) if settings.tls_cert_file else None
+        tls = ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
+                               settings.tls_client_ca_file) if settings.tls_cert_file else None
         self.http = HttpServer(create_app(self.store, self.runtime.auth), settings.host,
                                settings.http_port, tls)
         # Stop callbacks run in reverse: HTTP first, then drain the writer, then close SQLite.
