@@ -31,8 +31,9 @@ class ReloadingCertificate:
 
     def __init__(self, cert_file: str, key_file: str, client_ca_file: str = "") -> None:
         self.cert_file, self.key_file, self.client_ca_file = cert_file, key_file, client_ca_file
+        self._files = (cert_file, key_file, *([client_ca_file] if client_ca_file else []))
         self._lock = threading.Lock()
-        self._stamp = _stamp(cert_file, key_file)
+        self._stamp = _stamp(*self._files)
         self.reloads = 0
         self.initial = self._load()
 
@@ -47,10 +48,10 @@ class ReloadingCertificate:
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
         with self._lock:
             try:
-                stamp = _stamp(self.cert_file, self.key_file)
+                stamp = _stamp(*self._files)
                 if stamp == self._stamp:
                     return None
-                config = self._load()
+                config = self._load()  # the client CA is replaced whole: a removed CA goes
             except (OSError, ValueError) as exc:
                 log.warning("certificate files changed but do not load; keeping the old pair",
                             cert_file=self.cert_file, error=str(exc))

@@ -194,3 +194,32 @@ def test_streams_and_unmapped_methods_of_any_service(kind):
             assert "ADMIN on cluster 'SomethingNew' from 127.0.0.1" in caught.value.details()
     finally:
         rt.stop()
+
+
+def test_a_rotated_client_ca_applies_to_new_connections(pki, tmp_path):
+    """Mutual TLS: the CA clients must be signed by reloads like the key pair (it was read
+    once), and replaces the old one: a client of the retired CA is refused from then on."""
+    other = tmp_path / "other"
+    certs.issue(other, "client", certs.create_ca(other))
+    certs.issue(pki, "client", certs.load_ca(pki))
+    client_ca = tmp_path / "client-ca.pem"
+    client_ca.write_bytes((pki / "ca.pem").read_bytes())
+    rt, _ = start_runtime("threaded", tls_cert_file=str(pki / "broker.pem"),
+                          tls_key_file=str(pki / "broker-key.pem"),
+                          tls_client_ca_file=str(client_ca))
+
+    def as_client_of(folder: Path) -> ClientSecurity:
+        return ClientSecurity(ca_file=str(pki / "ca.pem"), cert_file=str(folder / "client.pem"),
+                              key_file=str(folder / "client-key.pem"))
+    try:
+        assert send(rt.port, "orders", security=as_client_of(pki)).broker_name == "b"
+        with pytest.raises(errors.ServiceUnavailable):
+            send(rt.port, "orders", security=as_client_of(other))
+        staging = tmp_path / "client-ca.new"
+        staging.write_bytes((other / "ca.pem").read_bytes())
+        os.replace(staging, client_ca)
+        assert send(rt.port, "orders", security=as_client_of(other)).broker_name == "b"
+        with pytest.raises(errors.ServiceUnavailable):
+            send(rt.port, "orders", security=as_client_of(pki))
+    finally:
+        rt.stop()
