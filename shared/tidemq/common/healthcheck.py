@@ -9,7 +9,6 @@ Exit status 0 when healthy, 1 otherwise (with the reason on stderr).
 from __future__ import annotations
 
 import dataclasses
-import os
 import ssl
 import sys
 import urllib.request
@@ -37,12 +36,13 @@ def grpc_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
 def http_healthy(url: str, timeout: float = 2.0) -> tuple[bool, str]:
     """An https URL is verified against TIDEMQ_TLS_CA_FILE when that is set, and shown
     TIDEMQ_TLS_CERT_FILE / TIDEMQ_TLS_KEY_FILE when set (a gateway with mutual TLS)."""
-    context = None
-    if url.startswith("https:") and os.environ.get("TIDEMQ_TLS_CA_FILE"):
-        context = ssl.create_default_context(cafile=os.environ["TIDEMQ_TLS_CA_FILE"])
-        if os.environ.get("TIDEMQ_TLS_CERT_FILE") and os.environ.get("TIDEMQ_TLS_KEY_FILE"):
-            context.load_cert_chain(os.environ["TIDEMQ_TLS_CERT_FILE"],
-                                    os.environ["TIDEMQ_TLS_KEY_FILE"])
+    from tidemq.common.rpc import ClientSecurity
+
+    context, security = None, ClientSecurity.from_env()  # the one reader of those variables
+    if url.startswith("https:") and security.ca_file:
+        context = ssl.create_default_context(cafile=security.ca_file)
+        if security.cert_file and security.key_file:
+            context.load_cert_chain(security.cert_file, security.key_file)
     try:
         with urllib.request.urlopen(url, timeout=timeout,  # noqa: S310 - local probe
                                     context=context) as response:
