@@ -82,10 +82,7 @@ def install(app: Flask, guard: AuthGuard) -> None:
             return None  # unmatched routes answer 404 / 405 as without auth
         header = credentials_header()
         try:
-            if header[:7].lower() == "bearer ":
-                user = guard.authenticate_bearer(header[7:])
-            else:
-                user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+            user = guard.authenticate_header(header, request.headers.get(DATE_TIME))
         except errors.Unauthenticated:
             if request.path.startswith(CONSOLE_PREFIX):
                 return redirect(url_for("tidemq_console.login", next=request.full_path))

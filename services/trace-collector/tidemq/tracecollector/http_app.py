@@ -13,7 +13,6 @@ Basic (access key / secret key, so the dashboard should be served over TLS: it i
 
 from __future__ import annotations
 
-import base64
 import functools
 import time
 
@@ -23,7 +22,7 @@ from tidemq.common import problems
 from tidemq.common.auth.acl import Action, Permission
 from tidemq.common.auth.guard import AuthGuard
 from tidemq.common.auth.signature import DATE_TIME
-from tidemq.common.errors import InvalidArgument, NotFound, TideMQError, Unauthenticated
+from tidemq.common.errors import InvalidArgument, NotFound, TideMQError
 from tidemq.tracecollector import metrics, query
 from tidemq.tracecollector.journey import find_journeys
 from tidemq.tracecollector.model import parse_trace_id
@@ -86,15 +85,8 @@ def _install_auth(app: Flask, guard: AuthGuard) -> None:
         if request.path in OPEN_PATHS or request.url_rule is None \
                 or request.path.startswith("/static/"):
             return  # unmatched routes answer 404 / 405 as without auth
-        header = request.headers.get("Authorization", "")
-        scheme = header[:7].lower()
-        if scheme.startswith("basic "):
-            access_key, secret_key = _basic_credentials(header[6:])
-            user = guard.authenticate_secret(access_key, secret_key)
-        elif scheme == "bearer ":
-            user = guard.authenticate_bearer(header[7:])
-        else:
-            user = guard.authenticate(header or None, request.headers.get(DATE_TIME))
+        user = guard.authenticate_header(request.headers.get("Authorization", ""),
+                                         request.headers.get(DATE_TIME), basic=True)
         guard.authorize(user, request.remote_addr or "", [READ_TRACES])
 
     @app.after_request
@@ -102,17 +94,6 @@ def _install_auth(app: Flask, guard: AuthGuard) -> None:
         if response.status_code == 401:  # a browser then asks for the access key and secret
             response.headers["WWW-Authenticate"] = CHALLENGE
         return response
-
-
-def _basic_credentials(encoded: str) -> tuple[str, str]:
-    try:
-        access_key, sep, secret_key = base64.b64decode(encoded.strip(), validate=True) \
-            .decode().partition(":")
-    except (ValueError, UnicodeDecodeError):
-        sep = ""
-    if not sep:
-        raise Unauthenticated("Basic credentials must be base64 of access_key:secret_key")
-    return access_key, secret_key
 
 
 def create_app(store: SpanStore, guard: AuthGuard | None = None) -> Flask:

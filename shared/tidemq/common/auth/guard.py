@@ -12,6 +12,7 @@ any user exists (RocketMQ's inner-client credentials).
 
 from __future__ import annotations
 
+import base64
 import hmac
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -98,6 +99,18 @@ class AuthGuard:
             raise errors.Unauthenticated(str(exc)) from None
         return user
 
+    def authenticate_header(self, authorization: str, date_time: str | None, *,
+                            basic: bool = False) -> User:
+        """The user of an HTTP `Authorization` value: `Bearer <tmq1 token>`, RocketMQ's
+        signature (with the `x-mq-date-time` value), or with `basic` `Basic <base64 of
+        access_key:secret_key>` (pages a browser opens itself); errors.Unauthenticated."""
+        scheme = authorization[:7].lower()
+        if scheme == "bearer ":
+            return self.authenticate_bearer(authorization[7:])
+        if basic and scheme.startswith("basic "):
+            return self.authenticate_secret(*_basic_pair(authorization[6:]))
+        return self.authenticate(authorization or None, date_time)
+
     def authenticate_secret(self, access_key: str, secret_key: str) -> User:
         """The user whose access key and secret these are (HTTP Basic, for pages a browser
         opens itself: sent on every request, so only over TLS); errors.Unauthenticated."""
@@ -137,3 +150,14 @@ class AuthGuard:
         if self._trusted is not None and access_key == self._trusted.access_key:
             return User(self._trusted.access_key, self._trusted.secret_key, admin=True)
         return self.acl.table.users.get(access_key)
+
+
+def _basic_pair(encoded: str) -> tuple[str, str]:
+    try:
+        access_key, sep, secret_key = base64.b64decode(encoded.strip(), validate=True) \
+            .decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        sep = ""
+    if not sep:
+        raise errors.Unauthenticated("Basic credentials must be base64 of access_key:secret_key")
+    return access_key, secret_key
