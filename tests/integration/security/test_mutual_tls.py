@@ -13,9 +13,9 @@ from tidemq.common.auth.bearer import make_token
 from tidemq.common.healthcheck import http_healthy
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
-from deploy import certs
 from tests.integration.security.conftest import ADMIN, secure_env
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.pki import new_pki
 
 pytestmark = pytest.mark.slow
 TOPIC = "mtls-orders"
@@ -33,11 +33,7 @@ class _Pool(rpc.ChannelPool):
 
 
 def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path, monkeypatch):
-    folder = tmp_path / "certs"
-    folder.mkdir()
-    ca = certs.create_ca(folder)
-    certs.issue(folder, "tidemq", ca)
-    certs.issue(folder, "client", ca)
+    folder = new_pki(tmp_path / "certs", "tidemq", "client")
     ca_file = str(folder / "ca.pem")
     env = {**secure_env(folder), "TIDEMQ_TLS_CLIENT_CA_FILE": ca_file}
     with running_cluster(tmp_path / "cluster", env=env, controller=True,

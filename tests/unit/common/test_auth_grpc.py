@@ -21,6 +21,7 @@ from tidemq.common.settings import ServiceSettings
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
 from deploy import certs
+from tests.support.pki import new_pki, rotate
 
 ALICE = Credentials("alice", "alice-secret")
 ACL = AclTable({"alice": User("alice", "alice-secret")},
@@ -199,8 +200,7 @@ def test_streams_and_unmapped_methods_of_any_service(kind):
 def test_a_rotated_client_ca_applies_to_new_connections(pki, tmp_path):
     """Mutual TLS: the CA clients must be signed by reloads like the key pair (it was read
     once), and replaces the old one: a client of the retired CA is refused from then on."""
-    other = tmp_path / "other"
-    certs.issue(other, "client", certs.create_ca(other))
+    other = new_pki(tmp_path / "other", "client")
     certs.issue(pki, "client", certs.load_ca(pki))
     client_ca = tmp_path / "client-ca.pem"
     client_ca.write_bytes((pki / "ca.pem").read_bytes())
@@ -215,9 +215,7 @@ def test_a_rotated_client_ca_applies_to_new_connections(pki, tmp_path):
         assert send(rt.port, "orders", security=as_client_of(pki)).broker_name == "b"
         with pytest.raises(errors.ServiceUnavailable):
             send(rt.port, "orders", security=as_client_of(other))
-        staging = tmp_path / "client-ca.new"
-        staging.write_bytes((other / "ca.pem").read_bytes())
-        os.replace(staging, client_ca)
+        rotate(other / "ca.pem", client_ca)
         assert send(rt.port, "orders", security=as_client_of(other)).broker_name == "b"
         with pytest.raises(errors.ServiceUnavailable):
             send(rt.port, "orders", security=as_client_of(pki))

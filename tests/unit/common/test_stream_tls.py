@@ -5,7 +5,6 @@ after refresh() without a restart."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import ssl
 from pathlib import Path
@@ -13,27 +12,13 @@ from pathlib import Path
 import pytest
 from tidemq.common.tls import StreamContext
 
-from deploy import certs
-
-
-def _pki(directory: Path) -> Path:
-    directory.mkdir()
-    ca = certs.create_ca(directory)
-    for name in ("master", "slave"):
-        certs.issue(directory, name, ca)
-    return directory
+from tests.support.pki import new_pki, rotate
 
 
 @pytest.fixture
 def two_cas(tmp_path: Path) -> tuple[Path, Path]:
-    return _pki(tmp_path / "old"), _pki(tmp_path / "new")
-
-
-def _replace(source: Path, target: Path) -> None:
-    """Write `target` the way an operator rotates files: a copy, then a rename over it."""
-    staging = target.with_suffix(".staging")
-    shutil.copyfile(source, staging)
-    os.replace(staging, target)
+    return (new_pki(tmp_path / "old", "master", "slave"),
+            new_pki(tmp_path / "new", "master", "slave"))
 
 
 def _handshake(server: StreamContext, client: StreamContext) -> bool:
@@ -87,7 +72,7 @@ def test_a_ca_bundle_and_then_new_key_pairs_rotate_without_a_restart(two_cas, tm
     # Step 1: both brokers trust old + new. Nothing reloads before refresh().
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes((old / "ca.pem").read_bytes() + (new / "ca.pem").read_bytes())
-    _replace(bundle, live / "ca.pem")
+    rotate(bundle, live / "ca.pem")
     newly_issued = StreamContext(False, str(new / "slave.pem"), str(new / "slave-key.pem"),
                                  str(bundle))  # a slave that joins mid-rotation
     assert not _handshake(server, newly_issued)
@@ -97,7 +82,7 @@ def test_a_ca_bundle_and_then_new_key_pairs_rotate_without_a_restart(two_cas, tm
 
     # Step 2: the master's key pair from the new CA; the old-CA slave, refreshed, accepts it.
     for name in ("master.pem", "master-key.pem"):
-        _replace(new / name, live / name)
+        rotate(new / name, live / name)
     server.refresh()
     assert _handshake(server, client)
 

@@ -4,7 +4,6 @@ client CA (mutual TLS) a client without a certificate gets no answer."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import ssl
 import urllib.error
@@ -16,15 +15,8 @@ from flask import Flask
 from tidemq.common.tls import ReloadingContext
 from tidemq.tracecollector.collector import HttpServer
 
-from deploy import certs
+from tests.support.pki import new_pki, rotate
 from tests.support.processes import wait_until
-
-
-def _pki(directory: Path) -> Path:
-    ca = certs.create_ca(directory)
-    for name in ("collector", "client"):
-        certs.issue(directory, name, ca)
-    return directory
 
 
 def _app() -> Flask:
@@ -49,16 +41,15 @@ def _serving(tls: ReloadingContext):
 
 
 def test_a_rotated_certificate_is_served_without_a_restart(tmp_path):
-    old, new, live = _pki(tmp_path / "old"), _pki(tmp_path / "new"), tmp_path / "live"
+    old, new = (new_pki(tmp_path / name, "collector", "client") for name in ("old", "new"))
+    live = tmp_path / "live"
     shutil.copytree(old, live)
     server = _serving(ReloadingContext(True, str(live / "collector.pem"),
                                        str(live / "collector-key.pem")))
     try:
         assert _get(server.port, old / "ca.pem") == "ok"
         for name in ("collector-key.pem", "collector.pem"):
-            staging = live / (name + ".new")
-            shutil.copyfile(new / name, staging)
-            os.replace(staging, live / name)
+            rotate(new / name, live / name)
 
         def new_certificate_served() -> bool:
             try:
@@ -73,7 +64,7 @@ def test_a_rotated_certificate_is_served_without_a_restart(tmp_path):
 
 
 def test_with_a_client_ca_a_client_needs_a_certificate(tmp_path):
-    pki = _pki(tmp_path / "pki")
+    pki = new_pki(tmp_path / "pki", "collector", "client")
     server = _serving(ReloadingContext(True, str(pki / "collector.pem"),
                                        str(pki / "collector-key.pem"), str(pki / "ca.pem")))
     try:
