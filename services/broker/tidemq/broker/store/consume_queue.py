@@ -44,11 +44,9 @@ class ConsumeQueue:
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        starts = sorted(
-            start for path in self.directory.iterdir()
-            if (start := parse_segment_name(path.name)) is not None
-        )
-        floor = self._read_floor()
+        names = [path.name for path in self.directory.iterdir()]
+        starts = sorted(start for name in names if (start := parse_segment_name(name)) is not None)
+        floor = self._read_floor() if FLOOR_FILE in names else 0  # no extra open per queue
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
         while self.files and self._first_unit(self.files[0]) + self.units_per_file <= floor:
             self.files.pop(0).delete()   # left by a crash in the middle of a deletion

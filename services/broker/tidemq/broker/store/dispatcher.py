@@ -30,6 +30,12 @@ _CHUNK = 8 * 1024 * 1024
 _DELETED_TOPICS = DELETED_TOPICS_TOPIC.encode()
 
 
+def deleted_topic_at(buf: bytes, pos: int) -> str:
+    """The topic a deletion marker (a record of DELETED_TOPICS_TOPIC at `pos`) names."""
+    header = record.checked_header(memoryview(buf), pos, verify_crc=False)
+    return record.body_at(buf, pos, header).decode()
+
+
 class Dispatcher:
     def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService,
                  max_message_size: int) -> None:
@@ -159,9 +165,7 @@ class Dispatcher:
         so the queues stay a pure function of the log (what came before a marker is gone, what
         comes after goes on from its offset) on every replica and after every recovery."""
         for physical, _, _ in UNIT.iter_unpack(units):
-            pos = physical - start
-            header = record.checked_header(memoryview(chunk), pos, verify_crc=False)
-            topic = record.body_at(chunk, pos, header).decode()
+            topic = deleted_topic_at(chunk, physical - start)
             dropped = self.queues.drop_topic(topic)
             log.info("deleted topic's messages dropped from its consume queues", topic=topic,
                      queues=len(dropped), commitlog_offset=physical)

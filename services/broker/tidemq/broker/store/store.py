@@ -37,7 +37,7 @@ from .config import (
     StoreError,
 )
 from .consume_queue import ConsumeQueueTable
-from .dispatcher import ArrivalListener, Dispatcher
+from .dispatcher import ArrivalListener, Dispatcher, deleted_topic_at
 from .flush import FlushService
 from .ha.epoch import EpochFile
 from .ha.gate import ReplicationGate
@@ -416,8 +416,7 @@ class MessageStore:
             physical = markers.physical_offset_of(position)
             if physical is None or physical < offset:
                 break
-            raw = self.reader.read_record(physical)
-            topics.add(record.body_at(raw, 0, record.checked_header(memoryview(raw), 0)).decode())
+            topics.add(deleted_topic_at(self.reader.read_record(physical), 0))
         return topics
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
