@@ -48,13 +48,15 @@ async def start_master(store, config: HAConfig, epoch: int, in_sync=(0, 1)):
 
 
 @contextlib.asynccontextmanager
-async def replicating(master, slave, config: HAConfig = FAST):
-    """`master` (epoch 1) serving `slave` for the body of the block."""
-    server, gate = await start_master(master, config, epoch=1)
-    client = HAClient(slave, 1, f"127.0.0.1:{server.port}", config)
+async def replicating(master, slave, config: HAConfig = FAST,
+                      slave_config: HAConfig | None = None):
+    """`master` (epoch 1) serving `slave` for the body of the block; yields the slave's
+    HAClient. `slave_config`: the slave's own, when it differs (its TLS)."""
+    server, _ = await start_master(master, config, epoch=1)
+    client = HAClient(slave, 1, f"127.0.0.1:{server.port}", slave_config or config)
     client.start()
     try:
-        yield server, gate
+        yield client
     finally:
         await client.stop()
         await server.stop()

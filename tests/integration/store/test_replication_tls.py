@@ -11,11 +11,10 @@ import dataclasses
 import pytest
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.store.ha import HAConfig
-from tidemq.broker.store.ha.client import HAClient
 from tidemq.broker.store.ha.config import HATls
 
 from deploy import certs
-from tests.integration.store.test_replication import FAST, append, start_master
+from tests.integration.store.test_replication import FAST, append, replicating
 from tests.support.processes import wait_until_async
 from tests.unit.store.test_replicated_append import assert_same
 
@@ -33,17 +32,11 @@ def test_a_slave_with_the_clusters_certificate_replicates(stores, tmp_path):
     config = tls_config(tmp_path / "certs")
 
     async def scenario():
-        server, _ = await start_master(master, config, epoch=1)
-        client = HAClient(slave, 1, f"127.0.0.1:{server.port}", config)
-        client.start()
-        try:
+        async with replicating(master, slave, config):
             for n in range(20):
                 result = await append(master, n)
                 assert result.status is AppendStatus.PUT_OK
                 assert slave.commitlog_max_offset() >= result.end_offset
-        finally:
-            await client.stop()
-            await server.stop()
 
     asyncio.run(scenario())
     assert_same(master, slave)
@@ -59,17 +52,11 @@ def test_a_slave_the_cluster_did_not_certify_gets_nothing(stores, tmp_path, intr
               if intruder == "another CA" else dataclasses.replace(config, tls=None))
 
     async def scenario():
-        server, _ = await start_master(master, config, epoch=1)
-        client = HAClient(slave, 1, f"127.0.0.1:{server.port}", theirs)
-        client.start()
-        try:
+        async with replicating(master, slave, config, slave_config=theirs) as client:
             await wait_until_async(lambda: client.last_error is not None, 10,
                                    message="the intruder's connection to fail")
             result = await append(master, 0)
             assert result.status is AppendStatus.FLUSH_SLAVE_TIMEOUT  # never acked for it
             assert slave.commitlog_max_offset() == 0 and not client.connected
-        finally:
-            await client.stop()
-            await server.stop()
 
     asyncio.run(scenario())
