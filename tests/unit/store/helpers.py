@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -34,6 +35,14 @@ def encode_batch(topic: str, bodies: list[bytes], tags: str = "", keys: list[str
         raws.append(raw)
         ids.append(uid)
     return b"".join(raws), ids
+
+
+def forget_derived_state(config: StoreConfig) -> None:
+    """Delete the consume queues, the index and the checkpoint: the next start rebuilds them
+    from the CommitLog alone."""
+    shutil.rmtree(config.consumequeue_dir)
+    shutil.rmtree(config.index_dir)
+    (config.data_dir / "checkpoint").unlink()
 
 
 def open_store(config: StoreConfig) -> MessageStore:

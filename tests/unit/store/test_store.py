@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 
@@ -18,7 +17,7 @@ from tidemq.broker.store import (
 )
 from tidemq.common import record
 
-from .helpers import HOST, encode_batch, open_store, read_all, small_config
+from .helpers import HOST, encode_batch, forget_derived_state, open_store, read_all, small_config
 
 
 @pytest.fixture
@@ -115,9 +114,7 @@ def test_consume_queues_and_index_are_rebuilt_from_the_log(tmp_path):
     first = open_store(config)
     first.append_batch("t", 0, encode_batch("t", [b"a" * 900] * 120, keys=["k"])[0], 120)
     first.shutdown()
-    shutil.rmtree(config.consumequeue_dir)
-    shutil.rmtree(config.index_dir)
-    (config.data_dir / "checkpoint").unlink()
+    forget_derived_state(config)
     second = open_store(config)
     assert second.startup.redispatched_records == 120
     assert [r.queue_offset for r in read_all(second, "t", 0)] == list(range(120))

@@ -3,13 +3,11 @@ after a clean restart and after rebuilding consume queues and index from the Com
 
 from __future__ import annotations
 
-import shutil
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tidemq.common import record
 
-from .helpers import encode_batch, open_store, read_all, small_config
+from .helpers import encode_batch, forget_derived_state, open_store, read_all, small_config
 
 batches = st.lists(
     st.tuples(st.integers(0, 2), st.lists(st.integers(0, 4000), min_size=1, max_size=8),
@@ -50,9 +48,7 @@ def test_queues_read_back_their_model_across_restart_and_rebuild(tmp_path_factor
     assert_matches(store, model)
     store.shutdown()
 
-    shutil.rmtree(config.consumequeue_dir)
-    shutil.rmtree(config.index_dir)
-    (config.data_dir / "checkpoint").unlink()
+    forget_derived_state(config)
     store = open_store(config)
     assert store.startup.abnormal
     assert_matches(store, model)

@@ -7,8 +7,6 @@ a rebuild from nothing.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +17,7 @@ from tidemq.broker.store.consume_queue import FLOOR_FILE
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 
-from .helpers import encode_batch, open_store, read_all, small_config
+from .helpers import encode_batch, forget_derived_state, open_store, read_all, small_config
 
 TOPICS = ("p", "u")
 steps = st.lists(
@@ -106,9 +104,7 @@ def test_queues_follow_the_log_through_deletions_restarts_and_rebuilds(tmp_path_
     assert_matches(store, model)
     store.shutdown()
 
-    shutil.rmtree(config.consumequeue_dir)  # rebuilt from the CommitLog alone
-    shutil.rmtree(config.index_dir)
-    (config.data_dir / "checkpoint").unlink()
+    forget_derived_state(config)
     store = open_store(config)
     assert_matches(store, model)
     store.shutdown()
