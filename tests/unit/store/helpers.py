@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -49,6 +51,16 @@ def open_store(config: StoreConfig) -> MessageStore:
     store = MessageStore(config, store_host=HOST)
     store.start()
     return store
+
+
+@contextlib.contextmanager
+def reopened(config: StoreConfig) -> Iterator[MessageStore]:
+    """The store started again on `config`'s files, shut down after the block (failed or not)."""
+    store = open_store(config)
+    try:
+        yield store
+    finally:
+        store.shutdown()
 
 
 def read_all(store: MessageStore, topic: str, queue_id: int) -> list[record.Record]:

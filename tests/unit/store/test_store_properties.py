@@ -7,7 +7,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tidemq.common import record
 
-from .helpers import encode_batch, forget_derived_state, open_store, read_all, small_config
+from .helpers import (
+    encode_batch,
+    forget_derived_state,
+    open_store,
+    read_all,
+    reopened,
+    small_config,
+)
 
 batches = st.lists(
     st.tuples(st.integers(0, 2), st.lists(st.integers(0, 4000), min_size=1, max_size=8),
@@ -44,15 +51,12 @@ def test_queues_read_back_their_model_across_restart_and_rebuild(tmp_path_factor
     assert_matches(store, model)
     store.shutdown()
 
-    store = open_store(config)
-    assert_matches(store, model)
-    store.shutdown()
-
+    with reopened(config) as store:
+        assert_matches(store, model)
     forget_derived_state(config)
-    store = open_store(config)
-    assert store.startup.abnormal
-    assert_matches(store, model)
-    store.shutdown()
+    with reopened(config) as store:
+        assert store.startup.abnormal
+        assert_matches(store, model)
 
 
 @settings(max_examples=20, deadline=None,

@@ -17,7 +17,14 @@ from tidemq.broker.store.consume_queue import FLOOR_FILE
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 
-from .helpers import encode_batch, forget_derived_state, open_store, read_all, small_config
+from .helpers import (
+    encode_batch,
+    forget_derived_state,
+    open_store,
+    read_all,
+    reopened,
+    small_config,
+)
 
 TOPICS = ("p", "u")
 steps = st.lists(
@@ -94,20 +101,15 @@ def test_queues_follow_the_log_through_deletions_restarts_and_rebuilds(tmp_path_
     assert_matches(store, model)
     store.shutdown()
 
-    store = open_store(config)  # clean restart
-    assert_matches(store, model)
-    store.shutdown()
-
+    with reopened(config) as store:  # clean restart
+        assert_matches(store, model)
     crash_and_replay_everything(config)
-    store = open_store(config)
-    assert store.startup.abnormal
-    assert_matches(store, model)
-    store.shutdown()
-
+    with reopened(config) as store:
+        assert store.startup.abnormal
+        assert_matches(store, model)
     forget_derived_state(config)
-    store = open_store(config)
-    assert_matches(store, model)
-    store.shutdown()
+    with reopened(config) as store:
+        assert_matches(store, model)
 
 
 def test_offsets_go_on_from_the_floor_after_restarts(tmp_path):
