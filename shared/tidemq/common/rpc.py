@@ -210,11 +210,11 @@ def breaker_for(addr: str, settings: BreakerSettings) -> pybreaker.CircuitBreake
         if breaker is None:
             storage = None
             if settings.redis_url:
-                import redis  # the gateway ships redis-py; core services need not
+                from tidemq.common import redisconn  # redis-py: the gateway ships it
 
                 storage = pybreaker.CircuitRedisStorage(
                     pybreaker.STATE_CLOSED,
-                    redis.Redis.from_url(settings.redis_url, socket_timeout=1.0),
+                    redisconn.connect(settings.redis_url, socket_timeout=1.0),
                     namespace=f"tidemq:breaker:{addr}",
                 )
             kwargs: dict[str, Any] = {"state_storage": storage} if storage else {}
