@@ -80,6 +80,7 @@ class RedisServer:
     data_dir: Path
     port: int = 0
     proc: subprocess.Popen | None = None
+    extra_args: list[str] = field(default_factory=list)  # e.g. ["--replicaof", host, port]
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -96,7 +97,7 @@ class RedisServer:
             self.proc = subprocess.Popen(
                 [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                  "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
-                 "--save", "", "--logfile", str(self.log)],
+                 "--save", "", "--logfile", str(self.log), *self.extra_args],
                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
             )
             try:

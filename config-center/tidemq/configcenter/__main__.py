@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from tidemq.common import redisconn
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
@@ -13,6 +14,7 @@ from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
+from tidemq.configcenter.topology import TopologyReader
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -37,7 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     reaper = LeaseReaper(store, settings.lease_reap_interval_s)
     tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
-                ConfigServicer(store, tail, max_watches=settings.max_watches),
+                ConfigServicer(store, tail, max_watches=settings.max_watches,
+                               topology=TopologyReader(redisconn.parse(settings.redis_url)),
+                               advertised_addr=lambda: settings.advertised_addr),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)
