@@ -10,11 +10,15 @@ through topology.TopologyReader directly, and over the RPC with a plain URL to i
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
+from tidemq.client.cli import app
 from tidemq.common import errors, redisconn
 from tidemq.configcenter.topology import TopologyReader
 from tidemq.configclient.client import ConfigClient
+from typer.testing import CliRunner
 
 from tests.support.processes import dead_endpoint, wait_until
 from tests.support.small_redis_tier import small_tier
@@ -63,6 +67,26 @@ def test_no_instance_answering_is_one_unavailable_error():
             pytest.raises(errors.ServiceUnavailable) as raised:
         client.control_plane()
     assert raised.value.message == f"no config center answered (tried {first}, {second})"
+
+
+def test_the_cli_reports_each_instance_and_the_node(config_center, redis_server):
+    dead = dead_endpoint()
+    runner = CliRunner()
+    shown = runner.invoke(app, ["--config-center", f"{config_center.addr},{dead}", "-o", "json",
+                                "cluster", "control-plane"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert [(c["address"], c["reachable"]) for c in report["config_centers"]] == [
+        (config_center.addr, True), (dead, False)]
+    assert [(n["address"], n["role"]) for n in report["store"]["nodes"]] == [
+        (f"127.0.0.1:{redis_server.port}", "master")]
+    table = runner.invoke(app, ["--config-center", config_center.addr, "cluster",
+                                "control-plane"])
+    assert table.exit_code == 0 and "no Sentinels: the store is one Redis" in table.stdout
+    nobody = runner.invoke(app, ["--config-center", dead, "cluster", "control-plane"])
+    assert nobody.exit_code == 1
+    assert nobody.stderr.strip() == \
+        f"error SERVICE_UNAVAILABLE: no config center answered (tried {dead})"
 
 
 def test_redis_down_is_an_unreachable_node_not_a_failed_call(config_center, redis_server):
