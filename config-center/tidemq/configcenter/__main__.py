@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from tidemq.common import redisconn
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.common.redisconn import RedisUrlError
@@ -14,6 +15,7 @@ from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
+from tidemq.configcenter.topology import TopologyReader
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -38,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
                              max_workers=settings.max_watches + UNARY_THREADS,
                              tracing=bool(settings.otlp_endpoint))
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
-                ConfigServicer(store, tail, max_watches=settings.max_watches),
+                ConfigServicer(store, tail, max_watches=settings.max_watches,
+                               topology=TopologyReader(redisconn.parse(settings.redis_url)),
+                               advertised_addr=lambda: settings.advertised_addr),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)
