@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from tidemq.common import redisconn
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.common.redisconn import RedisUrlError
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
                              tracing=bool(settings.otlp_endpoint))
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
                 ConfigServicer(store, tail, max_watches=settings.max_watches,
-                               topology=TopologyReader(redisconn.parse(settings.redis_url)),
+                               topology=TopologyReader(store.target),
                                advertised_addr=lambda: settings.advertised_addr),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)

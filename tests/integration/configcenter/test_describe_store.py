@@ -3,9 +3,9 @@
 A plain Redis behind a real config center: one master node, the target without a password,
 a dead second instance reported unreachable. A replicated tier (master, replica, Sentinel,
 tests/support/small_redis_tier.py): roles, lag and the Sentinel's view, then a killed replica
-and a killed master reported as such. The config center cannot open a `redis+sentinel://`
-store yet (ConfigStore's Sentinel support is not merged), so the tier under Sentinel is read
-through topology.TopologyReader directly, and over the RPC with a plain URL to its master.
+and a killed master reported as such, read through topology.TopologyReader directly. And a
+config center on the full Sentinel tier (tests/support/redis_tier.py) describing it over the
+RPC, a killed replica and a killed Sentinel included.
 """
 
 from __future__ import annotations
@@ -157,3 +157,30 @@ def test_sentinels_that_are_down_or_do_not_know_the_master(tier):
     (sentinel,) = unknown.sentinels
     assert sentinel.reachable and "monitors no master named 'no-such-master'" in sentinel.error
     assert unknown.nodes == ()
+
+
+def test_a_config_center_on_sentinels_describes_the_tier(services, redis_tier):
+    tier = redis_tier
+    center = services("tidemq.configcenter", ["--redis-url", tier.url(), "--shutdown-grace-s",
+                                              "1", "--redis-write-replicas", "1"])
+    master = tier.master()
+    with ConfigClient(center.addr) as client:
+        client.put("/k", "v")
+        store = wait_until(lambda: (s := client.describe_store()) and all(
+            n.lag_bytes == 0 for n in s.nodes if n.role == "replica") and s, 10,
+            message="both replicas to catch up")
+        assert store.replicated and store.master_name == tier.master_name
+        assert [(n.address, n.role) for n in store.nodes][0] == (master.addr, "master")
+        assert sorted(n.address for n in store.nodes) == sorted(n.addr for n in tier.nodes)
+        assert [n.link_status for n in store.nodes[1:]] == ["up", "up"]
+        assert store.nodes[0].connected_replicas == 2
+        assert [(s.reachable, s.master_address, s.master_down, s.other_sentinels)
+                for s in store.sentinels] == [(True, master.addr, False, 2)] * 3
+
+        replica = next(n for n in tier.nodes if n is not master)
+        tier.kill(replica)
+        tier.kill(tier.sentinels[0])
+        store = client.describe_store()
+        gone = next(n for n in store.nodes if n.address == replica.addr)
+        assert not gone.reachable and gone.error
+        assert [s.reachable for s in store.sentinels] == [False, True, True]
