@@ -111,11 +111,13 @@ class ConfigClient:
         first = self._preferred
         deadline = time.monotonic() + (timeout or self.timeout)
         last_error: errors.TideMQError | None = None
+        tried: list[str] = []
         for step in range(len(self._rpcs)):
             index = (first + step) % len(self._rpcs)
             remaining = deadline - time.monotonic()
             if remaining <= 0.01:
                 break
+            tried.append(self.addrs[index])
             try:
                 reply = self._rpcs[index].call(method, request, timeout=remaining)
             except errors.BreakerOpen as exc:
@@ -127,8 +129,13 @@ class ConfigClient:
             else:
                 self._preferred = index
                 return reply
-        raise last_error or errors.DeadlineExceeded(
-            f"{method}: no time left to call the config center")
+        if last_error is None:
+            raise errors.DeadlineExceeded(f"{method}: no time left to call the config center")
+        if len(tried) > 1:
+            raise errors.ServiceUnavailable(
+                f"no config center answered {method} (tried {', '.join(tried)}); last error: "
+                f"{last_error.message}")
+        raise last_error
 
     def stub_for(self, attempt: int) -> tuple[str, ConfigServiceStub]:
         """The address and raw stub to use for a long-lived stream on its `attempt`-th try."""
