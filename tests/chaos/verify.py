@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,22 +168,23 @@ def epoch_conflicts(grants: Iterable[tuple[int, int]]) -> dict[int, set[int]]:
 
 def outages_by_kind(ack_times: Sequence[float], faults: Sequence[tuple[str, float]],
                     end: float) -> dict[str, float]:
-    """The longest gap between consecutive acknowledgements that overlaps each fault's window
-    (from its start to the next fault's start, the last one's to `end`), the worst per kind.
+    """Each fault's outage — the longest gap between consecutive acknowledgements that *ends*
+    in its window (from its start to the next fault's start, the last one's to `end`) — and
+    the worst per kind.
 
-    `ack_times` ascending; `faults`: (kind, start) in start order. A gap is measured whole,
-    from the last acknowledgement before it to the first after it; a fault that saw no gap
-    (acknowledgements never paused) has an outage of 0. A gap overlapping two windows counts
-    for both (it cannot be split between causes)."""
-    worst: dict[str, float] = {}
+    `ack_times` ascending; `faults`: (kind, start) in start order. The run waits for an
+    acknowledgement after each fault before the next, so the gap a fault caused ends in its own
+    window: it is measured whole, from the last acknowledgement before the fault (or before the
+    outage, if that came later) to the first after. A fault whose window saw no gap longer
+    than the writer's own pace has an outage of about that pace."""
+    worst = {kind: 0.0 for kind, _ in faults}
     starts = [start for _, start in faults]
-    for index, (kind, start) in enumerate(faults):
-        stop = starts[index + 1] if index + 1 < len(starts) else end
-        longest = 0.0
-        for before, after in pairwise(ack_times):
-            if after > start and before < stop:
-                longest = max(longest, after - before)
-        worst[kind] = max(worst.get(kind, 0.0), longest)
+    for before, after in pairwise(ack_times):
+        index = bisect_right(starts, after) - 1   # the window `after` falls in
+        if index < 0 or after >= end:
+            continue
+        kind = faults[index][0]
+        worst[kind] = max(worst[kind], after - before)
     return worst
 
 

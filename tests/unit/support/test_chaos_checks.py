@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -132,14 +133,16 @@ def test_one_epoch_granted_to_two_replicas_is_a_conflict():
 
 
 # -- outages -----------------------------------------------------------------------------
-def test_the_longest_gap_overlapping_a_fault_is_its_outage():
+def test_a_gap_counts_for_the_fault_in_whose_window_it_ends():
     acks = [0.0, 1.0, 1.1, 4.0, 4.1, 9.0, 9.2]
     faults = [("kill_master", 1.5), ("kill_sentinel", 4.05), ("kill_master", 8.0)]
     assert outages_by_kind(acks, faults, end=10.0) == {
-        "kill_master": 4.9,          # the 4.1 -> 9.0 gap spans the second kill_master window
-        "kill_sentinel": 4.9,        # ... and the kill_sentinel one: counted for both
+        "kill_master": pytest.approx(4.9),     # 4.1 -> 9.0: the second kill_master's outage,
+        "kill_sentinel": pytest.approx(0.1),   # not the kill_sentinel's it started under
     }
     assert outages_by_kind(acks, [("kill_slave", 9.5)], end=10.0) == {"kill_slave": 0.0}
+    assert outages_by_kind([0.0, 5.0], [("pause_master", 1.0)], end=4.0) == {
+        "pause_master": 0.0}   # acknowledged only after the run ended: not counted
 
 
 def test_the_summary_line_names_every_verdict():
