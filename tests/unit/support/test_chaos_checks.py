@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.chaos.schedule import KINDS, schedule
+from tests.chaos.schedule import (
+    CI_FAULTS,
+    CI_SEED,
+    CONTROL_PLANE_KINDS,
+    HELD_PAST_LEASE,
+    KINDS,
+    schedule,
+)
 from tests.chaos.verify import (
     Ack,
     ConfigAck,
@@ -56,7 +63,12 @@ def test_a_seed_replays_the_same_schedule(seed, count):
     first = schedule(seed, count, lease_ttl_s=3)
     assert first == schedule(seed, count, lease_ttl_s=3)
     assert all(f.kind in KINDS for f in first)
-    assert all(f.hold_s > 3 for f in first if f.kind in ("pause_master", "partition_master"))
+    assert all(f.hold_s > 3 for f in first if f.kind in HELD_PAST_LEASE)
+
+
+def test_the_ci_schedule_hits_the_control_plane():
+    kinds = {f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=2)}
+    assert kinds & set(CONTROL_PLANE_KINDS), kinds
 
 
 # -- config writes: one writer's compare-and-set increments ----------------------------------
