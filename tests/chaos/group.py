@@ -165,6 +165,7 @@ class ChaosGroup:
                 if process.log.exists() else []
             parts.append(f"--- {name} ({'running' if running else 'down'}), last log lines:")
             parts.extend(tail)
+        parts.append(f"control plane: {self.control_plane_problem() or 'whole'}")
         if self.redis_tier is not None:
             parts.append(self.redis_tier.explain())
         return "\n".join(parts)
