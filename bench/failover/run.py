@@ -188,8 +188,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tidemq-bench-failover-") as tmp:
         single = single_broker_rate(Path(tmp) / "single", seconds, threads)
         with ExitStack() as stack:
+            # One plain Redis and one config center, as the figures below were measured.
             group = start_group(Path(tmp) / "group", stack, flush_mode="async",
-                                proxied=False)
+                                proxied=False, replicated_store=False)
             _create_topic(group)
             replicated, lags = throughput(group.namesrv_addrs, seconds, threads,
                                           replication_lag(group))

@@ -1,13 +1,15 @@
 """One replica group as real processes, wired for faults.
 
-Redis, a config center, two name servers (either may hold the controller lease) and three
-brokers of one group (`broker_name` "chaos-a", replica ids 0..2). Each broker reaches the
-config center and the name servers through its own FaultProxy, and its HA endpoint is
-advertised through one too, so `partition(i)` cuts replica i off from the controller, the
-routes and its peers while producers can still reach it (the gray failure of a deposed
-master). Everything on 127.0.0.1 with ephemeral ports and temporary data dirs.
-(`tests.support.cluster.ReplicaGroup` is the plain group the integration tests start; this
-one adds the fault proxies and reads the controller's keys.)
+The config center's replicated Redis (tests.support.redis_tier: a master, two replicas and
+three Sentinels, each Redis node behind its own FaultProxy), two config centers over it, two
+name servers (either may hold the controller lease) and three brokers of one group
+(`broker_name` "chaos-a", replica ids 0..2). Brokers and name servers are given both config
+centers. Each broker reaches each config center and each name server through its own
+FaultProxy, and its HA endpoint is advertised through one too, so `partition(i)` cuts replica
+i off from the controller, the routes and its peers while producers can still reach it (the
+gray failure of a deposed master). Everything on 127.0.0.1 with ephemeral ports and
+temporary data dirs. (`tests.support.cluster.ReplicaGroup` is the plain group the integration
+tests start; this one adds the fault proxies and reads the controller's keys.)
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.chaos.verify import master_grants
 from tests.support.cluster import (
     BROKER_TEST_FLAGS,
     CONTROLLER_TEST_FLAGS,
@@ -27,10 +31,19 @@ from tests.support.cluster import (
 )
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import ServiceProcess, free_port, start_redis, wait_until
+from tests.support.redis_tier import RedisTier
 
 GROUP = "chaos-a"
 REPLICAS = 3
 LEASE_TTL_S = 2   # broker lease (the controller's: CONTROLLER_TEST_FLAGS)
+CONFIG_CENTERS = 2
+# Changes kept per key (the config center's default is 100): the chaos writer's counter key
+# keeps its whole history for runs of up to ~30 min at its pace (run.ConfigWriter).
+HISTORY_LIMIT = 100_000
+# Sentinel: the Redis master is declared down after 1 s of silence; a failover it started
+# and could not finish is retried after 2 x 3 s.
+REDIS_DOWN_AFTER_MS = 1000
+REDIS_FAILOVER_TIMEOUT_MS = 3000
 
 
 @dataclass
@@ -51,9 +64,19 @@ class Replica:
 
 @dataclass
 class ChaosGroup:
-    config_center: ServiceProcess
+    config_centers: list[ServiceProcess]
     namesrvs: list[ServiceProcess]
     replicas: list[Replica] = field(default_factory=list)
+    redis_tier: RedisTier | None = None   # None: one plain Redis (no store faults)
+
+    @property
+    def config_center(self) -> ServiceProcess:
+        return self.config_centers[0]
+
+    @property
+    def config_addrs(self) -> str:
+        """Every config center, as brokers and name servers are given them."""
+        return ",".join(c.addr for c in self.config_centers)
 
     @property
     def namesrv_addrs(self) -> str:
@@ -63,7 +86,7 @@ class ChaosGroup:
     def _config(self):
         from tidemq.configclient.client import ConfigClient
 
-        return ConfigClient(self.config_center.addr, timeout=2.0)
+        return ConfigClient(self.config_addrs, timeout=2.0)
 
     def state(self) -> dict:
         with self._config() as config:
@@ -94,6 +117,14 @@ class ChaosGroup:
         master = state.get("master", -1)
         return master in live and len(set(state.get("in_sync", ())) & set(live)) >= in_sync
 
+    def control_plane_problem(self) -> str | None:
+        """None when every config center runs and the Redis tier is whole (a master with both
+        replicas, every Sentinel agreeing), else what is missing."""
+        down = [c.addr for c in self.config_centers if c.proc is None or c.proc.poll() is not None]
+        if down:
+            return f"config centers down: {down}"
+        return self.redis_tier.health_problem() if self.redis_tier else None
+
     def converged(self) -> int | None:
         """Every replica live, in sync and at the same log end: that end, else None."""
         try:
@@ -106,6 +137,16 @@ class ChaosGroup:
             return ends.pop()
         return None
 
+    def master_grants(self) -> list[tuple[int, int]]:
+        """(replica, epoch) of every BecomeMaster in every broker's log (restarts append)."""
+        return [grant for replica in self.replicas if replica.process.log.exists()
+                for grant in master_grants(replica.process.log.read_text(errors="replace"))]
+
+    def lease_losses(self) -> int:
+        """How many times a broker lost its live-key lease so far (its logs say so)."""
+        return sum(replica.process.log.read_text(errors="replace").count("replica lease lost")
+                   for replica in self.replicas if replica.process.log.exists())
+
     def explain(self, lines: int = 25) -> str:
         """The group key, the live keys and the last lines of every process's log."""
         parts = []
@@ -117,12 +158,16 @@ class ChaosGroup:
         processes = [(f"replica-{r.replica_id}"
                       f"{' (paused)' if r.paused else ''}", r.process) for r in self.replicas]
         processes += [(f"name-server {n.addr}", n) for n in self.namesrvs]
+        processes += [(f"config-center {c.addr}", c) for c in self.config_centers]
         for name, process in processes:
             running = process.proc is not None and process.proc.poll() is None
             tail = process.log.read_text(errors="replace").splitlines()[-lines:] \
                 if process.log.exists() else []
             parts.append(f"--- {name} ({'running' if running else 'down'}), last log lines:")
             parts.extend(tail)
+        parts.append(f"control plane: {self.control_plane_problem() or 'whole'}")
+        if self.redis_tier is not None:
+            parts.append(self.redis_tier.explain())
         return "\n".join(parts)
 
     # -- faults ------------------------------------------------------------------------------
@@ -151,58 +196,86 @@ class ChaosGroup:
             proxy.heal()
 
     def undo_all(self) -> None:
+        if self.redis_tier is not None:
+            self.redis_tier.undo_all()
+        for process in [*self.config_centers, *self.namesrvs]:
+            if process.proc is None or process.proc.poll() is not None:
+                process.start(timeout=60)
         for replica in self.replicas:
             self.resume(replica)
             self.heal(replica)
             self.restart(replica)
-        for namesrv in self.namesrvs:
-            if namesrv.proc is None or namesrv.proc.poll() is not None:
-                namesrv.start(timeout=60)
 
 
 def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
-                flush_mode: str) -> list[str]:
-    """`addrs`: where this broker reaches "config", "namesrv0", "namesrv1" and where its peers
-    reach its HA endpoint ("ha"): a FaultProxy's address each, or the real ones."""
+                flush_mode: str, lease_ttl_s: float = LEASE_TTL_S) -> list[str]:
+    """`addrs`: where this broker reaches "config0", "config1"..., "namesrv0", "namesrv1" and
+    where its peers reach its HA endpoint ("ha"): a FaultProxy's address each, or the real
+    ones."""
+    def joined(prefix: str, separator: str) -> str:
+        return separator.join(addr for name, addr in addrs.items() if name.startswith(prefix))
+
     return [
         "--cluster-name", "ChaosCluster", "--broker-name", GROUP,
         "--broker-id", str(replica_id),
-        "--namesrv-addrs", ";".join(addr for name, addr in addrs.items()
-                                    if name.startswith("namesrv")),
-        "--config-center", addrs["config"],
+        "--namesrv-addrs", joined("namesrv", ";"),
+        "--config-center", joined("config", ","),
         *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS,
         "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
-        "--broker-lease-ttl-s", str(LEASE_TTL_S), "--sync-replication-timeout-ms", "3000",
+        "--broker-lease-ttl-s", f"{lease_ttl_s:g}", "--sync-replication-timeout-ms", "3000",
         "--replica-lag-max-ms", "3000", "--flush-mode", flush_mode,
         "--ha-port", str(ha_port), "--ha-advertised-addr", addrs["ha"],
     ]
 
 
+def _start_store(tmp_path: Path, stack: ExitStack, replicated: bool) -> tuple[str, RedisTier | None]:
+    """The Redis URL the config centers use, and the tier behind it (None: one Redis)."""
+    if not replicated:
+        redis = start_redis(tmp_path)
+        stack.callback(redis.kill)
+        return redis.url, None
+    tier = stack.enter_context(RedisTier(Path(tmp_path) / "redis-tier",
+                                         down_after_ms=REDIS_DOWN_AFTER_MS,
+                                         failover_timeout_ms=REDIS_FAILOVER_TIMEOUT_MS))
+    return tier.url(), tier
+
+
 def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
-                proxied: bool = True) -> ChaosGroup:
+                proxied: bool = True, replicated_store: bool = True,
+                lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
     master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
     `proxied=False` wires the brokers directly (no partitions possible): what benchmarks
-    measure, without the proxies' extra hop and CPU."""
-    redis = start_redis(tmp_path)
-    stack.callback(redis.kill)
+    measure, without the proxies' extra hop and CPU. `replicated_store=False` runs one plain
+    Redis and one config center instead of the Redis tier and two (no control-plane
+    faults possible)."""
+    redis_url, tier = _start_store(tmp_path, stack, replicated_store)
     start = stack.enter_context(process_group(tmp_path))
-    config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
-    namesrvs = [start("tidemq.nameserver", ["--config-center", config_center.addr,
-                                            *CONTROLLER_TEST_FLAGS])
-                for _ in range(2)]
-    group = ChaosGroup(config_center, namesrvs)
+    with ThreadPoolExecutor(CONFIG_CENTERS) as pool:   # Python start-up dominates
+        config_centers = list(pool.map(
+            lambda _: start("tidemq.configcenter", ["--redis-url", redis_url,
+                                                    "--history-limit", str(HISTORY_LIMIT)]),
+            range(CONFIG_CENTERS if replicated_store else 1)))
+        config_addrs = ",".join(c.addr for c in config_centers)
+        namesrvs = list(pool.map(
+            lambda _: start("tidemq.nameserver", ["--config-center", config_addrs,
+                                                  *CONTROLLER_TEST_FLAGS]), range(2)))
+    group = ChaosGroup(config_centers, namesrvs, redis_tier=tier)
+    commands = []
     for replica_id in range(REPLICAS):
         ha_port = free_port()
-        addrs = {"config": config_center.addr,
+        addrs = {**{f"config{i}": c.addr for i, c in enumerate(config_centers)},
                  **{f"namesrv{i}": n.addr for i, n in enumerate(namesrvs)},
                  "ha": f"127.0.0.1:{ha_port}"}
         proxies = {name: stack.enter_context(FaultProxy(addr, name))
                    for name, addr in addrs.items()} if proxied else {}
-        process = start("tidemq.broker", broker_args(
+        commands.append((list(proxies.values()), broker_args(
             replica_id, {name: proxies[name].addr if proxied else addr
-                         for name, addr in addrs.items()}, ha_port, flush_mode))
-        group.replicas.append(Replica(replica_id, process, list(proxies.values())))
+                         for name, addr in addrs.items()}, ha_port, flush_mode, lease_ttl_s)))
+    with ThreadPoolExecutor(REPLICAS) as pool:
+        processes = list(pool.map(lambda command: start("tidemq.broker", command[1]), commands))
+    group.replicas.extend(Replica(replica_id, process, proxies) for replica_id, (process, (
+        proxies, _)) in enumerate(zip(processes, commands, strict=True)))
     wait_until(lambda: group.healthy(in_sync=2), 60, interval=0.2,
                message=f"{GROUP} to have a master and 2 in-sync replicas")
     return group

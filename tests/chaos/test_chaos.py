@@ -1,8 +1,12 @@
-"""The chaos suite: seeded fault schedules against a 3-replica SYNC_MASTER group.
+"""The chaos suite: seeded fault schedules against a 3-replica SYNC_MASTER group and its
+replicated control plane (a Redis master, 2 replicas and 3 Sentinels; two config centers).
 
-CI runs one short schedule with a fixed seed; `make chaos RUNS=N FAULTS=M [SEED=S]` runs N
-schedules of M faults each (seeds S, S+1, ...), printing one summary line per run. A failure
-names its seed; `make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it.
+CI runs one short schedule with a fixed seed (schedule.CI_SEED, which draws control-plane
+faults too); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N schedules of M faults each (seeds
+S, S+1, ...), printing one summary line per run. A failure names its seed;
+`make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it. A run fails on a lost acknowledged
+message, diverged replicas, a lost acknowledged config write, a config revision handed out
+out of order, or an epoch granted to two replicas.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import os
 import pytest
 
 from tests.chaos.run import run_chaos
+from tests.chaos.schedule import CI_FAULTS, CI_SEED
 
-SEED = int(os.environ.get("CHAOS_SEED", "20261123"))
+SEED = int(os.environ.get("CHAOS_SEED", str(CI_SEED)))
 RUNS = int(os.environ.get("CHAOS_RUNS", "1"))
-FAULTS = int(os.environ.get("CHAOS_FAULTS", "4"))
+FAULTS = int(os.environ.get("CHAOS_FAULTS", str(CI_FAULTS)))
 
 pytestmark = pytest.mark.slow
 
@@ -31,3 +36,11 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         f"{outcome.verdict.losses[:3]}")
     assert not outcome.verdict.diverged, (
         f"replicas {outcome.verdict.diverged} differ below the confirmed offset (seed {seed})")
+    assert not outcome.config.lost, (
+        f"{len(outcome.config.lost)} acknowledged config writes lost (seed {seed}); first: "
+        f"{outcome.config.lost[:3]}")
+    assert not outcome.config.out_of_order, (
+        f"config revisions acknowledged out of order (seed {seed}): "
+        f"{outcome.config.out_of_order[:3]}")
+    assert not outcome.epoch_conflicts, (
+        f"epochs granted to two replicas (seed {seed}): {outcome.epoch_conflicts}")

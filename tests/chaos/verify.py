@@ -6,15 +6,24 @@ the replicas hold (no process, no network here, so the checks themselves are uni
   below the confirmed offset: their CommitLogs are byte-identical up to it);
 - a message stored twice (a retried send whose first attempt was stored but not
   acknowledged) is a duplicate, counted and reported, never a failure: delivery is
-  at-least-once and the unique id makes it detectable.
+  at-least-once and the unique id makes it detectable;
+- no acknowledged config write is lost (`check_config_writes`) and the revisions the config
+  center acknowledges to one writer strictly increase (`check_revisions`): what a Redis
+  failover must not take back;
+- no epoch is granted to two replicas (`epoch_conflicts`, over the brokers' "role change"
+  log lines): what a controller that re-used an epoch after a lost write would do;
+- the longest write outage (messages, config writes) per fault kind (`outages_by_kind`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
-from collections.abc import Iterable, Mapping
+import re
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 
@@ -77,9 +86,125 @@ def check_replicas(logs: Mapping[str, Path], upto: int) -> list[str]:
     return [name for name, digest in digests.items() if digest != reference]
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigAck:
+    """One compare-and-set put of the counter key the config center acknowledged."""
+
+    value: int
+    revision: int
+
+
+@dataclass
+class ConfigVerdict:
+    acks: int = 0
+    lost: list[ConfigAck] = field(default_factory=list)
+    out_of_order: list[tuple[ConfigAck, ConfigAck]] = field(default_factory=list)
+    stale_reads: int = 0   # reads below an acknowledged value: reported, not a failure
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost and not self.out_of_order
+
+
+def check_config_writes(acks: Sequence[ConfigAck], final_value: int,
+                        history: Sequence[tuple[int, int]]) -> list[ConfigAck]:
+    """The acknowledged puts the store lost. `final_value`: the key's value after the run;
+    `history`: its retained PUT events as (revision, value), oldest first.
+
+    One writer increments the key by compare-and-set, so every acknowledged put (v, r) must
+    leave the final value >= v, and — unless the history no longer reaches back to r (it keeps
+    the key's last N changes: older puts are superseded, and only the final value speaks for
+    them) — the history must hold exactly value v at revision r. A put lost in a failover and
+    written again later shows up at another revision, or not at all."""
+    retained = dict(history)
+    oldest = min(retained, default=None)
+    lost = []
+    for ack in acks:
+        superseded = oldest is not None and ack.revision < oldest
+        if final_value < ack.value or (not superseded and retained.get(ack.revision) != ack.value):
+            lost.append(ack)
+    return lost
+
+
+def check_revisions(acks: Sequence[ConfigAck]) -> list[tuple[ConfigAck, ConfigAck]]:
+    """Consecutive acknowledgements (in the order the writer got them) whose revision did not
+    increase: a revision handed out twice, as after a store that forgot its last writes."""
+    return [(before, after) for before, after in pairwise(acks)
+            if after.revision <= before.revision]
+
+
+def check_config(acks: Sequence[ConfigAck], final_value: int,
+                 history: Sequence[tuple[int, int]], stale_reads: int = 0) -> ConfigVerdict:
+    return ConfigVerdict(len(acks), check_config_writes(acks, final_value, history),
+                         check_revisions(acks), stale_reads)
+
+
+_ROLE_CHANGE = re.compile(r"\brole change\b(?P<fields>.*)$")
+_FIELD = re.compile(r"(\w+)=(\S+)")
+
+
+def master_grants(log_text: str) -> list[tuple[int, int]]:
+    """(replica id, epoch) of every BecomeMaster a broker's log records (its "role change"
+    lines: `action=BecomeMaster epoch=E ... replica=R`), in log order."""
+    grants = []
+    for line in log_text.splitlines():
+        found = _ROLE_CHANGE.search(line)
+        if not found:
+            continue
+        fields = dict(_FIELD.findall(found["fields"]))
+        if fields.get("action") == "BecomeMaster" and "epoch" in fields and "replica" in fields:
+            grants.append((int(fields["replica"]), int(fields["epoch"])))
+    return grants
+
+
+def epoch_conflicts(grants: Iterable[tuple[int, int]]) -> dict[int, set[int]]:
+    """Epochs granted to more than one replica -> those replicas. A replica taking the same
+    epoch again (a retried role change, a lease renewed) is no conflict."""
+    holders: dict[int, set[int]] = defaultdict(set)
+    for replica, epoch in grants:
+        holders[epoch].add(replica)
+    return {epoch: replicas for epoch, replicas in holders.items() if len(replicas) > 1}
+
+
+def outages_by_kind(ack_times: Sequence[float], faults: Sequence[tuple[str, float]],
+                    end: float) -> dict[str, float]:
+    """Each fault's outage — the longest gap between consecutive acknowledgements that *ends*
+    in its window (from its start to the next fault's start, the last one's to `end`) — and
+    the worst per kind.
+
+    `ack_times` ascending; `faults`: (kind, start) in start order. The run waits for an
+    acknowledgement after each fault before the next, so the gap a fault caused ends in its own
+    window: it is measured whole, from the last acknowledgement before the fault (or before the
+    outage, if that came later) to the first after. A fault whose window saw no gap longer
+    than the writer's own pace has an outage of about that pace."""
+    worst = {kind: 0.0 for kind, _ in faults}
+    starts = [start for _, start in faults]
+    for before, after in pairwise(ack_times):
+        index = bisect_right(starts, after) - 1   # the window `after` falls in
+        if index < 0 or after >= end:
+            continue
+        kind = faults[index][0]
+        worst[kind] = max(worst[kind], after - before)
+    return worst
+
+
 def summary(seed: int, faults: int, verdict: Verdict, longest_outage_s: float,
-            failed_sends: int) -> str:
-    return (f"chaos seed={seed} faults={faults} acks={verdict.acks} "
+            failed_sends: int, config: ConfigVerdict | None = None,
+            conflicts: Mapping[int, set[int]] | None = None,
+            outages: Mapping[str, tuple[float, float]] | None = None) -> str:
+    """One line; `outages`: kind -> (longest message outage, longest config-write outage)."""
+    line = (f"chaos seed={seed} faults={faults} acks={verdict.acks} "
             f"losses={len(verdict.losses)} duplicates={verdict.duplicates} "
             f"diverged={len(verdict.diverged)} unacknowledged_sends={failed_sends} "
             f"longest_write_outage={longest_outage_s:.2f}s")
+    if config is not None:
+        line += (f" config_acks={config.acks} config_lost={len(config.lost)} "
+                 f"revisions_out_of_order={len(config.out_of_order)} "
+                 f"stale_config_reads={config.stale_reads}")
+    if conflicts is not None:
+        line += f" epoch_conflicts={len(conflicts)}"
+    if outages:
+        line += " outages(msg/config)=" + ",".join(
+            f"{kind}:{message:.2f}/{config_write:.2f}s"
+            for kind, (message, config_write) in sorted(outages.items()))
+    return line

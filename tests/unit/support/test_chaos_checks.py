@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.chaos.schedule import KINDS, schedule
-from tests.chaos.verify import Ack, check_acks, check_replicas
+from tests.chaos.schedule import (
+    CI_FAULTS,
+    CI_SEED,
+    CONTROL_PLANE_KINDS,
+    HELD_PAST_LEASE,
+    KINDS,
+    schedule,
+)
+from tests.chaos.verify import (
+    Ack,
+    ConfigAck,
+    Verdict,
+    check_acks,
+    check_config,
+    check_config_writes,
+    check_replicas,
+    check_revisions,
+    epoch_conflicts,
+    master_grants,
+    outages_by_kind,
+    summary,
+)
 
 
 def test_every_ack_found_is_clean_and_a_retried_copy_is_a_duplicate():
@@ -42,4 +63,104 @@ def test_a_seed_replays_the_same_schedule(seed, count):
     first = schedule(seed, count, lease_ttl_s=3)
     assert first == schedule(seed, count, lease_ttl_s=3)
     assert all(f.kind in KINDS for f in first)
-    assert all(f.hold_s > 3 for f in first if f.kind in ("pause_master", "partition_master"))
+    assert all(f.hold_s > 3 for f in first if f.kind in HELD_PAST_LEASE)
+
+
+def test_the_ci_schedule_hits_the_control_plane():
+    kinds = {f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=2)}
+    assert kinds & set(CONTROL_PLANE_KINDS), kinds
+
+
+# -- config writes: one writer's compare-and-set increments ----------------------------------
+def _history(*pairs):
+    return list(pairs)
+
+
+def test_config_writes_all_in_the_history_and_below_the_final_value_are_kept():
+    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(3, 15)]
+    assert check_config_writes(acks, 3, _history((10, 1), (14, 2), (15, 3))) == []
+    # a put applied but never acknowledged (value 4) is in the history: no loss either
+    assert check_config_writes(acks, 4, _history((10, 1), (14, 2), (15, 3), (16, 4))) == []
+
+
+def test_a_final_value_below_an_acknowledged_one_is_a_lost_write():
+    acks = [ConfigAck(1, 10), ConfigAck(2, 14)]
+    assert check_config_writes(acks, 1, _history((10, 1))) == [ConfigAck(2, 14)]
+
+
+def test_an_acknowledged_value_rewritten_at_another_revision_was_lost():
+    # the store forgot value 2 at revision 14; the writer read 1 again and wrote 2 at 17
+    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(2, 17)]
+    assert check_config_writes(acks, 2, _history((10, 1), (17, 2))) == [ConfigAck(2, 14)]
+    # the same revision holding another value is no better
+    assert check_config_writes([ConfigAck(5, 30)], 6, _history((30, 6))) == [ConfigAck(5, 30)]
+
+
+def test_writes_older_than_the_retained_history_are_superseded_by_the_final_value():
+    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(3, 15)]
+    assert check_config_writes(acks, 3, _history((15, 3))) == []   # history keeps the last 1
+    assert check_config_writes(acks, 3, []) == acks                # no history at all
+
+
+def test_revisions_must_strictly_increase_in_acknowledgement_order():
+    assert check_revisions([ConfigAck(1, 3), ConfigAck(2, 9), ConfigAck(3, 10)]) == []
+    repeated = [ConfigAck(1, 3), ConfigAck(2, 9), ConfigAck(3, 9), ConfigAck(4, 5)]
+    assert check_revisions(repeated) == [(ConfigAck(2, 9), ConfigAck(3, 9)),
+                                         (ConfigAck(3, 9), ConfigAck(4, 5))]
+    verdict = check_config(repeated, 4, [(3, 1), (9, 2)])
+    assert not verdict.ok and len(verdict.out_of_order) == 2
+
+
+@given(st.lists(st.integers(1, 5), max_size=30))
+def test_a_clean_single_writer_run_passes_every_config_check(steps):
+    revision, acks = 0, []
+    for value, step in enumerate(steps, 1):   # other keys' writes take revisions in between
+        revision += step
+        acks.append(ConfigAck(value, revision))
+    history = [(a.revision, a.value) for a in acks]
+    assert check_config(acks, len(acks), history[-10:]).ok
+
+
+# -- epochs ------------------------------------------------------------------------------
+_LOG = """\
+2026-11-25T21:53:14.250009Z [info     ] role change                    action=BecomeSlave epoch=0 group=chaos-a replica=0
+2026-11-25T21:53:14.256711Z [info     ] role change                    action=BecomeMaster epoch=1 group=chaos-a replica=0
+2026-11-25T21:53:16.158761Z [info     ] role change                    action=UpdateInSync epoch=1 group=chaos-a replica=0
+2026-11-25T21:53:17.000000Z [warning  ] replica lease lost; stepping down if master error=x group=chaos-a replica=0
+2026-11-25T21:53:19.256711Z [info     ] role change                    action=BecomeMaster epoch=4 group=chaos-a replica=0
+"""
+
+
+def test_master_grants_are_read_from_role_change_lines():
+    assert master_grants(_LOG) == [(0, 1), (0, 4)]
+    json_line = ('{"action": "BecomeMaster", "epoch": 7, "replica": 2, '
+                 '"event": "role change"}')
+    assert master_grants(json_line) == []   # console format only: what the brokers write
+
+
+def test_one_epoch_granted_to_two_replicas_is_a_conflict():
+    grants = master_grants(_LOG) + [(1, 2), (1, 2), (2, 3)]
+    assert epoch_conflicts(grants) == {}   # a replica taking its epoch again is fine
+    assert epoch_conflicts([*grants, (2, 4)]) == {4: {0, 2}}
+
+
+# -- outages -----------------------------------------------------------------------------
+def test_a_gap_counts_for_the_fault_in_whose_window_it_ends():
+    acks = [0.0, 1.0, 1.1, 4.0, 4.1, 9.0, 9.2]
+    faults = [("kill_master", 1.5), ("kill_sentinel", 4.05), ("kill_master", 8.0)]
+    assert outages_by_kind(acks, faults, end=10.0) == {
+        "kill_master": pytest.approx(4.9),     # 4.1 -> 9.0: the second kill_master's outage,
+        "kill_sentinel": pytest.approx(0.1),   # not the kill_sentinel's it started under
+    }
+    assert outages_by_kind(acks, [("kill_slave", 9.5)], end=10.0) == {"kill_slave": 0.0}
+    assert outages_by_kind([0.0, 5.0], [("pause_master", 1.0)], end=4.0) == {
+        "pause_master": 0.0}   # acknowledged only after the run ended: not counted
+
+
+def test_the_summary_line_names_every_verdict():
+    line = summary(7, 2, Verdict(acks=5), 1.25, 0, check_config([ConfigAck(1, 2)], 1, [(2, 1)]),
+                   {}, {"kill_redis_master": (1.5, 2.25)})
+    assert line.startswith("chaos seed=7 faults=2 acks=5 losses=0")
+    assert "config_acks=1 config_lost=0 revisions_out_of_order=0" in line
+    assert "epoch_conflicts=0" in line
+    assert "kill_redis_master:1.50/2.25s" in line
