@@ -9,18 +9,16 @@ never reaches o_down and never fails over: what it reports stays still while a t
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
-from tests.support.processes import RedisServer, free_port, wait_until
+from tests.support.processes import RedisServer, wait_until
+from tests.support.redis_tier import SentinelServer
 
-REDIS_SENTINEL = os.environ.get("TIDEMQ_TEST_REDIS_SENTINEL", "redis-sentinel")
 MASTER_NAME = "tidemq-cc"
 DOWN_AFTER_MS = 1000
 
@@ -37,49 +35,11 @@ def link_up(replica: RedisServer) -> bool:
         return False
 
 
-@dataclass
-class SentinelServer:
-    data_dir: Path
-    master_port: int
-    quorum: int = 2
-    port: int = 0
-    proc: subprocess.Popen | None = None
-    log: Path = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.log = self.data_dir / "sentinel.log"
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, replicas: int) -> SentinelServer:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()
-        conf = self.data_dir / "sentinel.conf"   # Sentinel rewrites it: its own copy
-        conf.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {self.data_dir}\nlogfile {self.log}\n"
-            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master_port} {self.quorum}\n"
-            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n")
-        self.proc = subprocess.Popen([REDIS_SENTINEL, str(conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        wait_until(lambda: self._knows(replicas), 30,
-                   message=f"redis-sentinel on {self.port} to list {replicas} replica(s)")
-        return self
-
-    def _knows(self, replicas: int) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"redis-sentinel exited with {self.proc.returncode}: see "
-                               f"{self.log}")
-        try:
-            return len(_client(self.port).sentinel_slaves(MASTER_NAME)) >= replicas
-        except redis.RedisError:
-            return False
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(15)
+def _knows(sentinel: SentinelServer, replicas: int) -> bool:
+    try:
+        return len(_client(sentinel.port).sentinel_slaves(MASTER_NAME)) >= replicas
+    except redis.RedisError:
+        return False
 
 
 @dataclass
@@ -118,8 +78,11 @@ def small_tier(folder: Path, *, replicas: int = 1, sentinel: bool = True,
             wait_until(lambda r=replica: link_up(r), 30,
                        message=f"replica on {replica.port} to sync from the master")
         if sentinel:
-            tier.sentinel = SentinelServer(folder / "sentinel", tier.master.port, quorum)
-            tier.sentinel.start(replicas)
+            tier.sentinel = SentinelServer(folder / "sentinel", monitor=tier.master.addr,
+                                           master_name=MASTER_NAME, quorum=quorum,
+                                           down_after_ms=DOWN_AFTER_MS).start()
+            wait_until(lambda: _knows(tier.sentinel, replicas), 30,
+                       message=f"the Sentinel to list {replicas} replica(s)")
         yield tier
     finally:
         tier.kill()
