@@ -23,6 +23,19 @@ settings.register_profile("tidemq", deadline=None, print_blob=True)
 settings.load_profile("tidemq")
 
 
+@pytest.fixture(autouse=True)
+def fresh_circuit_breakers():
+    """Circuit breakers are per address and live for the process (every client of an endpoint
+    shares one), and retune_breakers changes them all: a test must not inherit another's
+    breaker through a reused ephemeral port, nor its thresholds."""
+    yield
+    from tidemq.common import rpc
+
+    with rpc._breakers_lock:
+        rpc._breakers.clear()
+        rpc._retuned.clear()
+
+
 @pytest.fixture
 def redis_server(tmp_path) -> RedisServer:
     server = start_redis(tmp_path)
