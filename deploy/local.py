@@ -20,7 +20,10 @@ import socket
 import subprocess
 import sys
 import time
+import xmlrpc.client
 from pathlib import Path
+
+from supervisor.xmlrpc import Faults, SupervisorTransport
 
 from deploy import analytics, observability
 from deploy.health import Unhealthy, probe, wait_healthy
@@ -161,6 +164,19 @@ class LocalDeployment:
                 raise DeployError(f"supervisord did not start; see {self.run_dir}/supervisord.log")
             time.sleep(0.1)
 
+    def start(self, names: list[str]) -> None:
+        """Start these programs together (`supervisorctl start` starts one at a time and waits
+        out each one's startsecs); `up` then waits for them to be healthy and RUNNING."""
+        transport = SupervisorTransport(serverurl=f"unix://{self.run_dir / 'supervisor.sock'}")
+        with xmlrpc.client.ServerProxy("http://127.0.0.1", transport) as supervisord:
+            for name in names:
+                try:
+                    supervisord.supervisor.startProcess(name, False)
+                except xmlrpc.client.Fault as fault:
+                    if fault.faultCode != Faults.ALREADY_STARTED:
+                        raise DeployError(f"supervisord cannot start {name}: "
+                                          f"{fault.faultString}") from None
+
     def state(self, name: str) -> tuple[str, int | None]:
         """(supervisor state such as RUNNING/FATAL/BACKOFF, pid or None)."""
         out = self.supervisorctl("status", name).stdout.split()
@@ -195,7 +211,7 @@ class LocalDeployment:
         for tier in self.topology.start_order():
             names = [s.name for s in tier]
             progress(f"starting {' '.join(names)}")
-            self.supervisorctl("start", *names)
+            self.start(names)
             wait_healthy(
                 tier,
                 self.placement,
@@ -203,6 +219,16 @@ class LocalDeployment:
                 progress=progress,
                 still_alive=self._gave_up,
             )
+            self._wait_running(tier, timeout)
+
+    def _wait_running(self, tier: list[Service], timeout: float) -> None:
+        """Healthy is not yet RUNNING: supervisord says so once a process outlived startsecs."""
+        deadline = time.monotonic() + timeout
+        for service in tier:
+            while (state := self.state(service.name)[0]) != "RUNNING":
+                if (reason := self._gave_up(service)) or time.monotonic() > deadline:
+                    raise Unhealthy(service, reason or f"supervisor reports {state}")
+                time.sleep(0.1)  # pacing between status queries
 
     def _gave_up(self, service: Service) -> str | None:
         state, _ = self.state(service.name)
