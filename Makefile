@@ -42,7 +42,7 @@ certs: sync ## a local CA and per-service TLS certificates in .data/certs (docs/
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
-status: ## supervisor status and a health probe of every service (same REPLICAS=/REDIS= as up)
+status: ## supervisor status, a health probe of every service, Redis roles and lag, the Sentinels' master (same REPLICAS=/REDIS= as up)
 	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_REDIS=$(REDIS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
-from deploy import analytics, observability
+from deploy import analytics, observability, redis_tier
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.render import render_supervisor
@@ -329,6 +329,7 @@ def _cmd_status(deployment: LocalDeployment) -> int:
         ok, reason = probe(service, deployment.placement)
         healthy &= ok
         print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
+    print("\n".join(redis_tier.status_lines(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
 
 

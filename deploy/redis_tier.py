@@ -1,5 +1,5 @@
-"""The control plane's Redis tier: how its nodes and Sentinels run, and what they say about
-their roles.
+"""The control plane's Redis tier: how its nodes and Sentinels run, and what `make status` says
+about them.
 
 Under Sentinel (the default topology) every node and Sentinel starts through
 `deploy/redis/tidemq-redis` (the redis image's entrypoint; `sh` runs it for `make up`) with the
@@ -98,7 +98,7 @@ def launcher_env(service: Service, topology: Topology, placement: Placement) -> 
     }
 
 
-# --- the tier as it runs ---------------------------------------------------------------------
+# --- make status -----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +172,33 @@ def observe(topology: Topology, placement: Placement, timeout: float = 1.0
         named = f"{answer[0]}:{answer[1]}" if answer else None
         sentinels.append(SentinelState(sentinel.name, addr, names.get(named, named)))
     return nodes, sentinels
+
+
+def status_lines(topology: Topology, placement: Placement, timeout: float = 1.0) -> list[str]:
+    """What `make status` prints about the Redis tier; a node that does not answer is DOWN."""
+    nodes, sentinels = observe(topology, placement, timeout)
+    lines = ["Redis nodes:"] if nodes else []
+    for node in nodes:
+        where = f"  {node.name:<16} {node.addr:<16}"
+        if node.role == "down":
+            lines.append(f"{where} DOWN     {node.error}")
+        elif node.role == "master":
+            lines.append(f"{where} master   offset {node.offset}, "
+                         f"{node.replicas} replica(s) connected")
+        else:
+            lag = "master not answering" if node.lag is None else f"{node.lag} bytes behind"
+            lines.append(f"{where} replica  of {node.master}, {lag} (link {node.link})")
+    if sentinels:
+        lines.append(f"Sentinels (master {topology.control_plane.sentinel_master!r}):")
+    for sentinel in sentinels:
+        where = f"  {sentinel.name:<16} {sentinel.addr:<16}"
+        if sentinel.error:
+            lines.append(f"{where} DOWN     {sentinel.error}")
+        elif sentinel.master is None:
+            lines.append(f"{where} knows no such master")
+        else:
+            lines.append(f"{where} says the master is {sentinel.master}")
+    return lines
 
 
 def _client(placement: Placement, service: Service, timeout: float) -> redis.Redis:

@@ -5,6 +5,7 @@ everything; a killed Redis master is failed over by the Sentinels and returns as
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 
@@ -14,7 +15,7 @@ import yaml
 
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset, process_alive
-from deploy.redis_tier import observe
+from deploy.redis_tier import observe, status_lines
 from deploy.topology import TOPOLOGY_FILE, parse
 from tests.support.processes import wait_until
 
@@ -168,12 +169,16 @@ def test_sentinels_fail_over_a_killed_master_and_it_comes_back_as_a_replica(tmp_
         promoted_port = deployment.placement.port(topology.services[promoted], "redis")
         assert f"replicaof 127.0.0.1 {promoted_port}\n" in \
             (tmp_path / "redis" / "redis.conf").read_text()
-        nodes, named = _tier(deployment)
-        assert named == {promoted}
-        assert sorted(n.master for n in nodes.values() if n.role == "replica") == [promoted] * 2
+        status = "\n".join(status_lines(topology, deployment.placement))
+        assert status.count(f"says the master is {promoted}") == 3
+        assert len(re.findall(rf"replica  of {promoted}, \d+ bytes behind \(link up\)",
+                              status)) == 2
 
         other = ({"redis-replica-1", "redis-replica-2"} - {promoted}).pop()
         deployment.supervisorctl("stop", other)
         assert _tier(deployment)[0][other].role == "down"
+        line = next(line for line in status_lines(topology, deployment.placement)
+                    if line.split()[0] == other)
+        assert line.split()[2] == "DOWN"
     finally:
         deployment.down()
