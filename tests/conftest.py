@@ -31,6 +31,16 @@ def redis_server(tmp_path) -> RedisServer:
 
 
 @pytest.fixture
+def redis_tier(tmp_path):
+    """A Redis master, 2 replicas and 3 Sentinels (tests.support.redis_tier), healthy; every
+    process killed at teardown. Its `url()` is the redis+sentinel URL."""
+    from tests.support.redis_tier import redis_tier as started_tier
+
+    with started_tier(tmp_path / "redis-tier") as tier:
+        yield tier
+
+
+@pytest.fixture
 def services(tmp_path):
     """Start services with `services(module, args)`; every one is stopped at teardown."""
     started: list[ServiceProcess] = []

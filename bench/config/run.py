@@ -2,17 +2,26 @@
 
     uv run --frozen python bench/config/run.py --quick
     uv run --frozen python bench/config/run.py --ops 5000 --threads 4
+    uv run --frozen python bench/config/run.py --quick --replicated
 
 It starts its own redis-server (append-only, ephemeral port, temp dir) and one config-center
 process unless --redis-url / --config-center point at running ones. The baseline performs the
 same operations straight on Redis in the same run: SET for put, GET for get, XADD + XREAD
 BLOCK for watch delivery, so the table shows what the service layer (gRPC, Lua, event log)
 costs on top of Redis itself.
+
+`--replicated` measures what a replica's acknowledgement costs instead: it starts a master
+with two replicas (no Sentinel: nothing fails over during a run) and, in the same run, puts/s
+through a config center that waits for one replica (`--redis-write-replicas 1`, when this
+config center has the option) and through one that does not, beside raw redis-py SET and
+SET + `WAIT 1 1000` (one pipelined round trip) on the same master.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import queue
 import statistics
 import sys
@@ -30,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests
 from tidemq.configclient.client import ConfigClient  # noqa: E402
 
 from tests.support.processes import start_redis, start_service  # noqa: E402
+from tests.support.small_redis_tier import small_tier  # noqa: E402
+
+WAIT_TIMEOUT_MS = 1000  # the replicated baseline's WAIT 1 <ms>
 
 
 def rate(ops: int, threads: int, operation: Callable[[int], object]) -> float:
@@ -133,9 +145,16 @@ def main() -> None:
     parser.add_argument("--watch-events", type=int, default=500)
     parser.add_argument("--redis-url", default="", help="use this Redis instead of starting one")
     parser.add_argument("--config-center", default="", help="use this config center (same Redis)")
+    parser.add_argument("--replicated", action="store_true",
+                        help="puts/s with and without a replica's acknowledgement, on a "
+                             "master with two replicas it starts")
     args = parser.parse_args()
     if args.quick:
         args.ops, args.watch_events = 400, 100
+    if args.replicated:
+        with tempfile.TemporaryDirectory(prefix="tidemq-bench-") as tmp:
+            run_replicated(args, Path(tmp))
+        return
     with tempfile.TemporaryDirectory(prefix="tidemq-bench-") as tmp:
         redis_server = service = None
         redis_url = args.redis_url
@@ -186,6 +205,124 @@ def run(args: argparse.Namespace, redis_url: str, addr: str) -> None:
               f"{ours / baseline:>8.1f}")
     print(f"{'watch latency mean ms':<24}{statistics.mean(cc_lat):>16.2f}"
           f"{statistics.mean(raw_lat):>16.2f}")
+
+
+
+# -- --replicated --------------------------------------------------------------------------
+
+def write_replicas_option() -> bool:
+    """Whether this config center has `--redis-write-replicas` (WAIT-confirmed writes)."""
+    from tidemq.configcenter.settings import ConfigCenterSettings
+
+    return any(f.name == "redis_write_replicas"
+               for f in dataclasses.fields(ConfigCenterSettings))
+
+
+def run_replicated(args: argparse.Namespace, tmp: Path) -> None:
+    started = []
+
+    def config_center(*extra: str):
+        started.append(start_service("tidemq.configcenter", [
+            "--redis-url", tier.master.url, "--log-level", "warning", *extra], tmp))
+        return started[-1].addr
+
+    with small_tier(tmp / "tier", replicas=2, sentinel=False) as tier:
+        try:
+            plain = config_center()
+            acked = config_center("--redis-write-replicas", "1") if write_replicas_option() \
+                else ""
+            rows, missed = replicated_rates(args, tier.master.url, plain, acked)
+        finally:
+            for service in started:
+                service.stop()
+        replicas = ", ".join(str(r.port) for r in tier.replicas)
+        print(f"replicated tier: master 127.0.0.1:{tier.master.port} + replicas on ports "
+              f"{replicas} (same run)  ops={args.ops}"
+              + ("  (--quick: figures vary by a third from run to run)" if args.quick else ""))
+    print_replicated(rows, missed, acked)
+
+
+def replicated_rates(args: argparse.Namespace, redis_url: str, plain_addr: str,
+                     acked_addr: str) -> tuple[list, int]:
+    raw = redis.Redis.from_url(redis_url)
+    value = b"x" * 100
+    missed: list[int] = []   # WAITs that timed out: no replica acknowledged in time
+
+    def set_wait(i: int) -> None:
+        pipe = raw.pipeline(transaction=False)
+        pipe.set(f"bench:k{i % 100}", value)
+        pipe.wait(1, WAIT_TIMEOUT_MS)
+        if pipe.execute()[1] < 1:
+            missed.append(i)
+
+    clients = [ConfigClient(plain_addr, timeout=10)]
+    if acked_addr:
+        clients.append(ConfigClient(acked_addr, timeout=10))
+    rows = []
+    try:
+        for client in clients:
+            client.put("/bench/warmup", value)
+        for threads in sorted({1, args.threads}):
+            plain = rate(args.ops, threads,
+                         lambda i: clients[0].put(f"/bench/k{i % 100}", value))
+            raw_set = rate(args.ops, threads, lambda i: raw.set(f"bench:k{i % 100}", value))
+            acked = rate(args.ops, threads, lambda i: clients[1].put(
+                f"/bench/k{i % 100}", value)) if acked_addr else None
+            raw_wait = rate(args.ops, threads, set_wait)
+            rows += [(f"put/s unreplicated ({threads} thr)", plain, raw_set, threads),
+                     (f"put/s replica-acked ({threads} thr)", acked, raw_wait, threads)]
+    finally:
+        for client in clients:
+            client.close()
+    return rows, len(missed)
+
+
+def print_replicated(rows: list, missed: int, acked_addr: str) -> None:
+    print(f"{'measure':<30}{'config-center':>15}{'raw redis-py':>14}{'ratio':>8}")
+    for name, ours, baseline, _ in rows:
+        shown = f"{ours:>15,.0f}" if ours else f"{'n/a':>15}"
+        ratio = f"{ours / baseline:>8.2f}" if ours else f"{'-':>8}"
+        print(f"{name:<30}{shown}{baseline:>14,.0f}{ratio}")
+    print(f"  raw redis-py: SET, and SET + WAIT 1 {WAIT_TIMEOUT_MS} pipelined; "
+          f"WAITs no replica acknowledged in time: {missed}")
+    if not acked_addr:
+        print("  config-center replica-acked: n/a — this config center has no "
+              "--redis-write-replicas yet (ConfigStore's WAIT-confirmed writes); raw "
+              "SET+WAIT is the replicated baseline meanwhile")
+    costs = [(threads, ours, acked, raw_set, raw_wait) for (_, ours, raw_set, threads),
+             (_, acked, raw_wait, _) in zip(rows[::2], rows[1::2], strict=True)]
+    print("replica ack costs (same run): raw redis-py " + ", ".join(
+        f"{raw_wait / raw_set - 1:+.0%} at {t} thr" for t, _, _, raw_set, raw_wait in costs)
+        + "; config-center " + (", ".join(
+            f"{acked / ours - 1:+.0%} at {t} thr" for t, ours, acked, _, _ in costs)
+            if acked_addr else "n/a"))
+    _, cc, cc_acked, raw_set, raw_wait = costs[0]
+    us = {name: 1e6 / value for name, value in
+          (("set", raw_set), ("wait", raw_wait), ("cc", cc), ("acked", cc_acked)) if value}
+    print(f"what bounds it ({costs[0][0]} thread, µs per put): raw SET {us['set']:.0f}, one "
+          f"loopback round trip to the master; SET+WAIT {us['wait']:.0f} "
+          f"({us['wait'] - us['set']:+.0f}): the master asks its replicas for their offset "
+          "(REPLCONF GETACK) and waits for the first answer, one master→replica→master round "
+          f"trip more; config-center put {us['cc']:.0f}: a gRPC call into a Python server "
+          "plus the store's Lua script (revision, event log, history)" + (
+              _acked_bound(us["cc"], us["acked"]) if "acked" in us else
+              ", so the WAIT round trip is expected to be small beside it (to be measured "
+              "once --redis-write-replicas exists)."))
+    top = costs[-1]
+    if len(costs) > 1 and top[3] < 1.2 * raw_set:
+        print(f"More threads do not raise the raw figures ({top[0]} thr: {top[3]:,.0f} SET/s): "
+              "the Python client (redis-py under the GIL, on "
+              f"{os.cpu_count()} cores shared with Redis and the config centers) bounds them, "
+              "not Redis.")
+
+
+def _acked_bound(put_us: float, acked_us: float) -> str:
+    extra = acked_us - put_us
+    if abs(extra) < 0.05 * put_us:   # run-to-run noise of a quick run is about this much
+        return (f"; replica-acked {acked_us:.0f} ({extra:+.0f}): the store's replica "
+                "confirmation (WAIT) is lost in this run's noise beside the put itself.")
+    return (f"; replica-acked {acked_us:.0f} ({extra:+.0f}): the store's replica confirmation "
+            "(WAIT).")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Every page loads without a browser console error and is screenshotted (the folde
 a topic created here is shown; a group's lag is the figure `tidemq group describe` prints,
 before and after a reset done through the console's confirmation step; a message is found by
 key and links to its journey and its producer's trace on the tracing dashboard; text from
-messages is escaped; a dead letter is re-driven through the console.
+messages is escaped; a dead letter is re-driven through the console; the cluster page's
+control-plane section shows the config center and its Redis as `tidemq cluster
+control-plane` reports them.
 """
 
 from __future__ import annotations
@@ -106,6 +108,32 @@ def test_every_page_loads_and_shows_the_topic(cluster, sent, visit):
     page = visit.snap("config-key")
     assert json.loads(page.locator("#value").inner_text())["queues"] == 2
     assert page.locator("#history tbody tr").first.inner_text().split("\t")[1] == "PUT"
+
+
+def test_the_control_plane_section_is_the_clis_report(cluster, visit):
+    completed = subprocess.run(
+        [TIDEMQ, "--config-center", cluster.config_center.addr, "-o", "json", "cluster",
+         "control-plane"], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    (node,) = report["store"]["nodes"]
+    assert (node["address"], node["role"]) == (f"127.0.0.1:{cluster.redis.port}", "master")
+    answered = requests.get(f"{cluster.gateway_url}/v1/cluster/control-plane", timeout=30)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["config_centers"] == report["config_centers"]
+
+    page = visit(url(cluster, "/cluster"), "cluster-control-plane")
+    assert page.locator("#control-plane").inner_text() == "Control plane"
+    centers = [row.locator("td").all_inner_texts()
+               for row in page.locator("#config-centers tbody tr").all()]
+    assert [c[:2] for c in centers] == [[cluster.config_center.addr, "yes"]]
+    nodes = [row.locator("td").all_inner_texts()
+             for row in page.locator("#redis-nodes tbody tr").all()]
+    assert [n[:3] for n in nodes] == [[node["address"], "master", "yes"]]
+    assert nodes[0][5] == str(node["connected_replicas"])
+    assert report["store"]["target"] in page.locator("#store-target").inner_text()
+    assert page.locator("#no-sentinels").is_visible()   # a plain redis:// store
+    assert page.locator("#control-plane-problem").count() == 0
 
 
 def test_group_lag_is_the_clis_figure_before_and_after_a_confirmed_reset(cluster, sent, visit):

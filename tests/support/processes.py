@@ -77,9 +77,16 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 @dataclass
 class RedisServer:
+    """One redis-server. `config_file` is read first, then the defaults, then `extra_args`
+    (which override both: `["--appendfsync", "always"]`); what the file says wins only where
+    the command line is silent (as `replicaof` a Sentinel's CONFIG REWRITE keeps up to date).
+    Restarting keeps the port and the data dir."""
+
     data_dir: Path
     port: int = 0
     proc: subprocess.Popen | None = None
+    extra_args: list[str] = field(default_factory=list)
+    config_file: Path | None = None
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -89,23 +96,29 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        config = [str(self.config_file)] if self.config_file else []
+        return [REDIS_SERVER, *config, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+                "--save", "", "--logfile", str(self.log), *self.extra_args]
+
     def start(self, timeout: float = 15.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             self.port = self.port or free_port()
-            self.proc = subprocess.Popen(
-                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
-                 "--save", "", "--logfile", str(self.log)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-            )
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.STDOUT)
             try:
-                wait_until(self._pong, timeout, message=f"redis-server on port {self.port}")
+                wait_until(self._pong, timeout, message=f"{self.command()[0]} on port {self.port}")
                 return self
             except TimeoutError:
                 self.kill()
                 self.port = 0  # the port was taken between probe and bind: try another
-        raise RuntimeError(f"redis-server would not start:\n{_tail(self.log)}")
+        raise RuntimeError(f"{self.command()[0]} would not start:\n{_tail(self.log)}")
 
     def _pong(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:

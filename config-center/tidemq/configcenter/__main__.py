@@ -6,6 +6,7 @@ import sys
 
 from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
+from tidemq.common.redisconn import RedisUrlError
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
 from tidemq.configcenter.reaper import LeaseReaper
@@ -13,6 +14,7 @@ from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
+from tidemq.configcenter.topology import TopologyReader
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -24,20 +26,22 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(ConfigCenterSettings, argv, prog="python -m tidemq.configcenter")
     if settings.max_watches < 1:
         raise SystemExit(f"--max-watches must be >= 1, got {settings.max_watches}")
+    try:
+        store = _open_store(settings)
+    except (RedisUrlError, TideMQError) as exc:
+        raise SystemExit(f"config center: {exc}") from None
+    reaper = LeaseReaper(store, settings.lease_reap_interval_s)
+    tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
     # Each open Watch holds a worker thread for its lifetime: the servicer refuses watches past
     # max_watches, and UNARY_THREADS more threads stay free for every other call.
     # Trace only when spans are exported: server instrumentation costs time on every call.
     runtime = ServiceRuntime("config-center", settings,
                              max_workers=settings.max_watches + UNARY_THREADS,
                              tracing=bool(settings.otlp_endpoint))
-    store = ConfigStore(settings.redis_url, namespace=settings.namespace,
-                        retention=settings.event_retention, history_limit=settings.history_limit,
-                        redis_timeout=settings.redis_timeout_s,
-                        watch_block_ms=settings.watch_block_ms)
-    reaper = LeaseReaper(store, settings.lease_reap_interval_s)
-    tail = EventTail(store, settings.watch_window) if settings.watch_window > 0 else None
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
-                ConfigServicer(store, tail, max_watches=settings.max_watches),
+                ConfigServicer(store, tail, max_watches=settings.max_watches,
+                               topology=TopologyReader(store.target),
+                               advertised_addr=lambda: settings.advertised_addr),
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.on_stop(reaper.stop)
@@ -46,9 +50,20 @@ def main(argv: list[str] | None = None) -> None:
         runtime.on_stop(tail.stop)
         tail.start()
     runtime.start()
-    log.info("config store", redis_url=settings.redis_url, namespace=settings.namespace)
+    log.info("config store", redis=store.target.describe(), namespace=settings.namespace,
+             write_replicas=store.write_replicas)
     _check_persistence(store)
     runtime.run_until_signal()
+
+
+def _open_store(settings: ConfigCenterSettings) -> ConfigStore:
+    return ConfigStore(settings.redis_url, namespace=settings.namespace,
+                       retention=settings.event_retention, history_limit=settings.history_limit,
+                       redis_timeout=settings.redis_timeout_s,
+                       watch_block_ms=settings.watch_block_ms,
+                       write_replicas=None if settings.redis_write_replicas < 0
+                       else settings.redis_write_replicas,
+                       write_timeout_ms=settings.redis_write_timeout_ms)
 
 
 def _check_persistence(store: ConfigStore) -> None:
@@ -59,6 +74,10 @@ def _check_persistence(store: ConfigStore) -> None:
         log.warning("redis not reachable yet; calls answer UNAVAILABLE until it is",
                     error=str(exc))
         return
+    if store.write_replicas and persistence.get("min-replicas-to-write") in ("0", None):
+        log.warning("the Redis master takes writes with no replica connected "
+                    "(min-replicas-to-write 0): set it to 1 so a master cut off from its "
+                    "replicas refuses writes instead of losing them at the next failover")
     if persistence and persistence.get("appendonly") != "yes":
         log.warning("redis runs without append-only persistence: keys and revisions will not "
                     "survive a Redis restart (start it with --appendonly yes)")

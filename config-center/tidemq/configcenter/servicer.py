@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from importlib import metadata
 
 from tidemq.common.errors import ResourceExhausted
 from tidemq.common.setting_rules import check_setting_write
@@ -20,6 +21,12 @@ from tidemq.configcenter.model import (
 from tidemq.configcenter.scopes import resolve, scope_prefixes
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
+from tidemq.configcenter.topology import (
+    RedisNode,
+    SentinelView,
+    StoreTopology,
+    TopologyReader,
+)
 from tidemq.v1 import config_pb2 as pb
 from tidemq.v1 import config_pb2_grpc
 
@@ -38,15 +45,51 @@ def event_to_pb(event: Event) -> pb.Event:
     return pb.Event(type=kind, kv=kv_to_pb(event.kv))
 
 
+def node_to_pb(node: RedisNode) -> pb.RedisNode:
+    return pb.RedisNode(address=node.address, role=node.role, reachable=node.reachable,
+                        error=node.error, replication_offset=node.replication_offset,
+                        lag_bytes=node.lag_bytes, link_status=node.link_status,
+                        master_address=node.master_address,
+                        connected_replicas=node.connected_replicas)
+
+
+def sentinel_to_pb(view: SentinelView) -> pb.SentinelView:
+    return pb.SentinelView(address=view.address, reachable=view.reachable, error=view.error,
+                           master_address=view.master_address, master_down=view.master_down,
+                           master_flags=view.master_flags,
+                           other_sentinels=view.other_sentinels, quorum=view.quorum)
+
+
+def topology_to_pb(topology: StoreTopology | None, advertised_addr: str,
+                   version: str) -> pb.DescribeStoreResponse:
+    reply = pb.DescribeStoreResponse(advertised_addr=advertised_addr, version=version)
+    if topology is not None:
+        reply.target, reply.replicated = topology.target, topology.replicated
+        reply.master_name = topology.master_name
+        reply.nodes.extend(node_to_pb(n) for n in topology.nodes)
+        reply.sentinels.extend(sentinel_to_pb(s) for s in topology.sentinels)
+    return reply
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tidemq-config-center")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def _expected(request, field: str = "expected_mod_revision") -> int | None:
     return getattr(request, field) if request.HasField(field) else None
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
     def __init__(self, store: ConfigStore, tail: EventTail | None = None, *,
-                 max_watches: int = 0) -> None:
+                 max_watches: int = 0, topology: TopologyReader | None = None,
+                 advertised_addr: Callable[[], str] = lambda: "") -> None:
         self.store = store
         self.tail = tail
+        self.topology = topology
+        self.advertised_addr = advertised_addr  # read per call: the port is known once bound
         self.max_watches = max_watches  # 0 = no limit
         self._watches = 0
         self._watches_lock = threading.Lock()
@@ -163,3 +206,7 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
             settings=[pb.ConfigSetting(name=s.name, value=s.value, scope=s.scope,
                                        source_key=s.source_key) for s in settings],
             revision=results[0].revision)
+
+    def DescribeStore(self, request, context):
+        topology = self.topology.describe() if self.topology is not None else None
+        return topology_to_pb(topology, self.advertised_addr(), _version())

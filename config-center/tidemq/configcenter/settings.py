@@ -12,8 +12,15 @@ class ConfigCenterSettings(ServiceSettings):
     """TideMQ config center: versioned KV, watches and leases on Redis."""
 
     port: int = setting(7070, "gRPC port (0 = pick a free port)")
-    redis_url: str = setting("redis://127.0.0.1:6379/0", "Redis holding the store (append-only)")
+    redis_url: str = setting("redis://127.0.0.1:6379/0", "Redis holding the store: "
+                             "redis://host:port/db, or a replicated Redis under Sentinel: "
+                             "redis+sentinel://host:port,host:port,.../MASTER_NAME/db")
     redis_timeout_s: float = setting(1.0, "socket timeout for Redis calls; bounds outage errors")
+    redis_write_replicas: int = setting(-1, "replicas that must hold a call's effects before "
+                                        "it is answered (WAIT); -1 = 1 under Sentinel, 0 for "
+                                        "a single Redis")
+    redis_write_timeout_ms: int = setting(500, "longest wait for those replicas; then the call "
+                                          "answers UNAVAILABLE (NOT_REPLICATED)")
     namespace: str = setting("tidemq:cc", "prefix of every Redis key the store uses")
     event_retention: int = setting(100_000, "events kept for watches; older are compacted")
     history_limit: int = setting(100, "changes kept per key for history and rollback")

@@ -3,8 +3,15 @@
 Stateless by design: every fact (revision counter, keys, event log, histories, lease deadlines)
 lives in Redis and every write is one Lua script, so any number of config-center instances can
 serve the same store and a restarted instance loses nothing. Redis failures (down, hung, or
-answering an error such as READONLY or MISCONF) surface as ServiceUnavailable within the socket
-timeout, never as a hang or an unexplained INTERNAL error.
+answering an error such as READONLY, NOREPLICAS or MISCONF) surface as ServiceUnavailable within
+the socket timeout, never as a hang or an unexplained INTERNAL error.
+
+Replicated Redis (docs/config-center.md, "High availability"): with `write_replicas` > 0 every
+call runs on one connection as [script, PUBLISH barrier, WAIT n timeout]. The PUBLISH is a
+replicated no-op, so WAIT returns only once n replicas hold everything the script read or wrote:
+a write is answered only when it survives the master's loss, and a read (or a watch event) never
+shows a write that a failover could take back — so a revision, once seen, is never handed out
+again to something else, and an epoch the controller wrote is never granted twice.
 """
 
 from __future__ import annotations
@@ -15,7 +22,10 @@ from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
+from tidemq.common import redisconn
 from tidemq.common.errors import InvalidArgument, NotFound, ServiceUnavailable
 from tidemq.configcenter import scripts
 from tidemq.configcenter.model import (
@@ -36,6 +46,16 @@ from tidemq.configcenter.model import (
 DEFAULT_NAMESPACE = "tidemq:cc"
 DEFAULT_RETENTION = 100_000  # events kept in the log; older start revisions are "compacted"
 DEFAULT_HISTORY = 100  # changes kept per key for History/Rollback
+DEFAULT_WRITE_TIMEOUT_MS = 500  # longest WAIT for replicas; a loopback replica acks in < 1 ms
+SCRIPT_NAMES = ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT", "LEASE_KEEPALIVE",
+                "LEASE_REVOKE", "LEASE_REAP", "HISTORY")
+
+
+class NotReplicated(ServiceUnavailable):
+    """Fewer replicas than required confirmed a call in time: a write may or may not survive
+    a failover of the Redis master, a read may show what a failover takes back."""
+
+    code = "NOT_REPLICATED"
 
 
 def _int(raw: Any) -> int:
@@ -86,25 +106,37 @@ class ConfigStore:
 
     def __init__(self, redis_url: str, *, namespace: str = DEFAULT_NAMESPACE,
                  retention: int = DEFAULT_RETENTION, history_limit: int = DEFAULT_HISTORY,
-                 redis_timeout: float = 1.0, watch_block_ms: int = 1000) -> None:
+                 redis_timeout: float = 1.0, watch_block_ms: int = 1000,
+                 write_replicas: int | None = None,
+                 write_timeout_ms: int = DEFAULT_WRITE_TIMEOUT_MS) -> None:
+        """`write_replicas`: replicas that must hold a call's effects before it is answered
+        (None = 1 under Sentinel, 0 for a single Redis)."""
         self.redis_url = redis_url
+        self.target = redisconn.parse(redis_url)
         self.namespace = namespace
         self.watch_block_ms = watch_block_ms
+        self.write_replicas = (1 if self.target.replicated else 0) if write_replicas is None \
+            else write_replicas
+        if self.write_replicas < 0:
+            raise InvalidArgument(f"write_replicas must be >= 0, got {self.write_replicas}")
+        if write_timeout_ms < 1:
+            raise InvalidArgument(f"write_timeout_ms must be >= 1, got {write_timeout_ms}")
+        self.write_timeout_ms = write_timeout_ms
         self._common = (namespace, retention, history_limit)
+        # One retry on a broken connection: under Sentinel it reconnects to the new master.
         retry = Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
-        self._redis = redis.Redis.from_url(
-            redis_url, socket_timeout=redis_timeout, socket_connect_timeout=redis_timeout,
-            retry=retry, retry_on_timeout=False)
-        # Blocking XREADs get their own pool so they never starve short calls of connections.
-        self._watch_redis = redis.Redis.from_url(
-            redis_url, socket_timeout=redis_timeout + watch_block_ms / 1000,
+        wait_s = write_timeout_ms / 1000 if self.write_replicas else 0.0
+        self._redis = redisconn.connect(
+            self.target, socket_timeout=redis_timeout + wait_s,
             socket_connect_timeout=redis_timeout, retry=retry, retry_on_timeout=False)
-        self._scripts: dict[str, Callable] = {
-            name: self._redis.register_script(getattr(scripts, name))
-            for name in ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT",
-                         "LEASE_KEEPALIVE", "LEASE_REVOKE", "LEASE_REAP", "HISTORY")
-        }
+        # Blocking XREADs get their own pool so they never starve short calls of connections.
+        self._watch_redis = redisconn.connect(
+            self.target, socket_timeout=redis_timeout + wait_s + watch_block_ms / 1000,
+            socket_connect_timeout=redis_timeout, retry=retry, retry_on_timeout=False)
+        self._scripts = {name: self._redis.register_script(getattr(scripts, name))
+                         for name in SCRIPT_NAMES}
         self._log_key = f"{namespace}:log"
+        self._barrier = f"{namespace}:barrier"
 
     def close(self) -> None:
         self._redis.close()
@@ -114,23 +146,74 @@ class ConfigStore:
     def _redis_errors(self) -> Iterator[None]:
         try:
             yield
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise ServiceUnavailable(f"config store (redis) unavailable: {exc}") from None
         except redis.RedisError as exc:
-            # READONLY (a demoted primary), MISCONF (failed persistence), NOPERM, OOM...: the
-            # store cannot serve until the operator fixes Redis; say what Redis said.
-            raise ServiceUnavailable(
-                f"config store (redis) refused the call ({type(exc).__name__}): {exc}") from None
+            # Whatever went wrong, the next call connects afresh (under Sentinel: to whichever
+            # node is master now) instead of reusing a connection to a demoted or dead master.
+            redisconn.drop_connections(self._redis)
+            redisconn.drop_connections(self._watch_redis)
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: redis.RedisError) -> ServiceUnavailable:
+        where = self.target.describe()
+        if isinstance(exc, MasterNotFoundError):
+            return ServiceUnavailable(
+                f"no Sentinel names a master for {self.target.master_name!r} ({where}): the "
+                f"Redis tier is failing over or down ({exc})")
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            return ServiceUnavailable(f"config store ({where}) unavailable: {exc}")
+        if str(exc).startswith("NOREPLICAS"):
+            return ServiceUnavailable(
+                f"config store ({where}) refused the write: its master has no replica in "
+                "sync (min-replicas-to-write), so the write could not survive its loss")
+        # READONLY (a demoted primary), MISCONF (failed persistence), NOPERM, OOM...: the
+        # store cannot serve until the operator fixes Redis; say what Redis said.
+        return ServiceUnavailable(
+            f"config store ({where}) refused the call ({type(exc).__name__}): {exc}")
+
+    def _confirmed(self, client: redis.Redis, queue: Callable[[Any], None]) -> list:
+        """Run the commands `queue` adds to a pipeline on one connection, and with
+        `write_replicas` the PUBLISH + WAIT barrier after them; their replies."""
+        with self._redis_errors():
+            for attempt in (1, 2):
+                pipe = client.pipeline(transaction=False)
+                queue(pipe)
+                if self.write_replicas:
+                    pipe.publish(self._barrier, b"")
+                    pipe.execute_command("WAIT", self.write_replicas, self.write_timeout_ms)
+                replies = pipe.execute(raise_on_error=False)
+                if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
+                    # A new master (failover, restart) has no scripts cached: load them and
+                    # run again; a script that answered NOSCRIPT did not run.
+                    for script in self._scripts.values():
+                        client.script_load(script.script)
+                    continue
+                break
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+        if not self.write_replicas:
+            return replies
+        acked = int(replies[-1])
+        if acked < self.write_replicas:
+            raise NotReplicated(
+                f"config store ({self.target.describe()}): {acked} of the "
+                f"{self.write_replicas} replica(s) required confirmed the call within "
+                f"{self.write_timeout_ms} ms; a write was applied on the master but may not "
+                "survive its loss (read it back before retrying a compare-and-set)")
+        return replies[:-2]
 
     def _run(self, name: str, *args: Any) -> Any:
-        with self._redis_errors():
-            return self._scripts[name](keys=[], args=[*self._common, *args])
+        script = self._scripts[name]
+        return self._confirmed(self._redis, lambda pipe: pipe.evalsha(
+            script.sha, 0, *self._common, *args))[0]
 
     def persistence(self) -> dict[str, str]:
-        """Redis's append-only settings ({} if CONFIG is not allowed), to warn when off."""
+        """Redis's append-only and min-replicas settings ({} if CONFIG is not allowed), to
+        warn when they cannot keep what the store promises."""
         with self._redis_errors():
             try:
-                config = self._redis.config_get("append*")
+                config = {**self._redis.config_get("append*"),
+                          **self._redis.config_get("min-replicas-*")}
             except redis.ResponseError:
                 return {}
         return {str(k, "utf-8") if isinstance(k, bytes) else k:
@@ -139,12 +222,12 @@ class ConfigStore:
     # -- reads ---------------------------------------------------------------------------
 
     def revision(self) -> int:
-        with self._redis_errors():
-            return _int(self._redis.get(f"{self.namespace}:rev"))
+        return _int(self._confirmed(self._redis, lambda pipe: pipe.get(
+            f"{self.namespace}:rev"))[0])
 
     def compact_revision(self) -> int:
-        with self._redis_errors():
-            return _int(self._redis.get(f"{self.namespace}:compact")) or 1
+        return _int(self._confirmed(self._redis, lambda pipe: pipe.get(
+            f"{self.namespace}:compact"))[0]) or 1
 
     def get(self, key: str) -> tuple[KeyValue | None, int]:
         """The key's current record (None if absent) and the store revision of the read."""
@@ -201,8 +284,8 @@ class ConfigStore:
     def history(self, key: str, limit: int = 0) -> list[Event]:
         """The key's retained changes, oldest first."""
         validate_key(key)
-        with self._redis_errors():
-            raw = self._redis.lrange(f"{self.namespace}:hist:{key}", -limit if limit > 0 else 0, -1)
+        raw = self._confirmed(self._redis, lambda pipe: pipe.lrange(
+            f"{self.namespace}:hist:{key}", -limit if limit > 0 else 0, -1))[0]
         return [parse_history_entry(key, entry) for entry in raw]
 
     # -- writes --------------------------------------------------------------------------
@@ -291,9 +374,10 @@ class ConfigStore:
         Raises RevisionCompacted when the next wanted event has been trimmed from the log.
         """
         block = self.watch_block_ms if block_ms is None else block_ms
-        with self._redis_errors():
-            reply = self._watch_redis.xread({self._log_key: f"{after_revision}-0"},
-                                            count=count, block=block or None)
+        # On the watch connection itself: the barrier runs once the XREAD returns, so an
+        # event is handed out only once a replica holds it.
+        reply = self._confirmed(self._watch_redis, lambda pipe: pipe.xread(
+            {self._log_key: f"{after_revision}-0"}, count=count, block=block or None))[0]
         entries = reply[0][1] if reply else []
         if not entries:
             compact = self.compact_revision()

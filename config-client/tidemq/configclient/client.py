@@ -21,6 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +29,15 @@ from tidemq.common import errors
 from tidemq.common.kv import DeleteResult, Event, KeyValue, PutResult, RangeResult
 from tidemq.common.logs import get_logger
 from tidemq.common.rpc import BreakerSettings, RpcClient
+from tidemq.configclient import controlplane
+from tidemq.configclient.controlplane import ControlPlane, InstanceStatus, StoreDescription
 from tidemq.configclient.watch import Watch, WatchCompacted, event_from_pb, kv_from_pb
 from tidemq.v1 import config_pb2 as pb
 from tidemq.v1.config_pb2_grpc import ConfigServiceStub
 
-__all__ = ["ConfigClient", "DeleteResult", "EffectiveConfig", "Event", "KeyValue", "Lease",
-           "PutResult", "RangeResult", "Watch", "WatchCompacted", "ConfigSetting"]
+__all__ = ["ConfigClient", "ControlPlane", "DeleteResult", "EffectiveConfig", "Event",
+           "InstanceStatus", "KeyValue", "Lease", "PutResult", "RangeResult",
+           "StoreDescription", "Watch", "WatchCompacted", "ConfigSetting"]
 
 log = get_logger(__name__)
 DEFAULT_ADDR = "127.0.0.1:7070"
@@ -111,11 +115,13 @@ class ConfigClient:
         first = self._preferred
         deadline = time.monotonic() + (timeout or self.timeout)
         last_error: errors.TideMQError | None = None
+        tried: list[str] = []
         for step in range(len(self._rpcs)):
             index = (first + step) % len(self._rpcs)
             remaining = deadline - time.monotonic()
             if remaining <= 0.01:
                 break
+            tried.append(self.addrs[index])
             try:
                 reply = self._rpcs[index].call(method, request, timeout=remaining)
             except errors.BreakerOpen as exc:
@@ -127,8 +133,13 @@ class ConfigClient:
             else:
                 self._preferred = index
                 return reply
-        raise last_error or errors.DeadlineExceeded(
-            f"{method}: no time left to call the config center")
+        if last_error is None:
+            raise errors.DeadlineExceeded(f"{method}: no time left to call the config center")
+        if len(tried) > 1:
+            raise errors.ServiceUnavailable(
+                f"no config center answered {method} (tried {', '.join(tried)}); last error: "
+                f"{last_error.message}")
+        raise last_error
 
     def stub_for(self, attempt: int) -> tuple[str, ConfigServiceStub]:
         """The address and raw stub to use for a long-lived stream on its `attempt`-th try."""
@@ -197,6 +208,28 @@ class ConfigClient:
         settings = {s.name: ConfigSetting(s.name, s.value, s.scope, s.source_key)
                     for s in reply.settings}
         return EffectiveConfig(settings, reply.revision)
+
+    # -- the store behind the service (controlplane.py) ------------------------------------
+
+    def describe_store(self) -> StoreDescription:
+        """The Redis tier behind the config center, as one instance (any) sees it now."""
+        reply = self._call("DescribeStore", pb.DescribeStoreRequest(), idempotent=True)
+        return controlplane.store_from_pb(reply)
+
+    def describe_each(self) -> list[InstanceStatus]:
+        """Every configured address asked on its own (all at once), in the configured order:
+        one that does not answer is reported unreachable, not skipped."""
+        def ask(rpc: RpcClient) -> InstanceStatus:
+            return controlplane.instance_status(rpc.addr, lambda: rpc.call(
+                "DescribeStore", pb.DescribeStoreRequest(), timeout=self.timeout))
+
+        with ThreadPoolExecutor(len(self._rpcs), thread_name_prefix="describe") as pool:
+            return list(pool.map(ask, self._rpcs))
+
+    def control_plane(self) -> ControlPlane:
+        """Each instance reachable or not, and the store as the first that answered sees it;
+        SERVICE_UNAVAILABLE naming every address tried when none answered."""
+        return controlplane.control_plane(self.describe_each())
 
     def watch(self, prefix: str, *, start_revision: int = 0) -> Watch:
         """Every change under `prefix` with revision >= `start_revision` (0 = from now on)."""

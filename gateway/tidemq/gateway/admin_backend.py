@@ -30,6 +30,11 @@ class AdminBackend:
             "replication": self.admin.replication(),
         }
 
+    def control_plane(self) -> dict:
+        """Each config-center instance and the Redis tier behind them: the shape of
+        `tidemq cluster control-plane -o json` (SERVICE_UNAVAILABLE when none answers)."""
+        return self.admin.config.control_plane().to_json()
+
     # -- consumer groups -----------------------------------------------------------------
 
     def consumer_groups(self) -> list[dict]:

@@ -10,7 +10,8 @@ Endpoints (docs/http-api.md has examples):
   /v1/transactions[/<id>/commit|rollback]        transactions (transaction_routes.py)
   GET /openapi.json                              this API, generated from the routes (openapi.py)
   /v1/config/...                                 the config center's keys (config_routes.py)
-  /v1/cluster, /v1/consumer-groups..., /v1/messages/<id>, GET /v1/topics/<t>/messages
+  /v1/cluster[/control-plane], /v1/consumer-groups..., /v1/messages/<id>,
+  GET /v1/topics/<t>/messages
                                                  the operator's reads (admin_routes.py)
   /console/...                                   the web console, HTML over this API (console/)
 """

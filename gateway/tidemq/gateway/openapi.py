@@ -59,6 +59,19 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
                                master_addr=_STR)),
             live_replicas=_array(_obj(broker_name=_STR, replica_id=_INT, addr=_STR,
                                       epoch=_INT, log_end=_INT)))),
+    "ControlPlane": _obj(
+        config_centers=_array(_obj(address=_STR, reachable=_BOOL, error=_STR, version=_STR,
+                                   advertised_addr=_STR, target=_STR)),
+        store=_obj(
+            reported_by=_STR, target=_STR, replicated=_BOOL, master_name=_STR,
+            nodes=_array(_obj(address=_STR, role={"type": "string",
+                                                  "enum": ["master", "replica", ""]},
+                              reachable=_BOOL, error=_STR, replication_offset=_INT,
+                              lag_bytes={"type": ["integer", "null"]}, link_status=_STR,
+                              master_address=_STR, connected_replicas=_INT)),
+            sentinels=_array(_obj(address=_STR, reachable=_BOOL, error=_STR,
+                                  master_address=_STR, master_down=_BOOL, master_flags=_STR,
+                                  other_sentinels=_INT, quorum=_INT)))),
     "ConsumerGroups": _obj(groups=_array(_obj(
         group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
         coordinator=_STR))),

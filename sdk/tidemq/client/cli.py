@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from tidemq.client import cli_groups, cli_stream
+from tidemq.client import cli_controlplane, cli_groups, cli_stream
 from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
@@ -56,7 +56,9 @@ app = typer.Typer(
     help="Administer a TideMQ cluster: topics, messages, consumer groups, offsets and "
          "config-center keys. Addresses come from --namesrv / --config-center or the "
          "TIDEMQ_NAMESRV_ADDRS / TIDEMQ_CONFIG_CENTER environment variables.")
-cluster_app = typer.Typer(no_args_is_help=True, help="Brokers registered with the name servers.")
+cluster_app = typer.Typer(no_args_is_help=True,
+                          help="Brokers registered with the name servers; the control plane "
+                               "(config centers and their Redis).")
 topic_app = typer.Typer(no_args_is_help=True,
                         help="Create, list, describe and delete topics (defined in config-center).")
 group_app = typer.Typer(no_args_is_help=True,
@@ -132,13 +134,17 @@ group_app.command("create")(cli_groups.create)
 group_app.command("update")(cli_groups.update)
 group_app.command("delete")(cli_groups.delete)
 group_app.command("definition")(cli_groups.definition)
+cluster_app.command("control-plane")(cli_controlplane.control_plane)
 
 
 # -- cluster -------------------------------------------------------------------------------
 
 @cluster_app.command("list")
 def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
-    """Every broker registered with the name servers: cluster, group, id, role, address."""
+    """Every broker registered with the name servers: cluster, group, id, role, address.
+
+    \b
+    See also: tidemq cluster control-plane (the config centers and their Redis)."""
     with admin_session(ctx) as admin:
         brokers = admin.cluster_info()
     if json_mode(ctx, output):

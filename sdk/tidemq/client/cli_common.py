@@ -85,7 +85,7 @@ def progress(message: str) -> None:
 
 # Columns a table may leave out, least needed first, so that what stays (broker, queue, offset,
 # body, lag...) is readable on an 80-column terminal; `-o json` always has everything.
-OPTIONAL_COLUMNS = ("unique id", "stored", "keys", "cluster", "client", "perm", "read",
+OPTIONAL_COLUMNS = ("repl offset", "follows", "flags", "quorum", "unique id", "stored", "keys", "cluster", "client", "perm", "read",
                     "write", "protocol", "topics", "last seen", "host", "member", "master",
                     "tag")
 

@@ -102,6 +102,8 @@ def connect(url: str | RedisTarget, *, socket_timeout: float,
 
 
 def drop_connections(client: redis.Redis) -> None:
-    """Close every pooled connection: the next call connects afresh and, under Sentinel,
-    asks the Sentinels where the master is now."""
-    client.connection_pool.disconnect()
+    """Close every idle pooled connection: the next call connects afresh and, under Sentinel,
+    asks the Sentinels where the master is now. Connections in use by other threads are left
+    alone: closing one under a call in flight would make redis-py retry it, and a write
+    retried after it ran would apply twice."""
+    client.connection_pool.disconnect(inuse_connections=False)

@@ -91,6 +91,11 @@ class ConfigServiceStub:
                 request_serializer=tidemq_dot_v1_dot_config__pb2.EffectiveConfigRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_config__pb2.EffectiveConfigResponse.FromString,
                 _registered_method=True)
+        self.DescribeStore = channel.unary_unary(
+                '/tidemq.v1.ConfigService/DescribeStore',
+                request_serializer=tidemq_dot_v1_dot_config__pb2.DescribeStoreRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_config__pb2.DescribeStoreResponse.FromString,
+                _registered_method=True)
 
 
 class ConfigServiceServicer:
@@ -164,6 +169,15 @@ class ConfigServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeStore(self, request, context):
+        """What this instance stores its state in, and how that Redis tier looks from here: each
+        node's role and replication lag, each Sentinel's view. Read-only; an unreachable node or
+        Sentinel is reported as such, never an error of the call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConfigServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +235,11 @@ def add_ConfigServiceServicer_to_server(servicer, server):
                     servicer.EffectiveConfig,
                     request_deserializer=tidemq_dot_v1_dot_config__pb2.EffectiveConfigRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_config__pb2.EffectiveConfigResponse.SerializeToString,
+            ),
+            'DescribeStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeStore,
+                    request_deserializer=tidemq_dot_v1_dot_config__pb2.DescribeStoreRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_config__pb2.DescribeStoreResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -522,6 +541,33 @@ class ConfigService:
             '/tidemq.v1.ConfigService/EffectiveConfig',
             tidemq_dot_v1_dot_config__pb2.EffectiveConfigRequest.SerializeToString,
             tidemq_dot_v1_dot_config__pb2.EffectiveConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.ConfigService/DescribeStore',
+            tidemq_dot_v1_dot_config__pb2.DescribeStoreRequest.SerializeToString,
+            tidemq_dot_v1_dot_config__pb2.DescribeStoreResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,7 @@ import redis
 from tidemq.common import errors
 from tidemq.configclient.client import ConfigClient
 
-from tests.support.processes import free_port, wait_until
+from tests.support.processes import dead_endpoint, free_port, wait_until
 
 
 def test_a_lease_not_kept_alive_removes_its_keys_within_ttl_plus_one_second(client):
@@ -148,3 +148,12 @@ def _try(call):
         return call()
     except errors.ServiceUnavailable:
         return None
+
+
+def test_no_reachable_config_center_is_one_sentence_naming_every_address_tried():
+    addrs = [dead_endpoint(), dead_endpoint()]
+    with ConfigClient(",".join(addrs), timeout=2.0) as client, \
+            pytest.raises(errors.ServiceUnavailable) as refused:
+        client.get("/tidemq/topics/orders")
+    assert refused.value.message.startswith(
+        f"no config center answered Get (tried {addrs[0]}, {addrs[1]})"), refused.value.message

@@ -27,10 +27,15 @@ class RecordingHost:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
         self.end = 0
+        self.epoch = 0   # what the store's epoch history would say
         self._lock = threading.Lock()
 
     def log_end(self) -> int:
         return self.end
+
+    def last_epoch(self) -> int:
+        return self.epoch
+
 
     def _record(self, *call) -> None:
         with self._lock:

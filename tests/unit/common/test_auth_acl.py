@@ -111,6 +111,7 @@ def test_rpc_permissions():
     assert required_permissions("/tidemq.v1.BrokerService/Pull", pull) == [
         Permission("group", "g1", Action.SUB), Permission("topic", "orders", Action.SUB)]
     assert required_permissions("/tidemq.v1.NameServerService/GetRouteInfo", None) == []
+    assert required_permissions("/tidemq.v1.ConfigService/DescribeStore", None) == []
     assert required_permissions("/tidemq.v1.NameServerService/RegisterBroker", None) == [
         Permission("cluster", "RegisterBroker", Action.ADMIN)]
     # RocketMQ 5 MessagingService requests (shape as apache.rocketmq.v2)

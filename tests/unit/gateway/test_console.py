@@ -24,9 +24,40 @@ MSG_ID = "0A0B0C0D00002A9F0000000000000042"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
+def control_plane_json(hostile: str = HOSTILE) -> dict:
+    """What `GET /v1/cluster/control-plane` answers; every text field an attacker could
+    influence (an error string, a master name, a Sentinel's flags) carries `hostile`."""
+    return {
+        "config_centers": [
+            {"address": "cc-1:7070", "reachable": True, "error": "", "version": "0.1.0",
+             "advertised_addr": "cc-1:7070", "target": f"redis master {hostile!r}"},
+            {"address": "cc-2:7071", "reachable": False, "error": f"down {hostile}",
+             "version": "", "advertised_addr": "", "target": ""}],
+        "store": {
+            "reported_by": "cc-1:7070", "target": f"redis master {hostile!r}",
+            "replicated": True, "master_name": hostile,
+            "nodes": [
+                {"address": "r1:6379", "role": "master", "reachable": True, "error": "",
+                 "replication_offset": 900, "lag_bytes": None, "link_status": "",
+                 "master_address": "", "connected_replicas": 1},
+                {"address": "r2:6379", "role": "replica", "reachable": True, "error": "",
+                 "replication_offset": 860, "lag_bytes": 40, "link_status": "up",
+                 "master_address": "r1:6379", "connected_replicas": 0},
+                {"address": "r3:6379", "role": "", "reachable": False,
+                 "error": f"refused {hostile}", "replication_offset": 0, "lag_bytes": None,
+                 "link_status": "", "master_address": "", "connected_replicas": 0}],
+            "sentinels": [
+                {"address": "s1:26379", "reachable": True, "error": "",
+                 "master_address": "r1:6379", "master_down": False, "master_flags": hostile,
+                 "other_sentinels": 2, "quorum": 2}]}}
+
+
 class StubAdmin:
     def __init__(self) -> None:
         self.resets: list[tuple] = []
+
+    def control_plane(self):
+        return control_plane_json()
 
     def cluster(self):
         return {"brokers": [{"cluster": "c", "broker_name": HOSTILE, "broker_id": 0,
@@ -152,6 +183,32 @@ def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(clie
     assert "<td>4096</td>" in page and "no-controller" not in page
 
 
+def test_the_cluster_page_shows_the_control_plane_escaped(client):
+    page = client.get("/console/cluster").get_data(as_text=True)
+    assert HOSTILE not in page
+    flat = re.sub(r">\s+<", "><", page)
+    assert '<h2 id="control-plane">Control plane</h2>' in flat
+    assert '<td class="role-replica">replica</td>' in flat and '<td class="lag">40</td>' in flat
+    assert '<td>r3:6379</td><td class="role-unknown">-</td><td class="down">no</td>' in flat
+    assert "refused &lt;script&gt;" in page and "master name &lt;script&gt;" in page
+    assert flat.count('<td class="down">no</td>') == 2   # cc-2 and r3
+
+
+def test_no_config_center_answering_leaves_the_brokers_on_the_page(client, backend):
+    def unavailable():
+        raise errors.ServiceUnavailable("no config center answered (tried cc-1:7070)")
+
+    backend.admin.control_plane = unavailable
+    response = client.get("/v1/cluster/control-plane")
+    assert response.status_code == 503 and response.mimetype == "application/problem+json"
+    assert response.get_json()["code"] == "SERVICE_UNAVAILABLE"
+    page = client.get("/console/cluster")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200 and 'id="brokers"' in text
+    assert ("503 SERVICE_UNAVAILABLE: no config center answered (tried cc-1:7070)" in text
+            and 'id="control-plane-problem"' in text)
+
+
 def test_the_api_calls_carry_the_users_headers(backend):
     app = create_app(backend, GatewaySettings(trace_ui_url=TRACE_UI))
     seen = []
@@ -163,7 +220,8 @@ def test_the_api_calls_carry_the_users_headers(backend):
     app.test_client().get("/console/cluster", headers={"Authorization": "Bearer t0ken"},
                           environ_base={"REMOTE_ADDR": "10.1.2.3"})
     assert seen == [("/console/cluster", "Bearer t0ken", "10.1.2.3"),
-                    ("/v1/cluster", "Bearer t0ken", "10.1.2.3")]
+                    ("/v1/cluster", "Bearer t0ken", "10.1.2.3"),
+                    ("/v1/cluster/control-plane", "Bearer t0ken", "10.1.2.3")]
 
 
 def test_an_api_problem_is_shown_with_its_status(client):

@@ -6,7 +6,11 @@ end has reached the confirmed offset, as the broker's tracker does), replicas di
 back, and the controller elects. `acked` is the highest offset ever confirmed, i.e. the end of
 everything a SYNC_MASTER acknowledged. Checked: a clean election never leaves the in-sync set
 and never loses an acknowledged byte; epochs strictly increase; an election that loses
-acknowledged bytes is always reported unclean.
+acknowledged bytes is always reported unclean. The config store may also forget the last
+election before anything was acknowledged under it (a Redis failover that dropped the write
+the new master had already read: what confirmed reads prevent, kept as a second line): the
+replicas still know the epoch they served under, and the controller's next epoch goes above
+it, so no epoch is ever granted twice while a replica that acted on it lives.
 """
 
 from __future__ import annotations
@@ -36,14 +40,20 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
         self.acked = 0
         self.epochs = [self.state.epoch]
         self.reported_losses = 0
+        self.known_epoch = dict.fromkeys(REPLICAS, self.state.epoch)  # what each store holds
+        self.before_election = None   # the state the store could still fall back to
+        self.forgot = False
 
     # -- what the master sees --------------------------------------------------------------
     def confirmed(self) -> int:
         return min(self.log_end[r] for r in self.state.in_sync)
 
     def acknowledge(self) -> None:
-        if self.state.master in self.alive:
-            self.acked = max(self.acked, self.confirmed())
+        if self.state.master in self.alive and self.confirmed() > self.acked:
+            self.acked = self.confirmed()
+            # acknowledged under this state: it was confirmed in the store (WAIT), which can
+            # no longer fall back past it
+            self.before_election = None
 
     @property
     def master_alive(self) -> bool:
@@ -70,6 +80,7 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
         if member != self.state.master and member in self.state.in_sync:
             self.state = alter_in_sync(self.state, self.state.epoch, self.state.master,
                                        self.state.in_sync - {member})
+            self.before_election = None   # acted on: confirmed in the store
             self.acknowledge()
 
     @precondition(lambda self: self.master_alive)
@@ -79,6 +90,7 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
                 and self.log_end[candidate] >= self.confirmed()):
             self.state = alter_in_sync(self.state, self.state.epoch, self.state.master,
                                        self.state.in_sync | {candidate})
+            self.before_election = None
 
     @rule(epoch_back=st.integers(1, 3), member=replica)
     def deposed_master_proposes(self, epoch_back, member):
@@ -100,10 +112,19 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
         self.alive.add(returner)
 
     # -- controller --------------------------------------------------------------------------
+    def floor(self) -> int:
+        return max((self.known_epoch[r] for r in self.alive), default=0)
+
     def apply(self, election) -> None:
         new = election.state
-        assert new.epoch > self.epochs[-1]
+        assert new.epoch > self.state.epoch
+        assert new.epoch > self.floor(), "an epoch a live replica acted on was granted again"
+        if not self.forgot:   # else only live replicas' epochs bind (checked above)
+            assert new.epoch > self.epochs[-1]
         self.epochs.append(new.epoch)
+        self.before_election = self.state
+        for r in self.alive:
+            self.known_epoch[r] = new.epoch
         end = self.log_end[new.master]
         if end < self.acked:
             assert not election.clean, "a clean election lost acknowledged messages"
@@ -121,7 +142,7 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
     def master_lost(self, unclean, preferred):
         live = {r: self.log_end[r] for r in self.alive}
         try:
-            election = elect(self.state, live, unclean, preferred)
+            election = elect(self.state, live, unclean, preferred, epoch_floor=self.floor())
         except NoEligibleReplica:
             assert not (self.state.in_sync & self.alive)
             assert not unclean or not self.alive
@@ -134,12 +155,27 @@ class ReplicaGroupMachine(RuleBasedStateMachine):
         live = {r: self.log_end[r] for r in self.alive}
         before = self.state
         try:
-            election = elect_preferred(before, live, preferred)
+            election = elect_preferred(before, live, preferred, epoch_floor=self.floor())
         except NoEligibleReplica:
             return
         if election.state is before:
             return
         assert election.clean and election.state.master in before.in_sync
+        self.apply(election)
+
+    @precondition(lambda self: self.before_election is not None)
+    @rule()
+    def store_forgets_the_last_election(self):
+        self.state, self.before_election, self.forgot = self.before_election, None, True
+
+    @precondition(lambda self: self.master_alive and self.floor() > self.state.epoch)
+    @rule()
+    def controller_sees_replicas_ahead_of_the_store(self):
+        live = {r: self.log_end[r] for r in self.alive}
+        try:
+            election = elect(self.state, live, epoch_floor=self.floor())
+        except NoEligibleReplica:
+            return
         self.apply(election)
 
     @invariant()

@@ -27,6 +27,17 @@ def test_initial_prefers_replica_zero_then_the_lowest_live_id():
         initial([])
 
 
+def test_a_group_the_store_forgot_starts_above_its_replicas_epochs_with_the_most_complete():
+    assert initial({0: 100, 1: 300, 2: 300}, epoch_floor=7) == group(1, 8, 1)
+    assert initial({0: 0, 1: 0}, epoch_floor=0) == group(0, 1, 0)
+
+
+def test_an_election_goes_above_every_epoch_a_live_replica_reports():
+    assert elect(group(0, 4, 0, 1), {1: 10}, epoch_floor=6).state.epoch == 7
+    assert elect(group(0, 4, 0, 1), {1: 10}, epoch_floor=2).state.epoch == 5
+    assert elect_preferred(group(0, 4, 0, 1), {0: 5, 1: 5}, 1, epoch_floor=9).state.epoch == 10
+
+
 def test_clean_election_picks_the_most_complete_live_in_sync_replica():
     election = elect(group(0, 4, 0, 1, 2), {1: 100, 2: 300, 3: 900})
     assert election.clean and not election.possible_loss

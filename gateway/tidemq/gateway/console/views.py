@@ -66,7 +66,13 @@ def index():
 
 @console_bp.get("/cluster")
 def cluster():
-    return render_template("console/cluster.html", cluster=api.get("/v1/cluster"))
+    brokers = api.get("/v1/cluster")
+    try:
+        plane, plane_problem = api.get("/v1/cluster/control-plane"), None
+    except ApiProblem as problem:  # no config center answers: the brokers still show
+        plane, plane_problem = None, problem
+    return render_template("console/cluster.html", cluster=brokers, plane=plane,
+                           plane_problem=plane_problem)
 
 
 @console_bp.get("/topics")

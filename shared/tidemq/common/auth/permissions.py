@@ -118,7 +118,9 @@ AUTHENTICATED_ONLY = frozenset({
     _NAMESRV + name for name in ("GetRouteInfo", "GetClusterInfo", "GetAllTopics",
                                  "DescribeReplication")
 } | {
-    _CONFIG + name for name in ("EffectiveConfig", "LeaseGrant", "LeaseKeepAlive", "LeaseRevoke")
+    # DescribeStore: Redis addresses, roles and lag, never a password (like DescribeReplication)
+    _CONFIG + name for name in ("EffectiveConfig", "LeaseGrant", "LeaseKeepAlive", "LeaseRevoke",
+                                "DescribeStore")
 } | {
     _RMQ + name for name in ("QueryRoute", "Heartbeat", "Telemetry", "NotifyClientTermination")
 } | {

@@ -76,6 +76,9 @@ class BrokerRoleHost:
     def log_end(self) -> int:
         return self.store.commitlog_max_offset()
 
+    def last_epoch(self) -> int:
+        return self.store.epochs.last_epoch
+
     def become_master(self, epoch: int, in_sync: frozenset[int]) -> None:
         self._stop_following()
         config = self.ha_config

@@ -42,6 +42,8 @@ class RoleHost(Protocol):
 
     def log_end(self) -> int: ...
 
+    def last_epoch(self) -> int: ...
+
     def become_master(self, epoch: int, in_sync: frozenset[int]) -> None: ...
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None: ...
@@ -170,9 +172,12 @@ class ReplicaManager:
 
     def _put_live(self, key: str, *, force: bool = False) -> None:
         """Publish address, epoch and log end; an unchanged value is not rewritten (the
-        keep-alive keeps the key alive, and every write wakes the controller's watch)."""
-        value = json.dumps({"addr": self.addr, "ha_addr": self.ha_addr,
-                            "epoch": self.role.epoch, "log_end": self.host.log_end()})
+        keep-alive keeps the key alive, and every write wakes the controller's watch). The
+        epoch is the highest this replica knows, persisted in its store: the controller's next
+        epoch goes above it even if the config store lost the write that granted it."""
+        epoch = max(self.role.epoch, self.host.last_epoch())
+        value = json.dumps({"addr": self.addr, "ha_addr": self.ha_addr, "epoch": epoch,
+                            "log_end": self.host.log_end()})
         if value == self._published and not force:
             return
         try:

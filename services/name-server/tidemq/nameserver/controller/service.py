@@ -130,7 +130,7 @@ class Controller:
                 if current is None:
                     raise errors.NotFound(f"replica group {broker_name!r} is unknown")
                 outcome = rules.elect_preferred(current.state, self._view.log_ends(broker_name),
-                                                preferred)
+                                                preferred, self._view.max_epoch(broker_name))
                 election[:] = [outcome]
                 return self._addressed(broker_name, outcome.state)
 
@@ -244,13 +244,17 @@ class Controller:
             outcome.clear()
             live = self._view.log_ends(broker_name)
             if current is None:
-                return self._addressed(broker_name, rules.initial(live)) if live else None
+                return self._addressed(broker_name, rules.initial(
+                    live, self._view.max_epoch(broker_name))) if live else None
             state = current.state
-            if state.master in live:
+            if state.master in live and self._view.max_epoch(broker_name) <= state.epoch:
                 return self._addressed(broker_name, state)  # keep the addresses current
+            # The master is gone, or a replica served under an epoch the store no longer has
+            # (it lost the write that granted it): elect above every epoch a replica knows.
             if not live:
                 return None
-            election = rules.elect(state, live, self._unclean(broker_name))
+            election = rules.elect(state, live, self._unclean(broker_name),
+                                   epoch_floor=self._view.max_epoch(broker_name))
             outcome.append(election)
             return self._addressed(broker_name, election.state)
 

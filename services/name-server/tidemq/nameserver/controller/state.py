@@ -57,14 +57,23 @@ class Election:
         return not self.clean
 
 
-def initial(live: Iterable[int]) -> GroupState:
+def initial(live: Iterable[int] | Mapping[int, int], epoch_floor: int = 0) -> GroupState:
     """A group seen for the first time: replica 0 (the configured initial master) if it is
-    alive, else the lowest live id; epoch 1; the master alone in sync."""
+    alive, else the lowest live id; epoch 1; the master alone in sync.
+
+    `epoch_floor`: the highest epoch any live replica has served under. Above 0 the group is
+    not new — the config store lost its state (a Redis failover that dropped the last write,
+    a store restored from an old backup) — so the epoch starts above it, never reusing one a
+    replica already acted on, and `live` (replica id -> log end) gives the most complete
+    replica the lead: with no in-sync set left to ask, it holds the most."""
     ids = sorted(set(live))
     if not ids:
         raise NoEligibleReplica("a group needs a live replica to be initialised")
-    master = 0 if 0 in ids else ids[0]
-    return GroupState(master, FIRST_EPOCH, frozenset({master}))
+    if epoch_floor > 0 and isinstance(live, Mapping):
+        master = _best(live)
+    else:
+        master = 0 if 0 in ids else ids[0]
+    return GroupState(master, max(FIRST_EPOCH, epoch_floor + 1), frozenset({master}))
 
 
 def _best(candidates: Mapping[int, int]) -> int:
@@ -73,8 +82,10 @@ def _best(candidates: Mapping[int, int]) -> int:
 
 
 def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
-          preferred: int | None = None) -> Election:
-    """Choose a new master among `live` (replica id -> log end) and bump the epoch.
+          preferred: int | None = None, epoch_floor: int = 0) -> Election:
+    """Choose a new master among `live` (replica id -> log end) and bump the epoch — above
+    the stored one and above `epoch_floor`, the highest epoch a live replica reports (so an
+    epoch the store forgot it granted is never granted again).
 
     Clean: a live member of the in-sync set — `preferred` if it is one, else the one with the
     largest log end. Unclean (only when `unclean`): the live replica with the largest log end.
@@ -91,12 +102,12 @@ def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
         eligible = dict(live)
     master = preferred if preferred in eligible else _best(eligible)
     in_sync = frozenset({master} | (state.in_sync & set(live)))
-    new = GroupState(master, state.epoch + 1, in_sync)
+    new = GroupState(master, max(state.epoch, epoch_floor) + 1, in_sync)
     return Election(new, state.master, clean, dict(live))
 
 
 def elect_preferred(state: GroupState, live: Mapping[int, int],
-                    preferred: int | None) -> Election:
+                    preferred: int | None, epoch_floor: int = 0) -> Election:
     """An operator's election (`tidemq broker elect`): move leadership to `preferred`, which
     must be a live in-sync replica; None = the best live in-sync replica other than the master.
     Never unclean. Choosing the current live master changes nothing (same state, same epoch)."""
@@ -115,7 +126,7 @@ def elect_preferred(state: GroupState, live: Mapping[int, int],
             f"(in-sync {sorted(state.in_sync)}, live {sorted(live)})")
     if preferred == state.master:
         return Election(state, state.master, True, dict(live))
-    return elect(state, live, unclean=False, preferred=preferred)
+    return elect(state, live, unclean=False, preferred=preferred, epoch_floor=epoch_floor)
 
 
 def alter_in_sync(state: GroupState, epoch: int, master: int,

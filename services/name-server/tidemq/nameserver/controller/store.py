@@ -3,7 +3,9 @@
 Layout (docs/replication.md, "Controller"; shared with the broker's ReplicaManager):
 
 - `/tidemq/replication/live/<broker_name>/<replica_id>` — a replica's liveness, written by the
-  replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end"}`.
+  replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end"}`; `epoch` is the
+  highest the replica knows (its store's epoch history, which survives restarts), the floor the
+  controller's next epoch must clear.
 - `/tidemq/replication/groups/<broker_name>` — the group's state (GroupState.to_json), written
   only by the active controller and always with compare-and-set on its mod revision, so two
   controllers that briefly both believe they are active can never both win a write.
@@ -125,6 +127,10 @@ class ReplicationView:
 
     def log_ends(self, broker_name: str) -> dict[int, int]:
         return {r: live.log_end for r, live in self.live.get(broker_name, {}).items()}
+
+    def max_epoch(self, broker_name: str) -> int:
+        """The highest epoch any live replica of the group reports (0 = none)."""
+        return max((live.epoch for live in self.live.get(broker_name, {}).values()), default=0)
 
 
 class ReplicationStore:
