@@ -69,7 +69,7 @@ def _sentinel_directives(service: Service, topology: Topology,
                          placement: Placement) -> list[str]:
     plane = topology.control_plane
     name = plane.sentinel_master
-    master = next(node for node in topology.redis_nodes() if node.replica_of is None)
+    master = topology.redis_master()
     directives = []
     if placement.compose:  # nodes and Sentinels are known by service name, not container IP
         directives += ["--sentinel", "resolve-hostnames", "yes",

@@ -112,16 +112,20 @@ class Topology:
     def sentinels(self) -> list[Service]:
         return [s for s in self.services.values() if s.is_sentinel]
 
+    def redis_master(self) -> Service:
+        """The Redis node that starts as master (Sentinel may move the role later)."""
+        masters = [s for s in self.redis_nodes() if s.replica_of is None]
+        if len(masters) != 1:
+            raise TopologyError(f"the control plane needs one Redis master, found {len(masters)}")
+        return masters[0]
+
     def redis_url(self, placement: Placement, db: str) -> str:
         """The control-plane store: through the Sentinels when there are any, else the one
         Redis (redisconn reads both forms)."""
         if sentinels := self.sentinels():
             addrs = ",".join(placement.addr(s) for s in sentinels)
             return f"redis+sentinel://{addrs}/{self.control_plane.sentinel_master}/{db}"
-        masters = [s for s in self.redis_nodes() if s.replica_of is None]
-        if len(masters) != 1:
-            raise TopologyError(f"{{redis-url}} needs one Redis master, found {len(masters)}")
-        return f"redis://{placement.addr(masters[0])}/{db}"
+        return f"redis://{placement.addr(self.redis_master())}/{db}"
 
     def start_order(self) -> list[list[Service]]:
         """Services in tiers: every service's dependencies sit in an earlier tier."""
