@@ -107,7 +107,7 @@ def issue(out: Path, service: str, ca: tuple[x509.Certificate, ec.EllipticCurveP
 def topology_services() -> list[str]:
     from deploy.topology import load
 
-    return [name for name, service in load().services.items() if not service.is_redis]
+    return [name for name, service in load().services.items() if service.module]
 
 
 def main(argv: list[str] | None = None) -> int:

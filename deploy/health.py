@@ -4,7 +4,8 @@ as synchronisation: each probe is a real request, repeated until it answers or t
     python -m deploy.health                      # probe every service of `make up`
     python -m deploy.health --port-offset 100 broker-a
 
-gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis PING.
+gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis nodes and Sentinels
+PING. TIDEMQ_REPLICAS / TIDEMQ_REDIS / TIDEMQ_<PROFILE> say which topology, as for `make up`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 from tidemq.common.healthcheck import grpc_healthy, http_healthy
 
-from deploy.topology import Placement, Service, Topology, enabled_profiles, load
+from deploy.topology import Placement, Service, Topology, enabled_profiles, env_overrides, load
 
 HTTPS_WITH_TLS = frozenset({"gateway", "trace-collector"})  # images serving HTTPS with a cert
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("services", nargs="*", help="service names (default: all)")
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)
-    topology: Topology = load(profiles=enabled_profiles(os.environ))  # TIDEMQ_ANALYTICS=1...
+    topology: Topology = load(**env_overrides(os.environ), profiles=enabled_profiles(os.environ))
     placement = Placement(port_offset=args.port_offset)
     unknown = [n for n in args.services if n not in topology.services]
     if unknown:

@@ -20,9 +20,12 @@ import socket
 import subprocess
 import sys
 import time
+import xmlrpc.client
 from pathlib import Path
 
-from deploy import analytics, observability
+from supervisor.xmlrpc import Faults, SupervisorTransport
+
+from deploy import analytics, observability, redis_tier
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.render import render_supervisor
@@ -32,6 +35,7 @@ from deploy.topology import (
     Service,
     Topology,
     enabled_profiles,
+    env_overrides,
     load,
     published_urls,
 )
@@ -44,29 +48,25 @@ class DeployError(RuntimeError):
     pass
 
 
-def ensure_redis_server() -> str:
-    """Path of redis-server, installing Debian's package when missing and we are root."""
-    found = shutil.which("redis-server")
+def ensure_redis(program: str = "redis-server") -> str:
+    """Path of redis-server or redis-sentinel, installing Debian's package of that name when
+    missing and we are root."""
+    found = shutil.which(program)
     if found:
         return found
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        print("redis-server is missing: installing Debian's redis-server package")
+        print(f"{program} is missing: installing Debian's {program} package")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "redis-server"], check=True, env=env)
-        found = shutil.which("redis-server")
+        subprocess.run(["apt-get", "install", "-y", program], check=True, env=env)
+        found = shutil.which(program)
         if found:
             return found
     raise DeployError(
-        "redis-server is not installed. Install Redis (Debian/Ubuntu: "
-        "`sudo apt-get install redis-server`, macOS: `brew install redis`) and run `make up` again."
+        f"{program} is not installed. Install Redis (Debian/Ubuntu: "
+        f"`sudo apt-get install {program}`, macOS: `brew install redis`) and run `make up` "
+        "again (`make up REDIS=single` needs no redis-sentinel)."
     )
-
-
-def _replicas() -> int | None:
-    """TIDEMQ_REPLICAS (set by `make up REPLICAS=3`) overrides the topology's replicas."""
-    value = os.environ.get("TIDEMQ_REPLICAS", "")
-    return int(value) if value else None
 
 
 def _profiles() -> tuple[str, ...]:
@@ -75,11 +75,11 @@ def _profiles() -> tuple[str, ...]:
     return enabled_profiles(os.environ)
 
 
-def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = ()
-                   ) -> tuple[Topology, dict[str, str]]:
+def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = (), *,
+                   redis: str | None = None) -> tuple[Topology, dict[str, str]]:
     """The services `make up` runs, and those of the enabled profiles it cannot run here
     (program not installed) with the reason."""
-    topology = load(replicas=replicas, profiles=profiles)
+    topology = load(replicas=replicas, redis=redis, profiles=profiles)
     skipped = {**observability.local_unavailable(topology),
                **analytics.local_unavailable(topology)}
     return topology.select(profiles, drop=tuple(skipped)), skipped
@@ -91,7 +91,8 @@ class LocalDeployment:
 
     data_dir: Path = DEFAULT_DATA_DIR
     port_offset: int = 0
-    topology: Topology = dataclasses.field(default_factory=lambda: load(replicas=_replicas()))
+    topology: Topology = dataclasses.field(
+        default_factory=lambda: load(**env_overrides(os.environ)))
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> why not run
 
     @property
@@ -132,7 +133,7 @@ class LocalDeployment:
             return None
         return pid
 
-    def _write_config(self, redis_server: str) -> None:
+    def _write_config(self, redis: dict[str, str]) -> None:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for service in self.topology.services.values():
             (self.data_dir / service.name).mkdir(parents=True, exist_ok=True)
@@ -142,24 +143,39 @@ class LocalDeployment:
                 self.placement,
                 run_dir=self.run_dir,
                 data_dir=self.data_dir,
-                redis_server=redis_server,
+                redis_server=redis["redis-server"],
+                redis_sentinel=redis.get("redis-sentinel", "redis-sentinel"),
                 prometheus=shutil.which("prometheus") or "prometheus",
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
 
-    def start_supervisord(self, redis_server: str) -> None:
+    def start_supervisord(self, redis: dict[str, str]) -> None:
+        """`redis`: the redis-server and redis-sentinel executables."""
         if self.supervisord_pid():
-            self._write_config(redis_server)
+            self._write_config(redis)
             self.supervisorctl("update")  # pick up topology changes for a running supervisor
             return
-        self._write_config(redis_server)
+        self._write_config(redis)
         subprocess.run([str(BIN_DIR / "supervisord"), "-c", str(self.config_file)], check=True)
         deadline = time.monotonic() + 20
         while self.supervisorctl("pid").returncode != 0:
             if time.monotonic() > deadline:
                 raise DeployError(f"supervisord did not start; see {self.run_dir}/supervisord.log")
             time.sleep(0.1)
+
+    def start(self, names: list[str]) -> None:
+        """Start these programs together (`supervisorctl start` starts one at a time and waits
+        out each one's startsecs); `up` then waits for them to be healthy and RUNNING."""
+        transport = SupervisorTransport(serverurl=f"unix://{self.run_dir / 'supervisor.sock'}")
+        with xmlrpc.client.ServerProxy("http://127.0.0.1", transport) as supervisord:
+            for name in names:
+                try:
+                    supervisord.supervisor.startProcess(name, False)
+                except xmlrpc.client.Fault as fault:
+                    if fault.faultCode != Faults.ALREADY_STARTED:
+                        raise DeployError(f"supervisord cannot start {name}: "
+                                          f"{fault.faultString}") from None
 
     def state(self, name: str) -> tuple[str, int | None]:
         """(supervisor state such as RUNNING/FATAL/BACKOFF, pid or None)."""
@@ -183,19 +199,21 @@ class LocalDeployment:
         ]
 
     def up(self, *, timeout: float = 90.0, progress=print) -> None:
-        redis_server = ensure_redis_server()
+        redis = {"redis-server": ensure_redis("redis-server")}
+        if self.topology.sentinels():
+            redis["redis-sentinel"] = ensure_redis("redis-sentinel")
         if self.supervisord_pid() is None and (busy := self.busy_ports()):
             # otherwise a foreign listener would answer our health probes
             raise DeployError(
                 f"ports already in use: {', '.join(busy)}. Stop what holds them (another "
                 "`make up`? `make compose-down`?) or use `python -m deploy.local up --port-offset N`"
             )
-        self.start_supervisord(redis_server)
+        self.start_supervisord(redis)
         progress(f"supervisord running (config {self.config_file})")
         for tier in self.topology.start_order():
             names = [s.name for s in tier]
             progress(f"starting {' '.join(names)}")
-            self.supervisorctl("start", *names)
+            self.start(names)
             wait_healthy(
                 tier,
                 self.placement,
@@ -203,6 +221,16 @@ class LocalDeployment:
                 progress=progress,
                 still_alive=self._gave_up,
             )
+            self._wait_running(tier, timeout)
+
+    def _wait_running(self, tier: list[Service], timeout: float) -> None:
+        """Healthy is not yet RUNNING: supervisord says so once a process outlived startsecs."""
+        deadline = time.monotonic() + timeout
+        for service in tier:
+            while (state := self.state(service.name)[0]) != "RUNNING":
+                if (reason := self._gave_up(service)) or time.monotonic() > deadline:
+                    raise Unhealthy(service, reason or f"supervisor reports {state}")
+                time.sleep(0.1)  # pacing between status queries
 
     def _gave_up(self, service: Service) -> str | None:
         state, _ = self.state(service.name)
@@ -301,6 +329,7 @@ def _cmd_status(deployment: LocalDeployment) -> int:
         ok, reason = probe(service, deployment.placement)
         healthy &= ok
         print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
+    print("\n".join(redis_tier.status_lines(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
 
 
@@ -323,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)
-    topology, skipped = local_topology(_replicas(), _profiles())
+    overrides = env_overrides(os.environ)
+    topology, skipped = local_topology(overrides["replicas"], _profiles(),
+                                       redis=overrides["redis"])
     deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset,
                                  topology=topology, skipped=skipped)
     if args.command == "up":

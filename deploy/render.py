@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from deploy import redis_tier
 from deploy.analytics import SPARK_PROGRAMS, environment, spark_argv
 from deploy.observability import (
     PROMETHEUS_CONFIG_DIR,
@@ -54,9 +55,11 @@ def service_argv(
     python: str = "python",
     log_level: str = "info",
     prometheus_config: str = f"{PROMETHEUS_CONFIG_DIR}/prometheus.yml",
+    redis_programs: dict[str, str] | None = None,
 ) -> list[str]:
-    """The command line that runs one service (redis-server, prometheus, spark-class for the
-    programs; none for Grafana, whose image has its own)."""
+    """The command line that runs one service (redis-server, redis-sentinel, prometheus,
+    spark-class for the programs; none for Grafana, whose image has its own).
+    `redis_programs`: the redis-server / redis-sentinel executables to run."""
     port = placement.port(service, service.main_port)
     if service.program in SPARK_PROGRAMS:
         return spark_argv(service, topology, placement, data_dir=data_dir, python=python,
@@ -67,12 +70,9 @@ def service_argv(
                                listen=f"{bind}:{port}")
     if service.program == "grafana":
         return []
-    if service.is_redis:
-        bind = "0.0.0.0" if placement.compose else "127.0.0.1"
-        return [
-            "redis-server", "--bind", bind, "--port", str(port), "--dir", data_dir,
-            "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no",
-        ]  # fmt: skip
+    if service.is_redis or service.is_sentinel:
+        return redis_tier.argv(service, topology, placement, data_dir=data_dir,
+                               programs=redis_programs)
     argv = [
         python, "-m", service.module,
         "--host", "0.0.0.0" if placement.compose else "127.0.0.1",
@@ -118,6 +118,7 @@ def render_supervisor(
     data_dir: Path,
     python: str = sys.executable,
     redis_server: str = "redis-server",
+    redis_sentinel: str = "redis-sentinel",
     prometheus: str = "prometheus",
 ) -> str:
     """supervisord.conf: every service autorestarts; `deploy.local` starts them tier by tier."""
@@ -145,12 +146,12 @@ def render_supervisor(
             argv = service_argv(
                 service, topology, placement, data_dir=str(data_dir / service.name), python=python,
                 prometheus_config=str(run_dir / "prometheus.yml"),
+                redis_programs={"redis-server": redis_server, "redis-sentinel": redis_sentinel},
             )
-            if service.is_redis:
-                argv[0] = redis_server
             if service.program == "prometheus":
                 argv[0] = prometheus
-            env = {"PYTHONUNBUFFERED": "1"}
+            env = {"PYTHONUNBUFFERED": "1",
+                   **redis_tier.launcher_env(service, topology, placement)}
             if service.program in SPARK_PROGRAMS:
                 env.update(environment(service, placement, python=python))
             lines += [
@@ -198,6 +199,8 @@ def _compose_service(service: Service, topology: Topology) -> dict:
         entry["command"] = command
     if service.program in SPARK_PROGRAMS:
         extras["environment"] = environment(service, placement)
+    if launcher := redis_tier.launcher_env(service, topology, placement):
+        extras["environment"] = launcher
     if "environment" in extras:
         entry["environment"] = extras["environment"]
     entry["restart"] = "unless-stopped"

@@ -18,9 +18,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.yaml"
 
 _HEALTH_KINDS = ("grpc", "http", "redis")
-_PROGRAMS = ("redis", "prometheus", "grafana", "spark-master", "spark-worker", "spark-submit")
+_PROGRAMS = ("redis", "redis-sentinel", "prometheus", "grafana", "spark-master", "spark-worker",
+             "spark-submit")
 ALL_PROFILES = ("*",)
-_PLACEHOLDER = re.compile(r"\{(addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
+REDIS_MODES = ("sentinel", "single")  # TIDEMQ_REDIS / `make up REDIS=single`
+_PLACEHOLDER = re.compile(r"\{(addrs|addr|port|redis-url):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
 
 
 class TopologyError(ValueError):
@@ -59,6 +61,8 @@ class Service:
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     program: str | None = None  # not a tidemq module: redis, prometheus, grafana, spark-*
     profile: str | None = None  # compose profile (and `make up` switch) that enables it
+    group: str = ""  # the topology entry it was expanded from (its own name if not expanded)
+    replica_of: str | None = None  # a Redis replica: the master it first replicates
 
     @property
     def main_port(self) -> str:
@@ -66,7 +70,12 @@ class Service:
 
     @property
     def is_redis(self) -> bool:
+        """A Redis data node (master or replica), not a Sentinel."""
         return self.program == "redis"
+
+    @property
+    def is_sentinel(self) -> bool:
+        return self.program == "redis-sentinel"
 
     def env_name(self, port_name: str) -> str:
         """Environment variable that overrides a published host port under compose."""
@@ -81,6 +90,7 @@ class Topology:
     services: dict[str, Service]
     tracing: str | None
     replication: Replication = dataclasses.field(default_factory=lambda: Replication())
+    control_plane: ControlPlane = dataclasses.field(default_factory=lambda: ControlPlane())
 
     def select(self, profiles: tuple[str, ...] = (), *, drop: tuple[str, ...] = ()) -> Topology:
         """The services that run: those without a profile or with one of `profiles`, minus
@@ -91,6 +101,31 @@ class Topology:
 
     def profiles(self) -> list[str]:
         return sorted({s.profile for s in self.services.values() if s.profile})
+
+    def members(self, group: str) -> list[Service]:
+        """The services expanded from one topology entry (config-center-1, -2...)."""
+        return [s for s in self.services.values() if s.group == group]
+
+    def redis_nodes(self) -> list[Service]:
+        return [s for s in self.services.values() if s.is_redis]
+
+    def sentinels(self) -> list[Service]:
+        return [s for s in self.services.values() if s.is_sentinel]
+
+    def redis_master(self) -> Service:
+        """The Redis node that starts as master (Sentinel may move the role later)."""
+        masters = [s for s in self.redis_nodes() if s.replica_of is None]
+        if len(masters) != 1:
+            raise TopologyError(f"the control plane needs one Redis master, found {len(masters)}")
+        return masters[0]
+
+    def redis_url(self, placement: Placement, db: str) -> str:
+        """The control-plane store: through the Sentinels when there are any, else the one
+        Redis (redisconn reads both forms)."""
+        if sentinels := self.sentinels():
+            addrs = ",".join(placement.addr(s) for s in sentinels)
+            return f"redis+sentinel://{addrs}/{self.control_plane.sentinel_master}/{db}"
+        return f"redis://{placement.addr(self.redis_master())}/{db}"
 
     def start_order(self) -> list[list[Service]]:
         """Services in tiers: every service's dependencies sit in an earlier tier."""
@@ -132,12 +167,19 @@ class Placement:
 
 
 def expand(text: str, service: Service, topology: Topology, placement: Placement) -> str:
-    """Replace {addr:SVC[:PORT]} and {port:PORT} / {port:SVC:PORT} placeholders."""
+    """Replace {addr:SVC[:PORT]}, {port:PORT} / {port:SVC:PORT}, {addrs:ENTRY[:PORT]} (every
+    service expanded from one entry, comma-separated) and {redis-url:DB} placeholders."""
 
     def substitute(match: re.Match[str]) -> str:
         kind, first, second = match.groups()
         if kind == "port" and second is None:
             return str(placement.port(service, first))
+        if kind == "redis-url":
+            return topology.redis_url(placement, first)
+        if kind == "addrs":
+            if not (members := topology.members(first)):
+                raise TopologyError(f"{service.name}: {match.group(0)} names no service")
+            return ",".join(placement.addr(member, second) for member in members)
         target = topology.services.get(first)
         if target is None:
             raise TopologyError(f"{service.name}: {match.group(0)} names no service")
@@ -186,6 +228,8 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
         labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
         program=program,
         profile=raw.get("profile"),
+        group=raw.get("group", name),
+        replica_of=raw.get("replica_of"),
     )
 
 
@@ -227,8 +271,8 @@ def expand_replica_groups(services: dict, replication: Replication) -> dict:
         if "ha" not in (raw.get("ports") or {}):
             raise TopologyError(f"replica group {name!r} needs an 'ha' port")
         for replica in range(replication.replicas):
-            expanded[name if replica == 0 else f"{name}-{replica}"] = _replica(
-                raw, replica, replication)
+            expanded[name if replica == 0 else f"{name}-{replica}"] = {
+                **_replica(raw, replica, replication), "group": name}
     return expanded
 
 
@@ -244,9 +288,96 @@ def _replica(raw: dict, replica: int, replication: Replication) -> dict:
     return {**raw, "ports": ports, "args": args}
 
 
-def parse(data: dict) -> Topology:
+@dataclasses.dataclass(frozen=True)
+class ControlPlane:
+    """How many of each control-plane process run (docs/deployment.md#the-control-plane).
+
+    The entry marked `control_plane: redis` is the Redis master, followed by `redis_replicas`
+    replicas `<name>-replica-<n>` (port + n); the one marked `control_plane: sentinels` runs as
+    `sentinels` Sentinels and the one marked `control_plane: config_centers` as
+    `config_centers` config centers, instance n named `<name>-<n>` with every port + n - 1.
+    No sentinels (and then no replicas) is a single Redis: `make up REDIS=single`."""
+
+    redis_replicas: int = 0
+    sentinels: int = 0
+    config_centers: int = 1
+    sentinel_master: str = "tidemq"
+    quorum: int = 2
+    down_after_milliseconds: int = 2000
+    failover_timeout: int = 10000
+    parallel_syncs: int = 1
+    min_replicas_to_write: int = 1
+    min_replicas_max_lag: int = 5
+
+    @classmethod
+    def from_raw(cls, raw: dict | None, redis: str | None = None) -> ControlPlane:
+        plane = cls(**(raw or {}))
+        if redis not in (None, "", *REDIS_MODES):
+            raise TopologyError(f"redis mode {redis!r}: use one of {REDIS_MODES}")
+        if redis == "single":
+            plane = dataclasses.replace(plane, redis_replicas=0, sentinels=0)
+        if plane.config_centers < 1:
+            raise TopologyError("control_plane: config_centers must be >= 1")
+        if plane.sentinels and not (plane.redis_replicas >= 1 and
+                                    1 <= plane.quorum <= plane.sentinels):
+            raise TopologyError("control_plane: Sentinels need redis_replicas >= 1 and a "
+                                "quorum of 1..sentinels")
+        if plane.redis_replicas and not plane.sentinels:
+            raise TopologyError("control_plane: Redis replicas need Sentinels to fail over")
+        if plane.sentinels and not 0 <= plane.min_replicas_to_write <= plane.redis_replicas:
+            raise TopologyError("control_plane: min_replicas_to_write must be 0..redis_replicas")
+        return plane
+
+    @property
+    def replicated(self) -> bool:
+        return self.sentinels > 0
+
+    def count(self, role: str) -> int:
+        return {"redis": 1 + self.redis_replicas, "sentinels": self.sentinels,
+                "config_centers": self.config_centers}[role]
+
+
+def expand_control_plane(services: dict, plane: ControlPlane) -> dict:
+    """Raw services with each `control_plane` entry turned into its instances; a dependency on
+    such an entry becomes a dependency on every instance (none when it runs none)."""
+    instances: dict[str, list[str]] = {}
+    for name, raw in services.items():
+        role = raw.get("control_plane")
+        if role is not None:
+            if role not in ("redis", "sentinels", "config_centers"):
+                raise TopologyError(f"service {name!r}: control_plane is redis, sentinels or "
+                                    "config_centers")
+            instances[name] = [_instance(name, role, i)[0] for i in range(plane.count(role))]
+    expanded: dict = {}
+    for name, raw in services.items():
+        raw = dict(raw)
+        if raw.get("depends_on"):
+            raw["depends_on"] = [d for dep in raw["depends_on"] for d in instances.get(dep, [dep])]
+        role = raw.pop("control_plane", None)
+        if role is None:
+            expanded[name] = raw
+            continue
+        for index in range(plane.count(role)):
+            instance, step = _instance(name, role, index)
+            ports = {k: int(v) + step for k, v in raw["ports"].items()}
+            expanded[instance] = {**raw, "ports": ports, "group": name}
+            if role == "redis" and index:  # a replica (it retries until its master answers)
+                expanded[instance]["replica_of"] = name
+    return expanded
+
+
+def _instance(name: str, role: str, index: int) -> tuple[str, int]:
+    """(service name, port shift) of instance `index` of a control-plane entry."""
+    if role == "redis":
+        return (name if index == 0 else f"{name}-replica-{index}"), index
+    return f"{name}-{index + 1}", index
+
+
+def parse(data: dict, *, redis: str | None = None) -> Topology:
     replication = Replication.from_raw(data.get("replication"))
-    data = {**data, "services": expand_replica_groups(data["services"], replication)}
+    control_plane = ControlPlane.from_raw(data.get("control_plane"), redis)
+    services = expand_control_plane(data["services"], control_plane)
+    data = {**data, "services": expand_replica_groups(services, replication)}
     images = {
         name: Image(
             name=name,
@@ -275,7 +406,7 @@ def parse(data: dict) -> Topology:
     if tracing is not None and tracing not in services:
         raise TopologyError(f"tracing service {tracing!r} is not a service")
     topology = Topology(images=images, services=services, tracing=tracing,
-                        replication=replication)
+                        replication=replication, control_plane=control_plane)
     topology.start_order()  # rejects cycles early
     _check_unique_ports(topology)
     return topology
@@ -290,16 +421,25 @@ def _check_unique_ports(topology: Topology) -> None:
                 raise TopologyError(f"port {port} used by both {owner} and {service.name}")
 
 
-def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None,
+def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None, redis: str | None = None,
          profiles: tuple[str, ...] = ()) -> Topology:
-    """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`).
+    """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`) and
+    redis="single" runs one Redis and no Sentinels (`make up REDIS=single`).
     Services of a profile (`observability`...) are left out unless `profiles` names it;
     ALL_PROFILES keeps every service (what docker-compose.yml describes)."""
     data = yaml.safe_load(path.read_text())
     if replicas is not None:
         data["replication"] = {**(data.get("replication") or {}), "replicas": replicas}
-    topology = parse(data)
+    topology = parse(data, redis=redis)
     return topology if profiles == ALL_PROFILES else topology.select(profiles)
+
+
+def env_overrides(env) -> dict:
+    """`load` arguments from TIDEMQ_REPLICAS and TIDEMQ_REDIS in `env` (what `make up
+    REPLICAS=1 REDIS=single` set)."""
+    replicas = env.get("TIDEMQ_REPLICAS", "")
+    return {"replicas": int(replicas) if replicas else None,
+            "redis": env.get("TIDEMQ_REDIS", "") or None}
 
 
 def enabled_profiles(env) -> tuple[str, ...]:
@@ -314,7 +454,8 @@ def published_urls(topology: Topology, placement: Placement) -> list[str]:
     lines = []
     for service in topology.services.values():
         for port_name in service.publish:
-            scheme = ("http" if port_name == "http" else "redis" if service.is_redis
+            scheme = ("http" if port_name == "http"
+                      else "redis" if service.is_redis or service.is_sentinel
                       else "spark" if port_name == "spark" else "grpc")
             url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
             label = service.labels.get(port_name, port_name)

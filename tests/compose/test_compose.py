@@ -1,6 +1,7 @@
 """The compose deployment end to end: build the images (no registry), start the stack under a
 unique project name on free host ports, produce through the HTTP gateway and read it all back.
-The `observability` profile runs too: Prometheus scrapes every service and every dashboard
+The Redis tier runs as the default topology has it (master, two replicas, three Sentinels,
+two config centers on it). The `observability` profile runs too: Prometheus scrapes every service and every dashboard
 panel's query returns data. Grafana (an upstream image) runs when its image is present or
 pullable; otherwise it is skipped with the reason printed (no registry on these machines).
 The `analytics` profile runs too: the Spark master and two workers form one cluster, and a job
@@ -28,6 +29,7 @@ from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
 from deploy.health import Unhealthy
 from deploy.images import ImageBuildError, build_images
 from deploy.observability import PROFILE, dashboard_files, dashboard_queries
+from deploy.redis_tier import observe
 from deploy.topology import load
 from tests.support.processes import free_port, wait_until
 
@@ -140,6 +142,19 @@ def test_no_service_runs_as_root(stack: ComposeStack):
         status = Path(f"/proc/{pid}/status").read_text()
         uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
         assert uid != "0", f"{name} runs as root"
+
+
+def test_redis_replicates_to_both_replicas_under_three_sentinels(stack: ComposeStack):
+    """Nodes and Sentinels know each other by service name (replica-announce-ip,
+    announce-hostnames): the master has both replicas, every Sentinel names it."""
+    def replicating():
+        nodes, sentinels = observe(stack.topology, stack.placement)
+        return ([(n.name, n.role, n.master, n.link) for n in nodes] == [
+            ("redis", "master", "", ""), ("redis-replica-1", "replica", "redis", "up"),
+            ("redis-replica-2", "replica", "redis", "up")]
+            and [s.master for s in sentinels] == ["redis"] * 3)
+
+    wait_until(replicating, 60, interval=0.5, message="the Redis tier replicating")
 
 
 COMMIT_SCRIPT = """

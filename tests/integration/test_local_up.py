@@ -1,9 +1,12 @@
 """`make up` for real: the default topology (every broker group three replicas, SYNC_MASTER,
-min_in_sync_replicas 2) under supervisord on shifted ports and a temporary data dir (so it
-runs beside a developer's `make up`). Every service is healthy and serves the dashboards'
-metrics (and, with Debian's prometheus installed, the supervised Prometheus of
-`make up OBSERVABILITY=1` scrapes them all); each group gets a master with two in-sync replicas; SIGKILL of a master is answered
-by an election while a producer keeps sending, and supervisord restarts the victim."""
+min_in_sync_replicas 2; Redis master, two replicas and three Sentinels; two config centers)
+under supervisord on shifted ports and a temporary data dir (so it runs beside a developer's
+`make up`). Every service is healthy and serves the dashboards' metrics (and, with Debian's
+prometheus installed, the supervised Prometheus of `make up OBSERVABILITY=1` scrapes them all);
+each group gets a master with two in-sync replicas; SIGKILL of a master is answered by an
+election while a producer keeps sending, and supervisord restarts the victim. SIGKILL of the
+Redis master is answered by a Sentinel failover: config reads and writes go on, and the old
+master returns as a replica of the new one."""
 
 from __future__ import annotations
 
@@ -15,10 +18,13 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from tidemq.client import Message, Producer, SendStatus
 from tidemq.client.admin import Admin
+from tidemq.common.errors import TideMQError
+from tidemq.configclient.client import ConfigClient
 
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset, local_topology
 from deploy.observability import PROFILE, dashboard_files, dashboard_metric_names, scrape_targets
+from deploy.redis_tier import observe
 from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -65,6 +71,40 @@ def _check_prometheus_scrapes_every_target(deployment: LocalDeployment) -> None:
     wait_until(all_up, 60, interval=0.5, message="Prometheus scraping every service")
 
 
+def _check_redis_master_failover(deployment: LocalDeployment, config_center: str) -> None:
+    """SIGKILL of the Redis master: the Sentinels promote a replica, the config center keeps
+    answering (nothing acknowledged lost), supervisord restarts the old master and it follows
+    the new one."""
+    def sentinels_name() -> set[str | None]:
+        return {s.master for s in observe(deployment.topology, deployment.placement)[1]}
+
+    def written(config: ConfigClient, value: str) -> bool:
+        try:
+            return config.put("/tidemq/test/redis-failover", value).succeeded
+        except TideMQError:  # UNAVAILABLE while the Sentinels fail over
+            return False
+
+    victim = wait_until(lambda: len(named := sentinels_name()) == 1 and named.pop(), 30,
+                        interval=0.2, message="the Sentinels to agree on the master")
+    with ConfigClient(config_center) as config:
+        assert written(config, "before")
+        first_pid = deployment.pid(victim)
+        os.kill(first_pid, signal.SIGKILL)
+        promoted = wait_until(lambda: (named := sentinels_name()) != {victim} and len(named) == 1
+                              and named.pop(), 60, interval=0.2,
+                              message="the Sentinels to promote a replica")
+        assert config.get("/tidemq/test/redis-failover").value == b"before"
+        wait_until(lambda: written(config, "after"), 60, interval=0.2,
+                   message="config writes on the new master")
+        assert config.get("/tidemq/test/redis-failover").value == b"after"
+    wait_until(lambda: deployment.pid(victim) not in (None, first_pid), 60, interval=0.2,
+               message=f"supervisord did not restart {victim}")
+    wait_until(lambda: any(n.name == victim and n.role == "replica" and n.master == promoted
+                           and n.link == "up"
+                           for n in observe(deployment.topology, deployment.placement)[0]),
+               60, interval=0.2, message=f"{victim} to follow {promoted}")
+
+
 def test_local_topology_comes_up_and_fails_over(tmp_path):
     # with the observability profile: Prometheus too, when Debian's package is installed
     topology, skipped = local_topology(profiles=(PROFILE,))
@@ -74,7 +114,7 @@ def test_local_topology_comes_up_and_fails_over(tmp_path):
     )
     placement = deployment.placement
     namesrv = ";".join(placement.addr(topology.services[n]) for n in ("namesrv-1", "namesrv-2"))
-    config_center = placement.addr(topology.services["config-center"])
+    config_center = ",".join(placement.addr(s) for s in topology.members("config-center"))
     try:
         try:
             deployment.up(timeout=180, progress=print)
@@ -114,6 +154,7 @@ def test_local_topology_comes_up_and_fails_over(tmp_path):
                    message=f"supervisord did not restart {victim}")
         wait_until(lambda: probe(topology.services[victim], placement)[0], 60, interval=0.2,
                    message=f"{victim} did not become healthy again")
+        _check_redis_master_failover(deployment, config_center)
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None

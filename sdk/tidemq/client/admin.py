@@ -55,7 +55,7 @@ __all__ = [
     "broker_for_store_host", "coordinator_for", "parse_assignment", "parse_subscription",
 ]
 
-DEFAULT_CONFIG_CENTER = "127.0.0.1:7070"
+DEFAULT_CONFIG_CENTER = "127.0.0.1:7070,127.0.0.1:7071"  # both config centers of `make up`
 ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch within seconds
 POLL_INTERVAL_S = 0.1
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_common import err, expected_errors
 from tidemq.common.errors import NotFound, PreconditionFailed
 from tidemq.configclient.client import ConfigClient, Event, KeyValue, PutResult
@@ -31,7 +32,7 @@ Addr = Annotated[str, typer.Option(
     help="config-center address(es), host:port[,host:port]")]
 Output = Annotated[str | None, typer.Option(
     "--output", "-o", help="table or json (default: the global --output)", show_default=False)]
-DEFAULT_ADDR = "127.0.0.1:7070"
+DEFAULT_ADDR = DEFAULT_CONFIG_CENTER
 WATCH_ACK_S = 5.0  # how long `watch` waits for the server's acknowledgement before saying so
 
 _out = Console()

@@ -41,7 +41,8 @@ def test_compose_services_are_healthchecked_restarted_and_published_on_loopback_
 def test_compose_redis_is_append_only_and_stateful_services_have_named_volumes():
     topology = load(profiles=ALL_PROFILES)
     document = yaml.safe_load(render_compose(topology))
-    assert "--appendonly" in document["services"]["redis"]["command"]
+    for node in ("redis", "redis-replica-1", "redis-replica-2"):
+        assert "--appendonly" in document["services"][node]["command"]
     data_paths = {"grafana": "/var/lib/grafana"}  # where the upstream image keeps its data
     for service in topology.services.values():
         if service.stateful:
@@ -59,20 +60,31 @@ def test_compose_addresses_use_service_names():
 
 
 
-FOLLOWERS = ("namesrv-1", "namesrv-2", "trace-collector", "broker-a", "broker-b",
-             "gateway-http")  # every service that follows dynamic settings from the config center
+# every service that follows the config center (dynamic settings, ACL): --config-center, or
+# gateway-grpc's --auth-config-center
+FOLLOWERS = {"namesrv-1": "--config-center", "namesrv-2": "--config-center",
+             "trace-collector": "--config-center", "broker-a": "--config-center",
+             "broker-a-2": "--config-center", "gateway-http": "--config-center",
+             "gateway-grpc": "--auth-config-center"}
 
 
-def test_every_settings_follower_is_given_the_config_center_in_both_deployments(tmp_path: Path):
+def test_every_follower_is_given_both_config_centers_in_both_deployments(tmp_path: Path):
     compose = yaml.safe_load(render_compose(load()))["services"]
-    for name in FOLLOWERS:
+    for name, flag in FOLLOWERS.items():
         command = compose[name]["command"]
-        assert command[command.index("--config-center") + 1] == "config-center:7070", name
+        assert command[command.index(flag) + 1] == \
+            "config-center-1:7070,config-center-2:7071", name
     config = configparser.RawConfigParser()
     config.read_string(render_supervisor(load(), Placement(port_offset=500),
                                          run_dir=tmp_path, data_dir=tmp_path))
-    for name in FOLLOWERS:
-        assert "--config-center 127.0.0.1:7570" in config[f"program:{name}"]["command"], name
+    for name, flag in FOLLOWERS.items():
+        assert f"{flag} 127.0.0.1:7570,127.0.0.1:7571" in \
+            config[f"program:{name}"]["command"], name
+    following = {name for name, service in compose.items()
+                 if {"--config-center", "--auth-config-center"} & set(service.get("command", ()))}
+    assert following == {n for n in load().services
+                         if n.startswith(("namesrv", "broker", "gateway", "trace"))}
+
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 def test_docker_compose_accepts_the_file_and_the_port_overrides():
@@ -122,7 +134,7 @@ def test_priorities_follow_dependencies(tmp_path: Path):
 def test_every_tidemq_service_gets_the_common_flags():
     topology = load()
     for service in topology.services.values():
-        if service.is_redis:
+        if service.module is None:  # Redis nodes, Sentinels
             continue
         argv = service_argv(service, topology, Placement(), data_dir="/d")
         for flag in ("--host", "--port", "--metrics-port", "--advertised-host", "--data-dir"):

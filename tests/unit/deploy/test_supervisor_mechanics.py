@@ -1,17 +1,22 @@
-"""supervisord mechanics with a real process (Redis only, so this runs without the services):
-tiered start waits for health, kill -9 is answered by a restart, down stops everything."""
+"""supervisord mechanics with real processes (Redis and Sentinel only, so this runs without the
+services): tiered start waits for health, kill -9 is answered by a restart, down stops
+everything; a killed Redis master is failed over by the Sentinels and returns as a replica."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 
 import pytest
+import redis
+import yaml
 
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset, process_alive
-from deploy.topology import parse
+from deploy.redis_tier import observe, status_lines
+from deploy.topology import TOPOLOGY_FILE, parse
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
@@ -97,3 +102,83 @@ def test_a_live_listener_still_counts_as_busy():
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         assert not _port_free(squatter.getsockname()[1])
+
+
+# A Redis master, two replicas and three Sentinels as the default topology runs them, with its
+# timings (a down-after of 1 s, the Sentinels' ping period, lets a Sentinel take a new master
+# for down right after a failover and fail over again)
+REDIS_TIER = {
+    "images": {"redis": {"dockerfile_dir": "deploy/redis"}},
+    "control_plane": yaml.safe_load(TOPOLOGY_FILE.read_text())["control_plane"],
+    "services": {
+        "redis": {"image": "redis", "control_plane": "redis", "ports": {"redis": 6379},
+                  "health": {"kind": "redis"}, "stateful": True},
+        "sentinel": {"image": "redis", "program": "redis-sentinel", "control_plane": "sentinels",
+                     "ports": {"sentinel": 26379}, "depends_on": ["redis"],
+                     "health": {"kind": "redis"}, "stateful": True},
+    },
+}
+
+
+def _tier(deployment: LocalDeployment) -> tuple[dict, set[str | None]]:
+    """Each node's state by name, and the set of masters the Sentinels name."""
+    nodes, sentinels = observe(deployment.topology, deployment.placement)
+    return {node.name: node for node in nodes}, {s.master for s in sentinels}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="needs redis-sentinel")
+def test_sentinels_fail_over_a_killed_master_and_it_comes_back_as_a_replica(tmp_path):
+    topology = parse(REDIS_TIER)
+    deployment = LocalDeployment(
+        data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
+    )
+
+    def connect(name: str) -> redis.Redis:
+        port = deployment.placement.port(topology.services[name], "redis")
+        return redis.Redis(port=port, socket_timeout=2)
+
+    try:
+        deployment.up(timeout=30, progress=lambda line: None)
+        nodes, named = wait_until(lambda: (tier := _tier(deployment))[0]["redis"].replicas == 2
+                                  and tier, 20, interval=0.1, message="both replicas following")
+        assert named == {"redis"}
+        assert [(n.role, n.master) for n in nodes.values()] == \
+            [("master", ""), ("replica", "redis"), ("replica", "redis")]
+        with connect("redis") as master:
+            master.set("before", "failover")
+            assert master.wait(2, 2000) == 2
+
+        old_pid = deployment.pid("redis")
+        os.kill(old_pid, signal.SIGKILL)
+        promoted = wait_until(lambda: (named := _tier(deployment)[1]) != {"redis"}
+                              and len(named) == 1 and named.pop(), 30, interval=0.2,
+                              message="the Sentinels to agree on a promoted replica")
+        assert promoted in ("redis-replica-1", "redis-replica-2")
+        # supervisord restarted the old master at once, and it waited for the failover
+        wait_until(lambda: deployment.pid("redis") not in (None, old_pid), 30, interval=0.2,
+                   message="supervisord to restart redis")
+        wait_until(lambda: (node := _tier(deployment)[0]["redis"]).role == "replica"
+                   and node.master == promoted and node.link == "up", 30, interval=0.2,
+                   message="the old master following the promoted replica")
+        with connect(promoted) as master:
+            assert master.get("before") == b"failover"
+            master.set("after", "failover")
+            assert master.wait(2, 5000) == 2
+        # its own config records the role Sentinel gave, for a restart without the Sentinels
+        promoted_port = deployment.placement.port(topology.services[promoted], "redis")
+        assert f"replicaof 127.0.0.1 {promoted_port}\n" in \
+            (tmp_path / "redis" / "redis.conf").read_text()
+        status = "\n".join(status_lines(topology, deployment.placement))
+        assert status.count(f"says the master is {promoted}") == 3
+        assert len(re.findall(rf"replica  of {promoted}, \d+ bytes behind \(link up\)",
+                              status)) == 2
+
+        other = ({"redis-replica-1", "redis-replica-2"} - {promoted}).pop()
+        deployment.supervisorctl("stop", other)
+        assert _tier(deployment)[0][other].role == "down"
+        line = next(line for line in status_lines(topology, deployment.placement)
+                    if line.split()[0] == other)
+        assert line.split()[2] == "DOWN"
+    finally:
+        deployment.down()

@@ -26,13 +26,25 @@ def test_committed_topology_loads_and_orders_dependencies_first():
 
 
 def test_walking_skeleton_services_and_ports():
-    services = load(replicas=1).services
+    services = load(replicas=1, redis="single").services
     assert {n: s.ports[s.main_port] for n, s in services.items()} == {
-        "redis": 6379, "trace-collector": 4317, "config-center": 7070, "namesrv-1": 9876,
-        "namesrv-2": 9877, "broker-a": 10911, "broker-b": 10921, "gateway-http": 8080,
-        "gateway-grpc": 8081,
+        "redis": 6379, "trace-collector": 4317, "config-center-1": 7070,
+        "config-center-2": 7071, "namesrv-1": 9876, "namesrv-2": 9877, "broker-a": 10911,
+        "broker-b": 10921, "gateway-http": 8080, "gateway-grpc": 8081,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
+
+
+def test_by_default_the_control_plane_runs_redis_under_sentinel_and_two_config_centers():
+    services = load().services
+    assert {n: s.ports for n, s in services.items()
+            if n.startswith(("redis", "sentinel", "config-center"))} == {
+        "redis": {"redis": 6379}, "redis-replica-1": {"redis": 6380},
+        "redis-replica-2": {"redis": 6381}, "sentinel-1": {"sentinel": 26379},
+        "sentinel-2": {"sentinel": 26380}, "sentinel-3": {"sentinel": 26381},
+        "config-center-1": {"grpc": 7070, "metrics": 17070},
+        "config-center-2": {"grpc": 7071, "metrics": 17071},
+    }  # fmt: skip
 
 
 def test_by_default_each_broker_group_runs_three_replicas():
