@@ -19,7 +19,7 @@ class ConfigCenterSettings(ServiceSettings):
     redis_write_replicas: int = setting(-1, "replicas that must hold a call's effects before "
                                         "it is answered (WAIT); -1 = 1 under Sentinel, 0 for "
                                         "a single Redis")
-    redis_write_timeout_ms: int = setting(500, "longest wait for those replicas; then the call "
+    redis_write_timeout_ms: int = setting(1000, "longest wait for those replicas; then the call "
                                           "answers UNAVAILABLE (NOT_REPLICATED)")
     namespace: str = setting("tidemq:cc", "prefix of every Redis key the store uses")
     event_retention: int = setting(100_000, "events kept for watches; older are compacted")

@@ -46,7 +46,8 @@ from tidemq.configcenter.model import (
 DEFAULT_NAMESPACE = "tidemq:cc"
 DEFAULT_RETENTION = 100_000  # events kept in the log; older start revisions are "compacted"
 DEFAULT_HISTORY = 100  # changes kept per key for History/Rollback
-DEFAULT_WRITE_TIMEOUT_MS = 500  # longest WAIT for replicas; a loopback replica acks in < 1 ms
+DEFAULT_WRITE_TIMEOUT_MS = 1000  # longest WAIT: a replica acks in < 1 ms, but a loaded 2-core
+# machine once took over 500 ms (a config center refused a call before any fault)
 SCRIPT_NAMES = ("GET", "PUT", "DELETE", "RANGE", "RANGE_AT", "LEASE_GRANT", "LEASE_KEEPALIVE",
                 "LEASE_REVOKE", "LEASE_REAP", "HISTORY")
 
