@@ -115,13 +115,17 @@ def check_config_writes(acks: Sequence[ConfigAck], final_value: int,
     leave the final value >= v, and — unless the history no longer reaches back to r (it keeps
     the key's last N changes: older puts are superseded, and only the final value speaks for
     them) — the history must hold exactly value v at revision r. A put lost in a failover and
-    written again later shows up at another revision, or not at all."""
+    written again later shows up at another revision, or not at all; and since the writer
+    increments what it reads, a lost put makes it acknowledge the same value again: values
+    acknowledged twice prove the first one lost, however old (the history need not reach it)."""
     retained = dict(history)
     oldest = min(retained, default=None)
+    acknowledged_later = {ack.value: ack.revision for ack in acks}   # the last ack of a value
     lost = []
     for ack in acks:
         superseded = oldest is not None and ack.revision < oldest
-        if final_value < ack.value or (not superseded and retained.get(ack.revision) != ack.value):
+        if final_value < ack.value or acknowledged_later[ack.value] != ack.revision or (
+                not superseded and retained.get(ack.revision) != ack.value):
             lost.append(ack)
     return lost
 

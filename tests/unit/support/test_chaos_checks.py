@@ -96,6 +96,11 @@ def test_an_acknowledged_value_rewritten_at_another_revision_was_lost():
     assert check_config_writes([ConfigAck(5, 30)], 6, _history((30, 6))) == [ConfigAck(5, 30)]
 
 
+def test_a_value_acknowledged_twice_proves_the_first_lost_even_past_the_history():
+    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(2, 19), ConfigAck(3, 20)]
+    assert check_config_writes(acks, 3, _history((19, 2), (20, 3))) == [ConfigAck(2, 14)]
+
+
 def test_writes_older_than_the_retained_history_are_superseded_by_the_final_value():
     acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(3, 15)]
     assert check_config_writes(acks, 3, _history((15, 3))) == []   # history keeps the last 1
