@@ -1,14 +1,16 @@
 """The read fence on a SYNC_MASTER group (docs/replication.md "What consumers can see"): a
-record the in-sync slaves do not all hold is not served — not by pull, pop or the queue's
-max offset — until they do; then it is served exactly once, and a pull held meanwhile is
-answered by the confirmation itself. Without the fence, a failover at that moment would take
-back what a consumer already saw."""
+record the in-sync slaves do not all hold is not served — not by pull, pop, the HTTP gateway,
+its msg-id lookup or the queue's max offset — until they do; then it is served exactly once,
+and a pull held meanwhile is answered by the confirmation itself. Without the fence, a
+failover at that moment would take back what a consumer already saw."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
+import urllib.error
 import urllib.request
 
 from tidemq.client import PullConsumer
@@ -26,15 +28,31 @@ from tests.integration.replication.replica_group import (
 from tests.support.processes import wait_until
 
 
-def send(addr: str, body: bytes) -> str:
-    """The send's outcome: its status, or its error code."""
+def send(addr: str, body: bytes) -> tuple[str, str]:
+    """The send's outcome (its status, or its error code) and the record's offset msg id."""
     payload = record.encode_message(record.OutgoingMessage(TOPIC, body))[0]
     try:
         answer = broker_call(addr, "Send", broker_pb2.SendRequest(
             topic=TOPIC, queue_id=0, records=payload, record_count=1))
     except errors.TideMQError as exc:
-        return exc.code
-    return common_pb2.SendStatus.Name(answer.status)
+        return exc.code, ""
+    return (common_pb2.SendStatus.Name(answer.status),
+            record.offset_msg_id(answer.store_host, answer.physical_offsets[0]))
+
+
+def http_get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read() or b"{}")
+
+
+def gateway_bodies(cluster, offset: int) -> tuple[list[str], int]:
+    status, answer = http_get(f"{cluster.gateway_url}/v1/topics/{TOPIC}/queues/{GROUP}/0/"
+                              f"messages?offset={offset}")
+    assert status == 200, answer
+    return [m["body"] for m in answer["messages"]], answer["max_offset"]
 
 
 def pop_bodies(addr: str) -> list[bytes]:
@@ -66,7 +84,10 @@ def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(clu
     mq = MessageQueue(TOPIC, GROUP, 0)
     with PullConsumer(cluster.namesrv_addrs, consumer_group="fenced", timeout=5) as consumer, \
             PullConsumer(cluster.namesrv_addrs, consumer_group="held", timeout=5) as holder:
-        assert send(broker.addr, b"confirmed") == "SEND_OK"
+        assert send(broker.addr, b"confirmed")[0] == "SEND_OK"
+        cluster.start_gateway(workers=1)
+        wait_until(lambda: gateway_bodies(cluster, 0) == (["confirmed"], 1), 30,
+                   message="the HTTP gateway serves the confirmed record")
         assert [m.body for m in consumer.pull(mq, 0).messages] == [b"confirmed"]
         wait_until(lambda: pop_bodies(broker.addr) == [b"confirmed"], 10,
                    message="pop serves the confirmed record")
@@ -74,11 +95,14 @@ def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(clu
             os.kill(group.replicas[replica].pid, signal.SIGSTOP)
         held: list = []
         try:
-            assert send(broker.addr, b"unconfirmed") == "FLUSH_SLAVE_TIMEOUT"
+            outcome, msg_id = send(broker.addr, b"unconfirmed")
+            assert outcome == "FLUSH_SLAVE_TIMEOUT"
             pulled = consumer.pull(mq, 1)
             assert pulled.messages == [] and pulled.max_offset == 1
             assert consumer.queue_offsets(TOPIC, GROUP)[0] == (0, 1)
             assert pop_bodies(broker.addr) == []
+            assert gateway_bodies(cluster, 1) == ([], 1)
+            assert http_get(f"{cluster.gateway_url}/v1/messages/{msg_id}")[0] == 404
             waiting = threading.Thread(target=lambda: held.append(
                 holder.pull(mq, 1, long_poll=300)), daemon=True)
             waiting.start()
@@ -96,3 +120,6 @@ def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(clu
         assert consumer.queue_offsets(TOPIC, GROUP)[0] == (0, 2)
         assert pop_bodies(broker.addr) == [b"unconfirmed"]
         assert pop_bodies(broker.addr) == []
+        assert gateway_bodies(cluster, 1) == (["unconfirmed"], 2)
+        status, found = http_get(f"{cluster.gateway_url}/v1/messages/{msg_id}")
+        assert status == 200 and found["body"] == "unconfirmed", found
