@@ -102,7 +102,9 @@ def test_the_fence_never_moves_back_when_too_few_replicas_confirm(tmp_path):
 def test_an_elected_master_reads_everything_it_held_at_election(tmp_path):
     store, _, gate = fenced_store(tmp_path)
     append_unacknowledged(store, [b"a", b"b"])
+    assert store.max_offset("t", 0) == 0
     store.become_slave()
+    assert store.max_offset("t", 0) == 2       # a slave serves everything it holds
     store.become_master(epoch=2)
     assert gate.confirmed_offset() == 0    # no slave reported yet
     assert store.max_offset("t", 0) == 2
@@ -115,8 +117,10 @@ def test_async_masters_single_replicas_and_slaves_read_everything_written(tmp_pa
     assert store.max_offset("t", 0) == 1
     tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
     store.set_replication_gate(ReplicationGate(tracker, store.commitlog_max_offset))
-    assert store.max_offset("t", 0) == 0      # a SYNC gate fences what it did not confirm
+    assert store.max_offset("t", 0) == 1      # what it held when the SYNC gate came is readable
+    append_unacknowledged(store, [b"b"])
+    assert store.max_offset("t", 0) == 1      # what came after is not, until confirmed
     store.set_replication_gate(None)          # no gate: a slave, or a single replica
-    assert store.max_offset("t", 0) == 1
-    assert store.get_messages("t", 0, 0).record_count == 1
+    assert store.max_offset("t", 0) == 2
+    assert store.get_messages("t", 0, 0).record_count == 2
     store.shutdown()

@@ -38,7 +38,7 @@ def visible_max_offset(queue: ConsumeQueue, bound: int) -> int:
     read of the last units (one unit's check when the last is visible, the common case), a
     bisection only when the whole tail read is past the bound; never a walk per message."""
     low, high = queue.min_offset, queue.max_offset
-    if high <= low:
+    if high <= low or _unit_end(queue, high - 1) <= bound:
         return high
     tail_start = max(low, high - _TAIL_UNITS)
     tail = queue.read_raw(tail_start, high - tail_start)   # stops at a file's end

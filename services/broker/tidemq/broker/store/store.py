@@ -321,13 +321,21 @@ class MessageStore:
         its `readable_end` (reader.py); without one, or with an ASYNC gate, everything
         written (single replica, ASYNC_MASTER, and slaves, whose gate is removed)."""
         previous, self._gate = self._gate, gate
-        if gate is not None and gate.sync:
-            gate.on_readable = self._notify_visible
-            self.reader.visible_end = gate.readable_end
-        else:
-            self.reader.visible_end = None
+        self._install_read_fence()
         if previous is not None and previous is not gate:
             previous.close()
+
+    def _install_read_fence(self) -> None:
+        """A master with a SYNC gate: readers see below the gate's readable end, which starts
+        at what this replica holds when it begins to serve as master (the others truncate to
+        it), so no queue appears to shrink. Otherwise (slave, ASYNC gate, none): everything."""
+        gate = self._gate
+        if gate is None or not gate.sync or self._slave:
+            self.reader.visible_end = None
+            return
+        gate.on_readable = self._notify_visible
+        gate.raise_readable_end(self.commitlog.max_offset)
+        self.reader.visible_end = gate.readable_end
 
     @property
     def replication_gate(self) -> ReplicationGate | None:
@@ -381,13 +389,9 @@ class MessageStore:
         self.epochs.truncate_after(self.commitlog.max_offset)
         if epoch > last:
             self.epochs.append(epoch, self.commitlog.max_offset)
-        gate = self._gate
-        if gate is not None:
-            # What this replica holds when elected is the group's history from now on (the
-            # others truncate to it): readable at once, so no consumer sees a queue shrink.
-            gate.raise_readable_end(self.commitlog.max_offset)
         self.flusher.replicating = False
         self._slave = False
+        self._install_read_fence()
         log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
 
     def become_slave(self) -> None:
@@ -395,6 +399,7 @@ class MessageStore:
         (`append_replicated`). Idempotent."""
         if not self._slave:
             self._slave = True
+            self._install_read_fence()        # a slave serves everything it holds
             self.flusher.replicating = True   # the periodic flush covers replicated bytes
             log.info("store is slave", epoch=self.epochs.last_epoch,
                      log_end=self.commitlog.max_offset)
