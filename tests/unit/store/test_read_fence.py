@@ -39,6 +39,18 @@ def test_visible_max_offset_counts_the_units_wholly_below_the_bound(sizes, units
         queue.close()
 
 
+def test_visible_max_offset_past_a_long_unconfirmed_tail(tmp_path):
+    """More units past the bound than the tail read covers: the bisection finds the end,
+    across unit-file ends, for every bound (one record per 100 bytes, 300 records)."""
+    queue = ConsumeQueue(tmp_path, "t", 0, 64)
+    queue.load()
+    for offset in range(300):
+        queue.put(offset, offset * 100, 100, 0)
+    for bound in range(0, 30_100, 50):
+        assert visible_max_offset(queue, bound) == bound // 100, bound
+    queue.close()
+
+
 def fenced_store(tmp_path, *, sync=True):
     store = open_store(small_config(tmp_path))
     tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
