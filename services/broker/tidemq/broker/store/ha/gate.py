@@ -14,8 +14,9 @@ groups FLUSH_SLAVE_TIMEOUT when `sync_replication_timeout_ms` passed. ASYNC_MAST
 (`sync=False`): the store does not hold anything.
 
 A SYNC gate is also the store's read fence: `readable_end()` (the greatest confirmed offset
-seen, starting at the master's log end when the store begins to serve as master) bounds what readers see (store/reader.py), and `on_readable()` is called when
-`on_progress` moves it, which wakes long polls held on records not yet readable.
+seen, starting at the master's log end when the store begins to serve as master) bounds what
+readers see (store/reader.py), and `on_readable()` is called when `on_progress` moves it,
+which wakes long polls held on records not yet readable.
 """
 
 from __future__ import annotations
