@@ -205,6 +205,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--pull-messages", type=int, default=PULL_MESSAGES,
                         help=argparse.SUPPRESS)
+    parser.add_argument("--no-replicated-latency", action="store_true",
+                        help="skip (d), send->listener latency through a 3-replica "
+                             "SYNC_MASTER group")
     parser.add_argument("--no-tracing-cost", action="store_true",
                         help="skip (c), the broker's CPU per consumed message with tracing "
                              "off and on")
@@ -225,6 +228,7 @@ def main() -> None:
     from tests.support.processes import start_redis
 
     load_before = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    replicated_lat: list[float] = []
     latency_n, tput_n = (200, 40_000) if args.quick else (1000, 200_000)
     tmp = Path(tempfile.mkdtemp(prefix="tidemq-bench-e2e-"))
     redis = start_redis(tmp)
@@ -263,6 +267,10 @@ def main() -> None:
             redis_pub, redis_con = redis_streams(redis.url, tput_n, 256)
             tracing_lines = [] if args.no_tracing_cost else measure_tracing_cost(
                 cluster, start, BROKER_TEST_FLAGS, tput_n // 4)
+            if not args.no_replicated_latency:
+                from bench.e2e_latency import replicated
+                replicated_lat = replicated.measure(start_with_env, tmp, latency_n,
+                                                    measure_latency)
     finally:
         redis.kill()
         if not args.profile:   # ~250 MB of broker data per run
@@ -277,6 +285,13 @@ def main() -> None:
     print(f"(a) latency send->listener, {len(ms)} msgs, idle long-polled queue:")
     print(f"    median {statistics.median(ms):.2f} ms (target < 2)   "
           f"p99 {percentile(ms, 99):.2f} ms (target < 10)   max {max(ms):.2f} ms")
+    if replicated_lat:
+        rms = [v * 1000 for v in replicated_lat]
+        print(f"(d) the same through a 3-replica SYNC_MASTER group (ack and visibility after "
+              f"the in-sync slaves hold it), {len(rms)} msgs: median "
+              f"{statistics.median(rms):.2f} ms   p99 {percentile(rms, 99):.2f} ms   "
+              f"max {max(rms):.2f} ms  (replication off, (a): median "
+              f"{statistics.median(ms):.2f} ms   p99 {percentile(ms, 99):.2f} ms)")
     print(f"(b) throughput, 1 KiB bodies, {produced['messages']} msgs, "
           "1 producer process (4 threads, batches of 256) / 1 consumer process "
           f"(1 thread per queue, pulls of <= {PULL_MESSAGES} msgs / {args.pull_bytes >> 10} KiB)"

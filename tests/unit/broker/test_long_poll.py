@@ -110,3 +110,38 @@ def test_a_cancelled_hold_unregisters():
 
     asyncio.run(scenario())
     assert holds.held_count() == 0
+
+
+def test_a_hold_on_an_unconfirmed_record_ends_when_the_read_fence_moves():
+    """SYNC_MASTER: the record arrived (written) but is not readable until confirmed. Its
+    arrival must not end the hold with nothing; the fence moving must end it at once."""
+    holds, queue = PullRequestHoldService(), Queue()
+    written = Queue()
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(asyncio.run(holds.hold(
+        "t", 0, 0, 30, lambda: queue.max_offset, lambda: written.max_offset))))
+    thread.start()
+    wait_until(lambda: holds.held_count() == 1, 5, message="held pull")
+    written.max_offset = 1
+    holds.notify_arrival("t", 0, 1)          # written, not confirmed: keeps holding
+    wait_until(lambda: holds.held_count() == 1 and holds.fenced_count() == 1, 5,
+               message="held again, as fenced")
+    assert thread.is_alive() and not result
+    queue.max_offset = 1
+    holds.notify_visible()                   # confirmed: no arrival comes for it
+    thread.join(5)
+    assert result == [True]
+    assert holds.held_count() == 0 and holds.fenced_count() == 0
+
+
+def test_a_hold_with_nothing_written_is_not_woken_by_the_read_fence():
+    holds, queue = PullRequestHoldService(), Queue()
+    thread, result = hold_in_thread(holds, queue, 0, 30)
+    wait_until(lambda: holds.held_count() == 1, 5, message="held pull")
+    assert holds.fenced_count() == 0          # idle holds cost nothing per acknowledgement
+    holds.notify_visible()
+    assert holds.held_count() == 1 and not result
+    queue.max_offset = 1
+    holds.notify_arrival("t", 0, 1)
+    thread.join(5)
+    assert result == [True]

@@ -40,7 +40,7 @@ def test_an_append_waits_for_the_in_sync_slave_and_then_answers_put_ok(tmp_path,
     async def scenario():
         first = asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1))
         second = asyncio.ensure_future(store.append_batch_async("t", 0, one(body=b"xy"), 1))
-        await wait_until_async(lambda: store.max_offset("t", 0) == 2 and (
+        await wait_until_async(lambda: store.written_max_offset("t", 0) == 2 and (
             mode is FlushMode.ASYNC
             or store.commitlog.flushed_offset == store.commitlog_max_offset()),
             10, message="both appended locally")
@@ -77,7 +77,7 @@ def test_blocking_appends_are_released_by_acks_from_another_thread(tmp_path):
     appenders = threading.Thread(target=lambda: results.extend(
         run_threads(8, lambda n: store.append_batch("t", n % 2, one(), 1))))
     appenders.start()
-    wait_until(lambda: store.max_offset("t", 0) + store.max_offset("t", 1) == 8 and
+    wait_until(lambda: sum(store.written_max_offset("t", q) for q in (0, 1)) == 8 and
                store.commitlog.flushed_offset == store.commitlog_max_offset())
     assert appenders.is_alive() and not results
     ack(store, tracker, gate)   # from this thread, not the store loop's
@@ -153,7 +153,7 @@ def test_a_shutdown_answers_blocking_appends_held_by_the_gate(tmp_path):
     appenders = threading.Thread(target=lambda: results.extend(
         run_threads(3, lambda n: store.append_batch("t", n, one(), 1))))
     appenders.start()
-    wait_until(lambda: sum(store.max_offset("t", q) for q in range(3)) == 3 and
+    wait_until(lambda: sum(store.written_max_offset("t", q) for q in range(3)) == 3 and
                store.commitlog.flushed_offset == store.commitlog_max_offset())
     store.shutdown()
     appenders.join(30)

@@ -208,6 +208,7 @@ class BrokerApp:
         if self.replication is not None:
             self.replication.start()  # a slave (refusing sends) until the controller decides
         self.store.add_arrival_listener(self.holds.notify_arrival)
+        self.store.add_visibility_listener(self.holds.notify_visible)
         self.dynamic.start()
         self.offsets.start(self.settings.offset_flush_interval_s)
         sync_deadline = time.monotonic() + self.settings.topic_sync_wait_s

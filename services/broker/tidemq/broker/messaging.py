@@ -221,8 +221,10 @@ class Messaging:
                     metrics.MESSAGES_OUT.labels(topic.name).inc(outcome.record_count)
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
-            if not await self.holds.hold(topic.name, queue_id, offset, remaining,
-                                         lambda: self.store.max_offset(topic.name, queue_id)):
+            if not await self.holds.hold(
+                    topic.name, queue_id, offset, remaining,
+                    lambda: self.store.max_offset(topic.name, queue_id),
+                    lambda: self.store.written_max_offset(topic.name, queue_id)):
                 return PullOutcome(outcome.status, offset, outcome.min_offset,
                                    self.store.max_offset(topic.name, queue_id))
 

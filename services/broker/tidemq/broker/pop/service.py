@@ -224,7 +224,8 @@ class PopService:
             at = self.book.cursor((group, topic, q))
             at = store.max_offset(topic, q) if at is None else at
             waits.append(asyncio.ensure_future(holds.hold(
-                topic, q, at, timeout_s, lambda q=q: store.max_offset(topic, q))))
+                topic, q, at, timeout_s, lambda q=q: store.max_offset(topic, q),
+                lambda q=q: store.written_max_offset(topic, q))))
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -2,24 +2,71 @@
 
 A pull walks consume queue units and merges units whose records sit back to back in the
 CommitLog into one slice, so a reply costs one copy per run of records, not per message.
+
+Visibility (the read fence, docs/replication.md "What consumers can see"): `visible_end`, when
+set, is the CommitLog offset below which records may be read — a SYNC_MASTER's confirmed
+offset (store/ha/gate.py `readable_end`). A queue then ends, for every read, at its first unit
+whose record ends past that offset (`visible_max_offset`), and records by id or key past it are
+not found. None (single replica, ASYNC_MASTER, slaves) reads everything written.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 from tidemq.common import record
 
 from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
-from .consume_queue import UNIT, ConsumeQueueTable
+from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
 from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
 from .property_scan import PropertyFilter, scan_properties
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
 _I64 = struct.Struct(">q")
+_TAIL_UNITS = 64         # units the read fence looks at from a queue's end before bisecting
+_UNREADABLE = 1 << 62   # a unit gone under a reader: not visible (a read finds it gone anyway)
+
+
+def visible_max_offset(queue: ConsumeQueue, bound: int) -> int:
+    """The number of `queue`'s units (from offset 0: its max offset as readers see it) whose
+    record ends (commitlog offset + size) at or below CommitLog offset `bound`. Records enter a
+    queue in CommitLog order, so these are a prefix, and the unconfirmed tail is short: one
+    read of the last units (one unit's check when the last is visible, the common case), a
+    bisection only when the whole tail read is past the bound; never a walk per message."""
+    low, high = queue.min_offset, queue.max_offset
+    if high <= low or _unit_end(queue, high - 1) <= bound:
+        return high
+    tail_start = max(low, high - _TAIL_UNITS)
+    tail = queue.read_raw(tail_start, high - tail_start)   # stops at a file's end
+    count = len(tail) // CQ_UNIT_SIZE
+    if tail_start + count == high:
+        for index in range(count - 1, -1, -1):
+            physical, size, _ = UNIT.unpack_from(tail, index * CQ_UNIT_SIZE)
+            if physical + size <= bound:
+                return tail_start + index + 1
+        high = tail_start   # the whole tail is past the bound
+        if high <= low:
+            return low
+    high -= 1   # the first unit past the bound is at or before `high`
+    while low < high:
+        middle = (low + high) // 2
+        if _unit_end(queue, middle) <= bound:
+            low = middle + 1
+        else:
+            high = middle
+    return low if _unit_end(queue, low) > bound else low + 1
+
+
+def _unit_end(queue: ConsumeQueue, queue_offset: int) -> int:
+    raw = queue.read_raw(queue_offset, 1)
+    if not raw:
+        return _UNREADABLE
+    physical, size, _ = UNIT.unpack(raw)
+    return physical + size
 
 
 class StoreReader:
@@ -27,6 +74,18 @@ class StoreReader:
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
+        # () -> the CommitLog offset readers may see up to; None: everything written
+        self.visible_end: Callable[[], int] | None = None
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset as readers see it (the read fence applied)."""
+        queue = self.queues.get(topic, queue_id)
+        return self._visible_max(queue) if queue is not None else 0
+
+    def _visible_max(self, queue: ConsumeQueue) -> int:
+        visible_end = self.visible_end
+        return queue.max_offset if visible_end is None else \
+            visible_max_offset(queue, visible_end())
 
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
                      max_bytes: int, tag_hashes: frozenset[int] | None,
@@ -36,7 +95,7 @@ class StoreReader:
         any; it sees the encoded properties only, never the body)."""
         queue = self.queues.get(topic, queue_id)
         low = queue.min_offset if queue else 0
-        high = queue.max_offset if queue else 0
+        high = self._visible_max(queue) if queue else 0
         if queue is None or high == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, b"", 0, 0, low, high)
         if queue_offset < low:
@@ -127,8 +186,10 @@ class StoreReader:
         """The record starting exactly at `physical_offset` (an offset message id), verified."""
         size = self.commitlog.record_size_at(physical_offset)
         data = self.commitlog.read(physical_offset, size) if size and size > 0 else None
+        visible_end = self.visible_end
         if (
             data is None
+            or (visible_end is not None and physical_offset + size > visible_end())
             or _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] != physical_offset
             or zlib.crc32(memoryview(data)[record.CRC_START:]) != int.from_bytes(data[8:12], "big")
         ):
@@ -144,7 +205,7 @@ class StoreReader:
         queue = self.queues.get(topic, queue_id)
         if queue is None:
             return 0
-        low, high = queue.min_offset, queue.max_offset
+        low, high = queue.min_offset, self._visible_max(queue)
         while low < high:
             mid = (low + high) // 2
             physical = queue.physical_offset_of(mid)

@@ -93,6 +93,7 @@ class MessageStore:
         self._gate: ReplicationGate | None = None   # SYNC/ASYNC_MASTER replication (store/ha)
         self._slave = False   # a slave takes bytes from its master only (append_replicated)
         self._write_listeners: list[Callable[[], None]] = []   # called once per written group
+        self._visibility_listeners: list[Callable[[], None]] = []   # the read fence moved
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> StartupReport:
@@ -298,16 +299,43 @@ class MessageStore:
     def remove_write_listener(self, listener: Callable[[], None]) -> None:
         self._write_listeners = [f for f in self._write_listeners if f is not listener]
 
+    def add_visibility_listener(self, listener: Callable[[], None]) -> None:
+        """`listener()` when the read fence moves (the confirmed offset advanced), on the
+        thread that saw it: the long polls' wake-up for records appended before they were
+        readable (long_poll.py)."""
+        self._visibility_listeners = [*self._visibility_listeners, listener]
+
+    def _notify_visible(self) -> None:
+        for listener in self._visibility_listeners:
+            listener()
+
     def _notify_written(self) -> None:
         for listener in self._write_listeners:
             listener()
 
     def set_replication_gate(self, gate: ReplicationGate | None) -> None:
         """Have appends wait for the in-sync replicas (store/ha/gate.py), or stop (None).
-        Appends a replaced gate still holds are answered FLUSH_SLAVE_TIMEOUT."""
+        Appends a replaced gate still holds are answered FLUSH_SLAVE_TIMEOUT.
+
+        The gate is also the read fence: with a SYNC gate, readers see only records below
+        its `readable_end` (reader.py); without one, or with an ASYNC gate, everything
+        written (single replica, ASYNC_MASTER, and slaves, whose gate is removed)."""
         previous, self._gate = self._gate, gate
+        self._install_read_fence()
         if previous is not None and previous is not gate:
             previous.close()
+
+    def _install_read_fence(self) -> None:
+        """A master with a SYNC gate: readers see below the gate's readable end, which starts
+        at what this replica holds when it begins to serve as master (the others truncate to
+        it), so no queue appears to shrink. Otherwise (slave, ASYNC gate, none): everything."""
+        gate = self._gate
+        if gate is None or not gate.sync or self._slave:
+            self.reader.visible_end = None
+            return
+        gate.on_readable = self._notify_visible
+        gate.raise_readable_end(self.commitlog.max_offset)
+        self.reader.visible_end = gate.readable_end
 
     @property
     def replication_gate(self) -> ReplicationGate | None:
@@ -363,6 +391,7 @@ class MessageStore:
             self.epochs.append(epoch, self.commitlog.max_offset)
         self.flusher.replicating = False
         self._slave = False
+        self._install_read_fence()
         log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
 
     def become_slave(self) -> None:
@@ -370,6 +399,7 @@ class MessageStore:
         (`append_replicated`). Idempotent."""
         if not self._slave:
             self._slave = True
+            self._install_read_fence()        # a slave serves everything it holds
             self.flusher.replicating = True   # the periodic flush covers replicated bytes
             log.info("store is slave", epoch=self.epochs.last_epoch,
                      log_end=self.commitlog.max_offset)
@@ -448,6 +478,12 @@ class MessageStore:
         return queue.min_offset if queue else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset as consumers see it: on a SYNC_MASTER, below the records
+        the in-sync replicas have not all confirmed yet (reader.py, the read fence)."""
+        return self.reader.max_offset(topic, queue_id)
+
+    def written_max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's max offset including records not confirmed yet (not for readers)."""
         queue = self.queues.get(topic, queue_id)
         return queue.max_offset if queue else 0
 

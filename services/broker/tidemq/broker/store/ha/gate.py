@@ -12,6 +12,11 @@ HA server calls `on_progress()` when an ack moves the confirmed offset; every gr
 is answered at once (bulk, no task or timer per append); one timer per loop answers the oldest
 groups FLUSH_SLAVE_TIMEOUT when `sync_replication_timeout_ms` passed. ASYNC_MASTER
 (`sync=False`): the store does not hold anything.
+
+A SYNC gate is also the store's read fence: `readable_end()` (the greatest confirmed offset
+seen, starting at the master's log end when the store begins to serve as master) bounds what
+readers see (store/reader.py), and `on_readable()` is called when `on_progress` moves it,
+which wakes long polls held on records not yet readable.
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ class ReplicationGate:
         self.master = True
         self._loops: dict[asyncio.AbstractEventLoop, _LoopWaiters] = {}
         self._lock = threading.Lock()   # _loops is written from the loops that append
+        # The read fence (Kafka's high watermark as readers see it): the greatest confirmed
+        # offset seen, so it never moves back when the in-sync set is too small to confirm.
+        self._readable_end = 0
+        self._readable_lock = threading.Lock()
+        self._notified_end = 0   # the readable end the last on_readable() told of
+        self.on_readable: Callable[[], None] = lambda: None   # the readable end advanced
 
     # -- before an append ------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -69,6 +80,20 @@ class ReplicationGate:
         if not self.master or len(tracker.in_sync) < tracker.min_in_sync:
             return -1
         return tracker.confirmed_offset(self.log_end())
+
+    def readable_end(self) -> int:
+        """The CommitLog offset consumers may read below (reader.py): every in-sync replica
+        holds the records before it. Monotonic."""
+        confirmed = self.confirmed_offset()
+        if confirmed <= self._readable_end:
+            return self._readable_end
+        return self.raise_readable_end(confirmed)
+
+    def raise_readable_end(self, offset: int) -> int:
+        with self._readable_lock:
+            if offset > self._readable_end:
+                self._readable_end = offset
+            return self._readable_end
 
     def hold(self, end_offset: int, group: list[Any], settle: Settle) -> int:
         """On the running loop: answer `group` PUT_OK once the confirmed offset reaches
@@ -96,6 +121,9 @@ class ReplicationGate:
         confirmed = self.confirmed_offset()
         if confirmed < 0:
             return
+        if confirmed > self._notified_end:   # not _readable_end: a reader may have raised it
+            self._notified_end = self.raise_readable_end(confirmed)
+            self.on_readable()
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
