@@ -106,12 +106,15 @@ class RedisServer:
                 "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
                 "--save", "", "--logfile", str(self.log), *self.extra_args]
 
+    def popen_env(self) -> dict[str, str] | None:
+        return None   # the test process's own
+
     def start(self, timeout: float = 15.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             self.port = self.port or free_port()
             self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT, env=self.popen_env())
             try:
                 wait_until(self._pong, timeout, message=f"{self.command()[0]} on port {self.port}")
                 return self

@@ -38,7 +38,9 @@ from pathlib import Path
 import redis
 
 from tests.support.faultproxy import FaultProxy
-from tests.support.processes import RedisServer, free_port, wait_until
+from tests.support.processes import REDIS_SERVER, RedisServer, free_port, wait_until
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "deploy" / "redis" / "tidemq-redis"
 
 REDIS_SENTINEL = os.environ.get("TIDEMQ_TEST_REDIS_SENTINEL", "redis-sentinel")
 MASTER_NAME = "tidemq"
@@ -75,6 +77,27 @@ class SentinelServer(RedisServer):
             ]))
         return [REDIS_SENTINEL, str(self.config_file), "--port", str(self.port),
                 "--bind", "127.0.0.1", "--logfile", str(self.log), *self.extra_args]
+
+
+@dataclass
+class LaunchedNode(RedisServer):
+    """A Redis node started as the deployment starts it: through `deploy/redis/tidemq-redis`,
+    which writes its config file from the directives on its first start only (Sentinel
+    rewrites it later) and, before a restart, asks the Sentinels: a node they still name the
+    master waits until they have promoted a replica and then starts as its replica, so a
+    crashed master coming back mid-failover never takes writes the failover will discard."""
+
+    directives: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def command(self) -> list[str]:
+        assert self.config_file is not None
+        return ["sh", str(LAUNCHER), REDIS_SERVER, str(self.config_file),
+                "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
+                "--logfile", str(self.log), *self.directives]
+
+    def popen_env(self) -> dict[str, str] | None:
+        return {**os.environ, **self.env}
 
 
 @dataclass(eq=False)
@@ -145,19 +168,25 @@ class RedisTier:
         return self
 
     def _start_nodes(self) -> None:
+        sentinel_ports = [free_port() for _ in range(self.sentinel_count)]
+        self._sentinel_ports = sentinel_ports
         for index in range(1 + self.replicas):
             port = free_port()
             proxy = FaultProxy(f"127.0.0.1:{port}", f"redis-{index}").start()
-            server = RedisServer(self.base_dir / f"redis-{index}", port,
-                                 extra_args=self._node_args(proxy.port))
+            data_dir = self.base_dir / f"redis-{index}"
+            directives = self._node_args(proxy.port)
+            if index:
+                directives += ["--replicaof", "127.0.0.1", str(self.nodes[0].announced_port)]
+            server = LaunchedNode(data_dir, port, config_file=data_dir / "redis.conf",
+                                  directives=directives, env={
+                                      "TIDEMQ_SENTINELS": ",".join(
+                                          f"127.0.0.1:{p}" for p in sentinel_ports),
+                                      "TIDEMQ_SENTINEL_MASTER": self.master_name,
+                                      "TIDEMQ_REDIS_ADDRESS": f"127.0.0.1 {proxy.port}",
+                                      "TIDEMQ_FAILOVER_WAIT_S": str(
+                                          max(1, 2 * self.failover_timeout_ms // 1000))})
             self.nodes.append(TierProcess(f"redis-{index}", server, proxy))
-        master = self.nodes[0]
-        for node in self.nodes:
-            node.server.data_dir.mkdir(parents=True, exist_ok=True)
-            node.server.config_file = node.server.data_dir / "redis.conf"
-            node.server.config_file.write_text(
-                "" if node is master else f"replicaof 127.0.0.1 {master.announced_port}\n")
-            self._start(node)
+            self._start(self.nodes[-1])
 
     def _node_args(self, proxy_port: int) -> list[str]:
         return ["--appendonly", "yes", "--appendfsync", "always",
@@ -170,9 +199,9 @@ class RedisTier:
 
     def _start_sentinels(self) -> None:
         monitor = self.nodes[0].addr
-        for index in range(self.sentinel_count):
+        for index, port in enumerate(self._sentinel_ports):
             server = SentinelServer(
-                self.base_dir / f"sentinel-{index}", monitor=monitor,
+                self.base_dir / f"sentinel-{index}", port, monitor=monitor,
                 master_name=self.master_name, quorum=self.quorum,
                 down_after_ms=self.down_after_ms, failover_timeout_ms=self.failover_timeout_ms)
             sentinel = TierProcess(f"sentinel-{index}", server)
