@@ -265,3 +265,14 @@ def ready_http_port(process: ServiceProcess) -> int:
 
 def monotonic_deadline(seconds: float) -> float:
     return time.monotonic() + seconds
+
+
+def held_pulls(broker: ServiceProcess) -> float:
+    """The broker's pulls and pops held waiting for messages (its metrics endpoint)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read()
+    for line in text.decode().splitlines():
+        if line.startswith("tidemq_broker_held_pulls "):
+            return float(line.split()[1])
+    return 0.0

@@ -12,6 +12,7 @@ from tidemq.common.errors import InvalidArgument, PayloadTooLarge, TideMQError, 
 from tidemq.v1 import broker_pb2, common_pb2
 
 from tests.integration.broker.conftest import broker_client, route_brokers, wait_route
+from tests.support.cluster import held_pulls
 from tests.support.processes import wait_until
 
 
@@ -118,14 +119,6 @@ def test_tag_filter(shared_cluster):
     assert [r.tags for r in record.iter_records(answer.records)] == ["A"] * 3 + ["C"] * 3
     answer = pull(client, "tagged", 0, 3, tags="Z", suspend_ms=0)
     assert answer.status == broker_pb2.NO_MATCHED_MSG and answer.next_begin_offset == 9
-
-
-def held_pulls(broker) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read()
-    for line in text.decode().splitlines():
-        if line.startswith("tidemq_broker_held_pulls "):
-            return float(line.split()[1])
-    return 0.0
 
 
 def test_long_poll_answered_when_message_arrives(shared_cluster):

@@ -25,6 +25,7 @@ from tests.integration.replication.replica_group import (
     start_group,
     wait_in_sync,
 )
+from tests.support.cluster import held_pulls
 from tests.support.processes import wait_until
 
 
@@ -61,14 +62,6 @@ def pop_bodies(addr: str) -> list[bytes]:
         wait_ms=0, tag_expression="*"))
     return [message.body for message in record.iter_records(answer.records)] \
         if answer.record_count else []
-
-
-def held_pulls(broker) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read()
-    for line in text.decode().splitlines():
-        if line.startswith("tidemq_broker_held_pulls "):
-            return float(line.split()[1])
-    return 0.0
 
 
 def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(cluster):
