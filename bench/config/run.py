@@ -12,15 +12,14 @@ costs on top of Redis itself.
 
 `--replicated` measures what a replica's acknowledgement costs instead: it starts a master
 with two replicas (no Sentinel: nothing fails over during a run) and, in the same run, puts/s
-through a config center that waits for one replica (`--redis-write-replicas 1`, when this
-config center has the option) and through one that does not, beside raw redis-py SET and
+through a config center that waits for one replica (`--redis-write-replicas 1`) and through
+one that does not (a plain redis:// URL: 0), beside raw redis-py SET and
 SET + `WAIT 1 1000` (one pipelined round trip) on the same master.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import queue
 import statistics
@@ -210,14 +209,6 @@ def run(args: argparse.Namespace, redis_url: str, addr: str) -> None:
 
 # -- --replicated --------------------------------------------------------------------------
 
-def write_replicas_option() -> bool:
-    """Whether this config center has `--redis-write-replicas` (WAIT-confirmed writes)."""
-    from tidemq.configcenter.settings import ConfigCenterSettings
-
-    return any(f.name == "redis_write_replicas"
-               for f in dataclasses.fields(ConfigCenterSettings))
-
-
 def run_replicated(args: argparse.Namespace, tmp: Path) -> None:
     started = []
 
@@ -229,8 +220,7 @@ def run_replicated(args: argparse.Namespace, tmp: Path) -> None:
     with small_tier(tmp / "tier", replicas=2, sentinel=False) as tier:
         try:
             plain = config_center()
-            acked = config_center("--redis-write-replicas", "1") if write_replicas_option() \
-                else ""
+            acked = config_center("--redis-write-replicas", "1")
             rows, missed = replicated_rates(args, tier.master.url, plain, acked)
         finally:
             for service in started:
@@ -239,7 +229,7 @@ def run_replicated(args: argparse.Namespace, tmp: Path) -> None:
         print(f"replicated tier: master 127.0.0.1:{tier.master.port} + replicas on ports "
               f"{replicas} (same run)  ops={args.ops}"
               + ("  (--quick: figures vary by a third from run to run)" if args.quick else ""))
-    print_replicated(rows, missed, acked)
+    print_replicated(rows, missed)
 
 
 def replicated_rates(args: argparse.Namespace, redis_url: str, plain_addr: str,
@@ -255,9 +245,7 @@ def replicated_rates(args: argparse.Namespace, redis_url: str, plain_addr: str,
         if pipe.execute()[1] < 1:
             missed.append(i)
 
-    clients = [ConfigClient(plain_addr, timeout=10)]
-    if acked_addr:
-        clients.append(ConfigClient(acked_addr, timeout=10))
+    clients = [ConfigClient(plain_addr, timeout=10), ConfigClient(acked_addr, timeout=10)]
     rows = []
     try:
         for client in clients:
@@ -267,7 +255,7 @@ def replicated_rates(args: argparse.Namespace, redis_url: str, plain_addr: str,
                          lambda i: clients[0].put(f"/bench/k{i % 100}", value))
             raw_set = rate(args.ops, threads, lambda i: raw.set(f"bench:k{i % 100}", value))
             acked = rate(args.ops, threads, lambda i: clients[1].put(
-                f"/bench/k{i % 100}", value)) if acked_addr else None
+                f"/bench/k{i % 100}", value))
             raw_wait = rate(args.ops, threads, set_wait)
             rows += [(f"put/s unreplicated ({threads} thr)", plain, raw_set, threads),
                      (f"put/s replica-acked ({threads} thr)", acked, raw_wait, threads)]
@@ -277,37 +265,28 @@ def replicated_rates(args: argparse.Namespace, redis_url: str, plain_addr: str,
     return rows, len(missed)
 
 
-def print_replicated(rows: list, missed: int, acked_addr: str) -> None:
+def print_replicated(rows: list, missed: int) -> None:
     print(f"{'measure':<30}{'config-center':>15}{'raw redis-py':>14}{'ratio':>8}")
     for name, ours, baseline, _ in rows:
-        shown = f"{ours:>15,.0f}" if ours else f"{'n/a':>15}"
-        ratio = f"{ours / baseline:>8.2f}" if ours else f"{'-':>8}"
-        print(f"{name:<30}{shown}{baseline:>14,.0f}{ratio}")
+        print(f"{name:<30}{ours:>15,.0f}{baseline:>14,.0f}{ours / baseline:>8.2f}")
     print(f"  raw redis-py: SET, and SET + WAIT 1 {WAIT_TIMEOUT_MS} pipelined; "
           f"WAITs no replica acknowledged in time: {missed}")
-    if not acked_addr:
-        print("  config-center replica-acked: n/a — this config center has no "
-              "--redis-write-replicas yet (ConfigStore's WAIT-confirmed writes); raw "
-              "SET+WAIT is the replicated baseline meanwhile")
     costs = [(threads, ours, acked, raw_set, raw_wait) for (_, ours, raw_set, threads),
              (_, acked, raw_wait, _) in zip(rows[::2], rows[1::2], strict=True)]
     print("replica ack costs (same run): raw redis-py " + ", ".join(
         f"{raw_wait / raw_set - 1:+.0%} at {t} thr" for t, _, _, raw_set, raw_wait in costs)
-        + "; config-center " + (", ".join(
-            f"{acked / ours - 1:+.0%} at {t} thr" for t, ours, acked, _, _ in costs)
-            if acked_addr else "n/a"))
+        + "; config-center " + ", ".join(
+            f"{acked / ours - 1:+.0%} at {t} thr" for t, ours, acked, _, _ in costs))
     _, cc, cc_acked, raw_set, raw_wait = costs[0]
     us = {name: 1e6 / value for name, value in
-          (("set", raw_set), ("wait", raw_wait), ("cc", cc), ("acked", cc_acked)) if value}
+          (("set", raw_set), ("wait", raw_wait), ("cc", cc), ("acked", cc_acked))}
     print(f"what bounds it ({costs[0][0]} thread, µs per put): raw SET {us['set']:.0f}, one "
           f"loopback round trip to the master; SET+WAIT {us['wait']:.0f} "
           f"({us['wait'] - us['set']:+.0f}): the master asks its replicas for their offset "
           "(REPLCONF GETACK) and waits for the first answer, one master→replica→master round "
           f"trip more; config-center put {us['cc']:.0f}: a gRPC call into a Python server "
-          "plus the store's Lua script (revision, event log, history)" + (
-              _acked_bound(us["cc"], us["acked"]) if "acked" in us else
-              ", so the WAIT round trip is expected to be small beside it (to be measured "
-              "once --redis-write-replicas exists)."))
+          "plus the store's Lua script (revision, event log, history)"
+          + _acked_bound(us["cc"], us["acked"]))
     top = costs[-1]
     if len(costs) > 1 and top[3] < 1.2 * raw_set:
         print(f"More threads do not raise the raw figures ({top[0]} thr: {top[3]:,.0f} SET/s): "
