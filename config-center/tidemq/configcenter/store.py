@@ -112,7 +112,6 @@ class ConfigStore:
                  write_timeout_ms: int = DEFAULT_WRITE_TIMEOUT_MS) -> None:
         """`write_replicas`: replicas that must hold a call's effects before it is answered
         (None = 1 under Sentinel, 0 for a single Redis)."""
-        self.redis_url = redis_url
         self.target = redisconn.parse(redis_url)
         self.namespace = namespace
         self.watch_block_ms = watch_block_ms
