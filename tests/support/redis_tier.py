@@ -11,10 +11,12 @@ not its own): Sentinels and clients lose it, but it goes on receiving the stream
 
 Every node runs `appendonly yes`, `appendfsync always`, `min-replicas-to-write 1` and a small
 `min-replicas-max-lag`: a master cut off from its replicas stops taking writes (NOREPLICAS).
-A node reads a config file that Sentinel rewrites with each REPLICAOF it sends (CONFIG
-REWRITE), so a restarted node comes back in the role Sentinel last gave it; a master that
-died before Sentinel could demote it comes back as a master, and Sentinel converts it into a
-replica (`+convert-to-slave`) about 8 s after it reappears (4 × Sentinel's publish period).
+Nodes start as the deployment starts them, through `deploy/redis/tidemq-redis` (LaunchedNode):
+their config file, written on the first start, is rewritten by Sentinel with each REPLICAOF
+(CONFIG REWRITE), so a restarted node comes back in the role Sentinel last gave it; a master
+restarted while the Sentinels still name it waits for their failover and starts as the new
+master's replica. A master that is paused or partitioned (not restarted) is still master when
+it returns, until Sentinel converts it (`+convert-to-slave`, ~2-3 s with the periods below).
 
 >>> with redis_tier(tmp_path) as tier:
 ...     store = redisconn.connect(tier.url(), socket_timeout=1.0)
