@@ -94,8 +94,20 @@ def launcher_env(service: Service, topology: Topology, placement: Placement) -> 
         "TIDEMQ_SENTINEL_MASTER": plane.sentinel_master,
         "TIDEMQ_REDIS_ADDRESS": f"{placement.host(service)} "
                                 f"{placement.port(service, service.main_port)}",
-        "TIDEMQ_FAILOVER_WAIT_S": str(math.ceil(plane.failover_timeout / 1000)),
+        "TIDEMQ_FAILOVER_WAIT_S": str(failover_wait_s(plane.down_after_milliseconds,
+                                                      plane.failover_timeout)),
     }
+
+
+def failover_wait_s(down_after_ms: int, failover_timeout_ms: int) -> int:
+    """How long a node back before the Sentinels noticed its crash waits for their failover.
+
+    They need down-after to see it down, and an election that splits its votes is retried only
+    2 x failover-timeout after it began; one retried failover then takes up to failover-timeout.
+    Waiting less starts the node as master again before the retry, the Sentinels see it up and
+    never fail over, and the supervisor rather than Sentinel has decided who is master.
+    """
+    return math.ceil((down_after_ms + 3 * failover_timeout_ms) / 1000)
 
 
 # --- make status -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ tidemq.common.server), Redis answers PING; both are polled with a deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -109,12 +110,19 @@ class RedisServer:
     def popen_env(self) -> dict[str, str] | None:
         return None   # the test process's own
 
+    def output_file(self) -> Path | None:
+        """Where the process's stdout and stderr go (None: nowhere; Redis logs to `log`)."""
+        return None
+
     def start(self, timeout: float = 15.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             self.port = self.port or free_port()
-            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.STDOUT, env=self.popen_env())
+            output = self.output_file()
+            with open(output, "ab") if output else contextlib.nullcontext(
+                    subprocess.DEVNULL) as out:
+                self.proc = subprocess.Popen(self.command(), stdout=out,
+                                             stderr=subprocess.STDOUT, env=self.popen_env())
             try:
                 wait_until(self._pong, timeout, message=f"{self.command()[0]} on port {self.port}")
                 return self

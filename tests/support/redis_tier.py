@@ -39,6 +39,7 @@ from pathlib import Path
 
 import redis
 
+from deploy.redis_tier import failover_wait_s
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import REDIS_SERVER, RedisServer, free_port, wait_until
 
@@ -100,6 +101,9 @@ class LaunchedNode(RedisServer):
 
     def popen_env(self) -> dict[str, str] | None:
         return {**os.environ, **self.env}
+
+    def output_file(self) -> Path:
+        return self.data_dir / "launcher.log"   # what it decided at each start
 
 
 @dataclass(eq=False)
@@ -185,8 +189,8 @@ class RedisTier:
                                           f"127.0.0.1:{p}" for p in sentinel_ports),
                                       "TIDEMQ_SENTINEL_MASTER": self.master_name,
                                       "TIDEMQ_REDIS_ADDRESS": f"127.0.0.1 {proxy.port}",
-                                      "TIDEMQ_FAILOVER_WAIT_S": str(
-                                          max(1, 2 * self.failover_timeout_ms // 1000))})
+                                      "TIDEMQ_FAILOVER_WAIT_S": str(failover_wait_s(
+                                          self.down_after_ms, self.failover_timeout_ms))})
             self.nodes.append(TierProcess(f"redis-{index}", server, proxy))
             self._start(self.nodes[-1])
 
@@ -292,9 +296,16 @@ class RedisTier:
                 return None
             return node
 
-        return wait_until(promoted, timeout, interval=0.05,
-                          message=f"the Sentinels to promote a replica other than {old} "
-                                  f"(they say {self.reported_masters()})")
+        try:
+            return wait_until(promoted, timeout, interval=0.05,
+                              message=f"the Sentinels to promote a replica other than {old}")
+        except TimeoutError as exc:
+            logs = [(f"{s.name} logged", s.server.log) for s in self.sentinels]
+            if old is not None:
+                logs.insert(0, (f"{old.name}'s launcher said", old.server.output_file()))
+            raise TimeoutError(f"{exc}; they say {self.reported_masters()}" + "".join(
+                f"\n{title}:\n" + "\n".join(_tail_lines(path, 20)) for title, path in logs
+                if path is not None)) from None
 
     def health_problem(self) -> str | None:
         """None when the tier is healthy — every Sentinel running and naming one master, that

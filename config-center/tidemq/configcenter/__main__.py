@@ -10,6 +10,7 @@ from tidemq.common.redisconn import RedisUrlError
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
 from tidemq.configcenter.reaper import LeaseReaper
+from tidemq.configcenter.scripts import LEASE_OUTAGE_MS
 from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(ConfigCenterSettings, argv, prog="python -m tidemq.configcenter")
     if settings.max_watches < 1:
         raise SystemExit(f"--max-watches must be >= 1, got {settings.max_watches}")
+    if not 0 < settings.lease_reap_interval_s <= LEASE_OUTAGE_MS / 2000:
+        raise SystemExit(f"--lease-reap-interval-s must be above 0 and at most "
+                         f"{LEASE_OUTAGE_MS / 2000:g} (half the gap that counts as an outage "
+                         f"of every config center), got {settings.lease_reap_interval_s:g}")
     try:
         store = _open_store(settings)
     except (RedisUrlError, TideMQError) as exc:

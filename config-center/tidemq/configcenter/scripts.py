@@ -17,7 +17,13 @@ Layout under namespace `ns`:
                      before the first entry is unknown, not "the key did not exist")
   ns:leases          sorted set lease id -> deadline (ms, Redis clock)
   ns:lease:<id>      hash {ttl}; ns:lease:<id>:keys set of keys attached to the lease
+  ns:lease:clock     Redis time (ms) of the last lease script: the reapers run one every
+                     0.2 s, so a gap over LEASE_OUTAGE_MS is an outage (see lease_now)
 """
+
+# No lease script for longer than this is an outage of every config center (lease_now below);
+# the reapers must run more often than that (the config center refuses a longer interval).
+LEASE_OUTAGE_MS = 2000
 
 PRELUDE = r"""
 local ns = ARGV[1]
@@ -37,6 +43,27 @@ local function k_lease_keys(id) return ns .. ':lease:' .. id .. ':keys' end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Leases do not age while the control plane is down. Every lease script records the time it
+-- ran; the reapers of the running config centers run one every 0.2 s. A gap longer than
+-- LEASE_OUTAGE_MS means no config center reached a master (a failover, a hung Redis, every
+-- instance down) and so no holder could keep its lease alive: every deadline moves later by
+-- the gap, as etcd resets deadlines when its leader changes. The clock is written under the
+-- same replication barrier as everything else, so a promoted replica knows it.
+local LEASE_OUTAGE_MS = """ + str(LEASE_OUTAGE_MS) + r"""
+local function lease_now()
+  local now = now_ms()
+  local clock = ns .. ':lease:clock'
+  local gap = now - tonumber(redis.call('GET', clock) or now)
+  if gap > LEASE_OUTAGE_MS then
+    local deadlines = redis.call('ZRANGE', K_LEASES, 0, -1, 'WITHSCORES')
+    for i = 1, #deadlines, 2 do
+      redis.call('ZADD', K_LEASES, tonumber(deadlines[i + 1]) + gap, deadlines[i])
+    end
+  end
+  redis.call('SET', clock, now)
+  return now
 end
 
 local function current_rev()
@@ -100,8 +127,9 @@ if expected ~= '' and tonumber(expected) ~= cur_mod then
   return {0, current_rev(), cur_mod}
 end
 if lease ~= '0' then
+  local now = lease_now()
   local deadline = redis.call('ZSCORE', K_LEASES, lease)
-  if (not deadline) or tonumber(deadline) < now_ms() then
+  if (not deadline) or tonumber(deadline) < now then
     return {-1, current_rev(), cur_mod}
   end
 end
@@ -196,7 +224,7 @@ return {rev, compact, live, changed}
 # ARGV[4..5] = ttl in ms, ttl in s -> lease id.
 LEASE_GRANT = PRELUDE + r"""
 local id = redis.call('INCR', ns .. ':lease:next')
-redis.call('ZADD', K_LEASES, now_ms() + tonumber(ARGV[4]), id)
+redis.call('ZADD', K_LEASES, lease_now() + tonumber(ARGV[4]), id)
 redis.call('HSET', k_lease(id), 'ttl', ARGV[5])
 return id
 """
@@ -204,8 +232,8 @@ return id
 # ARGV[4] = lease id -> ttl seconds, 0 if the lease is gone or past its deadline.
 LEASE_KEEPALIVE = PRELUDE + r"""
 local id = ARGV[4]
+local now = lease_now()
 local deadline = redis.call('ZSCORE', K_LEASES, id)
-local now = now_ms()
 if (not deadline) or tonumber(deadline) < now then return 0 end
 local ttl = tonumber(redis.call('HGET', k_lease(id), 'ttl') or '0')
 redis.call('ZADD', K_LEASES, now + ttl * 1000, id)
@@ -222,7 +250,7 @@ return revoke_lease(id)
 # ARGV[4] = max leases to reap in one run -> {leases reaped, keys deleted}.
 # Idempotent: any number of config-center instances may run it concurrently.
 LEASE_REAP = PRELUDE + r"""
-local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_ms(), 'LIMIT', 0,
+local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', lease_now(), 'LIMIT', 0,
                            tonumber(ARGV[4]))
 local deleted = 0
 for _, id in ipairs(expired) do deleted = deleted + revoke_lease(id) end

@@ -87,6 +87,23 @@ def test_redis_outage_answers_unavailable_within_the_deadline(redis_server, conf
         assert time.monotonic() - started < 3.0 + 0.5  # within the call deadline, never a hang
 
 
+def test_a_kept_alive_lease_survives_a_redis_hung_past_its_ttl(redis_server, config_center,
+                                                                client):
+    ttl = 2
+    lease = client.lease(ttl)
+    client.put("/hung/k", "v", lease=lease.id)
+    os.kill(redis_server.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2 * ttl)   # the fault: hung twice the TTL, no keep-alive gets through
+    finally:
+        os.kill(redis_server.proc.pid, signal.SIGCONT)
+    renewals = lease.renewals
+    wait_until(lambda: lease.renewals > renewals or lease.expired.is_set(), timeout=20,
+               message="a keep-alive once Redis answers again")
+    assert not lease.expired.is_set(), "the hang counted against a kept-alive lease"
+    assert client.get("/hung/k").text == "v"
+
+
 def test_redis_answering_errors_stops_neither_watches_nor_lease_expiry(redis_server,
                                                                         config_center, client):
     """Redis answering an error to every command (NOPERM here: an ACL mistake; READONLY or MISCONF are the same

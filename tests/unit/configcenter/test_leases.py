@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from tidemq.common.errors import NotFound
 from tidemq.configcenter.model import EventType
@@ -49,3 +51,16 @@ def test_expired_lease_is_reaped_and_keepalive_reports_it(store):
     assert store.reap_expired_leases() == (0, 0)  # idempotent
     events = store.read_events(1, block_ms=0)
     assert [(e.type, e.revision) for e in events] == [(EventType.DELETE, 2)]
+
+
+def test_a_lease_does_not_age_while_no_lease_script_runs(store):
+    """Seen from Redis, no lease script for longer than 2 s is an outage of every config
+    center (their reapers run one every 0.2 s): nobody could keep a lease alive, so the gap
+    does not count against it (etcd resets deadlines on a leader change the same way)."""
+    lease = store.lease_grant(1)
+    store.put("/eph", b"1", lease=lease)
+    time.sleep(3)   # the outage itself, three times the TTL
+    assert store.lease_keepalive(lease) == 1
+    assert store.get("/eph")[0] is not None
+    wait_until(lambda: store.reap_expired_leases() == (1, 1), timeout=5,
+               message="the lease, no longer kept alive, to expire as usual")
