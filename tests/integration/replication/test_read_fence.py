@@ -116,3 +116,42 @@ def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(clu
         assert gateway_bodies(cluster, 1) == (["unconfirmed"], 2)
         status, found = http_get(f"{cluster.gateway_url}/v1/messages/{msg_id}")
         assert status == 200 and found["body"] == "unconfirmed", found
+
+
+def slave_pull(addr: str, offset: int) -> tuple[list[bytes], int]:
+    """A pull answered by this replica itself (bodies, the queue's max offset it reports)."""
+    answer = broker_call(addr, "Pull", broker_pb2.PullRequest(
+        consumer_group="slave-reader", topic=TOPIC, queue_id=0, queue_offset=offset,
+        max_messages=32))
+    return ([message.body for message in record.iter_records(answer.records)]
+            if answer.record_count else []), answer.max_offset
+
+
+def test_a_slave_holding_an_unconfirmed_record_does_not_serve_it_until_confirmed(cluster):
+    """One slave frozen (kept in the in-sync set by a long lag limit): the other holds the
+    new record, but it is not confirmed, so that slave — where consumers read when the master
+    is down or far behind — serves it only once the master's confirmed offset covers it."""
+    group = start_group(cluster, extra=["--sync-replication-timeout-ms", "1000",
+                                        "--replica-lag-max-ms", "120000"])
+    wait_in_sync(cluster, {0, 1, 2})
+    master = group.wait_master()
+    broker = group.replicas[master]
+    frozen, reader = (group.replicas[r] for r in range(3) if r != master)
+    assert send(broker.addr, b"confirmed")[0] == "SEND_OK"
+    wait_until(lambda: slave_pull(reader.addr, 0) == ([b"confirmed"], 1), 30,
+               message="the slave to serve the confirmed record")
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        assert send(broker.addr, b"unconfirmed")[0] == "FLUSH_SLAVE_TIMEOUT"
+        master_end = broker_call(broker.addr, "GetBrokerInfo",
+                                 broker_pb2.GetBrokerInfoRequest()).commitlog_max_offset
+        wait_until(lambda: broker_call(reader.addr, "GetBrokerInfo",
+                                       broker_pb2.GetBrokerInfoRequest()
+                                       ).commitlog_max_offset == master_end, 30,
+                   message="the running slave to hold the unconfirmed record")
+        assert slave_pull(reader.addr, 1) == ([], 1)
+        assert slave_pull(reader.addr, 0) == ([b"confirmed"], 1)
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    wait_until(lambda: slave_pull(reader.addr, 1) == ([b"unconfirmed"], 2), 30,
+               message="the slave to serve the record once confirmed")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.broker.store.ha.protocol import (
+    NOT_FENCED,
     ProtocolError,
     encode_data_header,
     encode_handshake,
@@ -18,7 +19,8 @@ from tidemq.broker.store.ha.protocol import (
     read_report,
 )
 
-frames = st.lists(st.tuples(st.integers(0, 2**62), st.binary(max_size=300)), max_size=12)
+frames = st.lists(st.tuples(st.integers(0, 2**62), st.binary(max_size=300),
+                            st.one_of(st.none(), st.integers(0, 2**62))), max_size=12)
 handshakes = st.dictionaries(st.text(max_size=8), st.one_of(st.integers(-1, 2**62),
                                                             st.text(max_size=20)), max_size=4)
 
@@ -28,26 +30,41 @@ def pieces(stream: bytes, cuts: list[int]) -> list[bytes]:
     return [stream[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
-@settings(max_examples=200, deadline=None)
-@given(handshakes, frames, st.lists(st.integers(0, 2**62), max_size=5),
-       st.lists(st.integers(0, 10_000), max_size=20))
-def test_frames_round_trip_through_a_stream_in_any_pieces(hello, sent, reports, cuts):
-    stream = encode_handshake(hello) + b"".join(
-        encode_data_header(offset, len(chunk)) + chunk for offset, chunk in sent
-    ) + b"".join(encode_report(r) for r in reports)
-
-    async def read_back():
+def read_back(stream: bytes, cuts: list[int], frames: int, reports: int, fenced: bool):
+    async def read():
         reader = asyncio.StreamReader()
         for piece in pieces(stream, cuts):
             reader.feed_data(piece)
         reader.feed_eof()
         got_hello = await read_handshake(reader)
-        got = [await read_frame(reader) for _ in sent]
-        got_reports = [await read_report(reader) for _ in reports]
+        got = [await read_frame(reader, fenced) for _ in range(frames)]
+        got_reports = [await read_report(reader) for _ in range(reports)]
         assert await reader.read() == b""
         return got_hello, got, got_reports
 
-    assert asyncio.run(read_back()) == (hello, sent, reports)
+    return asyncio.run(read())
+
+
+@settings(max_examples=200, deadline=None)
+@given(handshakes, frames, st.lists(st.integers(0, 2**62), max_size=5),
+       st.lists(st.integers(0, 10_000), max_size=20), st.booleans())
+def test_frames_round_trip_through_a_stream_in_any_pieces(hello, sent, reports, cuts, fenced):
+    """With the confirmed offset (fenced; None travels as NOT_FENCED) and without it (an
+    older peer's frames: no confirmed offset comes back)."""
+    stream = encode_handshake(hello) + b"".join(
+        encode_data_header(offset, len(chunk),
+                           (NOT_FENCED if confirmed is None else confirmed) if fenced else None)
+        + chunk for offset, chunk, confirmed in sent
+    ) + b"".join(encode_report(r) for r in reports)
+    expected = [(offset, chunk, confirmed if fenced else None)
+                for offset, chunk, confirmed in sent]
+    assert read_back(stream, cuts, len(sent), len(reports), fenced) == (hello, expected, reports)
+
+
+def test_a_negative_confirmed_offset_is_refused():
+    stream = encode_handshake({}) + encode_data_header(0, 0, -2)
+    with pytest.raises(ProtocolError, match="negative"):
+        read_back(stream, [], 1, 0, True)
 
 
 def test_a_handshake_that_is_not_a_json_object_is_refused():

@@ -1,7 +1,8 @@
 """The read fence (store/reader.py): with a SYNC replication gate, readers see only records
 that end at or below the confirmed offset — pulls, max offsets, offset ids, keys, times; an
 ASYNC gate or none (single replica, slaves) reads everything written. A queue's visible end is
-checked against a model: the number of units wholly below the bound."""
+checked against a model: the number of units wholly below the bound. A slave of a SYNC master
+serves below the confirmed offset its master sends it (`follow_confirmed`)."""
 
 from __future__ import annotations
 
@@ -111,15 +112,61 @@ def test_the_fence_never_moves_back_when_too_few_replicas_confirm(tmp_path):
     store.shutdown()
 
 
-def test_an_elected_master_reads_everything_it_held_at_election(tmp_path):
-    store, _, gate = fenced_store(tmp_path)
-    append_unacknowledged(store, [b"a", b"b"])
-    assert store.max_offset("t", 0) == 0
+def test_an_elected_master_serves_its_unconfirmed_tail_once_the_in_sync_slaves_hold_it(
+        tmp_path):
+    """What a new master holds past the confirmed offset it knew as a slave is not in every
+    in-sync replica yet: served once they have it, never at election (it could die first)."""
+    store, tracker, gate = fenced_store(tmp_path)
+    (_, physicals, end), _ = append_unacknowledged(store, [b"a", b"b"])
+    tracker.on_ack(1, physicals[1], end, now_ms=0)   # "a" confirmed
+    gate.on_progress()
+    store.set_replication_gate(None)
     store.become_slave()
-    assert store.max_offset("t", 0) == 2       # a slave serves everything it holds
+    assert store.max_offset("t", 0) == 1   # a deposed master keeps serving what it confirmed
+    store.follow_confirmed(physicals[0])  # a master that knows less: the fence stays
+    assert store.max_offset("t", 0) == 1
     store.become_master(epoch=2)
-    assert gate.confirmed_offset() == 0    # no slave reported yet
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+    gate = ReplicationGate(tracker, store.commitlog_max_offset, timeout_ms=60_000)
+    store.set_replication_gate(gate)
+    assert store.max_offset("t", 0) == 1   # "b": this replica alone holds it
+    tracker.on_ack(1, end, end, now_ms=0)
+    gate.on_progress()
     assert store.max_offset("t", 0) == 2
+    store.shutdown()
+
+
+def test_a_slave_serves_below_its_masters_confirmed_offset(tmp_path):
+    store = open_store(small_config(tmp_path))
+    store.become_slave()
+    woken = []
+    store.add_visibility_listener(lambda: woken.append(store.confirmed_offset()))
+    (_, physicals, end), _ = append_unacknowledged(store, [b"a", b"b"])
+    assert store.max_offset("t", 0) == 2          # no master heard yet: as before
+    store.follow_confirmed(physicals[1])           # a SYNC_MASTER says: "a" is confirmed
+    assert store.max_offset("t", 0) == 1 and store.get_messages("t", 0, 1, 32).record_count == 0
+    with pytest.raises(MessageNotFound):
+        store.read_record(physicals[1])
+    store.follow_confirmed(physicals[0])           # never back
+    assert store.max_offset("t", 0) == 1
+    store.follow_confirmed(end)
+    assert store.max_offset("t", 0) == 2 and woken == [physicals[1], end]
+    store.follow_confirmed(None)                   # an ASYNC_MASTER: everything it holds
+    assert store.confirmed_offset() is None and store.max_offset("t", 0) == 2
+    store.shutdown()
+
+
+def test_a_restarted_slave_keeps_its_fence_until_its_master_says_more(tmp_path):
+    config = small_config(tmp_path)
+    store = open_store(config)
+    store.become_slave()
+    (_, physicals, _), _ = append_unacknowledged(store, [b"a", b"b"])
+    store.follow_confirmed(physicals[1])
+    store.shutdown()
+    store = open_store(config)
+    assert store.confirmed_offset() == physicals[1]
+    store.become_slave()
+    assert store.max_offset("t", 0) == 1
     store.shutdown()
 
 

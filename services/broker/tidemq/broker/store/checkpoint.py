@@ -20,6 +20,10 @@ class CheckpointState:
     commitlog_flushed: int
     dispatched: int
     timestamp_ms: int
+    # The group's confirmed offset this replica last knew (a SYNC_MASTER group's read fence),
+    # None when its reads are not fenced: where a restarted replica's fence starts, so it
+    # never serves, before its master tells it more, what a failover could take back.
+    confirmed: int | None = None
 
 
 class Checkpoint:

@@ -92,6 +92,10 @@ class MessageStore:
         self._store_loop: StoreLoop | None = None   # blocking callers' appends (store_loop.py)
         self._gate: ReplicationGate | None = None   # SYNC/ASYNC_MASTER replication (store/ha)
         self._slave = False   # a slave takes bytes from its master only (append_replicated)
+        # The group's confirmed offset as its master last told this slave (or as this replica
+        # knew it when it last served as a SYNC_MASTER): a slave's read fence, a new master's
+        # first one. None: reads are not fenced (single replica, ASYNC_MASTER, unknown).
+        self._confirmed: int | None = None
         self._write_listeners: list[Callable[[], None]] = []   # called once per written group
         self._visibility_listeners: list[Callable[[], None]] = []   # the read fence moved
 
@@ -123,6 +127,8 @@ class MessageStore:
         redispatched = self.dispatcher.dispatch_available()
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
         self.epochs.truncate_after(end)
+        if state is not None and state.confirmed is not None:
+            self._confirmed = min(state.confirmed, end)
         self.abort_marker.create()
         self._write_checkpoint()
         self.dispatcher.start()
@@ -184,7 +190,7 @@ class MessageStore:
         self.queues.flush()
         self.index.flush()
         self.checkpoint.write(CheckpointState(self.commitlog.flushed_offset, dispatched,
-                                              int(time.time() * 1000)))
+                                              int(time.time() * 1000), self.confirmed_offset()))
 
     def _housekeep(self) -> None:
         checkpoint_s = self.config.checkpoint_interval_ms / 1000
@@ -305,6 +311,10 @@ class MessageStore:
         readable (long_poll.py)."""
         self._visibility_listeners = [*self._visibility_listeners, listener]
 
+    def remove_visibility_listener(self, listener: Callable[[], None]) -> None:
+        self._visibility_listeners = [f for f in self._visibility_listeners
+                                      if f is not listener]
+
     def _notify_visible(self) -> None:
         for listener in self._visibility_listeners:
             listener()
@@ -320,22 +330,58 @@ class MessageStore:
         The gate is also the read fence: with a SYNC gate, readers see only records below
         its `readable_end` (reader.py); without one, or with an ASYNC gate, everything
         written (single replica, ASYNC_MASTER, and slaves, whose gate is removed)."""
+        if self._fenced_master():
+            self._confirmed = self._gate.readable_end()   # where a replacement gate starts
         previous, self._gate = self._gate, gate
         self._install_read_fence()
         if previous is not None and previous is not gate:
             previous.close()
 
+    def _fenced_master(self) -> bool:
+        gate = self._gate
+        return not self._slave and gate is not None and gate.sync
+
     def _install_read_fence(self) -> None:
         """A master with a SYNC gate: readers see below the gate's readable end, which starts
-        at what this replica holds when it begins to serve as master (the others truncate to
-        it), so no queue appears to shrink. Otherwise (slave, ASYNC gate, none): everything."""
+        at the confirmed offset this replica knew as a slave (what it holds past that is not
+        in every in-sync replica yet: it becomes readable when they have it), or at its log
+        end when it knew none. A slave of such a master: below the master's confirmed offset
+        (`follow_confirmed`). Otherwise (single replica, ASYNC_MASTER): everything."""
         gate = self._gate
-        if gate is None or not gate.sync or self._slave:
+        if self._fenced_master():
+            gate.on_readable = self._notify_visible
+            known = self._confirmed
+            gate.raise_readable_end(self.commitlog.max_offset if known is None
+                                    else min(known, self.commitlog.max_offset))
+            self.reader.visible_end = gate.readable_end
+        elif self._slave and self._confirmed is not None:
+            self.reader.visible_end = lambda: self._confirmed
+        else:
             self.reader.visible_end = None
+
+    def confirmed_offset(self) -> int | None:
+        """The group's confirmed offset as this replica knows it; None: reads not fenced."""
+        if self._fenced_master():
+            return self._gate.readable_end()
+        return self._confirmed
+
+    def follow_confirmed(self, confirmed: int | None) -> None:
+        """A slave: its master's confirmed offset (None: its master does not fence reads, an
+        ASYNC_MASTER). Monotonic while fenced (records confirmed once are in every replica
+        that can be elected), and never past what this replica holds; wakes the long polls
+        when it moves."""
+        if confirmed is None:
+            if self._confirmed is not None:
+                self._confirmed = None
+                self._install_read_fence()
+                self._notify_visible()
             return
-        gate.on_readable = self._notify_visible
-        gate.raise_readable_end(self.commitlog.max_offset)
-        self.reader.visible_end = gate.readable_end
+        known = self._confirmed
+        if known is None or confirmed > known:
+            self._confirmed = confirmed
+            if known is None:
+                self._install_read_fence()
+            self._notify_visible()
 
     @property
     def replication_gate(self) -> ReplicationGate | None:
@@ -398,8 +444,10 @@ class MessageStore:
         """Refuse local appends (NotMaster) and take bytes from a master
         (`append_replicated`). Idempotent."""
         if not self._slave:
+            if self._fenced_master():   # a deposed master keeps serving what it confirmed
+                self._confirmed = self._gate.readable_end()
             self._slave = True
-            self._install_read_fence()        # a slave serves everything it holds
+            self._install_read_fence()        # fenced at `_confirmed` (None: everything)
             self.flusher.replicating = True   # the periodic flush covers replicated bytes
             log.info("store is slave", epoch=self.epochs.last_epoch,
                      log_end=self.commitlog.max_offset)
@@ -433,6 +481,11 @@ class MessageStore:
                             topics=sorted(undeleted))
         self.epochs.truncate_after(offset)
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        if self._confirmed is not None and self._confirmed > offset:
+            # confirmed records are in every replica that can be elected: this should not be
+            log.error("truncated below the confirmed offset: consumers may have read records "
+                      "that are now gone", offset=offset, confirmed=self._confirmed)
+            self._confirmed = offset
         self._write_checkpoint()
         log.warning("commitlog truncated", offset=offset)
 

@@ -30,6 +30,7 @@ from tidemq.common.logs import get_logger
 from ..config import StoreError
 from .config import HAConfig
 from .protocol import (
+    NOT_FENCED,
     ProtocolError,
     encode_handshake,
     encode_report,
@@ -106,7 +107,8 @@ class HAClient:
             writer.write(encode_handshake({
                 "replica_id": self.replica_id, "last_epoch": store.epochs.last_epoch,
                 "max_offset": store.commitlog_max_offset(),
-                "epochs": [list(entry) for entry in store.epochs.entries]}))
+                "epochs": [list(entry) for entry in store.epochs.entries],
+                "confirmed_offsets": True}))
             await writer.drain()
             reply = await asyncio.wait_for(read_handshake(reader), timeout_s)
             if "error" in reply:
@@ -119,11 +121,13 @@ class HAClient:
             reporter = asyncio.ensure_future(self._report_periodically(writer))
             watchdog = asyncio.ensure_future(
                 watch_silence(writer.transport, lambda: self.last_received, timeout_s))
+            fenced = "confirmed" in reply   # else an older master: frames without it
             while True:
-                offset, chunk = await read_frame(reader)
+                offset, chunk, confirmed = await read_frame(reader, fenced)
                 self.last_received = clock()
                 if chunk:
                     writer.write(encode_report(store.append_replicated(offset, chunk)))
+                store.follow_confirmed(confirmed)
                 if writer.transport.get_write_buffer_size() > 1 << 16:
                     await writer.drain()
         finally:
@@ -154,10 +158,13 @@ def retry_pauses(longest_s: float) -> Iterator[float]:
 def adopt(store, reply: dict) -> None:
     """A slave takes the master's handshake reply: truncate where the master says our log
     stops being a prefix of its own, then take the master's epoch history (ours describes
-    bytes that may be gone; below the cut the master's describes the same bytes)."""
+    bytes that may be gone; below the cut the master's describes the same bytes) and its
+    confirmed offset (an older master sends none: reads are then not fenced)."""
     truncate_to = int(reply["truncate_to"])
     if 0 <= truncate_to < store.commitlog_max_offset():
         log.warning("truncating a divergent tail", offset=truncate_to,
                     log_end=store.commitlog_max_offset(), master_epoch=reply["epoch"])
         store.truncate_to(truncate_to)
     store.epochs.replace(reply["epochs"])
+    confirmed = int(reply.get("confirmed", NOT_FENCED))
+    store.follow_confirmed(None if confirmed == NOT_FENCED else confirmed)

@@ -4,14 +4,20 @@ How the broker's role layer (`tidemq.broker.replication.host`) uses it: not dire
 docs/replication.md.
 
     handshake  slave -> master   u32 length | JSON {"replica_id", "last_epoch", "max_offset",
-                                                    "epochs"}
-    reply      master -> slave   u32 length | JSON {"epoch", "truncate_to", "epochs"} or {"error"}
-    data       master -> slave   i64 physical_offset | u32 size | size bytes of the CommitLog
+                                                    "epochs", "confirmed_offsets": true}
+    reply      master -> slave   u32 length | JSON {"epoch", "truncate_to", "epochs",
+                                                    "confirmed"} or {"error"}
+    data       master -> slave   i64 physical_offset | u32 size | i64 confirmed
+                                 | size bytes of the CommitLog
                                  (size 0: a heartbeat; physical_offset is then the sender's cursor)
     report     slave -> master   i64 the slave's log end (after every append and periodically)
 
 Data frames carry CommitLog bytes as they are (records and fillers, cut anywhere): the
-master never decodes a record to ship it.
+master never decodes a record to ship it. `confirmed` is the master's confirmed offset (its
+read fence; -1 when it fences no reads, an ASYNC_MASTER): a slave serves reads below it only,
+as a Kafka follower serves below the high watermark its fetches return. A peer that does not
+send "confirmed_offsets" / "confirmed" in its handshake (an older build, during a rolling
+upgrade) gets frames without the field, and the slave then fences nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 
 HANDSHAKE_LENGTH = struct.Struct(">I")
 DATA_HEADER = struct.Struct(">qI")    # physical_offset 8 | size 4
+FENCED_DATA_HEADER = struct.Struct(">qIq")   # ... | confirmed 8
+NOT_FENCED = -1
 REPORT = struct.Struct(">q")          # the slave's log end
 MAX_HANDSHAKE = 1 << 20
 MAX_FRAME = 1 << 30
@@ -51,16 +59,30 @@ async def read_handshake(reader: asyncio.StreamReader) -> dict[str, Any]:
     return message
 
 
-def encode_data_header(physical_offset: int, size: int) -> bytes:
-    return DATA_HEADER.pack(physical_offset, size)
+def encode_data_header(physical_offset: int, size: int, confirmed: int | None = None) -> bytes:
+    """A data frame's header; `confirmed` None: the older header without it."""
+    if confirmed is None:
+        return DATA_HEADER.pack(physical_offset, size)
+    return FENCED_DATA_HEADER.pack(physical_offset, size, confirmed)
 
 
-async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """(physical offset, bytes) of the next data frame; empty bytes for a heartbeat."""
-    physical_offset, size = DATA_HEADER.unpack(await reader.readexactly(DATA_HEADER.size))
+async def read_frame(reader: asyncio.StreamReader,
+                     fenced: bool = False) -> tuple[int, bytes, int | None]:
+    """(physical offset, bytes, confirmed) of the next data frame: empty bytes for a
+    heartbeat; confirmed None when the header has no such field (`fenced` False) or it is
+    NOT_FENCED."""
+    if fenced:
+        physical_offset, size, confirmed = FENCED_DATA_HEADER.unpack(
+            await reader.readexactly(FENCED_DATA_HEADER.size))
+    else:
+        physical_offset, size = DATA_HEADER.unpack(await reader.readexactly(DATA_HEADER.size))
+        confirmed = NOT_FENCED
     if size > MAX_FRAME:
         raise ProtocolError(f"a frame of {size} bytes is too large")
-    return physical_offset, (await reader.readexactly(size) if size else b"")
+    if confirmed < NOT_FENCED:
+        raise ProtocolError(f"a frame's confirmed offset {confirmed} is negative")
+    return (physical_offset, await reader.readexactly(size) if size else b"",
+            None if confirmed == NOT_FENCED else confirmed)
 
 
 def encode_report(log_end: int) -> bytes:

@@ -37,6 +37,7 @@ from .config import HAConfig
 from .epoch import EpochEntry, divergence_point
 from .gate import ReplicationGate
 from .protocol import (
+    NOT_FENCED,
     ProtocolError,
     encode_data_header,
     encode_handshake,
@@ -58,11 +59,13 @@ def _now_ms() -> float:
 class _Slave:
     """One connected slave: its sender's wake-up and its position."""
 
-    def __init__(self, replica_id: int, cursor: int, heard: float) -> None:
+    def __init__(self, replica_id: int, cursor: int, heard: float, fenced: bool) -> None:
         self.replica_id = replica_id
         self.cursor = cursor            # next byte to ship
         self.wakeup = asyncio.Event()
         self.heard = heard              # loop time of its last report
+        self.fenced = fenced            # it asked for the confirmed offset in every frame
+        self.sent_confirmed: int | None = None
 
 
 def handshake_reply(store, serving: bool, hello: dict) -> dict:
@@ -90,8 +93,17 @@ def handshake_reply(store, serving: bool, hello: dict) -> dict:
                  f"{store.commitlog_min_offset()}: it needs a fresh copy")
     if error is not None:
         return {"error": error, "epoch": epoch}
-    return {"epoch": epoch, "truncate_to": start if start < slave_end else -1,
-            "epochs": [list(entry) for entry in epochs.entries]}
+    reply = {"epoch": epoch, "truncate_to": start if start < slave_end else -1,
+             "epochs": [list(entry) for entry in epochs.entries]}
+    if hello.get("confirmed_offsets"):
+        reply["confirmed"] = confirmed_for_slaves(store)
+    return reply
+
+
+def confirmed_for_slaves(store) -> int:
+    """What a slave may serve reads below: the read fence, NOT_FENCED without one."""
+    confirmed = store.confirmed_offset()
+    return NOT_FENCED if confirmed is None else confirmed
 
 
 class HAServer:
@@ -115,6 +127,7 @@ class HAServer:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self.store.add_write_listener(self._on_written)
+        self.store.add_visibility_listener(self._on_written)   # the slaves' fence moved
         now = _now_ms()
         for member in self.tracker.in_sync:   # members get replica_lag_max from our start
             self.tracker.caught_up_ms.setdefault(member, now)
@@ -127,6 +140,7 @@ class HAServer:
 
     async def stop(self) -> None:
         self.store.remove_write_listener(self._on_written)
+        self.store.remove_visibility_listener(self._on_written)
         if self._server is not None:
             self._server.close()
         await cancel_and_wait(list(self._tasks))
@@ -171,7 +185,8 @@ class HAServer:
                 return
             await writer.drain()
             loop = asyncio.get_running_loop()
-            slave = _Slave(replica_id, start, loop.time())
+            slave = _Slave(replica_id, start, loop.time(),
+                           fenced=bool(hello.get("confirmed_offsets")))
             previous = self._slaves.get(replica_id)
             self._slaves[replica_id] = slave
             if previous is not None:
@@ -216,8 +231,19 @@ class HAServer:
             writer.transport.abort()
 
     async def _ship(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
-        commitlog, batch = self.store.commitlog, self.config.transfer_batch_bytes
+        """Frames from the slave's cursor as the log grows; each carries the confirmed offset
+        (for a slave that asked), and an idle slave gets a heartbeat when only that moved, so
+        its readers see a record as soon as the master's do."""
+        store, batch = self.store, self.config.transfer_batch_bytes
+        commitlog = store.commitlog
         heartbeat_s = self.config.heartbeat_interval_ms / 1000
+
+        def confirmed() -> int | None:
+            if not slave.fenced:
+                return None
+            slave.sent_confirmed = confirmed_for_slaves(store)
+            return slave.sent_confirmed
+
         while self._slaves.get(slave.replica_id) is slave:
             cursor, end = slave.cursor, commitlog.max_offset
             if cursor < end:
@@ -228,7 +254,7 @@ class HAServer:
                 chunk = commitlog.read(cursor, size)
                 if chunk is None:
                     raise ProtocolError(f"offset {cursor} is no longer in the commitlog")
-                writer.write(encode_data_header(cursor, size))
+                writer.write(encode_data_header(cursor, size, confirmed()))
                 writer.write(chunk)
                 slave.cursor = cursor + size
                 await writer.drain()
@@ -236,10 +262,14 @@ class HAServer:
             slave.wakeup.clear()
             if commitlog.max_offset > cursor:
                 continue
+            if slave.fenced and confirmed_for_slaves(store) != slave.sent_confirmed:
+                writer.write(encode_data_header(cursor, 0, confirmed()))
+                await writer.drain()
+                continue
             try:
                 await asyncio.wait_for(slave.wakeup.wait(), heartbeat_s)
             except TimeoutError:
-                writer.write(encode_data_header(cursor, 0))
+                writer.write(encode_data_header(cursor, 0, confirmed()))
                 await writer.drain()
 
     async def _read_reports(self, slave: _Slave, reader: asyncio.StreamReader) -> None:
