@@ -22,8 +22,8 @@ proto-check: proto ## fail if the committed generated code is stale
 lint: sync ## ruff
 	$(UV) run --frozen ruff check .
 
-test: sync proto-check lint ## the whole suite: unit, integration, e2e, compose (what CI runs)
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+test: sync proto-check lint ## the whole suite: unit first, integration, e2e, compose (what CI runs)
+	$(UV) run --frozen pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: sync ## unit tests only
 	$(UV) run --frozen pytest tests/unit $(PYTEST_ARGS)

@@ -23,6 +23,13 @@ settings.register_profile("tidemq", deadline=None, print_blob=True)
 settings.load_profile("tidemq")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Unit tests first (a stable sort: each module's tests stay together): a broken build
+    fails in minutes, not after the integration suite."""
+    unit = str(config.rootpath / "tests" / "unit")
+    items.sort(key=lambda item: not str(item.path).startswith(unit))
+
+
 @pytest.fixture(autouse=True)
 def fresh_circuit_breakers():
     """Circuit breakers are per address and live for the process (every client of an endpoint

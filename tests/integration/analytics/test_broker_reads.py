@@ -9,7 +9,7 @@ from tidemq.analytics.source import ReadOptions, plan_partitions, read_partition
 from tidemq.common import errors
 
 from tests.integration.analytics.cluster import BROKER, tagged
-from tests.support.processes import free_port
+from tests.support.processes import dead_endpoint
 
 TOPIC = "analytics-pulls"
 SIZES = {0: 25, 1: 0, 2: 9}  # queue 1 stays empty
@@ -24,7 +24,7 @@ def topic(cluster):
 
 
 def test_route_skips_an_unreachable_name_server(cluster, topic):
-    dead = f"127.0.0.1:{free_port()}"
+    dead = dead_endpoint()
     groups = brokers.fetch_route([dead, cluster.namesrv.addr], topic, timeout=3)
     assert [(g.name, g.read_queues, g.addrs) for g in groups] == [
         (BROKER, len(SIZES), (cluster.broker.addr,))]
@@ -39,7 +39,7 @@ def test_unknown_topic_is_topic_not_exist(cluster, topic):
 
 
 def test_no_name_server_answering_is_service_unavailable():
-    dead = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    dead = [dead_endpoint(), dead_endpoint()]
     with pytest.raises(errors.ServiceUnavailable, match="no name server answered"):
         brokers.fetch_route(dead, "t", timeout=1)
 
@@ -57,7 +57,7 @@ def test_pull_range_returns_exactly_the_range(cluster, topic, start, end, max_me
 
 
 def test_pull_falls_back_to_the_next_replica(cluster, topic):
-    dead = f"127.0.0.1:{free_port()}"
+    dead = dead_endpoint()
     replies = list(brokers.pull_range([dead, cluster.broker.addr], topic, 2, 0, 9,
                                       max_messages=100, timeout=3))
     builder = ColumnBuilder(BROKER, arrow_schema())

@@ -8,7 +8,7 @@ from tidemq.broker.store import MetadataFile
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
-from tests.support.processes import free_port, wait_until
+from tests.support.processes import dead_endpoint, wait_until
 
 
 def cluster_info(addr: str) -> nameserver_pb2.ClusterInfo:
@@ -23,7 +23,7 @@ def all_topics(addr: str) -> list[str]:
 
 def test_register_trigger_unregister_with_one_name_server_down(services, tmp_path):
     ns = services("tidemq.nameserver", [])
-    dead = f"127.0.0.1:{free_port()}"
+    dead = dead_endpoint()
     topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
     topics.apply([TopicConfig("a", 2)], [], 1)
     registrar = BrokerRegistrar(BrokerIdentity("c1", "broker-x", 0, "10.1.1.1:10911"),

@@ -4,11 +4,9 @@ supervisord config (`make up ANALYTICS=1`) and in docker-compose.yml, from one d
 from __future__ import annotations
 
 import configparser
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 from deploy import analytics, observability
@@ -23,6 +21,7 @@ from deploy.topology import (
     load,
     published_urls,
 )
+from tests.support.tools import needs_tool
 
 SPARK = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-submit")
 BIN = Path("/venv/bin")
@@ -121,7 +120,7 @@ def test_make_up_says_why_spark_is_not_started_without_java(monkeypatch):
     assert not set(SPARK) & set(topology.services)
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+@needs_tool("docker-compose")
 def test_docker_compose_accepts_the_analytics_profile():
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "COMPOSE_PROFILES": analytics.PROFILE}
     listed = subprocess.run(["docker-compose", "-f", str(COMPOSE_FILE), "config", "--services"],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import configparser
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,11 +25,10 @@ from deploy.observability import (
 )
 from deploy.render import COMPOSE_FILE, render_compose, render_supervisor
 from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, TopologyError, load, parse
+from tests.support.tools import needs_tool
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None and os.environ.get("CI") != "true",
-    reason="promtool is not installed (Debian: apt-get install prometheus)")
+needs_promtool = needs_tool("promtool", "prometheus")
 
 
 @pytest.fixture
@@ -89,7 +87,7 @@ def test_compose_observability_services():
     assert committed["rule_files"] == ["/etc/prometheus/alerts.yml"]
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+@needs_tool("docker-compose")
 def test_docker_compose_accepts_the_observability_profile():
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "COMPOSE_PROFILES": PROFILE}
     listed = subprocess.run(["docker-compose", "-f", str(COMPOSE_FILE), "config", "--services"],

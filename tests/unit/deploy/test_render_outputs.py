@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import configparser
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
 
-import pytest
 import yaml
 
 from deploy.render import (
@@ -20,6 +18,7 @@ from deploy.render import (
     service_argv,
 )
 from deploy.topology import ALL_PROFILES, REPO_ROOT, Placement, load
+from tests.support.tools import needs_tool
 
 
 def test_committed_compose_file_and_dockerfiles_match_the_renderer():
@@ -86,7 +85,7 @@ def test_every_follower_is_given_both_config_centers_in_both_deployments(tmp_pat
                          if n.startswith(("namesrv", "broker", "gateway", "trace"))}
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+@needs_tool("docker-compose")
 def test_docker_compose_accepts_the_file_and_the_port_overrides():
     env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "TIDEMQ_GATEWAY_HTTP_PORT": "18123"}
     check = subprocess.run(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 
 import pytest
@@ -18,8 +17,9 @@ from deploy.local import LocalDeployment, free_port_offset, process_alive
 from deploy.redis_tier import observe, status_lines
 from deploy.topology import TOPOLOGY_FILE, parse
 from tests.support.processes import wait_until
+from tests.support.tools import needs_tool
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+pytestmark = needs_tool("redis-server")
 
 REDIS_ONLY = {
     "images": {"redis": {"dockerfile_dir": "deploy/redis"}},
@@ -127,7 +127,7 @@ def _tier(deployment: LocalDeployment) -> tuple[dict, set[str | None]]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="needs redis-sentinel")
+@needs_tool("redis-sentinel")
 def test_sentinels_fail_over_a_killed_master_and_it_comes_back_as_a_replica(tmp_path):
     topology = parse(REDIS_TIER)
     deployment = LocalDeployment(
