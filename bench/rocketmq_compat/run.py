@@ -121,7 +121,7 @@ def main() -> None:
         with ConfigClient(cluster.config_center.addr) as config_client:
             TopicDefinitions(config_client).create(TOPIC, QUEUES)
         wait_for_route(cluster, TOPIC, 1)
-        gateway = cluster.start("tidemq.gateway.grpc", ["--namesrv-addrs", cluster.namesrv_addrs])
+        gateway = cluster.start("tidemq.gatewaygrpc", ["--namesrv-addrs", cluster.namesrv_addrs])
         config = rocketmq.ClientConfiguration(gateway.addr, rocketmq.Credentials(),
                                               request_timeout=10)
         native_sync, native_async = native_produce(cluster.namesrv_addrs, count, args.window)

@@ -41,7 +41,7 @@ def _with_gateway(cluster: Cluster) -> Cluster:
                                           retry_max_times=1)
     for topic in TOPICS:
         wait_for_route(cluster, topic, 2)
-    cluster.extra["gateway_grpc"] = cluster.start("tidemq.gateway.grpc", [
+    cluster.extra["gateway_grpc"] = cluster.start("tidemq.gatewaygrpc", [
         "--namesrv-addrs", cluster.namesrv_addrs, "--long-polling-timeout-s", "5",
         # push consumers' messages: renewed every ~1 s
         "--default-invisible-s", "3", *cluster.tracing_flags()])

@@ -11,7 +11,7 @@ import pytest
 import requests
 from rocketmq import Producer
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
-from tidemq.gateway.grpc.handles import GatewayReceipt
+from tidemq.gatewaygrpc.handles import GatewayReceipt
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
 from tests.support.processes import wait_until

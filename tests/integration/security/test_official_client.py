@@ -43,7 +43,7 @@ def gateway_grpc(secure_cluster, cert_dir):
     admin.add_user(User("rmq-user", "rmq-secret"))
     admin.add_user(User("rmq-nobody", "nobody-secret"))
     admin.add_rule(Rule.create("rmq-user-pub", "rmq-user", f"topic:{TOPIC}", ["PUB"]))
-    return secure_cluster.start("tidemq.gateway.grpc", [
+    return secure_cluster.start("tidemq.gatewaygrpc", [
         "--namesrv-addrs", secure_cluster.namesrv_addrs,
         "--auth-config-center", secure_cluster.config_center.addr,
     ], env=secure_env(cert_dir))

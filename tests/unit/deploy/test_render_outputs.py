@@ -147,12 +147,13 @@ def _workspace_deps(member: str) -> set[str]:
 
 def test_each_image_installs_every_workspace_member_its_package_needs():
     root = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    members = {}  # package name -> member folder
-    for folder in ("shared", "config-client", "sdk", "config-center", "gateway", "native", *(
-        f"services/{p.name}" for p in (REPO_ROOT / "services").iterdir() if p.is_dir()
-    )):
-        members[tomllib.loads((REPO_ROOT / folder / "pyproject.toml").read_text())[
-            "project"]["name"]] = folder
+    members = {}  # package name -> member folder, as the workspace lists them
+    for pattern in root["tool"]["uv"]["workspace"]["members"]:
+        for path in sorted(REPO_ROOT.glob(pattern)):
+            if (path / "pyproject.toml").exists():
+                folder = path.relative_to(REPO_ROOT).as_posix()
+                members[tomllib.loads((path / "pyproject.toml").read_text())[
+                    "project"]["name"]] = folder
     assert set(root["tool"]["uv"]["sources"]) <= set(members)
     for image in load().images.values():
         if image.package is None:
@@ -200,3 +201,20 @@ def test_prometheus_config_scrapes_every_service_metrics_port_once():
     )
     compose = scrape_targets(render_prometheus(topology, Placement(compose=True)))
     assert sorted(compose) == sorted((s.name, f"{s.name}:{s.ports['metrics']}") for s in services)
+
+
+def _exported(package: str) -> set[str]:
+    """The third-party distributions an image of `package` installs (as deploy/images.py
+    exports them)."""
+    listed = subprocess.run(
+        ["uv", "export", "--frozen", "--package", package, "--no-dev", "--no-emit-workspace",
+         "--no-hashes", "--quiet"], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    return {line.split("==")[0] for line in listed.stdout.splitlines()
+            if line and not line.startswith((" ", "#"))}
+
+
+def test_the_two_gateway_images_carry_only_their_own_dependencies():
+    http, grpc_gateway = _exported("tidemq-gateway"), _exported("tidemq-gateway-grpc")
+    assert {"flask", "gunicorn"} <= http and "rocketmq-python-client" not in http
+    assert "rocketmq-python-client" in grpc_gateway
+    assert not {"flask", "gunicorn", "apispec", "pydantic"} & grpc_gateway

@@ -15,11 +15,11 @@ from tidemq.client.encoding import BatchEncoder
 from tidemq.client.message import decode_records
 from tidemq.common import errors, record
 from tidemq.common.receipt import ReceiptHandle
-from tidemq.gateway.grpc.handles import GatewayReceipt, TransactionId
-from tidemq.gateway.grpc.messages import timestamp_ms, to_message, to_pb
-from tidemq.gateway.grpc.sessions import ClientSessions
-from tidemq.gateway.grpc.statuses import code_of, not_implemented
-from tidemq.gateway.grpc.telemetry import ServerSettings, settings_reply
+from tidemq.gatewaygrpc.handles import GatewayReceipt, TransactionId
+from tidemq.gatewaygrpc.messages import timestamp_ms, to_message, to_pb
+from tidemq.gatewaygrpc.sessions import ClientSessions
+from tidemq.gatewaygrpc.statuses import code_of, not_implemented
+from tidemq.gatewaygrpc.telemetry import ServerSettings, settings_reply
 
 names = st.text(st.sampled_from("abcXYZ019_-%|"), min_size=1, max_size=40)
 text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from tidemq.common import errors
-from tidemq.gateway.grpc.renewal import Renewals
+from tidemq.gatewaygrpc.renewal import Renewals
 
 
 class Broker:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
-from tidemq.gateway.grpc import metrics
+from tidemq.gatewaygrpc import metrics
 
 log = get_logger(__name__)
 

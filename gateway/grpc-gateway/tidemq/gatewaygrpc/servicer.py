@@ -15,12 +15,12 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
-from tidemq.gateway.grpc import metrics
-from tidemq.gateway.grpc.messages import to_message, to_pb
-from tidemq.gateway.grpc.proxy import MessagingProxy
-from tidemq.gateway.grpc.sessions import ClientSessions, OrphanedTransaction
-from tidemq.gateway.grpc.statuses import not_implemented, ok, status_of
-from tidemq.gateway.grpc.telemetry import ServerSettings, orphaned_command, settings_reply
+from tidemq.gatewaygrpc import metrics
+from tidemq.gatewaygrpc.messages import to_message, to_pb
+from tidemq.gatewaygrpc.proxy import MessagingProxy
+from tidemq.gatewaygrpc.sessions import ClientSessions, OrphanedTransaction
+from tidemq.gatewaygrpc.statuses import not_implemented, ok, status_of
+from tidemq.gatewaygrpc.telemetry import ServerSettings, orphaned_command, settings_reply
 
 log = get_logger(__name__)
 

@@ -29,8 +29,8 @@ from tidemq.client.message import decode_records
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
 from tidemq.common.receipt import MAX_ACK_BATCH, ack_error
-from tidemq.gateway.grpc.handles import GatewayReceipt, TransactionId
-from tidemq.gateway.grpc.renewal import Renewals
+from tidemq.gatewaygrpc.handles import GatewayReceipt, TransactionId
+from tidemq.gatewaygrpc.renewal import Renewals
 from tidemq.v1 import broker_pb2
 
 MAX_BATCH = 32          # the broker's pop limit

@@ -1,4 +1,4 @@
-"""`python -m tidemq.gateway.grpc`: serve RocketMQ 5's MessagingService until SIGTERM."""
+"""`python -m tidemq.gatewaygrpc`: serve RocketMQ 5's MessagingService until SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import sys
 from rocketmq.grpc_protocol import service_pb2_grpc
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
-from tidemq.gateway.grpc import metrics
-from tidemq.gateway.grpc.proxy import MessagingProxy
-from tidemq.gateway.grpc.servicer import MessagingServicer
-from tidemq.gateway.grpc.sessions import ClientSessions
-from tidemq.gateway.grpc.settings import GrpcGatewaySettings
-from tidemq.gateway.grpc.telemetry import ServerSettings
+from tidemq.gatewaygrpc import metrics
+from tidemq.gatewaygrpc.proxy import MessagingProxy
+from tidemq.gatewaygrpc.servicer import MessagingServicer
+from tidemq.gatewaygrpc.sessions import ClientSessions
+from tidemq.gatewaygrpc.settings import GrpcGatewaySettings
+from tidemq.gatewaygrpc.telemetry import ServerSettings
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = load_settings(GrpcGatewaySettings, argv, prog="python -m tidemq.gateway.grpc")
+    settings = load_settings(GrpcGatewaySettings, argv, prog="python -m tidemq.gatewaygrpc")
     runtime = ServiceRuntime("gateway-grpc", settings, max_workers=settings.max_workers)
     sessions = ClientSessions()
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2
-from tidemq.gateway.grpc.messages import to_pb
-from tidemq.gateway.grpc.sessions import OrphanedTransaction
-from tidemq.gateway.grpc.statuses import ok
+from tidemq.gatewaygrpc.messages import to_pb
+from tidemq.gatewaygrpc.sessions import OrphanedTransaction
+from tidemq.gatewaygrpc.statuses import ok
 
 # RocketMQ's delay levels 3..18 after 1 s and 5 s: the push consumer's redelivery backoff
 REDELIVERY_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600,
