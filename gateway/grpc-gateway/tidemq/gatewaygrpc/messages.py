@@ -11,7 +11,7 @@ handle, body digest).
 from __future__ import annotations
 
 import gzip
-import zlib
+import hashlib
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from tidemq.client import Message, MessageExt
@@ -98,8 +98,10 @@ def to_pb(message: MessageExt, *, receipt_handle: str = "", invisible_ms: int = 
     if message.tags:
         system.tag = message.tags
     system.keys.extend(message.keys)
-    system.body_digest.type = pb.CRC32
-    system.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    # What RocketMQ's proxy sends and every official client verifies the same way (the
+    # Node.js client's CRC32 text differs from the Python one's: a CRC32 digest fails there)
+    system.body_digest.type = pb.MD5
+    system.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
     system.body_encoding = pb.IDENTITY
     set_timestamp(system.born_timestamp, message.born_timestamp)
     set_timestamp(system.store_timestamp, message.store_timestamp)
