@@ -83,8 +83,8 @@ class GatewayBackend:
 
     # -- topics --------------------------------------------------------------------------
 
-    def create_topic(self, name: str, queues: int) -> TopicCreation:
-        self.topics.create(name, queues)
+    def create_topic(self, name: str, queues: int, *, order: bool = False) -> TopicCreation:
+        self.topics.create(name, queues, order=order)
         visible, brokers = poll(lambda: self._route_complete(name),
                                 self.settings.topic_visible_timeout_s, interval=0.05,
                                 until=lambda outcome: outcome[0])

@@ -69,6 +69,10 @@ class TopicCreateRequest(RequestBody):
     queues: Annotated[int, Field(ge=1, le=MAX_QUEUES,
                                  description="queues on each broker group"),
                       ErrorCode("INVALID_QUEUE_COUNT")] = 4
+    order: Annotated[bool, Field(strict=True, description=(
+        "an ordered (FIFO) topic, as `tidemq topic create --order`: orderly consumers "
+        "lock its queues and RocketMQ 5 clients treat it as FIFO")),
+                     ErrorCode("INVALID_ORDER")] = False
 
 
 class SendMessage(RequestBody):

@@ -36,8 +36,8 @@ def _settings() -> GatewaySettings:
 def create_topic(body: TopicCreateRequest):
     """Create a topic (a definition in the config center; brokers create its queues)."""
     name, queues = body.name, body.queues
-    created = _backend().create_topic(name, queues)
-    body = {"name": name, "queues": queues, "brokers": created.brokers}
+    created = _backend().create_topic(name, queues, order=body.order)
+    body = {"name": name, "queues": queues, "order": body.order, "brokers": created.brokers}
     if created.visible:
         return jsonify(body), 201, {"Location": f"/v1/topics/{name}"}
     body["note"] = ("the topic is defined in the config center but its route is not yet "

@@ -28,18 +28,21 @@ class StubBackend:
     def __init__(self) -> None:
         self.sent: list = []
         self.topics = {"orders": 2}
+        self.ordered: set[str] = set()
         self.failure: Exception | None = None
 
     def _maybe_fail(self):
         if self.failure:
             raise self.failure
 
-    def create_topic(self, name, queues):
+    def create_topic(self, name, queues, *, order=False):
         self._maybe_fail()
         if name in self.topics:
             raise errors.AlreadyExists(f"topic {name!r} already exists",
                                        code="TOPIC_ALREADY_EXISTS")
         self.topics[name] = queues
+        if order:
+            self.ordered.add(name)
         return TopicCreation(name, queues, visible=name != "slow", brokers=["broker-a"])
 
     def list_topics(self):
@@ -115,6 +118,14 @@ def test_create_topic_201_202_and_409(client):
                    409, "TOPIC_ALREADY_EXISTS")
 
 
+def test_create_an_ordered_topic_as_the_cli_does(client, backend):
+    created = client.post("/v1/topics", json={"name": "fifo", "queues": 2, "order": True})
+    assert created.status_code == 201 and created.get_json()["order"] is True
+    plain = client.post("/v1/topics", json={"name": "plain"})
+    assert plain.get_json()["order"] is False
+    assert backend.ordered == {"fifo"}
+
+
 @pytest.mark.parametrize(("body", "code"), [
     ({"name": "bad name", "queues": 1}, "INVALID_TOPIC"),
     ({"name": "x" * 128, "queues": 1}, "INVALID_TOPIC"),
@@ -123,6 +134,8 @@ def test_create_topic_201_202_and_409(client):
     ({"name": "ok", "queues": 1025}, "INVALID_QUEUE_COUNT"),
     ({"name": "ok", "queues": "4"}, "INVALID_QUEUE_COUNT"),
     ({"name": "ok", "queues": True}, "INVALID_QUEUE_COUNT"),
+    ({"name": "ok", "order": "yes"}, "INVALID_ORDER"),
+    ({"name": "ok", "order": 1}, "INVALID_ORDER"),
     ([1, 2], "INVALID_REQUEST"),
 ])
 def test_create_topic_validation(client, body, code):
