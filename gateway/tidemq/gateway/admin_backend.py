@@ -48,6 +48,13 @@ class AdminBackend:
     def reset_offsets(self, group: str, topic: str, timestamp_ms: int) -> list[dict]:
         return [vars(e) for e in self.admin.reset_group_offsets(group, topic, timestamp_ms)]
 
+    def delete_offsets(self, group: str, topic: str) -> dict:
+        """As `tidemq group delete-offsets -o json` (group "": every group's): the brokers
+        and groups whose committed offsets of `topic` were dropped."""
+        dropped = self.admin.delete_group_offsets(topic, group)
+        return {"group": group, "topic": topic, "brokers": sorted(dropped),
+                "groups": sorted({g for groups in dropped.values() for g in groups})}
+
     def offsets_at(self, topic: str, timestamp_ms: int) -> list[dict]:
         """Per queue, the first offset stored at or after `timestamp_ms`."""
         return [{"broker_name": e.broker_name, "queue_id": e.queue_id, "offset": e.offset}

@@ -6,6 +6,7 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
   GET  /v1/consumer-groups                         groups known to the coordinators
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
+  DELETE /v1/consumer-groups/<group>/offsets/<topic>   forget its offsets of a topic
   GET  /v1/messages/<msg_id>                       one message by its offset message id
   GET  /v1/topics/<topic>/messages?key=&begin_ms=&end_ms=&max=   by key or time range
   GET  /v1/topics/<topic>/offsets?timestamp_ms=    per queue, the offset stored at a time
@@ -142,6 +143,25 @@ def reset_offsets(group: str, body: OffsetResetRequest):
     offsets = _admin().reset_offsets(_group(group), body.topic, body.timestamp_ms)
     return jsonify({"group": group, "topic": body.topic, "timestamp_ms": body.timestamp_ms,
                     "offsets": offsets})
+
+
+@admin_bp.delete("/v1/consumer-groups/<group>/offsets/<topic>")
+def delete_offsets(group: str, topic: str):
+    """Forget the group's committed offsets of a topic on every broker, e.g. of a deleted
+    topic that the group's describe shows as orphaned (refused while it has live members:
+    412 NON_EMPTY_GROUP).
+    ---
+    delete:
+      summary: Delete a group's committed offsets of a topic (as `tidemq group delete-offsets`)
+      responses:
+        "200":
+          description: the brokers that held offsets of it
+        "400": {$ref: "#/components/responses/Problem"}
+        "412": {$ref: "#/components/responses/Problem"}
+    """
+    validation.validate_topic_name(topic)
+    dropped = _admin().delete_offsets(_group(group), topic)
+    return jsonify({key: dropped[key] for key in ("group", "topic", "brokers")})
 
 
 @admin_bp.get("/v1/messages/<msg_id>")

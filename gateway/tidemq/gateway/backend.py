@@ -103,10 +103,14 @@ class GatewayBackend:
         serving = sorted({q.broker_name for q in route.queues})
         return bool(serving) and live <= set(serving), serving
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, keep_offsets: bool = False) -> list[str]:
         """Remove the definition (TopicNotExist if there is none); brokers drop the topic
-        from their routes as their watch sees it."""
+        from their routes as their watch sees it. Then, unless `keep_offsets`, every group's
+        committed offsets of it (as the CLI does); returns those groups."""
         self.topics.delete(name)
+        if keep_offsets:
+            return []
+        return self.admin.delete_offsets("", name)["groups"]
 
     def list_topics(self) -> list[dict]:
         # a document that is not a JSON object is not ours to judge: the broker logs it

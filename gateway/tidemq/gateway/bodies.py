@@ -75,6 +75,14 @@ class TopicCreateRequest(RequestBody):
                      ErrorCode("INVALID_ORDER")] = False
 
 
+class TopicDeleteQuery(QueryParameters):
+    """DELETE /v1/topics/{topic}."""
+
+    keep_offsets: Annotated[bool, Field(description=(
+        "keep the groups' committed offsets of the topic (as `tidemq topic delete "
+        "--keep-offsets`; a group's describe then shows them as orphaned)"))] = False
+
+
 class SendMessage(RequestBody):
     """One message of POST /v1/topics/{topic}/messages."""
 

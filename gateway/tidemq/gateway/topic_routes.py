@@ -14,7 +14,13 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 from tidemq.common import errors
 from tidemq.gateway import metrics, validation
-from tidemq.gateway.bodies import FetchQuery, SendRequest, TopicCreateRequest, within_setting
+from tidemq.gateway.bodies import (
+    FetchQuery,
+    SendRequest,
+    TopicCreateRequest,
+    TopicDeleteQuery,
+    within_setting,
+)
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.settings import GatewaySettings
 
@@ -58,11 +64,13 @@ def describe_topic(topic: str):
 
 
 @topics_bp.delete("/v1/topics/<topic>")
-def delete_topic(topic: str):
-    """As `tidemq topic delete`: the definition goes, brokers stop serving it."""
+@accepts_query(TopicDeleteQuery)
+def delete_topic(topic: str, query: TopicDeleteQuery):
+    """As `tidemq topic delete`: the definition goes, brokers stop serving it and delete its
+    messages, and every group's committed offsets of it are dropped unless keep_offsets."""
     validation.validate_topic_name(topic)
-    _backend().delete_topic(topic)
-    return jsonify({"name": topic, "deleted": True})
+    dropped = _backend().delete_topic(topic, keep_offsets=query.keep_offsets)
+    return jsonify({"name": topic, "deleted": True, "offsets_dropped_for": dropped})
 
 
 @topics_bp.post("/v1/topics/<topic>/messages")

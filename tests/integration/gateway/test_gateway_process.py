@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.support.cluster import running_cluster
+from tests.support.processes import wait_until
 
 TOPIC = "GatewayTopic"
 
@@ -118,12 +119,56 @@ def test_delete_topic_over_http_as_the_cli_does(stack):
     assert described["name"] == "HttpDoomed" and described["brokers"][0]["broker_name"]
 
     deleted = requests.delete(f"{url}/v1/topics/HttpDoomed", timeout=10)
-    assert deleted.status_code == 200 and deleted.json() == {"name": "HttpDoomed",
-                                                              "deleted": True}
+    assert deleted.status_code == 200 and deleted.json() == {
+        "name": "HttpDoomed", "deleted": True, "offsets_dropped_for": []}
     with Admin(stack.namesrv_addrs, config_center=stack.config_center.addr) as admin:
         assert "HttpDoomed" not in {t.name for t in admin.list_topics()}
     again = requests.delete(f"{url}/v1/topics/HttpDoomed", timeout=10)
     assert again.status_code == 404 and again.json()["code"] == "TOPIC_NOT_EXIST"
+
+
+def _commit_offsets(stack, topic: str, group: str) -> None:
+    from tidemq.client import PullConsumer
+
+    with PullConsumer(stack.namesrv_addrs, consumer_group=group) as consumer:
+        for mq in consumer.fetch_queues(topic):
+            consumer.commit(mq, 0)
+
+
+def test_a_deleted_topics_offsets_go_with_it_unless_kept_as_the_cli_does(stack):
+    url = stack.gateway_url
+    for topic in ("HttpOffsetsGone", "HttpOffsetsKept"):
+        assert requests.post(f"{url}/v1/topics", json={"name": topic, "queues": 1},
+                             timeout=30).status_code in (201, 202)
+        wait_until(lambda t=topic: _try_commit(stack, t, "http-offsets"), 30,
+                   message=f"a committed offset of {topic}")
+    gone = requests.delete(f"{url}/v1/topics/HttpOffsetsGone", timeout=30).json()
+    assert gone["offsets_dropped_for"] == ["http-offsets"]
+    kept = requests.delete(f"{url}/v1/topics/HttpOffsetsKept",
+                           params={"keep_offsets": "true"}, timeout=30).json()
+    assert kept["offsets_dropped_for"] == []
+    offsets = requests.get(f"{url}/v1/consumer-groups/http-offsets", timeout=30).json()["offsets"]
+    assert {o["topic"] for o in offsets} == {"HttpOffsetsKept"}
+    assert all(o["orphaned"] for o in offsets)
+    dropped = requests.delete(f"{url}/v1/consumer-groups/http-offsets/offsets/HttpOffsetsKept",
+                              timeout=30)
+    assert dropped.status_code == 200 and dropped.json()["brokers"], dropped.text
+    described = requests.get(f"{url}/v1/consumer-groups/http-offsets", timeout=30)
+    assert (described.status_code, described.json().get("code")) == (
+        404, "GROUP_ID_NOT_FOUND"), described.text   # no offsets, no members: unknown
+    bad = requests.delete(f"{url}/v1/consumer-groups/http-offsets/offsets/bad%20name",
+                          timeout=30)
+    assert bad.status_code == 400 and bad.json()["code"] == "INVALID_TOPIC"
+
+
+def _try_commit(stack, topic: str, group: str) -> bool:
+    from tidemq.common import errors
+
+    try:
+        _commit_offsets(stack, topic, group)
+    except errors.TideMQError:
+        return False   # the route is not on every group yet
+    return True
 
 
 def test_sigterm_drains_and_exits_cleanly(stack):
