@@ -5,18 +5,26 @@
    replication off, both ASYNC_FLUSH; target: at least 50 % of it.
 2. Replication lag under that load (bytes between the master's log end and the slowest
    slave's, sampled from the replicas' live keys).
-3. Write outage after a master SIGKILL — from the kill until the producer's sends are
-   acknowledged again — over several kills; targets: median < 3 s, p99 < 5 s. The group
-   runs with the test lease (`broker_lease_ttl_s` 2 s): a SIGKILLed master is noticed when
-   its lease expires, so the outage is about the lease TTL plus one route refresh.
+3. Write outage after a master fault — from the fault until a send is acknowledged by
+   another replica — over several SIGKILLs (a crashed process: the controller's probe is
+   refused and the slaves' HA streams close) and several SIGSTOPs (a frozen process: probes
+   time out, the streams go silent, and the master's renewals stop; it is replaced once its
+   fence has passed). The group runs with the DEFAULT timings of brokers and name servers
+   (lease 10 s, refresh 1 s, fence 3 s, probes every 0.5 s), not the tests' short ones.
+   Targets: SIGKILL median < 2 s, SIGSTOP median < 6 s.
+4. False failovers: elections in a run with no fault, under the produce load plus CPU hogs
+   (busy processes, one per core by default) — target: none.
 
-    uv run --frozen python -m bench.failover [--quick]
+    uv run --frozen python -m bench.failover [--quick] [--faults N] [--loaded-s S]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,9 +32,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.chaos.group import GROUP, LEASE_TTL_S, ChaosGroup, start_group
+from tests.chaos.group import GROUP, REPLICAS, ChaosGroup, Replica
 from tests.chaos.run import TOPIC, _create_topic
-from tests.support.processes import wait_until
+from tests.support.cluster import BROKER_TEST_FLAGS, process_group
+from tests.support.processes import free_port, start_redis, wait_until
 
 BODY = b"x" * 1024
 BATCH = 32
@@ -48,7 +57,8 @@ class Load:
     def __init__(self, namesrv: str, threads: int) -> None:
         from tidemq.client import Producer
 
-        self.producer = Producer(namesrv, send_timeout=5.0, route_refresh_s=1.0)
+        # The SDK's send timeout (3 s): a send caught by a SIGSTOP waits that long at most.
+        self.producer = Producer(namesrv, route_refresh_s=1.0)
         self.acked = 0
         self.last_ack = time.monotonic()
         self.first_ack_by_host: dict[str, float] = {}  # store host (msg id prefix) -> when
@@ -116,9 +126,34 @@ def replication_lag(group: ChaosGroup):
     return sample
 
 
+def start_default_group(tmp: Path, stack: ExitStack) -> ChaosGroup:
+    """One Redis, one config center, two name servers and a 3-replica SYNC_MASTER group
+    (min_in_sync_replicas 2, ASYNC_FLUSH) with every timing at its default: only storage
+    sizes are the tests' (BROKER_TEST_FLAGS), so start-up stays quick."""
+    redis = start_redis(tmp)
+    stack.callback(redis.kill)
+    start = stack.enter_context(process_group(tmp))
+    config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
+    namesrvs = [start("tidemq.nameserver", ["--config-center", config_center.addr])
+                for _ in range(2)]
+    group = ChaosGroup([config_center], namesrvs)
+    for replica_id in range(REPLICAS):
+        ha_port = free_port()
+        process = start("tidemq.broker", [
+            "--cluster-name", "BenchCluster", "--broker-name", GROUP,
+            "--broker-id", str(replica_id), "--namesrv-addrs", group.namesrv_addrs,
+            "--config-center", config_center.addr, *BROKER_TEST_FLAGS,
+            "--replication-enabled", "true", "--broker-role", "SYNC_MASTER",
+            "--min-in-sync-replicas", "2", "--flush-mode", "async", "--ha-port", str(ha_port)])
+        group.replicas.append(Replica(replica_id, process, []))
+    wait_until(lambda: group.healthy(in_sync=2), 60, interval=0.2,
+               message=f"{GROUP} to have a master and 2 in-sync replicas")
+    return group
+
+
 @dataclass(frozen=True)
 class Outage:
-    """Seconds from a master's SIGKILL until: the controller recorded a new master, a name
+    """Seconds from a master's fault until: the controller recorded a new master, a name
     server routed to it, and a send was acknowledged by it (the write outage)."""
 
     elected: float
@@ -126,34 +161,57 @@ class Outage:
     acked: float
 
 
-def outage_after_kill(group: ChaosGroup, namesrv: str) -> Outage:
-    """SIGKILL the master under load and time the failover's steps (polled every 20 ms)."""
+def outage_after(group: ChaosGroup, namesrv: str, fault: str) -> Outage:
+    """SIGKILL ("kill") or SIGSTOP ("stop") the master under load and time the failover's
+    steps (polled every 20 ms); then restart or resume it and wait until it caught up."""
     from tidemq.client.routes import NameServerClient
 
     routes = NameServerClient(namesrv)
     with Load(namesrv, 2) as load:
-        wait_until(lambda: load.acked, 60, message="traffic before the kill")
+        wait_until(lambda: load.acked, 60, message="traffic before the fault")
         master = group.master()
         assert master is not None
         old_addr = routes.route(TOPIC).master_addr(GROUP)
         old_host = next(iter(load.first_ack_by_host))
-        killed_at = time.monotonic()
-        group.kill(master)
+        fault_at = time.monotonic()
+        (group.kill if fault == "kill" else group.pause)(master)
         elected = routed = acked = None
-        deadline = killed_at + 60
-        while acked is None or elected is None or routed is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no failover within 60 s of the kill:\n" + group.explain())
-            now = time.monotonic()
-            if elected is None and group.master() not in (None, master):
-                elected = now
-            if routed is None and _routed_master(routes) not in ("", old_addr):
-                routed = now
-            acked = acked or load.first_ack_not_from(old_host, killed_at)
-            time.sleep(0.02)  # the polling period of this measurement
+        deadline = fault_at + 60
+        try:
+            while acked is None or elected is None or routed is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no failover within 60 s of the {fault}:\n"
+                                       + group.explain())
+                now = time.monotonic()
+                if elected is None and group.master() not in (None, master):
+                    elected = now
+                if routed is None and _routed_master(routes) not in ("", old_addr):
+                    routed = now
+                acked = acked or load.first_ack_not_from(old_host, fault_at)
+                time.sleep(0.02)  # the polling period of this measurement
+        finally:
+            group.resume(master)
     group.restart(master)
     wait_until(group.converged, 120, interval=0.2, message="replicas in sync again")
-    return Outage(elected - killed_at, routed - killed_at, acked - killed_at)
+    return Outage(elected - fault_at, routed - fault_at, acked - fault_at)
+
+
+def false_failovers(group: ChaosGroup, namesrv: str, seconds: float, hogs: int,
+                    threads: int) -> tuple[int, float, float]:
+    """Elections (epoch changes) during `seconds` of produce load plus `hogs` busy processes,
+    with no fault; also the load average at the end and the produce rate meanwhile."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(hogs)]
+    try:
+        epoch = group.state()["epoch"]
+        rate, _ = throughput(namesrv, seconds, threads)
+        elections = group.state()["epoch"] - epoch
+        load_average = os.getloadavg()[0]
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    return elections, load_average, rate
 
 
 def _routed_master(routes) -> str:
@@ -179,28 +237,40 @@ def single_broker_rate(tmp: Path, seconds: float, threads: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short load, 3 kills")
-    parser.add_argument("--kills", type=int, default=0, help="master kills (default 20; 3 quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short load, 3 faults of each kind, 20 s loaded run")
+    parser.add_argument("--faults", type=int, default=0,
+                        help="SIGKILLs and SIGSTOPs each (default 20; 3 quick)")
+    parser.add_argument("--loaded-s", type=float, default=0,
+                        help="seconds of the no-fault loaded run (default 120; 20 quick)")
+    parser.add_argument("--hogs", type=int, default=os.cpu_count() or 2,
+                        help="busy processes during the loaded run (default: one per core)")
     args = parser.parse_args()
     seconds = 4.0 if args.quick else 15.0
-    kills = args.kills or (3 if args.quick else 20)
+    faults = args.faults or (3 if args.quick else 20)
+    loaded_s = args.loaded_s or (20.0 if args.quick else 120.0)
     threads = 8
+    print(f"2-core machine shared with other work; load average at start "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="tidemq-bench-failover-") as tmp:
         single = single_broker_rate(Path(tmp) / "single", seconds, threads)
         with ExitStack() as stack:
-            # One plain Redis and one config center, as the figures below were measured.
-            group = start_group(Path(tmp) / "group", stack, flush_mode="async",
-                                proxied=False, replicated_store=False)
+            group = start_default_group(Path(tmp) / "group", stack)
             _create_topic(group)
             replicated, lags = throughput(group.namesrv_addrs, seconds, threads,
                                           replication_lag(group))
-            steps = []
-            for number in range(kills):
-                steps.append(outage_after_kill(group, group.namesrv_addrs))
-                print(f"  kill {number + 1}/{kills}: elected after {steps[-1].elected:.2f} s, "
-                      f"routed {steps[-1].routed:.2f} s, write outage {steps[-1].acked:.2f} s",
-                      flush=True)
-            outages = [step.acked for step in steps]
+            elections, loaded_avg, loaded_rate = false_failovers(
+                group, group.namesrv_addrs, loaded_s, args.hogs, threads)
+            print(f"  loaded run: {elections} elections in {loaded_s:.0f} s, load average "
+                  f"{loaded_avg:.1f}", flush=True)
+            steps: dict[str, list[Outage]] = {"kill": [], "stop": []}
+            for number in range(faults):
+                for fault in ("kill", "stop"):   # interleaved: both see the same conditions
+                    step = outage_after(group, group.namesrv_addrs, fault)
+                    steps[fault].append(step)
+                    print(f"  {fault} {number + 1}/{faults}: elected after {step.elected:.2f} s,"
+                          f" routed {step.routed:.2f} s, write outage {step.acked:.2f} s "
+                          f"(load average {os.getloadavg()[0]:.1f})", flush=True)
     print(f"produce, 1 KiB, {threads} producers x batch {BATCH}:")
     print(f"  single broker, replication off, ASYNC_FLUSH (same run): {single:10.0f} msgs/s")
     print(f"  3 replicas SYNC_MASTER, min in-sync 2, ASYNC_FLUSH:     {replicated:10.0f} msgs/s "
@@ -212,12 +282,19 @@ def main() -> None:
               f"max {max(lags) / 1024:.0f} KiB "
               f"(~{statistics.median(lags) / max(replicated * len(BODY), 1) * 1000:.0f} ms at "
               "this rate)")
-    print(f"write outage after master SIGKILL over {len(outages)} kills: "
-          f"median {statistics.median(outages):.2f} s, p99 {percentile(outages, 99):.2f} s, "
-          f"max {max(outages):.2f} s (targets: median < 3 s, p99 < 5 s)")
-    print(f"  of which: new master recorded after median "
-          f"{statistics.median(s.elected for s in steps):.2f} s (broker lease {LEASE_TTL_S} s), "
-          f"routed after median {statistics.median(s.routed for s in steps):.2f} s")
+    print("write outage after a master fault, default timings (lease 10 s, fence 3 s):")
+    for fault, label, target in (("kill", "SIGKILL", 2.0), ("stop", "SIGSTOP", 6.0)):
+        outages = [step.acked for step in steps[fault]]
+        median = statistics.median(outages)
+        print(f"  {label} x{len(outages)}: median {median:.2f} s, p99 "
+              f"{percentile(outages, 99):.2f} s, max {max(outages):.2f} s "
+              f"(target: median < {target:g} s: {'met' if median < target else 'MISSED'})")
+        print(f"    of which: new master recorded after median "
+              f"{statistics.median(s.elected for s in steps[fault]):.2f} s, routed after median "
+              f"{statistics.median(s.routed for s in steps[fault]):.2f} s")
+    print(f"false failovers: {elections} elections in {loaded_s:.0f} s without a fault, under "
+          f"{threads} producers ({loaded_rate:.0f} msgs/s) and {args.hogs} CPU hogs, load "
+          f"average {loaded_avg:.1f} (target: none: {'met' if elections == 0 else 'MISSED'})")
 
 
 if __name__ == "__main__":

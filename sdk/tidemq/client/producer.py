@@ -54,6 +54,7 @@ MAX_TRACED_KEYS = 64  # keys named on a batch's publish span (the collector inde
 # replicas: nothing was stored, the same bytes may go to the new master or another group.
 REFUSED_CODES = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
 FAILOVER_BACKOFF_S = (0.05, 0.1, 0.2, 0.4)  # waits between sends to a group electing a master
+MASTER_CHECK_S = 0.5  # a send unanswered this long asks the name servers whether its master moved
 
 
 class Producer:
@@ -336,13 +337,14 @@ class Producer:
             started = time.monotonic()
             try:
                 addr = route.master_addr(mq.broker_name)
-                response = self.brokers.get(addr).call(
+                response = self.brokers.get(addr).call_unless(
                     "Send",
                     broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id, records=records,
                                            record_count=len(unique_ids),
                                            transaction_prepared=transaction_prepared,
                                            scheduled=scheduled),
-                    timeout=remaining,
+                    timeout=remaining, abandon=self._master_moved(topic, mq.broker_name, addr),
+                    check_every_s=MASTER_CHECK_S,
                 )
             except errors.TopicNotExist:
                 self.routes.invalidate(topic)
@@ -374,6 +376,21 @@ class Producer:
             f"{last_error.message}",
             code=last_error.code,
         )
+
+    def _master_moved(self, topic: str, broker_name: str, addr: str) -> Callable[[], bool]:
+        """For a send that is slow to answer: has the group elected another master meanwhile
+        (its master frozen, then fenced out)? Then the send is abandoned and made again there
+        instead of waiting out the whole send timeout (nothing is acknowledged twice: a
+        fenced-out master acknowledges nothing; a duplicate carries the same unique id)."""
+        def moved() -> bool:
+            try:
+                route = self.routes.refresh(topic)
+            except errors.TideMQError:
+                return False
+            self._remember(route)
+            group = route.brokers.get(broker_name)
+            return group is not None and bool(group.master_addr) and group.master_addr != addr
+        return moved
 
     def _await_master(self, topic: str, failovers: int, deadline: float) -> int:
         """Back off (50 ms doubling to 400 ms, never past the deadline), refresh the route."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -315,6 +316,34 @@ class RpcClient:
             self._record(None)
             return result
         raise AssertionError("unreachable")
+
+    def call_unless(self, method: str, request: Any, *, timeout: float,
+                    abandon: Callable[[], bool], check_every_s: float = 0.5) -> Any:
+        """One non-idempotent call that is abandoned (ServiceUnavailable) as soon as
+        `abandon()` says its answer no longer matters — asked every `check_every_s` while the
+        call is outstanding, never for a call answered sooner. A frozen endpoint otherwise holds
+        the caller for its whole deadline (a producer whose group elected a new master)."""
+        deadline = time.monotonic() + timeout
+        self._admit()
+        try:
+            future = getattr(self._stub, method).future(request, timeout=timeout)
+            while True:
+                try:
+                    result = future.result(
+                        timeout=max(0.01, min(check_every_s, deadline - time.monotonic())))
+                    break
+                except grpc.FutureTimeoutError:
+                    if abandon():
+                        future.cancel()
+                        raise errors.ServiceUnavailable(
+                            f"{method} on {self.addr} abandoned: its answer no longer "
+                            "matters") from None
+        except grpc.RpcError as exc:
+            failure = with_tls_hint(errors.from_rpc_error(exc))
+            self._record(failure)
+            raise failure from None
+        self._record(None)
+        return result
 
     # The RPC itself runs outside the breaker: pybreaker's `call` holds the breaker's lock for
     # the whole guarded call, which would serialise every call to one endpoint (a held long

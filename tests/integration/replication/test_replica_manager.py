@@ -53,6 +53,9 @@ class RecordingHost:
     def step_down(self):
         self._record("step_down")
 
+    def master_contact(self):
+        return None
+
     def last(self):
         with self._lock:
             return self.calls[-1] if self.calls else None

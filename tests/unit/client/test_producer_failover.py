@@ -41,14 +41,26 @@ class ElectionRoutes:
 
 
 class Brokers:
-    def __init__(self, failures: dict[str, errors.TideMQError]) -> None:
+    def __init__(self, failures: dict[str, errors.TideMQError],
+                 frozen: frozenset[str] = frozenset()) -> None:
         self.failures = failures
+        self.frozen = frozen   # never answer: the call waits until it is abandoned
         self.sent: list[tuple[str, bytes]] = []
+        self.abandon_checks = 0
 
     def get(self, addr):
         brokers = self
 
         class Client:
+            def call_unless(self, method, request, *, timeout, abandon, check_every_s):
+                if addr in brokers.frozen:
+                    brokers.sent.append((addr, request.records))
+                    while not abandon():   # as RpcClient.call_unless asks while outstanding
+                        brokers.abandon_checks += 1
+                        assert brokers.abandon_checks < 100, "never abandoned"
+                    raise errors.ServiceUnavailable("abandoned")
+                return self.call(method, request, timeout)
+
             def call(self, method, request, timeout=None, idempotent=False):
                 brokers.sent.append((addr, request.records))
                 if addr in brokers.failures:
@@ -113,3 +125,15 @@ def test_not_enough_replicas_is_retried_on_another_group():
     producer = producer_for(routes, {OLD: refused}, retries=1)
     results = [producer.send(Message("t", b"x")) for _ in range(4)]
     assert {r.broker_name for r in results} == {"broker-b"}
+
+
+def test_a_send_to_a_frozen_master_is_abandoned_once_the_group_elected_another():
+    """A SIGSTOPped master never answers; once the name servers route the group to a new
+    master the send goes there with the same bytes instead of waiting out its timeout."""
+    routes = ElectionRoutes(route({0: OLD, 2: NEW}), route({0: NEW}), elect_after=3)
+    producer = producer_for(routes, {}, timeout=60)
+    producer.brokers = Brokers({}, frozen=frozenset({OLD}))
+    result = producer.send(Message("t", b"payload"))
+    assert result.broker_name == "broker-a"
+    assert [addr for addr, _ in producer.brokers.sent] == [OLD, NEW]
+    assert len({records for _, records in producer.brokers.sent}) == 1  # one unique id

@@ -49,6 +49,9 @@ class StubBrokers:
         stub = self
 
         class Client:
+            def call_unless(self, method, request, *, timeout, abandon, check_every_s):
+                return self.call(method, request, timeout)
+
             def call(self, method, request, timeout=None, idempotent=False):
                 assert method == "Send" and timeout and timeout > 0
                 stub.calls.append((addr, request.queue_id, request.record_count))

@@ -159,3 +159,30 @@ def test_a_shutdown_answers_blocking_appends_held_by_the_gate(tmp_path):
     appenders.join(30)
     assert not appenders.is_alive()
     assert [r.status for r in results] == [AppendStatus.FLUSH_SLAVE_TIMEOUT] * 3
+
+
+def test_acks_reaching_a_master_that_may_no_longer_serve_acknowledge_nothing(tmp_path):
+    """A master frozen (SIGSTOP) between appending and its slaves' acks resumes with the acks
+    in its socket: past its fence (broker/replication/host.py LeasedGate: the lease or the
+    renewals) they answer FLUSH_SLAVE_TIMEOUT, never PUT_OK, and new appends are refused."""
+    from tidemq.broker.replication.host import LeasedGate
+
+    serving = [True]
+    store = open_store(small_config(tmp_path, flush_mode=FlushMode.SYNC))
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+    gate = LeasedGate(tracker, store.commitlog_max_offset, sync=True, timeout_ms=60_000,
+                      lease_valid=lambda: serving[0])
+    store.set_replication_gate(gate)
+
+    async def scenario():
+        held = asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1))
+        await wait_until_async(lambda: store.commitlog.flushed_offset > 0, 10,
+                               message="appended locally")
+        serving[0] = False
+        ack(store, tracker, gate)
+        return await asyncio.wait_for(held, 10)
+
+    assert asyncio.run(scenario()).status is AppendStatus.FLUSH_SLAVE_TIMEOUT
+    with pytest.raises(NotMaster):
+        store.append_batch("t", 0, one(), 1)
+    store.shutdown()

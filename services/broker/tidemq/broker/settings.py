@@ -119,6 +119,10 @@ class BrokerSettings(ServiceSettings):
     broker_lease_ttl_s: int = setting(
         10, "TTL of this replica's live key in the config center (s); a master that cannot "
             "renew it for this long steps down")
+    master_fence_s: float = setting(
+        3.0, "a master acknowledges nothing once this long (s) has passed since it sent its last "
+             "successful live-key renewal; the controller may replace a frozen master this long "
+             "(+ a margin) after its last renewal instead of waiting for the lease")
     replica_refresh_interval_s: float = setting(
         1.0, "live key refresh (log end, epoch) and slave copy of the master's consumer "
              "offsets, this often (s)")
@@ -141,6 +145,10 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("min_in_sync_replicas must be >= 1 (the master counts)")
         if self.broker_lease_ttl_s < 1:
             raise SettingsError("broker_lease_ttl_s must be >= 1")
+        if self.master_fence_s < 2 * self.replica_refresh_interval_s:
+            raise SettingsError("master_fence_s must be at least twice "
+                                "replica_refresh_interval_s (one late renewal must not fence "
+                                "a healthy master)")
         if min(self.transaction_timeout_ms, self.transaction_check_interval_ms) <= 0 or \
                 self.transaction_check_max < 0:
             raise SettingsError("transaction_timeout_ms and transaction_check_interval_ms must "

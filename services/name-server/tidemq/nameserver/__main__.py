@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     if settings.config_center and settings.controller_enabled:
         client = ConfigClient(settings.config_center)
         controller = Controller(client, lease_ttl_s=settings.controller_lease_ttl_s,
-                                unclean_election=settings.unclean_election)
+                                unclean_election=settings.unclean_election,
+                                detection=settings.detection())
     elif settings.controller_enabled:
         get_logger(__name__).info("replication controller off: no --config-center")
     servicer = NameServerServicer(registry, controller)

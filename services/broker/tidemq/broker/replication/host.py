@@ -32,9 +32,10 @@ RunOnLoop = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
 class LeasedGate(ReplicationGate):
-    """A gate that also refuses appends once the master's live-key lease may have expired:
-    a paused master must not acknowledge after another may have been elected (one clock
-    read per append batch, never per message)."""
+    """A gate that also refuses appends, and answers held ones FLUSH_SLAVE_TIMEOUT, once the
+    master may no longer serve (`ReplicaManager.may_serve`: its lease may have expired or the
+    controller may have fenced it out): a paused master must not acknowledge after another may
+    have been elected (one clock read per append batch or answered group, never per message)."""
 
     def __init__(self, *args, lease_valid: Callable[[], bool], **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -45,6 +46,9 @@ class LeasedGate(ReplicationGate):
             raise NotMaster("this master's lease in the config center may have expired; it "
                             "acknowledges nothing more until re-elected")
         super().check_writable()
+
+    def may_acknowledge(self) -> bool:
+        return self.lease_valid() and super().may_acknowledge()
 
 
 class BrokerRoleHost:
@@ -119,6 +123,12 @@ class BrokerRoleHost:
             gate.on_progress()
 
         self.run_on_loop(apply())
+
+    def master_contact(self) -> tuple[float, bool] | None:
+        """A slave: (seconds since its master's HA stream was last heard, whether the
+        master's end closed or refused it); None when it follows nobody."""
+        client = self._ha_client
+        return client.contact() if client is not None else None
 
     def step_down(self) -> None:
         """Lease lost: acknowledge nothing more, at once; routes follow."""

@@ -11,6 +11,13 @@ A master that cannot renew its lease steps down *before* the config center can e
 lease is counted valid until the send time of the last successful keep-alive plus the TTL,
 which is never later than the server's own expiry, and the gate refuses appends past it
 (`lease_valid`). A deposed master therefore stops acknowledging before another is elected.
+
+It also renews its live key itself every `refresh_s`, with a compare-and-set on the key's last
+revision, and acknowledges nothing later than `fence_s` after sending the last renewal that
+succeeded (`may_serve`, on the monotonic clock). The controller may replace a master whose lease
+still runs only by deleting that key at the revision it saw more than `fence_s` ago
+(docs/replication.md, "Detecting a failed master"): after that no renewal can succeed, so a
+frozen master that resumes finds itself fenced out before it acknowledges anything.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from tidemq.configclient.replication import group_key, live_key
 log = get_logger(__name__)
 
 RETRY_S = 1.0  # pause after a config-center failure before a new session
+CONTACT_CHECK_S = 0.1  # how often a slave looks whether its master's end went away
 
 
 class LeaseLost(Exception):
@@ -52,11 +60,14 @@ class RoleHost(Protocol):
 
     def step_down(self) -> None: ...
 
+    def master_contact(self) -> tuple[float, bool] | None: ...
+
 
 class ReplicaManager:
     def __init__(self, config_center: str, broker_name: str, replica_id: int, *, addr: str,
                  ha_addr: str, host: RoleHost, lease_ttl_s: int = 10,
-                 refresh_s: float = 1.0) -> None:
+                 refresh_s: float = 1.0, fence_s: float = 3.0,
+                 quorum_acks: bool = False) -> None:
         self.broker_name = broker_name
         self.replica_id = replica_id
         self.addr = addr
@@ -64,14 +75,19 @@ class ReplicaManager:
         self.host = host
         self.lease_ttl_s = lease_ttl_s
         self.refresh_s = refresh_s
+        self.fence_s = fence_s
+        self.quorum_acks = quorum_acks  # SYNC_MASTER with min_in_sync_replicas >= 2
         self.role = LocalRole()
         self.state: GroupState | None = None
         self.lease_losses = 0
         # Short calls: a config center that does not answer must not eat the lease's TTL.
         self._client = ConfigClient(config_center, timeout=max(0.5, min(3.0, lease_ttl_s / 4)))
         self._valid_until = 0.0  # monotonic; the lease is surely alive before this instant
+        self._serve_until = 0.0  # monotonic; send time of the last renewal + fence_s
         self._lease = 0
-        self._published = ""  # the live key's value as last written
+        self._revision = 0  # the live key's mod revision as this replica last wrote it
+        self._renewals = 0
+        self._published_gone = False  # the master's end was gone in the last published value
         self._stop = threading.Event()
         self._lock = threading.Lock()  # role changes vs. stop
         self._thread = threading.Thread(target=self._run, name="replica-manager", daemon=True)
@@ -100,8 +116,14 @@ class ReplicaManager:
 
     # -- questions ------------------------------------------------------------------------
     def lease_valid(self) -> bool:
-        """True while the live key's lease is surely alive (the gate asks before appends)."""
+        """True while the live key's lease is surely alive."""
         return time.monotonic() < self._valid_until
+
+    def may_serve(self) -> bool:
+        """True while this replica may acknowledge as master: its lease is alive and its last
+        renewal is recent enough that the controller cannot have fenced it out (the gate asks
+        before appending and again before answering)."""
+        return time.monotonic() < min(self._valid_until, self._serve_until)
 
     @property
     def master_addr(self) -> str:
@@ -139,7 +161,7 @@ class ReplicaManager:
         # the restart (and re-elects if this replica was master) rather than a value change.
         if self.role.role == "":
             self._client.delete(key)
-        self._put_live(key, force=True)  # under this session's new lease
+        self._put_live(key, force=True, sent=sent)  # under this session's new lease
         current = self._client.range(group_key(self.broker_name))
         self._observe(next((kv.value for kv in current.kvs
                             if kv.key == group_key(self.broker_name)), None))
@@ -147,9 +169,11 @@ class ReplicaManager:
                                 start_revision=current.revision + 1) as watch:
             next_refresh = time.monotonic() + self.refresh_s
             while not self._stop.is_set():
-                event = watch.poll(max(0.0, next_refresh - time.monotonic()))
+                event = watch.poll(min(CONTACT_CHECK_S, max(0.0, next_refresh - time.monotonic())))
                 if event is not None and event.kv.key == group_key(self.broker_name):
                     self._observe(None if event.type == EventType.DELETE else event.kv.value)
+                if self._master_gone() != self._published_gone:
+                    self._publish(key)  # the controller's fast path waits for this
                 if time.monotonic() >= next_refresh:
                     self._renew(key)
                     self._reconcile()  # retries an action that failed on the last try
@@ -168,24 +192,61 @@ class ReplicaManager:
             self._valid_until = 0.0
             raise LeaseLost(f"lease {self._lease} expired")
         self._valid_until = sent + self.lease_ttl_s
-        self._put_live(key)
+        self._publish(key)
 
-    def _put_live(self, key: str, *, force: bool = False) -> None:
-        """Publish address, epoch and log end; an unchanged value is not rewritten (the
-        keep-alive keeps the key alive, and every write wakes the controller's watch). The
-        epoch is the highest this replica knows, persisted in its store: the controller's next
-        epoch goes above it even if the config store lost the write that granted it."""
-        epoch = max(self.role.epoch, self.host.last_epoch())
-        value = json.dumps({"addr": self.addr, "ha_addr": self.ha_addr, "epoch": epoch,
-                            "log_end": self.host.log_end()})
-        if value == self._published and not force:
-            return
+    def _publish(self, key: str) -> None:
+        """A renewal that fails for want of the config center is tried again next tick (the
+        master stops acknowledging when its fence passes); a fenced-out one ends the session."""
         try:
-            self._client.put(key, value, lease=self._lease)
+            self._put_live(key)
+        except errors.TideMQError as exc:
+            if time.monotonic() >= self._valid_until:
+                raise LeaseLost(f"no renewal for {self.lease_ttl_s} s: {exc}") from exc
+            log.info("live-key renewal failed; retrying", error=str(exc))
+
+    def _master_gone(self) -> bool:
+        contact = self.host.master_contact() if self.role.role == roles.SLAVE else None
+        return contact is not None and contact[1]
+
+    def _put_live(self, key: str, *, force: bool = False, sent: float | None = None) -> None:
+        """Renew the live key: address, epoch, log end, and what the controller's failure
+        detection reads (`fence_ms`, `quorum_acks`, a slave's contact with its master). Every
+        renewal is a write (a counter moves), compare-and-set on the revision this replica
+        wrote last: one that fails means the controller deleted the key to fence this replica
+        out (LeaseLost). The epoch is the highest this replica knows, persisted in its store:
+        the controller's next epoch goes above it even if the config store lost the write that
+        granted it."""
+        sent = time.monotonic() if sent is None else sent
+        epoch = max(self.role.epoch, self.host.last_epoch())
+        self._renewals += 1
+        doc = {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": epoch,
+               "log_end": self.host.log_end(), "fence_ms": int(self.fence_s * 1000),
+               "quorum_acks": self.quorum_acks, "renewal": self._renewals}
+        contact = self.host.master_contact() if self.role.role == roles.SLAVE else None
+        if contact is not None:
+            doc["contact"] = {"epoch": self.role.epoch, "silent_ms": int(contact[0] * 1000),
+                              "gone": contact[1]}
+        value = json.dumps(doc)
+        try:
+            result = self._client.put(key, value, lease=self._lease,
+                                      expected_revision=None if force else self._revision)
         except errors.NotFound as exc:  # LEASE_NOT_FOUND: expired between keep-alive and put
             self._valid_until = 0.0
             raise LeaseLost(str(exc)) from exc
-        self._published = value
+        if not result.succeeded:
+            # The controller only ever deletes a live key; one still under our lease moved
+            # because a write of ours whose answer was lost applied: take its revision.
+            current = self._client.get(key)
+            if current is not None and current.lease == self._lease:
+                result = self._client.put(key, value, lease=self._lease,
+                                          expected_revision=current.mod_revision)
+            if not result.succeeded:
+                self._valid_until = self._serve_until = 0.0
+                raise LeaseLost("the controller fenced this replica out (deleted its live key): "
+                                "it acknowledges nothing more under this lease")
+        self._revision = result.revision
+        self._serve_until = sent + self.fence_s
+        self._published_gone = contact is not None and contact[1]
 
     def _observe(self, raw: bytes | None) -> None:
         try:
@@ -202,7 +263,7 @@ class ReplicaManager:
             action = roles.decide(self.replica_id, self.role, self.state)
             if action is None:
                 return
-            if isinstance(action, roles.BecomeMaster) and not self.lease_valid():
+            if isinstance(action, roles.BecomeMaster) and not self.may_serve():
                 return  # never take mastership on a lease that may be gone
             try:
                 self._carry_out(action)

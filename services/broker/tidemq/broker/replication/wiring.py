@@ -85,8 +85,10 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
     manager = ReplicaManager(settings.config_center, settings.broker_name, settings.broker_id,
                              addr=identity.broker_addr, ha_addr=identity.ha_server_addr,
                              host=host, lease_ttl_s=settings.broker_lease_ttl_s,
-                             refresh_s=settings.replica_refresh_interval_s)
-    host.lease_valid = manager.lease_valid
+                             refresh_s=settings.replica_refresh_interval_s,
+                             fence_s=settings.master_fence_s,
+                             quorum_acks=config.sync and config.min_in_sync_replicas >= 2)
+    host.lease_valid = manager.may_serve
     metrics.watch_replicas(host.progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,
                           interval_s=settings.replica_refresh_interval_s)

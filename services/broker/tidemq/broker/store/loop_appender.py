@@ -151,7 +151,8 @@ class LoopAppender:
             gate = self.gate_of()
             for end, group in self._synced(ticket):
                 if gate is None or not gate.sync:
-                    acknowledged += _settle(group, AppendStatus.PUT_OK)
+                    acknowledged += _settle(group, AppendStatus.PUT_OK if gate is None
+                                            else gate.ack_status())
                 else:   # answered by the gate once the in-sync replicas have the bytes
                     gate.hold(end, group, _settle)
                     acknowledged += len(group)

@@ -14,6 +14,7 @@ thread, so every decision is made on the view the last write left and written wi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,8 +23,12 @@ from tidemq.common import errors
 from tidemq.common.kv import EventType, RevisionCompacted
 from tidemq.common.logs import get_logger
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.replication import live_key
+from tidemq.nameserver.controller import detection
 from tidemq.nameserver.controller import state as rules
+from tidemq.nameserver.controller.detection import DetectionSettings, Evidence
 from tidemq.nameserver.controller.lease import LEADER_KEY, Leadership, NotController
+from tidemq.nameserver.controller.probe import MasterProber
 from tidemq.nameserver.controller.state import Election, GroupState, NoEligibleReplica
 from tidemq.nameserver.controller.store import (
     REPLICATION_ROOT,
@@ -39,6 +44,10 @@ ELECTIONS = Counter("tidemq_nameserver_elections_total",
                     "Masters elected by this name server's controller", ["election"])
 for _kind in ("clean", "unclean"):
     ELECTIONS.labels(_kind)  # zero-valued series: the dashboard shows 0 before any election
+DETECTIONS = Counter("tidemq_nameserver_master_failures_detected_total",
+                     "Masters fenced out before their lease expired", ["verdict"])
+for _verdict in ("fenced", "gone"):
+    DETECTIONS.labels(_verdict)
 ACTIVE = Gauge("tidemq_nameserver_controller_active",
                "1 while this name server is the active replication controller")
 
@@ -61,6 +70,7 @@ class Controller:
 
     def __init__(self, client: ConfigClient, addr: str = "", *, lease_ttl_s: int = 10,
                  unclean_election: bool = False,
+                 detection: DetectionSettings | None = None,
                  on_election: Callable[[str, Election], None] = lambda name, election: None
                  ) -> None:
         self.client = client
@@ -71,6 +81,11 @@ class Controller:
         self.elections = 0
         self._on_election = on_election
         self._view = ReplicationView()
+        self.detection = detection or DetectionSettings()
+        self._probe_targets: set[str] = set()   # the masters' addresses (replaced, not mutated)
+        self.prober = MasterProber(lambda: self._probe_targets,
+                                   interval_s=self.detection.probe_interval_s,
+                                   timeout_s=self.detection.probe_timeout_s)
         self._lock = threading.RLock()
         self._active = False
         self._stopping = threading.Event()
@@ -84,12 +99,15 @@ class Controller:
         if addr:
             self.addr = self.leadership.addr = addr
         self._thread.start()
+        if self.detection.enabled:
+            self.prober.start()
         return self
 
     def stop(self) -> None:
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout=self.client.timeout * 2 + 2)
+        self.prober.stop()
         with self._lock:
             self._active = False
         self.leadership.release()
@@ -186,6 +204,7 @@ class Controller:
 
     def _act(self) -> None:
         ACTIVE.set(1)
+        self.prober.reset()   # what an earlier term probed says nothing now
         log.info("acting as the replication controller", addr=self.addr)
         try:
             while not self._stopping.is_set() and self.leadership.held():
@@ -201,6 +220,7 @@ class Controller:
         finally:
             with self._lock:
                 self._active = False
+                self._probe_targets = set()
             ACTIVE.set(0)
             if not self._stopping.is_set():
                 self.leadership.release()  # no-op if lost; frees the key if we gave up
@@ -226,14 +246,58 @@ class Controller:
                         self._wake.clear()
                         for name in sorted(self._view.names()):
                             self._reconsider(name)
+                    self._detect()
 
     def _lease_lost(self) -> None:
         with self._lock:
             self._active = False
         self._wake.set()
 
+    # -- failure detection ------------------------------------------------------------------
+    def _detect(self) -> None:
+        """Weigh every master whose lease still runs (detection.py); fence out and replace
+        the ones found failed. Also tells the prober which masters to check."""
+        targets, now = set(), time.monotonic()
+        for name, stored in list(self._view.groups.items()):
+            state, live = stored.state, self._view.live.get(name, {})
+            master = live.get(state.master)
+            if master is None or not master.addr:
+                continue
+            targets.add(master.addr)
+            evidence = Evidence(
+                epoch=state.epoch, renewed_ago_s=now - master.seen_at,
+                fence_s=master.fence_ms / 1000, quorum_acks=master.quorum_acks,
+                probe=self.prober.probe(master.addr),
+                slaves={r: live[r].contact for r in state.in_sync
+                        if r != state.master and r in live})
+            found = detection.verdict(evidence, self.detection)
+            if found is not None:
+                self._fence_out(name, master, found, evidence)
+        self._probe_targets = targets
+
+    def _fence_out(self, broker_name: str, master: LiveReplica, reason: str,
+                   evidence: Evidence) -> None:
+        """Delete the master's live key at the revision judged (a renewal since cancels it:
+        the master then still serves), then elect as for a master that is not live."""
+        self.leadership.check()
+        result = self.client.delete(live_key(broker_name, master.replica_id),
+                                    expected_revision=master.mod_revision)
+        if not result.succeeded:
+            log.info("master renewed while judged failed; kept", group=broker_name,
+                     master=master.replica_id, reason=reason)
+            return
+        DETECTIONS.labels("gone" if reason == detection.GONE else "fenced").inc()
+        log.warning("master fenced out before its lease expired", group=broker_name,
+                    master=master.replica_id, epoch=evidence.epoch, reason=reason,
+                    renewed_ago_s=round(evidence.renewed_ago_s, 2),
+                    probe_failing_s=round(evidence.probe.failing_s, 2) if evidence.probe else None,
+                    slaves={r: (c.silent_s, c.gone) if c else None
+                            for r, c in evidence.slaves.items()})
+        self._view.live.get(broker_name, {}).pop(master.replica_id, None)
+        self._reconsider(broker_name, reason=reason)
+
     # -- decisions --------------------------------------------------------------------------
-    def _reconsider(self, broker_name: str) -> None:
+    def _reconsider(self, broker_name: str, reason: str = "master not live") -> None:
         """Bring one group's stored state in line with who is live (the core rule)."""
         known = self._view.groups.get(broker_name)
         if known is None and not self._view.live.get(broker_name):
@@ -268,7 +332,7 @@ class Controller:
             log.info("replica group initialised", group=broker_name,
                      master=stored.state.master, epoch=stored.state.epoch)
         if outcome:
-            self._announce(broker_name, outcome[0], reason="master not live")
+            self._announce(broker_name, outcome[0], reason=reason)
 
     def _write(self, broker_name: str, known: StoredGroup | None,
                decide: Callable[[StoredGroup | None], GroupState | None]) -> StoredGroup | None:

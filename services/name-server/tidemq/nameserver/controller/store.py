@@ -3,9 +3,10 @@
 Layout (docs/replication.md, "Controller"; shared with the broker's ReplicaManager):
 
 - `/tidemq/replication/live/<broker_name>/<replica_id>` — a replica's liveness, written by the
-  replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end"}`; `epoch` is the
-  highest the replica knows (its store's epoch history, which survives restarts), the floor the
-  controller's next epoch must clear.
+  replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end", "fence_ms",
+  "quorum_acks", "renewal", "contact"?}`; `epoch` is the highest the replica knows (its
+  store's epoch history, which survives restarts), the floor the controller's next epoch must
+  clear; the rest feeds failure detection (detection.py).
 - `/tidemq/replication/groups/<broker_name>` — the group's state (GroupState.to_json), written
   only by the active controller and always with compare-and-set on its mod revision, so two
   controllers that briefly both believe they are active can never both win a write.
@@ -15,6 +16,7 @@ Layout (docs/replication.md, "Controller"; shared with the broker's ReplicaManag
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +30,7 @@ from tidemq.configclient.replication import (
     REPLICATION_ROOT,
     group_key,
 )
+from tidemq.nameserver.controller.detection import Contact
 from tidemq.nameserver.controller.state import GroupState
 
 log = get_logger(__name__)
@@ -50,6 +53,12 @@ class LiveReplica:
     ha_addr: str = ""
     epoch: int = 0
     log_end: int = 0
+    fence_ms: int = 0             # the master's fence (0 = a broker that does not renew)
+    quorum_acks: bool = False
+    contact: Contact | None = None   # a slave's report of its master
+    # where and when this controller saw it (not part of the value)
+    mod_revision: int = field(default=0, compare=False)
+    seen_at: float = field(default=0.0, compare=False)   # monotonic
 
     def to_json(self) -> dict:
         return {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": self.epoch,
@@ -95,9 +104,14 @@ class ReplicationView:
                     self.live.pop(name, None)
             else:
                 value = json.loads(kv.value)
+                contact = value.get("contact")
                 self.live.setdefault(name, {})[replica_id] = LiveReplica(
                     name, replica_id, str(value.get("addr", "")), str(value.get("ha_addr", "")),
-                    int(value.get("epoch", 0)), int(value.get("log_end", 0)))
+                    int(value.get("epoch", 0)), int(value.get("log_end", 0)),
+                    int(value.get("fence_ms", 0)), bool(value.get("quorum_acks", False)),
+                    Contact(int(contact["epoch"]), int(contact["silent_ms"]) / 1000,
+                            bool(contact["gone"])) if contact else None,
+                    kv.mod_revision, time.monotonic())
             return name
         if kv.key.startswith(GROUPS_PREFIX):
             name = kv.key[len(GROUPS_PREFIX):]

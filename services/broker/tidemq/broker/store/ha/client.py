@@ -23,6 +23,7 @@ every failover's write outage.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 from tidemq.common.logs import get_logger
@@ -43,6 +44,10 @@ from .tasks import cancel_and_wait
 log = get_logger(__name__)
 
 FIRST_RETRY_S = 0.05
+# The master's end closed the stream or nobody listens at its address (not a timeout, not a
+# refused handshake: those come from a live or unreachable process).
+PEER_GONE = (ConnectionRefusedError, ConnectionResetError, BrokenPipeError,
+             asyncio.IncompleteReadError)
 
 
 class HandshakeRefused(Exception):
@@ -64,11 +69,20 @@ class HAClient:
         self.master_epoch = 0
         self.last_error: str | None = None
         self.last_received = 0.0    # loop time of the last frame
+        # What the controller asks of a slave before replacing a master whose lease lasts
+        # (docs/replication.md, "Detecting a failed master"): since when it heard nothing,
+        # and whether the master's end closed or refused the stream since (its process gone).
+        self.heard_at = time.monotonic()
+        self.master_gone = False
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
         self.store.become_slave()
         self._task = asyncio.ensure_future(self._run())
+
+    def contact(self) -> tuple[float, bool]:
+        """(seconds since the master was last heard, whether its end is gone)."""
+        return time.monotonic() - self.heard_at, self.master_gone
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -83,6 +97,7 @@ class HAClient:
                 await self._replicate_once()
             except (TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, HandshakeRefused, StoreError, KeyError, ValueError) as exc:
                 self.last_error = repr(exc)
+                self.master_gone = isinstance(exc, PEER_GONE)
                 log.info("replication connection ended", master=self.master_address,
                          reason=self.last_error)
             finally:
@@ -115,8 +130,10 @@ class HAClient:
                 raise HandshakeRefused(reply["error"])
             self._adopt(reply)
             self.connected = True
+            self.master_gone = False
             clock = asyncio.get_running_loop().time
             self.last_received = clock()
+            self.heard_at = time.monotonic()
             writer.write(encode_report(store.commitlog_max_offset()))
             reporter = asyncio.ensure_future(self._report_periodically(writer))
             watchdog = asyncio.ensure_future(

@@ -73,6 +73,14 @@ class ReplicationGate:
                 f"only {len(tracker.in_sync)} replicas are in sync and min_in_sync_replicas is "
                 f"{tracker.min_in_sync}: nothing was appended")
 
+    def may_acknowledge(self) -> bool:
+        """Asked again when an append is answered, not only before it: a master frozen in
+        between (SIGSTOP, a stalled VM) may have been replaced meanwhile (LeasedGate)."""
+        return self.master
+
+    def ack_status(self) -> AppendStatus:
+        return AppendStatus.PUT_OK if self.may_acknowledge() else AppendStatus.FLUSH_SLAVE_TIMEOUT
+
     # -- after the local acknowledgement ---------------------------------------------------
     def confirmed_offset(self) -> int:
         """-1 while the in-sync set is too small to confirm anything."""
@@ -99,7 +107,7 @@ class ReplicationGate:
         """On the running loop: answer `group` PUT_OK once the confirmed offset reaches
         `end_offset`, FLUSH_SLAVE_TIMEOUT after the timeout. Returns how many it answered now."""
         if end_offset <= self.confirmed_offset():
-            return settle(group, AppendStatus.PUT_OK)
+            return settle(group, self.ack_status())
         if not self.master:
             return settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
         loop = asyncio.get_running_loop()
@@ -132,9 +140,9 @@ class ReplicationGate:
             if not waiters.held:
                 continue
             if waiters.loop is current:
-                _release(waiters, confirmed)
+                _release(waiters, confirmed, self.ack_status)
             elif not waiters.loop.is_closed():
-                waiters.loop.call_soon_threadsafe(_release, waiters, confirmed)
+                waiters.loop.call_soon_threadsafe(_release, waiters, confirmed, self.ack_status)
 
     def _expire(self, waiters: _LoopWaiters) -> None:
         waiters.timer = None
@@ -164,11 +172,12 @@ class ReplicationGate:
                 waiters.loop.call_soon_threadsafe(_drain, waiters)
 
 
-def _release(waiters: _LoopWaiters, confirmed: int) -> None:
+def _release(waiters: _LoopWaiters, confirmed: int,
+             ack_status: Callable[[], AppendStatus]) -> None:
     held = waiters.held
     while held and held[0][0] <= confirmed:
         _, _, group, settle = held.popleft()
-        settle(group, AppendStatus.PUT_OK)
+        settle(group, ack_status())
     if not held and waiters.timer is not None:
         waiters.timer.cancel()
         waiters.timer = None

@@ -1,0 +1,94 @@
+"""When the controller may replace a master whose lease has not expired yet — pure rules.
+
+A broker lease (10 s) is what lets a master ride out a config-store failover, but waiting for
+it to expire makes a frozen master (SIGSTOP, a stalled VM, a partition) hold its group for the
+whole TTL. The controller therefore weighs three independent signals (docs/replication.md,
+"Detecting a failed master"):
+
+- the master's own renewals: a master renews its live key every refresh with a compare-and-set
+  and acknowledges nothing `fence_s` after sending the last renewal that succeeded;
+- the controller's probe of the master (a gRPC health check): answered, timing out, or refused;
+- the slaves' HA streams: every live in-sync slave reports how long it has not heard its
+  master at the group's epoch, and whether the master's end closed or refused the stream.
+
+Two verdicts, each followed by deleting the master's live key at the revision the controller
+saw (compare-and-set: a renewal in between cancels it) and a clean election:
+
+- FENCED: the last renewal was seen more than `fence_s` + `margin_s` ago, so the master
+  can no longer acknowledge even if it lives; and the probe and every in-sync slave agree it is
+  silent. The renewal alone would suffice for safety; the other two keep a master that is
+  alive but slow to reach the config center (a loaded machine) from being replaced.
+- GONE: the master's process is gone — the probe is refused and every in-sync slave saw the
+  stream closed or refused — and the group acknowledges only what a second in-sync replica
+  confirmed (SYNC_MASTER, min_in_sync_replicas >= 2), so even a master wrongly judged gone
+  could confirm nothing once its slaves follow the new epoch. No wait.
+
+Without a live in-sync slave there is nothing to elect cleanly: no verdict (the lease decides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+FENCED = "master silent past its fence"
+GONE = "master process gone"
+
+
+@dataclass(frozen=True)
+class DetectionSettings:
+    """The controller's side of failure detection (name-server settings `failover_*`)."""
+
+    enabled: bool = True
+    probe_interval_s: float = 0.5   # a health check of every master this often
+    probe_timeout_s: float = 1.0    # a check not answered within this failed
+    probe_failing_s: float = 1.0    # FENCED: probes failing (not answered) at least this long
+    silence_s: float = 2.0          # FENCED: every in-sync slave heard nothing this long
+    margin_s: float = 0.5           # FENCED: beyond the master's fence (scheduling, drift)
+
+
+@dataclass(frozen=True)
+class Contact:
+    """A slave's report of its master (from its live key, as of its last renewal)."""
+
+    epoch: int
+    silent_s: float
+    gone: bool
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The controller's probes of one master: how long they have failed (0 = the last one was
+    answered) and whether the last failure was a refused connection."""
+
+    failing_s: float
+    refused: bool
+
+
+@dataclass(frozen=True)
+class Evidence:
+    epoch: int                       # the group's epoch (the master's)
+    renewed_ago_s: float             # since the controller saw the master's live key change
+    fence_s: float                   # the master's fence as it publishes it (0 = unknown)
+    quorum_acks: bool                # SYNC_MASTER with min_in_sync_replicas >= 2
+    probe: Probe | None              # None = not probed yet (e.g. just took over)
+    slaves: Mapping[int, Contact | None]   # every live in-sync slave -> its report
+
+
+def verdict(evidence: Evidence, settings: DetectionSettings) -> str | None:
+    """FENCED, GONE or None (leave the master to its lease)."""
+    if not settings.enabled or not evidence.slaves or evidence.probe is None:
+        return None
+    contacts = list(evidence.slaves.values())
+    if any(c is None or c.epoch != evidence.epoch for c in contacts):
+        return None   # a slave that follows nobody yet, or another epoch, cannot vouch
+    probe = evidence.probe
+    if probe.refused and evidence.quorum_acks and all(c.gone for c in contacts):
+        return GONE
+    if evidence.fence_s <= 0 or evidence.renewed_ago_s < evidence.fence_s + settings.margin_s:
+        return None
+    if probe.failing_s < settings.probe_failing_s:
+        return None
+    if all(c.gone or c.silent_s >= settings.silence_s for c in contacts):
+        return FENCED
+    return None
