@@ -15,6 +15,7 @@ from tidemq.client import compression
 from tidemq.common import record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
 from tidemq.common.errors import InvalidArgument, PayloadTooLarge
+from tidemq.common.recall import RecallHandle
 
 TOPIC_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_%|-")
 MAX_TOPIC_NAME_LEN = 127
@@ -155,6 +156,10 @@ class SendResult:
     @property
     def message_queue(self) -> MessageQueue:
         return MessageQueue("", self.broker_name, self.queue_id)
+
+    def recall_handle(self, topic: str) -> str:
+        """What `Producer.recall` takes to take back this delayed message of `topic`."""
+        return RecallHandle(topic, self.broker_name, self.unique_id).encode()
 
 
 # SendResult's slot setters: a batch's results are made without the frozen dataclass's

@@ -39,6 +39,7 @@ from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
 from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker, stable_hash
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
+from tidemq.common.recall import RecallHandle
 from tidemq.common.rpc import BreakerSettings
 from tidemq.common.tracing import MESSAGING_SYSTEM, get_tracer, inject_context
 from tidemq.v1 import broker_pb2
@@ -223,6 +224,19 @@ class Producer:
             except errors.TideMQError as exc:
                 log.debug("oneway send failed", topic=message.topic, error=str(exc))
         self._pool().submit(attempt)
+
+    def recall(self, handle: str, *, timeout: float | None = None) -> int:
+        """Take back a delayed message before it is delivered, by the recall handle of its
+        send (`recall_handle(topic, result)`); returns when it would have been delivered
+        (epoch ms). MESSAGE_ALREADY_DELIVERED once it is due, MESSAGE_NOT_FOUND for a handle
+        of no waiting message, INVALID_RECALL_HANDLE for text that is not a handle. Recalling
+        twice answers the same."""
+        recalled = RecallHandle.decode(handle)
+        addr = self.routes.get(recalled.topic).master_addr(recalled.broker_name)
+        reply = self.brokers.get(addr).call("RecallMessage", broker_pb2.RecallMessageRequest(
+            topic=recalled.topic, unique_id=recalled.unique_id),
+            timeout=timeout or self.send_timeout)
+        return reply.delivery_ms
 
     def close(self) -> None:
         self._closed = True

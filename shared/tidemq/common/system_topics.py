@@ -16,9 +16,12 @@ REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"  # + cluster: pop checkpoints and acks
 # One record per topic deletion, its body the deleted topic's name: where it stands in the
 # CommitLog, every replica's dispatcher drops that topic's consume queues (store/dispatcher.py).
 DELETED_TOPICS_TOPIC = "TIDEMQ_SYS_DELETED_TOPICS"
+# One record per recalled scheduled message (its unique id): the deliverer drops it when due
+# (broker/schedule/recall.py).
+RECALL_TOPIC = "TIDEMQ_SYS_RECALLED"
 
 _PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, REVIVE_PREFIX)
-_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC})
+_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC, RECALL_TOPIC})
 
 
 def retry_topic(group: str) -> str:
@@ -31,5 +34,5 @@ def dlq_topic(group: str) -> str:
 
 def is_system_topic(name: str) -> bool:
     """True for a topic of the brokers' own (retry, dead letters, timer, transactions, pop,
-    topic deletions)."""
+    topic deletions, recalls)."""
     return name in _NAMES or name.startswith(_PREFIXES)

@@ -48,6 +48,20 @@ class SendRequest(_message.Message):
     idempotent: bool
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ..., producer_id: _Optional[str] = ..., idempotent: _Optional[bool] = ...) -> None: ...
 
+class RecallMessageRequest(_message.Message):
+    __slots__ = ("topic", "unique_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    unique_id: str
+    def __init__(self, topic: _Optional[str] = ..., unique_id: _Optional[str] = ...) -> None: ...
+
+class RecallMessageResponse(_message.Message):
+    __slots__ = ("delivery_ms",)
+    DELIVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    delivery_ms: int
+    def __init__(self, delivery_ms: _Optional[int] = ...) -> None: ...
+
 class SendResponse(_message.Message):
     __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "duplicates", "queue_offsets")
     STATUS_FIELD_NUMBER: _ClassVar[int]

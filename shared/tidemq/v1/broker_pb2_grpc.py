@@ -42,6 +42,11 @@ class BrokerServiceStub:
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.SendRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_broker__pb2.SendResponse.FromString,
                 _registered_method=True)
+        self.RecallMessage = channel.unary_unary(
+                '/tidemq.v1.BrokerService/RecallMessage',
+                request_serializer=tidemq_dot_v1_dot_broker__pb2.RecallMessageRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_broker__pb2.RecallMessageResponse.FromString,
+                _registered_method=True)
         self.Pull = channel.unary_unary(
                 '/tidemq.v1.BrokerService/Pull',
                 request_serializer=tidemq_dot_v1_dot_broker__pb2.PullRequest.SerializeToString,
@@ -192,6 +197,13 @@ class BrokerServiceServicer:
 
     def Send(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecallMessage(self, request, context):
+        """Take back a scheduled (delayed) message before it is delivered (docs/scheduled.md)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -393,6 +405,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.SendRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_broker__pb2.SendResponse.SerializeToString,
             ),
+            'RecallMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallMessage,
+                    request_deserializer=tidemq_dot_v1_dot_broker__pb2.RecallMessageRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_broker__pb2.RecallMessageResponse.SerializeToString,
+            ),
             'Pull': grpc.unary_unary_rpc_method_handler(
                     servicer.Pull,
                     request_deserializer=tidemq_dot_v1_dot_broker__pb2.PullRequest.FromString,
@@ -564,6 +581,33 @@ class BrokerService:
             '/tidemq.v1.BrokerService/Send',
             tidemq_dot_v1_dot_broker__pb2.SendRequest.SerializeToString,
             tidemq_dot_v1_dot_broker__pb2.SendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecallMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.BrokerService/RecallMessage',
+            tidemq_dot_v1_dot_broker__pb2.RecallMessageRequest.SerializeToString,
+            tidemq_dot_v1_dot_broker__pb2.RecallMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

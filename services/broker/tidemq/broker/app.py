@@ -24,6 +24,7 @@ from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService, SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
+from tidemq.broker.schedule.recall import RecallLedger, Recalls
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig, StoreError
@@ -147,8 +148,9 @@ class BrokerApp:
             self.messaging, system_topics, wheel,
             level_ms=delays.parse_delay_levels(settings.message_delay_level),
             max_delay_ms=min(settings.max_delay_ms, wheel.capacity_ms))
+        self.recalls = Recalls(self.messaging, RecallLedger(), system_topics.ensure)
         self.deliverer = Deliverer(self.messaging, self.offsets, wheel,
-                                   tick_ms=settings.schedule_tick_ms)
+                                   tick_ms=settings.schedule_tick_ms, recalls=self.recalls)
         self.retry = RetryService(self.messaging, self.subscriptions, system_topics,
                                   schedule=self.schedule)
         self.pop = PopService(self.messaging, self.retry, system_topics, self.subscriptions,
@@ -170,7 +172,7 @@ class BrokerApp:
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
                                         else None, self.transactions, self.schedule,
-                                        idempotence),
+                                        idempotence, self.recalls),
                          "tidemq.v1.BrokerService")
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))

@@ -16,6 +16,7 @@ from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.retry import RetryService
 from tidemq.broker.schedule import ScheduleService
+from tidemq.broker.schedule.recall import Recalls
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.transactions import TransactionService
@@ -81,7 +82,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  read_advisor: ReadAdvisor | None = None,
                  transactions: TransactionService | None = None,
                  schedule: ScheduleService | None = None,
-                 idempotence: IdempotentSends | None = None) -> None:
+                 idempotence: IdempotentSends | None = None,
+                 recalls: Recalls | None = None) -> None:
+        self.recalls = recalls  # recalling scheduled messages (schedule/recall.py)
         self.idempotence = idempotence  # idempotent sends' dedup table (idempotence/)
         self.transactions = transactions  # transactional messages (transactions/)
         self.schedule = schedule  # delayed / scheduled sends (schedule/)
@@ -121,6 +124,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         if request.idempotent:
             self.idempotence.describe(result, reply)
         return reply
+
+    async def RecallMessage(self, request, context):
+        if self.recalls is None:
+            raise PreconditionFailed("this broker does not deliver scheduled messages",
+                                     code="RECALL_DISABLED")
+        if not request.unique_id:
+            raise InvalidArgument("unique_id must not be empty", code="INVALID_RECALL_HANDLE")
+        self.messaging.writable_queue(request.topic, 0)   # a served topic, on the master
+        due = await self.recalls.recall(request.topic, request.unique_id)
+        return broker_pb2.RecallMessageResponse(delivery_ms=due)
 
     def _idempotent_send(self, request):
         if self.idempotence is None:

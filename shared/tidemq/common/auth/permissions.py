@@ -70,6 +70,7 @@ _RMQ = "/apache.rocketmq.v2.MessagingService/"
 
 RULES: dict[str, Needs] = {
     _BROKER + "Send": _pub("topic"),
+    _BROKER + "RecallMessage": _pub("topic"),
     _BROKER + "Pull": _sub(("consumer_group",), ("topic",)),
     _BROKER + "Pop": _sub(("consumer_group",), ("topic",)),
     _BROKER + "Ack": _sub(("consumer_group",)),

@@ -6,6 +6,8 @@ first record not yet due (FIFO: one delay per level) and each wheel slot whose t
 schedule properties dropped), one not yet due but read early (a coarse slot) is placed again in
 a finer slot. A tick's deliveries are appended in due order.
 
+A record recalled before it was due (recall.py) is dropped instead of moved.
+
 Progress is the cursor of every schedule queue and the last slot read of every wheel level,
 kept as the committed offsets of the system group SCHEDULE_PROGRESS: the offset table is
 persisted every few seconds and copied to the slaves (replication/offset_copy.py), so a
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.schedule.recall import Recalls, unique_id_of
 from tidemq.broker.schedule.service import SCHEDULE_PROPERTIES
 from tidemq.broker.schedule.wheel import TimingWheel, WheelLevel
 from tidemq.broker.store import GetStatus
@@ -60,9 +63,12 @@ class _Round:
 
 class Deliverer:
     def __init__(self, messaging: Messaging, offsets: ConsumerOffsetManager, wheel: TimingWheel,
-                 *, tick_ms: int = 100, clock: Callable[[], float] = time.time) -> None:
+                 *, tick_ms: int = 100, clock: Callable[[], float] = time.time,
+                 recalls: Recalls | None = None) -> None:
         self.messaging, self.offsets, self.wheel = messaging, offsets, wheel
         self.tick_ms, self.clock = tick_ms, clock
+        self.recalls = recalls
+        self.dropped_recalled = 0
         self.cursors: dict[int, int] = {}
         self.read_through: dict[int, int] = {}
         self.delivered = 0
@@ -77,6 +83,8 @@ class Deliverer:
         """Take up the progress in the offset table (this broker's, or the copy of its old
         master's after a failover)."""
         self.cursors, self.read_through = {}, {}
+        if self.recalls is not None:   # the recalls stored by whichever master took them
+            self.recalls.ledger.load(self.recalls.stored_markers(), int(self.clock() * 1000))
         for topic, queue, offset in self.offsets.query(PROGRESS_GROUP):
             if topic == SCHEDULE_TOPIC:
                 self.cursors[queue] = offset
@@ -184,6 +192,9 @@ class Deliverer:
         cursor where it was, if an append fails (the next tick moves them again)."""
         batches: dict[tuple[str, int], list[bytes]] = {}
         for _due, raw in sorted(done.deliveries, key=lambda item: item[0]):
+            if self.recalls is not None and self.recalls.ledger.drops(unique_id_of(raw)):
+                self.dropped_recalled += 1
+                continue
             moved = self._to_real_topic(raw)
             if moved is not None:
                 batches.setdefault(moved[0], []).append(moved[1])
