@@ -72,8 +72,12 @@ def handshake_reply(store, serving: bool, hello: dict) -> dict:
     """The master's answer to a slave's handshake {replica_id, last_epoch, max_offset, epochs}:
     where the slave's log stops being a prefix of ours (`truncate_to`, -1 when nothing is cut;
     from the whole epoch histories, else where the slave's last epoch ended here) and our
-    whole epoch history, which the slave, a prefix of our log once cut, takes as its own; or {"error"} when this replica is not (or no longer) master, when its epoch is
-    older than the slave's (it was deposed), or when the slave is below our oldest segment."""
+    whole epoch history, which the slave, a prefix of our log once cut, takes as its own; or {"error"} when this replica is not (or no longer) master or when its epoch is
+    older than the slave's (it was deposed). A slave whose prefix ends below our oldest
+    segment (a replaced disk, or down longer than retention) is told to rebuild instead:
+    {"rebuild_from": our oldest offset, "log_end", "epochs", "queues": our queues that hold
+    no record any more, as (topic, queue id, next offset)} (Kafka's restart from the leader's
+    log start offset)."""
     epochs = store.epochs
     epoch = epochs.last_epoch
     slave_epoch, slave_end = int(hello["last_epoch"]), int(hello["max_offset"])
@@ -88,13 +92,15 @@ def handshake_reply(store, serving: bool, hello: dict) -> dict:
         error = "this replica is not the master"
     elif slave_epoch > epoch:
         error = f"this master's epoch {epoch} is older than the slave's {slave_epoch}"
-    elif start < store.commitlog_min_offset():
-        error = (f"the slave's log end {start} is below this master's oldest offset "
-                 f"{store.commitlog_min_offset()}: it needs a fresh copy")
     if error is not None:
         return {"error": error, "epoch": epoch}
-    reply = {"epoch": epoch, "truncate_to": start if start < slave_end else -1,
-             "epochs": [list(entry) for entry in epochs.entries]}
+    oldest = store.commitlog_min_offset()
+    if start < oldest:
+        reply = {"epoch": epoch, "rebuild_from": oldest, "log_end": store.commitlog_max_offset(),
+                 "queues": [list(floor) for floor in store.empty_queues()]}
+    else:
+        reply = {"epoch": epoch, "truncate_to": start if start < slave_end else -1}
+    reply["epochs"] = [list(entry) for entry in epochs.entries]
     if hello.get("confirmed_offsets"):
         reply["confirmed"] = confirmed_for_slaves(store)
     return reply
@@ -121,6 +127,7 @@ class HAServer:
         self._slaves: dict[int, _Slave] = {}
         self._tasks: set[asyncio.Task] = set()
         self._proposing = False
+        self.rebuilding: dict[int, int] = {}   # replica -> our log end when told to rebuild
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self, host: str = "0.0.0.0", port: int = 0) -> None:
@@ -192,6 +199,9 @@ class HAServer:
             if previous is not None:
                 previous.wakeup.set()
             self.tracker.connect(replica_id, start, _now_ms())
+            if replica_id in self.rebuilding:   # it holds none of our log: out of sync now
+                self.tracker.fell_behind(replica_id)
+                self._spawn(self._review_in_sync())
             log.info("slave connected", replica=replica_id, offset=start)
             sender = self._spawn(self._send(slave, writer))
             watchdog = self._spawn(watch_silence(writer.transport, lambda: slave.heard, timeout_s))
@@ -220,6 +230,12 @@ class HAServer:
         if "error" in reply:
             log.warning("slave refused", replica=hello.get("replica_id"), reason=reply["error"])
             return None
+        if "rebuild_from" in reply:
+            self.rebuilding[int(hello["replica_id"])] = reply["log_end"]
+            log.warning("slave told to rebuild from this master's oldest offset",
+                        replica=hello.get("replica_id"), slave_log_end=hello["max_offset"],
+                        rebuild_from=reply["rebuild_from"], log_end=reply["log_end"])
+            return reply["rebuild_from"]
         truncate_to = reply["truncate_to"]
         return truncate_to if truncate_to >= 0 else int(hello["max_offset"])
 
@@ -279,6 +295,11 @@ class HAServer:
             offset = await read_report(reader)
             slave.heard = clock()
             tracker.on_ack(slave.replica_id, offset, commitlog.max_offset, _now_ms())
+            target = self.rebuilding.get(slave.replica_id)
+            if target is not None and offset >= target:
+                del self.rebuilding[slave.replica_id]
+                log.info("slave rebuilt: it holds what this master held when it was told",
+                         replica=slave.replica_id, log_end=offset)
             if slave.replica_id in tracker.in_sync:
                 gate.on_progress()
             elif not self._proposing and offset >= tracker.confirmed_offset(commitlog.max_offset):
