@@ -521,7 +521,8 @@ class MessageStore:
                              f"store's segment_size {self.commitlog.segment_size}")
         with self._checkpoint_lock, self.dispatcher.paused():
             discarded = {"log_start": self.commitlog.min_offset,
-                         "log_end": self.commitlog.max_offset, "epochs": self.epochs.entries}
+                         "log_end": self.commitlog.max_offset,
+                         "epochs": [list(entry) for entry in self.epochs.entries]}
             self.rebuild_marker.write(str(offset).encode())
             discarded.update(self._discard_data(offset))
             for topic, queue_id, next_offset in queue_floors:
