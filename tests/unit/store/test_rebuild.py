@@ -24,7 +24,9 @@ def fill(store, appended) -> None:
 
 
 def drop_oldest(store, segments: int) -> None:
-    """Retention removes the `segments` oldest segments (as if the disk were full)."""
+    """Retention removes the `segments` oldest segments (as if the disk were full), once
+    every record is in the consume queues (their minimums then move exactly)."""
+    assert store.wait_dispatched(10)
     ratios = itertools.chain([1.0] * segments, itertools.repeat(0.0))
     store.retention.used_ratio = lambda _path: next(ratios)
     store.retention.run_once()
