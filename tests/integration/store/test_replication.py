@@ -222,7 +222,9 @@ def test_a_slave_below_the_masters_oldest_segment_rebuilds_over_the_stream(store
         client.start()
         await wait_until_async(
             lambda: slave.commitlog_max_offset() == master.commitlog_max_offset()
-            and 1 in gate.tracker.in_sync, 10, message="the slave rebuilt and in sync")
+            and 1 in gate.tracker.in_sync
+            and slave.confirmed_offset() == master.commitlog_max_offset(), 10,
+            message="the slave rebuilt, in sync, and told that all it holds is confirmed")
         assert client.rebuilds == 1 and not client.rebuilding and not server.rebuilding
         assert slave.commitlog_min_offset() == master.commitlog_min_offset()
         await client.stop()

@@ -186,7 +186,7 @@ class HAServer:
             timeout_s = self.config.housekeeping_timeout_ms / 1000
             hello = await asyncio.wait_for(read_handshake(reader), timeout_s)
             replica_id = int(hello["replica_id"])
-            start = self._handshake(hello, writer)
+            start, rebuild_target = self._handshake(hello, writer)
             if start is None:
                 await writer.drain()
                 return
@@ -199,7 +199,8 @@ class HAServer:
             if previous is not None:
                 previous.wakeup.set()
             self.tracker.connect(replica_id, start, _now_ms())
-            if replica_id in self.rebuilding:   # it holds none of our log: out of sync now
+            if rebuild_target is not None:   # it holds none of our log: out of sync now
+                self.rebuilding[replica_id] = rebuild_target
                 self.tracker.fell_behind(replica_id)
                 self._spawn(self._review_in_sync())
             log.info("slave connected", replica=replica_id, offset=start)
@@ -222,22 +223,24 @@ class HAServer:
         if slave is not None and self._slaves.get(replica_id) is slave:
             del self._slaves[replica_id]
             self.tracker.disconnect(replica_id)
+            self.rebuilding.pop(replica_id, None)   # a reconnection below our start: again
 
-    def _handshake(self, hello: dict, writer: asyncio.StreamWriter) -> int | None:
-        """Answer the slave's handshake; the offset to stream from, or None (refused)."""
+    def _handshake(self, hello: dict,
+                   writer: asyncio.StreamWriter) -> tuple[int | None, int | None]:
+        """Answer the slave's handshake: the offset to stream from (None: refused) and, for a
+        slave told to rebuild, our log end it is rebuilding to."""
         reply = handshake_reply(self.store, self.gate.master, hello)
         writer.write(encode_handshake(reply))
         if "error" in reply:
             log.warning("slave refused", replica=hello.get("replica_id"), reason=reply["error"])
-            return None
+            return None, None
         if "rebuild_from" in reply:
-            self.rebuilding[int(hello["replica_id"])] = reply["log_end"]
             log.warning("slave told to rebuild from this master's oldest offset",
                         replica=hello.get("replica_id"), slave_log_end=hello["max_offset"],
                         rebuild_from=reply["rebuild_from"], log_end=reply["log_end"])
-            return reply["rebuild_from"]
+            return reply["rebuild_from"], reply["log_end"]
         truncate_to = reply["truncate_to"]
-        return truncate_to if truncate_to >= 0 else int(hello["max_offset"])
+        return truncate_to if truncate_to >= 0 else int(hello["max_offset"]), None
 
     async def _send(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
         try:
