@@ -194,8 +194,9 @@ def test_a_topic_deletion_replicates_and_a_promoted_slave_goes_on_from_the_floor
 
 def test_a_slave_below_the_masters_oldest_segment_rebuilds_over_the_stream(stores):
     """Retention removed what the slave would resume from: a client told of a newer epoch
-    than the master's keeps its data; one of the master's epoch rebuilds from the master's
-    oldest offset, is identical from there and back in the in-sync set."""
+    than the master's keeps its data, so does an in-sync member (refused until it left the
+    set); then it rebuilds from the master's oldest offset, is identical from there and back
+    in the in-sync set."""
     master, slave = stores
     config = HAConfig(**{**FAST.__dict__, "min_in_sync_replicas": 1})
 
@@ -218,7 +219,13 @@ def test_a_slave_below_the_masters_oldest_segment_rebuilds_over_the_stream(store
             await deposed._replicate_once()
         assert slave.commitlog_max_offset() == held
 
-        client = HAClient(slave, 1, address, config, follow_epoch=1)
+        gate.tracker.apply({0, 1}, 0)   # still a member: it could be elected
+        member = HAClient(slave, 1, address, config, follow_epoch=1)
+        with pytest.raises(HandshakeRefused, match="in the in-sync set"):
+            await member._replicate_once()
+        assert slave.commitlog_max_offset() == held
+
+        client = HAClient(slave, 1, address, config, follow_epoch=1)   # once out, it rebuilds
         client.start()
         await wait_until_async(
             lambda: slave.commitlog_max_offset() == master.commitlog_max_offset()

@@ -199,10 +199,8 @@ class HAServer:
             if previous is not None:
                 previous.wakeup.set()
             self.tracker.connect(replica_id, start, _now_ms())
-            if rebuild_target is not None:   # it holds none of our log: out of sync now
+            if rebuild_target is not None:
                 self.rebuilding[replica_id] = rebuild_target
-                self.tracker.fell_behind(replica_id)
-                self._spawn(self._review_in_sync())
             log.info("slave connected", replica=replica_id, offset=start)
             sender = self._spawn(self._send(slave, writer))
             watchdog = self._spawn(watch_silence(writer.transport, lambda: slave.heard, timeout_s))
@@ -228,8 +226,17 @@ class HAServer:
     def _handshake(self, hello: dict,
                    writer: asyncio.StreamWriter) -> tuple[int | None, int | None]:
         """Answer the slave's handshake: the offset to stream from (None: refused) and, for a
-        slave told to rebuild, our log end it is rebuilding to."""
+        slave told to rebuild, our log end it is rebuilding to. A slave that must rebuild
+        while still in the in-sync set is refused until it has left it (proposed here): it
+        could be elected, and it is about to discard its log."""
         reply = handshake_reply(self.store, self.gate.master, hello)
+        replica = int(hello["replica_id"])
+        if "rebuild_from" in reply and replica in self.tracker.in_sync:
+            self.tracker.fell_behind(replica)   # it holds none of our log
+            self._spawn(self._review_in_sync())
+            reply = {"error": f"replica {replica} must rebuild but is in the in-sync set: "
+                              f"its removal is proposed, it rebuilds once out",
+                     "epoch": reply["epoch"]}
         writer.write(encode_handshake(reply))
         if "error" in reply:
             log.warning("slave refused", replica=hello.get("replica_id"), reason=reply["error"])
