@@ -47,7 +47,7 @@ def _with_replication(entry: BrokerEntry, seen: nameserver_pb2.BrokerLiveInfo,
         fields.update(in_sync=True, lag_bytes=0, lag_s=0.0)
     elif (replica := progress.get((entry.broker_name, seen.replica_id))) is not None:
         fields.update(in_sync=replica.in_sync, lag_bytes=replica.lag_bytes,
-                      lag_s=replica.lag_ms / 1000)
+                      lag_s=replica.lag_ms / 1000, rebuilding=replica.rebuilding)
     return BrokerEntry(**fields)
 
 

@@ -23,6 +23,7 @@ class BrokerEntry:
     in_sync: bool | None = None       # None = unknown (no master answered)
     lag_bytes: int | None = None      # behind the master's log end
     lag_s: float | None = None        # since it was last caught up
+    rebuilding: bool = False          # copying the master's log from its oldest segment
 
     @property
     def role(self) -> str:

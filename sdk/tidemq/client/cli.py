@@ -164,7 +164,8 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
 def _replication_cells(b) -> list:
     if b.replica_id < 0:
         return [None] * 5
-    in_sync = None if b.in_sync is None else ("yes" if b.in_sync else "no")
+    in_sync = None if b.in_sync is None else ("yes" if b.in_sync else
+                                              "rebuilding" if b.rebuilding else "no")
     return [b.replica_id, b.epoch, in_sync, b.lag_bytes,
             None if b.lag_s is None else f"{b.lag_s:.1f}"]
 

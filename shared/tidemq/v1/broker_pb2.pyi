@@ -233,18 +233,20 @@ class GetBrokerInfoResponse(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
-    __slots__ = ("replica_id", "log_end", "lag_bytes", "lag_ms", "in_sync")
+    __slots__ = ("replica_id", "log_end", "lag_bytes", "lag_ms", "in_sync", "rebuilding")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_END_FIELD_NUMBER: _ClassVar[int]
     LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
     LAG_MS_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    REBUILDING_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     log_end: int
     lag_bytes: int
     lag_ms: int
     in_sync: bool
-    def __init__(self, replica_id: _Optional[int] = ..., log_end: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_ms: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
+    rebuilding: bool
+    def __init__(self, replica_id: _Optional[int] = ..., log_end: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_ms: _Optional[int] = ..., in_sync: _Optional[bool] = ..., rebuilding: _Optional[bool] = ...) -> None: ...
 
 class GetAllConsumerOffsetsRequest(_message.Message):
     __slots__ = ()

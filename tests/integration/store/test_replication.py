@@ -12,11 +12,12 @@ import contextlib
 import pytest
 from tidemq.broker.store import AppendStatus, FlushMode, MessageStore, NotEnoughReplicas
 from tidemq.broker.store.ha import HAConfig, InSyncTracker, ReplicationGate
-from tidemq.broker.store.ha.client import HAClient
+from tidemq.broker.store.ha.client import HAClient, HandshakeRefused
 from tidemq.broker.store.ha.server import HAServer
 
 from tests.support.processes import wait_until_async
 from tests.unit.store.helpers import HOST, encode_batch, read_all, small_config
+from tests.unit.store.test_rebuild import drop_oldest
 from tests.unit.store.test_replicated_append import assert_same, log_bytes
 
 FAST = HAConfig(sync_replication_timeout_ms=5000, replica_lag_max_ms=500,
@@ -189,3 +190,52 @@ def test_a_topic_deletion_replicates_and_a_promoted_slave_goes_on_from_the_floor
     slave.become_master(2)
     raw, count = batch(0)
     assert slave.append_batch("t", 0, raw, count).first_queue_offset == floors[0] + 1
+
+
+def test_a_slave_below_the_masters_oldest_segment_rebuilds_over_the_stream(stores):
+    """Retention removed what the slave would resume from: a client told of a newer epoch
+    than the master's keeps its data, so does an in-sync member (refused until it left the
+    set); then it rebuilds from the master's oldest offset, is identical from there and back
+    in the in-sync set."""
+    master, slave = stores
+    config = HAConfig(**{**FAST.__dict__, "min_in_sync_replicas": 1})
+
+    async def scenario():
+        server, gate = await start_master(master, config, epoch=1)
+        address = f"127.0.0.1:{server.port}"
+        client = HAClient(slave, 1, address, config, follow_epoch=1)
+        client.start()
+        for n in range(10):
+            assert (await append(master, n)).status is AppendStatus.PUT_OK
+        await client.stop()
+        for n in range(10, 200):   # several 64 KiB segments the slave never gets
+            await append(master, n)
+        drop_oldest(master, len(master.commitlog.segments) - 1)
+        held = slave.commitlog_max_offset()
+        assert master.commitlog_min_offset() > held
+
+        deposed = HAClient(slave, 1, address, config, follow_epoch=2)
+        with pytest.raises(HandshakeRefused, match="not discarding"):
+            await deposed._replicate_once()
+        assert slave.commitlog_max_offset() == held
+
+        gate.tracker.apply({0, 1}, 0)   # still a member: it could be elected
+        member = HAClient(slave, 1, address, config, follow_epoch=1)
+        with pytest.raises(HandshakeRefused, match="in the in-sync set"):
+            await member._replicate_once()
+        assert slave.commitlog_max_offset() == held
+
+        client = HAClient(slave, 1, address, config, follow_epoch=1)   # once out, it rebuilds
+        client.start()
+        await wait_until_async(
+            lambda: slave.commitlog_max_offset() == master.commitlog_max_offset()
+            and 1 in gate.tracker.in_sync
+            and slave.confirmed_offset() == master.commitlog_max_offset(), 10,
+            message="the slave rebuilt, in sync, and told that all it holds is confirmed")
+        assert client.rebuilds == 1 and not client.rebuilding and not server.rebuilding
+        assert slave.commitlog_min_offset() == master.commitlog_min_offset()
+        await client.stop()
+        await server.stop()
+
+    asyncio.run(scenario())
+    assert_same(master, slave)

@@ -188,6 +188,32 @@ def test_retention_by_disk_ratio(tmp_path):
     store.shutdown()
 
 
+def test_queue_minimums_are_corrected_again_once_the_dispatcher_caught_up(tmp_path):
+    """Retention removed segments the dispatcher had not reached: the queue's minimum moved
+    only past the units dispatched by then, and the dispatcher goes on at the new start, so
+    the next check moves it to the first retained record (a rebuilt replica's queues start
+    there, and both must agree)."""
+    store = open_store(small_config(tmp_path, disk_max_used_ratio=0.5))
+    try:
+        store.append_batch("t", 0, encode_batch("t", [b"r" * 5000])[0], 1)
+        assert store.wait_dispatched(10)
+        with store.dispatcher.paused():
+            for _ in range(39):
+                store.append_batch("t", 0, encode_batch("t", [b"r" * 5000])[0], 1)
+            ratios = iter([0.9, 0.9, 0.1])
+            store.retention.used_ratio = lambda _path: next(ratios)
+            assert store.retention.run_once() == 2
+        assert store.wait_dispatched(10)
+        assert store.min_offset("t", 0) == 1   # units 1.. were never dispatched
+        store.retention.used_ratio = lambda _path: 0.1
+        assert store.retention.run_once() == 0
+        low, queue = store.min_offset("t", 0), store.queues.get("t", 0)
+        assert queue.physical_offset_of(low) == store.commitlog_min_offset()
+        assert [r.queue_offset for r in read_all(store, "t", 0)][0] == low
+    finally:
+        store.shutdown()
+
+
 def test_metadata_file_replaces_atomically(tmp_path):
     meta = MetadataFile(tmp_path / "offsets.json")
     assert meta.read() is None

@@ -57,6 +57,7 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
         max_message_size=settings.max_message_size,
         retention_hours=settings.retention_hours,
         delete_when_hour=None if settings.delete_when_hour < 0 else settings.delete_when_hour,
+        retention_check_interval_ms=settings.retention_check_interval_ms,
         consume_queue_units_per_file=settings.consume_queue_units_per_file,
         index_slots=settings.index_slots,
         index_entries=settings.index_entries,

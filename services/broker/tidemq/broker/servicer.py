@@ -208,11 +208,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         host = self.replication
         if host is None:
             return {}
+        rebuilding = host.rebuilding()
         return dict(replica_id=self.identity.broker_id, role=host.role, epoch=host.epoch,
                     confirmed_offset=host.confirmed_offset(),
                     replicas=[broker_pb2.ReplicaProgress(replica_id=r, log_end=end,
                                                          lag_bytes=lag, lag_ms=lag_ms,
-                                                         in_sync=member)
+                                                         in_sync=member,
+                                                         rebuilding=r in rebuilding)
                               for r, end, lag, lag_ms, member in host.progress()])
 
     def _check_master(self) -> None:

@@ -41,6 +41,8 @@ class BrokerSettings(ServiceSettings):
     max_pull_bytes: int = setting(4 * 1024 * 1024, "bytes per pull when the request asks for 0")
     retention_hours: float = setting(72.0, "delete CommitLog segments older than this (ref 72 h)")
     delete_when_hour: int = setting(4, "local hour of the daily age-based deletion; -1 = any time")
+    retention_check_interval_ms: int = setting(
+        10_000, "how often retention looks for CommitLog segments to delete (tests lower it)")
     consume_queue_units_per_file: int = setting(300_000, "ConsumeQueue units per file")
     index_slots: int = setting(5_000_000, "IndexFile hash slots")
     index_entries: int = setting(20_000_000, "IndexFile entries")

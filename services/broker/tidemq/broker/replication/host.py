@@ -70,6 +70,7 @@ class BrokerRoleHost:
         self.tracker: InSyncTracker | None = None
         self._ha_server: HAServer | None = None
         self._ha_client: HAClient | None = None
+        self._rebuilds = 0   # rebuilds of the HA clients already stopped
         # told the master's HA server (or None): the lag-bytes / in-sync gauges read it
         self.on_server: Callable[[HAServer | None], None] = lambda server: None
         # this replica became master / stopped being master (the group coordinator follows)
@@ -107,7 +108,8 @@ class BrokerRoleHost:
         self._stop_following()
         self.role, self.epoch = SLAVE, epoch
         if master_ha_addr:
-            client = HAClient(self.store, self.replica_id, master_ha_addr, self.ha_config)
+            client = HAClient(self.store, self.replica_id, master_ha_addr, self.ha_config,
+                              follow_epoch=epoch)
             self.run_on_loop(_started(client))
             self._ha_client = client
         self.registrar.announce(SLAVE, epoch, wait=False)
@@ -154,6 +156,21 @@ class BrokerRoleHost:
                  replica in tracker.in_sync)
                 for replica, acked in sorted(tracker.acked.items())]
 
+    def rebuilding(self) -> set[int]:
+        """Master: the slaves told to rebuild that have not reached its log end of then."""
+        server = self._ha_server
+        return set(server.rebuilding) if self.role == MASTER and server is not None else set()
+
+    def rebuild_progress(self) -> tuple[int, int | None]:
+        """Slave: (rebuilds started, bytes the current one still copies, None when not
+        rebuilding)."""
+        client = self._ha_client
+        if client is None:
+            return self._rebuilds, None
+        target = client.rebuild_target
+        remaining = None if target is None else max(0, target - self.log_end())
+        return self._rebuilds + client.rebuilds, remaining
+
     def in_sync_slave_ids(self) -> list[int]:
         """Master: the registered broker ids of its in-sync slaves (how routes know them),
         sorted."""
@@ -196,6 +213,7 @@ class BrokerRoleHost:
         client, self._ha_client = self._ha_client, None
         if client is not None:
             self.run_on_loop(client.stop())
+            self._rebuilds += client.rebuilds
 
 
 async def _started(client: HAClient) -> None:

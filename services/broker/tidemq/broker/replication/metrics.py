@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import REGISTRY, Counter, Gauge
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 ROLE = Gauge("tidemq_broker_replica_role", "1 while this replica is its group's master, else 0")
@@ -42,3 +42,35 @@ REGISTRY.register(LAG)
 
 def watch_replicas(progress: Progress) -> None:
     LAG.progress = progress
+
+
+RebuildProgress = Callable[[], tuple[int, "int | None"]]
+
+
+class RebuildCollector(Collector):
+    """Slave: rebuilds from the master's oldest segment (store/ha/client.py) and how many
+    bytes the current one still has to copy, read at scrape time from the HA client."""
+
+    def __init__(self) -> None:
+        self.progress: RebuildProgress = lambda: (0, None)   # no replication: no rebuild
+
+    def collect(self):
+        rebuilds, remaining = self.progress()
+        yield CounterMetricFamily("tidemq_broker_replica_rebuilds",
+                                  "Times this replica discarded its data to rebuild from its "
+                                  "master's oldest retained offset", value=rebuilds)
+        yield GaugeMetricFamily("tidemq_broker_replica_rebuilding",
+                                "1 while this replica rebuilds from its master",
+                                value=0 if remaining is None else 1)
+        yield GaugeMetricFamily("tidemq_broker_replica_rebuild_remaining_bytes",
+                                "Bytes the current rebuild still copies to reach the master's "
+                                "log end at its start (0 when not rebuilding)",
+                                value=remaining or 0)
+
+
+REBUILD = RebuildCollector()
+REGISTRY.register(REBUILD)
+
+
+def watch_rebuild(progress: RebuildProgress) -> None:
+    REBUILD.progress = progress

@@ -90,6 +90,7 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
                              quorum_acks=config.sync and config.min_in_sync_replicas >= 2)
     host.lease_valid = manager.may_serve
     metrics.watch_replicas(host.progress)
+    metrics.watch_rebuild(host.rebuild_progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,
                           interval_s=settings.replica_refresh_interval_s)
     advisor = ReadAdvisor(role=lambda: host.role, log_end=host.log_end,

@@ -351,6 +351,24 @@ class CommitLog:
             self._replica_tail = b""
             self._prepare_next()
 
+    def restart_at(self, offset: int) -> list[str]:
+        """A slave rebuilding from its master's oldest segment: delete every segment and let
+        the log start empty at `offset` (a segment base, so the first replicated segment is
+        named and scanned as on the master). Returns the names of the deleted segments."""
+        if offset < 0 or offset % self.segment_size:
+            raise StoreError(f"a commitlog can only start at a segment base (a multiple of "
+                             f"{self.segment_size}), not at {offset}: do the replicas share "
+                             f"segment_size?")
+        with self._append_lock:
+            doomed, self.segments = self.segments, []
+            for segment in reversed(doomed):   # newest first: what stays is contiguous
+                segment.delete()
+            self._written = self._flushed = offset
+            self._replica_tail = b""
+            self._queue_offsets = {}
+            self._prepare_next()
+        return [segment.path.name for segment in doomed]
+
     def drop_replica_tail(self) -> None:
         with self._append_lock:
             self._replica_tail = b""

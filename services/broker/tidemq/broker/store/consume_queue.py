@@ -6,7 +6,10 @@ dispatching the same record twice is harmless, which is what makes rebuilding sa
 
 A deleted topic's queues keep a `floor` file: the queue offset below which nothing is readable
 any more. Offsets go on from it, so what consumers committed, pop cursors and Spark checkpoints
-stay meaningful if the topic is created again (they start at its floor).
+stay meaningful if the topic is created again (they start at its floor). A queue whose first
+unit is not its first file's first (a replica rebuilt from its master's oldest segment, whose
+queues start where retention left the master's) gets a floor too: below it the file is zeros,
+and `load` finds the written units from there.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class ConsumeQueue:
         self._first_start: tuple[list[MappedFile] | None, int] = (None, 0)
         self._max = 0   # next queue offset to be written
         self._min = 0
+        self._floor = 0   # as persisted in FLOOR_FILE
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -47,6 +51,7 @@ class ConsumeQueue:
         names = [path.name for path in self.directory.iterdir()]
         starts = sorted(start for name in names if (start := parse_segment_name(name)) is not None)
         floor = self._read_floor() if FLOOR_FILE in names else 0  # no extra open per queue
+        self._floor = floor
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
         while self.files and self._first_unit(self.files[0]) + self.units_per_file <= floor:
             self.files.pop(0).delete()   # left by a crash in the middle of a deletion
@@ -125,11 +130,17 @@ class ConsumeQueue:
         if not create:
             return None
         with self._lock:
+            if not self.files and queue_offset > self._floor:
+                self._write_floor(queue_offset)   # before the unit: load() searches from it
             unit_file = MappedFile(self.directory / segment_name(start), self.file_size)
             self.files = sorted([*self.files, unit_file], key=lambda f: f.path.name)
             if len(self.files) == 1:
                 self._min = queue_offset
         return unit_file
+
+    def _write_floor(self, floor: int) -> None:
+        MetadataFile(self.directory / FLOOR_FILE).write(str(floor).encode())
+        self._floor = floor
 
     def truncate_beyond(self, commitlog_end: int) -> int:
         """Drop trailing units pointing past the end of the recovered CommitLog; returns count."""
@@ -178,13 +189,21 @@ class ConsumeQueue:
         """The topic was deleted: nothing below the current end is readable any more, and the
         next unit goes on at that end. The floor is durable before any file goes."""
         floor = self._max
-        MetadataFile(self.directory / FLOOR_FILE).write(str(floor).encode())
+        self._write_floor(floor)
         with self._lock:
             doomed, self.files = self.files, []
             self._min = floor
         for unit_file in doomed:
             unit_file.delete()
         fsync_dir(self.directory)
+
+    def start_at(self, offset: int) -> None:
+        """A queue with no unit yet whose next offset is `offset`: a rebuilt replica's copy of
+        a master queue whose records all went with retention (or a topic deletion)."""
+        if self.files:
+            raise ValueError(f"queue {self.topic}-{self.queue_id} already holds units")
+        self._write_floor(offset)
+        self._min = self._max = offset
 
     def flush(self) -> None:
         for unit_file in self.files:
@@ -271,6 +290,19 @@ class ConsumeQueueTable:
         if (self.directory / topic).exists():
             shutil.rmtree(self.directory / topic)
             fsync_dir(self.directory)
+
+    def forget_all(self) -> int:
+        """A replica rebuilding from its master: close every queue and delete every file and
+        floor (the dispatcher rebuilds them from the replicated log). Returns how many queues."""
+        with self._lock:
+            doomed, self._queues = list(self._queues.values()), {}
+        for queue in doomed:
+            queue.close()
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fsync_dir(self.directory.parent)
+        return len(doomed)
 
     def max_offsets(self) -> dict[tuple[str, int], int]:
         return {key: queue.max_offset for key, queue in self._queues.items()}

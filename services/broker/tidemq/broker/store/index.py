@@ -208,6 +208,16 @@ class IndexService:
                 oldest, self.files = self.files[0], self.files[1:]
             oldest.file.delete()
 
+    def forget_all(self) -> int:
+        """A replica rebuilding from its master: delete every index file (the dispatcher
+        indexes the replicated records again). Returns how many files."""
+        with self._lock:
+            doomed, self.files = self.files, []
+        for index_file in doomed:
+            index_file.file.delete()
+        self.resume_after = -1
+        return len(doomed)
+
     def close(self) -> None:
         for index_file in self.files:
             index_file.file.close()

@@ -40,6 +40,7 @@ class Retention:
         self.queues = queues
         self.index = index
         self.used_ratio = used_ratio
+        self._recorrect = False   # the queue minimums are corrected once more at the next run
 
     def finished_at_ms(self, position: int) -> int | None:
         """When segment `position` was finished: store time of the next segment's first record."""
@@ -71,7 +72,10 @@ class Retention:
             removed += 1
             log.info("commitlog segment deleted", segment=segment.path.name,
                      reason="expired" if expired else "disk_full")
-        if removed:
+        if removed or self._recorrect:
+            # Once more at the next run: units the dispatcher wrote after this correction
+            # may point below the new start too (a queue's minimum would stay below them).
+            self._recorrect = bool(removed)
             floor = self.commitlog.min_offset
             for queue in self.queues.all():
                 queue.correct_min_offset(floor)

@@ -44,6 +44,7 @@ from .ha.gate import ReplicationGate
 from .index import IndexService
 from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
+from .metadata import MetadataFile, fsync_dir
 from .reader import PropertyFilter, StoreReader
 from .retention import Retention
 from .store_loop import StoreLoop
@@ -82,6 +83,9 @@ class MessageStore:
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
+        # present while a rebuild discards this replica's data (restart_at): finished at start
+        self.rebuild_marker = MetadataFile(config.data_dir / "rebuild")
+        self._checkpoint_lock = threading.RLock()   # a checkpoint is never of a discarded log
         self.startup: StartupReport | None = None
         self._running = False
         self._stop = threading.Event()
@@ -108,6 +112,14 @@ class MessageStore:
         state = self.checkpoint.read()
         abnormal = self.abort_marker.exists() or state is None
         self.commitlog.load()
+        if self.rebuild_marker.read() is not None:
+            log.warning("a rebuild from the master was interrupted: discarding the rest of "
+                        "this replica's data; the master's next handshake rebuilds it")
+            self.index.load()
+            self._discard_data(0)
+            self._write_checkpoint()
+            self._remove_rebuild_marker()
+            state = None
         segments = self.commitlog.segments
         if abnormal:
             scan_from = min(state.commitlog_flushed, state.dispatched) if state else 0
@@ -186,11 +198,13 @@ class MessageStore:
 
     def _write_checkpoint(self) -> None:
         """Queues and index first, then the checkpoint that vouches for them."""
-        dispatched = self.dispatcher.reput_offset
-        self.queues.flush()
-        self.index.flush()
-        self.checkpoint.write(CheckpointState(self.commitlog.flushed_offset, dispatched,
-                                              int(time.time() * 1000), self.confirmed_offset()))
+        with self._checkpoint_lock:
+            dispatched = self.dispatcher.reput_offset
+            self.queues.flush()
+            self.index.flush()
+            self.checkpoint.write(CheckpointState(self.commitlog.flushed_offset, dispatched,
+                                                  int(time.time() * 1000),
+                                                  self.confirmed_offset()))
 
     def _housekeep(self) -> None:
         checkpoint_s = self.config.checkpoint_interval_ms / 1000
@@ -488,6 +502,57 @@ class MessageStore:
             self._confirmed = offset
         self._write_checkpoint()
         log.warning("commitlog truncated", offset=offset)
+
+    def restart_at(self, offset: int, queue_floors: list[tuple[str, int, int]] = ()) -> dict:
+        """A slave whose log ends below its master's oldest segment (a replaced disk, or down
+        longer than retention): discard everything this replica holds — CommitLog, consume
+        queues, index, epochs — and start an empty log at `offset`, the master's oldest
+        offset (a segment base); the replicated records rebuild the queues and the index
+        with the master's queue offsets; `queue_floors` (topic, queue id, next offset) are the
+        master's queues that hold no record any more, which the log cannot tell. Only the HA
+        client calls it, on its master's word.
+        Crash-safe: a marker is durable before the first file goes and removed once the
+        empty store is checkpointed; a start that finds it finishes the discarding (an empty
+        store, rebuilt at the next handshake). Returns what was discarded."""
+        if not self._slave:
+            raise NotMaster("a master never discards its log to rebuild from another replica")
+        if offset % self.commitlog.segment_size:
+            raise StoreError(f"cannot rebuild from {offset}: not a segment base of this "
+                             f"store's segment_size {self.commitlog.segment_size}")
+        with self._checkpoint_lock, self.dispatcher.paused():
+            discarded = {"log_start": self.commitlog.min_offset,
+                         "log_end": self.commitlog.max_offset,
+                         "epochs": [list(entry) for entry in self.epochs.entries]}
+            self.rebuild_marker.write(str(offset).encode())
+            discarded.update(self._discard_data(offset))
+            for topic, queue_id, next_offset in queue_floors:
+                self.queues.get_or_create(topic, queue_id).start_at(next_offset)
+            self._write_checkpoint()
+            self._remove_rebuild_marker()
+        log.warning("replica data discarded to rebuild from the master", rebuild_from=offset,
+                    **discarded)
+        return discarded
+
+    def _discard_data(self, offset: int) -> dict:
+        """restart_at's deletions (the index loaded, the consume queues maybe not yet)."""
+        segments = self.commitlog.restart_at(offset)
+        queues = self.queues.forget_all()
+        index_files = self.index.forget_all()
+        self.dispatcher.reput_offset = offset
+        self.epochs.replace([])
+        self._confirmed = None   # the master's next frame says where reads stop again
+        self._install_read_fence()
+        return {"segments": len(segments), "consume_queues": queues, "index_files": index_files}
+
+    def empty_queues(self) -> list[tuple[str, int, int]]:
+        """(topic, queue id, next offset) of the queues that hold no record but have a
+        non-zero offset: what a rebuilding replica cannot learn from the log (restart_at)."""
+        return [(q.topic, q.queue_id, q.max_offset) for q in self.queues.all()
+                if q.max_offset > 0 and q.min_offset >= q.max_offset]
+
+    def _remove_rebuild_marker(self) -> None:
+        self.rebuild_marker.path.unlink(missing_ok=True)
+        fsync_dir(self.rebuild_marker.path.parent)
 
     def _deletions_from(self, offset: int) -> set[str]:
         """The topics whose deletion markers lie at or past `offset` (a truncation cuts them)."""

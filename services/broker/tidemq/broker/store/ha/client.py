@@ -18,6 +18,12 @@ again after a pause doubling from `FIRST_RETRY_S` to `reconnect_interval_ms` (ba
 shortest once a connection worked). A slave told of a new master usually dials it a few milliseconds before
 the promoted replica opens its HA server, so waiting the whole interval there would add it to
 every failover's write outage.
+
+A slave whose log ends below the master's oldest segment is told to rebuild: it discards
+everything it holds (`store.restart_at`, loudly) and takes the master's log from that segment
+on, its queues and index rebuilt from the records. Only on the word of a master at least as
+new as the epoch it was told to follow and its own last epoch; a master store never does it.
+`rebuilding` is true until its log end reaches the master's end at that handshake.
 """
 
 from __future__ import annotations
@@ -60,11 +66,15 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class HAClient:
-    def __init__(self, store, replica_id: int, master_address: str, config: HAConfig) -> None:
+    def __init__(self, store, replica_id: int, master_address: str, config: HAConfig,
+                 follow_epoch: int = 0) -> None:
         self.store = store
         self.replica_id = replica_id
         self.master_address = master_address
         self.config = config
+        self.follow_epoch = follow_epoch   # the epoch the controller named this master in
+        self.rebuilds = 0                  # rebuilds from the master started by this client
+        self.rebuild_target: int | None = None   # rebuilding until the log end reaches this
         self.connected = False
         self.master_epoch = 0
         self.last_error: str | None = None
@@ -74,6 +84,7 @@ class HAClient:
         # and whether the master's end closed or refused the stream since (its process gone).
         self.heard_at = time.monotonic()
         self.master_gone = False
+        self.rebuild_started = 0.0         # loop time the current rebuild began
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -143,7 +154,10 @@ class HAClient:
                 offset, chunk, confirmed = await read_frame(reader, fenced)
                 self.last_received = clock()
                 if chunk:
-                    writer.write(encode_report(store.append_replicated(offset, chunk)))
+                    end = store.append_replicated(offset, chunk)
+                    writer.write(encode_report(end))
+                    if self.rebuild_target is not None and end >= self.rebuild_target:
+                        self._rebuilt(end)
                 store.follow_confirmed(confirmed)
                 if writer.transport.get_write_buffer_size() > 1 << 16:
                     await writer.drain()
@@ -155,7 +169,36 @@ class HAClient:
 
     def _adopt(self, reply: dict) -> None:
         self.master_epoch = int(reply["epoch"])
+        if "rebuild_from" in reply:
+            self._rebuild(reply)
         adopt(self.store, reply)
+
+    def _rebuild(self, reply: dict) -> None:
+        """The master says our log ends below its oldest segment: discard what we hold, if
+        this master may say so."""
+        known = max(self.follow_epoch, self.store.epochs.last_epoch)
+        if self.master_epoch < known:
+            raise HandshakeRefused(f"master epoch {self.master_epoch} asks for a rebuild but "
+                                   f"this replica knows epoch {known}: not discarding")
+        log.warning("rebuilding from the master: its oldest offset is past this replica's log",
+                    master=self.master_address, master_epoch=self.master_epoch,
+                    rebuild_from=reply["rebuild_from"], master_log_end=reply["log_end"],
+                    log_start=self.store.commitlog_min_offset(),
+                    log_end=self.store.commitlog_max_offset())
+        self.rebuilds += 1
+        self.rebuild_target = int(reply["log_end"])
+        self.rebuild_started = asyncio.get_running_loop().time()
+
+    def _rebuilt(self, end: int) -> None:
+        log.info("rebuilt from the master: caught up with its log end at the rebuild",
+                 master=self.master_address, log_start=self.store.commitlog_min_offset(),
+                 log_end=end, elapsed_s=round(asyncio.get_running_loop().time()
+                                              - self.rebuild_started, 2))
+        self.rebuild_target = None
+
+    @property
+    def rebuilding(self) -> bool:
+        return self.rebuild_target is not None
 
     async def _report_periodically(self, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -174,14 +217,19 @@ def retry_pauses(longest_s: float) -> Iterator[float]:
 
 def adopt(store, reply: dict) -> None:
     """A slave takes the master's handshake reply: truncate where the master says our log
-    stops being a prefix of its own, then take the master's epoch history (ours describes
-    bytes that may be gone; below the cut the master's describes the same bytes) and its
-    confirmed offset (an older master sends none: reads are then not fenced)."""
-    truncate_to = int(reply["truncate_to"])
-    if 0 <= truncate_to < store.commitlog_max_offset():
-        log.warning("truncating a divergent tail", offset=truncate_to,
-                    log_end=store.commitlog_max_offset(), master_epoch=reply["epoch"])
-        store.truncate_to(truncate_to)
+    stops being a prefix of its own (or start again from its oldest offset: a rebuild), then
+    take the master's epoch history (ours describes bytes that may be gone; below the cut the
+    master's describes the same bytes) and its confirmed offset (an older master sends none:
+    reads are then not fenced)."""
+    if "rebuild_from" in reply:
+        store.restart_at(int(reply["rebuild_from"]),
+                         [(str(t), int(q), int(o)) for t, q, o in reply.get("queues", [])])
+    else:
+        truncate_to = int(reply["truncate_to"])
+        if 0 <= truncate_to < store.commitlog_max_offset():
+            log.warning("truncating a divergent tail", offset=truncate_to,
+                        log_end=store.commitlog_max_offset(), master_epoch=reply["epoch"])
+            store.truncate_to(truncate_to)
     store.epochs.replace(reply["epochs"])
     confirmed = int(reply.get("confirmed", NOT_FENCED))
     store.follow_confirmed(None if confirmed == NOT_FENCED else confirmed)

@@ -33,6 +33,12 @@ class InSyncTracker:
         self.acked[replica] = offset
         self.caught_up_ms.setdefault(replica, now_ms)
 
+    def fell_behind(self, replica: int) -> None:
+        """`replica` holds nothing of the master's retained log (it rebuilds): never caught
+        up, so a member leaves the in-sync set at the next review (it could not be elected
+        with a partial copy)."""
+        self.caught_up_ms[replica] = float("-inf")
+
     def disconnect(self, replica: int) -> None:
         self.connected.discard(replica)
 

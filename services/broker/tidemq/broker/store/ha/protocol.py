@@ -6,7 +6,9 @@ docs/replication.md.
     handshake  slave -> master   u32 length | JSON {"replica_id", "last_epoch", "max_offset",
                                                     "epochs", "confirmed_offsets": true}
     reply      master -> slave   u32 length | JSON {"epoch", "truncate_to", "epochs",
-                                                    "confirmed"} or {"error"}
+                                                    "confirmed"}, or {"epoch", "rebuild_from",
+                                                    "log_end", "epochs", "confirmed", "queues"}
+                                 (below the master's oldest segment), or {"error"}
     data       master -> slave   i64 physical_offset | u32 size | i64 confirmed
                                  | size bytes of the CommitLog
                                  (size 0: a heartbeat; physical_offset is then the sender's cursor)

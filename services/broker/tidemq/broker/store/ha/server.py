@@ -72,8 +72,12 @@ def handshake_reply(store, serving: bool, hello: dict) -> dict:
     """The master's answer to a slave's handshake {replica_id, last_epoch, max_offset, epochs}:
     where the slave's log stops being a prefix of ours (`truncate_to`, -1 when nothing is cut;
     from the whole epoch histories, else where the slave's last epoch ended here) and our
-    whole epoch history, which the slave, a prefix of our log once cut, takes as its own; or {"error"} when this replica is not (or no longer) master, when its epoch is
-    older than the slave's (it was deposed), or when the slave is below our oldest segment."""
+    whole epoch history, which the slave, a prefix of our log once cut, takes as its own; or {"error"} when this replica is not (or no longer) master or when its epoch is
+    older than the slave's (it was deposed). A slave whose prefix ends below our oldest
+    segment (a replaced disk, or down longer than retention) is told to rebuild instead:
+    {"rebuild_from": our oldest offset, "log_end", "epochs", "queues": our queues that hold
+    no record any more, as (topic, queue id, next offset)} (Kafka's restart from the leader's
+    log start offset)."""
     epochs = store.epochs
     epoch = epochs.last_epoch
     slave_epoch, slave_end = int(hello["last_epoch"]), int(hello["max_offset"])
@@ -88,13 +92,15 @@ def handshake_reply(store, serving: bool, hello: dict) -> dict:
         error = "this replica is not the master"
     elif slave_epoch > epoch:
         error = f"this master's epoch {epoch} is older than the slave's {slave_epoch}"
-    elif start < store.commitlog_min_offset():
-        error = (f"the slave's log end {start} is below this master's oldest offset "
-                 f"{store.commitlog_min_offset()}: it needs a fresh copy")
     if error is not None:
         return {"error": error, "epoch": epoch}
-    reply = {"epoch": epoch, "truncate_to": start if start < slave_end else -1,
-             "epochs": [list(entry) for entry in epochs.entries]}
+    oldest = store.commitlog_min_offset()
+    if start < oldest:
+        reply = {"epoch": epoch, "rebuild_from": oldest, "log_end": store.commitlog_max_offset(),
+                 "queues": [list(floor) for floor in store.empty_queues()]}
+    else:
+        reply = {"epoch": epoch, "truncate_to": start if start < slave_end else -1}
+    reply["epochs"] = [list(entry) for entry in epochs.entries]
     if hello.get("confirmed_offsets"):
         reply["confirmed"] = confirmed_for_slaves(store)
     return reply
@@ -121,6 +127,7 @@ class HAServer:
         self._slaves: dict[int, _Slave] = {}
         self._tasks: set[asyncio.Task] = set()
         self._proposing = False
+        self.rebuilding: dict[int, int] = {}   # replica -> our log end when told to rebuild
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self, host: str = "0.0.0.0", port: int = 0) -> None:
@@ -179,7 +186,7 @@ class HAServer:
             timeout_s = self.config.housekeeping_timeout_ms / 1000
             hello = await asyncio.wait_for(read_handshake(reader), timeout_s)
             replica_id = int(hello["replica_id"])
-            start = self._handshake(hello, writer)
+            start, rebuild_target = self._handshake(hello, writer)
             if start is None:
                 await writer.drain()
                 return
@@ -192,6 +199,8 @@ class HAServer:
             if previous is not None:
                 previous.wakeup.set()
             self.tracker.connect(replica_id, start, _now_ms())
+            if rebuild_target is not None:
+                self.rebuilding[replica_id] = rebuild_target
             log.info("slave connected", replica=replica_id, offset=start)
             sender = self._spawn(self._send(slave, writer))
             watchdog = self._spawn(watch_silence(writer.transport, lambda: slave.heard, timeout_s))
@@ -212,16 +221,33 @@ class HAServer:
         if slave is not None and self._slaves.get(replica_id) is slave:
             del self._slaves[replica_id]
             self.tracker.disconnect(replica_id)
+            self.rebuilding.pop(replica_id, None)   # a reconnection below our start: again
 
-    def _handshake(self, hello: dict, writer: asyncio.StreamWriter) -> int | None:
-        """Answer the slave's handshake; the offset to stream from, or None (refused)."""
+    def _handshake(self, hello: dict,
+                   writer: asyncio.StreamWriter) -> tuple[int | None, int | None]:
+        """Answer the slave's handshake: the offset to stream from (None: refused) and, for a
+        slave told to rebuild, our log end it is rebuilding to. A slave that must rebuild
+        while still in the in-sync set is refused until it has left it (proposed here): it
+        could be elected, and it is about to discard its log."""
         reply = handshake_reply(self.store, self.gate.master, hello)
+        replica = int(hello["replica_id"])
+        if "rebuild_from" in reply and replica in self.tracker.in_sync:
+            self.tracker.fell_behind(replica)   # it holds none of our log
+            self._spawn(self._review_in_sync())
+            reply = {"error": f"replica {replica} must rebuild but is in the in-sync set: "
+                              f"its removal is proposed, it rebuilds once out",
+                     "epoch": reply["epoch"]}
         writer.write(encode_handshake(reply))
         if "error" in reply:
             log.warning("slave refused", replica=hello.get("replica_id"), reason=reply["error"])
-            return None
+            return None, None
+        if "rebuild_from" in reply:
+            log.warning("slave told to rebuild from this master's oldest offset",
+                        replica=hello.get("replica_id"), slave_log_end=hello["max_offset"],
+                        rebuild_from=reply["rebuild_from"], log_end=reply["log_end"])
+            return reply["rebuild_from"], reply["log_end"]
         truncate_to = reply["truncate_to"]
-        return truncate_to if truncate_to >= 0 else int(hello["max_offset"])
+        return truncate_to if truncate_to >= 0 else int(hello["max_offset"]), None
 
     async def _send(self, slave: _Slave, writer: asyncio.StreamWriter) -> None:
         try:
@@ -279,6 +305,11 @@ class HAServer:
             offset = await read_report(reader)
             slave.heard = clock()
             tracker.on_ack(slave.replica_id, offset, commitlog.max_offset, _now_ms())
+            target = self.rebuilding.get(slave.replica_id)
+            if target is not None and offset >= target:
+                del self.rebuilding[slave.replica_id]
+                log.info("slave rebuilt: it holds what this master held when it was told",
+                         replica=slave.replica_id, log_end=offset)
             if slave.replica_id in tracker.in_sync:
                 gate.on_progress()
             elif not self._proposing and offset >= tracker.confirmed_offset(commitlog.max_offset):
