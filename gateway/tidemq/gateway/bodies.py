@@ -75,6 +75,13 @@ class TopicCreateRequest(RequestBody):
                      ErrorCode("INVALID_ORDER")] = False
 
 
+class RecallRequest(RequestBody):
+    """POST /v1/topics/{topic}/recall."""
+
+    recall_handle: Annotated[str, Field(min_length=1, max_length=4096, description=(
+        "what the send of a delayed message answered")), ErrorCode("INVALID_RECALL_HANDLE")]
+
+
 class TopicDeleteQuery(QueryParameters):
     """DELETE /v1/topics/{topic}."""
 

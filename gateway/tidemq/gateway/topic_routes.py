@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify
 from tidemq.common import errors
+from tidemq.common.recall import RecallHandle
 from tidemq.gateway import metrics, validation
 from tidemq.gateway.bodies import (
     FetchQuery,
+    RecallRequest,
     SendRequest,
     TopicCreateRequest,
     TopicDeleteQuery,
@@ -84,7 +86,23 @@ def send_messages(topic: str, body: SendRequest):
     return jsonify({"results": [{
         "status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
         "broker_name": r.broker_name, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
-    } for r in results]}), 201
+        **({"recall_handle": r.recall_handle(topic)}
+           if m.delay_level or m.deliver_at_ms else {}),
+    } for m, r in zip(messages, results, strict=True)]}), 201
+
+
+@topics_bp.post("/v1/topics/<topic>/recall")
+@accepts_body(RecallRequest)
+def recall_message(topic: str, body: RecallRequest):
+    """Take back a delayed message before it is delivered, by the recall_handle its send
+    answered (412 MESSAGE_ALREADY_DELIVERED once due, 404 MESSAGE_NOT_FOUND)."""
+    validation.validate_topic_name(topic)
+    handle = RecallHandle.decode(body.recall_handle)
+    if handle.topic != topic:
+        raise errors.InvalidArgument(f"the recall handle is of topic {handle.topic!r}, "
+                                     f"not {topic!r}", code="INVALID_RECALL_HANDLE")
+    delivery_ms = _backend().producer.recall(body.recall_handle)
+    return jsonify({"unique_id": handle.unique_id, "delivery_ms": delivery_ms})
 
 
 @topics_bp.get("/v1/topics/<topic>/queues/<broker_name>/<int(signed=True):queue_id>/messages")

@@ -65,7 +65,8 @@ group_app = typer.Typer(no_args_is_help=True,
                         help="Consumer groups: members, assignment, committed offsets and lag; "
                              "subscription-group definitions (config-center).")
 offset_app = typer.Typer(no_args_is_help=True, help="Find queue offsets by time.")
-message_app = typer.Typer(no_args_is_help=True, help="Look up stored messages by id or key.")
+message_app = typer.Typer(no_args_is_help=True,
+                          help="Look up stored messages by id or key; recall a delayed one.")
 broker_app = typer.Typer(no_args_is_help=True,
                          help="Replica groups: move leadership (docs/replication.md).")
 app.add_typer(cluster_app, name="cluster")
@@ -130,6 +131,7 @@ def _interrupted(signum, frame) -> None:
 
 app.command("send")(cli_stream.send)
 app.command("consume")(cli_stream.consume)
+message_app.command("recall")(cli_stream.recall)
 group_app.command("create")(cli_groups.create)
 group_app.command("update")(cli_groups.update)
 group_app.command("delete")(cli_groups.delete)

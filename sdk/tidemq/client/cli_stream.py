@@ -20,6 +20,7 @@ from tidemq.client.cli_common import (
     err,
     expected_errors,
     globals_of,
+    iso,
     json_mode,
     message_json,
     out,
@@ -93,15 +94,32 @@ def send(
                     if len(messages) > 1 else [producer.send(messages[0])]
                 if len(messages) > 256:
                     progress(f"sent {len(results)}/{len(messages)}")
+    scheduled = bool(delay_level or deliver_at_ms)   # recallable until due: `message recall`
     if json_mode(ctx, output):
         return emit_json([{"status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
-                            "broker_name": r.broker_name, "queue_id": r.queue_id,
-                            "queue_offset": r.queue_offset} for r in results])
-    out.print(table("Sent", ["status", "msg id", "broker", "queue", "offset"], [
+                           "broker_name": r.broker_name, "queue_id": r.queue_id,
+                           "queue_offset": r.queue_offset,
+                           **({"recall_handle": r.recall_handle(topic)} if scheduled else {})}
+                          for r in results])
+    out.print(table("Sent", ["status", "msg id", "broker", "queue", "offset"]
+                    + (["recall handle"] if scheduled else []), [
         [r.status.name, r.msg_id, r.broker_name, r.queue_id, r.queue_offset]
-        for r in results[-20:]]))
+        + ([r.recall_handle(topic)] if scheduled else []) for r in results[-20:]]))
     if len(results) > 20:
         out.print(f"... {len(results)} messages sent; the last 20 are shown")
+
+
+def recall(ctx: typer.Context,
+           handle: Annotated[str, typer.Argument(
+               help="the recall handle `tidemq send --delay ...` printed")],
+           output: OutputOpt = None) -> None:
+    """Take back a delayed message before it is delivered (refused once it is due)."""
+    g = globals_of(ctx)
+    with expected_errors(), Producer(g.namesrv, send_timeout=g.timeout) as producer:
+        delivery_ms = producer.recall(handle)
+    if json_mode(ctx, output):
+        return emit_json({"recalled": True, "delivery_ms": delivery_ms})
+    out.print(f"[green]recalled[/green]: it would have been delivered at {iso(delivery_ms)}")
 
 
 def _deliver_at_ms(delay: str | None, deliver_at: str | None, delay_level: int) -> int:

@@ -6,6 +6,8 @@ waiting, or with text that is no handle gets its own code."""
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
 import time
 
 import pytest
@@ -14,6 +16,7 @@ from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
 
 from tests.integration.consumption.test_scheduled import stored_copies
+from tests.support.cli import TIDEMQ
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
 from tests.support.processes import wait_until
 
@@ -60,9 +63,27 @@ def test_a_recalled_message_is_never_delivered_also_across_a_broker_restart(tmp_
                     producer.recall(text)
                 assert bad.value.code == "INVALID_RECALL_HANDLE", (text, bad.value)
 
+            _recall_with_the_cli(cluster)
+
             broker.kill()      # the recall lives in the log, not in this process
             broker.restart()
             wait_until(lambda: b"kept" in bodies(), DUE_IN_MS / 1000 + 30,
                        message="the message sent with the recalled one delivered")
             assert b"recalled" not in bodies()
             assert kept.unique_id in delivered and recalled.unique_id not in delivered
+
+
+def _recall_with_the_cli(cluster) -> None:
+    """`tidemq send --delay` prints the handle; `tidemq message recall` takes it."""
+    def tidemq(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([TIDEMQ, "--namesrv", cluster.namesrv_addrs, *argv],
+                              capture_output=True, text=True, timeout=60)
+
+    sent = tidemq("send", TOPIC, "by-cli", "--delay", "60s", "--output", "json")
+    assert sent.returncode == 0, sent.stderr
+    handle = json.loads(sent.stdout)[0]["recall_handle"]
+    recalled = tidemq("message", "recall", handle, "--output", "json")
+    assert recalled.returncode == 0, recalled.stderr
+    assert json.loads(recalled.stdout)["recalled"] is True
+    refused = tidemq("message", "recall", "not-a-handle")
+    assert refused.returncode == 1 and "INVALID_RECALL_HANDLE" in refused.stderr, refused.stderr

@@ -1,5 +1,5 @@
 """The official RocketMQ 5 Python client's Producer against gateway-grpc: sync and async
-sends, FIFO by message group, delay by delivery timestamp."""
+sends, FIFO by message group, delay by delivery timestamp, recall."""
 
 from __future__ import annotations
 
@@ -64,3 +64,23 @@ def test_delivery_timestamp_holds_a_message_until_then(config):
 
         wait_until(both, 30, interval=0.05, message="both messages received")
     assert received_ms[b"later"] >= deliver_at   # held until its time (the other was not)
+
+
+def test_recall_takes_back_a_scheduled_message_before_it_is_delivered(config):
+    """The client's recall_message with the handle in its send receipt (RocketMQ 5.3)."""
+    with started(Producer(config, ("RmqRecall",))) as producer, \
+            simple_consumer(config, "rmq-recall", "RmqRecall") as consumer:
+        deliver_at = int(time.time() * 1000) + 3000
+        recalled = producer.send(message("RmqRecall", b"recalled", deliver_at_ms=deliver_at))
+        kept = producer.send(message("RmqRecall", b"kept", deliver_at_ms=deliver_at))
+        assert recalled.recall_handle and kept.recall_handle
+        assert not producer.send(message("RmqRecall", b"now")).recall_handle
+        assert producer.recall_message("RmqRecall", recalled.recall_handle) == \
+            recalled.message_id
+        with pytest.raises(Exception, match="INVALID_RECALL_HANDLE"):
+            producer.recall_message("RmqRecall", "forged")
+        got = drain(consumer, 2)   # "now", then "kept" once due
+        assert sorted(m.body for m in got) == [b"kept", b"now"]
+        with pytest.raises(Exception, match="MESSAGE_ALREADY_DELIVERED"):
+            producer.recall_message("RmqRecall", kept.recall_handle)
+        assert not consumer.receive(32, 2)   # nothing else came: not the recalled one

@@ -17,6 +17,7 @@ from tidemq.client import MessageExt, PullResult, PullStatus, SendResult, SendSt
 from tidemq.client.encoding import BatchEncoder
 from tidemq.client.routes import BrokerGroup, QueueLayout, TopicRoute
 from tidemq.common import errors, record
+from tidemq.common.recall import RecallHandle
 from tidemq.gateway.app import create_app
 from tidemq.gateway.backend import GatewayBackend, TopicCreation
 from tidemq.gateway.settings import GatewaySettings
@@ -71,6 +72,16 @@ class StubBackend:
         return [SendResult(SendStatus.SEND_OK, f"{i:032X}", f"U{i}", "broker-a", i % 2, i // 2)
                 for i in range(len(messages))]
 
+    @property
+    def producer(self):
+        return self   # recall: the real backend's producer
+
+    def recall(self, handle):
+        self.recalled = RecallHandle.decode(handle)
+        if self.recalled.unique_id == "U-late":
+            raise errors.PreconditionFailed("it was due", code="MESSAGE_ALREADY_DELIVERED")
+        return 1234
+
     def pull(self, topic, broker_name, queue_id, offset, max_messages, wait_ms=0,
              expression="*", expression_type="TAG"):
         self._maybe_fail()
@@ -116,6 +127,23 @@ def test_create_topic_201_202_and_409(client):
     assert pending.status_code == 202 and "note" in pending.get_json()
     assert_problem(client.post("/v1/topics", json={"name": "orders", "queues": 2}),
                    409, "TOPIC_ALREADY_EXISTS")
+
+
+def test_a_delayed_send_answers_a_recall_handle_that_recalls_it(client, backend):
+    sent = client.post("/v1/topics/orders/messages", json={"messages": [
+        {"body": "later", "delay_ms": 60_000}, {"body": "now"}]}).get_json()["results"]
+    assert "recall_handle" not in sent[1]
+    handle = sent[0]["recall_handle"]
+    assert RecallHandle.decode(handle) == RecallHandle("orders", "broker-a", "U0", "U0")
+    recalled = client.post("/v1/topics/orders/recall", json={"recall_handle": handle})
+    assert recalled.status_code == 200
+    assert recalled.get_json() == {"unique_id": "U0", "delivery_ms": 1234}
+    late = RecallHandle("orders", "broker-a", "U-late").encode()
+    assert_problem(client.post("/v1/topics/orders/recall", json={"recall_handle": late}),
+                   412, "MESSAGE_ALREADY_DELIVERED")
+    for bad in ("", "not-a-handle", RecallHandle("other", "broker-a", "U0").encode()):
+        assert_problem(client.post("/v1/topics/orders/recall", json={"recall_handle": bad}),
+                       400, "INVALID_RECALL_HANDLE")
 
 
 def test_create_an_ordered_topic_as_the_cli_does(client, backend):

@@ -28,6 +28,7 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import decode_records
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
+from tidemq.common.recall import RecallHandle
 from tidemq.common.receipt import MAX_ACK_BATCH, ack_error
 from tidemq.gatewaygrpc.handles import GatewayReceipt, TransactionId
 from tidemq.gatewaygrpc.renewal import Renewals
@@ -96,6 +97,17 @@ class MessagingProxy:
 
     def send(self, message: Message) -> SendResult:
         return self.producer.send(message)
+
+    def recall(self, topic: str, handle: str) -> str:
+        """Take back a scheduled message by the recall handle its send answered; the id its
+        producer knows it by."""
+        recalled = RecallHandle.decode(handle)
+        if recalled.topic != topic:
+            raise errors.InvalidArgument(
+                f"the recall handle is of topic {recalled.topic!r}, not {topic!r}",
+                code="INVALID_RECALL_HANDLE")
+        self.producer.recall(handle)
+        return recalled.message_id
 
     def prepare(self, message: Message) -> tuple[SendResult, str]:
         """Store a half message; its result and the transaction id the client ends it by."""

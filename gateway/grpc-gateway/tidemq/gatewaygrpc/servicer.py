@@ -15,6 +15,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
+from tidemq.common.recall import RecallHandle
 from tidemq.gatewaygrpc import metrics
 from tidemq.gatewaygrpc.messages import to_message, to_pb
 from tidemq.gatewaygrpc.proxy import MessagingProxy
@@ -178,9 +179,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         else:
             result = self.proxy.send(domain)
         metrics.MESSAGES_SENT.labels(pb.MessageType.Name(kind)).inc()
+        message_id = message.system_properties.message_id or result.unique_id
+        recall_handle = ""
+        if domain.deliver_at_ms or domain.delay_level:   # a scheduled message: recallable
+            recall_handle = RecallHandle(domain.topic, result.broker_name, result.unique_id,
+                                         message_id).encode()
         return service_pb2.SendResultEntry(
-            status=ok(), message_id=message.system_properties.message_id or result.unique_id,
-            transaction_id=transaction_id, offset=result.queue_offset)
+            status=ok(), message_id=message_id, transaction_id=transaction_id,
+            offset=result.queue_offset, recall_handle=recall_handle)
 
     def EndTransaction(self, request, context):
         def work():
@@ -272,8 +278,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.QueryOffsetResponse(status=status_of(not_implemented("QueryOffset")))
 
     def RecallMessage(self, request, context):
-        return service_pb2.RecallMessageResponse(status=status_of(not_implemented(
-            "RecallMessage (recalling a delayed message)")))
+        def work():
+            message_id = self.proxy.recall(request.topic.name, request.recall_handle)
+            return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
+        return _answer("RecallMessage", service_pb2.RecallMessageResponse, work)
 
     def SyncLiteSubscription(self, request, context):
         return service_pb2.SyncLiteSubscriptionResponse(status=status_of(not_implemented(
