@@ -6,8 +6,9 @@ none before its time, the ones due before the kill or after the failover within 
 during the failover — from the kill until the group takes writes again (a new master is
 elected and, SYNC_MASTER with two in-sync replicas, its remaining slave has caught up; the
 timer's appends are refused until then like any send) — within FAILOVER_CATCH_UP_S of its end.
-A message may come out twice (at least once); the first copy is measured. The seed is
-printed."""
+A message may come out twice (at least once); the first copy is measured. Twenty messages
+recalled before the kill never come out: the new master's timer reloads the recalls its old
+master stored. The seed is printed."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import time
 import pytest
 from tidemq.client import Message, Producer
 from tidemq.common import errors, record
+from tidemq.common.recall import RecallHandle
 from tidemq.common.rpc import RpcClient
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -32,6 +34,7 @@ from tests.support.processes import wait_until
 pytestmark = pytest.mark.slow
 TOPIC, PROBE, GROUP, QUEUES, COUNT = "ScheduledHA", "Probe", "broker-r", 2, 2000
 LATE_MS, FAILOVER_CATCH_UP_S = 1000, 2.0
+RECALLED = 20
 
 
 def pull_new(addr: str, cursors: dict[int, int], first_copy: dict[str, int]) -> None:
@@ -68,6 +71,13 @@ def test_a_promoted_slave_delivers_what_its_dead_master_scheduled(tmp_path):
                          for i in range(start, start + 250)]
                 for message, result in zip(batch, producer.send_many(batch), strict=True):
                     due[result.unique_id] = message.deliver_at_ms
+            late_enough = int(time.time() * 1000) + 9000   # due well after the kill
+            recalled = {u for u, d in sorted(due.items()) if d > late_enough}
+            recalled = set(sorted(recalled)[:RECALLED])
+            assert len(recalled) == RECALLED, "too few messages due late enough to recall"
+            for unique_id in recalled:
+                producer.recall(RecallHandle(TOPIC, GROUP, unique_id).encode())
+            due = {u: d for u, d in due.items() if u not in recalled}
         cursors, first_copy = dict.fromkeys(range(QUEUES), 0), {}
 
         def delivered_on(replica: int, at_least: int) -> bool:
@@ -94,8 +104,11 @@ def test_a_promoted_slave_delivers_what_its_dead_master_scheduled(tmp_path):
         elected_at = int(time.time() * 1000)
         # The new master's log starts as the old one's copy: read it from the beginning.
         cursors.update(dict.fromkeys(range(QUEUES), 0))
-        wait_until(lambda: delivered_on(new, COUNT), 60, interval=0.2,
-                   message="every message delivered by the new master")
+        wait_until(lambda: delivered_on(new, COUNT - RECALLED), 60, interval=0.2,
+                   message="every message not recalled delivered by the new master")
+        last_due = max(due.values())
+        wait_until(lambda: delivered_on(new, COUNT) or time.time() * 1000 > last_due + 2000,
+                   30, interval=0.2, message="the timer to pass every due time")
 
     early, late, slow = [], [], []
     for unique_id, due_ms in due.items():
@@ -113,3 +126,4 @@ def test_a_promoted_slave_delivers_what_its_dead_master_scheduled(tmp_path):
     assert not late, f"{len(late)} delivered more than 1 s late: {late[:5]}"
     assert not slow, f"due during the failover, slow: {slow[:5]}"
     assert set(first_copy) >= set(due)
+    assert not set(first_copy) & recalled, "a message recalled before the failover came out"
