@@ -1,12 +1,15 @@
 """The official RocketMQ 5 Python client's Producer against gateway-grpc: sync and async
-sends, FIFO by message group, delay by delivery timestamp, recall."""
+sends, FIFO by message group, delay by delivery timestamp, recall, and a batch of several
+messages all-or-nothing."""
 
 from __future__ import annotations
 
 import time
 
+import grpc
 import pytest
 from rocketmq import Producer
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from tests.integration.rocketmq.clients import drain, message, simple_consumer, started
 from tests.support.processes import wait_until
@@ -84,3 +87,31 @@ def test_recall_takes_back_a_scheduled_message_before_it_is_delivered(config):
         with pytest.raises(Exception, match="MESSAGE_ALREADY_DELIVERED"):
             producer.recall_message("RmqRecall", kept.recall_handle)
         assert not consumer.receive(32, 2)   # nothing else came: not the recalled one
+
+
+def test_a_send_of_several_messages_is_all_or_nothing(config, endpoint):
+    """A SendMessage of several messages is one batch: stored together on one queue, or, if
+    any message is refused, none of them (the raw RPC: the client sends one at a time)."""
+    def raw(body: bytes, message_id: str) -> definition_pb2.Message:
+        built = definition_pb2.Message(body=body)
+        built.topic.name = "RmqBatch"
+        built.system_properties.message_id = message_id
+        built.system_properties.message_type = definition_pb2.NORMAL
+        return built
+
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        stored = stub.SendMessage(service_pb2.SendMessageRequest(messages=[
+            raw(b"a", "id-a"), raw(b"b", "id-b"), raw(b"c", "id-c")]), timeout=10)
+        refused = stub.SendMessage(service_pb2.SendMessageRequest(messages=[
+            raw(b"d", "id-d"), raw(b"", "id-e")]), timeout=10)
+    assert stored.status.code == definition_pb2.OK, stored.status
+    assert [e.message_id for e in stored.entries] == ["id-a", "id-b", "id-c"]
+    first = stored.entries[0].offset
+    assert [e.offset for e in stored.entries] == [first, first + 1, first + 2]
+    assert refused.status.code == definition_pb2.MESSAGE_BODY_EMPTY, refused.status
+    assert not refused.entries
+    with simple_consumer(config, "rmq-batch", "RmqBatch") as consumer:
+        got = drain(consumer, 3)
+        assert sorted(m.body for m in got) == [b"a", b"b", b"c"]
+        assert not consumer.receive(32, 2), "a message of the refused batch was stored"

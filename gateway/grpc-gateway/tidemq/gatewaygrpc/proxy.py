@@ -98,6 +98,10 @@ class MessagingProxy:
     def send(self, message: Message) -> SendResult:
         return self.producer.send(message)
 
+    def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """All stored, on one queue, or none."""
+        return self.producer.send_batch(messages)
+
     def recall(self, topic: str, handle: str) -> str:
         """Take back a scheduled message by the recall handle its send answered; the id its
         producer knows it by."""

@@ -153,24 +153,20 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     # -- producing ----------------------------------------------------------------------------
 
     def SendMessage(self, request, context):
+        """One message, or several stored all-or-nothing as one batch (as TideMQ's own batch
+        send and RocketMQ's proxy): every message is checked before any is sent."""
         def work():
             if not request.messages:
                 raise errors.InvalidArgument("no message to send")
-            entries, first_error = [], None
-            for message in request.messages:
-                try:
-                    entries.append(self._send_one(message))
-                except errors.TideMQError as exc:
-                    first_error = first_error or exc
-                    entries.append(service_pb2.SendResultEntry(status=status_of(exc)))
-            status = status_of(first_error) if first_error else ok()
-            return service_pb2.SendMessageResponse(status=status, entries=entries)
+            if len(request.messages) == 1:
+                entries = [self._send_one(request.messages[0])]
+            else:
+                entries = self._send_batch(request.messages)
+            return service_pb2.SendMessageResponse(status=ok(), entries=entries)
         return _answer("SendMessage", service_pb2.SendMessageResponse, work)
 
     def _send_one(self, message: pb.Message) -> service_pb2.SendResultEntry:
-        kind = message.system_properties.message_type
-        if kind not in (pb.MESSAGE_TYPE_UNSPECIFIED, *ALL_TYPES):
-            raise not_implemented(f"{pb.MessageType.Name(kind)} messages")
+        kind = _message_type(message)
         transactional = kind == pb.TRANSACTION
         domain = to_message(message, transactional)
         transaction_id = ""
@@ -179,6 +175,26 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         else:
             result = self.proxy.send(domain)
         metrics.MESSAGES_SENT.labels(pb.MessageType.Name(kind)).inc()
+        return self._entry(message, domain, result, transaction_id)
+
+    def _send_batch(self, messages) -> list[service_pb2.SendResultEntry]:
+        kinds = [_message_type(message) for message in messages]
+        if pb.TRANSACTION in kinds:
+            raise errors.InvalidArgument("a transactional message is sent alone, not in a "
+                                         "batch of several")
+        domains = [to_message(message, False) for message in messages]
+        if len({d.topic for d in domains}) > 1 or len({d.message_group for d in domains}) > 1:
+            raise errors.InvalidArgument("the messages of one batch must share their topic "
+                                         "and their message group (one queue stores them)")
+        results = self.proxy.send_batch(domains)
+        for kind in kinds:
+            metrics.MESSAGES_SENT.labels(pb.MessageType.Name(kind)).inc()
+        return [self._entry(message, domain, result, "")
+                for message, domain, result in zip(messages, domains, results, strict=True)]
+
+    @staticmethod
+    def _entry(message: pb.Message, domain, result, transaction_id: str
+               ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id or result.unique_id
         recall_handle = ""
         if domain.deliver_at_ms or domain.delay_level:   # a scheduled message: recallable
@@ -286,3 +302,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def SyncLiteSubscription(self, request, context):
         return service_pb2.SyncLiteSubscriptionResponse(status=status_of(not_implemented(
             "SyncLiteSubscription (lite topics)")))
+
+
+def _message_type(message: pb.Message) -> int:
+    kind = message.system_properties.message_type
+    if kind not in (pb.MESSAGE_TYPE_UNSPECIFIED, *ALL_TYPES):
+        raise not_implemented(f"{pb.MessageType.Name(kind)} messages")
+    return kind
