@@ -13,7 +13,7 @@ from tests.support.cluster import Cluster, traced_cluster, wait_for_route
 
 TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True,
           "RmqDelay": False, "RmqTxn": False, "RmqSimple": False, "RmqPush": False,
-          "RmqSql": False, "RmqSlow": False, "RmqBatchAck": False, "RmqRecall": False, "RmqBatch": False}   # name -> ordered
+          "RmqSql": False, "RmqSlow": False, "RmqBatchAck": False, "RmqRecall": False, "RmqBatch": False, "RmqPull": False}   # name -> ordered
 FIFO_PUSH_GROUP = "rmq-push-fifo"   # defined orderly: gateway-grpc tells its clients fifo
 FIFO_DLQ_GROUP = "rmq-fifo-dlq"     # ... with retry_max_times 1: two attempts, then the DLQ
 FAST_CHECKS = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",

@@ -1,7 +1,7 @@
 """The official RocketMQ 5 Python client's consumers through gateway-grpc: SimpleConsumer
 with tag and SQL92 filters, invisible-time changes and redelivery; PushConsumer concurrent
 (a failed message redelivered) and FIFO (group order kept, a failing message forwarded to the
-dead-letter queue); the RPCs TideMQ does not offer answer NOT_IMPLEMENTED."""
+dead-letter queue); the 5.x PullConsumer's RPCs through the official proto's stubs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import grpc
 import pytest
 import requests
+from google.protobuf.timestamp_pb2 import Timestamp
 from prometheus_client.parser import text_string_to_metric_families
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
@@ -201,14 +202,60 @@ def test_telemetry_answers_an_orderly_group_with_fifo(endpoint):
     assert answers[0].settings.backoff_policy.max_attempts == 17
 
 
-def test_unknown_topic_and_offset_rpcs_get_their_codes(endpoint):
+def test_unknown_topic_and_malformed_offset_rpcs_get_their_codes(endpoint):
     with grpc.insecure_channel(endpoint) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         reply = stub.GetOffset(service_pb2.GetOffsetRequest(), timeout=5)
         unknown = stub.QueryRoute(service_pb2.QueryRouteRequest(
             topic=definition_pb2.Resource(name="NoSuchTopic")), timeout=10)
         pulled = list(stub.PullMessage(service_pb2.PullMessageRequest(), timeout=5))
-    assert reply.status.code == definition_pb2.NOT_IMPLEMENTED
-    assert "not implemented" in reply.status.message
-    assert [p.status.code for p in pulled] == [definition_pb2.NOT_IMPLEMENTED]
+    assert reply.status.code == definition_pb2.BAD_REQUEST
+    assert "message_queue" in reply.status.message
+    assert [p.status.code for p in pulled] == [definition_pb2.BAD_REQUEST]
     assert unknown.status.code == definition_pb2.TOPIC_NOT_FOUND, unknown.status
+
+
+def test_the_pull_consumer_rpcs_read_from_an_offset_and_keep_the_groups_offsets(config,
+                                                                                 endpoint):
+    """The RocketMQ 5.x PullConsumer's RPCs (no installable client has one: the official
+    proto's stubs): QueryOffset, PullMessage from an offset, UpdateOffset, GetOffset."""
+    with started(Producer(config, ("RmqPull",))) as producer:
+        for i in range(6):
+            producer.send(message("RmqPull", f"p{i}".encode()))
+    group = definition_pb2.Resource(name="rmq-puller")
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        queues = stub.QueryRoute(service_pb2.QueryRouteRequest(
+            topic=definition_pb2.Resource(name="RmqPull")), timeout=10).message_queues
+        bodies = []
+        for queue in queues:
+            def offset(policy, timestamp_s=0, queue=queue):
+                reply = stub.QueryOffset(service_pb2.QueryOffsetRequest(
+                    message_queue=queue, query_offset_policy=policy,
+                    timestamp=Timestamp(seconds=timestamp_s)), timeout=10)
+                assert reply.status.code == definition_pb2.OK, reply.status
+                return reply.offset
+
+            begin, end = offset(definition_pb2.BEGINNING), offset(definition_pb2.END)
+            assert begin == 0 and offset(definition_pb2.TIMESTAMP, 4_000_000_000) == end
+            replies = list(stub.PullMessage(service_pb2.PullMessageRequest(
+                group=group, message_queue=queue, offset=0, batch_size=32,
+                filter_expression=definition_pb2.FilterExpression(expression="*")),
+                timeout=10))
+            got = [r.message.body for r in replies if r.HasField("message")]
+            assert len(got) == end and replies[-1].next_offset == end, replies
+            bodies += got
+            missing = stub.GetOffset(service_pb2.GetOffsetRequest(
+                group=group, message_queue=queue), timeout=10)
+            assert missing.status.code == definition_pb2.OFFSET_NOT_FOUND, missing.status
+            updated = stub.UpdateOffset(service_pb2.UpdateOffsetRequest(
+                group=group, message_queue=queue, offset=end), timeout=10)
+            assert updated.status.code == definition_pb2.OK, updated.status
+            kept = stub.GetOffset(service_pb2.GetOffsetRequest(
+                group=group, message_queue=queue), timeout=10)
+            assert (kept.status.code, kept.offset) == (definition_pb2.OK, end)
+            idle = list(stub.PullMessage(service_pb2.PullMessageRequest(
+                group=group, message_queue=queue, offset=end, batch_size=32), timeout=10))
+            assert idle[0].status.code == definition_pb2.MESSAGE_NOT_FOUND
+            assert idle[-1].next_offset == end
+    assert sorted(bodies) == [f"p{i}".encode() for i in range(6)]

@@ -18,6 +18,7 @@ from tidemq.client import (
     Message,
     MessageExt,
     Producer,
+    PullConsumer,
     SendResult,
     SendStatus,
     TransactionProducer,
@@ -25,7 +26,7 @@ from tidemq.client import (
 )
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
-from tidemq.client.message import decode_records
+from tidemq.client.message import MessageQueue, decode_records
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
@@ -35,6 +36,7 @@ from tidemq.gatewaygrpc.renewal import Renewals
 from tidemq.v1 import broker_pb2
 
 MAX_BATCH = 32          # the broker's pop limit
+GATEWAY_READER = "tidemq-gateway-grpc"   # reads offsets only; commits nothing
 MIN_INVISIBLE_MS = 1000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 CheckHandler = Callable[[str, MessageExt, str], None]   # (topic, message, transaction id)
@@ -58,6 +60,8 @@ class MessagingProxy:
                  on_check: CheckHandler | None = None,
                  auto_renew_max_ms: int = 3600_000) -> None:
         self.rpc_timeout_s = rpc_timeout_s
+        self.namesrv_addrs = namesrv_addrs
+        self._pullers: dict[str, PullConsumer] = {}   # per consumer group: the PullConsumer RPCs
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=rpc_timeout_s))
         self.brokers = DirectClients(rpc_timeout_s)  # long pops must not trip a breaker
         self.producer = Producer(namesrv_addrs, producer_group=producer_group,
@@ -238,6 +242,25 @@ class MessagingProxy:
         except errors.ServiceUnavailable:
             self.routes.invalidate(topic)
             raise
+
+    # -- the 5.x PullConsumer: offsets the client keeps, on TideMQ's offset consumption ------
+
+    def puller(self, group: str) -> PullConsumer:
+        """The group's PullConsumer (made on first use; a few groups per gateway)."""
+        puller = self._pullers.get(group)
+        if puller is None:
+            puller = self._pullers.setdefault(group, PullConsumer(
+                self.namesrv_addrs, consumer_group=group, timeout=self.rpc_timeout_s))
+        return puller
+
+    def query_offset(self, mq: MessageQueue, policy: str, timestamp_ms: int = 0) -> int:
+        """BEGINNING, END (the queue's min / max offset) or TIMESTAMP (the first stored at or
+        after it)."""
+        puller = self.puller(GATEWAY_READER)
+        if policy == "TIMESTAMP":
+            return puller.offset_for_timestamp(mq, timestamp_ms)
+        low, high = puller.queue_offsets(mq.topic, mq.broker_name).get(mq.queue_id, (0, 0))
+        return low if policy == "BEGINNING" else high
 
     def close(self) -> None:
         self.renewals.stop()

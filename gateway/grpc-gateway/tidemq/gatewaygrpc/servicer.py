@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
+from tidemq.client.message import MessageQueue
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.common.recall import RecallHandle
 from tidemq.gatewaygrpc import metrics
-from tidemq.gatewaygrpc.messages import to_message, to_pb
+from tidemq.gatewaygrpc.messages import timestamp_ms, to_message, to_pb
 from tidemq.gatewaygrpc.proxy import MessagingProxy
 from tidemq.gatewaygrpc.sessions import ClientSessions, OrphanedTransaction
 from tidemq.gatewaygrpc.statuses import not_implemented, ok, status_of
@@ -280,18 +281,62 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
     # -- what TideMQ's gateway does not offer -------------------------------------------------
 
-    def PullMessage(self, request, context):
-        yield service_pb2.PullMessageResponse(status=status_of(not_implemented(
-            "PullMessage (the PullConsumer's offset-based pull)")))
+    # -- the 5.x PullConsumer: the client keeps offsets, TideMQ's Pull and committed offsets --
+
+    def PullMessage(self, request, context) -> Iterator[service_pb2.PullMessageResponse]:
+        """Status, the messages from `offset`, then the next offset (MESSAGE_NOT_FOUND: none
+        yet, after a long poll of up to the gateway's limit)."""
+        try:
+            mq = _queue(request.message_queue)
+            if request.offset < 0:
+                raise errors.InvalidArgument(f"offset must be >= 0, got {request.offset}",
+                                             code="ILLEGAL_OFFSET")
+            wait_ms = min(_ms(request.long_polling_timeout),
+                          self.server.long_polling_timeout_s * 1000)
+            pulled = self.proxy.puller(_group(request.group)).pull(
+                mq, request.offset, max(1, min(request.batch_size or 32, 1024)),
+                long_poll=max(wait_ms, 0) / 1000,
+                tag_expression=request.filter_expression.expression or "*",
+                expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"))
+        except errors.TideMQError as exc:
+            metrics.REQUESTS.labels("PullMessage", pb.Code.Name(status_of(exc).code)).inc()
+            yield service_pb2.PullMessageResponse(status=status_of(exc))
+            return
+        found = bool(pulled.messages)
+        metrics.REQUESTS.labels("PullMessage", "OK" if found else "MESSAGE_NOT_FOUND").inc()
+        yield service_pb2.PullMessageResponse(status=ok() if found else pb.Status(
+            code=pb.MESSAGE_NOT_FOUND, message="no new message"))
+        for message in pulled.messages:
+            yield service_pb2.PullMessageResponse(message=to_pb(message, topic=mq.topic))
+        yield service_pb2.PullMessageResponse(next_offset=pulled.next_offset)
 
     def UpdateOffset(self, request, context):
-        return service_pb2.UpdateOffsetResponse(status=status_of(not_implemented("UpdateOffset")))
+        def work():
+            if request.offset < 0:
+                raise errors.InvalidArgument(f"offset must be >= 0, got {request.offset}",
+                                             code="ILLEGAL_OFFSET")
+            self.proxy.puller(_group(request.group)).commit(_queue(request.message_queue),
+                                                            request.offset)
+            return service_pb2.UpdateOffsetResponse(status=ok())
+        return _answer("UpdateOffset", service_pb2.UpdateOffsetResponse, work)
 
     def GetOffset(self, request, context):
-        return service_pb2.GetOffsetResponse(status=status_of(not_implemented("GetOffset")))
+        def work():
+            mq = _queue(request.message_queue)
+            offset = self.proxy.puller(_group(request.group)).committed(mq)
+            if offset is None:
+                raise errors.NotFound(f"group {request.group.name!r} committed no offset of "
+                                      f"{mq}", code="OFFSET_NOT_FOUND")
+            return service_pb2.GetOffsetResponse(status=ok(), offset=offset)
+        return _answer("GetOffset", service_pb2.GetOffsetResponse, work)
 
     def QueryOffset(self, request, context):
-        return service_pb2.QueryOffsetResponse(status=status_of(not_implemented("QueryOffset")))
+        def work():
+            policy = pb.QueryOffsetPolicy.Name(request.query_offset_policy)
+            offset = self.proxy.query_offset(_queue(request.message_queue), policy,
+                                             timestamp_ms(request.timestamp))
+            return service_pb2.QueryOffsetResponse(status=ok(), offset=offset)
+        return _answer("QueryOffset", service_pb2.QueryOffsetResponse, work)
 
     def RecallMessage(self, request, context):
         def work():
@@ -309,3 +354,19 @@ def _message_type(message: pb.Message) -> int:
     if kind not in (pb.MESSAGE_TYPE_UNSPECIFIED, *ALL_TYPES):
         raise not_implemented(f"{pb.MessageType.Name(kind)} messages")
     return kind
+
+
+def _queue(queue: pb.MessageQueue) -> MessageQueue:
+    """A RocketMQ queue of the route QueryRoute answered: its broker is a TideMQ broker group,
+    its id the queue's id there."""
+    if not queue.topic.name or not queue.broker.name or queue.id < 0:
+        raise errors.InvalidArgument("message_queue needs the topic, the broker and the queue "
+                                     "id of a route's queue (QueryRoute)")
+    return MessageQueue(queue.topic.name, queue.broker.name, queue.id)
+
+
+def _group(group: pb.Resource) -> str:
+    if not group.name:
+        raise errors.InvalidArgument("the consumer group must not be empty",
+                                     code="INVALID_CONSUMER_GROUP")
+    return group.name
