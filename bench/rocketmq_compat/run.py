@@ -7,7 +7,9 @@ client, against the same run's native TideMQ client figures (the proxy's cost as
 Starts Redis, the config center, two name servers, one broker group and gateway-grpc
 (temporary dirs, loopback). Produce: one thread of synchronous sends, then `--window`
 asynchronous sends in flight, each way. Receive: pop 32 then ack each message, each way in its
-own consumer group (each reads half of what was stored). Printed, not asserted. What bounds the
+own consumer group (each reads half of what was stored). Then the latency from a transaction's
+commit until a waiting SimpleConsumer holds its message (target: p99 < 1 s), beside the same
+run's latency from a plain send's answer to its receipt. Printed, not asserted. What bounds the
 gateway: every call is one more gRPC hop and the gateway re-encodes protobuf messages into
 CommitLog records (and back), all in one Python process; the official client adds its own
 asyncio loop thread and per-call signing.
@@ -17,19 +19,28 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests.support
 
 import rocketmq  # noqa: E402
-from tidemq.client import Message, Producer, SimpleConsumer  # noqa: E402
+from tidemq.client import (  # noqa: E402
+    Message,
+    Producer,
+    SimpleConsumer,
+    TransactionProducer,
+    TransactionResolution,
+)
 
 from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
 
 TOPIC = "BenchRmq"
+VIS_TOPIC = "BenchVisibility"
 QUEUES = 4
 BODY = b"x" * 256
 
@@ -105,6 +116,51 @@ def rmq_receive(config, count: int) -> float:
         consumer.shutdown()
 
 
+def visibility_ms(namesrv: str, count: int) -> tuple[list[float], list[float]]:
+    """(commit -> received, send answered -> received) in ms, one message at a time, with a
+    SimpleConsumer long-polling the whole time (topic VIS_TOPIC)."""
+    received: dict[bytes, float] = {}
+    stop = threading.Event()
+
+    def consume() -> None:
+        with SimpleConsumer(namesrv, "bench-visibility", VIS_TOPIC) as consumer:
+            while not stop.is_set():
+                for message in consumer.receive(32, wait_s=1):
+                    received[message.body] = time.perf_counter()
+                    consumer.ack(message)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+
+    def wait_for(body: bytes, since: float) -> float:
+        deadline = time.perf_counter() + 30
+        while body not in received:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{body!r} not received within 30 s")
+            time.sleep(0.0005)   # a poll interval of this measuring loop, far below its figures
+        return (received[body] - since) * 1000
+
+    committed, plain = [], []
+    with TransactionProducer(namesrv, producer_group="bench-visibility") as txn, \
+            Producer(namesrv) as producer:
+        producer.send(Message(VIS_TOPIC, b"warm-up"))
+        wait_for(b"warm-up", time.perf_counter())
+        for i in range(count):
+            prepared = txn.prepare(Message(VIS_TOPIC, f"t{i}".encode()))
+            started = time.perf_counter()
+            txn.end(prepared, TransactionResolution.COMMIT)
+            committed.append(wait_for(f"t{i}".encode(), started))
+            producer.send(Message(VIS_TOPIC, f"p{i}".encode()))
+            plain.append(wait_for(f"p{i}".encode(), time.perf_counter()))
+    stop.set()
+    reader.join(5)
+    return committed, plain
+
+
+def p99(values: list[float]) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * 0.99))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=5_000, help="per way and per mode")
@@ -120,7 +176,9 @@ def main() -> None:
 
         with ConfigClient(cluster.config_center.addr) as config_client:
             TopicDefinitions(config_client).create(TOPIC, QUEUES)
+            TopicDefinitions(config_client).create(VIS_TOPIC, QUEUES)
         wait_for_route(cluster, TOPIC, 1)
+        wait_for_route(cluster, VIS_TOPIC, 1)
         gateway = cluster.start("tidemq.gatewaygrpc", ["--namesrv-addrs", cluster.namesrv_addrs])
         config = rocketmq.ClientConfiguration(gateway.addr, rocketmq.Credentials(),
                                               request_timeout=10)
@@ -129,6 +187,7 @@ def main() -> None:
         total = 2 * count  # of the 4 * count stored: each group reads half of them
         native_recv = native_receive(cluster.namesrv_addrs, total)
         rmq_recv = rmq_receive(config, total)
+        committed, plain = visibility_ms(cluster.namesrv_addrs, 50 if args.quick else 500)
     rows = [("produce, sync, 1 thread", native_sync, rmq_sync),
             (f"produce, async, {args.window} in flight", native_async, rmq_async),
             ("receive, pop 32 + ack each", native_recv, rmq_recv)]
@@ -138,6 +197,10 @@ def main() -> None:
         print(f"{name:<36}{native:>13.0f}/s{rmq:>15.0f}/s{rmq / native:>8.2f}")
     print(f"({count} messages of {len(BODY)} B per way and produce mode, {total} received per "
           "way; one broker group; ratio = gateway-grpc / native)")
+    print(f"committed transaction visible to a waiting SimpleConsumer: median "
+          f"{statistics.median(committed):.1f} ms, p99 {p99(committed):.1f} ms (target p99 < "
+          f"1000 ms); same run, plain send answered -> received: median "
+          f"{statistics.median(plain):.1f} ms, p99 {p99(plain):.1f} ms ({len(committed)} each)")
 
 
 if __name__ == "__main__":
