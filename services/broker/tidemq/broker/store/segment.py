@@ -6,6 +6,8 @@ nothing about queues, flushing policy or other segments (Kafka's LogSegment).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import struct
 from dataclasses import dataclass
@@ -24,6 +26,30 @@ _SCAN_FIELDS = struct.Struct(">iII16xq20xq20xi")
 assert _SCAN_FIELDS.size == record.HEADER_SIZE
 _U16 = struct.Struct(">H")
 _SMALL_WRITE = 16 * 1024
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_libc = ctypes.CDLL(None, use_errno=True)
+_fallocate = _libc.fallocate
+_fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong)
+_ZEROS = bytes(1 << 20)
+
+
+def zero_range(fd: int, offset: int, length: int) -> None:
+    """Zero [offset, offset + length) of the file without changing its size (Linux punches
+    a hole, then allocates it again: no per-byte writes); where the filesystem cannot punch
+    holes, zeros are written."""
+    if length <= 0:
+        return
+    if _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:
+        os.posix_fallocate(fd, offset, length)
+        return
+    error = ctypes.get_errno()
+    if error not in (errno.EOPNOTSUPP, errno.ENOSYS):
+        raise OSError(error, os.strerror(error))
+    end = offset + length
+    while offset < end:
+        offset += os.pwrite(fd, memoryview(_ZEROS)[:min(len(_ZEROS), end - offset)], offset)
 
 
 def segment_name(base_offset: int) -> str:
@@ -94,14 +120,13 @@ class Segment(MappedFile):
             os.fdatasync(fd)
 
     def truncate(self, position: int) -> None:
-        """Discard everything from `position` on (zero it), keeping the file size and blocks.
+        """Discard everything from `position` on (zero it), keeping the file size and blocks,
+        so stale bytes of a cut tail can never be mistaken for records later.
 
-        Done by shrinking and re-extending the file, so stale bytes of a torn tail can never
-        be mistaken for records later, at the cost of no per-byte writes.
+        The file never shrinks, not even for a moment: readers (pulls, the dispatcher) may be
+        reading through the mapping, and a page past the end of a mapped file is a SIGBUS.
         """
-        os.ftruncate(self._fd, position)
-        os.ftruncate(self._fd, self.size)
-        os.posix_fallocate(self._fd, position, self.size - position)
+        zero_range(self._fd, position, self.size - position)
         os.fsync(self._fd)
 
     def scan(self, start: int = 0) -> ScanResult:
