@@ -181,6 +181,7 @@ class Outcome:
     config: ConfigVerdict
     epoch_conflicts: dict[int, set[int]]
     consumers: list[ConsumerVerdict]
+    crashes: list[str]
     line: str
 
 
@@ -268,6 +269,15 @@ def _read_back(group: ChaosGroup, topic: str = TOPIC) -> dict[tuple[int, int], b
                     break
                 offset = pulled.next_offset
     return stored
+
+
+def _when(at: float, windows: list[tuple[str, float]]) -> str:
+    """`at` relative to the fault whose window it falls in (for the log)."""
+    before = [(kind, start) for kind, start in windows if start <= at]
+    if not before:
+        return "before the first fault"
+    kind, start = before[-1]
+    return f"{kind} #{len(before)} +{at - start:.2f}s"
 
 
 def _poll(condition, timeout_s: float) -> bool:
@@ -372,5 +382,12 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                        workload.unacknowledged, config, conflicts,
                        {kind: (message_outages[kind], config_outages[kind])
                         for kind in message_outages})
-        line += " " + consumption_summary(consumers)
-        return Outcome(seed, faults, verdict, config, conflicts, consumers, line)
+        line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
+        for consumer in consumers:
+            for acked_at, delivery in consumer.redelivered_after_ack[:5]:
+                log(f"chaos seed={seed} {consumer.group}: {delivery.body!r} acked at "
+                    f"{_when(acked_at, windows)}, handed over again at "
+                    f"{_when(delivery.at, windows)} from {delivery.topic} "
+                    f"{delivery.queue_id}@{delivery.queue_offset}")
+        return Outcome(seed, faults, verdict, config, conflicts, consumers, group.crashes,
+                       line)

@@ -9,7 +9,8 @@ message, diverged replicas, a lost acknowledged config write, a config revision 
 out of order, an epoch granted to two replicas, or — for each consumer group (pop, offset) —
 an acknowledged message it never got after the drain, a record it was handed that the final
 log does not hold at that queue offset (a phantom read), or a message the pop group left
-unacked that never came back.
+unacked that never came back; and on a broker that died on its own while restarting
+(restarted once more so the verdicts still run).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         f"{outcome.config.out_of_order[:3]}")
     assert not outcome.epoch_conflicts, (
         f"epochs granted to two replicas (seed {seed}): {outcome.epoch_conflicts}")
+    assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
     for consumer in outcome.consumers:
         assert not consumer.losses, (
             f"{consumer.group}: {len(consumer.losses)} acknowledged messages never consumed "

@@ -234,7 +234,8 @@ class ConsumerVerdict:
     losses: list[bytes] = field(default_factory=list)        # acknowledged, never handed over
     phantoms: list[Delivery] = field(default_factory=list)   # not in the final log as handed
     redelivered: int = 0            # deliveries past a body's first: at-least-once, reported
-    redelivered_after_ack: int = 0  # pop: deliveries after the body's ack succeeded, reported
+    # pop: (when its ack succeeded, the delivery after it): reported, not a failure
+    redelivered_after_ack: list[tuple[float, Delivery]] = field(default_factory=list)
     unacked: int = 0                # pop: deliveries left unacked on purpose
     not_returned: list[bytes] = field(default_factory=list)  # of those, never delivered again
     returned_across_promotion: int = 0  # of those, back after a master change they straddled
@@ -256,18 +257,18 @@ def check_consumption(group: str, acks: Iterable[Ack], deliveries: Sequence[Deli
     `promotions`: (fault start, recovered) of the faults that changed the master."""
     verdict = ConsumerVerdict(group, deliveries=len(deliveries))
     seen: dict[bytes, list[float]] = defaultdict(list)
+    first_ack: dict[bytes, float] = {}
+    for body, at in acked:
+        first_ack[body] = min(at, first_ack.get(body, at))
     for delivery in deliveries:
         seen[delivery.body].append(delivery.at)
+        if delivery.at > first_ack.get(delivery.body, delivery.at):
+            verdict.redelivered_after_ack.append((first_ack[delivery.body], delivery))
         if stored.get(delivery.topic, {}).get(
                 (delivery.queue_id, delivery.queue_offset)) != delivery.body:
             verdict.phantoms.append(delivery)
     verdict.losses = [ack.body for ack in acks if ack.body not in seen]
     verdict.redelivered = sum(len(times) - 1 for times in seen.values())
-    first_ack: dict[bytes, float] = {}
-    for body, at in acked:
-        first_ack[body] = min(at, first_ack.get(body, at))
-    verdict.redelivered_after_ack = sum(
-        1 for body, at in first_ack.items() for handed in seen.get(body, ()) if handed > at)
     for body, at in unacked:
         verdict.unacked += 1
         later = [handed for handed in seen.get(body, ()) if handed > at]
@@ -283,6 +284,6 @@ def consumption_summary(verdicts: Iterable[ConsumerVerdict]) -> str:
     return " ".join(
         f"{v.group}:deliveries={v.deliveries} losses={len(v.losses)} "
         f"phantom_reads={len(v.phantoms)} redelivered={v.redelivered} "
-        f"redelivered_after_ack={v.redelivered_after_ack} unacked={v.unacked} "
+        f"redelivered_after_ack={len(v.redelivered_after_ack)} unacked={v.unacked} "
         f"unacked_not_returned={len(v.not_returned)} "
         f"returned_across_promotion={v.returned_across_promotion}" for v in verdicts)
