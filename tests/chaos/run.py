@@ -271,6 +271,24 @@ def _read_back(group: ChaosGroup, topic: str = TOPIC) -> dict[tuple[int, int], b
     return stored
 
 
+def _explain_consumers(consumers: list[ConsumerVerdict],
+                       stored: dict[str, dict[tuple[int, int], bytes]],
+                       windows: list[tuple[str, float]], seed: int, log) -> None:
+    """The first few phantom reads and acked pops handed out again, each with the fault it
+    fell in, for the log."""
+    for consumer in consumers:
+        for delivery in consumer.phantoms[:5]:
+            held = stored.get(delivery.topic, {}).get((delivery.queue_id, delivery.queue_offset))
+            log(f"chaos seed={seed} {consumer.group}: phantom read of {delivery.body!r} at "
+                f"{delivery.topic} {delivery.queue_id}@{delivery.queue_offset} at "
+                f"{_when(delivery.at, windows)}; the final log holds {held!r} there")
+        for acked_at, delivery in consumer.redelivered_after_ack[:5]:
+            log(f"chaos seed={seed} {consumer.group}: {delivery.body!r} acked at "
+                f"{_when(acked_at, windows)}, handed over again at "
+                f"{_when(delivery.at, windows)} from {delivery.topic} "
+                f"{delivery.queue_id}@{delivery.queue_offset}")
+
+
 def _when(at: float, windows: list[tuple[str, float]]) -> str:
     """`at` relative to the fault whose window it falls in (for the log)."""
     before = [(kind, start) for kind, start in windows if start <= at]
@@ -383,11 +401,6 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                        {kind: (message_outages[kind], config_outages[kind])
                         for kind in message_outages})
         line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
-        for consumer in consumers:
-            for acked_at, delivery in consumer.redelivered_after_ack[:5]:
-                log(f"chaos seed={seed} {consumer.group}: {delivery.body!r} acked at "
-                    f"{_when(acked_at, windows)}, handed over again at "
-                    f"{_when(delivery.at, windows)} from {delivery.topic} "
-                    f"{delivery.queue_id}@{delivery.queue_offset}")
+        _explain_consumers(consumers, stored, windows, seed, log)
         return Outcome(seed, faults, verdict, config, conflicts, consumers, group.crashes,
                        line)
