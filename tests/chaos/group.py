@@ -68,6 +68,9 @@ class ChaosGroup:
     namesrvs: list[ServiceProcess]
     replicas: list[Replica] = field(default_factory=list)
     redis_tier: RedisTier | None = None   # None: one plain Redis (no store faults)
+    # Brokers that died on their own while restarting (a signal or an error exit): each is
+    # started once more so the run reaches its verdicts, and the run fails on them at the end.
+    crashes: list[str] = field(default_factory=list)
 
     @property
     def config_center(self) -> ServiceProcess:
@@ -175,7 +178,16 @@ class ChaosGroup:
         replica.process.kill()
 
     def restart(self, replica: Replica) -> None:
-        if not replica.running:
+        if replica.running:
+            return
+        try:
+            replica.process.start(timeout=60)
+        except RuntimeError as exc:   # it exited while starting (see `crashes`)
+            if replica.running or replica.process.proc.returncode is None:
+                raise
+            self.crashes.append(f"replica-{replica.replica_id} exited with "
+                                f"{replica.process.proc.returncode} while restarting: "
+                                f"{str(exc).splitlines()[-1]} (log: {replica.process.log})")
             replica.process.start(timeout=60)
 
     def pause(self, replica: Replica) -> None:

@@ -1,6 +1,7 @@
-"""One chaos run: a producer, a consumer and a config writer against a 3-replica group and its
-replicated control plane while a seeded schedule of faults hits them; then every fault is
-undone, the replicas converge and the verdicts run (tests.chaos.verify).
+"""One chaos run: a producer, two consumer groups (pop and offset: tests.chaos.consumers) and a
+config writer against a 3-replica group and its replicated control plane while a seeded
+schedule of faults hits them; then every fault is undone, the replicas converge, the consumers
+drain and the verdicts run (tests.chaos.verify).
 
 Holding a fault for its scheduled time is the fault itself, not a synchronisation: every
 wait for the system to react polls a condition with a deadline.
@@ -16,16 +17,20 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.chaos.consumers import OffsetReader, PopReader, drained
 from tests.chaos.group import GROUP, ChaosGroup, start_group
 from tests.chaos.schedule import BROKER_KINDS, Fault, schedule
 from tests.chaos.verify import (
     Ack,
     ConfigAck,
     ConfigVerdict,
+    ConsumerVerdict,
     Verdict,
     check_acks,
     check_config,
+    check_consumption,
     check_replicas,
+    consumption_summary,
     epoch_conflicts,
     outages_by_kind,
     summary,
@@ -35,6 +40,7 @@ from tests.support.processes import wait_until
 TOPIC = "chaos"
 QUEUES = 2
 RECOVERY_TIMEOUT_S = 90
+DRAIN_TIMEOUT_S = 60   # after the faults: every consumer group catches up (else: losses)
 COUNTER_KEY = "/chaos/counter"   # outside /tidemq/: no service watches it
 # The broker lease in chaos runs. A Redis master failover leaves the config store without a
 # writable master for ~2.7-3.3 s here (Sentinel: 1 s down-after, ~1 s until it sees the
@@ -46,39 +52,32 @@ CHAOS_LEASE_TTL_S = 5
 
 
 class Workload:
-    """A producer sending one message at a time with SYNC acknowledgements (each body unique)
-    and a consumer reading every queue; both ride out faults and keep going."""
+    """A producer sending one message at a time with SYNC acknowledgements (each body unique,
+    "<seed>:<sequence>"); it rides out faults and keeps going."""
 
     def __init__(self, group: ChaosGroup, seed: int) -> None:
-        from tidemq.client import Producer, PullConsumer
+        from tidemq.client import Producer
 
         self.seed = seed
         self.producer = Producer(group.namesrv_addrs, send_timeout=5.0, route_refresh_s=1.0)
-        self.consumer = PullConsumer(group.namesrv_addrs, consumer_group="chaos-readers",
-                                     timeout=3.0, route_refresh_s=1.0)
         self.acks: list[Ack] = []
         self.ack_times: list[float] = []   # monotonic, one per ack
         self.unacknowledged = 0
-        self.consumed = 0
         self.longest_outage_s = 0.0
         self._last_ack = time.monotonic()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._produce, name="chaos-producer"),
-                         threading.Thread(target=self._consume, name="chaos-consumer")]
+        self._thread = threading.Thread(target=self._produce, name="chaos-producer")
 
     def start(self) -> Workload:
-        for thread in self._threads:
-            thread.start()
+        self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._stop.is_set():
             return
         self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
+        self._thread.join(30)
         self.producer.close()
-        self.consumer.close()
 
     def _produce(self) -> None:
         from tidemq.client import Message, SendStatus
@@ -101,20 +100,6 @@ class Workload:
             self._last_ack = now
             self.acks.append(Ack(result.queue_id, result.queue_offset, body))
             self.ack_times.append(now)
-
-    def _consume(self) -> None:
-        from tidemq.common.errors import TideMQError
-
-        offsets: dict[int, int] = {}
-        while not self._stop.is_set():
-            try:
-                for mq in self.consumer.fetch_queues(TOPIC):
-                    pulled = self.consumer.pull(mq, offsets.get(mq.queue_id, 0), 64,
-                                                long_poll=0.2)
-                    self.consumed += len(pulled.messages)
-                    offsets[mq.queue_id] = max(offsets.get(mq.queue_id, 0), pulled.next_offset)
-            except TideMQError:
-                self._stop.wait(0.1)
 
 
 HISTORY_READ = 5000   # newest changes of the counter the verdict compares one by one
@@ -195,6 +180,8 @@ class Outcome:
     verdict: Verdict
     config: ConfigVerdict
     epoch_conflicts: dict[int, set[int]]
+    consumers: list[ConsumerVerdict]
+    crashes: list[str]
     line: str
 
 
@@ -267,12 +254,12 @@ def _apply_to_control_plane(group: ChaosGroup, fault: Fault, rng: random.Random)
     return lambda: tier.heal(master)
 
 
-def _read_back(group: ChaosGroup) -> dict[tuple[int, int], bytes]:
+def _read_back(group: ChaosGroup, topic: str = TOPIC) -> dict[tuple[int, int], bytes]:
     from tidemq.client import PullConsumer
 
     stored: dict[tuple[int, int], bytes] = {}
     with PullConsumer(group.namesrv_addrs, consumer_group="chaos-verifier") as consumer:
-        for mq in consumer.fetch_queues(TOPIC):
+        for mq in consumer.fetch_queues(topic):
             offset = 0
             while True:
                 pulled = consumer.pull(mq, offset, 256)
@@ -282,6 +269,43 @@ def _read_back(group: ChaosGroup) -> dict[tuple[int, int], bytes]:
                     break
                 offset = pulled.next_offset
     return stored
+
+
+def _explain_consumers(consumers: list[ConsumerVerdict],
+                       stored: dict[str, dict[tuple[int, int], bytes]],
+                       windows: list[tuple[str, float]], seed: int, log) -> None:
+    """The first few phantom reads and acked pops handed out again, each with the fault it
+    fell in, for the log."""
+    for consumer in consumers:
+        for delivery in consumer.phantoms[:5]:
+            held = stored.get(delivery.topic, {}).get((delivery.queue_id, delivery.queue_offset))
+            log(f"chaos seed={seed} {consumer.group}: phantom read of {delivery.body!r} at "
+                f"{delivery.topic} {delivery.queue_id}@{delivery.queue_offset} at "
+                f"{_when(delivery.at, windows)}; the final log holds {held!r} there")
+        for acked_at, delivery in consumer.redelivered_after_ack[:5]:
+            log(f"chaos seed={seed} {consumer.group}: {delivery.body!r} acked at "
+                f"{_when(acked_at, windows)}, handed over again at "
+                f"{_when(delivery.at, windows)} from {delivery.topic} "
+                f"{delivery.queue_id}@{delivery.queue_offset}")
+
+
+def _when(at: float, windows: list[tuple[str, float]]) -> str:
+    """`at` relative to the fault whose window it falls in (for the log)."""
+    before = [(kind, start) for kind, start in windows if start <= at]
+    if not before:
+        return "before the first fault"
+    kind, start = before[-1]
+    return f"{kind} #{len(before)} +{at - start:.2f}s"
+
+
+def _poll(condition, timeout_s: float) -> bool:
+    """Whether `condition` held within the deadline (no raise: the verdicts say what is
+    missing)."""
+    try:
+        wait_until(condition, timeout_s, interval=0.5)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _wait_or_explain(group: ChaosGroup, condition, what: str):
@@ -322,11 +346,17 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         _create_topic(group)
         workload = Workload(group, seed).start()
         stack.callback(workload.stop)
+        pop, offsets = (PopReader(group.namesrv_addrs, TOPIC).start(),
+                        OffsetReader(group.namesrv_addrs, TOPIC).start())
+        readers = [pop, offsets]
+        for reader in readers:
+            stack.callback(reader.stop)
         writer = ConfigWriter(group.config_addrs).start()
         stack.callback(writer.stop)
         wait_until(lambda: workload.acks and writer.acks, 60,
                    message="the first acknowledged send and config write")
         windows: list[tuple[str, float]] = []
+        promotions: list[tuple[float, float]] = []   # (fault start, recovered): master changed
         for number, fault in enumerate(faults, 1):
             epoch, losses = _epoch(group), group.lease_losses()
             windows.append((fault.kind, time.monotonic()))
@@ -335,6 +365,8 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
             time.sleep(fault.hold_s)   # the fault's duration (not a synchronisation)
             undo()
             _recover(group, workload, writer, fault, seed)
+            if _epoch(group) != epoch:
+                promotions.append((windows[-1][1], time.monotonic()))
             log(f"chaos seed={seed}   recovered {time.monotonic() - windows[-1][1]:.1f}s after "
                 f"{fault.kind}: epoch {epoch}->{_epoch(group)}, broker lease losses "
                 f"+{group.lease_losses() - losses}")
@@ -347,7 +379,17 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                                      f"every replica of {GROUP} in sync (seed {seed})")
         _wait_or_explain(group, lambda: group.control_plane_problem() is None,
                          f"the control plane whole at the end (seed {seed})")
-        verdict = check_acks(workload.acks, _read_back(group))
+        if not _poll(lambda: drained(readers, workload.acks, pop), DRAIN_TIMEOUT_S):
+            log(f"chaos seed={seed} consumers not drained after {DRAIN_TIMEOUT_S}s")
+        for reader in readers:
+            reader.stop()
+        stored = {topic: _read_back(group, topic)
+                  for topic in {TOPIC} | {d.topic for d in pop.deliveries}}
+        consumers = [
+            check_consumption(pop.name, workload.acks, pop.deliveries, stored, acked=pop.acked,
+                              unacked=pop.unacked, promotions=promotions),
+            check_consumption(offsets.name, workload.acks, offsets.deliveries, stored)]
+        verdict = check_acks(workload.acks, stored[TOPIC])
         verdict.diverged = check_replicas(
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
         config = check_config(writer.acks, *writer.final(), stale_reads=writer.stale_reads)
@@ -358,4 +400,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                        workload.unacknowledged, config, conflicts,
                        {kind: (message_outages[kind], config_outages[kind])
                         for kind in message_outages})
-        return Outcome(seed, faults, verdict, config, conflicts, line)
+        line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
+        _explain_consumers(consumers, stored, windows, seed, log)
+        return Outcome(seed, faults, verdict, config, conflicts, consumers, group.crashes,
+                       line)

@@ -6,7 +6,11 @@ faults too); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N schedules of M faults 
 S, S+1, ...), printing one summary line per run. A failure names its seed;
 `make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it. A run fails on a lost acknowledged
 message, diverged replicas, a lost acknowledged config write, a config revision handed out
-out of order, or an epoch granted to two replicas.
+out of order, an epoch granted to two replicas, or — for each consumer group (pop, offset) —
+an acknowledged message it never got after the drain, a record it was handed that the final
+log does not hold at that queue offset (a phantom read), or a message the pop group left
+unacked that never came back; and on a broker that died on its own while restarting
+(restarted once more so the verdicts still run).
 """
 
 from __future__ import annotations
@@ -44,3 +48,14 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         f"{outcome.config.out_of_order[:3]}")
     assert not outcome.epoch_conflicts, (
         f"epochs granted to two replicas (seed {seed}): {outcome.epoch_conflicts}")
+    assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
+    for consumer in outcome.consumers:
+        assert not consumer.losses, (
+            f"{consumer.group}: {len(consumer.losses)} acknowledged messages never consumed "
+            f"(seed {seed}); first: {consumer.losses[:3]}")
+        assert not consumer.phantoms, (
+            f"{consumer.group}: {len(consumer.phantoms)} phantom reads (seed {seed}); first: "
+            f"{consumer.phantoms[:3]}")
+        assert not consumer.not_returned, (
+            f"{consumer.group}: {len(consumer.not_returned)} messages left unacked never "
+            f"delivered again (seed {seed}); first: {consumer.not_returned[:3]}")

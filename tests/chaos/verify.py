@@ -212,3 +212,78 @@ def summary(seed: int, faults: int, verdict: Verdict, longest_outage_s: float,
             f"{kind}:{message:.2f}/{config_write:.2f}s"
             for kind, (message, config_write) in sorted(outages.items()))
     return line
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message a consumer was handed, as the log placed it (`topic`: the chaos topic, or
+    the pop group's retry topic for a redelivery), and when (monotonic)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    broker: str
+    at: float
+
+
+@dataclass
+class ConsumerVerdict:
+    group: str
+    deliveries: int = 0
+    losses: list[bytes] = field(default_factory=list)        # acknowledged, never handed over
+    phantoms: list[Delivery] = field(default_factory=list)   # not in the final log as handed
+    redelivered: int = 0            # deliveries past a body's first: at-least-once, reported
+    # pop: (when its ack succeeded, the delivery after it): reported, not a failure
+    redelivered_after_ack: list[tuple[float, Delivery]] = field(default_factory=list)
+    unacked: int = 0                # pop: deliveries left unacked on purpose
+    not_returned: list[bytes] = field(default_factory=list)  # of those, never delivered again
+    returned_across_promotion: int = 0  # of those, back after a master change they straddled
+
+    @property
+    def ok(self) -> bool:
+        return not self.losses and not self.phantoms and not self.not_returned
+
+
+def check_consumption(group: str, acks: Iterable[Ack], deliveries: Sequence[Delivery],
+                      stored: Mapping[str, Mapping[tuple[int, int], bytes]], *,
+                      acked: Iterable[tuple[bytes, float]] = (),
+                      unacked: Iterable[tuple[bytes, float]] = (),
+                      promotions: Sequence[tuple[float, float]] = ()) -> ConsumerVerdict:
+    """What one consumer group was handed, against what the producer was told and the final
+    log (`stored`: topic -> (queue id, queue offset) -> body, read from the master after the
+    run). `acked`: (body, when its ack succeeded); `unacked`: (body, when it was handed over)
+    of deliveries left unacked on purpose, each must be handed over again later;
+    `promotions`: (fault start, recovered) of the faults that changed the master."""
+    verdict = ConsumerVerdict(group, deliveries=len(deliveries))
+    seen: dict[bytes, list[float]] = defaultdict(list)
+    first_ack: dict[bytes, float] = {}
+    for body, at in acked:
+        first_ack[body] = min(at, first_ack.get(body, at))
+    for delivery in deliveries:
+        seen[delivery.body].append(delivery.at)
+        if delivery.at > first_ack.get(delivery.body, delivery.at):
+            verdict.redelivered_after_ack.append((first_ack[delivery.body], delivery))
+        if stored.get(delivery.topic, {}).get(
+                (delivery.queue_id, delivery.queue_offset)) != delivery.body:
+            verdict.phantoms.append(delivery)
+    verdict.losses = [ack.body for ack in acks if ack.body not in seen]
+    verdict.redelivered = sum(len(times) - 1 for times in seen.values())
+    for body, at in unacked:
+        verdict.unacked += 1
+        later = [handed for handed in seen.get(body, ()) if handed > at]
+        if not later:
+            verdict.not_returned.append(body)
+        elif any(at < start and min(later) > recovered for start, recovered in promotions):
+            verdict.returned_across_promotion += 1
+    return verdict
+
+
+def consumption_summary(verdicts: Iterable[ConsumerVerdict]) -> str:
+    """The consumer groups' part of the summary line."""
+    return " ".join(
+        f"{v.group}:deliveries={v.deliveries} losses={len(v.losses)} "
+        f"phantom_reads={len(v.phantoms)} redelivered={v.redelivered} "
+        f"redelivered_after_ack={len(v.redelivered_after_ack)} unacked={v.unacked} "
+        f"unacked_not_returned={len(v.not_returned)} "
+        f"returned_across_promotion={v.returned_across_promotion}" for v in verdicts)

@@ -192,3 +192,28 @@ def test_orderly_pop_is_fifo_per_queue_and_redelivers_in_place(machine):
         machine.run(machine.pop.ack(GROUP, h))
     machine.restart()
     assert machine.pop.book.attempts == {} and not machine.pop.book.in_flight
+
+
+def test_a_promoted_replica_pops_and_acks_from_the_replicated_state_at_once():
+    """A pop or an ack on a just-promoted master must not use the book it had as a slave
+    (empty: it only replays the revive log on promotion) until its revive round runs: the
+    chaos suite saw acked messages handed out again from queue offset 0 right after a master
+    kill (seed 20265539)."""
+    master, replica = PopMachine(), PopMachine()
+    try:
+        replica.store.become_slave()
+        assert replica.run(replica.pop.revive_due()) == 0   # a slave: it leaves reviving be
+        master.send(3, 0)
+        _, handles = pop_bodies(master, count=3, invisible_ms=60_000)
+        master.run(master.pop.ack(GROUP, handles[0]))
+        master.send(1, 0)
+        end = master.store.commitlog_max_offset()
+        replica.store.append_replicated(0, master.store.commitlog.read(0, end))
+        assert replica.store.wait_dispatched(5)
+        replica.store.become_master(2)
+        popped, _ = pop_bodies(replica)   # before any revive round
+        assert [bytes(r.body) for r in popped] == [b"m3"]
+        replica.run(replica.pop.ack(GROUP, handles[1]))   # popped on the old master
+    finally:
+        master.teardown()
+        replica.teardown()

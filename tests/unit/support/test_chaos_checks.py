@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.chaos.consumers import drained
 from tests.chaos.schedule import (
     CI_FAULTS,
     CI_SEED,
@@ -17,12 +20,15 @@ from tests.chaos.schedule import (
 from tests.chaos.verify import (
     Ack,
     ConfigAck,
+    Delivery,
     Verdict,
     check_acks,
     check_config,
     check_config_writes,
+    check_consumption,
     check_replicas,
     check_revisions,
+    consumption_summary,
     epoch_conflicts,
     master_grants,
     outages_by_kind,
@@ -169,3 +175,62 @@ def test_the_summary_line_names_every_verdict():
     assert "config_acks=1 config_lost=0 revisions_out_of_order=0" in line
     assert "epoch_conflicts=0" in line
     assert "kill_redis_master:1.50/2.25s" in line
+
+
+def handed(body: bytes, at: float, queue_offset: int = 0, topic: str = "chaos") -> Delivery:
+    return Delivery(topic, 0, queue_offset, body, "chaos-a", at)
+
+
+STORED = {"chaos": {(0, 0): b"a", (0, 1): b"b"}, "%RETRY%g": {(0, 0): b"a"}}
+ACKS = [Ack(0, 0, b"a"), Ack(0, 1, b"b")]
+
+
+def test_a_group_handed_every_acknowledged_message_as_stored_passes():
+    verdict = check_consumption("g", ACKS, [handed(b"a", 1.0), handed(b"b", 1.0, 1),
+                                            handed(b"a", 2.0, 0, "%RETRY%g")], STORED)
+    assert verdict.ok and verdict.deliveries == 3 and verdict.redelivered == 1
+
+
+def test_an_acknowledged_message_never_handed_over_is_a_loss():
+    verdict = check_consumption("g", ACKS, [handed(b"a", 1.0)], STORED)
+    assert not verdict.ok and verdict.losses == [b"b"]
+
+
+def test_a_record_the_final_log_does_not_hold_there_is_a_phantom_read():
+    """Handed b"x" at an offset that ends up holding b"b" (a truncated tail served), and a
+    retry record at an offset past the final retry queue."""
+    ghost, late = handed(b"x", 1.0, 1), handed(b"b", 2.0, 5, "%RETRY%g")
+    verdict = check_consumption("g", ACKS, [handed(b"a", 1.0), handed(b"b", 1.0, 1), ghost,
+                                            late], STORED)
+    assert not verdict.ok and verdict.phantoms == [ghost, late] and not verdict.losses
+
+
+def test_a_pop_left_unacked_must_come_back_and_an_acked_one_coming_back_is_counted():
+    deliveries = [handed(b"a", 1.0), handed(b"b", 1.0, 1), handed(b"a", 3.0, 0, "%RETRY%g"),
+                  handed(b"b", 4.0, 1)]
+    verdict = check_consumption("g", ACKS, deliveries, STORED, acked=[(b"b", 1.1)],
+                                unacked=[(b"a", 1.0)], promotions=[(1.5, 2.5)])
+    assert verdict.ok and verdict.unacked == 1 and verdict.returned_across_promotion == 1
+    assert verdict.redelivered_after_ack == [(1.1, deliveries[3])]
+    stuck = check_consumption("g", ACKS, deliveries[:2], STORED, unacked=[(b"a", 1.0)])
+    assert not stuck.ok and stuck.not_returned == [b"a"]
+
+
+def test_the_consumer_summary_names_every_figure():
+    line = consumption_summary([check_consumption("chaos-pop", ACKS, [handed(b"a", 1.0)],
+                                                  STORED)])
+    assert line.startswith("chaos-pop:deliveries=1 losses=1 phantom_reads=0 redelivered=0 "
+                           "redelivered_after_ack=0 unacked=0 unacked_not_returned=0")
+
+
+def test_the_drain_waits_for_every_ack_in_every_group_and_every_unacked_pop_back():
+    def reader(deliveries, unacked=()):
+        return SimpleNamespace(deliveries=deliveries, unacked=list(unacked),
+                               bodies=lambda: {d.body for d in deliveries})
+
+    both = [handed(b"a", 1.0), handed(b"b", 1.0, 1)]
+    pop = reader(both, unacked=[(b"a", 1.0)])
+    assert not drained([pop, reader(both)], ACKS, pop)          # b"a" not back yet
+    pop.deliveries.append(handed(b"a", 5.0, 0, "%RETRY%g"))
+    assert drained([pop, reader(both)], ACKS, pop)
+    assert not drained([pop, reader(both[:1])], ACKS, pop)      # the other group lacks b"b"

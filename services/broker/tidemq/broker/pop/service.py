@@ -106,6 +106,7 @@ class PopService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_master = True  # start() replays the log anyway
+        self._promotion = threading.Lock()  # one replay per promotion (requests, revive thread)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -209,6 +210,7 @@ class PopService:
             self._pop_lock = asyncio.Lock()
         while True:
             async with self._pop_lock:
+                self._serving_master()  # a just-promoted master replays before it pops
                 popped = await self._pop_once(group, topic.name, topic.queues, max_messages,
                                               invisible_ms, selector, wanted, topic.order)
             remaining = deadline - time.monotonic()
@@ -355,6 +357,7 @@ class PopService:
         if len(texts) > MAX_ACK_BATCH:
             raise errors.InvalidArgument(f"one ack carries at most {MAX_ACK_BATCH} receipt "
                                          f"handles, got {len(texts)}")
+        self._serving_master()  # a just-promoted master knows what its old master handed out
         outcomes, entries, seen = [], [], set()
         for text in texts:
             try:
@@ -378,6 +381,7 @@ class PopService:
     async def change_invisible(self, group: str, text: str, invisible_ms: int) -> str:
         """Hide an in-flight message for `invisible_ms` from now; its new receipt handle."""
         _check_invisible(invisible_ms)
+        self._serving_master()
         try:
             handle = self._in_flight(group, text)
         except _AlreadyDone:
@@ -429,12 +433,18 @@ class PopService:
 
     def _serving_master(self) -> bool:
         """True on a master. A broker that just became master (replication promoted it)
-        replays the revive log it received first, so pops and revives go on from the state its
-        old master left in the log."""
+        replays the revive log it received first, so pops, acks and revives go on from the
+        state its old master left in the log (its book as a slave is the one it started with).
+        Called by each request as well as each revive round: a round up to
+        `revive_interval_s` later is too late, the first pops would read the stale cursors
+        and hand out acked messages again."""
         master = self.messaging.accepts_writes and self.messaging.store.is_master
-        if master and not self._was_master:
-            self.rebuild()
-        self._was_master = master
+        if master == self._was_master:
+            return master
+        with self._promotion:
+            if master and not self._was_master:
+                self.rebuild()
+            self._was_master = master
         return master
 
     async def _revive_one(self, ck: int, off: int, flight) -> str:
