@@ -16,6 +16,7 @@ from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
 from tidemq.configcenter.topology import TopologyReader
+from tidemq.configclient.acl import follow_acl
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     # Trace only when spans are exported: server instrumentation costs time on every call.
     runtime = ServiceRuntime("config-center", settings,
                              max_workers=settings.max_watches + UNARY_THREADS,
-                             tracing=bool(settings.otlp_endpoint))
+                             tracing=bool(settings.otlp_endpoint),
+                             # the config center follows the ACL kept in itself
+                             follow_acl=follow_acl(settings, lambda: settings.advertised_addr))
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
                 ConfigServicer(store, tail, max_watches=settings.max_watches,
                                topology=TopologyReader(store.target),

@@ -35,6 +35,7 @@ from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.configclient.acl import follow_acl
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import TopicDefinitions
 from tidemq.v1 import broker_pb2_grpc
@@ -78,8 +79,9 @@ class BrokerApp:
         self.settings = settings
         if keep_freed_memory(settings.malloc_keep_mib << 20):
             log.info("heap keeps freed memory for reuse", keep_mib=settings.malloc_keep_mib)
-        self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads,
-                                      aio=True)
+        self.runtime = ServiceRuntime(
+            "broker", settings, max_workers=settings.worker_threads, aio=True,
+            follow_acl=follow_acl(settings, lambda: settings.config_center))
         replicated = settings.replication_enabled
         if replicated:  # the role layer loads only where it runs
             from tidemq.broker.replication import wiring as replication_wiring
