@@ -9,9 +9,9 @@ import time
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.retry import SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.client.encoding import BatchEncoder
 from tidemq.client.message import Message

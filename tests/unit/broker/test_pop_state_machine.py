@@ -24,9 +24,10 @@ from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
-from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.retry import RetryService
 from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common import errors, record
 from tidemq.common.receipt import ReceiptHandle

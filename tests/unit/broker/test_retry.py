@@ -9,9 +9,10 @@ import asyncio
 import pytest
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
-from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.retry import RetryService
 from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common import errors, record
 from tidemq.configclient.groups import SubscriptionGroupConfig

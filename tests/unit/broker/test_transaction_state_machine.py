@@ -24,8 +24,8 @@ from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.retry import SystemTopics
 from tidemq.broker.store import GetStatus, MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService, TxnState
 from tidemq.common import errors, record

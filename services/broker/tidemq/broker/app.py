@@ -22,13 +22,14 @@ from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
-from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.retry import RetryService
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.schedule.recall import RecallLedger, Recalls
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig, StoreError
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService
