@@ -17,9 +17,9 @@ from .commitlog import CommitLog
 from .consume_queue import UNIT, ConsumeQueue
 from .loops import extend_runs
 
-# Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: each
-# costs a few µs of Python (bench/filter), so the bound keeps one pull near 10-20 ms of work; the
-# consumer continues from where the scan stopped.
+# Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: the bound
+# keeps one pull's work short (what a record and a pull cost: docs/storage.md, "Measured
+# figures"); the consumer continues from where the scan stopped.
 MAX_PROPERTY_FILTER_SCAN = 4_000
 BLOCK_MAX = 64 * 1024   # bytes of back-to-back records read at once
 UNITS_PER_READ = 1024
