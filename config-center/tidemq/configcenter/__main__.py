@@ -16,7 +16,6 @@ from tidemq.configcenter.settings import ConfigCenterSettings
 from tidemq.configcenter.store import ConfigStore
 from tidemq.configcenter.tail import EventTail
 from tidemq.configcenter.topology import TopologyReader
-from tidemq.configclient.acl import follow_acl
 from tidemq.v1 import config_pb2_grpc
 
 log = get_logger(__name__)
@@ -44,8 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     runtime = ServiceRuntime("config-center", settings,
                              max_workers=settings.max_watches + UNARY_THREADS,
                              tracing=bool(settings.otlp_endpoint),
-                             # the config center follows the ACL kept in itself
-                             follow_acl=follow_acl(settings, lambda: settings.advertised_addr))
+                             follow_acl=_acl_follower(settings))
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
                 ConfigServicer(store, tail, max_watches=settings.max_watches,
                                topology=TopologyReader(store.target),
@@ -62,6 +60,16 @@ def main(argv: list[str] | None = None) -> None:
              write_replicas=store.write_replicas)
     _check_persistence(store)
     runtime.run_until_signal()
+
+
+def _acl_follower(settings: ConfigCenterSettings):
+    """With auth on, the config center follows the ACL kept in itself, at its advertised
+    address (known once it serves); the config client is loaded only then."""
+    if not settings.auth_enabled:
+        return None
+    from tidemq.configclient.acl import follow_acl
+
+    return follow_acl(settings, lambda: settings.advertised_addr)
 
 
 def _open_store(settings: ConfigCenterSettings) -> ConfigStore:

@@ -134,9 +134,9 @@ class ServiceRuntime:
     Security comes from the settings every service shares (docs/security.md): `auth_enabled`
     puts every call but health checks through an AuthGuard whose ACL is `acl` as given, or
     else kept current by `follow_acl` (the service passes the config center's follower: this
-    library knows nothing above it); `tls_cert_file` /
-    `tls_key_file` serve TLS (reloaded when the files change); `access_key` / `secret_key` /
-    `tls_ca_file` are what this process's own channels sign and trust."""
+    library knows nothing above it); `tls_cert_file` / `tls_key_file` serve TLS (reloaded
+    when the files change); `access_key` / `secret_key` / `tls_ca_file` are what this
+    process's own channels sign and trust."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
                  tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None,
