@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     # Trace only when spans are exported: server instrumentation costs time on every call.
     runtime = ServiceRuntime("config-center", settings,
                              max_workers=settings.max_watches + UNARY_THREADS,
-                             tracing=bool(settings.otlp_endpoint))
+                             tracing=bool(settings.otlp_endpoint),
+                             follow_acl=_acl_follower(settings))
     runtime.add(config_pb2_grpc.add_ConfigServiceServicer_to_server,
                 ConfigServicer(store, tail, max_watches=settings.max_watches,
                                topology=TopologyReader(store.target),
@@ -59,6 +60,16 @@ def main(argv: list[str] | None = None) -> None:
              write_replicas=store.write_replicas)
     _check_persistence(store)
     runtime.run_until_signal()
+
+
+def _acl_follower(settings: ConfigCenterSettings):
+    """With auth on, the config center follows the ACL kept in itself, at its advertised
+    address (known once it serves); the config client is loaded only then."""
+    if not settings.auth_enabled:
+        return None
+    from tidemq.configclient.acl import follow_acl
+
+    return follow_acl(settings, lambda: settings.advertised_addr)
 
 
 def _open_store(settings: ConfigCenterSettings) -> ConfigStore:

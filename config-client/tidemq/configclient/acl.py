@@ -9,6 +9,9 @@ consistent table and a change applies without a restart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from tidemq.common import errors
 from tidemq.common.auth.acl import (
     ACL_PREFIX,
@@ -23,6 +26,10 @@ from tidemq.common.kv import Event
 from tidemq.common.logs import get_logger
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.follow import Follower
+
+if TYPE_CHECKING:  # the admin CLI loads this module too: no server machinery for it
+    from tidemq.common.server import AclFollowing
+    from tidemq.common.settings import ServiceSettings
 
 log = get_logger(__name__)
 
@@ -70,6 +77,24 @@ class AclFollower:
             log.warning("cannot re-read the ACL", error=str(exc), revision=event.revision)
 
 
+def follow_acl(settings: ServiceSettings,
+               config_center: Callable[[], str] = lambda: "") -> AclFollowing:
+    """What a service gives its ServiceRuntime as `follow_acl`: follow the ACL in the config
+    center named by `auth_config_center`, else by `config_center()` (the service's own
+    setting; the config center passes its own address, known once it serves). Until the first
+    read, only the process's own credentials are accepted."""
+
+    def follow(service: str, holder: AclHolder) -> Callable[[], None]:
+        address = settings.auth_config_center or config_center()
+        if not address:
+            raise errors.InvalidArgument(
+                f"{service}: auth_enabled needs auth_config_center (or config_center) to "
+                "read users and ACL rules from")
+        return AclFollower(address, holder).start().close
+
+    return follow
+
+
 class AclAdmin:
     """Manage users and rules (needs an admin credential when auth is on)."""
 
@@ -100,4 +125,4 @@ def _segment(name: str) -> str:
     return name
 
 
-__all__ = ["AclAdmin", "AclError", "AclFollower", "read_table"]
+__all__ = ["AclAdmin", "AclError", "AclFollower", "follow_acl", "read_table"]

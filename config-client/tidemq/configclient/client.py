@@ -233,7 +233,7 @@ class ConfigClient:
 
     def watch(self, prefix: str, *, start_revision: int = 0) -> Watch:
         """Every change under `prefix` with revision >= `start_revision` (0 = from now on)."""
-        return Watch(self, prefix, start_revision)
+        return Watch(self.stub_for, prefix, start_revision)
 
     # -- leases --------------------------------------------------------------------------
 

@@ -12,13 +12,13 @@ refuse an existing topic the same way (TOPIC_ALREADY_EXISTS).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tidemq.common import errors
 from tidemq.common.jsondoc import load_object
 from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
+from tidemq.common.topic_names import TOPIC_NAME, is_topic_name
 from tidemq.configclient.client import ConfigClient
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -27,7 +27,6 @@ PERM_WRITE = 4
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
 MAX_QUEUES = 1024
 DEFAULT_QUEUES = 4  # what a definition without "queues" gets
-TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
 # Written by the brokers themselves, never by producers: a definition would let anyone append
 # deletion markers (store/dispatcher.py).
 RESERVED = frozenset({DELETED_TOPICS_TOPIC})
@@ -60,7 +59,7 @@ def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
     """Validate one config-center document; `key_name` is the last segment of its key."""
     doc = load_object(raw, f"topic {key_name!r}: definition", TopicDefinitionError)
     name = doc.get("name", key_name)
-    if name != key_name or not TOPIC_NAME.match(str(name)):
+    if name != key_name or not is_topic_name(name):
         raise TopicDefinitionError(
             f"topic {key_name!r}: name {name!r} must equal the key and match {TOPIC_NAME.pattern}"
         )

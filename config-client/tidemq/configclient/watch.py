@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -21,7 +22,7 @@ from tidemq.common.logs import get_logger
 from tidemq.v1 import config_pb2 as pb
 
 if TYPE_CHECKING:
-    from tidemq.configclient.client import ConfigClient
+    from tidemq.v1.config_pb2_grpc import ConfigServiceStub
 
 log = get_logger(__name__)
 
@@ -45,14 +46,16 @@ WatchCompacted = RevisionCompacted  # the name watchers know it by
 class Watch:
     """Iterate changes under a prefix; `close()` (or the context manager) ends it."""
 
-    def __init__(self, client: ConfigClient, prefix: str, start_revision: int = 0) -> None:
+    def __init__(self, stub_for: Callable[[int], tuple[str, ConfigServiceStub]], prefix: str,
+                 start_revision: int = 0) -> None:
+        """`stub_for(attempt)`: the address and stub to stream from (ConfigClient.stub_for)."""
         if start_revision < 0:
             raise errors.InvalidArgument(f"start revision must be >= 0, got {start_revision}")
         self.prefix = prefix
         self.reconnects = 0
         # Highest revision whose events (if any) have been queued; None until the server says.
         self.revision: int | None = start_revision - 1 if start_revision else None
-        self._client = client
+        self._stub_for = stub_for
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._call: Any = None
@@ -110,7 +113,7 @@ class Watch:
         attempt, backoff = 0, 0.05
         while not self._closed.is_set():
             start = 0 if self.revision is None else self.revision + 1
-            addr, stub = self._client.stub_for(attempt)
+            addr, stub = self._stub_for(attempt)
             # Untraced: in a traced process (ServiceRuntime) the gRPC client instrumentation
             # wraps a server stream in a generator with no cancel(), so close() could not end
             # it; a watch that lives for hours is no span anyway.

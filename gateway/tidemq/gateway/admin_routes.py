@@ -21,9 +21,10 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 from tidemq.client.message import MessageExt
-from tidemq.gateway import validation
+from tidemq.common.topic_names import validate_topic_name
 from tidemq.gateway.bodies import MessageSearchQuery, OffsetResetRequest, OffsetsAtQuery
 from tidemq.gateway.consume_routes import _group
+from tidemq.gateway.messages import message_json
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.topic_routes import _backend
 
@@ -45,7 +46,7 @@ def trace_id_of(traceparent: str) -> str:
 def located_message_json(message: MessageExt) -> dict[str, Any]:
     """A stored message with where it is and the trace context its producer sent."""
     traceparent = message.trace_carrier.get("traceparent", "")
-    return {**validation.message_json(message), "topic": message.topic,
+    return {**message_json(message), "topic": message.topic,
             "broker_name": message.broker_name, "queue_id": message.queue_id,
             "trace_context": traceparent, "trace_id": trace_id_of(traceparent)}
 
@@ -159,7 +160,7 @@ def delete_offsets(group: str, topic: str):
         "400": {$ref: "#/components/responses/Problem"}
         "412": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     dropped = _admin().delete_offsets(_group(group), topic)
     return jsonify({key: dropped[key] for key in ("group", "topic", "brokers")})
 
@@ -198,7 +199,7 @@ def search_messages(topic: str, query: MessageSearchQuery):
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     if query.key:
         found = _admin().query_by_key(topic, query.key, query.begin_ms, query.end_ms, query.max)
     else:
@@ -223,6 +224,6 @@ def offsets_at(topic: str, query: OffsetsAtQuery):
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     return jsonify({"topic": topic, "timestamp_ms": query.timestamp_ms,
                     "offsets": _admin().offsets_at(topic, query.timestamp_ms)})

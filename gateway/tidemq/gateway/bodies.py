@@ -12,15 +12,16 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
-from tidemq.client.message import (
-    MAX_MESSAGE_GROUP_LEN,
-    MAX_TOPIC_NAME_LEN,
-    validate_message_group,
-    validate_topic_name,
-)
+from tidemq.client.message import MAX_MESSAGE_GROUP_LEN, validate_message_group
 from tidemq.common import sqlfilter
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.receipt import MAX_ACK_BATCH
+from tidemq.common.topic_names import (
+    MAX_TOPIC_NAME_LEN,
+    TOPIC_NAME,
+    TOPIC_NAME_ALPHABET,
+    validate_topic_name,
+)
 from tidemq.configclient import groups
 from tidemq.gateway.schema import (
     ErrorCode,
@@ -45,7 +46,7 @@ MAX_DELAY_FIELD_MS = 2**53 - 1
 # The client's check gives the sentence (it names the bad characters); the JSON schema says
 # the same rule for the document.
 TopicName = Annotated[str, Field(json_schema_extra={
-    "minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN, "pattern": "^[A-Za-z0-9_%|-]+$"}),
+    "minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN, "pattern": f"^[{TOPIC_NAME_ALPHABET}]+$"}),
     AfterValidator(domain_check(validate_topic_name))]
 
 
@@ -65,7 +66,7 @@ class TopicCreateRequest(RequestBody):
     """POST /v1/topics."""
 
     name: Annotated[TopicName, ErrorCode("INVALID_TOPIC"),
-                    Field(description="the topic name, [A-Za-z0-9_%|-]{1,127}")]
+                    Field(description=f"the topic name, {TOPIC_NAME.pattern}")]
     queues: Annotated[int, Field(ge=1, le=MAX_QUEUES,
                                  description="queues on each broker group"),
                       ErrorCode("INVALID_QUEUE_COUNT")] = 4
@@ -308,7 +309,8 @@ class TransactionOpenRequest(RequestBody):
     producer_group: Annotated[str, Field(
         description="the producer group whose TransactionProducer prepares the messages and "
                     "answers the brokers' check-backs",
-        json_schema_extra={"minLength": 1, "maxLength": 127, "pattern": "^[A-Za-z0-9_%|-]+$"}),
+        json_schema_extra={"minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN,
+                           "pattern": f"^[{TOPIC_NAME_ALPHABET}]+$"}),
         AfterValidator(domain_check(check_producer_group)),
         ErrorCode("INVALID_PRODUCER_GROUP")] = DEFAULT_PRODUCER_GROUP
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.topic_names import validate_topic_name
 from tidemq.configclient.groups import GroupDefinitionError, validate_group_name
-from tidemq.gateway import validation
 from tidemq.gateway.bodies import (
     AckRequest,
     DeadLetterQuery,
@@ -28,6 +28,7 @@ from tidemq.gateway.bodies import (
     RedriveRequest,
     within_setting,
 )
+from tidemq.gateway.messages import message_json
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.topic_routes import _backend, _settings
 
@@ -44,7 +45,7 @@ def _group(name: str) -> str:
 
 def _received_json(received) -> dict[str, Any]:
     message = received.message
-    return {**validation.message_json(message), "topic": message.origin_topic,
+    return {**message_json(message), "topic": message.origin_topic,
             "broker_name": message.broker_name, "receipt_handle": received.receipt_handle,
             "delivery_count": received.delivery_count}
 
@@ -66,7 +67,7 @@ def pop(group: str, topic: str, body: PopRequest):
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     wait_ms = within_setting(body.wait_ms, _settings().max_pull_wait_ms, "wait_ms",
                              "max_pull_wait_ms", "INVALID_ARGUMENT")
     expression, expression_type = body.subscription
@@ -94,7 +95,7 @@ def ack(group: str, topic: str, body: AckRequest):
         "404": {$ref: "#/components/responses/Problem"}
         "412": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     if body.receipt_handle:
         _backend().ack(_group(group), topic, body.receipt_handle)
         return jsonify({"acked": True})
@@ -122,7 +123,7 @@ def change_invisible(group: str, topic: str, body: InvisibleRequest):
         "404": {$ref: "#/components/responses/Problem"}
         "412": {$ref: "#/components/responses/Problem"}
     """
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     new = _backend().change_invisible(_group(group), topic, body.receipt_handle,
                                       body.invisible_ms)
     return jsonify({"receipt_handle": new})
@@ -145,7 +146,7 @@ def list_dead_letters(group: str, query: DeadLetterQuery):
     """
     letters = _backend().dead_letters(_group(group), query.limit)
     return jsonify({"messages": [{
-        **validation.message_json(m), "broker_name": m.broker_name,
+        **message_json(m), "broker_name": m.broker_name,
         "origin_topic": m.origin_topic,
         "origin_msg_id": m.properties.get("ORIGIN_MESSAGE_ID", ""),
         "first_failure_ms": int(m.properties.get("FIRST_FAILURE_MS", 0) or 0),

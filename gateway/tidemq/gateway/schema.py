@@ -28,6 +28,7 @@ tolerated (proxies and caches add their own), but a bad value is a 400.
 from __future__ import annotations
 
 import functools
+import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -38,7 +39,6 @@ from flask import request
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 from tidemq.common.errors import InvalidArgument, TideMQError
-from tidemq.gateway.validation import parse_json
 
 M = TypeVar("M", bound=BaseModel)
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
@@ -183,6 +183,17 @@ def _sentence(model: type[BaseModel], error: Mapping[str, Any], where: _Located)
         return text  # the message already says what is wrong with the collection
     got = repr(value[:61] if isinstance(value, str) else value)
     return f"{text}, got {got if len(got) <= 60 else got[:57] + '...'}"
+
+
+def parse_json(raw: bytes) -> Any:
+    if not raw or not raw.strip():
+        raise InvalidArgument("the request body is empty; send a JSON document",
+                              code="EMPTY_BODY")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"the request body is not valid JSON: {exc}",
+                              code="MALFORMED_JSON") from None
 
 
 def validation_failure(model: type[BaseModel], exc: ValidationError) -> InvalidArgument:

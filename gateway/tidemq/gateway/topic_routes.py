@@ -14,7 +14,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify
 from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
-from tidemq.gateway import metrics, validation
+from tidemq.common.topic_names import validate_topic_name
+from tidemq.gateway import metrics
 from tidemq.gateway.bodies import (
     FetchQuery,
     RecallRequest,
@@ -23,6 +24,7 @@ from tidemq.gateway.bodies import (
     TopicDeleteQuery,
     within_setting,
 )
+from tidemq.gateway.messages import message_json, parse_messages
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.settings import GatewaySettings
 
@@ -61,7 +63,7 @@ def list_topics():
 
 @topics_bp.get("/v1/topics/<topic>")
 def describe_topic(topic: str):
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     return jsonify(_backend().describe_topic(topic))
 
 
@@ -70,7 +72,7 @@ def describe_topic(topic: str):
 def delete_topic(topic: str, query: TopicDeleteQuery):
     """As `tidemq topic delete`: the definition goes, brokers stop serving it and delete its
     messages, and every group's committed offsets of it are dropped unless keep_offsets."""
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     dropped = _backend().delete_topic(topic, keep_offsets=query.keep_offsets)
     return jsonify({"name": topic, "deleted": True, "offsets_dropped_for": dropped})
 
@@ -79,7 +81,7 @@ def delete_topic(topic: str, query: TopicDeleteQuery):
 @accepts_body(SendRequest)
 def send_messages(topic: str, body: SendRequest):
     """Send messages (one all-or-nothing batch per chosen queue)."""
-    messages = validation.parse_messages(topic, body)
+    messages = parse_messages(topic, body)
     results = (_backend().transactions.send(body.transaction_id, messages) if body.transaction_id
                else _backend().send(messages))
     metrics.MESSAGES_SENT.inc(len(results))
@@ -96,7 +98,7 @@ def send_messages(topic: str, body: SendRequest):
 def recall_message(topic: str, body: RecallRequest):
     """Take back a delayed message before it is delivered, by the recall_handle its send
     answered (412 MESSAGE_ALREADY_DELIVERED once due, 404 MESSAGE_NOT_FOUND)."""
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     handle = RecallHandle.decode(body.recall_handle)
     if handle.topic != topic:
         raise errors.InvalidArgument(f"the recall handle is of topic {handle.topic!r}, "
@@ -110,7 +112,7 @@ def recall_message(topic: str, body: RecallRequest):
 def fetch_messages(topic: str, broker_name: str, queue_id: int, query: FetchQuery):
     """Read a queue from an offset (long poll with wait_ms)."""
     settings = _settings()
-    validation.validate_topic_name(topic)
+    validate_topic_name(topic)
     offset = query.offset
     max_messages = within_setting(query.max, settings.max_pull_messages, "max",
                                   "max_pull_messages", "INVALID_ARGUMENT", query=True)
@@ -124,7 +126,7 @@ def fetch_messages(topic: str, broker_name: str, queue_id: int, query: FetchQuer
     metrics.MESSAGES_FETCHED.inc(len(result.messages))
     return jsonify({
         "status": result.status.name,
-        "messages": [validation.message_json(m) for m in result.messages],
+        "messages": [message_json(m) for m in result.messages],
         "next_offset": result.next_offset,
         "min_offset": result.min_offset,
         "max_offset": result.max_offset,

@@ -32,9 +32,13 @@ from tidemq.client import (
     TransactionProducer,
     TransactionResolution,
 )
-from tidemq.client.message import TOPIC_NAME_CHARS
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
+from tidemq.common.topic_names import (
+    MAX_TOPIC_NAME_LEN,
+    TOPIC_NAME_ALPHABET,
+    TOPIC_NAME_CHARS,
+)
 from tidemq.configclient.client import ConfigClient
 
 log = get_logger(__name__)
@@ -56,8 +60,9 @@ def _not_found(tx_id: str) -> errors.NotFound:
 
 
 def check_producer_group(group: str) -> str:
-    if not isinstance(group, str) or not 0 < len(group) <= 127 or set(group) - TOPIC_NAME_CHARS:
-        raise errors.InvalidArgument(f"producer_group must be 1..127 of [A-Za-z0-9_%|-], got "
+    if not isinstance(group, str) or not 0 < len(group) <= MAX_TOPIC_NAME_LEN or set(group) - TOPIC_NAME_CHARS:
+        raise errors.InvalidArgument(f"producer_group must be 1..{MAX_TOPIC_NAME_LEN} of "
+                                     f"[{TOPIC_NAME_ALPHABET}], got "
                                      f"{group!r}", code="INVALID_PRODUCER_GROUP")
     return group
 

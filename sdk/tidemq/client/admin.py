@@ -34,11 +34,12 @@ from tidemq.client.admin_types import (
     parse_subscription,
 )
 from tidemq.client.brokers import BrokerClients
-from tidemq.client.message import MessageExt, decode_records, validate_topic_name
+from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
 from tidemq.common import errors, record
 from tidemq.common.placement import coordinator_for
 from tidemq.common.polling import poll
+from tidemq.common.topic_names import validate_topic_name
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.groups import (
     FIELDS,

@@ -13,13 +13,9 @@ import time
 from collections.abc import Sequence
 
 from tidemq.client import compression as codecs
-from tidemq.client.message import (
-    Message,
-    delay_property,
-    validate_message_group,
-    validate_topic_name,
-)
+from tidemq.client.message import Message, delay_property, validate_message_group
 from tidemq.common import errors, record
+from tidemq.common.topic_names import validate_topic_name
 
 _NV, _SEP = "\x01", "\x02"
 _TAGS = record.PROP_TAGS + _NV

@@ -16,25 +16,9 @@ from tidemq.common import record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
 from tidemq.common.errors import InvalidArgument, PayloadTooLarge
 from tidemq.common.recall import RecallHandle
+from tidemq.common.topic_names import validate_topic_name
 
-TOPIC_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_%|-")
-MAX_TOPIC_NAME_LEN = 127
 MAX_MESSAGE_SIZE = record.DEFAULT_MAX_MESSAGE_SIZE
-
-
-def validate_topic_name(topic: str) -> str:
-    """docs/client.md: `[A-Za-z0-9_%|-]{1,127}`; raises INVALID_TOPIC with the reason."""
-    if not isinstance(topic, str) or not 0 < len(topic) <= MAX_TOPIC_NAME_LEN:
-        raise InvalidArgument(
-            f"topic name must be 1..{MAX_TOPIC_NAME_LEN} characters", code="INVALID_TOPIC"
-        )
-    bad = sorted(set(topic) - TOPIC_NAME_CHARS)
-    if bad:
-        raise InvalidArgument(
-            f"topic name {topic!r} has characters outside [A-Za-z0-9_%|-]: {''.join(bad)!r}",
-            code="INVALID_TOPIC",
-        )
-    return topic
 
 
 def delay_property(message: Message) -> str:

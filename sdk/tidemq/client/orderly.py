@@ -15,22 +15,32 @@ import collections
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tidemq.client.consume_spans import outcome, processing
+from tidemq.client.consumer import PullConsumer
 from tidemq.client.message import MessageExt, MessageQueue
 from tidemq.client.process_queue import ProcessQueue
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.v1 import broker_pb2
 
-if TYPE_CHECKING:
-    from tidemq.client.push_consumer import PushConsumer
-
 log = get_logger(__name__)
 
 LOCK_RENEW_S = 20.0      # RocketMQ's rebalance lock interval
 LOCK_TRUSTED_S = 30.0    # < the broker's 60 s lease: a late renewal never overlaps a new owner
+
+
+class OrderlyConsumer(Protocol):
+    """What orderly consumption uses of its PushConsumer (which builds it: push_consumer.py)."""
+
+    group: str
+    listener: Callable[[list[MessageExt]], Any]  # returns a ConsumeStatus
+    consume_batch_size: int
+    max_reconsume_times: int
+    suspend_s: float
+    puller: PullConsumer
 
 
 class QueueWorker:
@@ -97,10 +107,10 @@ class QueueWorker:
 
 
 class OrderlyConsumption:
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: OrderlyConsumer, stopping: threading.Event) -> None:
         self.consumer = consumer
         self.client_id = f"{consumer.group}-{uuid.uuid4().hex[:12]}"
-        self.stopping = consumer._stopping
+        self.stopping = stopping  # the consumer's: set when it shuts down
         self.workers: dict[MessageQueue, QueueWorker] = {}
         self._lock = threading.Lock()
         self._renewer = threading.Thread(target=self._renew, daemon=True,

@@ -122,7 +122,7 @@ class PushConsumer:
                                            name=f"commit-{group}")
         self._offset_file = Path(offset_store_dir).expanduser() / f"{group}.json"
         self.member: GroupMember | None = None
-        self.orderly = OrderlyConsumption(self) if orderly else None
+        self.orderly = OrderlyConsumption(self, self._stopping) if orderly else None
         if model is MessageModel.CLUSTERING:
             self.member = GroupMember(
                 self.puller.routes.namesrv, self.puller.routes, self.puller.brokers, group,

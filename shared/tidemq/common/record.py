@@ -39,6 +39,8 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN
+
 try:  # the C scan of pull replies (native/), optional: the client runs without it
     from tidemq_speedups import scan_records as _scan_records_c
 except ImportError:
@@ -76,7 +78,6 @@ CRC_START = 12
 # A blank filler is total_size + magic only (8 bytes); the remainder of the segment is zero.
 BLANK_HEADER = struct.Struct(">iI")
 
-MAX_TOPIC_LEN = 127
 MAX_PROPERTIES_SIZE = 32 * 1024  # docs/client.md
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
@@ -205,8 +206,8 @@ def encode(
 ) -> bytes:
     """Encode one record, CRC included. `properties` is already encoded (encode_properties)."""
     topic_raw = topic.encode()
-    if not 0 < len(topic_raw) <= MAX_TOPIC_LEN:
-        raise RecordFormatError(f"topic must be 1..{MAX_TOPIC_LEN} bytes")
+    if not 0 < len(topic_raw) <= MAX_TOPIC_NAME_LEN:
+        raise RecordFormatError(f"topic must be 1..{MAX_TOPIC_NAME_LEN} bytes")
     if len(properties) > MAX_PROPERTIES_SIZE:
         raise RecordFormatError(
             f"properties are {len(properties)} bytes; the limit is {MAX_PROPERTIES_SIZE}"
@@ -240,8 +241,8 @@ def encode_batch(topic: str, items: Sequence[tuple[bytes, bytes, int]], *,
     (body, encoded properties, sys_flag)."""
     topic_raw = topic.encode()
     topic_len = len(topic_raw)
-    if not 0 < topic_len <= MAX_TOPIC_LEN:
-        raise RecordFormatError(f"topic must be 1..{MAX_TOPIC_LEN} bytes")
+    if not 0 < topic_len <= MAX_TOPIC_NAME_LEN:
+        raise RecordFormatError(f"topic must be 1..{MAX_TOPIC_NAME_LEN} bytes")
     fixed = HEADER_SIZE + 1 + topic_len + 2
     sizes = [fixed + len(body) + len(props) for body, props, _ in items]
     buf = bytearray(sum(sizes))

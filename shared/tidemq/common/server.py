@@ -13,14 +13,14 @@ import os
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import prometheus_client
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tidemq.common import errors, rpc, tls
 from tidemq.common.aio_server import AsyncioGrpcServer
-from tidemq.common.auth.guard import AuthGuard, StaticAcl
+from tidemq.common.auth.guard import AclSource, AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
 from tidemq.common.auth_grpc import AuthInterceptor
 from tidemq.common.logs import configure_logging, get_logger
@@ -117,6 +117,14 @@ def write_json_atomically(path: str | Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
+class AclFollowing(Protocol):
+    """Keeps an ACL holder's `table` current for a ServiceRuntime (each service passes the
+    config client's, tidemq.configclient.acl.follow_acl): called once serving, with the
+    runtime's name and holder; returns what stops the following."""
+
+    def __call__(self, service: str, holder: AclSource) -> Callable[[], None]: ...
+
+
 class ServiceRuntime:
     """Run one gRPC service: `add` servicers, `start`, then `run_until_signal`.
 
@@ -124,13 +132,15 @@ class ServiceRuntime:
     handlers run on the event loop, its plain ones on `max_workers` threads.
 
     Security comes from the settings every service shares (docs/security.md): `auth_enabled`
-    puts every call but health checks through an AuthGuard whose ACL follows the config
-    center (`config_center` setting; the config center follows itself); `tls_cert_file` /
-    `tls_key_file` serve TLS (reloaded when the files change); `access_key` / `secret_key` /
-    `tls_ca_file` are what this process's own channels sign and trust."""
+    puts every call but health checks through an AuthGuard whose ACL is `acl` as given, or
+    else kept current by `follow_acl` (the service passes the config center's follower: this
+    library knows nothing above it); `tls_cert_file` / `tls_key_file` serve TLS (reloaded
+    when the files change); `access_key` / `secret_key` / `tls_ca_file` are what this
+    process's own channels sign and trust."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
-                 tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None) -> None:
+                 tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None,
+                 follow_acl: AclFollowing | None = None) -> None:
         self.name = name
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
@@ -143,7 +153,10 @@ class ServiceRuntime:
                                                             settings.tls_key_file),
                          quiet_operations=settings.trace_quiet_operations)
         # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
-        self._follows_acl = acl is None
+        self._follow_acl = follow_acl if acl is None else None
+        if settings.auth_enabled and acl is None and follow_acl is None:
+            raise errors.InvalidArgument(
+                f"{name}: auth_enabled needs an ACL: a given one, or one to follow")
         self.acl = acl or StaticAcl()
         self.auth = AuthGuard(name, self.acl, skew_s=settings.auth_skew_s,
                               trusted=credentials) if settings.auth_enabled else None
@@ -184,8 +197,8 @@ class ServiceRuntime:
             )
             self.metrics_port = self._metrics_server.server_port
         self.transport.start()
-        if self.auth is not None and self._follows_acl:
-            self._follow_acl()
+        if self.auth is not None and self._follow_acl is not None:
+            self.on_stop(self._follow_acl(self.name, self.acl))
         self.transport.set_serving(["", *self._service_names])
         if self.settings.ready_file:
             write_json_atomically(self.settings.ready_file, {
@@ -195,22 +208,6 @@ class ServiceRuntime:
         log.info("serving", service=self.name, addr=f"{self.settings.host}:{self.port}",
                  metrics_port=self.metrics_port)
         return self.port
-
-    def _follow_acl(self) -> None:
-        """Keep self.acl current from the config center, in the background: until the first
-        read, only this process's own credentials are accepted."""
-        from tidemq.configclient.acl import AclFollower  # services all ship the config client
-
-        config_center = self.settings.auth_config_center or getattr(
-            self.settings, "config_center", "")
-        if not config_center and self.name == "config-center":
-            config_center = self.settings.advertised_addr
-        if not config_center:
-            raise errors.InvalidArgument(
-                f"{self.name}: auth_enabled needs auth_config_center (or config_center) to "
-                "read users and ACL rules from")
-        follower = AclFollower(config_center, self.acl).start()
-        self.on_stop(follower.close)
 
     def run_until_signal(self) -> None:
         StopSignal().install().wait()

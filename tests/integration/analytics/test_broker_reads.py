@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tidemq.analytics import brokers
 from tidemq.analytics.decode import ColumnBuilder, arrow_schema
-from tidemq.analytics.source import ReadOptions, plan_partitions, read_partition
+from tidemq.analytics.reading import ReadOptions, plan_partitions, read_partition
 from tidemq.common import errors
 
 from tests.integration.analytics.cluster import BROKER, tagged

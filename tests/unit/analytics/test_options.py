@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from tidemq.analytics.source import QueueRangePartition, ReadOptions
+from tidemq.analytics.reading import QueueRangePartition, ReadOptions
 from tidemq.common.errors import InvalidArgument
 
 

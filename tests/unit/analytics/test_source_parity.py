@@ -13,7 +13,7 @@ from tidemq.analytics.offsets import (
     ensure_min_partitions,
     parse_timestamps,
 )
-from tidemq.analytics.source import ReadOptions
+from tidemq.analytics.reading import ReadOptions
 from tidemq.common.errors import InvalidArgument
 
 ranges_strategy = st.lists(

@@ -59,7 +59,7 @@ def test_a_queue_that_appears_mid_stream_is_read_from_its_first_stored_offset(mo
     lost its oldest messages to retention: the stream starts it at its min offset, not 0."""
     from tidemq.analytics import streaming
     from tidemq.analytics.offsets import QueueBounds
-    from tidemq.analytics.source import ReadOptions, Survey
+    from tidemq.analytics.reading import ReadOptions, Survey
 
     new = QueueKey("u", "broker-b", 0)
     bounds = {A0: QueueBounds(0, 10), new: QueueBounds(5, 9)}

@@ -4,55 +4,30 @@ the scheduled-delivery tests share."""
 from __future__ import annotations
 
 import asyncio
-import time
 
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.retry import SystemTopics
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.store import MetadataFile
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.client.encoding import BatchEncoder
 from tidemq.client.message import Message
 from tidemq.common import delays, record
+
+from tests.support.clock import FakeClock
+from tests.support.local_broker import LocalBroker
 
 TOPIC = "orders"
 LEVELS = delays.parse_delay_levels(delays.DEFAULT_DELAY_LEVELS)
 
 
-class Clock:
-    """The time the test was set up plus an offset the test moves forward: the timer reads
-    only this clock, so what is due when is exact (store timestamps are not looked at)."""
-
-    def __init__(self) -> None:
-        self.base = time.time()
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return self.base + self.offset
-
-    def ms(self) -> int:
-        return int(self() * 1000)
-
-
 class Scheduled:
     """A broker's scheduling parts over one store, as app.py wires them."""
 
-    def __init__(self, tmp_path, clock: Clock) -> None:
+    def __init__(self, tmp_path, clock: FakeClock) -> None:
         self.dir, self.clock = tmp_path, clock
-        self.store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=8 << 20,
-                                              max_message_size=4096, index_slots=64,
-                                              index_entries=256))
-        self.store.start()
-        self.holds = PullRequestHoldService()
-        self.table = TopicTable(MetadataFile(tmp_path / "topics.json"))
-        self.table.apply([TopicConfig(TOPIC, 2)], [], 1)
-        self.messaging = Messaging(self.store, self.table, self.holds, long_poll_max_ms=0,
-                                   max_pull_messages=32, max_pull_bytes=1 << 20)
-        versions = iter(range(2, 1 << 30))
-        self.topics = SystemTopics(self.messaging, lambda name, queues: self.table.apply(
-            [TopicConfig(name, queues)], [], next(versions)), wait_s=1)
+        self.broker = LocalBroker(tmp_path, [TopicConfig(TOPIC, 2)], segment_size=8 << 20)
+        self.store, self.messaging = self.broker.store, self.broker.messaging
+        self.topics = self.broker.system_topics()
         self.wheel = TimingWheel()
         self.schedule = ScheduleService(self.messaging, self.topics, self.wheel,
                                         level_ms=LEVELS, max_delay_ms=delays.DEFAULT_MAX_DELAY_MS,
@@ -84,5 +59,4 @@ class Scheduled:
 
     def close(self) -> None:
         self.loop.close()
-        self.holds.shutdown()
-        self.store.shutdown()
+        self.broker.close()

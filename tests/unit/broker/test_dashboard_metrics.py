@@ -9,29 +9,20 @@ import shutil
 
 import pytest
 from tidemq.broker import metrics
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.store import MetadataFile
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
 from tidemq.common.errors import PreconditionFailed, TopicNotExist
+
+from tests.support.local_broker import LocalBroker
 
 
 @pytest.fixture
 def broker(tmp_path):
-    store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=1 << 20,
-                                     max_message_size=4096, index_slots=64, index_entries=256))
-    store.start()
-    holds = PullRequestHoldService()
-    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
-    topics.apply([TopicConfig("dash", 2), TopicConfig("ro", 1, perm=2)], [], 1)
-    messaging = Messaging(store, topics, holds, long_poll_max_ms=0, max_pull_messages=32,
-                          max_pull_bytes=1 << 20)
-    offsets = ConsumerOffsetManager(MetadataFile(tmp_path / "offsets.json"))
-    yield messaging, offsets
-    holds.shutdown()
-    store.shutdown()
+    local = LocalBroker(tmp_path, [TopicConfig("dash", 2), TopicConfig("ro", 1, perm=2)])
+    yield local.messaging, ConsumerOffsetManager(MetadataFile(tmp_path / "offsets.json"))
+    local.close()
 
 
 def _batch(topic: str, n: int) -> bytes:

@@ -8,24 +8,17 @@ import asyncio
 
 import pytest
 from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.record import PROP_PRODUCER_ID
 
+from tests.support.local_broker import LocalBroker
+
 
 def open_sends(path, settings: IdempotentSettings | None = None) -> IdempotentSends:
-    store = MessageStore(StoreConfig(data_dir=path / "store", segment_size=1 << 20,
-                                     max_message_size=4096, index_slots=64, index_entries=256))
-    store.start()
-    topics = TopicTable(MetadataFile(path / "topics.json"))
-    topics.apply([TopicConfig("t", 2)], [], 1)
-    messaging = Messaging(store, topics, PullRequestHoldService(), long_poll_max_ms=1000,
-                          max_pull_messages=32, max_pull_bytes=1 << 20)
-    return IdempotentSends(messaging, settings or IdempotentSettings())
+    local = LocalBroker(path, [TopicConfig("t", 2)], long_poll_max_ms=1000)
+    return IdempotentSends(local.messaging, settings or IdempotentSettings())
 
 
 @pytest.fixture

@@ -6,10 +6,8 @@ import asyncio
 import threading
 
 import pytest
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging, PullStatus, tag_hashes
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.messaging import PullStatus, tag_hashes
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
 from tidemq.common.errors import (
     InvalidArgument,
@@ -19,23 +17,17 @@ from tidemq.common.errors import (
     TopicNotExist,
 )
 
+from tests.support.local_broker import LocalBroker
 from tests.support.processes import wait_until
 
 
 @pytest.fixture
 def messaging(tmp_path):
-    store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=1 << 20,
-                                     max_message_size=4096, index_slots=64, index_entries=256))
-    store.start()
-    holds = PullRequestHoldService()
-    store.add_arrival_listener(holds.notify_arrival)
-    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
-    topics.apply([TopicConfig("t", 2), TopicConfig("ro", 1, perm=2),
-                  TopicConfig("wo", 1, perm=4)], [], 1)
-    yield Messaging(store, topics, holds, long_poll_max_ms=30_000, max_pull_messages=32,
-                    max_pull_bytes=1 << 20)
-    holds.shutdown()
-    store.shutdown()
+    local = LocalBroker(tmp_path, [TopicConfig("t", 2), TopicConfig("ro", 1, perm=2),
+                                   TopicConfig("wo", 1, perm=4)],
+                        long_poll_max_ms=30_000, wake_long_polls=True)
+    yield local.messaging
+    local.close()
 
 
 def batch(topic, n, tags=""):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging, PullStatus
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.messaging import PullStatus
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
+
+from tests.support.local_broker import LocalBroker
 
 TAGS = ["A", "B", ""]
 
@@ -25,14 +25,10 @@ TAGS = ["A", "B", ""]
        page=st.integers(1, 7), wanted=st.sampled_from(["", "A", "A || B", "B"]))
 def test_walk_sees_each_matching_record_once_in_order(batches, page, wanted):
     with tempfile.TemporaryDirectory() as tmp:
-        store = MessageStore(StoreConfig(data_dir=Path(tmp) / "s", segment_size=64 * 1024,
-                                         index_slots=16, index_entries=64))
-        store.start()
+        local = LocalBroker(Path(tmp), [TopicConfig("t", 1)], segment_size=64 * 1024,
+                            max_message_size=None, index_slots=16, index_entries=64)
+        store, messaging = local.store, local.messaging
         try:
-            topics = TopicTable(MetadataFile(Path(tmp) / "topics.json"))
-            topics.apply([TopicConfig("t", 1)], [], 1)
-            messaging = Messaging(store, topics, PullRequestHoldService(), long_poll_max_ms=0,
-                                  max_pull_messages=32, max_pull_bytes=1 << 20)
             counter = itertools.count()
             sent = []
             for tags in batches:
@@ -59,4 +55,4 @@ def test_walk_sees_each_matching_record_once_in_order(batches, page, wanted):
             assert offsets == sorted(set(offsets))
             assert asyncio.run(messaging.pull("t", 0, offset, page, 0, 0, wanted)).status is PullStatus.NO_NEW_MSG
         finally:
-            store.shutdown()
+            local.close()

@@ -13,38 +13,27 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
-from tidemq.broker.retry import RetryService, SystemTopics
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.retry import RetryService
+from tidemq.broker.store import MetadataFile
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import errors, record
 from tidemq.common.receipt import ReceiptHandle
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
+from tests.support.clock import FakeClock
+from tests.support.local_broker import LocalBroker
+
 GROUP, TOPIC, ORDERED = "g", "t", "o"
 REVIVE = "rmq_sys_REVIVE_LOG_test"
-
-
-class Clock:
-    """Real time plus an offset the test moves forward (never behind the real clock, so the
-    broker's wall-clock stamps are never in this clock's future)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 def pop_service(messaging, retry, topics, groups, offsets, clock) -> PopService:
@@ -56,22 +45,14 @@ class PopMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="pop-sm-"))
-        self.store = MessageStore(StoreConfig(data_dir=self.dir / "store", segment_size=1 << 20,
-                                              max_message_size=4096, index_slots=64,
-                                              index_entries=256))
-        self.store.start()
-        self.holds = PullRequestHoldService()
-        table = TopicTable(MetadataFile(self.dir / "topics.json"))
-        table.apply([TopicConfig(TOPIC, 2), TopicConfig(ORDERED, 2, order=True)], [], 1)
-        self.messaging = Messaging(self.store, table, self.holds, long_poll_max_ms=0,
-                                   max_pull_messages=32, max_pull_bytes=1 << 20)
+        self.broker = LocalBroker(self.dir, [TopicConfig(TOPIC, 2),
+                                             TopicConfig(ORDERED, 2, order=True)])
+        self.store, self.messaging = self.broker.store, self.broker.messaging
         self.groups = SubscriptionGroupTable()
         self.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=64))
-        defined = iter(range(2, 1 << 30))
-        self.topics = SystemTopics(self.messaging, lambda name, queues: table.apply(
-            [TopicConfig(name, queues)], [], next(defined)), wait_s=1)
+        self.topics = self.broker.system_topics()
         self.retry = RetryService(self.messaging, self.groups, self.topics)
-        self.clock = Clock()
+        self.clock = FakeClock.following_real_time()
         self.offsets = ConsumerOffsetManager(MetadataFile(self.dir / "offsets.json"))
         self.pop = self.new_pop_service()
         self.loop = asyncio.new_event_loop()
@@ -89,8 +70,7 @@ class PopMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.loop.close()
-        self.holds.shutdown()
-        self.store.shutdown()
+        self.broker.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def in_flight_bodies(self) -> list[bytes]:

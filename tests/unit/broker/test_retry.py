@@ -7,39 +7,24 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
-from tidemq.broker.retry import RetryService, SystemTopics
-from tidemq.broker.store import MessageStore, MetadataFile, StoreConfig
+from tidemq.broker.retry import RetryService
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import errors, record
 from tidemq.configclient.groups import SubscriptionGroupConfig
+
+from tests.support.local_broker import LocalBroker
 
 
 @pytest.fixture
 def setup(tmp_path):
-    store = MessageStore(StoreConfig(data_dir=tmp_path / "store", segment_size=1 << 20,
-                                     max_message_size=4096, index_slots=64, index_entries=256))
-    store.start()
-    holds = PullRequestHoldService()
-    topics = TopicTable(MetadataFile(tmp_path / "topics.json"))
-    topics.apply([TopicConfig("orders", 2)], [], 1)
-    messaging = Messaging(store, topics, holds, long_poll_max_ms=0, max_pull_messages=32,
-                          max_pull_bytes=1 << 20)
-    defined: list[tuple[str, int]] = []
-
-    def define(name: str, queues: int) -> None:  # what the config center + TopicManager do
-        defined.append((name, queues))
-        topics.apply([TopicConfig(name, queues)], [], len(defined) + 1)
-
+    local = LocalBroker(tmp_path, [TopicConfig("orders", 2)])
     groups = SubscriptionGroupTable()
     groups.put(SubscriptionGroupConfig("g", retry_max_times=2, retry_queue_nums=3))
     # no timer here: retries are visible at once (their delay: tests/unit/broker/test_schedule)
-    service = RetryService(messaging, groups, SystemTopics(messaging, define, wait_s=1))
-    yield service, defined
-    holds.shutdown()
-    store.shutdown()
+    service = RetryService(local.messaging, groups, local.system_topics())
+    yield service, local.defined
+    local.close()
 
 
 def send(service, body=b"pay") -> int:

@@ -5,6 +5,8 @@ new deliverer goes on from the committed progress; retries wait their RocketMQ d
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from tidemq.broker.retry import RetryService
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
@@ -13,12 +15,13 @@ from tidemq.common import delays, errors, record
 from tidemq.common.system_topics import SCHEDULE_TOPIC, retry_topic
 from tidemq.configclient.groups import SubscriptionGroupConfig
 
-from tests.unit.broker.scheduling import LEVELS, TOPIC, Clock, Scheduled
+from tests.support.clock import FakeClock
+from tests.unit.broker.scheduling import LEVELS, TOPIC, Scheduled
 
 
 @pytest.fixture
 def broker(tmp_path):
-    scheduled = Scheduled(tmp_path, Clock())
+    scheduled = Scheduled(tmp_path, FakeClock(time.time()))
     yield scheduled
     scheduled.close()
 

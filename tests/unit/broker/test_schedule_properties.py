@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -20,7 +21,8 @@ from tidemq.broker.schedule import TimingWheel
 from tidemq.broker.store import MetadataFile
 from tidemq.client.message import Message
 
-from tests.unit.broker.scheduling import LEVELS, TOPIC, Clock, Scheduled
+from tests.support.clock import FakeClock
+from tests.unit.broker.scheduling import LEVELS, TOPIC, Scheduled
 
 WHEEL = TimingWheel()
 FINE = WHEEL.levels[0]
@@ -60,7 +62,7 @@ operations = st.lists(st.one_of(
 class Run:
     """One example: what was sent (due times), what came out, at which tick."""
 
-    def __init__(self, broker: Scheduled, clock: Clock) -> None:
+    def __init__(self, broker: Scheduled, clock: FakeClock) -> None:
         self.broker, self.clock = broker, clock
         self.due: dict[bytes, int] = {}
         self.immediate: set[bytes] = set()     # due when sent: stored at once
@@ -129,7 +131,7 @@ class Run:
 @given(operations=operations)
 def test_messages_due_in_random_order_come_out_in_due_order_and_in_time(operations):
     scratch = Path(tempfile.mkdtemp(prefix="schedule-prop-"))
-    clock = Clock()
+    clock = FakeClock(time.time())
     broker = Scheduled(scratch, clock)
     try:
         run = Run(broker, clock)

@@ -7,17 +7,12 @@ import asyncio
 
 from tidemq.broker.transactions.producers import ProducerTable
 
-
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_checks_go_round_robin_to_live_producers_of_the_group():
     async def scenario():
-        clock = Clock()
+        clock = FakeClock()
         table = ProducerTable(expiry_s=120, clock=clock)
         a = table.open_stream("g", "a")
         b = table.open_stream("g", "b")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -21,27 +20,17 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
-from tidemq.broker.long_poll import PullRequestHoldService
-from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.retry import SystemTopics
-from tidemq.broker.store import GetStatus, MessageStore, MetadataFile, StoreConfig
-from tidemq.broker.topic_table import TopicConfig, TopicTable
+from tidemq.broker.store import GetStatus, MetadataFile
+from tidemq.broker.topic_table import TopicConfig
 from tidemq.broker.transactions import CheckSettings, TransactionService, TxnState
 from tidemq.common import errors, record
 
+from tests.support.clock import FakeClock
+from tests.support.local_broker import LocalBroker
+
 TOPIC, GROUP, QUEUES = "orders", "txn-producers", 2
 CHECKS = CheckSettings(timeout_ms=1000, interval_ms=2000, max_checks=2)
-
-
-class Clock:
-    """Real time plus an offset the test moves forward."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 class TxnWorld:
@@ -49,22 +38,11 @@ class TxnWorld:
 
     def __init__(self, *, slave: bool = False) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="txn-sm-"))
-        self.store = MessageStore(StoreConfig(data_dir=self.dir / "store", segment_size=1 << 20,
-                                              max_message_size=4096, index_slots=64,
-                                              index_entries=256))
-        self.store.start()
-        if slave:
-            self.store.become_slave()
-        self.holds = PullRequestHoldService()
-        table = TopicTable(MetadataFile(self.dir / "topics.json"))
-        table.apply([TopicConfig(TOPIC, QUEUES)], [], 1)
-        self.messaging = Messaging(self.store, table, self.holds, long_poll_max_ms=0,
-                                   max_pull_messages=32, max_pull_bytes=1 << 20)
-        defined = iter(range(2, 1 << 30))
-        self.topics = SystemTopics(self.messaging, lambda name, queues: table.apply(
-            [TopicConfig(name, queues)], [], next(defined)), wait_s=1)
+        self.broker = LocalBroker(self.dir, [TopicConfig(TOPIC, QUEUES)], slave=slave)
+        self.store, self.messaging = self.broker.store, self.broker.messaging
+        self.topics = self.broker.system_topics()
         self.offsets = ConsumerOffsetManager(MetadataFile(self.dir / "offsets.json"))
-        self.clock = Clock()
+        self.clock = FakeClock.following_real_time()
         self.loop = asyncio.new_event_loop()
         self.service = self.new_service()
 
@@ -100,8 +78,7 @@ class TxnWorld:
 
     def close(self) -> None:
         self.loop.close()
-        self.holds.shutdown()
-        self.store.shutdown()
+        self.broker.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

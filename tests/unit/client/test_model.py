@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.client import Message, Producer
-from tidemq.client.message import decode_records, validate_topic_name
+from tidemq.client.message import decode_records
 from tidemq.client.routes import TopicRoute, parse_addrs
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument, PayloadTooLarge
+from tidemq.common.topic_names import validate_topic_name
 from tidemq.v1 import nameserver_pb2
 
 

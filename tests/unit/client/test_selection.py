@@ -18,17 +18,11 @@ from tidemq.client.selector import (
 )
 from tidemq.common.errors import InvalidArgument, ServiceUnavailable
 
+from tests.support.clock import FakeClock
+
 
 def queues(brokers=("broker-a", "broker-b"), per_broker=4):
     return [MessageQueue("t", b, i) for b in brokers for i in range(per_broker)]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize(("latency", "avoid_s"), [
@@ -40,7 +34,7 @@ def test_latency_table_matches_the_spec(latency, avoid_s):
 
 
 def test_a_failure_isolates_a_broker_until_its_time_passes_or_it_succeeds():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     faults = LatencyFaultTolerance(clock)
     faults.update("broker-a", 0, failed=True)
     assert not faults.is_available("broker-a")
@@ -71,7 +65,7 @@ def test_retry_skips_the_broker_that_just_failed():
 
 
 def test_slow_and_breaker_open_brokers_are_avoided_while_another_is_left():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     faults = LatencyFaultTolerance(clock)
     faults.update("broker-a", 20000)
     picker = RoundRobinPicker(faults, start=0)
@@ -81,7 +75,7 @@ def test_slow_and_breaker_open_brokers_are_avoided_while_another_is_left():
 
 
 def test_when_every_broker_is_avoided_the_soonest_available_one_is_tried():
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     faults = LatencyFaultTolerance(clock)
     faults.update("broker-a", 20000)   # 600 s
     faults.update("broker-b", 1200)    # 60 s

@@ -13,6 +13,8 @@ from tidemq.broker.coordinator import (
     JoinResult,
 )
 
+from tests.support.clock import FakeClock
+
 GROUP = "orders-consumers"
 PROTOCOLS = [("averagely", b"topic=orders")]
 SESSION_MS = 10_000
@@ -20,19 +22,11 @@ REBALANCE_MS = 20_000
 INITIAL_DELAY_MS = 3_000
 
 
-class FakeClock:
-    def __init__(self, start_ms: int = 1_000_000) -> None:
-        self.now_ms = start_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 class Harness:
     """A coordinator, its fake clock, and the states it passed through."""
 
     def __init__(self, initial_delay_ms: int = INITIAL_DELAY_MS) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeClock(1_000_000)
         self.transitions: list[tuple[str, GroupState, GroupState]] = []
         counter = itertools.count(1)
         self.coordinator = GroupCoordinator(
@@ -46,7 +40,7 @@ class Harness:
         )
 
     def advance(self, ms: int) -> None:
-        self.clock.now_ms += ms
+        self.clock.advance(ms)
         self.coordinator.tick()
 
     def join(

@@ -17,7 +17,7 @@ from tests.unit.coordinator.coord_harness import GROUP, SESSION_MS, Harness
 
 def handed_over(source: Harness) -> Harness:
     target = Harness()
-    target.clock.now_ms = source.clock.now_ms + 123_456   # another process, another clock
+    target.clock.now = source.clock.now + 123_456   # another process, another clock
     target.coordinator.take_over(handovers_from_pb(handovers_pb(
         source.coordinator.handovers())))
     return target

@@ -13,6 +13,7 @@ from tidemq.broker.coordinator import (
 )
 from tidemq.common.errors import TideMQError
 
+from tests.support.clock import FakeClock
 from tests.unit.coordinator.coord_harness import (
     GROUP,
     INITIAL_DELAY_MS,
@@ -285,10 +286,10 @@ def test_done_callbacks_may_call_back_into_the_coordinator():
 
 
 def test_concurrent_joins_from_many_threads_land_in_one_generation():
-    clock_ms = [0]
+    clock = FakeClock(0)
     coordinator = GroupCoordinator(
         CoordinatorConfig(initial_rebalance_delay_ms=100, min_session_timeout_ms=1),
-        now_ms=lambda: clock_ms[0],
+        now_ms=clock,
     )
     futures, barrier = [], threading.Barrier(8)
 
@@ -303,9 +304,9 @@ def test_concurrent_joins_from_many_threads_land_in_one_generation():
         thread.join(timeout=10)
     assert len(futures) == 8
     while not all(f.done() for f in futures):
-        clock_ms[0] += 100
+        clock.advance(100)
         coordinator.tick()
-        assert clock_ms[0] < 10_000
+        assert clock() < 10_000
     results = [f.result(timeout=0) for f in futures]
     assert {r.generation_id for r in results} == {1}
     assert len({r.member_id for r in results}) == 8

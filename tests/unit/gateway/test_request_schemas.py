@@ -17,7 +17,7 @@ from tidemq.client import MessageExt
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument
 from tidemq.configclient.groups import FIELD_RULES
-from tidemq.gateway import bodies, schema, validation
+from tidemq.gateway import bodies, messages, schema
 from tidemq.gateway.app import create_app
 from tidemq.gateway.settings import GatewaySettings
 
@@ -235,7 +235,7 @@ def test_delay_due_time_and_message_group_reach_the_message():
         {"body": "b", "deliver_at": 1795000000000},
         {"body": "c", "delay_ms": 0},
         {"body": "d"}]})
-    a, b, c, d = validation.parse_messages("orders", request, now_ms=1_000_000)
+    a, b, c, d = messages.parse_messages("orders", request, now_ms=1_000_000)
     assert (a.deliver_at_ms, a.message_group) == (1_001_500, "order-1")
     assert (b.deliver_at_ms, b.message_group) == (1795000000000, "")
     assert c.deliver_at_ms == d.deliver_at_ms == 0
@@ -257,7 +257,7 @@ def test_delay_ms_counts_from_when_the_gateway_received_the_request(client):
 def test_consumed_messages_show_their_message_group():
     message = MessageExt("orders", b"x", "", [], {record.PROP_MESSAGE_GROUP: "g-1", "a": "1"},
                          "broker-a", 0, 0, "M" * 32, "U", 1, 2, 0)
-    rendered = validation.message_json(message)
+    rendered = messages.message_json(message)
     assert rendered["message_group"] == "g-1" and rendered["properties"] == {"a": "1"}
 
 

@@ -8,6 +8,8 @@ import pytest
 from tidemq.common import errors
 from tidemq.gatewaygrpc.renewal import Renewals
 
+from tests.support.clock import FakeClock
+
 
 class Broker:
     """The proxy's change of invisible time, as a recording function: each call is a new
@@ -26,29 +28,29 @@ class Broker:
 
 @pytest.fixture
 def setup():
-    now = [100.0]
+    clock = FakeClock(100.0)
     broker = Broker()
-    renewals = Renewals(broker, max_hold_ms=60_000, tick_s=1.0, clock=lambda: now[0])
-    return now, broker, renewals
+    renewals = Renewals(broker, max_hold_ms=60_000, tick_s=1.0, clock=clock)
+    return clock, broker, renewals
 
 
 def test_extended_before_it_runs_out_and_ack_gets_the_latest(setup):
-    now, broker, renewals = setup
+    clock, broker, renewals = setup
     renewals.track("g", "t", "h0", 9_000)      # due with a third left, a tick early: +5 s
-    now[0] += 4.9
+    clock.advance(4.9)
     assert renewals.renew_due() == 0
-    now[0] += 0.2
+    clock.advance(0.2)
     assert renewals.renew_due() == 1 and broker.calls == [("h0", 9_000)]
-    now[0] += 5.1
+    clock.advance(5.1)
     assert renewals.renew_due() == 1 and broker.calls[-1] == ("h1", 9_000)
     assert renewals.take("h0") == "h2" and renewals.held() == 0
     assert renewals.take("h0") == "h0"        # not held (any more): itself
 
 
 def test_holding_stops_at_the_limit(setup):
-    now, broker, renewals = setup
+    clock, broker, renewals = setup
     renewals.track("g", "t", "h0", 30_000)
-    now[0] += 61
+    clock.advance(61)
     assert renewals.renew_due() == 0 and renewals.held() == 0 and broker.calls == []
 
 
@@ -57,8 +59,8 @@ def test_holding_stops_at_the_limit(setup):
     (errors.ServiceUnavailable("broker down"), 1),
 ])
 def test_a_gone_handle_is_dropped_a_failed_call_retried(setup, error, still_held):
-    now, broker, renewals = setup
+    clock, broker, renewals = setup
     renewals.track("g", "t", "h0", 3_000)
-    now[0] += 3
+    clock.advance(3)
     broker.fail = error
     assert renewals.renew_due() == 0 and renewals.held() == still_held

@@ -6,13 +6,7 @@ import pytest
 from tidemq.common.errors import InvalidArgument, TopicNotExist
 from tidemq.nameserver.registry import DataVersion, Registration, RouteRegistry, TopicConfig
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def reg(addr="10.0.0.1:10911", name="broker-a", broker_id=0, cluster="c1", version=1,
@@ -23,7 +17,7 @@ def reg(addr="10.0.0.1:10911", name="broker-a", broker_id=0, cluster="c1", versi
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return FakeClock(1_000_000)
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(GrpcGatewaySettings, argv, prog="python -m tidemq.gatewaygrpc")
-    runtime = ServiceRuntime("gateway-grpc", settings, max_workers=settings.max_workers)
+    runtime = ServiceRuntime("gateway-grpc", settings, max_workers=settings.max_workers,
+                             follow_acl=_acl_follower(settings))
     sessions = ClientSessions()
 
     def forward(topic, message, transaction_id) -> None:
@@ -41,6 +42,16 @@ def main(argv: list[str] | None = None) -> None:
     runtime.start()
     proxy.start()
     runtime.run_until_signal()
+
+
+def _acl_follower(settings: GrpcGatewaySettings):
+    """With auth on, the ACL followed from `auth_config_center` (this gateway has no other
+    config center); the config client is loaded only then."""
+    if not settings.auth_enabled:
+        return None
+    from tidemq.configclient.acl import follow_acl
+
+    return follow_acl(settings)
 
 
 if __name__ == "__main__":

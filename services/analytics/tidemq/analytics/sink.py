@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from tidemq.analytics.source import _bool, _int
+from tidemq.analytics.options import bool_option, int_option
 from tidemq.common import errors, record
 
 PERM_WRITE = 4
@@ -62,10 +62,10 @@ class WriteOptions:
         return cls(
             namesrv=tuple(parse_addrs(opts.get("namesrv", ""))),
             topic=(opts.get("topic") or "").strip(),
-            exactly_once=_bool(opts, "exactlyOnce", False),
-            batch_size=_int(opts, "batchSize", 256, minimum=1),
-            batch_bytes=_int(opts, "batchBytes", 1 << 20, minimum=1024),
-            timeout=float(_int(opts, "timeoutSeconds", 10, minimum=1)),
+            exactly_once=bool_option(opts, "exactlyOnce", False),
+            batch_size=int_option(opts, "batchSize", 256, minimum=1),
+            batch_bytes=int_option(opts, "batchBytes", 1 << 20, minimum=1024),
+            timeout=float(int_option(opts, "timeoutSeconds", 10, minimum=1)),
         )
 
 

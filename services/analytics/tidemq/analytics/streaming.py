@@ -6,14 +6,14 @@ topic-partition offsets: a restarted query resumes where its last committed batc
 the broker never stores anything for it. Each trigger asks the routes and the brokers' queue
 max offsets (`latestOffset`; a pattern is matched again, so new topics join from offset 0); a
 batch's partitions pull [previous end, new end) of every queue that grew, with the batch
-source's reader.
+reads' partition reader (`reading`).
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidemq.analytics import brokers, offsets
-from tidemq.analytics.source import (
+from tidemq.analytics.reading import (
     ReadOptions,
     read_partition,
     starting_spec,

@@ -22,19 +22,21 @@ from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
-from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.retry import RetryService
 from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.schedule.recall import RecallLedger, Recalls
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
 from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig, StoreError
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_manager import TopicManager
 from tidemq.broker.topic_table import TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.configclient.acl import follow_acl
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import TopicDefinitions
 from tidemq.v1 import broker_pb2_grpc
@@ -78,8 +80,9 @@ class BrokerApp:
         self.settings = settings
         if keep_freed_memory(settings.malloc_keep_mib << 20):
             log.info("heap keeps freed memory for reuse", keep_mib=settings.malloc_keep_mib)
-        self.runtime = ServiceRuntime("broker", settings, max_workers=settings.worker_threads,
-                                      aio=True)
+        self.runtime = ServiceRuntime(
+            "broker", settings, max_workers=settings.worker_threads, aio=True,
+            follow_acl=follow_acl(settings, lambda: settings.config_center))
         replicated = settings.replication_enabled
         if replicated:  # the role layer loads only where it runs
             from tidemq.broker.replication import wiring as replication_wiring

@@ -16,21 +16,18 @@ is visible at once (its invisible time was the wait).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
-from tidemq.broker.topic_table import TopicConfig
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.common import errors, record
 from tidemq.common.delays import retry_delay_level
 from tidemq.common.logs import get_logger
-from tidemq.common.polling import poll
 from tidemq.common.system_topics import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 
 if TYPE_CHECKING:
@@ -53,30 +50,6 @@ class Moved:
     queue_offset: int
     reconsume_times: int
     dead_letter: bool = False
-
-
-class SystemTopics:
-    """Define a system topic in the config center on first use and wait until this broker
-    serves it (its TopicManager applies the definition like any other)."""
-
-    def __init__(self, messaging: Messaging, define: Callable[[str, int], None], *,
-                 wait_s: float = 5.0) -> None:
-        self.messaging = messaging
-        self.define = define  # (name, queues): a compare-and-set create; an existing one is fine
-        self.wait_s = wait_s
-
-    def ensure(self, name: str, queues: int) -> TopicConfig:
-        topic = self.messaging.topics.get(name)
-        if topic is not None:
-            return topic
-        with contextlib.suppress(errors.AlreadyExists):  # another broker defined it first
-            self.define(name, queues)
-        topic = poll(lambda: self.messaging.topics.get(name), self.wait_s)
-        if topic is None:
-            raise errors.ServiceUnavailable(
-                f"system topic {name!r} was defined but this broker does not serve it yet; "
-                "retry shortly", code="SYSTEM_TOPIC_NOT_READY")
-        return topic
 
 
 class RetryService:

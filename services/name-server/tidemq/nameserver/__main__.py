@@ -9,6 +9,7 @@ from tidemq.common.server import ServiceRuntime
 from tidemq.common.setting_rules import TRACE_QUIET_OPERATIONS, parse_quiet_operations
 from tidemq.common.settings import load_settings
 from tidemq.common.tracing import set_quiet_operations
+from tidemq.configclient.acl import follow_acl
 from tidemq.configclient.client import ConfigClient
 from tidemq.nameserver.controller.service import Controller
 from tidemq.nameserver.dynamic import RULES, NameServerDynamicSettings
@@ -21,7 +22,8 @@ from tidemq.v1 import nameserver_pb2_grpc
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(NameServerSettings, argv, prog="python -m tidemq.nameserver")
-    runtime = ServiceRuntime("name-server", settings)
+    runtime = ServiceRuntime("name-server", settings,
+                             follow_acl=follow_acl(settings, lambda: settings.config_center))
     registry = RouteRegistry()
     controller = client = None
     if settings.config_center and settings.controller_enabled:

@@ -12,6 +12,7 @@ import threading
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.tls import ReloadingContext
+from tidemq.configclient.acl import follow_acl
 from tidemq.tracecollector import metrics
 from tidemq.tracecollector.dynamic import follow_retention, policy_value
 from tidemq.tracecollector.http_app import create_app
@@ -60,7 +61,9 @@ class HttpServer:
 class TraceCollector:
     def __init__(self, settings: TraceCollectorSettings) -> None:
         self.settings = settings
-        self.runtime = ServiceRuntime("trace-collector", settings, tracing=False)
+        self.runtime = ServiceRuntime(
+            "trace-collector", settings, tracing=False,
+            follow_acl=follow_acl(settings, lambda: settings.config_center))
         self.store = SpanStore(
             settings.data_dir,
             RetentionPolicy(

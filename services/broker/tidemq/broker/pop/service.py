@@ -38,9 +38,10 @@ from tidemq.broker.pop.book import (
     ack_body,
     closing_entry,
 )
-from tidemq.broker.retry import RetryService, SystemTopics
+from tidemq.broker.retry import RetryService
 from tidemq.broker.store import GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
 from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle

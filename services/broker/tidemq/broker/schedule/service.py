@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker.messaging import Messaging
-from tidemq.broker.retry import SystemTopics
 from tidemq.broker.schedule.wheel import TimingWheel
 from tidemq.broker.store import AppendResult, AppendStatus
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.common import errors, record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
 from tidemq.common.system_topics import SCHEDULE_TOPIC

@@ -6,7 +6,6 @@ in-place stamping of the broker-assigned fields, slice reads and tail recovery.
 
 from __future__ import annotations
 
-import re
 import struct
 import threading
 import time
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import record
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN, is_topic_name
 
 from .config import InvalidBatch, ReplicationGap, StoreError
 from .ha.records import complete_prefix
@@ -25,16 +25,15 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _STORE_TIME_AND_HOST = struct.Struct(">q8s")        # at OFF_STORE_TIMESTAMP
 
 
-# Topic names become directory names under consumequeue/, so only RocketMQ's topic
-# alphabet is accepted (no path separators, no "..").
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9%|_-]{1,127}")
 MAX_QUEUE_ID = 1 << 20
 
 
 def check_topic(topic: str) -> None:
-    if not _TOPIC_NAME.fullmatch(topic):
+    """Topic names become directory names under consumequeue/: tidemq.common.topic_names."""
+    if not is_topic_name(topic):
         raise InvalidBatch(
-            f"topic {topic!r} must be 1-127 characters of letters, digits, '%', '|', '_' or '-'"
+            f"topic {topic!r} must be 1-{MAX_TOPIC_NAME_LEN} characters of letters, digits, "
+            "'%', '|', '_' or '-'"
         )
 
 

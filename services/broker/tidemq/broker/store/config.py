@@ -41,7 +41,8 @@ class StoreConfig:
     max_message_size: int = record.DEFAULT_MAX_MESSAGE_SIZE
     normal_recovery_segments: int = 3         # clean start: CRC-check this many last segments
     # Zero-fill the next segment in the background so fsync converts no unwritten extents
-    # (halves fdatasync latency here); it doubles disk writes, so by default SYNC_FLUSH only.
+    # (what it saves: docs/storage.md, "Measured figures"); it doubles disk writes, so by
+    # default SYNC_FLUSH only.
     warm_segments: bool | None = None
     # Pin the process's threads to these CPUs while the store runs (see affinity.py): faster
     # SYNC_FLUSH with many one-message appenders on a VM with slow cross-CPU wake-ups.

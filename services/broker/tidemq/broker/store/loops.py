@@ -14,8 +14,7 @@ import struct
 import zlib
 from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate, compress
-from operator import ne, sub
+from itertools import accumulate
 
 from tidemq.common import record
 
@@ -194,21 +193,30 @@ def _units_struct(units: int) -> struct.Struct:
     return struct.Struct(">" + "qiq" * units)
 
 
+def extend_runs(runs: list[list[int]], physical: int, size: int) -> None:
+    """Add the record [physical, physical + size) to `runs` ([start, end, record count]
+    each): to the last run when it starts where that one ends (back to back in the CommitLog,
+    as one producer batch's records are), else as a new run. What makes a run, written once:
+    the pull scans (reader.py, property_scan.py) and `unit_runs` group records by it."""
+    if runs and runs[-1][1] == physical:
+        last = runs[-1]
+        last[1] += size
+        last[2] += 1
+    else:
+        runs.append([physical, physical + size, 1])
+
+
 def unit_runs_py(units: bytes, max_bytes: int) -> tuple[int, list[tuple[int, int]]]:
     """The ConsumeQueue units of an unfiltered pull: how many to take (their sizes adding up
-    to `max_bytes`, at least one) and the CommitLog runs they make, [(physical offset,
-    length)]: a new run wherever a record does not start where the previous one ended."""
+    to `max_bytes`, at least one) and the CommitLog runs they make (`extend_runs`),
+    [(physical offset, length)]."""
     count = len(units) // CQ_UNIT_SIZE
     values = _units_struct(count).unpack_from(units)
-    ends = list(accumulate(values[1::3]))
-    take = max(1, bisect_right(ends, max_bytes))
-    physicals, sizes = values[0:3 * take:3], values[1:3 * take:3]
-    breaks = compress(range(1, take), map(ne, map(sub, physicals[1:], physicals), sizes))
-    runs, start = [], 0
-    for stop in (*breaks, take):
-        runs.append((physicals[start], ends[stop - 1] - (ends[start - 1] if start else 0)))
-        start = stop
-    return take, runs
+    take = max(1, bisect_right(list(accumulate(values[1::3])), max_bytes))
+    runs: list[list[int]] = []
+    for physical, size in zip(values[0:3 * take:3], values[1:3 * take:3], strict=True):
+        extend_runs(runs, physical, size)
+    return take, [(start, end - start) for start, end, _ in runs]
 
 
 try:

@@ -15,10 +15,11 @@ from tidemq.common import record
 
 from .commitlog import CommitLog
 from .consume_queue import UNIT, ConsumeQueue
+from .loops import extend_runs
 
-# Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: each
-# costs a few µs of Python (bench/filter), so the bound keeps one pull near 10-20 ms of work; the
-# consumer continues from where the scan stopped.
+# Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: the bound
+# keeps one pull's work short (what a record and a pull cost: docs/storage.md, "Measured
+# figures"); the consumer continues from where the scan stopped.
 MAX_PROPERTY_FILTER_SCAN = 4_000
 BLOCK_MAX = 64 * 1024   # bytes of back-to-back records read at once
 UNITS_PER_READ = 1024
@@ -60,11 +61,7 @@ def scan_properties(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int
             topic_at = at + _HEADER + int.from_bytes(block[at + _BODY_LEN:at + _HEADER], "big")
             if not accepts(block[topic_at + 3 + block[topic_at]:at + size]):
                 continue
-            if runs and runs[-1][1] == physical:
-                runs[-1][1] += size
-                runs[-1][2] += 1
-            else:
-                runs.append([physical, physical + size, 1])
+            extend_runs(runs, physical, size)
             count += 1
             total_bytes += size
     return runs, offset, scanned

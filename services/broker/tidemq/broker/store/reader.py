@@ -22,7 +22,7 @@ from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
-from .loops import KEYS_NAME, UNIQ_NAME, property_value, unit_runs
+from .loops import KEYS_NAME, UNIQ_NAME, extend_runs, property_value, unit_runs
 from .property_scan import PropertyFilter, scan_properties
 
 MAX_FILTER_SCAN = 16_000   # units a filtered pull may skip before answering NO_MATCHED_MESSAGE
@@ -150,11 +150,7 @@ class StoreReader:
                 scanned += 1
                 if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
                     continue
-                if runs and runs[-1][1] == physical:
-                    runs[-1][1] += size
-                    runs[-1][2] += 1
-                else:
-                    runs.append([physical, physical + size, 1])
+                extend_runs(runs, physical, size)
                 count += 1
                 total_bytes += size
         return runs, offset, scanned

@@ -28,8 +28,8 @@ from tidemq.broker import metrics, trace_events
 from tidemq.broker.idempotence import IdempotentSends
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
-from tidemq.broker.retry import SystemTopics
 from tidemq.broker.store import AppendResult, GetStatus, MessageNotFound
+from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.transactions.book import (
     CHECKED,
     COMMIT,

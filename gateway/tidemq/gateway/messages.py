@@ -1,5 +1,5 @@
-"""From validated request bodies to client objects, and the JSON shape of messages (no Flask
-here).
+"""Messages over HTTP: a validated send request's messages to client Messages, and a
+received message to its JSON shape (no Flask here).
 
 The JSON shape of every request is checked by its declared schema (tidemq.gateway.bodies);
 what is left here is what a schema cannot say (a base64 body that does not decode). What a
@@ -13,26 +13,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from tidemq.client.message import Message, MessageExt, validate_topic_name
+from tidemq.client.message import Message, MessageExt
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
     from tidemq.gateway.bodies import SendMessage, SendRequest
-
-
-def parse_json(raw: bytes) -> Any:
-    if not raw or not raw.strip():
-        raise InvalidArgument("the request body is empty; send a JSON document",
-                              code="EMPTY_BODY")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"the request body is not valid JSON: {exc}",
-                              code="MALFORMED_JSON") from None
 
 
 def _decode_body(item: SendMessage, index: int) -> bytes:
