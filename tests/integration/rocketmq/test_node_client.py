@@ -26,7 +26,7 @@ from tests.support.tools import IN_CI
 pytestmark = pytest.mark.slow
 
 PROJECT = Path(__file__).parent / "node"
-INSTALL = "make node-deps  (npm ci --prefix tests/integration/rocketmq/node)"
+INSTALL = "make node-deps (npm ci --prefix tests/integration/rocketmq/node)"
 SCENARIO_TIMEOUT_MS = 60_000   # each scenario's own deadline, polled inside the script
 OK, ILLEGAL_TOPIC, TOPIC_NOT_FOUND = 20000, 40002, 40402   # apache.rocketmq.v2.Code
 
@@ -40,12 +40,13 @@ def _missing() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def node(endpoint):
+def node(request):
     """Runs one scenario: node conformance.mjs <scenario> ... -> its JSON result."""
-    if missing := _missing():
+    if missing := _missing():   # checked before the cluster starts
         if IN_CI:   # .ci/run installs node and `make test` the client: a skip would hide a hole
             pytest.fail(missing)
         pytest.skip(missing)
+    endpoint = request.getfixturevalue("endpoint")
 
     def run(scenario: str, topic: str, group: str = "node-conformance") -> dict:
         done = subprocess.run(
