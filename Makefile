@@ -3,13 +3,18 @@ SHELL := /bin/bash
 UV ?= uv
 PY := $(UV) run --frozen python
 
-.PHONY: help proto proto-check lint test test-fast sync
+.PHONY: help proto proto-check lint test test-fast sync node-deps
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 sync: ## install the locked environment (uv, every workspace member, dev tools)
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-packages
+
+NODE_CONFORMANCE := tests/integration/rocketmq/node
+node-deps: ## install the locked official RocketMQ Node.js client for its conformance suite (needs node + npm)
+	@command -v npm >/dev/null || { echo "npm is not installed (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --prefix $(NODE_CONFORMANCE) --no-audit --no-fund
 
 proto: sync ## regenerate gRPC code from shared/proto
 	$(PY) -m grpc_tools.protoc -I shared/proto --python_out=shared --pyi_out=shared \
@@ -22,7 +27,7 @@ proto-check: proto ## fail if the committed generated code is stale
 lint: sync ## ruff
 	$(UV) run --frozen ruff check .
 
-test: sync proto-check lint ## the whole suite: unit first, integration, e2e, compose (what CI runs)
+test: sync proto-check lint node-deps ## the whole suite: unit first, integration, e2e, compose (what CI runs)
 	$(UV) run --frozen pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: sync ## unit tests only

@@ -142,3 +142,45 @@ def test_check_backs_go_round_robin_to_producers_of_the_topic():
     assert (a.outbox.qsize(), b.outbox.qsize(), other.outbox.qsize()) == (2, 2, 0)
     sessions.close(a)
     assert sessions.forward_check("Orders", object(), "t9") and b.outbox.qsize() == 3
+
+
+@pytest.mark.parametrize("topic", ["bad topic!", "", "x" * 128])
+def test_an_illegal_topic_name_is_illegal_topic_without_a_lookup(topic):
+    """The Node.js client's send to "bad topic!" got TOPIC_NOT_FOUND after a name-server
+    lookup; RocketMQ's proxy answers ILLEGAL_TOPIC."""
+    from tidemq.gatewaygrpc.proxy import MessagingProxy
+
+    proxy = MessagingProxy("127.0.0.1:1", producer_group="g", rpc_timeout_s=0.1)
+    try:
+        with pytest.raises(errors.InvalidArgument) as refused:
+            proxy.queues(topic)
+    finally:
+        proxy.close()
+    assert code_of(refused.value) == pb.ILLEGAL_TOPIC
+
+
+def test_a_change_of_invisible_time_to_zero_is_visible_again_now():
+    """The Node.js client 1.0.8 nacks with 0 ms when it has no backoff; the broker refused 0
+    (BAD_REQUEST, so the client retried the nack every second and never consumed again)."""
+    from tidemq.gatewaygrpc.proxy import MessagingProxy
+
+    proxy = MessagingProxy("127.0.0.1:1", producer_group="g", rpc_timeout_s=0.1)
+    sent = []
+    renewed = ReceiptHandle("broker-a", 2, "T", 0, 7).encode()
+
+    def call(topic, broker_name, method, request):
+        sent.append((broker_name, method, request))
+        return type("Reply", (), {"receipt_handle": renewed})()
+
+    proxy._call = call
+    receipt = GatewayReceipt(ReceiptHandle("broker-a", 1, "T", 0, 7).encode(), 99).encode()
+    try:
+        handle = proxy.change_invisible("grp", "T", receipt, 0)
+    finally:
+        proxy.close()
+    [(broker_name, method, request)] = sent
+    assert (broker_name, method, request.invisible_duration_ms) == (
+        "broker-a", "ChangeInvisibleDuration", 1)
+    assert GatewayReceipt.decode(handle) == GatewayReceipt(renewed, 99)
+    assert code_of(errors.InvalidArgument("0", code="INVALID_INVISIBLE_DURATION")) == \
+        pb.ILLEGAL_INVISIBLE_TIME

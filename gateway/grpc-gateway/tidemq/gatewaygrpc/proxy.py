@@ -26,7 +26,7 @@ from tidemq.client import (
 )
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
-from tidemq.client.message import MessageQueue, decode_records
+from tidemq.client.message import MessageQueue, decode_records, validate_topic_name
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
@@ -38,6 +38,7 @@ from tidemq.v1 import broker_pb2
 MAX_BATCH = 32          # the broker's pop limit
 GATEWAY_READER = "tidemq-gateway-grpc"   # reads offsets only; commits nothing
 MIN_INVISIBLE_MS = 1000
+NACK_NOW_MS = 1         # a ChangeInvisibleDuration of 0: the broker's shortest invisible time
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 CheckHandler = Callable[[str, MessageExt, str], None]   # (topic, message, transaction id)
 
@@ -79,7 +80,9 @@ class MessagingProxy:
     # -- routes -------------------------------------------------------------------------------
 
     def queues(self, topic: str) -> tuple[QueueLayout, ...]:
-        """The topic's queues per broker group (TOPIC_NOT_EXIST if it has none)."""
+        """The topic's queues per broker group (TOPIC_NOT_EXIST if it has none). A name no
+        topic can have is INVALID_TOPIC (ILLEGAL_TOPIC, as from RocketMQ's proxy), not looked up."""
+        validate_topic_name(topic)
         route = self.routes.get(topic)
         if not route.queues:
             raise errors.TopicNotExist(f"topic {topic!r} has no broker group")
@@ -208,8 +211,11 @@ class MessagingProxy:
 
     def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
         """The message's new receipt handle (the old one is dead from now on); an
-        auto-renewed message is no longer renewed."""
-        return self._change_invisible(group, topic, self.renewals.take(receipt), invisible_ms)
+        auto-renewed message is no longer renewed. 0 ms is "visible again now": the nack of a
+        push consumer that has no backoff to apply (the Node.js client 1.0.8 reads none from a
+        customized backoff), which the broker, whose shortest invisible time is 1 ms, refuses."""
+        return self._change_invisible(group, topic, self.renewals.take(receipt),
+                                      invisible_ms or NACK_NOW_MS)
 
     def _change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
         handle = GatewayReceipt.decode(receipt)
