@@ -14,7 +14,7 @@ from tests.support.cluster import Cluster, traced_cluster, wait_for_route
 TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq": True,
           "RmqDelay": False, "RmqTxn": False, "RmqSimple": False, "RmqPush": False,
           "RmqSql": False, "RmqSlow": False, "RmqBatchAck": False, "RmqRecall": False,
-          "RmqBatch": False, "RmqPull": False,
+          "RmqBatch": False, "RmqPull": False, "RmqAckGroups": False,
           # the Node.js client's (test_node_client.py)
           "NodeNormal": False, "NodeFifo": True, "NodeDelay": False, "NodeTxn": False,
           "NodeSimple": False, "NodeSql": False, "NodePush": False, "NodeFifoPush": True,

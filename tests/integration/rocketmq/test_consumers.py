@@ -259,3 +259,14 @@ def test_the_pull_consumer_rpcs_read_from_an_offset_and_keep_the_groups_offsets(
             assert idle[0].status.code == definition_pb2.MESSAGE_NOT_FOUND
             assert idle[-1].next_offset == end
     assert sorted(bodies) == [f"p{i}".encode() for i in range(6)]
+
+
+def test_an_ack_with_another_groups_receipt_handle_is_refused_and_acks_nothing(config):
+    with started(Producer(config, ("RmqAckGroups",))) as producer:
+        producer.send(message("RmqAckGroups", b"owned"))
+    with simple_consumer(config, "rmq-owner", "RmqAckGroups") as owner, \
+            simple_consumer(config, "rmq-stranger", "RmqAckGroups") as stranger:
+        (popped,) = drain(owner, 1, ack=False)
+        with pytest.raises(Exception, match="INVALID_RECEIPT_HANDLE|RECEIPT_HANDLE_NOT_FOUND"):
+            stranger.ack(popped)
+        owner.ack(popped)   # still the owner's to ack

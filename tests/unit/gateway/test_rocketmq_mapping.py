@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 
 import pytest
 from hypothesis import given
@@ -102,6 +103,31 @@ def test_a_transactional_message_with_a_group_is_refused():
     with pytest.raises(errors.InvalidArgument) as refused:
         to_message(sent, transactional=True)
     assert code_of(refused.value) == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+
+
+@given(st.binary(max_size=200))
+def test_a_body_digest_a_client_sends_is_checked(body):
+    def sent(kind, checksum) -> pb.Message:
+        message = pb.Message(body=body)
+        message.topic.name = "t"
+        message.system_properties.body_digest.type = kind
+        message.system_properties.body_digest.checksum = checksum
+        return message
+
+    crc = zlib.crc32(body)
+    for kind, checksum in ((pb.CRC32, f"{crc:X}"), (pb.CRC32, f"{crc:08x}"),
+                           (pb.MD5, hashlib.md5(body).hexdigest()),
+                           (pb.SHA1, hashlib.sha1(body).hexdigest().upper())):
+        assert to_message(sent(kind, checksum)).body == body   # any case, any zero-padding
+    for kind, checksum in ((pb.CRC32, f"{crc ^ 1:X}"), (pb.CRC32, "zz"),
+                           (pb.MD5, hashlib.md5(body + b"x").hexdigest())):
+        with pytest.raises(errors.InvalidArgument) as damaged:
+            to_message(sent(kind, checksum))
+        assert damaged.value.code == "MESSAGE_CORRUPTED"
+        assert code_of(damaged.value) == pb.MESSAGE_CORRUPTED
+    with pytest.raises(errors.InvalidArgument) as unknown:
+        to_message(sent(99, "00"))
+    assert unknown.value.code == "UNSUPPORTED_DIGEST" and code_of(unknown.value) == pb.UNSUPPORTED
 
 
 def test_error_codes():

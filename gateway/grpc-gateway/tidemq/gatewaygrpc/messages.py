@@ -10,8 +10,10 @@ handle, body digest).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import zlib
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from tidemq.client import Message, MessageExt
@@ -50,6 +52,7 @@ def to_message(message: pb.Message, transactional: bool = False) -> Message:
         except (OSError, EOFError) as exc:
             raise errors.InvalidArgument(f"message body is not gzip: {exc}",
                                          code="MESSAGE_CORRUPTED") from None
+    _check_digest(system.body_digest, body)
     deliver_at = timestamp_ms(system.delivery_timestamp) if system.HasField(
         "delivery_timestamp") else 0
     if transactional and (system.message_group or deliver_at):
@@ -63,6 +66,33 @@ def to_message(message: pb.Message, transactional: bool = False) -> Message:
     return Message(message.topic.name, body, tags=system.tag, keys=tuple(system.keys),
                    properties=properties, message_group=system.message_group,
                    deliver_at_ms=deliver_at)
+
+
+# The digest of a body as the clients write it, normalised for comparison: CRC32 as a number
+# (clients differ in zero-padding), MD5 and SHA-1 as upper-case hex.
+_DIGESTS = {pb.CRC32: lambda body: zlib.crc32(body),
+            pb.MD5: lambda body: hashlib.md5(body).hexdigest().upper(),
+            pb.SHA1: lambda body: hashlib.sha1(body).hexdigest().upper()}
+
+
+def _check_digest(digest: pb.Digest, body: bytes) -> None:
+    """A digest a client sent with the body (clients need not send one) must be of a known
+    type and match: MESSAGE_CORRUPTED, not a stored message the client did not send."""
+    if digest.type == pb.DIGEST_TYPE_UNSPECIFIED and not digest.checksum:
+        return
+    compute = _DIGESTS.get(digest.type)
+    if compute is None:
+        raise errors.InvalidArgument(
+            f"body digest type {digest.type} is not one of CRC32, MD5 and SHA1",
+            code="UNSUPPORTED_DIGEST")
+    given = digest.checksum.strip().upper()
+    if digest.type == pb.CRC32:
+        with contextlib.suppress(ValueError):   # not hex: it cannot match
+            given = int(given, 16)
+    if given != compute(body):
+        raise errors.InvalidArgument(
+            f"the body does not match its {pb.DigestType.Name(digest.type)} digest "
+            f"{digest.checksum[:64]!r}: it was damaged on the way", code="MESSAGE_CORRUPTED")
 
 
 def message_id(message: MessageExt) -> str:
