@@ -19,7 +19,8 @@ BENCHMARKS = {
                "abnormal recovery"]),
     "failover": (["-m", "bench.failover", "--quick"],
                  ["same run", "3 replicas SYNC_MASTER", "replication lag under load",
-                  "write outage after master SIGKILL"]),
+                  "write outage after a master fault", "SIGKILL x", "SIGSTOP x",
+                  "false failovers"]),
     "replication": (["-m", "bench.replication", "--quick"],
                     ["catch-up of", "raw asyncio TCP", "single store", "SYNC_MASTER with one",
                      "over mutually authenticated TLS"]),
@@ -36,7 +37,8 @@ BENCHMARKS = {
     "filter": (["bench/filter/run.py", "--quick"],
                ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
     "rocketmq_compat": (["bench/rocketmq_compat/run.py", "--quick"],
-                        ["native TideMQ", "via gateway-grpc", "produce, sync", "receive, pop 32"]),
+                        ["native TideMQ", "via gateway-grpc", "produce, sync", "receive, pop 32",
+                         "committed transaction visible"]),
 }
 
 
