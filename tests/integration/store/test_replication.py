@@ -52,12 +52,18 @@ async def start_master(store, config: HAConfig, epoch: int, in_sync=(0, 1)):
 async def replicating(master, slave, config: HAConfig = FAST,
                       slave_config: HAConfig | None = None):
     """`master` (epoch 1) serving `slave` for the body of the block; yields the slave's
-    HAClient. `slave_config`: the slave's own, when it differs (its TLS)."""
+    HAClient. `slave_config`: the slave's own, when it differs (its TLS). A block that ends
+    normally with the slave connected ends once it knows the master's confirmed offset (its read fence), so
+    what follows reads the same through both."""
     server, _ = await start_master(master, config, epoch=1)
     client = HAClient(slave, 1, f"127.0.0.1:{server.port}", slave_config or config)
     client.start()
     try:
         yield client
+        if client.connected:   # (a slave the master refused learns nothing)
+            await wait_until_async(
+                lambda: slave.confirmed_offset() == master.confirmed_offset(), 10,
+                message="the slave to learn the master's confirmed offset")
     finally:
         await client.stop()
         await server.stop()
