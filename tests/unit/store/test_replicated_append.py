@@ -151,6 +151,7 @@ def test_a_slave_refuses_local_appends_and_a_new_master_continues_the_queue_offs
     slave.become_master(2)   # idempotent
     assert [tuple(e) for e in slave.epochs.entries] == [(2, master.commitlog_max_offset())]
     result = slave.append_batch("t", 0, encode_batch("t", [b"after"])[0], 1)
+    assert master.wait_dispatched(10)   # its queues are written by the dispatcher, later
     assert result.first_queue_offset == master.max_offset("t", 0) == 3
     assert record.decode(slave.read_record(result.physical_offsets[0])).body == b"after"
     master.shutdown()
