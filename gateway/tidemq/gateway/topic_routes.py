@@ -89,7 +89,7 @@ def send_messages(topic: str, body: SendRequest):
         "status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
         "broker_name": r.broker_name, "queue_id": r.queue_id, "queue_offset": r.queue_offset,
         **({"recall_handle": r.recall_handle(topic)}
-           if m.delay_level or m.deliver_at_ms else {}),
+           if m.scheduled else {}),
     } for m, r in zip(messages, results, strict=True)]}), 201
 
 
@@ -99,10 +99,7 @@ def recall_message(topic: str, body: RecallRequest):
     """Take back a delayed message before it is delivered, by the recall_handle its send
     answered (412 MESSAGE_ALREADY_DELIVERED once due, 404 MESSAGE_NOT_FOUND)."""
     validate_topic_name(topic)
-    handle = RecallHandle.decode(body.recall_handle)
-    if handle.topic != topic:
-        raise errors.InvalidArgument(f"the recall handle is of topic {handle.topic!r}, "
-                                     f"not {topic!r}", code="INVALID_RECALL_HANDLE")
+    handle = RecallHandle.decode(body.recall_handle, topic=topic)
     delivery_ms = _backend().producer.recall(body.recall_handle)
     return jsonify({"unique_id": handle.unique_id, "delivery_ms": delivery_ms})
 

@@ -94,7 +94,7 @@ def send(
                     if len(messages) > 1 else [producer.send(messages[0])]
                 if len(messages) > 256:
                     progress(f"sent {len(results)}/{len(messages)}")
-    scheduled = bool(delay_level or deliver_at_ms)   # recallable until due: `message recall`
+    scheduled = messages[0].scheduled   # recallable until due: `message recall`
     if json_mode(ctx, output):
         return emit_json([{"status": r.status.name, "msg_id": r.msg_id, "unique_id": r.unique_id,
                            "broker_name": r.broker_name, "queue_id": r.queue_id,

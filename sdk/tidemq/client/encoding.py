@@ -69,7 +69,7 @@ class BatchEncoder:
             text = (_properties(message, unique_id) if message.properties or message.keys
                     or message.tags or message.message_group
                     else f"{_UNIQ}{unique_id}{_SEP}") + tail
-            if message.delay_level or message.deliver_at_ms:
+            if message.scheduled:
                 text += delay_property(message)
                 sys_flag |= record.SYS_FLAG_SCHEDULED
                 scheduled = True

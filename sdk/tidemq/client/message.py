@@ -84,6 +84,11 @@ class Message:
         """The message's one tag (`tags` is RocketMQ's name for it; JSON says "tag")."""
         return self.tags
 
+    @property
+    def scheduled(self) -> bool:
+        """Delivered later (a delay level or a time): recallable until then."""
+        return bool(self.delay_level or self.deliver_at_ms)
+
     def validate(self, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
         """Raise the precise error for a message that no broker would accept."""
         validate_topic_name(self.topic)
@@ -101,7 +106,7 @@ class Message:
                     f"message key {key!r} must be non-empty and contain no spaces",
                     code="INVALID_MESSAGE",
                 )
-        if self.delay_level or self.deliver_at_ms:
+        if self.scheduled:
             delay_property(self)
         validate_message_group(self.message_group)
 

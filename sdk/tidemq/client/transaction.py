@@ -139,7 +139,7 @@ class TransactionProducer(Producer):
         half = dataclasses.replace(message, properties={
             **message.properties, record.PROP_PRODUCER_GROUP: self.producer_group,
             record.PROP_TRANSACTION_PREPARED: "true"})
-        if message.delay_level or message.deliver_at_ms:
+        if message.scheduled:
             raise errors.InvalidArgument(
                 "a transactional message cannot also be delayed: it becomes visible when its "
                 "transaction commits (RocketMQ refuses the same)", code="TRANSACTION_WITH_DELAY")

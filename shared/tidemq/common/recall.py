@@ -42,8 +42,9 @@ class RecallHandle:
         return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
     @classmethod
-    def decode(cls, handle: str) -> RecallHandle:
-        """INVALID_RECALL_HANDLE with what is wrong, for anything a send did not answer."""
+    def decode(cls, handle: str, topic: str | None = None) -> RecallHandle:
+        """INVALID_RECALL_HANDLE with what is wrong, for anything a send did not answer (or,
+        given `topic`, a handle of another topic)."""
         if not handle:
             raise _invalid("it is empty")
         if len(handle) > MAX_HANDLE:
@@ -57,4 +58,6 @@ class RecallHandle:
             raise _invalid(f"unknown version {lines[0][:16]!r} (this broker reads {VERSION})")
         if len(lines) != 5 or not all(lines[1:4]):
             raise _invalid("it does not name a topic, a broker group and a message")
+        if topic is not None and lines[1] != topic:
+            raise _invalid(f"it is of topic {lines[1]!r}, not {topic!r}")
         return cls(*lines[1:])

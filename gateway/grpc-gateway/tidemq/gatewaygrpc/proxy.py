@@ -112,11 +112,7 @@ class MessagingProxy:
     def recall(self, topic: str, handle: str) -> str:
         """Take back a scheduled message by the recall handle its send answered; the id its
         producer knows it by."""
-        recalled = RecallHandle.decode(handle)
-        if recalled.topic != topic:
-            raise errors.InvalidArgument(
-                f"the recall handle is of topic {recalled.topic!r}, not {topic!r}",
-                code="INVALID_RECALL_HANDLE")
+        recalled = RecallHandle.decode(handle, topic=topic)
         self.producer.recall(handle)
         return recalled.message_id
 

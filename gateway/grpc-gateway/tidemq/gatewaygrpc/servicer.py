@@ -198,7 +198,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id or result.unique_id
         recall_handle = ""
-        if domain.deliver_at_ms or domain.delay_level:   # a scheduled message: recallable
+        if domain.scheduled:   # recallable until it is due
             recall_handle = RecallHandle(domain.topic, result.broker_name, result.unique_id,
                                          message_id).encode()
         return service_pb2.SendResultEntry(
