@@ -11,7 +11,10 @@ each pop and ack appends a revive-log record), the same with `ack_many` (one bat
 one revive-log append for the 32 ACK records), and the gateway (one HTTP pop per 32, then one
 HTTP ack per message, or one batch ack of "receipt_handles"). Printed, not asserted: the gap to
 pull is the ack round trips and the revive-log writes, which is what pop buys its per-message
-invisibility with; the batch rows show how much of it was per-message round trips.
+invisibility with; the batch rows show how much of it was per-message round trips. `ack_async` acks message by
+message without waiting for each answer (the SDK coalesces what is acked while a call is on the
+wire). The peer, in the same run on the same Redis: a Redis Streams consumer group read 32 at a
+time with redis-py, XACK per entry and one XACK per read; the ratios are printed last.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ def pull_all(cluster, count: int) -> float:
     return seen / (time.perf_counter() - started)
 
 
-def pop_all(cluster, count: int, *, batch: bool = False) -> float:
-    group = "bench-pop-batch" if batch else "bench-pop"
+def pop_all(cluster, count: int, *, batch: bool = False, ack_async: bool = False) -> float:
+    group = "bench-pop-batch" if batch else "bench-pop-async" if ack_async else "bench-pop"
     started, seen = time.perf_counter(), 0
     with SimpleConsumer(cluster.namesrv_addrs, group, TOPIC) as consumer:
         while seen < count:
@@ -62,6 +65,9 @@ def pop_all(cluster, count: int, *, batch: bool = False) -> float:
                 failed = [r for r in consumer.ack_many(received) if not r.ok]
                 if failed:
                     raise SystemExit(f"batch ack failed: {failed[0].error}")
+            elif ack_async:  # one ack per message, all answered before the next pop
+                for acked in [consumer.ack_async(message) for message in received]:
+                    acked.result()
             else:
                 for message in received:
                     consumer.ack(message)
@@ -89,6 +95,36 @@ def http_pop_all(cluster, count: int, *, batch: bool = False) -> float:
     return seen / (time.perf_counter() - started)
 
 
+def redis_streams_groups(url: str, count: int) -> tuple[float, float]:
+    """The peer: a Redis Streams consumer group doing the same work with redis-py on the
+    Redis this run started (XREADGROUP 32, then XACK each entry / one XACK per read)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.delete("bench-pop")
+    for start in range(0, count, 256):
+        pipe = client.pipeline(transaction=False)
+        for _ in range(min(256, count - start)):
+            pipe.xadd("bench-pop", {"b": b"x" * 256})
+        pipe.execute()
+    rates = []
+    for group, each in (("each", True), ("batch", False)):
+        client.xgroup_create("bench-pop", group, id="0")
+        started, seen = time.perf_counter(), 0
+        while seen < count:
+            reply = client.xreadgroup(group, "c1", {"bench-pop": ">"}, count=32, block=1000)
+            ids = [entry_id for entry_id, _ in reply[0][1]] if reply else []
+            if each:
+                for entry_id in ids:
+                    client.xack("bench-pop", group, entry_id)
+            elif ids:
+                client.xack("bench-pop", group, *ids)
+            seen += len(ids)
+        rates.append(seen / (time.perf_counter() - started))
+    client.delete("bench-pop")
+    return rates[0], rates[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
@@ -111,9 +147,11 @@ def main() -> None:
                                     for _ in range(min(256, count - start))])
         pulled = pull_all(cluster, count)
         popped = pop_all(cluster, count)
+        popped_async = pop_all(cluster, count, ack_async=True)
         popped_batch = pop_all(cluster, count, batch=True)
         over_http = http_pop_all(cluster, min(http_count, count))
         over_http_batch = http_pop_all(cluster, min(http_count, count), batch=True)
+        redis_each, redis_batch = redis_streams_groups(cluster.redis.url, count)
     print(f"{'reader':<48}{'msgs/s':>10}")
     print(f"{'PullConsumer, 32 per pull (same run)':<48}{pulled:>10.0f}")
     for name, rate, per_message in (
@@ -123,6 +161,16 @@ def main() -> None:
             ("HTTP pop 32 + one batch ack (gateway)", over_http_batch, over_http)):
         versus = f", {rate / per_message:.1f}x ack each" if per_message else ""
         print(f"{name:<48}{rate:>10.0f}  ({rate / pulled:.0%} of pull{versus})")
+    print(f"{'SimpleConsumer pop 32 + ack_async each':<48}{popped_async:>10.0f}  "
+          f"({popped_async / pulled:.0%} of pull, {popped_async / popped:.1f}x ack each)")
+    print(f"{'Redis Streams XREADGROUP 32 + XACK each':<48}{redis_each:>10.0f}")
+    print(f"{'Redis Streams XREADGROUP 32 + one XACK':<48}{redis_batch:>10.0f}")
+    for name, ours, peer in (
+            ("ack each (blocking) / XACK each", popped, redis_each),
+            ("ack_async each / XACK each", popped_async, redis_each),
+            ("ack_many / one XACK", popped_batch, redis_batch),
+            ("HTTP batch ack / SDK ack_many", over_http_batch, popped_batch)):
+        print(f"ratio {name:<42}{ours / peer:>9.2f}x")
     print(f"({count} messages of 256 B; {min(http_count, count)} over HTTP; one broker group)")
 
 

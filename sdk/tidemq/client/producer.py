@@ -37,6 +37,7 @@ from tidemq.client.message import (
 )
 from tidemq.client.routes import NameServerClient, RouteCache, TopicRoute
 from tidemq.client.selector import MessageQueueSelector, RoundRobinPicker, stable_hash
+from tidemq.client.send_batching import SendCoalescer
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
 from tidemq.common.recall import RecallHandle
@@ -107,6 +108,7 @@ class Producer:
         self._fanout: ThreadPoolExecutor | None = None
         self._fanout_lock = threading.Lock()
         self._closed = False
+        self._coalescer = SendCoalescer(self.send_batch, self._pool, in_flight=async_workers)
 
     # -- public API --------------------------------------------------------------------
 
@@ -210,8 +212,16 @@ class Producer:
 
     def send_async(self, message: Message, callback: Callable[[Future], None] | None = None,
                    **kwargs: Any) -> Future:
-        """Send in the background; the Future resolves to a SendResult or the error."""
-        future = self._pool().submit(self.send, message, **kwargs)
+        """Send in the background; the Future resolves to a SendResult or the error.
+
+        Without `selector`/`timeout`, messages sent while earlier ones are on the wire go
+        together as one batch send (tidemq.client.send_batching): each still gets its own
+        result, and a message group's sends are stored in the order they were made."""
+        if kwargs:
+            future = self._pool().submit(self.send, message, **kwargs)
+        else:
+            self._pool()  # refuses once closed
+            future = self._coalescer.submit(message)
         if callback is not None:
             future.add_done_callback(callback)
         return future

@@ -23,8 +23,10 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
+from tidemq.client.acks import AckLanes
 from tidemq.client.consume_spans import record_receive
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
@@ -77,6 +79,8 @@ class SimpleConsumer:
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
         self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
         self._turn = itertools.count()
+        self._acks = AckLanes(group, lambda addr, method, request:
+                              self.brokers.get(addr).start(method, request))
 
     def _addr(self, broker_name: str) -> str:
         return self.routes.get(self.topic).master_addr(broker_name)
@@ -125,6 +129,14 @@ class SimpleConsumer:
         self._call(receipt_handle, "Ack", broker_pb2.AckRequest(
             consumer_group=self.group, receipt_handle=receipt_handle))
 
+    def ack_async(self, received: ReceivedMessage) -> Future:
+        """`ack` without waiting: a future that is done (None) once the broker logged the ack,
+        or raises what `ack` raises. Acks made while an Ack call to the same broker group is
+        on the wire go together in the next call (tidemq.client.acks), so acking message by
+        message costs about what `ack_many` does. (A blocking `ack` makes its call from the
+        calling thread, which is quicker when nothing else is acked meanwhile.)"""
+        return self._ack_futures([received.receipt_handle])[0]
+
     def ack_many(self, received: Iterable[ReceivedMessage]) -> list[AckResult]:
         """Ack a batch: one Ack call per broker group the handles name (per 1024 handles).
         One result per message, in order; never raises for a message (see AckResult)."""
@@ -155,6 +167,28 @@ class SimpleConsumer:
             return [AckResult(h, exc) for h in handles]
         return [AckResult(r.receipt_handle, ack_error(r.code, r.message)) for r in reply.results]
 
+    def _ack_futures(self, receipt_handles: Sequence[str]) -> list[Future]:
+        """One future per handle, the handles of each broker group handed to its AckLane
+        together."""
+        futures: list[Future | None] = [None] * len(receipt_handles)
+        by_broker: dict[str, list[int]] = defaultdict(list)
+        for i, text in enumerate(receipt_handles):
+            try:
+                by_broker[ReceiptHandle.decode(text).broker_name].append(i)
+            except errors.TideMQError as exc:
+                futures[i] = _failed(exc)
+        for broker_name, positions in by_broker.items():
+            try:
+                addr = self._addr(broker_name)
+            except errors.TideMQError as exc:  # no route: none of these was acked
+                for i in positions:
+                    futures[i] = _failed(exc)
+                continue
+            submitted = self._acks.submit(addr, [receipt_handles[i] for i in positions])
+            for i, future in zip(positions, submitted, strict=True):
+                futures[i] = future
+        return futures
+
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""
         received.receipt_handle = self.change_invisible_handle(received.receipt_handle,
@@ -175,3 +209,9 @@ class SimpleConsumer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _failed(error: Exception) -> Future:
+    future: Future = Future()
+    future.set_exception(error)
+    return future

@@ -50,7 +50,11 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
                  quiet_operations: str | None = None, tls_ca_file: str = "",
                  credentials: object = None, tls_cert: tuple[str, str] = ("", "")) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
-    `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT)."""
+    `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT).
+
+    gRPC calls are instrumented only when the spans go somewhere (`otlp_endpoint`): a span
+    per call that nobody exports cost a broker about 200 µs of CPU on each Ack
+    (docs/consumption.md, "Where a call spends its time")."""
     global _initialised, _exporting, _sampler
     with _lock:
         if _initialised:
@@ -69,7 +73,7 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
                                              credentials, tls_cert))
             )
         trace.set_tracer_provider(provider)
-        if instrument_grpc:
+        if instrument_grpc and otlp_endpoint:
             from opentelemetry.instrumentation.grpc import (
                 GrpcAioInstrumentorServer,
                 GrpcInstrumentorClient,

@@ -6,6 +6,8 @@ API describes it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
 from tidemq.client.admin import Admin
@@ -72,6 +74,34 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(tmp_p
                 consumer.change_invisible_duration(message, 30)
         assert all(r.ok for r in consumer.ack_many(batch))  # acking again is a no-op
 
+        # ack_async: each ack answered on its own, every handle sent once (coalesced into
+        # calls per broker group: tests/unit/client/test_ack_lanes.py)
+        with Producer(cluster.namesrv_addrs) as producer:
+            for i in range(6):
+                producer.send(Message(TOPIC, f"async-{i}".encode()))
+        later: dict[bytes, object] = {}
+        wait_until(lambda: later.update((m.body, m) for m in consumer.receive(
+            32, invisible_duration_s=60, wait_s=1)) or len(later) == 6, 30,
+            message="six more messages popped")
+        sent: list[str] = []
+        real_start = DirectClient.start
+
+        def counted_start(self, method, request, **kwargs):
+            sent.extend(request.receipt_handles)
+            return real_start(self, method, request, **kwargs)
+
+        monkeypatch.setattr(DirectClient, "start", counted_start)
+        acks = [consumer.ack_async(m) for m in later.values()]
+        stale_ack = consumer.ack_async(changed_copy(changed, stale))
+        assert [f.result(timeout=30) for f in acks] == [None] * 6
+        with pytest.raises(errors.PreconditionFailed, match="acked already|expired"):
+            stale_ack.result(timeout=30)
+        monkeypatch.undo()
+        assert sorted(sent) == sorted([m.receipt_handle for m in later.values()] + [stale])
+        for message in later.values():
+            with pytest.raises(errors.PreconditionFailed, match="acked already"):
+                consumer.change_invisible_duration(message, 30)
+
         broker = DirectClient(cluster.brokers["broker-a"].addr)
         with pytest.raises(errors.InvalidArgument, match="not both"):
             broker.call("Ack", broker_pb2.AckRequest(
@@ -79,6 +109,11 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(tmp_p
         with pytest.raises(errors.InvalidArgument, match=str(MAX_ACK_BATCH)):
             broker.call("Ack", broker_pb2.AckRequest(
                 consumer_group=GROUP, receipt_handles=[stale] * (MAX_ACK_BATCH + 1)))
+
+
+def changed_copy(received, receipt_handle: str):
+    """The same message under another (here: a dead) receipt handle."""
+    return dataclasses.replace(received, receipt_handle=receipt_handle)
 
 
 def test_a_pop_groups_lag_is_described_from_the_brokers_pop_books(tmp_path):

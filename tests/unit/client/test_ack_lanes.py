@@ -1,0 +1,107 @@
+"""AckLane: acks made while an Ack call is on the wire leave together in the next call; each
+ack gets its own answer, a failed call fails each of its acks, and every ack is sent once."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tidemq.client.acks import AckLane
+from tidemq.common import errors
+from tidemq.common.receipt import MAX_ACK_BATCH
+
+
+class Wire:
+    """Stands in for the broker's Ack RPC: records each call and lets the test answer it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], Future]] = []
+
+    def start(self, handles: list[str]) -> Future:
+        call: Future = Future()
+        self.calls.append((list(handles), call))
+        return call
+
+    def answer(self, index: int, codes: dict[str, str] | None = None) -> None:
+        handles, call = self.calls[index]
+        codes = codes or {}
+        call.set_result(SimpleNamespace(results=[
+            SimpleNamespace(receipt_handle=h, code=codes.get(h, ""), message=f"bad {h}")
+            for h in handles]))
+
+
+def test_the_first_ack_leaves_alone_and_the_ones_made_meanwhile_leave_together():
+    wire = Wire()
+    lane = AckLane(wire.start)
+    first = lane.submit(["h0"])
+    later = [lane.submit([f"h{i}"])[0] for i in range(1, 6)]
+    assert [handles for handles, _ in wire.calls] == [["h0"]]
+    wire.answer(0)
+    assert first[0].result(timeout=1) is None
+    assert [handles for handles, _ in wire.calls] == [["h0"], ["h1", "h2", "h3", "h4", "h5"]]
+    assert not any(f.done() for f in later)
+    wire.answer(1, {"h3": "RECEIPT_HANDLE_EXPIRED"})
+    assert [f.result(timeout=1) for i, f in enumerate(later) if i != 2] == [None] * 4
+    with pytest.raises(errors.PreconditionFailed, match="bad h3"):
+        later[2].result(timeout=1)
+    assert len(wire.calls) == 2  # nothing left: the lane is idle again
+    lane.submit(["h6"])
+    assert wire.calls[2][0] == ["h6"]
+
+
+def test_a_failed_call_fails_each_of_its_acks_and_the_lane_goes_on():
+    wire = Wire()
+    lane = AckLane(wire.start)
+    (first,) = lane.submit(["a"])
+    (second,) = lane.submit(["b"])
+    wire.calls[0][1].set_exception(errors.ServiceUnavailable("broker down"))
+    with pytest.raises(errors.ServiceUnavailable):
+        first.result(timeout=1)
+    assert wire.calls[1][0] == ["b"]
+    wire.answer(1)
+    assert second.result(timeout=1) is None
+
+
+def test_a_call_that_cannot_start_answers_its_acks():
+    def refuse(handles):
+        raise RuntimeError("channel closed")
+
+    (future,) = AckLane(refuse).submit(["a"])
+    with pytest.raises(errors.ServiceUnavailable, match="channel closed"):
+        future.result(timeout=1)
+
+
+def test_one_call_carries_at_most_the_batch_limit():
+    wire = Wire()
+    lane = AckLane(wire.start)
+    lane.submit(["x"])
+    lane.submit([f"h{i}" for i in range(MAX_ACK_BATCH + 5)])
+    wire.answer(0)
+    assert len(wire.calls[1][0]) == MAX_ACK_BATCH
+    wire.answer(1)
+    assert len(wire.calls[2][0]) == 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=30))
+def test_every_ack_is_sent_once_and_answered_once(steps):
+    """Submissions interleaved with answers in any order: each handle goes in exactly one
+    call, at most one call is open at a time, and every future ends up answered."""
+    wire = Wire()
+    lane = AckLane(wire.start)
+    futures, names = [], iter(range(10_000))
+    for size, answer_first in steps:
+        open_calls = [i for i, (_, call) in enumerate(wire.calls) if not call.done()]
+        assert len(open_calls) <= 1
+        if answer_first and open_calls:
+            wire.answer(open_calls[0])
+        handles = [f"h{next(names)}" for _ in range(size)]
+        futures += list(zip(handles, lane.submit(handles), strict=True))
+    while open_calls := [i for i, (_, call) in enumerate(wire.calls) if not call.done()]:
+        wire.answer(open_calls[0])
+    sent = [h for handles, _ in wire.calls for h in handles]
+    assert sorted(sent) == sorted(h for h, _ in futures)
+    assert all(f.done() and f.result() is None for _, f in futures)
