@@ -1,12 +1,14 @@
-"""Acks coalesced per broker: what one consumer acks while an Ack call is on the wire goes
-in the next call, together (Kafka's producer batching, with no linger).
+"""Acks coalesced per broker: what is acked while an Ack call to that broker is on the wire
+goes in the next call, together (Kafka's producer batching, with no linger).
 
 A consumer that acks message by message pays one round trip per message when it waits for
 each answer: on loopback that is a gRPC unary call, about 0.6 ms of Python on each side
 (docs/consumption.md, "Where a call spends its time"). Acks that are not waited for one by
-one (`SimpleConsumer.ack_async`, acks from several threads) share calls instead: the first
-ack of an idle broker leaves at once, and every ack made before its answer arrives leaves in
-the one call that follows. Nothing is delayed on purpose, so a lone ack is as fast as before.
+one (`SimpleConsumer.ack_async`, acks from several threads, the gateways' many clients) share
+calls instead: the first ack of an idle broker leaves at once, and every ack made before its
+answer arrives leaves in the one call that follows. Nothing is delayed on purpose, so a lone
+ack costs what it did: a caller that waits and finds the lane idle makes the call itself, on
+its own thread, the cheapest way a blocking gRPC call is made.
 
 Each ack still gets its own answer, and an answer means what a single Ack's answer means:
 the broker logged the ACK before it replied.
@@ -23,45 +25,58 @@ from tidemq.common import errors
 from tidemq.common.receipt import MAX_ACK_BATCH, ack_error
 from tidemq.v1 import broker_pb2
 
-# start(handles) → a grpc future of the broker's AckResponse for them
-StartAck = Callable[[list[str]], Any]
+Batch = list[tuple[str, Future]]
 
 
 class AckLane:
-    """The acks bound for one broker: at most one Ack call in flight, the rest queued."""
+    """The acks bound for one broker: at most one Ack call in flight, the rest queued.
 
-    def __init__(self, start: StartAck) -> None:
-        self._start = start
+    `call(handles)` makes the Ack call and returns the broker's AckResponse (raising a
+    TideMQError); `start(handles)` starts it as a grpc future."""
+
+    def __init__(self, call: Callable[[list[str]], Any],
+                 start: Callable[[list[str]], Any]) -> None:
+        self._call, self._start = call, start
         self._lock = threading.Lock()
-        self._queued: list[tuple[str, Future]] = []
+        self._queued: Batch = []
         self._in_flight = False
 
-    def submit(self, handles: Sequence[str]) -> list[Future]:
+    def submit(self, handles: Sequence[str], *, waiting: bool = False) -> list[Future]:
         """One future per handle: None when acked (or acked before), else the error a single
-        ack of it raises."""
+        ack of it raises. `waiting`: the caller blocks on the futures next, so when the lane
+        is idle the call is made on its thread, and they are done on return."""
         futures = [Future() for _ in handles]
         with self._lock:
             self._queued.extend(zip(handles, futures, strict=True))
             batch = self._take() if not self._in_flight else None
-        if batch:
+        if batch and waiting:
+            try:
+                response, failure = self._call(_handles(batch)), None
+            except errors.TideMQError as exc:
+                response, failure = None, exc
+            except Exception as exc:  # noqa: BLE001 - never leave the lane marked busy
+                response, failure = None, errors.Internal(f"ack failed: {exc!r}")
+            self._answer(batch, response, failure)
+        elif batch:
             self._send(batch)
         return futures
 
-    def _take(self) -> list[tuple[str, Future]]:
+    def _take(self) -> Batch:
         """The next call's acks (under the lock); marks a call in flight when there are any."""
         batch, self._queued = self._queued[:MAX_ACK_BATCH], self._queued[MAX_ACK_BATCH:]
         self._in_flight = bool(batch)
         return batch
 
-    def _send(self, batch: list[tuple[str, Future]]) -> None:
+    def _send(self, batch: Batch) -> None:
         try:
-            call = self._start([handle for handle, _ in batch])
+            call = self._start(_handles(batch))
         except Exception as exc:  # noqa: BLE001 - the channel refused the call: answer it
             self._answer(batch, None, errors.ServiceUnavailable(f"ack not sent: {exc}"))
             return
-        call.add_done_callback(lambda done: self._answer(batch, done, _failure(done)))
+        call.add_done_callback(
+            lambda done: self._answer(batch, *_outcome(done)))
 
-    def _answer(self, batch: list[tuple[str, Future]], done: Any,
+    def _answer(self, batch: Batch, response: Any,
                 failure: errors.TideMQError | None) -> None:
         """Settle one call's acks, then send what queued up meanwhile."""
         try:
@@ -69,7 +84,7 @@ class AckLane:
                 for _, future in batch:
                     future.set_exception(failure)
             else:
-                for (_, future), result in zip(batch, done.result().results, strict=True):
+                for (_, future), result in zip(batch, response.results, strict=True):
                     error = ack_error(result.code, result.message)
                     if error is None:
                         future.set_result(None)
@@ -82,31 +97,50 @@ class AckLane:
                 self._send(following)
 
 
-def _failure(call: Any) -> errors.TideMQError | None:
-    """A finished grpc future's failure as the TideMQError a blocking call raises."""
+def _handles(batch: Batch) -> list[str]:
+    return [handle for handle, _ in batch]
+
+
+def _outcome(call: Any) -> tuple[Any, errors.TideMQError | None]:
+    """A finished grpc future as (response, None) or (None, the TideMQError a blocking call
+    raises)."""
     try:
         failure = call.exception()
     except Exception as exc:  # noqa: BLE001 - cancelled (the consumer closed)
-        return errors.ServiceUnavailable(f"ack not sent: {type(exc).__name__}")
-    if failure is None or isinstance(failure, errors.TideMQError):
-        return failure
-    return errors.from_rpc_error(failure)
+        return None, errors.ServiceUnavailable(f"ack not sent: {type(exc).__name__}")
+    if failure is None:
+        return call.result(), None
+    if isinstance(failure, errors.TideMQError):
+        return None, failure
+    return None, errors.from_rpc_error(failure)
 
 
 class AckLanes:
-    """One AckLane per broker address, for one consumer group."""
+    """One AckLane per (broker address, consumer group). `client(addr)` is the broker's
+    DirectClient (its `call` and `start`)."""
 
-    def __init__(self, group: str, start_call: Callable[[str, str, Any], Any]) -> None:
-        """`start_call(addr, method, request)` starts a broker call as a grpc future."""
-        self._group, self._start_call = group, start_call
+    def __init__(self, client: Callable[[str], Any]) -> None:
+        self._client = client
         self._lock = threading.Lock()
-        self._lanes: dict[str, AckLane] = {}
+        self._lanes: dict[tuple[str, str], AckLane] = {}
 
-    def submit(self, addr: str, handles: Sequence[str]) -> list[Future]:
+    def submit(self, addr: str, group: str, handles: Sequence[str], *,
+               waiting: bool = False) -> list[Future]:
+        key = (addr, group)
         with self._lock:
-            lane = self._lanes.get(addr)
+            lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[addr] = AckLane(lambda batch, addr=addr: self._start_call(
-                    addr, "Ack", broker_pb2.AckRequest(consumer_group=self._group,
-                                                       receipt_handles=batch)))
-        return lane.submit(handles)
+                def request(batch: list[str]) -> broker_pb2.AckRequest:
+                    return broker_pb2.AckRequest(consumer_group=group, receipt_handles=batch)
+
+                client = self._client(addr)
+                lane = self._lanes[key] = AckLane(
+                    lambda batch: client.call("Ack", request(batch)),
+                    lambda batch: client.start("Ack", request(batch)))
+        return lane.submit(handles, waiting=waiting)
+
+    def wait(self, addr: str, group: str,
+             handles: Sequence[str]) -> list[errors.TideMQError | None]:
+        """Ack and wait: per handle, None (acked) or its error."""
+        return [future.exception()
+                for future in self.submit(addr, group, handles, waiting=True)]

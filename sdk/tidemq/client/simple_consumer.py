@@ -33,7 +33,7 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import NameServerClient, RouteCache
 from tidemq.common import errors
-from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle, ack_error
+from tidemq.common.receipt import ReceiptHandle
 from tidemq.v1 import broker_pb2
 
 
@@ -79,8 +79,7 @@ class SimpleConsumer:
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
         self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
         self._turn = itertools.count()
-        self._acks = AckLanes(group, lambda addr, method, request:
-                              self.brokers.get(addr).start(method, request))
+        self._acks = AckLanes(self.brokers.get)
 
     def _addr(self, broker_name: str) -> str:
         return self.routes.get(self.topic).master_addr(broker_name)
@@ -126,15 +125,14 @@ class SimpleConsumer:
         self.ack_handle(received.receipt_handle)
 
     def ack_handle(self, receipt_handle: str) -> None:
-        self._call(receipt_handle, "Ack", broker_pb2.AckRequest(
-            consumer_group=self.group, receipt_handle=receipt_handle))
+        (future,) = self._ack_futures([receipt_handle], waiting=True)
+        future.result()
 
     def ack_async(self, received: ReceivedMessage) -> Future:
         """`ack` without waiting: a future that is done (None) once the broker logged the ack,
         or raises what `ack` raises. Acks made while an Ack call to the same broker group is
         on the wire go together in the next call (tidemq.client.acks), so acking message by
-        message costs about what `ack_many` does. (A blocking `ack` makes its call from the
-        calling thread, which is quicker when nothing else is acked meanwhile.)"""
+        message costs about what `ack_many` does."""
         return self._ack_futures([received.receipt_handle])[0]
 
     def ack_many(self, received: Iterable[ReceivedMessage]) -> list[AckResult]:
@@ -144,32 +142,14 @@ class SimpleConsumer:
 
     def ack_handles(self, receipt_handles: Sequence[str]) -> list[AckResult]:
         """`ack_many` over bare receipt handles (the HTTP gateway's batch ack)."""
-        results: list[AckResult | None] = [None] * len(receipt_handles)
-        by_broker: dict[str, list[int]] = defaultdict(list)
-        for i, text in enumerate(receipt_handles):
-            try:
-                by_broker[ReceiptHandle.decode(text).broker_name].append(i)
-            except errors.TideMQError as exc:
-                results[i] = AckResult(text, exc)
-        for broker_name, positions in by_broker.items():
-            for start in range(0, len(positions), MAX_ACK_BATCH):
-                chunk = positions[start:start + MAX_ACK_BATCH]
-                handles = [receipt_handles[i] for i in chunk]
-                for i, result in zip(chunk, self._ack_batch(broker_name, handles), strict=True):
-                    results[i] = result
-        return results
+        futures = self._ack_futures(receipt_handles, waiting=True)
+        return [AckResult(text, future.exception())
+                for text, future in zip(receipt_handles, futures, strict=True)]
 
-    def _ack_batch(self, broker_name: str, handles: list[str]) -> list[AckResult]:
-        try:
-            reply = self.brokers.get(self._addr(broker_name)).call(
-                "Ack", broker_pb2.AckRequest(consumer_group=self.group, receipt_handles=handles))
-        except errors.TideMQError as exc:  # nothing of this group was acked: say so for each
-            return [AckResult(h, exc) for h in handles]
-        return [AckResult(r.receipt_handle, ack_error(r.code, r.message)) for r in reply.results]
-
-    def _ack_futures(self, receipt_handles: Sequence[str]) -> list[Future]:
-        """One future per handle, the handles of each broker group handed to its AckLane
-        together."""
+    def _ack_futures(self, receipt_handles: Sequence[str], *,
+                     waiting: bool = False) -> list[Future]:
+        """One future per handle; the handles of each broker group go to its AckLane
+        together (`waiting`: the caller waits for them next)."""
         futures: list[Future | None] = [None] * len(receipt_handles)
         by_broker: dict[str, list[int]] = defaultdict(list)
         for i, text in enumerate(receipt_handles):
@@ -184,7 +164,9 @@ class SimpleConsumer:
                 for i in positions:
                     futures[i] = _failed(exc)
                 continue
-            submitted = self._acks.submit(addr, [receipt_handles[i] for i in positions])
+            submitted = self._acks.submit(addr, self.group,
+                                          [receipt_handles[i] for i in positions],
+                                          waiting=waiting)
             for i, future in zip(positions, submitted, strict=True):
                 futures[i] = future
         return futures

@@ -37,21 +37,33 @@ class ReceiptHandle:
     queue_offset: int
 
     def encode(self) -> str:
-        raw = json.dumps([VERSION, self.broker_name, self.checkpoint, self.topic, self.queue_id,
-                          self.queue_offset], separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        return encode_handles(self.broker_name, self.checkpoint, self.topic, self.queue_id,
+                              [self.queue_offset])[0]
 
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
         """InvalidArgument (INVALID_RECEIPT_HANDLE) for anything not made by `encode`."""
         try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
             version, broker, checkpoint, topic, queue_id, queue_offset = json.loads(raw)
-            ok = (version == VERSION and isinstance(broker, str) and isinstance(topic, str)
-                  and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                          for n in (checkpoint, queue_id, queue_offset)))
+            # `type(n) is int`: a JSON true is not an offset
+            ok = (version == VERSION and type(broker) is str and type(topic) is str
+                  and type(checkpoint) is int and type(queue_id) is int
+                  and type(queue_offset) is int
+                  and checkpoint >= 0 and queue_id >= 0 and queue_offset >= 0)
         except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
             ok = False
         if not ok:
             raise InvalidArgument(f"{text[:80]!r} is not a receipt handle", code=INVALID)
         return cls(broker, checkpoint, topic, queue_id, queue_offset)
+
+
+def encode_handles(broker_name: str, checkpoint: int, topic: str, queue_id: int,
+                   queue_offsets: list[int]) -> list[str]:
+    """The handles of one pop's messages of a queue: they differ only in the offset, so the
+    JSON is written once (a pop of 32 used to spend as long encoding handles as reading)."""
+    head = json.dumps([VERSION, broker_name, checkpoint, topic, queue_id],
+                      separators=(",", ":"))[:-1] + ","
+    encode = base64.urlsafe_b64encode
+    return [encode(f"{head}{offset}]".encode()).rstrip(b"=").decode()
+            for offset in queue_offsets]

@@ -217,3 +217,33 @@ def test_a_promoted_replica_pops_and_acks_from_the_replicated_state_at_once():
     finally:
         master.teardown()
         replica.teardown()
+
+
+def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answered(machine):
+    """Many consumers acking at once (a gateway's clients): one revive-log append for all,
+    each call answered only once its ACK is logged, a bad handle failing alone."""
+    import asyncio
+
+    machine.send(6, 0)
+    _, handles = pop_bodies(machine, count=6, invisible_ms=60_000)
+    appends = []
+    send = machine.messaging.send
+
+    async def counted_send(topic, queue_id, raw, count):
+        appends.append(count)
+        return await send(topic, queue_id, raw, count)
+
+    machine.messaging.send = counted_send
+
+    async def together():
+        calls = [machine.pop.ack(GROUP, h) for h in handles[:5]]
+        calls.append(machine.pop.ack_many(GROUP, [handles[5], "not-a-handle"]))
+        return await asyncio.gather(*calls)
+
+    *singles, batch = machine.run(together())
+    assert singles == [None] * 5
+    assert [o.code for o in batch] == ["", "INVALID_RECEIPT_HANDLE"]
+    assert appends == [6]
+    for handle in handles:
+        with pytest.raises(errors.PreconditionFailed, match="acked already"):
+            machine.run(machine.pop.change_invisible(GROUP, handle, 1000))

@@ -20,6 +20,11 @@ class Wire:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], Future]] = []
 
+    def call(self, handles: list[str]):
+        """The blocking call: answered at once, every ack accepted."""
+        self.calls.append((list(handles), None))
+        return SimpleNamespace(results=[SimpleNamespace(code="", message="") for _ in handles])
+
     def start(self, handles: list[str]) -> Future:
         call: Future = Future()
         self.calls.append((list(handles), call))
@@ -35,7 +40,7 @@ class Wire:
 
 def test_the_first_ack_leaves_alone_and_the_ones_made_meanwhile_leave_together():
     wire = Wire()
-    lane = AckLane(wire.start)
+    lane = AckLane(wire.call, wire.start)
     first = lane.submit(["h0"])
     later = [lane.submit([f"h{i}"])[0] for i in range(1, 6)]
     assert [handles for handles, _ in wire.calls] == [["h0"]]
@@ -54,7 +59,7 @@ def test_the_first_ack_leaves_alone_and_the_ones_made_meanwhile_leave_together()
 
 def test_a_failed_call_fails_each_of_its_acks_and_the_lane_goes_on():
     wire = Wire()
-    lane = AckLane(wire.start)
+    lane = AckLane(wire.call, wire.start)
     (first,) = lane.submit(["a"])
     (second,) = lane.submit(["b"])
     wire.calls[0][1].set_exception(errors.ServiceUnavailable("broker down"))
@@ -69,14 +74,14 @@ def test_a_call_that_cannot_start_answers_its_acks():
     def refuse(handles):
         raise RuntimeError("channel closed")
 
-    (future,) = AckLane(refuse).submit(["a"])
+    (future,) = AckLane(refuse, refuse).submit(["a"])
     with pytest.raises(errors.ServiceUnavailable, match="channel closed"):
         future.result(timeout=1)
 
 
 def test_one_call_carries_at_most_the_batch_limit():
     wire = Wire()
-    lane = AckLane(wire.start)
+    lane = AckLane(wire.call, wire.start)
     lane.submit(["x"])
     lane.submit([f"h{i}" for i in range(MAX_ACK_BATCH + 5)])
     wire.answer(0)
@@ -86,22 +91,38 @@ def test_one_call_carries_at_most_the_batch_limit():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=30))
+@given(st.lists(st.tuples(st.integers(1, 4), st.booleans(), st.booleans()), min_size=1,
+                max_size=30))
 def test_every_ack_is_sent_once_and_answered_once(steps):
-    """Submissions interleaved with answers in any order: each handle goes in exactly one
-    call, at most one call is open at a time, and every future ends up answered."""
+    """Submissions (waiting or not) interleaved with answers in any order: each handle goes
+    in exactly one call, at most one call is open at a time, every future ends up answered,
+    and a waiting submission to an idle lane is answered on return."""
     wire = Wire()
-    lane = AckLane(wire.start)
+    lane = AckLane(wire.call, wire.start)
     futures, names = [], iter(range(10_000))
-    for size, answer_first in steps:
-        open_calls = [i for i, (_, call) in enumerate(wire.calls) if not call.done()]
+    for size, answer_first, waiting in steps:
+        open_calls = [i for i, (_, call) in enumerate(wire.calls)
+                      if call is not None and not call.done()]
         assert len(open_calls) <= 1
         if answer_first and open_calls:
             wire.answer(open_calls[0])
         handles = [f"h{next(names)}" for _ in range(size)]
-        futures += list(zip(handles, lane.submit(handles), strict=True))
-    while open_calls := [i for i, (_, call) in enumerate(wire.calls) if not call.done()]:
+        idle = not any(call is not None and not call.done() for _, call in wire.calls)
+        submitted = lane.submit(handles, waiting=waiting)
+        if waiting and idle:
+            assert all(f.done() for f in submitted)
+        futures += list(zip(handles, submitted, strict=True))
+    while open_calls := [i for i, (_, call) in enumerate(wire.calls)
+                         if call is not None and not call.done()]:
         wire.answer(open_calls[0])
     sent = [h for handles, _ in wire.calls for h in handles]
     assert sorted(sent) == sorted(h for h, _ in futures)
     assert all(f.done() and f.result() is None for _, f in futures)
+
+
+def test_a_waiting_ack_on_an_idle_lane_is_made_on_the_callers_thread():
+    wire = Wire()
+    lane = AckLane(wire.call, wire.start)
+    (future,) = lane.submit(["a"], waiting=True)
+    assert future.result(timeout=0) is None
+    assert wire.calls == [(["a"], None)]  # the blocking call, no future started

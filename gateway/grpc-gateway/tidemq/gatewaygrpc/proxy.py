@@ -24,13 +24,13 @@ from tidemq.client import (
     TransactionProducer,
     TransactionResolution,
 )
+from tidemq.client.acks import AckLanes
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageQueue, decode_records, validate_topic_name
 from tidemq.client.routes import NameServerClient, QueueLayout, RouteCache
 from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
-from tidemq.common.receipt import MAX_ACK_BATCH, ack_error
 from tidemq.gatewaygrpc.handles import GatewayReceipt, TransactionId
 from tidemq.gatewaygrpc.renewal import Renewals
 from tidemq.v1 import broker_pb2
@@ -65,6 +65,7 @@ class MessagingProxy:
         self._pullers: dict[str, PullConsumer] = {}   # per consumer group: the PullConsumer RPCs
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=rpc_timeout_s))
         self.brokers = DirectClients(rpc_timeout_s)  # long pops must not trip a breaker
+        self.acks = AckLanes(self.brokers.get)
         self.producer = Producer(namesrv_addrs, producer_group=producer_group,
                                  send_timeout=send_timeout_s)
         self.transactions = TransactionProducer(
@@ -103,7 +104,9 @@ class MessagingProxy:
     # -- sending ------------------------------------------------------------------------------
 
     def send(self, message: Message) -> SendResult:
-        return self.producer.send(message)
+        """Sends of many clients at once share batch sends to the brokers (send_batching),
+        each answered with its own result."""
+        return self.producer.send_async(message).result()
 
     def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """All stored, on one queue, or none."""
@@ -175,14 +178,14 @@ class MessagingProxy:
         return []
 
     def ack(self, group: str, topic: str, receipt: str) -> None:
-        handle = GatewayReceipt.decode(self.renewals.take(receipt))
-        self._call(topic, handle.broker_name, "Ack", broker_pb2.AckRequest(
-            consumer_group=group, receipt_handle=handle.handle))
+        (error,) = self.ack_many(group, topic, [receipt])
+        if error is not None:
+            raise error
 
     def ack_many(self, group: str, topic: str,
                  receipts: Sequence[str]) -> list[errors.TideMQError | None]:
-        """One batch Ack per broker group the receipts name; per receipt, in order, None
-        (acked) or the error a single `ack` of it would raise."""
+        """Per receipt, in order, None (acked) or the error a single ack of it raises. Acks
+        of many clients at once share Ack calls per broker group (tidemq.client.acks)."""
         outcomes: list[errors.TideMQError | None] = [None] * len(receipts)
         by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for i, receipt in enumerate(receipts):
@@ -192,17 +195,17 @@ class MessagingProxy:
             except errors.TideMQError as exc:
                 outcomes[i] = exc
         for broker_name, entries in by_broker.items():
-            for start in range(0, len(entries), MAX_ACK_BATCH):
-                chunk = entries[start:start + MAX_ACK_BATCH]
-                try:
-                    reply = self._call(topic, broker_name, "Ack", broker_pb2.AckRequest(
-                        consumer_group=group, receipt_handles=[h for _, h in chunk]))
-                except errors.TideMQError as exc:  # nothing of this group was acked
-                    for i, _ in chunk:
-                        outcomes[i] = exc
-                    continue
-                for (i, _), result in zip(chunk, reply.results, strict=True):
-                    outcomes[i] = ack_error(result.code, result.message)
+            try:
+                addr = self._master(topic, broker_name)
+            except errors.TideMQError as exc:
+                for i, _ in entries:
+                    outcomes[i] = exc
+                continue
+            acked = self.acks.wait(addr, group, [h for _, h in entries])
+            for (i, _), error in zip(entries, acked, strict=True):
+                outcomes[i] = error
+            if any(isinstance(e, errors.ServiceUnavailable) for e in acked):
+                self.routes.invalidate(topic)
         return outcomes
 
     def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
@@ -233,12 +236,15 @@ class MessagingProxy:
 
     # -- plumbing -----------------------------------------------------------------------------
 
+    def _master(self, topic: str, broker_name: str) -> str:
+        try:
+            return self.routes.get(topic).master_addr(broker_name)
+        except errors.ServiceUnavailable:
+            return self.routes.refresh(topic).master_addr(broker_name)
+
     def _call(self, topic: str, broker_name: str, method: str, request,
               timeout: float | None = None):
-        try:
-            addr = self.routes.get(topic).master_addr(broker_name)
-        except errors.ServiceUnavailable:
-            addr = self.routes.refresh(topic).master_addr(broker_name)
+        addr = self._master(topic, broker_name)
         try:
             return self.brokers.get(addr).call(method, request, timeout=timeout)
         except errors.ServiceUnavailable:

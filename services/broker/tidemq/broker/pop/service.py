@@ -44,7 +44,7 @@ from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
 from tidemq.common import errors, record
 from tidemq.common.logs import get_logger
-from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
+from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle, encode_handles
 from tidemq.common.system_topics import REVIVE_PREFIX, retry_topic
 
 log = get_logger(__name__)
@@ -104,6 +104,7 @@ class PopService:
         self._last_snapshot = -1
         self._lock = threading.Lock()
         self._pop_lock: asyncio.Lock | None = None
+        self._queued_acks: list[tuple[list[tuple[bytes, dict]], asyncio.Future]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_master = True  # start() replays the log anyway
@@ -296,8 +297,7 @@ class PopService:
                      "next": next_offset, "until": now + invisible_ms, "ord": orderly}
             checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
             chunks.extend(kept)
-            handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, o).encode()
-                           for o in offsets)
+            handles.extend(encode_handles(self.broker_name, checkpoint, source, q, offsets))
         return Popped(b"".join(chunks), handles)
 
     async def _redeliver(self, key, offsets: list[int], until: int, chunks: list[bytes],
@@ -319,8 +319,8 @@ class PopService:
                  "offs": [off for off, _ in copies], "next": cursor, "until": until, "ord": True}
         checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
         chunks.extend(raw for _, raw in copies)
-        handles.extend(ReceiptHandle(self.broker_name, checkpoint, source, q, off).encode()
-                       for off, _ in copies)
+        handles.extend(encode_handles(self.broker_name, checkpoint, source, q,
+                                      [off for off, _ in copies]))
 
     # -- ack / change invisible -----------------------------------------------------------------
 
@@ -376,8 +376,33 @@ class PopService:
                 entries.append((ack_body(*key, ACKED),
                                 {"t": "ack", "ck": key[0], "off": key[1], "why": ACKED}))
         if entries:
-            await self._record(entries)
+            await self._record_acks(entries)
         return outcomes
+
+    async def _record_acks(self, entries: list[tuple[bytes, dict]]) -> None:
+        """Log ACK records; the acks of calls that arrive together share one revive-log
+        append (RocketMQ merges its pop checkpoints in memory before they reach the log).
+        Each caller is answered once its records are appended, as before: no ack is answered
+        before it is logged."""
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
+        self._queued_acks.append((entries, answered))
+        if len(self._queued_acks) == 1:  # the first: write what has queued by its turn
+            loop.create_task(self._write_queued_acks())
+        await answered
+
+    async def _write_queued_acks(self) -> None:
+        queued, self._queued_acks = self._queued_acks, []
+        try:
+            await self._record([entry for entries, _ in queued for entry in entries])
+        except Exception as exc:  # noqa: BLE001 - every caller gets the append's error
+            for _, answered in queued:
+                if not answered.done():
+                    answered.set_exception(exc)
+            return
+        for _, answered in queued:
+            if not answered.done():
+                answered.set_result(None)
 
     async def change_invisible(self, group: str, text: str, invisible_ms: int) -> str:
         """Hide an in-flight message for `invisible_ms` from now; its new receipt handle."""

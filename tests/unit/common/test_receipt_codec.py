@@ -1,0 +1,56 @@
+"""Receipt handles: what the broker encodes decodes to the same handle, one pop's handles
+encoded together equal the handles encoded one by one, and any other text is refused with
+INVALID_RECEIPT_HANDLE (never another error)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tidemq.common import errors
+from tidemq.common.receipt import ReceiptHandle, encode_handles
+
+names = st.text(min_size=1, max_size=40)
+counts = st.integers(0, 2**63 - 1)
+
+
+@given(names, counts, names, st.integers(0, 1023), st.lists(counts, min_size=1, max_size=8))
+def test_handles_round_trip_and_batch_encoding_matches_single(broker, checkpoint, topic,
+                                                              queue_id, offsets):
+    together = encode_handles(broker, checkpoint, topic, queue_id, offsets)
+    singly = [ReceiptHandle(broker, checkpoint, topic, queue_id, o).encode() for o in offsets]
+    assert together == singly
+    assert [ReceiptHandle.decode(t) for t in together] == [
+        ReceiptHandle(broker, checkpoint, topic, queue_id, o) for o in offsets]
+
+
+def test_the_wire_form_is_unchanged():
+    """Handles in flight across an upgrade still decode: base64url of the compact JSON."""
+    text = ReceiptHandle("broker-a", 7, "orders", 2, 41).encode()
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    assert json.loads(raw) == [1, "broker-a", 7, "orders", 2, 41]
+
+
+def forged(fields) -> str:
+    raw = json.dumps(fields).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize("fields", [
+    [2, "b", 1, "t", 0, 0], [1, "b", True, "t", 0, 0], [1, "b", 1, "t", 0, -1],
+    [1, 5, 1, "t", 0, 0], [1, "b", 1, "t", 0], [1, "b", 1.5, "t", 0, 0]])
+def test_forged_fields_are_refused(fields):
+    with pytest.raises(errors.InvalidArgument) as refused:
+        ReceiptHandle.decode(forged(fields))
+    assert refused.value.code == "INVALID_RECEIPT_HANDLE"
+
+
+@given(st.text(max_size=200))
+def test_any_text_decodes_or_is_refused_with_the_handle_code(text):
+    try:
+        ReceiptHandle.decode(text)
+    except errors.InvalidArgument as exc:
+        assert exc.code == "INVALID_RECEIPT_HANDLE"
