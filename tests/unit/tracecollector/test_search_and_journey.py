@@ -144,3 +144,21 @@ def test_size_retention_keeps_the_pages_in_use_under_the_bound(tmp_path):
     assert bounded.size_bytes <= 1_000_000
     assert 0 < bounded.span_count < unbounded.span_count
     assert bounded.file_bytes >= bounded.size_bytes
+
+
+def test_the_control_planes_own_traces_are_hidden_unless_internal_is_asked(tmp_path):
+    store = SpanStore(tmp_path)
+    user = message_spans("U1", "M1", "order-1")
+    store.insert(user.all())
+    internal = {}
+    for offset, name in enumerate(("/tidemq.v1.ConfigService/Put", "/tidemq.v1.ConfigService/Get",
+                                   "/tidemq.v1.NameServerService/RegisterBroker",
+                                   "GET /console/series"), start=1):
+        trace_id = new_trace_id()
+        store.insert([make_span(trace_id, name=name, start=10_000_000 * offset)])
+        internal[trace_id] = name
+    users = {user.http.trace_id, user.receive.trace_id}
+    assert _found(store) == users  # the internal traces are newer, yet not listed
+    assert _found(store, internal=True) == users | set(internal)
+    newest = store.search(TraceQuery(limit=1, internal=True))
+    assert newest[0].trace_id in internal
