@@ -6,7 +6,9 @@ A message sent through the HTTP gateway and consumed by the push consumer yields
 span, one store span and one process span linked to it, all found by searching the message's
 key; the message view lists each step. A message the listener gives back once also shows the
 broker's retry and delayed-delivery events and a second, successful process span; a
-transaction's commit or rollback is on its message's journey. The sampler's quiet list
+transaction's commit or rollback is on its message's journey. A pop group's nack (its
+invisible time changed), the retry that follows and its ack end the message's journey, with
+the group and the time from store.  The sampler's quiet list
 changes through the config center without a restart.
 """
 
@@ -223,6 +225,63 @@ def test_a_transaction_commit_and_a_rollback_are_on_their_messages_journeys(stac
                     "the commit event, then the committed message consumed")
     rolled_back = ["published", "stored", "transaction_rollback"]
     _wait_for_steps(stack, keys["rollback"], rolled_back, "the rollback event")
+
+
+def _pop_key(stack, group: str, key: str) -> dict:
+    """Pop `group` until the message with `key` comes (others of the topic are acked)."""
+    def popped():
+        response = requests.post(f"{stack.gateway_url}/v1/groups/{group}/topics/{TOPIC}/pop",
+                                 json={"max": 16, "invisible_ms": 30_000, "wait_ms": 1000},
+                                 timeout=30)
+        assert response.status_code == 200, response.text
+        mine = None
+        for message in response.json()["messages"]:
+            if key in message["keys"]:
+                mine = message
+            else:
+                _ack(stack, group, message["receipt_handle"])
+        return mine
+
+    return wait_until(popped, 30, interval=0.1, message=f"{group} pops the message {key}")
+
+
+def _ack(stack, group: str, receipt_handle: str) -> None:
+    response = requests.post(f"{stack.gateway_url}/v1/groups/{group}/topics/{TOPIC}/ack",
+                             json={"receipt_handle": receipt_handle}, timeout=30)
+    assert response.status_code == 200, response.text
+
+
+def test_a_pop_groups_nack_retry_and_ack_end_the_journey(stack, consumer):
+    group = "g-pop-journey"
+    created = requests.post(f"{stack.gateway_url}/v1/groups", json={"name": group}, timeout=30)
+    assert created.status_code in (200, 201), created.text
+    key = f"pop-{uuid.uuid4().hex[:8]}"
+    sent = _send(stack, key)
+    first = _pop_key(stack, group, key)
+    nacked = requests.post(f"{stack.gateway_url}/v1/groups/{group}/topics/{TOPIC}/invisible",
+                           json={"receipt_handle": first["receipt_handle"],
+                                 "invisible_ms": 1}, timeout=30)
+    assert nacked.status_code == 200, nacked.text
+    again = _pop_key(stack, group, key)  # revived through the group's retry topic
+    assert again["delivery_count"] >= 2
+    _ack(stack, group, again["receipt_handle"])
+
+    wanted = ["published", "stored", "nack", "retry", "ack"]
+    journey = _wait_for_steps(stack, key, wanted, "the pop group's nack, retry and ack",
+                              exact=False)
+    kinds = [step["kind"] for step in journey["steps"]]
+    nack, ack = (journey["steps"][kinds.index(kind)] for kind in ("nack", "ack"))
+    for step in (nack, ack):
+        assert step["service"] == "broker" and step["facts"]["group"] == group
+        assert step["facts"]["topic"] == TOPIC
+        assert int(step["facts"]["store to ack/nack (ms)"]) >= 0
+    assert ack["title"].startswith(f"acked by {group}, ")
+    assert ack["title"].endswith(" after it was stored")
+    assert nack["title"].startswith(f"given back by {group} (delivered again in ")
+    assert sent["msg_id"] in journey["msg_ids"]
+    page = requests.get(f"{stack.extra['collector_url']}/messages", params={"key": key},
+                        timeout=10)
+    assert f"acked by {group}" in page.text
 
 
 def test_service_map_shows_the_calls_and_the_publish_to_consume_link(stack, consumer):
