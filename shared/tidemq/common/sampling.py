@@ -8,7 +8,7 @@ follows its parent (a user's request keeps every hop), and any operation not on 
 sampled. The decision is taken when a span starts, by name: the gRPC method for gRPC spans
 (`/tidemq.v1.BrokerService/Heartbeat` → `Heartbeat`), the last path segment for HTTP ones
 (`GET /healthz` → `healthz`); an entry may also name a whole gRPC service (`ConfigService`:
-every method of it). Reads (Pull, Pop) are on the list because their transport span
+every method of it). Reads (Pull, Pop, RocketMQ 5's ReceiveMessage) are on the list because their transport span
 starts before anyone knows whether it finds messages: the client records a `receive` span
 for each read that did, linked to the messages' publish spans (tidemq.client.consume_spans).
 """
@@ -30,7 +30,8 @@ CONTROL_PLANE = ("ConfigService", "RegisterBroker", "UnregisterBroker", "AlterIn
                  "DescribeReplication", "GetBrokerInfo", "GetRouteInfo", "GetSubscriptionGroups",
                  "GetAllConsumerOffsets", "ProducerHeartbeat", "TransactionChecks", "Heartbeat",
                  "LeaseKeepAlive", "Watch", "QueryRoute", "QueryAssignment", "Telemetry")
-QUIET_BY_DEFAULT = (*CONTROL_PLANE, "Check", "Pull", "Pop", "healthz", "metrics", "series")
+QUIET_BY_DEFAULT = (*CONTROL_PLANE, "Check", "Pull", "Pop", "ReceiveMessage", "healthz",
+                    "metrics", "series")
 
 
 def operation(span_name: str) -> str:

@@ -58,13 +58,24 @@ def test_a_simple_consumers_ack_ends_the_messages_journey(config, rmq_cluster):
 
         wait_until(acked_mine, 30, interval=0.05, message=f"{group} receives and acks {key}")
 
+    seen: list[str] = []
+
     def journey():
         found = requests.get(f"{collector}/api/messages", params={"key": key},
                              timeout=5).json()["messages"]
         steps = found[0]["steps"] if found else []
-        return next((s for s in steps if s["kind"] == "ack"), None)
+        seen[:] = [s["kind"] for s in steps]
+        wanted = iter(seen)
+        if all(kind in wanted for kind in ("published", "stored", "delivered", "ack")):
+            return {s["kind"]: s for s in steps}
+        return None
 
-    ack = wait_until(journey, 30, interval=0.3, message="the ack on the message's journey")
+    try:
+        steps = wait_until(journey, 30, interval=0.3, message="the message's whole journey")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; its steps were {seen}") from None
+    delivered, ack = steps["delivered"], steps["ack"]
+    assert delivered["service"] == "gateway-grpc" and delivered["facts"]["group"] == group
     assert ack["service"] == "broker" and ack["facts"]["group"] == group
     assert ack["facts"]["topic"] == "RmqNormal"
     assert ack["title"].startswith(f"acked by {group}, ")

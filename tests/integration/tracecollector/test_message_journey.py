@@ -277,7 +277,7 @@ def test_a_pop_groups_nack_retry_and_ack_end_the_journey(stack, consumer):
         assert int(step["facts"]["store to ack/nack (ms)"]) >= 0
     assert ack["title"].startswith(f"acked by {group}, ")
     assert ack["title"].endswith(" after it was stored")
-    assert nack["title"].startswith(f"given back by {group} (delivered again in ")
+    assert nack["title"].startswith(f"invisible time changed by {group} (delivered again in ")
     assert sent["msg_id"] in journey["msg_ids"]
     page = requests.get(f"{stack.extra['collector_url']}/messages", params={"key": key},
                         timeout=10)

@@ -181,8 +181,8 @@ def test_a_pop_groups_nack_and_ack_end_the_journey(tmp_path):
         [journey] = find_journeys(db, key="order-1")
     *_, given_back, acked = journey.steps
     assert (given_back.kind, acked.kind) == ("nack", "ack")
-    assert given_back.title == "given back by pop-billing (delivered again in 5 s), " \
-                               "0.04 s after it was stored"
+    assert given_back.title == "invisible time changed by pop-billing (delivered again in " \
+                               "5 s unless acked), 0.04 s after it was stored"
     assert acked.title == "acked by pop-billing, 1.25 s after it was stored"
     assert acked.facts == {"topic": "orders", "group": "pop-billing", "reconsume times": "0",
                            "store to ack/nack (ms)": "1250"}

@@ -25,7 +25,7 @@ MAX_MESSAGES = 20
 MAX_TRACES_PER_MESSAGE = 50
 _ID_ATTRIBUTES = ("messaging.message.id", "tidemq.unique_id", "tidemq.stored_msg_id")
 EVENT_TITLES = {
-    "ack": "acked", "nack": "given back (invisible time changed)",
+    "ack": "acked", "nack": "invisible time changed",
     "retry": "retried", "dead_letter": "moved to the DLQ", "redrive": "re-driven",
     "delayed_delivery": "delivered after its delay",
     "transaction_commit": "transaction committed", "transaction_rollback": "transaction rolled back",
@@ -177,9 +177,13 @@ def _event_title(event: str, span: SpanRecord) -> str:
     group = span.attributes.get("messaging.consumer.group.name")
     if event in ("ack", "nack"):
         settled = span.attributes.get("tidemq.store_to_settle_ms")
-        title = f"acked by {group}" if event == "ack" else f"given back by {group}"
+        # A nack and a renewal (more time to work, as gateway-grpc does for push consumers)
+        # are the same call: the title says what it does, not why.
+        title = f"acked by {group}" if event == "ack" else \
+            f"invisible time changed by {group}"
         if event == "nack" and span.attributes.get("tidemq.invisible_ms") is not None:
-            title += f" (delivered again in {_seconds(span.attributes['tidemq.invisible_ms'])})"
+            title += (f" (delivered again in {_seconds(span.attributes['tidemq.invisible_ms'])}"
+                      " unless acked)")
         if settled is not None:
             title += f", {_seconds(settled)} after it was stored"
     return title
