@@ -8,7 +8,8 @@ key; the message view lists each step. A message the listener gives back once al
 broker's retry and delayed-delivery events and a second, successful process span; a
 transaction's commit or rollback is on its message's journey. A pop group's nack (its
 invisible time changed), the retry that follows and its ack end the message's journey, with
-the group and the time from store.  The sampler's quiet list
+the group and the time from store; so do a pop group's move to the DLQ, its re-drive and the
+ack after it. The sampler's quiet list
 changes through the config center without a restart.
 """
 
@@ -282,6 +283,39 @@ def test_a_pop_groups_nack_retry_and_ack_end_the_journey(stack, consumer):
     page = requests.get(f"{stack.extra['collector_url']}/messages", params={"key": key},
                         timeout=10)
     assert f"acked by {group}" in page.text
+
+
+def _nack(stack, group: str, receipt_handle: str) -> None:
+    """Change the invisible time to 1 ms: the revive moves it on (retry, or the DLQ)."""
+    response = requests.post(f"{stack.gateway_url}/v1/groups/{group}/topics/{TOPIC}/invisible",
+                             json={"receipt_handle": receipt_handle, "invisible_ms": 1},
+                             timeout=30)
+    assert response.status_code == 200, response.text
+
+
+def test_a_pop_groups_dead_letter_and_its_redrive_are_on_the_journey(stack, consumer):
+    group = "g-pop-dlq-journey"
+    created = requests.post(f"{stack.gateway_url}/v1/groups",
+                            json={"name": group, "retry_max_times": 1}, timeout=30)
+    assert created.status_code in (200, 201), created.text
+    key = f"pop-dlq-{uuid.uuid4().hex[:8]}"
+    _send(stack, key)
+    _nack(stack, group, _pop_key(stack, group, key)["receipt_handle"])
+    _nack(stack, group, _pop_key(stack, group, key)["receipt_handle"])  # the retry: then DLQ
+    _wait_for_steps(stack, key, ["published", "stored", "nack", "retry", "nack", "dead_letter"],
+                    "two nacks, a retry, then the DLQ", exact=False)
+    redriven = requests.post(f"{stack.gateway_url}/v1/groups/{group}/dlq/redrive",
+                             json={"all": True}, timeout=30)
+    assert redriven.status_code == 200, redriven.text
+    _ack(stack, group, _pop_key(stack, group, key)["receipt_handle"])
+    journey = _wait_for_steps(
+        stack, key, ["published", "stored", "nack", "retry", "nack", "dead_letter", "redrive",
+                     "ack"], "the re-drive and the ack after it", exact=False)
+    kinds = [step["kind"] for step in journey["steps"]]
+    dead = journey["steps"][kinds.index("dead_letter")]
+    assert dead["facts"]["group"] == group and dead["facts"]["topic"] == f"%DLQ%{group}"
+    assert journey["steps"][kinds.index("redrive")]["facts"]["topic"] == TOPIC
+    assert journey["steps"][len(kinds) - 1 - kinds[::-1].index("ack")]["facts"]["group"] == group
 
 
 def test_service_map_shows_the_calls_and_the_publish_to_consume_link(stack, consumer):
