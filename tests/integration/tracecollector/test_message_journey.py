@@ -9,8 +9,7 @@ broker's retry and delayed-delivery events and a second, successful process span
 transaction's commit or rollback is on its message's journey. A pop group's nack (its
 invisible time changed), the retry that follows and its ack end the message's journey, with
 the group and the time from store; so do a pop group's move to the DLQ, its re-drive and the
-ack after it. The sampler's quiet list
-changes through the config center without a restart.
+ack after it. The sampler's quiet list changes through the config center without a restart.
 """
 
 from __future__ import annotations
