@@ -154,21 +154,27 @@ def _chart(page, chart_id: str) -> dict:
         const el = document.getElementById(id);
         return {points: Number(el.dataset.points || 0), max: Number(el.dataset.max || 0),
                 series: (el.dataset.series || '').split('|').filter(Boolean),
+                by_series: JSON.parse(el.dataset.maxBySeries || '{}'),
                 canvas: el.querySelectorAll('canvas').length,
                 legend: el.querySelectorAll('.u-legend .u-series').length};
     }""", chart_id)
 
 
-def _wait_for_chart(page, chart_id: str, *, positive: bool, traffic=None) -> dict:
-    """The chart once it has drawn points (with `positive`, a value above zero); `traffic`
-    runs between looks so a rate has something to count."""
+def _wait_for_chart(page, chart_id: str, *, positive: bool, traffic=None,
+                    series: str = "") -> dict:
+    """The chart once it has drawn points (with `positive`, a value above zero; with
+    `series`, that series has); `traffic` runs between looks so a rate has something to
+    count."""
     seen = {}
 
     def drawn():
         if traffic is not None:
             traffic()
         seen.update(_chart(page, chart_id))
-        return seen["canvas"] and seen["points"] > 0 and (seen["max"] > 0 or not positive)
+        highest = (seen["by_series"].get(series) or 0) if series else seen["max"]
+        if series and series not in seen["by_series"]:
+            return False
+        return seen["canvas"] and seen["points"] > 0 and (highest > 0 or not positive)
 
     try:
         wait_until(drawn, CHART_DEADLINE_S, interval=0.5, message=f"chart {chart_id} drawn")
@@ -182,6 +188,7 @@ def test_cluster_charts_throughput_per_broker_and_replication_lag(stack, visit):
     throughput = _wait_for_chart(page, "chart-broker-throughput", positive=True,
                                  traffic=lambda: _send(stack, "cluster-chart"))
     assert {"broker-a in", "broker-r in"} <= set(throughput["series"]), throughput
+    assert max(throughput["by_series"][s] or 0 for s in ("broker-a in", "broker-r in")) > 0
     lag = _wait_for_chart(page, "chart-replica-lag", positive=False)
     assert [s for s in lag["series"] if s.startswith("broker-r/")], lag
     assert lag["legend"] >= 2  # the time column and at least one replica
@@ -194,9 +201,10 @@ def test_topic_charts_messages_in_and_out_and_system_topics_apart(stack, visit):
         _pop_and_ack(stack, GROUP)
 
     page = visit(f"{stack.gateway_url}/console/topics", "console-topics")
-    into = _wait_for_chart(page, "chart-topics-in", positive=True, traffic=traffic)
-    out = _wait_for_chart(page, "chart-topics-out", positive=True, traffic=traffic)
-    assert TOPIC in into["series"] and TOPIC in out["series"], (into, out)
+    into = _wait_for_chart(page, "chart-topics-in", positive=True, traffic=traffic,
+                           series=TOPIC)
+    out = _wait_for_chart(page, "chart-topics-out", positive=True, traffic=traffic,
+                          series=TOPIC)
     assert not [s for s in into["series"] + out["series"] if s.startswith(("%", "rmq_sys"))]
     user_topics = page.locator("#topics").inner_text()
     assert not page.locator("#system-topics").is_visible()  # folded away until asked for
@@ -225,11 +233,11 @@ def test_group_charts_lag_over_time(stack, visit):
     wait_until(popped_without_ack, 30, interval=0.1, message=f"{LAGGING} pops a message")
     page = visit(f"{stack.gateway_url}/console/groups", "console-groups")
     lag = _wait_for_chart(page, "chart-group-lag", positive=True,
-                          traffic=lambda: _send(stack, "lag-chart"))
-    assert LAGGING in lag["series"], lag
+                          traffic=lambda: _send(stack, "lag-chart"), series=LAGGING)
+    assert lag["by_series"][LAGGING] > 0, lag
     visit.snap("console-groups")
 
     page = visit(f"{stack.gateway_url}/console/groups/{LAGGING}", "console-group")
-    mine = _wait_for_chart(page, "chart-group-lag", positive=True)
+    mine = _wait_for_chart(page, "chart-group-lag", positive=True, series=LAGGING)
     assert mine["series"] == [LAGGING], mine
     visit.snap("console-group")

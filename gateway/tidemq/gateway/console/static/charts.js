@@ -87,12 +87,20 @@
   function draw(el) {
     var kind = KINDS[el.dataset.chart];
     var built = columns(kind, el);
-    var points = 0, max = 0;
-    built.data.slice(1).forEach(function (ys) {
-      ys.forEach(function (y) { if (y !== null) { points++; max = Math.max(max, y); } });
+    // what is drawn, for people reading the page's source and for the browser tests
+    var points = 0, max = 0, maxBySeries = {};
+    built.data.slice(1).forEach(function (ys, j) {
+      maxBySeries[built.names[j]] = null;
+      ys.forEach(function (y) {
+        if (y === null) { return; }
+        points++;
+        max = Math.max(max, y);
+        maxBySeries[built.names[j]] = Math.max(maxBySeries[built.names[j]] || 0, y);
+      });
     });
     el.dataset.points = String(points);
     el.dataset.max = String(max);
+    el.dataset.maxBySeries = JSON.stringify(maxBySeries);
     el.dataset.series = built.names.join("|");
     var note = el.querySelector(".chart-note");
     if (note) {
