@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +47,15 @@ def browser():
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory, request):
-    folder = tmp_path_factory.mktemp(f"{request.module.__name__.rsplit('.', 1)[-1]}-screens")
+    """A fresh folder per module, or TIDEMQ_SCREENSHOTS_DIR (the docs' pictures are made with
+    `TIDEMQ_SCREENSHOTS_DIR=docs/screenshots`; docs/console.md)."""
+    chosen = os.environ.get("TIDEMQ_SCREENSHOTS_DIR", "")
+    if chosen:
+        folder = Path(chosen).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp(
+            f"{request.module.__name__.rsplit('.', 1)[-1]}-screens")
     print(f"\nconsole screenshots: {folder}")
     return folder
 

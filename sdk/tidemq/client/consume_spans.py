@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from tidemq.common.tracing import MESSAGING_SYSTEM, extract_context, get_tracer
 
@@ -40,11 +41,14 @@ def _attributes(operation: str, topic: str, group: str, count: int, client_id: s
 
 
 def record_receive(topic: str, group: str, messages: Sequence, operation: str = "receive",
-                   client_id: str = "") -> None:
-    """One CONSUMER span for a read that returned `messages`."""
+                   client_id: str = "", *, own_trace: bool = False) -> None:
+    """One CONSUMER span for a read that returned `messages`; `own_trace`: a root of its own
+    rather than a child of the current span (a server whose long-poll span is quiet, like
+    gateway-grpc's ReceiveMessage, would otherwise drop it with its parent)."""
     if not messages:
         return
     span = _tracer.start_span(f"{topic} {operation}", kind=SpanKind.CONSUMER,
+                              context=Context() if own_trace else None,
                               attributes=_attributes(operation, topic, group, len(messages),
                                                      client_id))
     if span.is_recording():

@@ -7,7 +7,8 @@ span whose operation is on the quiet list is not sampled; any span under a sampl
 follows its parent (a user's request keeps every hop), and any operation not on the list is
 sampled. The decision is taken when a span starts, by name: the gRPC method for gRPC spans
 (`/tidemq.v1.BrokerService/Heartbeat` → `Heartbeat`), the last path segment for HTTP ones
-(`GET /healthz` → `healthz`). Reads (Pull, Pop) are on the list because their transport span
+(`GET /healthz` → `healthz`); an entry may also name a whole gRPC service (`ConfigService`:
+every method of it). Reads (Pull, Pop, RocketMQ 5's ReceiveMessage) are on the list because their transport span
 starts before anyone knows whether it finds messages: the client records a `receive` span
 for each read that did, linked to the messages' publish spans (tidemq.client.consume_spans).
 """
@@ -19,13 +20,36 @@ from collections.abc import Iterable
 from opentelemetry import trace
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
-QUIET_BY_DEFAULT = ("Heartbeat", "RegisterBroker", "LeaseKeepAlive", "Watch", "Check",
-                    "GetAllConsumerOffsets", "Pull", "Pop", "healthz", "metrics")
+# The control plane's own calls, made by every process on a timer: config-center reads, puts
+# and leases (a broker's liveness key and replica state, a name server's controller lease: an
+# idle cluster made ~10 such traces a second), registrations, in-sync-set and replication
+# housekeeping, route refreshes, the RocketMQ 5 clients' heartbeats and assignment queries,
+# and the console's chart polls (`GET /console/series`). A user's request that makes one of
+# these calls keeps it: only roots are dropped.
+CONTROL_PLANE = ("ConfigService", "RegisterBroker", "UnregisterBroker", "AlterInSyncSet",
+                 "DescribeReplication", "GetBrokerInfo", "GetRouteInfo", "GetSubscriptionGroups",
+                 "GetAllConsumerOffsets", "ProducerHeartbeat", "TransactionChecks", "Heartbeat",
+                 "LeaseKeepAlive", "Watch", "QueryRoute", "QueryAssignment", "Telemetry")
+QUIET_BY_DEFAULT = (*CONTROL_PLANE, "Check", "Pull", "Pop", "ReceiveMessage", "healthz",
+                    "metrics", "series")
 
 
 def operation(span_name: str) -> str:
     """`/pkg.Service/Method` → `Method`; `GET /a/b` → `b`; anything else unchanged."""
     return span_name.rsplit("/", 1)[-1]
+
+
+def operations(span_name: str) -> tuple[str, ...]:
+    """The names a quiet entry may give for this span: its operation, and for a gRPC span
+    (`/pkg.Service/Method`) its service (`Service`) too."""
+    method = operation(span_name)
+    if span_name.startswith("/") and span_name.count("/") == 2:
+        return method, span_name[1:].split("/", 1)[0].rsplit(".", 1)[-1]
+    return (method,)
+
+
+def is_quiet(span_name: str, quiet: frozenset[str]) -> bool:
+    return any(name in quiet for name in operations(span_name))
 
 
 def parse_operations(text: str) -> frozenset[str]:
@@ -47,7 +71,7 @@ class QuietOperationsSampler(Sampler):
             sampled = parent.trace_flags.sampled
             trace_state = parent.trace_state
         else:
-            sampled = operation(name) not in self.quiet
+            sampled = not is_quiet(name, self.quiet)
         return SamplingResult(Decision.RECORD_AND_SAMPLE if sampled else Decision.DROP,
                               attributes if sampled else None, trace_state)
 

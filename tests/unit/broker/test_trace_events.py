@@ -1,6 +1,6 @@
 """Broker trace events with the real OpenTelemetry SDK (in a child interpreter: the global
 tracer provider can be set once per process): a retry, a DLQ move, a re-drive, a delayed
-delivery and a transaction's end each become a short span in the message's own trace, a
+delivery, a transaction's end and a pop consumer's ack or nack each become a short span in the message's own trace, a
 child of its publish span naming the message; nothing is recorded when the process does not
 export spans, or for a message sent without a trace context."""
 
@@ -51,6 +51,9 @@ SCRIPT = textwrap.dedent('''
         trace_events.delayed_delivered("orders", 3, [raw])
         trace_events.transaction_ended(stored, True, began_ns=1_000)
         trace_events.transaction_ended(stored, committed=False)
+        trace_events.message_settled("billing", stored, True, stored.store_timestamp + 250)
+        trace_events.message_settled("billing", stored, False, stored.store_timestamp + 40,
+                                     invisible_ms=5000)
     context = publish.get_span_context()
     print(json.dumps({
         "publish": [context.trace_id, context.span_id],
@@ -75,7 +78,8 @@ def test_each_event_is_a_span_in_the_message_trace_only_when_exporting():
         ("%RETRY%billing retry", "retry"), ("%DLQ%billing dead_letter", "dead_letter"),
         ("orders redrive", "redrive"), ("orders delayed_delivery", "delayed_delivery"),
         ("orders transaction_commit", "transaction_commit"),
-        ("orders transaction_rollback", "transaction_rollback")]
+        ("orders transaction_rollback", "transaction_rollback"),
+        ("orders ack", "ack"), ("orders nack", "nack")]
     for span in spans:
         assert (span["trace"], span["parent"]) == (trace_id, publish_id)
         assert span["attributes"]["messaging.message.id"] == "U1"
@@ -89,5 +93,11 @@ def test_each_event_is_a_span_in_the_message_trace_only_when_exporting():
     assert spans[3]["attributes"]["messaging.destination.partition.id"] == "3"
     assert spans[4]["attributes"]["tidemq.producer_group"] == "shop"
     assert spans[4]["start"] == 1_000  # when the commit began, before the message was visible
+
+    ack, nack = spans[6]["attributes"], spans[7]["attributes"]
+    assert (ack["messaging.consumer.group.name"], ack["tidemq.store_to_settle_ms"]) == \
+        ("billing", 250)
+    assert "tidemq.invisible_ms" not in ack
+    assert (nack["tidemq.invisible_ms"], nack["tidemq.store_to_settle_ms"]) == (5000, 40)
 
     assert _run("not-exporting")["spans"] == []

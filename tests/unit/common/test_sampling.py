@@ -7,7 +7,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tidemq.common.sampling import QuietOperationsSampler, operation, parse_operations
+from tidemq.common.sampling import (
+    QuietOperationsSampler,
+    is_quiet,
+    operation,
+    operations,
+    parse_operations,
+)
 from tidemq.common.settings import ServiceSettings
 
 
@@ -61,3 +67,24 @@ def test_operation_names_and_the_setting():
     assert operation("publish orders") == "publish orders"
     assert parse_operations(ServiceSettings().trace_quiet_operations) == \
         QuietOperationsSampler().quiet
+
+
+def test_an_entry_can_name_a_whole_grpc_service():
+    assert operations("/tidemq.v1.ConfigService/Put") == ("Put", "ConfigService")
+    assert operations("GET /v1/topics/{topic}") == ("{topic}",)
+    assert is_quiet("/tidemq.v1.ConfigService/Get", frozenset({"ConfigService"}))
+    assert not is_quiet("/tidemq.v1.BrokerService/Send", frozenset({"ConfigService"}))
+    assert not is_quiet("GET /v1/ConfigService", frozenset({"Put"}))
+
+
+def test_the_control_planes_own_calls_are_quiet_by_default(traced):
+    tracer, exporter, _ = traced
+    for name in ("/tidemq.v1.ConfigService/Put", "/tidemq.v1.ConfigService/Get",
+                 "/tidemq.v1.ConfigService/LeaseGrant",
+                 "/tidemq.v1.NameServerService/AlterInSyncSet",
+                 "/tidemq.v1.NameServerService/GetRouteInfo", "GET /console/series",
+                 "POST /v1/topics/{topic}/messages", "/tidemq.v1.BrokerService/Ack"):
+        with tracer.start_as_current_span(name):
+            pass
+    assert names(exporter) == ["POST /v1/topics/{topic}/messages",
+                               "/tidemq.v1.BrokerService/Ack"]

@@ -138,6 +138,11 @@ def test_service_map_page_and_api_and_store_size(client, store):
     page = client.get("/service-map?since=100000d").get_data(as_text=True)
     assert "gateway-http" in page and "delivers to (received)" in page
     assert '<option value="100000d" selected>' in page
+    # drawn: one box per service, one arrow per edge of the table
+    assert page.count('<g class="node ') == len({e["caller"] for e in api["edges"]}
+                                                 | {e["callee"] for e in api["edges"]})
+    assert page.count('<g class="edge ') == len(api["edges"])
+    assert 'data-caller="gateway-http" data-callee="broker" data-kind="call"' in page
     stats = client.get("/api/stats").get_json()
     assert stats["spans"] == 5 and stats["size_bytes"] > 0
     assert stats["retention"]["max_spans"] == 1_000_000

@@ -144,3 +144,45 @@ def test_size_retention_keeps_the_pages_in_use_under_the_bound(tmp_path):
     assert bounded.size_bytes <= 1_000_000
     assert 0 < bounded.span_count < unbounded.span_count
     assert bounded.file_bytes >= bounded.size_bytes
+
+
+def test_the_control_planes_own_traces_are_hidden_unless_internal_is_asked(tmp_path):
+    store = SpanStore(tmp_path)
+    user = message_spans("U1", "M1", "order-1")
+    store.insert(user.all())
+    internal = {}
+    for offset, name in enumerate(("/tidemq.v1.ConfigService/Put", "/tidemq.v1.ConfigService/Get",
+                                   "/tidemq.v1.NameServerService/RegisterBroker",
+                                   "GET /console/series"), start=1):
+        trace_id = new_trace_id()
+        store.insert([make_span(trace_id, name=name, start=10_000_000 * offset)])
+        internal[trace_id] = name
+    users = {user.http.trace_id, user.receive.trace_id}
+    assert _found(store) == users  # the internal traces are newer, yet not listed
+    assert _found(store, internal=True) == users | set(internal)
+    newest = store.search(TraceQuery(limit=1, internal=True))
+    assert newest[0].trace_id in internal
+
+
+def test_a_pop_groups_nack_and_ack_end_the_journey(tmp_path):
+    store = SpanStore(tmp_path)
+    spans = message_spans("U1", "M1", "order-1")
+    settle = {"messaging.destination.name": "orders", "messaging.message.id": "U1",
+              "messaging.consumer.group.name": "pop-billing", "tidemq.reconsume_times": 0}
+    nack = make_span(spans.publish.trace_id, parent=spans.publish.span_id, name="orders nack",
+                     start=6_000_000, **settle, **{"tidemq.event": "nack",
+                                                   "tidemq.store_to_settle_ms": 40,
+                                                   "tidemq.invisible_ms": 5000})
+    ack = make_span(spans.publish.trace_id, parent=spans.publish.span_id, name="orders ack",
+                    start=7_000_000, **settle, **{"tidemq.event": "ack",
+                                                  "tidemq.store_to_settle_ms": 1250})
+    store.insert([*spans.all(), nack, ack])
+    with store.reading() as db:
+        [journey] = find_journeys(db, key="order-1")
+    *_, given_back, acked = journey.steps
+    assert (given_back.kind, acked.kind) == ("nack", "ack")
+    assert given_back.title == "invisible time changed by pop-billing (delivered again in " \
+                               "5 s unless acked), 0.04 s after it was stored"
+    assert acked.title == "acked by pop-billing, 1.25 s after it was stored"
+    assert acked.facts == {"topic": "orders", "group": "pop-billing", "reconsume times": "0",
+                           "store to ack/nack (ms)": "1250"}

@@ -25,6 +25,7 @@ from tidemq.client import (
     TransactionResolution,
 )
 from tidemq.client.acks import AckLanes
+from tidemq.client.consume_spans import record_receive
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageQueue, decode_records, validate_topic_name
@@ -174,6 +175,9 @@ class MessagingProxy:
                 if auto_renew:
                     for item in received:
                         self.renewals.track(group, topic, item.receipt, invisible_ms)
+                # ReceiveMessage is quiet (a long poll): a read that found messages is a
+                # receive span of its own, linked to each message's publish span
+                record_receive(topic, group, messages, own_trace=True)
                 return received
         return []
 

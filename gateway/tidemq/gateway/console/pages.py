@@ -70,3 +70,13 @@ def with_recent_counts(queues: list[dict], offsets_then: list[dict]) -> list[dic
     return [{**q, "recent": max(q["max_offset"] - then.get((q["broker_name"], q["queue_id"]),
                                                            q["max_offset"]), 0)}
             for q in queues]
+
+
+def parse_flag(text: str | None, field: str) -> bool:
+    """A yes/no query parameter: '' → no; anything but 1/0, true/false, yes/no is refused."""
+    value = (text or "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise InvalidArgument(f"{field} must be yes or no (1/0, true/false), got {value[:16]!r}")

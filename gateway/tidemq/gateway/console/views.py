@@ -8,13 +8,25 @@ origin is refused (the browser's Origin header), so a foreign page cannot submit
 
 from __future__ import annotations
 
+import json
 import time
 from urllib.parse import quote, urlsplit
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
-from tidemq.common.errors import TideMQError
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from tidemq.common import problems
+from tidemq.common.errors import InvalidArgument, TideMQError
+from tidemq.common.system_topics import is_system_topic
 from tidemq.gateway.auth import GUARD
-from tidemq.gateway.console import api, pages
+from tidemq.gateway.console import api, pages, series
 from tidemq.gateway.console.api import ApiProblem, path_of
 
 console_bp = Blueprint("tidemq_console", __name__, url_prefix="/console",
@@ -22,6 +34,8 @@ console_bp = Blueprint("tidemq_console", __name__, url_prefix="/console",
 DLQ_LIMIT = 200
 THROUGHPUT_WINDOW_S = 60   # a topic page's rate: messages written in the last minute
 HISTORY_LIMIT = 50
+SERIES_EVERY_S = 5       # the charts poll /console/series this often
+SERIES_WINDOW_S = 900    # and keep this much history in the browser tab
 
 
 @console_bp.before_request
@@ -43,6 +57,11 @@ def api_problem(problem: ApiProblem):
 def form_problem(exc: TideMQError):
     problem = ApiProblem(exc.http_status, exc.code, exc.message, request.path)
     return render_template("console/problem.html", problem=problem), problem.status
+
+
+@console_bp.context_processor
+def chart_settings():
+    return {"series_every_s": SERIES_EVERY_S, "series_window_s": SERIES_WINDOW_S}
 
 
 @console_bp.app_template_filter("utc")
@@ -72,12 +91,34 @@ def cluster():
     except ApiProblem as problem:  # no config center answers: the brokers still show
         plane, plane_problem = None, problem
     return render_template("console/cluster.html", cluster=brokers, plane=plane,
-                           plane_problem=plane_problem)
+                           plane_problem=plane_problem, charts=True)
+
+
+@console_bp.get("/series")
+def series_sample():
+    """One sample of the charts' counters (console/series.py), as JSON; a script reads it,
+    so its errors are problem+json too (an expired login answers 401, not the login page)."""
+    try:
+        if request.args:
+            raise InvalidArgument(f"/console/series takes no parameters, got "
+                                  f"{', '.join(sorted(request.args))[:200]}")
+        return jsonify(series.sample(api.get))
+    except ApiProblem as problem:
+        body = problems.problem_body(problem.status, problem.code, problem.detail)
+    except TideMQError as exc:
+        body = problems.problem_body(exc.http_status, exc.code, exc.message)
+    return current_app.response_class(json.dumps(body), status=body["status"],
+                                      mimetype="application/problem+json")
 
 
 @console_bp.get("/topics")
 def topics():
-    return render_template("console/topics.html", topics=api.get("/v1/topics")["topics"])
+    every = api.get("/v1/topics")["topics"]
+    return render_template(
+        "console/topics.html", charts=True,
+        topics=[t for t in every if not is_system_topic(t["name"])],
+        system_topics=[t for t in every if is_system_topic(t["name"])],
+        show_system=pages.parse_flag(request.args.get("system"), "system"))
 
 
 @console_bp.get("/topics/<topic>")
@@ -94,14 +135,14 @@ def topic(topic: str):
               else described["queues"])
     return render_template("console/topic.html", topic=described, queues=queues,
                            totals=pages.queue_totals(queues), window_s=THROUGHPUT_WINDOW_S,
-                           rate_problem=rate_problem)
+                           rate_problem=rate_problem, charts=not is_system_topic(topic))
 
 
 @console_bp.get("/groups")
 def groups():
     return render_template("console/groups.html",
                            live=api.get("/v1/consumer-groups")["groups"],
-                           defined=api.get("/v1/groups"))
+                           defined=api.get("/v1/groups"), charts=True)
 
 
 @console_bp.get("/groups/<group>")
@@ -109,7 +150,7 @@ def group(group: str):
     described = api.get(path_of("v1", "consumer-groups", group))
     topics = sorted({o["topic"] for o in described["offsets"]}
                     | {t for m in described["members"] for t in m["topics"]})
-    return render_template("console/group.html", group=described, topics=topics)
+    return render_template("console/group.html", group=described, topics=topics, charts=True)
 
 
 @console_bp.post("/groups/<group>/reset-offsets")

@@ -1,4 +1,5 @@
-"""Trace events: what the broker does to a message after storing it — a retry after a
+"""Trace events: what the broker does to a message after storing it — a pop consumer's ack
+or nack (its invisible time changed: it comes back later), a retry after a
 consumer gave it back (SendMessageBack, or a pop's revive), a move to the dead-letter queue,
 a delayed message delivered when due, a transaction committed or rolled back — as a short
 INTERNAL span in the message's own trace.
@@ -25,6 +26,7 @@ from tidemq.common.tracing import MESSAGING_SYSTEM, exporting, extract_context, 
 _tracer = get_tracer("tidemq.broker.events")
 
 RETRY, DEAD_LETTER, REDRIVE = "retry", "dead_letter", "redrive"
+ACK, NACK = "ack", "nack"
 DELAYED_DELIVERY = "delayed_delivery"
 TRANSACTION_COMMIT, TRANSACTION_ROLLBACK = "transaction_commit", "transaction_rollback"
 MAX_EVENTS_PER_BATCH = 256  # a timer tick delivering more describes the first ones only
@@ -105,3 +107,27 @@ def transaction_ended(stored: record.Record, committed: bool,
                   properties.get(record.PROP_REAL_TOPIC, stored.topic),
                   {"tidemq.producer_group": properties.get(record.PROP_PRODUCER_GROUP, "")},
                   began_ns)
+
+
+def message_settled(group: str, stored: record.Record, acked: bool, now_ms: int,
+                    invisible_ms: int = 0) -> None:
+    """A pop consumer of `group` acked `stored` (its copy as delivered: a retry's copy is in
+    the group's retry topic), or changed its invisible time (`invisible_ms` from now: a nack,
+    or more time to work). Names the group, the delivery attempt and the time since the
+    delivered copy was stored (`tidemq.store_to_settle_ms`); the span is in the message's
+    own trace like every other event, so its journey ends with it."""
+    if not exporting():
+        return
+    properties = stored.properties
+    attributes: dict[str, object] = {
+        "messaging.consumer.group.name": group,
+        "messaging.destination.partition.id": str(stored.queue_id),
+        "tidemq.queue_offset": stored.queue_offset,
+        "tidemq.reconsume_times": stored.reconsume_times,
+        "tidemq.store_to_settle_ms": max(0, now_ms - stored.store_timestamp)}
+    if not acked:
+        attributes["tidemq.invisible_ms"] = invisible_ms
+    # The topic the message was sent to (a retry's copy names it in RETRY_TOPIC).
+    topic = properties.get(record.PROP_RETRY_TOPIC, stored.topic)
+    _record_event(ACK if acked else NACK, properties.get(record.PROP_TRACE_CONTEXT, ""),
+                  properties.get(record.PROP_UNIQ_KEY, ""), topic, attributes)

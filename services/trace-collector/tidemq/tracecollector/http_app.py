@@ -23,7 +23,7 @@ from tidemq.common.auth.acl import Action, Permission
 from tidemq.common.auth.guard import AuthGuard
 from tidemq.common.auth.signature import DATE_TIME
 from tidemq.common.errors import InvalidArgument, NotFound, TideMQError
-from tidemq.tracecollector import metrics, query
+from tidemq.tracecollector import map_drawing, metrics, query
 from tidemq.tracecollector.journey import find_journeys
 from tidemq.tracecollector.model import parse_trace_id
 from tidemq.tracecollector.service_map import service_edges
@@ -191,7 +191,8 @@ def create_app(store: SpanStore, guard: AuthGuard | None = None) -> Flask:
         since_ns, until_ns, window = _map_window()
         with store.reading() as db:
             edges = service_edges(db, since_ns, until_ns)
-        return render_template("service_map.html", edges=edges, window=window)
+        return render_template("service_map.html", edges=edges, window=window,
+                               drawing=map_drawing.draw(edges))
 
     @app.get("/trace/<raw_trace_id>")  # the first dashboard's address, for saved links
     @app.get("/traces/<raw_trace_id>")  # registered first: url_for builds this one

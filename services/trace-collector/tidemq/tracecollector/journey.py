@@ -1,8 +1,9 @@
 """One message's journey, built from the spans that name it and the traces they belong to:
 published (by which service, through which request), stored (broker, topic, queue, offset),
-delivered (to which group and member), processed (acked or given back), and the broker's
-trace events (retried, dead-lettered, delivered after a delay, transaction committed or
-rolled back).
+delivered (to which group and member), processed (a push listener's answer), and the
+broker's trace events: a pop consumer's ack or nack (with the group and the time from store),
+retried, dead-lettered, re-driven, delivered after a delay, transaction committed or rolled
+back.
 
 A message is named by its unique id (the client's, carried by every span of it) and by its
 offset msg id (the broker's); the broker's store span carries both, so either finds the
@@ -24,7 +25,8 @@ MAX_MESSAGES = 20
 MAX_TRACES_PER_MESSAGE = 50
 _ID_ATTRIBUTES = ("messaging.message.id", "tidemq.unique_id", "tidemq.stored_msg_id")
 EVENT_TITLES = {
-    "retry": "retried", "dead_letter": "moved to the DLQ",
+    "ack": "acked", "nack": "invisible time changed",
+    "retry": "retried", "dead_letter": "moved to the DLQ", "redrive": "re-driven",
     "delayed_delivery": "delivered after its delay",
     "transaction_commit": "transaction committed", "transaction_rollback": "transaction rolled back",
 }
@@ -170,6 +172,31 @@ def _fact(span: SpanRecord, facts: dict, label: str, attribute: str) -> None:
         facts[label] = str(value)
 
 
+def _event_title(event: str, span: SpanRecord) -> str:
+    title = EVENT_TITLES.get(event, event)
+    group = span.attributes.get("messaging.consumer.group.name")
+    if event in ("ack", "nack"):
+        settled = span.attributes.get("tidemq.store_to_settle_ms")
+        # A nack and a renewal (more time to work, as gateway-grpc does for push consumers)
+        # are the same call: the title says what it does, not why.
+        title = f"acked by {group}" if event == "ack" else \
+            f"invisible time changed by {group}"
+        if event == "nack" and span.attributes.get("tidemq.invisible_ms") is not None:
+            title += (f" (delivered again in {_seconds(span.attributes['tidemq.invisible_ms'])}"
+                      " unless acked)")
+        if settled is not None:
+            title += f", {_seconds(settled)} after it was stored"
+    return title
+
+
+def _seconds(ms: object) -> str:
+    try:
+        value = float(ms) / 1000  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(ms)
+    return f"{value:.3g} s"
+
+
 def _step(span: SpanRecord, by_id: dict[tuple[str, str], SpanRecord]) -> Step | None:
     attributes, facts = span.attributes, {}
     event = attributes.get("tidemq.event")
@@ -177,9 +204,10 @@ def _step(span: SpanRecord, by_id: dict[tuple[str, str], SpanRecord]) -> Step | 
     if event:
         _fact(span, facts, "group", "messaging.consumer.group.name")
         _fact(span, facts, "reconsume times", "tidemq.reconsume_times")
+        _fact(span, facts, "store to ack/nack (ms)", "tidemq.store_to_settle_ms")
         _fact(span, facts, "from topic", "tidemq.source_topic")
         _fact(span, facts, "new msg id", "tidemq.stored_msg_id")
-        return Step(str(event), EVENT_TITLES.get(str(event), str(event)), span, facts)
+        return Step(str(event), _event_title(str(event), span), span, facts)
     if span.kind == "PRODUCER" and _operation(span) == "publish":
         parent = by_id.get((span.trace_id, span.parent_span_id or ""))
         if parent is not None:

@@ -109,7 +109,8 @@ def parse_trace_query(args: Mapping[str, str], now_ns: int, default_limit: int =
     return TraceQuery(
         msg_id=text("msg_id"), unique_id=text("unique_id"), key=text("key"),
         topic=text("topic"), group=text("group"), service=text("service"),
-        errors_only=parse_flag("errors", args.get("errors")), since_ns=since_ns,
+        errors_only=parse_flag("errors", args.get("errors")),
+        internal=parse_flag("internal", args.get("internal")), since_ns=since_ns,
         until_ns=until_ns,
         limit=parse_limit(args.get("limit") or str(default_limit)),
     )

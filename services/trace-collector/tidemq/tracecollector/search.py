@@ -1,6 +1,12 @@
 """Trace search: which traces match a message id, key, topic, group, service, status and
 time range. Pure SQL over a reader connection (the store owns connections and writing).
 
+The control plane's own calls (config reads and puts, leases, registrations, replication
+housekeeping: tidemq.common.sampling.QUIET_BY_DEFAULT) are not recorded by default; a service
+told to record them (its `trace_quiet_operations` emptied) still does not bury users' work:
+traces whose root span is one of those operations are left out unless `internal` is asked
+for (the dashboard's "Internal calls" switch).
+
 Every filter narrows the `traces` table (one row per trace, indexed by start time); a tag
 filter is an `IN` over the `span_tags` primary key (tag, value), so finding a message by key
 among a million spans is an index lookup, not a scan of span JSON.
@@ -11,10 +17,18 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from tidemq.common.sampling import QUIET_BY_DEFAULT, is_quiet
 from tidemq.tracecollector.index import GROUP, KEY, MSG, TOPIC
 from tidemq.tracecollector.model import TraceSummary
 
 _NO_END = 2**63 - 1
+INTERNAL_OPERATIONS = frozenset(QUIET_BY_DEFAULT)
+INTERNAL_ROOT_SQL = "tidemq_internal_root"  # registered on every connection (store.py)
+
+
+def internal_root(root_name: str | None) -> bool:
+    """Whether a trace whose root span is `root_name` is the system's own routine work."""
+    return bool(root_name) and is_quiet(root_name, INTERNAL_OPERATIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +43,7 @@ class TraceQuery:
     group: str | None = None
     service: str | None = None
     errors_only: bool = False
+    internal: bool = False  # also the traces of the control plane's own calls
     since_ns: int = 0
     until_ns: int = 0
     limit: int = 20
@@ -40,7 +55,7 @@ class TraceQuery:
 
     @property
     def is_filtered(self) -> bool:
-        return bool(self.tag_filters() or self.service or self.errors_only
+        return bool(self.tag_filters() or self.service or self.errors_only or self.internal
                     or self.since_ns or self.until_ns)
 
 
@@ -51,6 +66,8 @@ def find_traces(db: sqlite3.Connection, query: TraceQuery) -> list[TraceSummary]
     params: list = [query.since_ns, query.until_ns or _NO_END]
     if query.errors_only:
         sql += " AND error_count > 0"
+    if not query.internal:
+        sql += f" AND NOT {INTERNAL_ROOT_SQL}(root_name)"
     if query.service:
         sql += (" AND EXISTS (SELECT 1 FROM trace_services ts WHERE ts.trace_id = t.trace_id"
                 " AND ts.service_name = ?)")

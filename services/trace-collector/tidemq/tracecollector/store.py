@@ -197,6 +197,8 @@ class SpanStore:
         # traces are diagnostics, so one fsync per checkpoint rather than per batch.
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=5000")
+        connection.create_function(search.INTERNAL_ROOT_SQL, 1, search.internal_root,
+                                   deterministic=True)
         return connection
 
     @contextlib.contextmanager

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.book import (
@@ -42,7 +43,7 @@ from tidemq.broker.retry import RetryService
 from tidemq.broker.store import GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
-from tidemq.common import errors, record
+from tidemq.common import errors, record, tracing
 from tidemq.common.logs import get_logger
 from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle, encode_handles
 from tidemq.common.system_topics import REVIVE_PREFIX, retry_topic
@@ -359,7 +360,7 @@ class PopService:
             raise errors.InvalidArgument(f"one ack carries at most {MAX_ACK_BATCH} receipt "
                                          f"handles, got {len(texts)}")
         self._serving_master()  # a just-promoted master knows what its old master handed out
-        outcomes, entries, seen = [], [], set()
+        outcomes, entries, seen, acked = [], [], set(), []
         for text in texts:
             try:
                 handle = self._in_flight(group, text)
@@ -373,10 +374,12 @@ class PopService:
             key = (handle.checkpoint, handle.queue_offset)
             if key not in seen:  # the same handle twice in a batch: one ACK record
                 seen.add(key)
+                acked.append(handle)
                 entries.append((ack_body(*key, ACKED),
                                 {"t": "ack", "ck": key[0], "off": key[1], "why": ACKED}))
         if entries:
             await self._record_acks(entries)
+            self._trace_settled(group, acked, acked=True)
         return outcomes
 
     async def _record_acks(self, entries: list[tuple[bytes, dict]]) -> None:
@@ -404,6 +407,20 @@ class PopService:
             if not answered.done():
                 answered.set_result(None)
 
+    def _trace_settled(self, group: str, handles: list[ReceiptHandle], *, acked: bool,
+                       invisible_ms: int = 0) -> None:
+        """The message journey's last step (trace_events.message_settled): reads each
+        message's properties, so only when this broker exports spans."""
+        if not tracing.exporting():
+            return
+        now_ms = self._now_ms()
+        for handle in handles[:trace_events.MAX_EVENTS_PER_BATCH]:
+            got = self.messaging.store.get_messages(handle.topic, handle.queue_id,
+                                                    handle.queue_offset, 1)
+            if got.status is GetStatus.FOUND:
+                trace_events.message_settled(group, record.decode(got.records), acked, now_ms,
+                                             invisible_ms)
+
     async def change_invisible(self, group: str, text: str, invisible_ms: int) -> str:
         """Hide an in-flight message for `invisible_ms` from now; its new receipt handle."""
         _check_invisible(invisible_ms)
@@ -426,6 +443,7 @@ class PopService:
         first = await self._record([
             (json.dumps(ck).encode(), ck),
             (ack_body(handle.checkpoint, handle.queue_offset, MOVED), ack)])
+        self._trace_settled(group, [handle], acked=False, invisible_ms=invisible_ms)
         return ReceiptHandle(self.broker_name, first, handle.topic, handle.queue_id,
                              handle.queue_offset).encode()
 
