@@ -14,7 +14,9 @@ pull is the ack round trips and the revive-log writes, which is what pop buys it
 invisibility with; the batch rows show how much of it was per-message round trips. `ack_async` acks message by
 message without waiting for each answer (the SDK coalesces what is acked while a call is on the
 wire). The peer, in the same run on the same Redis: a Redis Streams consumer group read 32 at a
-time with redis-py, XACK per entry and one XACK per read; the ratios are printed last.
+time with redis-py, XACK per entry and one XACK per read; the ratios are printed last. Beside
+them, the physical limit of the transport (grpc_floor.py): an empty unary gRPC call's rate, one
+thread, same run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from tidemq.client import (  # noqa: E402
 )
 
 from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import grpc_floor  # noqa: E402
 
 TOPIC = "BenchPop"
 QUEUES = 4
@@ -152,6 +157,7 @@ def main() -> None:
         over_http = http_pop_all(cluster, min(http_count, count))
         over_http_batch = http_pop_all(cluster, min(http_count, count), batch=True)
         redis_each, redis_batch = redis_streams_groups(cluster.redis.url, count)
+        floor = grpc_floor.unary_calls_per_s()
     print(f"{'reader':<48}{'msgs/s':>10}")
     print(f"{'PullConsumer, 32 per pull (same run)':<48}{pulled:>10.0f}")
     for name, rate, per_message in (
@@ -165,6 +171,9 @@ def main() -> None:
           f"({popped_async / pulled:.0%} of pull, {popped_async / popped:.1f}x ack each)")
     print(f"{'Redis Streams XREADGROUP 32 + XACK each':<48}{redis_each:>10.0f}")
     print(f"{'Redis Streams XREADGROUP 32 + one XACK':<48}{redis_batch:>10.0f}")
+    print(f"{'empty unary gRPC call, one thread (same run)':<48}{floor:>10.0f}  calls/s: "
+          f"pop 32 + batch ack cannot pass {16 * floor:.0f} msgs/s, a blocking ack each "
+          f"{floor:.0f}")
     for name, ours, peer in (
             ("ack each (blocking) / XACK each", popped, redis_each),
             ("ack_async each / XACK each", popped_async, redis_each),

@@ -11,10 +11,15 @@ one message is invalid is sent again message by message, so only that message fa
 
 Messages with a `message_group` are batched with their group only, and one batch of a group
 is on the wire at a time: a group's asynchronous sends are stored in the order they were made.
+
+A batch is sent in the context of its first message's caller: its publish span joins that
+caller's trace (a lone send, or gateway-grpc relaying one client's SendMessage, is traced end
+to end as before); the other messages of a batch are published under that span too.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -36,7 +41,7 @@ SendBatch = Callable[[Sequence[Message]], list[SendResult]]
 class _Lane:
     """The queued sends of one topic (and message group)."""
 
-    queued: deque[tuple[Message, Future]] = field(default_factory=deque)
+    queued: deque[tuple[Message, Future, contextvars.Context]] = field(default_factory=deque)
     busy: bool = False  # a message group's batch is on the wire
 
 
@@ -58,12 +63,12 @@ class SendCoalescer:
             lane = self._lanes.get(key)
             if lane is None:
                 lane = self._lanes[key] = _Lane()
-            lane.queued.append((message, future))
+            lane.queued.append((message, future, contextvars.copy_context()))
             batches = self._take()
         self._start(batches)
         return future
 
-    def _take(self) -> list[tuple[tuple[str, str], list[tuple[Message, Future]]]]:
+    def _take(self) -> list[tuple[tuple[str, str], list]]:
         """Batches to start now (under the lock), oldest lanes first."""
         batches = []
         for key, lane in list(self._lanes.items()):
@@ -90,13 +95,14 @@ class SendCoalescer:
             try:
                 self._executor().submit(self._run, key, batch)
             except Exception as exc:  # noqa: BLE001 - the producer closed meanwhile
-                for _, future in batch:
+                for _, future, _ in batch:
                     future.set_exception(exc)
                 self._done(key)
 
-    def _run(self, key: tuple[str, str], batch: list[tuple[Message, Future]]) -> None:
+    def _run(self, key: tuple[str, str], queued: list) -> None:
         try:
-            self._settle(batch)
+            context = queued[0][2]
+            context.run(self._settle, [(message, future) for message, future, _ in queued])
         finally:
             self._done(key)
 

@@ -136,3 +136,23 @@ def test_each_send_is_answered_once_and_a_groups_sends_keep_their_order(sends, i
             stored = [m.body for m in broker.stored if (m.topic, m.message_group) ==
                       (topic, group)]
             assert stored == made
+
+
+def test_a_batch_is_sent_in_its_first_callers_context(pool):
+    """So its publish span joins that caller's trace (gateway-grpc relaying one client)."""
+    import contextvars
+
+    caller = contextvars.ContextVar("caller", default="none")
+    seen = []
+
+    def send_batch(messages):
+        seen.append(caller.get())
+        return [("stored", m.body) for m in messages]
+
+    coalescer = SendCoalescer(send_batch, lambda: pool, in_flight=1)
+    token = caller.set("first")
+    try:
+        coalescer.submit(Message("t", b"a")).result(timeout=5)
+    finally:
+        caller.reset(token)
+    assert seen == ["first"]
