@@ -36,6 +36,7 @@ from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.gateway.admin_backend import AdminBackend
 from tidemq.gateway.dynamic import follow_breaker_settings
+from tidemq.gateway.long_polls import LongPolls
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.transactions import HttpTransactions
 
@@ -73,6 +74,7 @@ class GatewayBackend:
         self.transactions = HttpTransactions(self.config, self._transaction_producer,
                                              ttl_s=settings.transaction_ttl_s)
         self._poppers: dict[tuple[str, str, str, str], SimpleConsumer] = {}
+        self.long_polls = LongPolls(settings.threads)  # some threads are never parked
         # The operator's reads and resets (admin_routes.py), over the CLI's Admin.
         self.admin = AdminBackend(settings, self.consumer)
         self.acl = StaticAcl()  # users and rules, followed live when auth is on
@@ -168,9 +170,11 @@ class GatewayBackend:
             raise errors.NotFound(
                 f"{topic!r} has queues 0..{layout.read_queue_nums - 1} on {broker_name!r}, "
                 f"not {queue_id}", code="QUEUE_NOT_FOUND")
-        return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
-                                  max_messages, long_poll=wait_ms / 1000,
-                                  tag_expression=expression, expression_type=expression_type)
+        with self.long_polls.waiting(wait_ms) as wait_ms:
+            return self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
+                                      max_messages, long_poll=wait_ms / 1000,
+                                      tag_expression=expression,
+                                      expression_type=expression_type)
 
     # -- transactions (transactions.py) ---------------------------------------------------
 
@@ -200,8 +204,9 @@ class GatewayBackend:
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,
             tags: str, expression_type: str = "TAG") -> list[ReceivedMessage]:
         """`expression_type` "SQL92": `tags` is a SQL92 filter (docs/filters.md)."""
-        return self._popper(group, topic, tags, expression_type).receive(
-            max_messages, invisible_duration_s=invisible_ms / 1000, wait_s=wait_ms / 1000)
+        with self.long_polls.waiting(wait_ms) as wait_ms:
+            return self._popper(group, topic, tags, expression_type).receive(
+                max_messages, invisible_duration_s=invisible_ms / 1000, wait_s=wait_ms / 1000)
 
     def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         self._popper(group, topic).ack_handle(receipt_handle)

@@ -18,7 +18,9 @@ class GatewaySettings(ServiceSettings):
     config_center: str = setting("127.0.0.1:7070", "config-center address(es), 'h:p,h:p'")
     redis_url: str = setting("", "Redis for circuit-breaker state shared by workers ('' = per worker)")
     workers: int = setting(2, "gunicorn worker processes")
-    threads: int = setting(8, "threads per worker (gthread): concurrent requests per worker")
+    threads: int = setting(
+        64, "threads per worker (gthread): concurrent requests per worker; all but 4 may be "
+            "parked in a long-polled pop or fetch (long_polls.py)")
     send_timeout_s: float = setting(3.0, "overall deadline of one send, retries included")
     rpc_timeout_s: float = setting(3.0, "deadline of other calls to name servers and brokers")
     send_retries: int = setting(2, "send retries on another broker group after a failure")

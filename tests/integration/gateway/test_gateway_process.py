@@ -171,6 +171,39 @@ def _try_commit(stack, topic: str, group: str) -> bool:
     return True
 
 
+def test_parked_long_polls_leave_threads_for_acks_sends_and_health(stack):
+    """A worker of 12 threads parks at most 8 long polls; the rest are answered at once (as
+    with wait_ms 0), and /healthz and sends are served while the 8 still wait."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tidemq.gateway.long_polls import RESERVED_THREADS
+
+    gateway = stack.start("tidemq.gateway", [
+        "--namesrv-addrs", stack.namesrv_addrs, "--config-center", stack.config_center.addr,
+        "--workers", "1", "--threads", "12", "--max-pull-wait-ms", "60000"])
+    url = f"http://127.0.0.1:{gateway.port}"
+    created = requests.post(f"{url}/v1/topics", json={"name": "ParkedTopic", "queues": 1},
+                            timeout=30)
+    assert created.status_code == 201, created.text  # empty: every pop waits
+    parked = 12 - RESERVED_THREADS
+    with ThreadPoolExecutor(16) as pool:
+        polls = [pool.submit(requests.post, f"{url}/v1/groups/g-parked/topics/ParkedTopic/pop",
+                             json={"max": 1, "wait_ms": 60_000}, timeout=90)
+                 for _ in range(parked + 4)]
+        answered = wait_until(lambda: [p for p in polls if p.done()] if sum(
+            p.done() for p in polls) >= 4 else None, 30, message="the polls beyond the slots")
+        assert all(p.result().json() == {"messages": []} for p in answered)
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
+        sent = requests.post(f"{url}/v1/topics/ParkedTopic/messages",
+                             json={"messages": [{"body": "wake one"}]}, timeout=10)
+        assert sent.status_code == 201, sent.text
+        assert sum(not p.done() for p in polls) >= parked - 1  # one may take the message
+        woken = wait_until(lambda: next((p for p in polls if p.done() and p.result().json()[
+            "messages"]), None), 30, message="a parked poll receiving the message")
+        assert woken.result().json()["messages"][0]["body"] == "wake one"
+        gateway.kill()  # ends the other parked polls
+
+
 def test_sigterm_drains_and_exits_cleanly(stack):
     assert stack.gateway.stop() == 0
 
