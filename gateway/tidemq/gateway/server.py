@@ -82,7 +82,8 @@ class GatewayApplication(BaseApplication):
         from tidemq.gateway.backend import GatewayBackend
 
         app = create_app(GatewayBackend(self.settings), self.settings)
-        FlaskInstrumentor().instrument_app(app, excluded_urls="healthz,metrics")
+        if self.settings.otlp_endpoint:  # a span per request that nobody exports costs CPU
+            FlaskInstrumentor().instrument_app(app, excluded_urls="healthz,metrics")
         return app
 
     def _when_ready(self, arbiter) -> None:
