@@ -43,6 +43,48 @@ def fresh_circuit_breakers():
         rpc._retuned.clear()
 
 
+# --- shared clusters --------------------------------------------------------------------------
+# Starting a cluster (Redis, config center, two name servers, brokers) costs seconds of a busy
+# machine; most modules only need one to send, pop and read on. Tests that only *use* a plain
+# cluster share one per shape for the whole session. A sharer owns its topics and groups (names
+# no other sharer uses), and never restarts or kills a process, changes dynamic settings or ACLs,
+# nor asserts anything about the whole cluster (every topic, every defined group): such a test
+# starts its own cluster with `running_cluster`. Started on first use, killed at session end.
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory):
+    """A plain cluster with two broker groups (broker-a, broker-b), no gateway."""
+    from tests.support.cluster import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("shared-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def shared_gateway_cluster(shared_cluster):
+    """`shared_cluster` with the HTTP gateway (two workers) started on it."""
+    shared_cluster.start_gateway(workers=2)
+    return shared_cluster
+
+
+@pytest.fixture(scope="session")
+def shared_one_broker_cluster(tmp_path_factory):
+    """A plain cluster with one broker group (broker-a), no gateway."""
+    from tests.support.cluster import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("shared-one-broker"),
+                         broker_names=("broker-a",)) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def shared_one_broker_gateway_cluster(shared_one_broker_cluster):
+    """`shared_one_broker_cluster` with the HTTP gateway (two workers) started on it."""
+    shared_one_broker_cluster.start_gateway(workers=2)
+    return shared_one_broker_cluster
+
+
 @pytest.fixture
 def redis_server(tmp_path) -> RedisServer:
     server = start_redis(tmp_path)

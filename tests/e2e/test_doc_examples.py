@@ -30,6 +30,7 @@ PAGES = [path for path in documentation_files(ROOT)
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
+    # Its own cluster, not a shared one: every block starts by deleting every topic.
     with traced_cluster(tmp_path_factory.mktemp("doc-examples")) as cluster:
         cluster.start_gateway(workers=1)
         namesrvs = [n.addr for n in cluster.namesrvs]

@@ -1,6 +1,7 @@
 """Consuming through the HTTP gateway as a group: pop / ack / invisible with receipt handles,
 the dead-letter queue and its re-drive, bad input answered with precise problem+json codes.
-Real processes: Redis, config center, two name servers, one broker group, the gateway."""
+Real processes: Redis, config center, two name servers, one broker group, the gateway (the
+session's shared one-broker cluster)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from tidemq.client.group import DirectClient
 from tidemq.common.receipt import ReceiptHandle
 from tidemq.v1 import broker_pb2
 
-from tests.support.cluster import running_cluster
 from tests.support.http import problem
 from tests.support.processes import wait_until
 
@@ -19,15 +19,14 @@ TOPIC, GROUP, DLQ_GROUP = "HttpPop", "g-http", "g-http-dlq"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("http-pop"),
-                         broker_names=("broker-a",)) as cluster:
-        cluster.start_gateway(workers=2)
-        response = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                 json={"name": TOPIC, "queues": 2}, timeout=30)
-        assert response.status_code == 201, response.text
-        yield cluster
-
+def cluster(shared_one_broker_gateway_cluster):
+    """The shared one-broker cluster (tests/conftest.py): this module's topic and groups are
+    its own."""
+    cluster = shared_one_broker_gateway_cluster
+    response = requests.post(f"{cluster.gateway_url}/v1/topics",
+                             json={"name": TOPIC, "queues": 2}, timeout=30)
+    assert response.status_code == 201, response.text
+    return cluster
 
 
 def send(cluster, *bodies: str) -> None:

@@ -11,7 +11,6 @@ import time
 import pytest
 import requests
 
-from tests.support.cluster import running_cluster
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -20,14 +19,13 @@ YEAR_MS = 365 * 24 * 3600 * 1000
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("http-delay"),
-                         broker_names=("broker-a",)) as cluster:
-        cluster.start_gateway(workers=2)
-        response = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                 json={"name": TOPIC, "queues": QUEUES}, timeout=30)
-        assert response.status_code == 201, response.text
-        yield cluster
+def cluster(shared_one_broker_gateway_cluster):
+    """The shared one-broker cluster (tests/conftest.py); the topic is this module's own."""
+    cluster = shared_one_broker_gateway_cluster
+    response = requests.post(f"{cluster.gateway_url}/v1/topics",
+                             json={"name": TOPIC, "queues": QUEUES}, timeout=30)
+    assert response.status_code == 201, response.text
+    return cluster
 
 
 def send(cluster, messages: list[dict]) -> requests.Response:

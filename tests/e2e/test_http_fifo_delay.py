@@ -8,22 +8,20 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.support.cluster import running_cluster
-
 pytestmark = pytest.mark.slow
 TOPIC = "HttpFifo"
 GROUPS = [f"order-{i}" for i in range(6)]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("http-fifo")) as cluster:
-        cluster.start_gateway(workers=2)
-        response = requests.post(f"{cluster.gateway_url}/v1/topics",
-                                 json={"name": TOPIC, "queues": 4}, timeout=30)
-        assert response.status_code == 201, response.text
-        assert len(response.json()["brokers"]) == 2
-        yield cluster
+def cluster(shared_gateway_cluster):
+    """The shared two-broker cluster (tests/conftest.py); the topic is this module's own."""
+    cluster = shared_gateway_cluster
+    response = requests.post(f"{cluster.gateway_url}/v1/topics",
+                             json={"name": TOPIC, "queues": 4}, timeout=30)
+    assert response.status_code == 201, response.text
+    assert len(response.json()["brokers"]) == 2
+    return cluster
 
 
 def send(cluster, messages: list[dict]) -> requests.Response:

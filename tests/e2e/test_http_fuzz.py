@@ -24,6 +24,7 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory):
+    # Its own cluster, not a shared one: generated requests create and delete what they like.
     with running_cluster(tmp_path_factory.mktemp("fuzz"), broker_names=("broker-a",)) as cluster:
         # Short long polls: the fuzzer's wait_ms values must not hold each request for seconds.
         cluster.start_gateway(workers=2, extra=["--max-pull-wait-ms", "50"])

@@ -22,6 +22,8 @@ CHECK_ENV = {"TIDEMQ_TRANSACTION_TIMEOUT_MS": "1000",
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # Its own cluster, not a shared one: the short check-back timings would roll back another
+    # module's deliberately pending transaction.
     with running_cluster(tmp_path_factory.mktemp("http-tx"), broker_names=("broker-a",),
                          env=CHECK_ENV) as cluster:
         # the gateway expires an open HTTP transaction after 3 s

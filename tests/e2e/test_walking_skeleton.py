@@ -24,6 +24,7 @@ pytestmark = pytest.mark.slow  # the whole topology plus the trace collector (~2
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
+    # Its own cluster, not a shared one: the last test kills both brokers.
     with traced_cluster(tmp_path_factory.mktemp("e2e")) as cluster:
         # A long breaker reset so "open" cannot lapse mid-test on a loaded machine.
         cluster.start_gateway(workers=2, extra=["--breaker-reset-s", "120"])

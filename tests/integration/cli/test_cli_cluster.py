@@ -15,15 +15,14 @@ from tidemq.client.admin import Admin
 from tidemq.client.cli import app
 from typer.testing import CliRunner
 
-from tests.support.cluster import running_cluster
-
 TOPIC = "CliTopic"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("cli-cluster")) as cluster:
-        yield cluster
+def cluster(shared_cluster):
+    """The shared two-broker cluster (tests/conftest.py): this module's topics and groups are
+    its own."""
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")

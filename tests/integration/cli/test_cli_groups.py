@@ -15,6 +15,7 @@ from tests.support.processes import wait_until
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # Its own cluster, not a shared one: `group list --defined` must list exactly its group.
     with running_cluster(tmp_path_factory.mktemp("cli-groups"),
                          broker_names=("broker-a",)) as cluster:
         yield cluster

@@ -20,7 +20,6 @@ from tidemq.common.errors import TopicNotExist
 
 from tests.support.cluster import (
     create_topic_in_config_center,
-    running_cluster,
     wait_for_route,
 )
 from tests.support.processes import wait_until
@@ -29,11 +28,12 @@ TOPIC = "ClientTopic"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("client-cluster")) as cluster:
-        create_topic_in_config_center(cluster, TOPIC, 4)
-        wait_for_route(cluster, TOPIC, 2)
-        yield cluster
+def cluster(shared_cluster):
+    """The shared two-broker cluster (tests/conftest.py): the topic and group are this
+    module's own."""
+    create_topic_in_config_center(shared_cluster, TOPIC, 4)
+    wait_for_route(shared_cluster, TOPIC, 2)
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")

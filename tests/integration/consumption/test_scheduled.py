@@ -118,28 +118,28 @@ def test_ten_thousand_delayed_messages_come_out_on_time_over_a_broker_crash(tmp_
         assert set(first_copy) >= set(due)   # none lost
 
 
-def test_cli_sends_a_delayed_message_that_stays_invisible_until_due(tmp_path):
-    with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
-        broker = cluster.brokers["broker-a"]
-        create_topic_in_config_center(cluster, TOPIC, 1)
-        wait_for_route(cluster, TOPIC, 1)
-        before = int(time.time() * 1000)
-        done = subprocess.run([TIDEMQ, "--namesrv", cluster.namesrv_addrs, "send", TOPIC,
-                               "later", "--delay", "2s", "--output", "json"],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        cursors, first_copy = {0: 0}, {}
+def test_cli_sends_a_delayed_message_that_stays_invisible_until_due(shared_one_broker_cluster):
+    cluster = shared_one_broker_cluster  # tests/conftest.py: no other sharer uses this topic
+    broker = cluster.brokers["broker-a"]
+    create_topic_in_config_center(cluster, TOPIC, 1)
+    wait_for_route(cluster, TOPIC, 1)
+    before = int(time.time() * 1000)
+    done = subprocess.run([TIDEMQ, "--namesrv", cluster.namesrv_addrs, "send", TOPIC,
+                           "later", "--delay", "2s", "--output", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    cursors, first_copy = {0: 0}, {}
 
-        def arrived() -> bool:
-            stored_copies_one(broker.addr, cursors, first_copy)
-            return bool(first_copy)
-        wait_until(arrived, 30, interval=0.1, message="the delayed message")
-        ((stored_at, body),) = first_copy.values()
-        assert body == b"later" and stored_at >= before + 2000
-        bad = subprocess.run([TIDEMQ, "--namesrv", cluster.namesrv_addrs, "send", TOPIC, "x",
-                              "--delay-level", "19"], capture_output=True, text=True,
-                             timeout=60)
-        assert bad.returncode != 0 and "INVALID_DELAY" in bad.stdout + bad.stderr
+    def arrived() -> bool:
+        stored_copies_one(broker.addr, cursors, first_copy)
+        return bool(first_copy)
+    wait_until(arrived, 30, interval=0.1, message="the delayed message")
+    ((stored_at, body),) = first_copy.values()
+    assert body == b"later" and stored_at >= before + 2000
+    bad = subprocess.run([TIDEMQ, "--namesrv", cluster.namesrv_addrs, "send", TOPIC, "x",
+                          "--delay-level", "19"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode != 0 and "INVALID_DELAY" in bad.stdout + bad.stderr
 
 
 def stored_copies_one(broker_addr: str, cursors: dict[int, int], first_copy: dict) -> None:
