@@ -3,10 +3,20 @@
 A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark receives a whole
 pull reply at once (columnar, no per-row pickling). Records outside the partition's
 [start, end) are dropped: pull replies may run past the range end.
+
+Two decoders with one contract: `decode_reply` builds the columns of a whole reply with
+Arrow's compute kernels (properties split into the map column, tag, unique id and keys looked
+up in it) and per-record Python only where Arrow has no kernel (slicing, msg_id);
+`ColumnBuilder` decodes record by record (`record.iter_records`) and is the reference.
+`decode_reply` hands a reply to `ColumnBuilder` whenever it holds anything but plain
+well-formed records (a compressed body, properties that are not UTF-8 or not in the
+`name\x01value\x02` form `encode_properties` writes, a name twice in one record), so both
+give the same batch, or the same error, for every reply (tests/unit/analytics/test_decode.py).
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -80,6 +90,78 @@ class ColumnBuilder:
         ]
         self.columns = {name: [] for name in COLUMNS}
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+_PACK_I64 = struct.Struct(">q").pack
+_ITEM = "\x02"  # record._PROPERTY_SEP: ends every name\x01value item
+_NAME_VALUE = "\x01"  # record._NAME_VALUE_SEP
+
+
+def decode_reply(records: bytes, broker: str, start: int, end: int,
+                 schema: pa.Schema) -> pa.RecordBatch:
+    """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
+    empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
+    pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
+    kept = [(pos, header) for pos, header in rec.scan_records(records)
+            if start <= header[rec.H_QUEUE_OFFSET] < end]
+    try:
+        columns = _columns(records, kept, broker, schema)
+    except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
+        columns = None  # the reference decoder says precisely what is wrong, or reads it
+    if columns is None:
+        builder = ColumnBuilder(broker, schema)
+        builder.add_slice(records, start, end)
+        return builder.flush()
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
+    """The columns of the checked records `kept` ([(position, header)]); ValueError when
+    one needs the reference decoder (an item without \x01, text that is not UTF-8)."""
+    topics, bodies, names, values, ends, tags, unique_ids, keys = ([] for _ in range(8))
+    name_value, tags_name, uniq_name, keys_name = _NAME_VALUE, rec.PROP_TAGS, \
+        rec.PROP_UNIQ_KEY, rec.PROP_KEYS
+    for pos, header in kept:
+        body_start = pos + rec.HEADER_SIZE
+        body_end = body_start + header[rec.H_BODY_LEN]
+        topic_end = body_end + 1 + buf[body_end]
+        topics.append(buf[body_end + 1:topic_end])
+        # record.decode_properties, whose dict keeps a name's first place and last value;
+        # an item without \x01 makes dict() raise ValueError
+        props = dict([item.split(name_value, 1) for item in
+                      str(buf[topic_end + 2:pos + header[rec.H_TOTAL_SIZE]], "utf-8")
+                      .split(_ITEM) if item])
+        names.extend(props)
+        values.extend(props.values())
+        ends.append(len(names))
+        tags.append(props.get(tags_name, ""))
+        unique_ids.append(props.get(uniq_name, ""))
+        key_text = props.get(keys_name)
+        keys.append(key_text.split(rec.KEY_SEPARATOR) if key_text else [])
+        if header[rec.H_SYS_FLAG] & rec.SYS_FLAG_COMPRESSED:
+            bodies.append(decompress_body(rec._record(memoryview(buf), pos, header)))
+        else:
+            bodies.append(buf[body_start:body_end])
+    headers = [header for _, header in kept]
+    return {
+        "topic": pa.array(topics, pa.binary()).cast(pa.string()),  # checks UTF-8
+        "broker": pa.array([broker] * len(kept), pa.string()),
+        "queue_id": pa.array([h[rec.H_QUEUE_ID] for h in headers], pa.int32()),
+        "queue_offset": pa.array([h[rec.H_QUEUE_OFFSET] for h in headers], pa.int64()),
+        "msg_id": pa.array([(h[rec.H_STORE_HOST] + _PACK_I64(h[rec.H_PHYSICAL_OFFSET]))
+                            .hex().upper() for h in headers], pa.string()),
+        "unique_id": pa.array(unique_ids, pa.string()),
+        "tag": pa.array(tags, pa.string()),
+        "keys": pa.array(keys, schema.field("keys").type),
+        "properties": pa.MapArray.from_arrays(
+            pa.array([0, *ends], pa.int32()), pa.array(names, pa.string()),
+            pa.array(values, pa.string()), type=schema.field("properties").type),
+        "body": pa.array(bodies, pa.binary()),
+        "born_timestamp": pa.array([h[rec.H_BORN_TIMESTAMP] * 1000 for h in headers],
+                                   schema.field("born_timestamp").type),
+        "store_timestamp": pa.array([h[rec.H_STORE_TIMESTAMP] * 1000 for h in headers],
+                                    schema.field("store_timestamp").type),
+    }
 
 
 def arrow_schema() -> pa.Schema:

@@ -218,18 +218,19 @@ def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
 def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
     """Executor side: pull the range and yield one Arrow batch per pull reply."""
     from tidemq.analytics import brokers
-    from tidemq.analytics.decode import ColumnBuilder, arrow_schema
+    from tidemq.analytics.decode import arrow_schema, decode_reply
     from tidemq.analytics.spans import partition_read_span
 
-    builder = ColumnBuilder(partition.broker, schema or arrow_schema())
+    schema = schema or arrow_schema()
     with partition_read_span(opts.otlp_endpoint, partition) as counts:
         for records in brokers.pull_range(
             partition.addrs, partition.topic, partition.queue_id, partition.start, partition.end,
             max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
             fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
         ):
-            if builder.add_slice(records, partition.start, partition.end):
-                batch = builder.flush()
+            batch = decode_reply(records, partition.broker, partition.start, partition.end,
+                                 schema)
+            if batch.num_rows:
                 counts["rows"] += batch.num_rows
                 yield batch
 
