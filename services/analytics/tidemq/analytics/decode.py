@@ -110,7 +110,8 @@ def decode_reply(records: bytes, broker: str, start: int, end: int,
         columns = None  # the reference decoder says precisely what is wrong, or reads it
     if columns is None:
         builder = ColumnBuilder(broker, schema)
-        builder.add_slice(records, start, end)
+        for pos, _ in kept:
+            builder.add(rec.decode(records, pos, verify_crc=False))  # checked by the scan
         return builder.flush()
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
@@ -139,7 +140,7 @@ def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
         key_text = props.get(keys_name)
         keys.append(key_text.split(rec.KEY_SEPARATOR) if key_text else [])
         if header[rec.H_SYS_FLAG] & rec.SYS_FLAG_COMPRESSED:
-            bodies.append(decompress_body(rec._record(memoryview(buf), pos, header)))
+            bodies.append(decompress_body(rec.decode(buf, pos, verify_crc=False)))
         else:
             bodies.append(buf[body_start:body_end])
     headers = [header for _, header in kept]
