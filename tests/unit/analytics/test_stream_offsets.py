@@ -70,5 +70,6 @@ def test_a_queue_that_appears_mid_stream_is_read_from_its_first_stored_offset(mo
     start = to_stream_offsets({A0: 4}, None)  # the last batch ended before `u` existed
     end = reader.latestOffset(start)
     assert from_stream_offsets(end, None) == {A0: 10, new: 9}
-    ranges = {(p.topic, p.queue_id): (p.start, p.end) for p in reader.partitions(start, end)}
+    ranges = {(r.topic, r.queue_id): (r.start, r.end)
+              for p in reader.partitions(start, end) for r in p.ranges}
     assert ranges == {("t", 0): (4, 10), ("u", 0): (5, 9)}

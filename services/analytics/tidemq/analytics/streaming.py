@@ -88,8 +88,7 @@ class TideMQStreamReader(DataSourceStreamReader):
         ]
         if any(r.broker not in self._addrs for r in ranges):
             self._bounds()  # a broker group appeared since the last trigger: refresh addresses
-        return to_partitions(ranges, self._addrs, self.opts.max_records_per_partition,
-                             self.opts.min_partitions)
+        return to_partitions(ranges, self._addrs, self.opts)
 
     def read(self, partition: InputPartition):
         return read_partition(self.opts, partition)
