@@ -11,8 +11,8 @@ message's KEYS, space-separated), `topic` (overrides the option per row), `tag`,
 
 Each task batches its rows per target queue and sends them straight to the master of the
 queue's broker group. A row goes to its `queue`, else its `message_group`'s queue, else the
-task's own queue (partition id modulo the topic's write queues), so a partition's rows travel
-in few large batches. Every row gets a unique id derived from (write id, batch id, partition,
+task's own queue (partition id plus micro-batch id, modulo the topic's write queues), so a
+partition's rows travel in few large batches and a stream's micro-batches take turns. Every row gets a unique id derived from (write id, batch id, partition,
 row position): a replayed micro-batch (or a retried task) produces the same ids. With
 `exactlyOnce=true` the sends are idempotent (docs/idempotence.md): the broker drops an id it
 already stored, so replays store nothing twice.
@@ -112,10 +112,10 @@ def fetch_write_queues(namesrv: Sequence[str], topic: str, timeout: float) -> li
     return queues
 
 
-def choose_queue(queues: Sequence[WriteQueue], topic: str, partition: int, queue: int | None,
+def choose_queue(queues: Sequence[WriteQueue], topic: str, own: int, queue: int | None,
                  group: str | None) -> WriteQueue:
     """A row's queue: its `queue` index, else its message group's queue (crc32, stable across
-    processes), else the task's own (partition id modulo the queue count)."""
+    processes), else the task's own (`own`: partition id + batch id, modulo the queue count)."""
     if queue is not None:
         if not 0 <= queue < len(queues):
             raise errors.InvalidArgument(f"queue {queue} is out of range: topic {topic!r} "
@@ -123,7 +123,7 @@ def choose_queue(queues: Sequence[WriteQueue], topic: str, partition: int, queue
         return queues[queue]
     if group:
         return queues[zlib.crc32(group.encode()) % len(queues)]
-    return queues[partition % len(queues)]
+    return queues[own % len(queues)]
 
 
 @dataclass
@@ -164,7 +164,10 @@ class PartitionWriter:
         return queues
 
     def _target(self, topic: str, queue: int | None, group: str | None) -> WriteQueue:
-        return choose_queue(self._queues(topic), topic, self.partition, queue, group)
+        # the batch id turns a stream's queues over from one micro-batch to the next (a small
+        # micro-batch is one partition), the same on every replay of the batch
+        return choose_queue(self._queues(topic), topic, self.partition + self.batch_id, queue,
+                            group)
 
     def write_batches(self, batches) -> WriteReport:
         for batch in batches:
