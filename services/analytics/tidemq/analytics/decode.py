@@ -20,7 +20,6 @@ import struct
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from tidemq.client import compression
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
 
@@ -38,6 +37,8 @@ def decompress_body(record: rec.Record) -> bytes:
     """
     if not record.sys_flag & rec.SYS_FLAG_COMPRESSED:
         return bytes(record.body)
+    from tidemq.client import compression  # the whole SDK: imported only when needed
+
     codec = record.properties.get(rec.PROP_COMPRESSION, compression.ZSTD)
     try:
         return compression.decompress(bytes(record.body), codec)

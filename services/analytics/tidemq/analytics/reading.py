@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from tidemq.analytics import offsets
+from tidemq.analytics.decode import arrow_schema, decode_reply  # imported with the reader
 from tidemq.analytics.options import bool_option, int_option
 from tidemq.common.errors import InvalidArgument, TopicNotExist
 
@@ -246,7 +247,6 @@ def read_partition(opts: ReadOptions, partition: QueueRangePartition | PackedPar
     """Executor side: pull each range of the partition and yield one Arrow batch per pull
     reply (one span per range read)."""
     from tidemq.analytics import brokers
-    from tidemq.analytics.decode import arrow_schema, decode_reply
     from tidemq.analytics.spans import partition_read_span
 
     schema = schema or arrow_schema()

@@ -31,8 +31,15 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
+from tidemq.analytics.brokers import fetch_route_data, parse_addrs
 from tidemq.analytics.options import bool_option, int_option
 from tidemq.common import errors, record
+
+# The network modules are imported with the writer, not at its first send: a stream's first
+# micro-batch, which often writes nothing, then loads them into the Python worker, and the
+# first batch with messages does not wait for them (docs/analytics.md, Performance).
+from tidemq.common.rpc import RpcClient
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 PERM_WRITE = 4
 # Spark's local properties of a micro-batch's jobs (StreamExecution / MicroBatchExecution).
@@ -56,8 +63,6 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> WriteOptions:
-        from tidemq.analytics.brokers import parse_addrs
-
         opts = {k.lower(): v for k, v in options.items()}
         return cls(
             namesrv=tuple(parse_addrs(opts.get("namesrv", ""))),
@@ -99,8 +104,6 @@ class WriteQueue:
 
 def fetch_write_queues(namesrv: Sequence[str], topic: str, timeout: float) -> list[WriteQueue]:
     """The topic's writable queues, in a stable order (broker name, queue id)."""
-    from tidemq.analytics.brokers import fetch_route_data
-
     route = fetch_route_data(namesrv, topic, timeout)
     masters = {data.broker_name: data.broker_addrs.get(0, "") for data in route.broker_datas}
     queues = [WriteQueue(q.broker_name, masters[q.broker_name], i)
@@ -218,9 +221,6 @@ class PartitionWriter:
                 self._flush(target)
 
     def _flush(self, target: tuple[str, WriteQueue]) -> None:
-        from tidemq.common.rpc import RpcClient
-        from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
-
         pending = self._pending.pop(target, None)
         if pending is None or not pending.records:
             return
