@@ -44,6 +44,8 @@ Options (case-insensitive):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -252,15 +254,26 @@ def read_partition(opts: ReadOptions, partition: QueueRangePartition | PackedPar
     schema = schema or arrow_schema()
     for piece in partition.ranges:
         with partition_read_span(opts.otlp_endpoint, piece) as counts:
-            for records in brokers.pull_range(
+            for records in read_ahead(brokers.pull_range(
                 piece.addrs, piece.topic, piece.queue_id, piece.start, piece.end,
                 max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
                 fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
-            ):
+            )):
                 batch = decode_reply(records, piece.broker, piece.start, piece.end, schema)
                 if batch.num_rows:
                     counts["rows"] += batch.num_rows
                     yield batch
+
+
+def read_ahead(replies: Iterator[bytes]) -> Iterator[bytes]:
+    """The next pull is in flight while the caller decodes the last reply (gRPC waits
+    without the GIL), so the broker's answer time is hidden behind decoding. Pulls stay one
+    at a time and in order; an error of a pull is raised where its reply was expected."""
+    with ThreadPoolExecutor(1, thread_name_prefix="tidemq-pull") as pool:
+        pending = pool.submit(next, replies, None)
+        while (reply := pending.result()) is not None:
+            pending = pool.submit(next, replies, None)
+            yield reply
 
 
 class TideMQBatchReader(DataSourceReader):
