@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from operator import methodcaller
 
 import pyarrow as pa
 from tidemq.common import record as rec
@@ -121,26 +122,28 @@ def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
     """The columns of the checked records `kept` ([(position, header)]); ValueError when
     one needs the reference decoder (an item without \x01, text that is not UTF-8)."""
     topics, bodies, names, values, ends, tags, unique_ids, keys = ([] for _ in range(8))
-    name_value, tags_name, uniq_name, keys_name = _NAME_VALUE, rec.PROP_TAGS, \
-        rec.PROP_UNIQ_KEY, rec.PROP_KEYS
+    # locals: this loop runs once per message
+    header_size, body_len, total_size, sys_flag = (rec.HEADER_SIZE, rec.H_BODY_LEN,
+                                                   rec.H_TOTAL_SIZE, rec.H_SYS_FLAG)
+    compressed, separator = rec.SYS_FLAG_COMPRESSED, rec.KEY_SEPARATOR
+    split_item = methodcaller("split", _NAME_VALUE, 1)
     for pos, header in kept:
-        body_start = pos + rec.HEADER_SIZE
-        body_end = body_start + header[rec.H_BODY_LEN]
+        body_start = pos + header_size
+        body_end = body_start + header[body_len]
         topic_end = body_end + 1 + buf[body_end]
         topics.append(buf[body_end + 1:topic_end])
-        # record.decode_properties, whose dict keeps a name's first place and last value;
+        # record.decode_properties: a dict keeps a name's first place and its last value;
         # an item without \x01 makes dict() raise ValueError
-        props = dict([item.split(name_value, 1) for item in
-                      str(buf[topic_end + 2:pos + header[rec.H_TOTAL_SIZE]], "utf-8")
-                      .split(_ITEM) if item])
+        props = dict(map(split_item, filter(None, str(
+            buf[topic_end + 2:pos + header[total_size]], "utf-8").split(_ITEM))))
         names.extend(props)
         values.extend(props.values())
         ends.append(len(names))
-        tags.append(props.get(tags_name, ""))
-        unique_ids.append(props.get(uniq_name, ""))
-        key_text = props.get(keys_name)
-        keys.append(key_text.split(rec.KEY_SEPARATOR) if key_text else [])
-        if header[rec.H_SYS_FLAG] & rec.SYS_FLAG_COMPRESSED:
+        tags.append(props.get(rec.PROP_TAGS, ""))
+        unique_ids.append(props.get(rec.PROP_UNIQ_KEY, ""))
+        key_text = props.get(rec.PROP_KEYS)
+        keys.append(key_text.split(separator) if key_text else [])
+        if header[sys_flag] & compressed:
             bodies.append(decompress_body(rec.decode(buf, pos, verify_crc=False)))
         else:
             bodies.append(buf[body_start:body_end])
