@@ -196,7 +196,7 @@ def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[
     """
     if max_per_partition < 0:
         raise InvalidArgument(
-            f"maxRecordsPerPartition must be >= 0 (0 = one partition per queue), "
+            f"maxRecordsPerPartition must be >= 0 (0 = never cut a queue range), "
             f"not {max_per_partition}"
         )
     pieces: list[OffsetRange] = []

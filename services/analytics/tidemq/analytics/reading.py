@@ -5,9 +5,10 @@ Streaming in `streaming` plans with the same pieces).
     df = (spark.read.format("tidemq").option("namesrv", "127.0.0.1:9876")
           .option("topic", "orders").load())
 
-Like Spark's Kafka source, the driver plans one partition per queue offset range (asking a
-name server for the route and each broker for its queues' min/max offsets), and every task
-pulls its range straight from the broker that owns the queue. Partitions carry only names,
+Like Spark's Kafka source, the driver plans per-queue offset ranges (asking a
+name server for the route and each broker for its queues' min/max offsets), packs small
+ones into one partition, and every task pulls its ranges straight from the brokers that own
+the queues. Partitions carry only names,
 addresses and offsets; gRPC channels are opened inside `read()` on the executor.
 
 Options (case-insensitive):
@@ -22,7 +23,7 @@ Options (case-insensitive):
   endingOffsets           "latest" (default) | "earliest" | JSON, exclusive
   maxMessagesPerPull      messages asked per Pull call (default 1000)
   maxRecordsPerPartition  split a queue range into pieces of at most this many offsets
-                          (default 0 = one partition per queue)
+                          (default 0 = never cut)
   failOnDataLoss          "true" (default): fail if planned offsets were deleted
   timeoutSeconds          deadline of each RPC (default 10)
   maxOffsetsPerTrigger    streaming only: at most this many messages per micro-batch, shared
