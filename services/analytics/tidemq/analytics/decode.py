@@ -4,14 +4,15 @@ A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark rec
 pull reply at once (columnar, no per-row pickling). Records outside the partition's
 [start, end) are dropped: pull replies may run past the range end.
 
-Two decoders with one contract: `decode_reply` builds the columns of a whole reply with
-Arrow's compute kernels (properties split into the map column, tag, unique id and keys looked
-up in it) and per-record Python only where Arrow has no kernel (slicing, msg_id);
-`ColumnBuilder` decodes record by record (`record.iter_records`) and is the reference.
-`decode_reply` hands a reply to `ColumnBuilder` whenever it holds anything but plain
-well-formed records (a compressed body, properties that are not UTF-8 or not in the
-`name\x01value\x02` form `encode_properties` writes, a name twice in one record), so both
-give the same batch, or the same error, for every reply (tests/unit/analytics/test_decode.py).
+Two decoders with one contract: `decode_reply` checks a whole reply in one pass
+(`record.scan_records`, C where built), then one lean loop slices each record's body, topic
+and properties (split into a dict as `record.decode_properties` does), and Arrow builds the
+columns from plain lists; `ColumnBuilder` decodes record by record (`record.iter_records`,
+a `Record` per message) and is the reference. `decode_reply` hands the records to
+`ColumnBuilder` when a topic or properties are not UTF-8 or a property item has no \x01
+(the reference then raises its precise error, or reads the item as a name with an empty
+value), so both give the same batch, or the same error, for the records in the range of any
+reply (tests/unit/analytics/test_decode.py).
 """
 
 from __future__ import annotations
