@@ -75,6 +75,8 @@ def read_throughput(spark, namesrv: str, count: int, parquet: Path) -> None:
           f"{megabytes / tidemq_s:7.1f} MB/s")
     print(f"  parquet: {parquet_s:6.2f} s  {count / parquet_s:10,.0f} rows/s  "
           f"{megabytes / parquet_s:7.1f} MB/s   (same rows, local file: the baseline)")
+    print(f"  tidemq reads at {parquet_s / tidemq_s:.0%} of the Parquet scan's rows/s "
+          "(same run, same session)")
 
 
 def produce_at_rate(broker: RpcClient, rate: int, seconds: float, stop: threading.Event) -> int:

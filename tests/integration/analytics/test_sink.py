@@ -179,12 +179,12 @@ def test_relay_killed_mid_batch_restarts_and_stores_each_message_once(spark, clu
             offset = reply.next_begin_offset
     unique_ids = Counter(r.unique_id for r in records)
     assert len(unique_ids) == MESSAGES and set(unique_ids.values()) == {1}
-    # exactly the ids of (query id, batch, partition, row): 4 batches of 2 queue ranges of 150
+    # exactly the ids of (query id, batch, partition, row): 4 batches, each one partition (its
+    # 2 queue ranges of 150 packed together) of 300 rows
     query_id = json.loads((checkpoint / "metadata").read_text())["id"]
-    per_range = PER_TRIGGER // 2
-    assert set(unique_ids) == {row_unique_id(query_id, batch, part, row)
+    assert set(unique_ids) == {row_unique_id(query_id, batch, 0, row)
                                for batch in range(MESSAGES // PER_TRIGGER)
-                               for part in range(2) for row in range(per_range)}
+                               for row in range(PER_TRIGGER)}
     seqs = Counter(int(r.properties["seq"]) for r in records)
     assert seqs == Counter(range(MESSAGES))
     for r in records:

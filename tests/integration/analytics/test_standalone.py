@@ -104,7 +104,9 @@ def test_tag_counts_runs_on_both_workers(cluster, tmp_path):
                  "--master-ui", master_ui, "--workers", "2", "--port", str(port), "--",
                  sys.executable, "-m", "tidemq.analytics.tag_counts", "--master", "{master}",
                  "--namesrv", cluster.namesrv.addr, "--topic", TOPIC, "--output", str(output),
-                 "--shuffle-partitions", "4"],
+                 "--shuffle-partitions", "4",
+                 # a read task per queue (400 messages would otherwise be packed into one)
+                 "--max-records-per-partition", "100"],
                 cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             runs = wait_until(lambda: finished_runs(submitter_url), 240, interval=0.5,

@@ -65,7 +65,11 @@ def read(spark, namesrv: str, **options):
 
 def test_reads_every_message_once_with_exact_tag_counts(spark, loaded):
     frame = read(spark, loaded["namesrv"])
-    assert frame.rdd.getNumPartitions() == QUEUES
+    assert frame.rdd.getNumPartitions() == 1, "small queue ranges are packed into one task"
+    by_queue = read(spark, loaded["namesrv"], targetRecordsPerPartition="0")
+    assert by_queue.rdd.getNumPartitions() == QUEUES
+    assert sorted(by_queue.select("queue_id", "queue_offset").collect()) == sorted(
+        frame.select("queue_id", "queue_offset").collect())
     rows = frame.collect()
     assert Counter(row["tag"] for row in rows) == dict(TAGS)
     positions = Counter((row["queue_id"], row["queue_offset"]) for row in rows)

@@ -7,7 +7,13 @@ import datetime as dt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tidemq.analytics.decode import COLUMNS, ColumnBuilder, arrow_schema, decompress_body
+from tidemq.analytics.decode import (
+    COLUMNS,
+    ColumnBuilder,
+    arrow_schema,
+    decode_reply,
+    decompress_body,
+)
 from tidemq.client import compression
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
@@ -111,3 +117,68 @@ def test_decoding_keeps_bodies_tags_and_offsets(messages, window):
     expected = [(o, m[0], m[1]) for o, m in enumerate(messages) if start <= o < end]
     assert kept == len(expected)
     assert [(r["queue_offset"], r["body"], r["tag"]) for r in rows] == expected
+
+
+# Properties as any producer may have stored them: the form encode_properties writes, plus
+# what a raw record may hold (an item without \x01, a name twice, empty items, \x01 in a
+# value, bytes that are not UTF-8).
+property_bytes = st.one_of(
+    st.dictionaries(st.text("KEYSTAGUNIQ_ab ", min_size=1, max_size=6),
+                    st.text("ab é", max_size=6), max_size=4)
+    .map(lambda props: rec.encode_properties(props)),
+    st.lists(st.sampled_from([b"TAGS\x01t", b"KEYS\x01k1 k2", b"KEYS\x01", b"a\x01b\x01c",
+                              b"noval", b"", b"UNIQ_KEY\x01u", b"TAGS\x01second", b"\xff\x01x"]),
+             max_size=5).map(lambda items: b"\x02".join(items)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(st.tuples(st.binary(max_size=40), property_bytes,
+                               st.booleans(), st.sampled_from(["t", "tópico"])),
+                     min_size=1, max_size=12),
+    window=st.tuples(st.integers(0, 14), st.integers(0, 14)),
+)
+def test_columnar_decoder_gives_the_reference_decoders_batch(records, window):
+    """decode_reply (Arrow columns, per-record Python only for slicing) and ColumnBuilder
+    (record by record) give equal batches, or raise the same error, for the records of a
+    reply in the range (decode_reply leaves the others' topic and properties undecoded)."""
+    start, end = min(window), max(window)
+    stored_records = [
+        rec.encode(topic, compression.compress(body, "zstd") if compressed else body,
+                   properties=props + (b"\x02COMPRESSION\x01zstd\x02" if compressed else b""),
+                   queue_id=1, queue_offset=offset, physical_offset=77 * offset,
+                   sys_flag=rec.SYS_FLAG_COMPRESSED if compressed else 0,
+                   born_timestamp=offset, store_timestamp=2 * offset, store_host=STORE_HOST)
+        for offset, (body, props, compressed, topic) in enumerate(records)]
+    reply = b"".join(stored_records)
+    builder = ColumnBuilder("b", arrow_schema())
+    try:
+        builder.add_slice(b"".join(stored_records[start:end]), start, end)
+        expected = builder.flush()
+    except rec.RecordFormatError as exc:
+        with pytest.raises(rec.RecordFormatError, match=str(exc).split(" at ")[0]):
+            decode_reply(reply, "b", start, end, arrow_schema())
+        return
+    batch = decode_reply(reply, "b", start, end, arrow_schema())
+    assert batch.schema.equals(arrow_schema())
+    assert batch.to_pylist() == expected.to_pylist()
+    assert batch.equals(expected)
+
+
+def test_columnar_decoder_refuses_a_corrupt_reply():
+    raw = bytearray(stored("t", b"payload", 0))
+    raw[-1] ^= 0xFF
+    with pytest.raises(rec.RecordFormatError, match="CRC"):
+        decode_reply(bytes(raw), "b", 0, 1, arrow_schema())
+
+
+def test_columnar_decoder_reads_a_pull_reply_of_plain_records():
+    reply = b"".join(stored("orders", b"x%d" % i, i, tags="T", keys=["k1", "k2"])
+                     for i in range(5))
+    batch = decode_reply(reply, "broker-a", 1, 4, arrow_schema())
+    assert batch.column("queue_offset").to_pylist() == [1, 2, 3]
+    row = batch.to_pylist()[0]
+    assert (row["tag"], row["keys"], row["unique_id"], row["body"]) == ("T", ["k1", "k2"],
+                                                                         "U1", b"x1")
+    assert row["msg_id"] == rec.offset_msg_id(STORE_HOST, 1200)

@@ -12,6 +12,7 @@ from tidemq.analytics.offsets import (
     OffsetSpec,
     QueueBounds,
     QueueKey,
+    pack_ranges,
     parse_offsets,
     plan_ranges,
     split_ranges,
@@ -169,3 +170,35 @@ def test_plan_ranges_stay_within_bounds(bounds, data):
     for key, qb in queues.items():
         if key not in planned:
             assert exact_start.get(key, qb.min_offset) == exact_end.get(key, qb.max_offset)
+
+
+ranges_strategy = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5000)), max_size=12).map(
+    lambda sizes: [OffsetRange("t", f"broker-{b}", q, 10, 10 + size)
+                   for q, (b, size) in enumerate(sizes)])
+
+
+@given(ranges=ranges_strategy, target=st.integers(0, 20_000))
+def test_packing_reads_every_range_once_in_few_balanced_partitions(ranges, target):
+    packed = pack_ranges(ranges, target)
+    assert sorted(r for group in packed for r in group) == sorted(ranges), "each range once"
+    assert all(group for group in packed)
+    total = sum(r.size for r in ranges)
+    if target == 0 or not ranges:
+        assert packed == [(r,) for r in ranges]
+        return
+    assert len(packed) == min(len(ranges), max(1, -(-total // target)))
+    loads = [sum(r.size for r in group) for group in packed]
+    assert max(loads) - min(loads) <= max(r.size for r in ranges), "largest first, lightest bin"
+    for group in packed:
+        assert list(group) == sorted(group, key=lambda r: (r.topic, r.broker, r.queue_id))
+
+
+def test_small_ranges_share_a_partition_big_ones_keep_their_own():
+    small = [OffsetRange("t", "broker-a", q, 0, 100) for q in range(4)]
+    assert pack_ranges(small, 20_000) == [tuple(small)]
+    big = [OffsetRange("t", "broker-b", q, 0, 30_000) for q in range(3)]
+    # ceil(90 400 / 20 000) = 5 partitions: one per big range, the small ones share two
+    assert pack_ranges(big + small, 20_000) == [(small[0], small[2]), (small[1], small[3]),
+                                                (big[0],), (big[1],), (big[2],)]
+    with pytest.raises(InvalidArgument, match="targetRecordsPerPartition"):
+        pack_ranges(small, -1)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from tidemq.analytics.reading import QueueRangePartition, ReadOptions
+from tidemq.analytics.offsets import OffsetRange
+from tidemq.analytics.reading import (
+    PackedPartition,
+    QueueRangePartition,
+    ReadOptions,
+    to_partitions,
+)
 from tidemq.common.errors import InvalidArgument
 
 
@@ -62,3 +68,20 @@ def test_partition_is_small_when_pickled():
     again = pickle.loads(raw)
     assert (again.broker, again.addrs, again.queue_id, again.start, again.end) == (
         "broker-a", ("10.0.0.1:10911", "10.0.0.2:10911"), 3, 0, 10**9)
+
+
+def test_small_ranges_are_packed_unless_the_partitions_are_shaped_by_hand():
+    addrs = {"broker-a": ("10.0.0.1:10911",)}
+    ranges = [OffsetRange("t", "broker-a", q, 0, 500) for q in range(4)]
+    default = ReadOptions.parse({"namesrv": "h:1", "topic": "t"})
+    assert default.target_records_per_partition == 20_000
+    [packed] = to_partitions(ranges, addrs, default)
+    assert isinstance(packed, PackedPartition)
+    assert [(r.queue_id, r.start, r.end) for r in packed.ranges] == [(q, 0, 500) for q in range(4)]
+    assert pickle.loads(pickle.dumps(packed)).ranges[3].addrs == addrs["broker-a"]
+    for shaping in ({"targetRecordsPerPartition": "0"}, {"maxRecordsPerPartition": "1000"},
+                    {"minPartitions": "2"}):
+        opts = ReadOptions.parse({"namesrv": "h:1", "topic": "t", **shaping})
+        parts = to_partitions(ranges, addrs, opts)
+        assert all(isinstance(p, QueueRangePartition) for p in parts), shaping
+        assert len(parts) == 4, shaping

@@ -102,16 +102,32 @@ def test_rows_become_records_without_a_network():
     where = {bytes(r.body): (queue, r) for queue, rs in pending_records(writer).items()
              for r in rs}
     own, first = where[b"\x00\xff"]
-    assert own == ("broker-a", 1)                        # partition 4 of 3 queues
+    assert own == ("broker-b", 0)                        # (partition 4 + batch 7) of 3 queues
     assert first.keys == ["a", "b"] and first.tags == "T" and first.properties["p"] == "1"
     assert first.properties["PRODUCER_ID"] == "spark-query-1-4"
     explicit, text = where[b"text"]
     assert explicit == ("broker-b", 0) and text.keys == [] and text.tags == ""
     grouped, last = where[b""]
-    group_queue = choose_queue(QUEUES, "t", 4, None, "g")
+    group_queue = choose_queue(QUEUES, "t", 11, None, "g")
     assert grouped == (group_queue.broker, group_queue.queue_id)
     assert last.properties["MESSAGE_GROUP"] == "g" and last.keys == ["k"]
     assert [r.unique_id for r in (first, text, last)] == [    # a row's own UNIQ_KEY loses
         row_unique_id("query-1", 7, 4, i) for i in range(3)]
     with pytest.raises(InvalidArgument, match="binary key must be UTF-8"):
         writer.write_columns({"value": [b"v"], "key": [b"\xff"]}, 1)
+
+
+def test_a_streams_micro_batches_take_turns_over_the_queues():
+    from tidemq.analytics.sink import PartitionWriter
+
+    chosen = []
+    for batch_id in range(6):
+        writer = PartitionWriter(opts(batchSize="100"), "query-1", batch_id, 0)
+        writer._routes["t"] = QUEUES
+        writer.write_columns({"value": [b"v"]}, 1)
+        chosen.append(next(iter(pending_records(writer))))
+    assert chosen == [("broker-a", 0), ("broker-a", 1), ("broker-b", 0)] * 2
+    again = PartitionWriter(opts(batchSize="100"), "query-1", 4, 0)   # a replay of batch 4
+    again._routes["t"] = QUEUES
+    again.write_columns({"value": [b"v"]}, 1)
+    assert next(iter(pending_records(again))) == chosen[4]

@@ -70,5 +70,25 @@ def test_a_queue_that_appears_mid_stream_is_read_from_its_first_stored_offset(mo
     start = to_stream_offsets({A0: 4}, None)  # the last batch ended before `u` existed
     end = reader.latestOffset(start)
     assert from_stream_offsets(end, None) == {A0: 10, new: 9}
-    ranges = {(p.topic, p.queue_id): (p.start, p.end) for p in reader.partitions(start, end)}
+    ranges = {(r.topic, r.queue_id): (r.start, r.end)
+              for p in reader.partitions(start, end) for r in p.ranges}
     assert ranges == {("t", 0): (4, 10), ("u", 0): (5, 9)}
+
+
+def test_a_micro_batch_with_nothing_to_read_still_plans_one_task_that_reads_nothing(monkeypatch):
+    """So a query's first micro-batch (from "latest": nothing new) starts the read's Python
+    worker; the first batch with messages then does not wait for it."""
+    from pyspark.sql.datasource import InputPartition
+    from tidemq.analytics import streaming
+    from tidemq.analytics.offsets import QueueBounds
+    from tidemq.analytics.reading import ReadOptions, Survey
+
+    monkeypatch.setattr(streaming, "survey", lambda opts: Survey({A0: QueueBounds(0, 10)},
+                                                                 {"broker-a": ("a:1",)}))
+    reader = streaming.TideMQStreamReader(ReadOptions.parse({"namesrv": "h:1", "topic": "t"}))
+    same = to_stream_offsets({A0: 10}, "t")
+    [empty] = reader.partitions(same, same)
+    assert type(empty) is InputPartition
+    assert list(reader.read(empty)) == []
+    [one] = reader.partitions(to_stream_offsets({A0: 7}, "t"), same)
+    assert [(r.queue_id, r.start, r.end) for r in one.ranges] == [(0, 7, 10)]

@@ -3,14 +3,25 @@
 A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark receives a whole
 pull reply at once (columnar, no per-row pickling). Records outside the partition's
 [start, end) are dropped: pull replies may run past the range end.
+
+Two decoders with one contract: `decode_reply` checks a whole reply in one pass
+(`record.scan_records`, C where built), then one lean loop slices each record's body, topic
+and properties (split into a dict as `record.decode_properties` does), and Arrow builds the
+columns from plain lists; `ColumnBuilder` decodes record by record (`record.iter_records`,
+a `Record` per message) and is the reference. `decode_reply` hands the records to
+`ColumnBuilder` when a topic or properties are not UTF-8 or a property item has no \x01
+(the reference then raises its precise error, or reads the item as a name with an empty
+value), so both give the same batch, or the same error, for the records in the range of any
+reply (tests/unit/analytics/test_decode.py).
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
+from operator import methodcaller
 
 import pyarrow as pa
-from tidemq.client import compression
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
 
@@ -28,6 +39,8 @@ def decompress_body(record: rec.Record) -> bytes:
     """
     if not record.sys_flag & rec.SYS_FLAG_COMPRESSED:
         return bytes(record.body)
+    from tidemq.client import compression  # the whole SDK: imported only when needed
+
     codec = record.properties.get(rec.PROP_COMPRESSION, compression.ZSTD)
     try:
         return compression.decompress(bytes(record.body), codec)
@@ -80,6 +93,81 @@ class ColumnBuilder:
         ]
         self.columns = {name: [] for name in COLUMNS}
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+_PACK_I64 = struct.Struct(">q").pack
+_ITEM = "\x02"  # record._PROPERTY_SEP: ends every name\x01value item
+_NAME_VALUE = "\x01"  # record._NAME_VALUE_SEP
+
+
+def decode_reply(records: bytes, broker: str, start: int, end: int,
+                 schema: pa.Schema) -> pa.RecordBatch:
+    """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
+    empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
+    pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
+    kept = [(pos, header) for pos, header in rec.scan_records(records)
+            if start <= header[rec.H_QUEUE_OFFSET] < end]
+    try:
+        columns = _columns(records, kept, broker, schema)
+    except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
+        columns = None  # the reference decoder says precisely what is wrong, or reads it
+    if columns is None:
+        builder = ColumnBuilder(broker, schema)
+        for pos, _ in kept:
+            builder.add(rec.decode(records, pos, verify_crc=False))  # checked by the scan
+        return builder.flush()
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
+    """The columns of the checked records `kept` ([(position, header)]); ValueError when
+    one needs the reference decoder (an item without \x01, text that is not UTF-8)."""
+    topics, bodies, names, values, ends, tags, unique_ids, keys = ([] for _ in range(8))
+    # locals: this loop runs once per message
+    header_size, body_len, total_size, sys_flag = (rec.HEADER_SIZE, rec.H_BODY_LEN,
+                                                   rec.H_TOTAL_SIZE, rec.H_SYS_FLAG)
+    compressed, separator = rec.SYS_FLAG_COMPRESSED, rec.KEY_SEPARATOR
+    split_item = methodcaller("split", _NAME_VALUE, 1)
+    for pos, header in kept:
+        body_start = pos + header_size
+        body_end = body_start + header[body_len]
+        topic_end = body_end + 1 + buf[body_end]
+        topics.append(buf[body_end + 1:topic_end])
+        # record.decode_properties: a dict keeps a name's first place and its last value;
+        # an item without \x01 makes dict() raise ValueError
+        props = dict(map(split_item, filter(None, str(
+            buf[topic_end + 2:pos + header[total_size]], "utf-8").split(_ITEM))))
+        names.extend(props)
+        values.extend(props.values())
+        ends.append(len(names))
+        tags.append(props.get(rec.PROP_TAGS, ""))
+        unique_ids.append(props.get(rec.PROP_UNIQ_KEY, ""))
+        key_text = props.get(rec.PROP_KEYS)
+        keys.append(key_text.split(separator) if key_text else [])
+        if header[sys_flag] & compressed:
+            bodies.append(decompress_body(rec.decode(buf, pos, verify_crc=False)))
+        else:
+            bodies.append(buf[body_start:body_end])
+    headers = [header for _, header in kept]
+    return {
+        "topic": pa.array(topics, pa.binary()).cast(pa.string()),  # checks UTF-8
+        "broker": pa.array([broker] * len(kept), pa.string()),
+        "queue_id": pa.array([h[rec.H_QUEUE_ID] for h in headers], pa.int32()),
+        "queue_offset": pa.array([h[rec.H_QUEUE_OFFSET] for h in headers], pa.int64()),
+        "msg_id": pa.array([(h[rec.H_STORE_HOST] + _PACK_I64(h[rec.H_PHYSICAL_OFFSET]))
+                            .hex().upper() for h in headers], pa.string()),
+        "unique_id": pa.array(unique_ids, pa.string()),
+        "tag": pa.array(tags, pa.string()),
+        "keys": pa.array(keys, schema.field("keys").type),
+        "properties": pa.MapArray.from_arrays(
+            pa.array([0, *ends], pa.int32()), pa.array(names, pa.string()),
+            pa.array(values, pa.string()), type=schema.field("properties").type),
+        "body": pa.array(bodies, pa.binary()),
+        "born_timestamp": pa.array([h[rec.H_BORN_TIMESTAMP] * 1000 for h in headers],
+                                   schema.field("born_timestamp").type),
+        "store_timestamp": pa.array([h[rec.H_STORE_TIMESTAMP] * 1000 for h in headers],
+                                    schema.field("store_timestamp").type),
+    }
 
 
 def arrow_schema() -> pa.Schema:

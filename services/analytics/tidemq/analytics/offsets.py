@@ -196,7 +196,7 @@ def split_ranges(ranges: Iterable[OffsetRange], max_per_partition: int) -> list[
     """
     if max_per_partition < 0:
         raise InvalidArgument(
-            f"maxRecordsPerPartition must be >= 0 (0 = one partition per queue), "
+            f"maxRecordsPerPartition must be >= 0 (0 = never cut a queue range), "
             f"not {max_per_partition}"
         )
     pieces: list[OffsetRange] = []
@@ -229,6 +229,32 @@ def ensure_min_partitions(ranges: list[OffsetRange], min_partitions: int) -> lis
             hi = rng.start + rng.size * (i + 1) // count
             pieces.append(OffsetRange(rng.topic, rng.broker, rng.queue_id, lo, hi))
     return pieces
+
+
+def pack_ranges(ranges: list[OffsetRange], target: int) -> list[tuple[OffsetRange, ...]]:
+    """Share ranges out over ceil(total offsets / target) partitions (never more than there
+    are ranges; 0 = one partition per range), whole ranges only, largest first onto the
+    lightest partition — how Spark's file sources pack small files into one task
+    (spark.sql.files.openCostInBytes), since each task costs far more than a small range.
+    Each partition lists its ranges in (topic, broker, queue, start) order."""
+    if target < 0:
+        raise InvalidArgument(f"targetRecordsPerPartition must be >= 0 (0 = one partition "
+                              f"per queue range), not {target}")
+    total = sum(r.size for r in ranges)
+    count = len(ranges) if target == 0 else max(1, min(len(ranges), -(-total // target)))
+    if count >= len(ranges):
+        return [(r,) for r in ranges]
+    bins: list[list[OffsetRange]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for rng in sorted(ranges, key=lambda r: (-r.size, _place(r))):
+        lightest = loads.index(min(loads))
+        bins[lightest].append(rng)
+        loads[lightest] += rng.size
+    return sorted((tuple(sorted(b, key=_place)) for b in bins), key=lambda b: _place(b[0]))
+
+
+def _place(rng: OffsetRange) -> tuple:
+    return rng.topic, rng.broker, rng.queue_id, rng.start
 
 
 @dataclass(frozen=True)

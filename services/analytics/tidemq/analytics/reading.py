@@ -5,9 +5,10 @@ Streaming in `streaming` plans with the same pieces).
     df = (spark.read.format("tidemq").option("namesrv", "127.0.0.1:9876")
           .option("topic", "orders").load())
 
-Like Spark's Kafka source, the driver plans one partition per queue offset range (asking a
-name server for the route and each broker for its queues' min/max offsets), and every task
-pulls its range straight from the broker that owns the queue. Partitions carry only names,
+Like Spark's Kafka source, the driver plans per-queue offset ranges (asking a
+name server for the route and each broker for its queues' min/max offsets), packs small
+ones into one partition, and every task pulls its ranges straight from the brokers that own
+the queues. Partitions carry only names,
 addresses and offsets; gRPC channels are opened inside `read()` on the executor.
 
 Options (case-insensitive):
@@ -22,7 +23,7 @@ Options (case-insensitive):
   endingOffsets           "latest" (default) | "earliest" | JSON, exclusive
   maxMessagesPerPull      messages asked per Pull call (default 1000)
   maxRecordsPerPartition  split a queue range into pieces of at most this many offsets
-                          (default 0 = one partition per queue)
+                          (default 0 = never cut)
   failOnDataLoss          "true" (default): fail if planned offsets were deleted
   timeoutSeconds          deadline of each RPC (default 10)
   maxOffsetsPerTrigger    streaming only: at most this many messages per micro-batch, shared
@@ -33,6 +34,9 @@ Options (case-insensitive):
                           start at the first message stored at or after it (beats
                           startingOffsets for the queues it covers)
   minPartitions           at least this many partitions: ranges cut evenly (default 0)
+  targetRecordsPerPartition  pack queue ranges into ceil(offsets / this) partitions, whole
+                          ranges each (default 20000; 0 = one partition per queue range);
+                          off when maxRecordsPerPartition or minPartitions shape them
   includeHeaders          accepted for Kafka parity; properties are always in the rows
   progressGroup           streaming only: commit each finished batch's end offsets to this
                           consumer group (e.g. spark-<query>), so its lag shows progress
@@ -41,10 +45,13 @@ Options (case-insensitive):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from tidemq.analytics import offsets
+from tidemq.analytics.decode import arrow_schema, decode_reply  # imported with the reader
 from tidemq.analytics.options import bool_option, int_option
 from tidemq.common.errors import InvalidArgument, TopicNotExist
 
@@ -65,6 +72,7 @@ class ReadOptions:
     max_offsets_per_trigger: int = 0
     starting_by_timestamp: str | None = None
     min_partitions: int = 0
+    target_records_per_partition: int = 20_000
     include_headers: bool = True
     progress_group: str = ""
     otlp_endpoint: str = ""
@@ -115,6 +123,8 @@ class ReadOptions:
             max_offsets_per_trigger=int_option(opts, "maxOffsetsPerTrigger", 0, minimum=0),
             starting_by_timestamp=opts.get("startingoffsetsbytimestamp"),
             min_partitions=int_option(opts, "minPartitions", 0, minimum=0),
+            target_records_per_partition=int_option(opts, "targetRecordsPerPartition",
+                                                    20_000, minimum=0),
             include_headers=bool_option(opts, "includeHeaders", True),
             progress_group=(opts.get("progressgroup") or "").strip(),
             otlp_endpoint=(opts.get("otlpendpoint") or "").strip(),
@@ -134,17 +144,38 @@ class QueueRangePartition(InputPartition):
         self.start = start
         self.end = end
 
+    @property
+    def ranges(self) -> tuple[QueueRangePartition, ...]:
+        return (self,)
+
     def __repr__(self) -> str:
         return (f"QueueRangePartition({self.topic}/{self.broker}/{self.queue_id} "
                 f"[{self.start}, {self.end}))")
 
 
-def to_partitions(ranges, addrs: dict[str, tuple[str, ...]], max_per_partition: int,
-                  min_partitions: int = 0) -> list[QueueRangePartition]:
-    pieces = offsets.ensure_min_partitions(offsets.split_ranges(ranges, max_per_partition),
-                                           min_partitions)
-    return [QueueRangePartition(r.topic, r.broker, addrs[r.broker], r.queue_id, r.start, r.end)
-            for r in pieces]
+class PackedPartition(InputPartition):
+    """Several small queue ranges read one after the other by one task (`pack_ranges`)."""
+
+    def __init__(self, ranges: tuple[QueueRangePartition, ...]) -> None:
+        super().__init__(tuple(r.value for r in ranges))
+        self.ranges = ranges
+
+    def __repr__(self) -> str:
+        return f"PackedPartition({', '.join(map(repr, self.ranges))})"
+
+
+def to_partitions(ranges, addrs: dict[str, tuple[str, ...]],
+                  opts: ReadOptions) -> list[QueueRangePartition | PackedPartition]:
+    """Ranges cut by maxRecordsPerPartition / minPartitions, or else packed by
+    targetRecordsPerPartition; a partition of one range is a QueueRangePartition."""
+    pieces = offsets.ensure_min_partitions(
+        offsets.split_ranges(ranges, opts.max_records_per_partition), opts.min_partitions)
+    shaped = opts.max_records_per_partition or opts.min_partitions
+    groups = offsets.pack_ranges(pieces, 0 if shaped else opts.target_records_per_partition)
+    partitions = [tuple(QueueRangePartition(r.topic, r.broker, addrs[r.broker], r.queue_id,
+                                            r.start, r.end) for r in group)
+                  for group in groups]
+    return [group[0] if len(group) == 1 else PackedPartition(group) for group in partitions]
 
 
 @dataclass
@@ -202,7 +233,7 @@ def starting_spec(opts: ReadOptions, found: Survey, default: int) -> offsets.Off
     return offsets.OffsetSpec(spec.default, {**spec.exact, **at_times})
 
 
-def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
+def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition | PackedPartition]:
     """Driver side: routes + queue bounds -> offset ranges -> partitions."""
     found = survey(opts)
     ranges = offsets.plan_ranges(
@@ -211,27 +242,39 @@ def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition]:
         offsets.parse_offsets("endingOffsets", opts.ending, offsets.LATEST, opts.single_topic),
         fail_on_data_loss=opts.fail_on_data_loss,
     )
-    return to_partitions(ranges, found.addrs, opts.max_records_per_partition,
-                         opts.min_partitions)
+    return to_partitions(ranges, found.addrs, opts)
 
 
-def read_partition(opts: ReadOptions, partition: QueueRangePartition, schema=None):
-    """Executor side: pull the range and yield one Arrow batch per pull reply."""
+def read_partition(opts: ReadOptions, partition: QueueRangePartition | PackedPartition,
+                   schema=None):
+    """Executor side: pull each range of the partition and yield one Arrow batch per pull
+    reply (one span per range read)."""
     from tidemq.analytics import brokers
-    from tidemq.analytics.decode import ColumnBuilder, arrow_schema
     from tidemq.analytics.spans import partition_read_span
 
-    builder = ColumnBuilder(partition.broker, schema or arrow_schema())
-    with partition_read_span(opts.otlp_endpoint, partition) as counts:
-        for records in brokers.pull_range(
-            partition.addrs, partition.topic, partition.queue_id, partition.start, partition.end,
-            max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
-            fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
-        ):
-            if builder.add_slice(records, partition.start, partition.end):
-                batch = builder.flush()
-                counts["rows"] += batch.num_rows
-                yield batch
+    schema = schema or arrow_schema()
+    for piece in partition.ranges:
+        with partition_read_span(opts.otlp_endpoint, piece) as counts:
+            for records in read_ahead(brokers.pull_range(
+                piece.addrs, piece.topic, piece.queue_id, piece.start, piece.end,
+                max_messages=opts.max_messages_per_pull, timeout=opts.timeout,
+                fail_on_data_loss=opts.fail_on_data_loss, consumer_group=opts.consumer_group,
+            )):
+                batch = decode_reply(records, piece.broker, piece.start, piece.end, schema)
+                if batch.num_rows:
+                    counts["rows"] += batch.num_rows
+                    yield batch
+
+
+def read_ahead(replies: Iterator[bytes]) -> Iterator[bytes]:
+    """The next pull is in flight while the caller decodes the last reply (gRPC waits
+    without the GIL), so the broker's answer time is hidden behind decoding. Pulls stay one
+    at a time and in order; an error of a pull is raised where its reply was expected."""
+    with ThreadPoolExecutor(1, thread_name_prefix="tidemq-pull") as pool:
+        pending = pool.submit(next, replies, None)
+        while (reply := pending.result()) is not None:
+            pending = pool.submit(next, replies, None)
+            yield reply
 
 
 class TideMQBatchReader(DataSourceReader):
@@ -242,6 +285,6 @@ class TideMQBatchReader(DataSourceReader):
         return plan_partitions(self.opts)
 
     def read(self, partition: InputPartition):
-        if not isinstance(partition, QueueRangePartition):
+        if not isinstance(partition, QueueRangePartition | PackedPartition):
             return iter(())  # Spark substitutes InputPartition(None) when nothing is planned
         return read_partition(self.opts, partition)

@@ -11,8 +11,8 @@ message's KEYS, space-separated), `topic` (overrides the option per row), `tag`,
 
 Each task batches its rows per target queue and sends them straight to the master of the
 queue's broker group. A row goes to its `queue`, else its `message_group`'s queue, else the
-task's own queue (partition id modulo the topic's write queues), so a partition's rows travel
-in few large batches. Every row gets a unique id derived from (write id, batch id, partition,
+task's own queue (partition id plus micro-batch id, modulo the topic's write queues), so a
+partition's rows travel in few large batches and a stream's micro-batches take turns. Every row gets a unique id derived from (write id, batch id, partition,
 row position): a replayed micro-batch (or a retried task) produces the same ids. With
 `exactlyOnce=true` the sends are idempotent (docs/idempotence.md): the broker drops an id it
 already stored, so replays store nothing twice.
@@ -31,8 +31,15 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
+from tidemq.analytics.brokers import fetch_route_data, parse_addrs
 from tidemq.analytics.options import bool_option, int_option
 from tidemq.common import errors, record
+
+# The network modules are imported with the writer, not at its first send: a stream's first
+# micro-batch, which often writes nothing, then loads them into the Python worker, and the
+# first batch with messages does not wait for them (docs/analytics.md, Performance).
+from tidemq.common.rpc import RpcClient
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 PERM_WRITE = 4
 # Spark's local properties of a micro-batch's jobs (StreamExecution / MicroBatchExecution).
@@ -56,8 +63,6 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> WriteOptions:
-        from tidemq.analytics.brokers import parse_addrs
-
         opts = {k.lower(): v for k, v in options.items()}
         return cls(
             namesrv=tuple(parse_addrs(opts.get("namesrv", ""))),
@@ -99,8 +104,6 @@ class WriteQueue:
 
 def fetch_write_queues(namesrv: Sequence[str], topic: str, timeout: float) -> list[WriteQueue]:
     """The topic's writable queues, in a stable order (broker name, queue id)."""
-    from tidemq.analytics.brokers import fetch_route_data
-
     route = fetch_route_data(namesrv, topic, timeout)
     masters = {data.broker_name: data.broker_addrs.get(0, "") for data in route.broker_datas}
     queues = [WriteQueue(q.broker_name, masters[q.broker_name], i)
@@ -112,10 +115,10 @@ def fetch_write_queues(namesrv: Sequence[str], topic: str, timeout: float) -> li
     return queues
 
 
-def choose_queue(queues: Sequence[WriteQueue], topic: str, partition: int, queue: int | None,
+def choose_queue(queues: Sequence[WriteQueue], topic: str, own: int, queue: int | None,
                  group: str | None) -> WriteQueue:
     """A row's queue: its `queue` index, else its message group's queue (crc32, stable across
-    processes), else the task's own (partition id modulo the queue count)."""
+    processes), else the task's own (`own`: partition id + batch id, modulo the queue count)."""
     if queue is not None:
         if not 0 <= queue < len(queues):
             raise errors.InvalidArgument(f"queue {queue} is out of range: topic {topic!r} "
@@ -123,7 +126,7 @@ def choose_queue(queues: Sequence[WriteQueue], topic: str, partition: int, queue
         return queues[queue]
     if group:
         return queues[zlib.crc32(group.encode()) % len(queues)]
-    return queues[partition % len(queues)]
+    return queues[own % len(queues)]
 
 
 @dataclass
@@ -164,7 +167,10 @@ class PartitionWriter:
         return queues
 
     def _target(self, topic: str, queue: int | None, group: str | None) -> WriteQueue:
-        return choose_queue(self._queues(topic), topic, self.partition, queue, group)
+        # the batch id turns a stream's queues over from one micro-batch to the next (a small
+        # micro-batch is one partition), the same on every replay of the batch
+        return choose_queue(self._queues(topic), topic, self.partition + self.batch_id, queue,
+                            group)
 
     def write_batches(self, batches) -> WriteReport:
         for batch in batches:
@@ -215,9 +221,6 @@ class PartitionWriter:
                 self._flush(target)
 
     def _flush(self, target: tuple[str, WriteQueue]) -> None:
-        from tidemq.common.rpc import RpcClient
-        from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
-
         pending = self._pending.pop(target, None)
         if pending is None or not pending.records:
             return

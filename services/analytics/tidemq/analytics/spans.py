@@ -1,4 +1,4 @@
-"""Spark reads as spans: one CONSUMER span per partition read, carrying the queue range, the
+"""Spark reads as spans: one CONSUMER span per queue range read, carrying the range, the
 rows read and Spark's partition (and, in a stream, micro-batch) — sent to the trace collector
 when the read's `otlpEndpoint` option names one, so a job's reads show on the dashboard beside
 the services'. Nothing is imported or recorded without that option."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidemq.analytics import brokers, offsets
 from tidemq.analytics.reading import (
+    PackedPartition,
+    QueueRangePartition,
     ReadOptions,
     read_partition,
     starting_spec,
@@ -88,10 +90,15 @@ class TideMQStreamReader(DataSourceStreamReader):
         ]
         if any(r.broker not in self._addrs for r in ranges):
             self._bounds()  # a broker group appeared since the last trigger: refresh addresses
-        return to_partitions(ranges, self._addrs, self.opts.max_records_per_partition,
-                             self.opts.min_partitions)
+        # Nothing to read (a query's first micro-batch from "latest"): still one task, which
+        # reads nothing, so that first batch starts the Python workers of the read and the
+        # write; the first batch with messages then finds them running instead of waiting
+        # seconds for their interpreters and imports (docs/analytics.md, Performance).
+        return to_partitions(ranges, self._addrs, self.opts) or [InputPartition(None)]
 
     def read(self, partition: InputPartition):
+        if not isinstance(partition, QueueRangePartition | PackedPartition):
+            return iter(())
         return read_partition(self.opts, partition)
 
     def commit(self, end: dict) -> None:
