@@ -17,6 +17,7 @@ the broker logged the ACK before it replied.
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -139,8 +140,36 @@ class AckLanes:
                     lambda batch: client.start("Ack", request(batch)))
         return lane.submit(handles, waiting=waiting)
 
-    def wait(self, addr: str, group: str,
-             handles: Sequence[str]) -> list[errors.TideMQError | None]:
-        """Ack and wait: per handle, None (acked) or its error."""
-        return [future.exception()
-                for future in self.submit(addr, group, handles, waiting=True)]
+    def submit_routed(self, group: str, texts: Sequence[str],
+                      locate: Callable[[str], tuple[str, str]],
+                      addr_of: Callable[[str], str], *,
+                      waiting: bool = False) -> list[Future]:
+        """One future per text, in order. `locate(text)` → (broker group, the handle the
+        broker knows), raising the TideMQError that fails that text alone; `addr_of(broker
+        group)` → its master's address (an error fails all of that group's acks). The handles
+        of each broker group go to its lane together."""
+        futures: list[Future | None] = [None] * len(texts)
+        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, text in enumerate(texts):
+            try:
+                broker_name, handle = locate(text)
+                by_broker[broker_name].append((i, handle))
+            except errors.TideMQError as exc:
+                futures[i] = failed(exc)
+        for broker_name, entries in by_broker.items():
+            try:
+                addr = addr_of(broker_name)
+            except errors.TideMQError as exc:  # no route: none of these was acked
+                submitted = [failed(exc) for _ in entries]
+            else:
+                submitted = self.submit(addr, group, [h for _, h in entries], waiting=waiting)
+            for (i, _), future in zip(entries, submitted, strict=True):
+                futures[i] = future
+        return futures
+
+
+def failed(error: Exception) -> Future:
+    """A future that already failed with `error`."""
+    future: Future = Future()
+    future.set_exception(error)
+    return future

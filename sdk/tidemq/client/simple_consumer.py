@@ -21,7 +21,6 @@ message; it never raises for a message, each result says:
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -148,28 +147,11 @@ class SimpleConsumer:
 
     def _ack_futures(self, receipt_handles: Sequence[str], *,
                      waiting: bool = False) -> list[Future]:
-        """One future per handle; the handles of each broker group go to its AckLane
-        together (`waiting`: the caller waits for them next)."""
-        futures: list[Future | None] = [None] * len(receipt_handles)
-        by_broker: dict[str, list[int]] = defaultdict(list)
-        for i, text in enumerate(receipt_handles):
-            try:
-                by_broker[ReceiptHandle.decode(text).broker_name].append(i)
-            except errors.TideMQError as exc:
-                futures[i] = _failed(exc)
-        for broker_name, positions in by_broker.items():
-            try:
-                addr = self._addr(broker_name)
-            except errors.TideMQError as exc:  # no route: none of these was acked
-                for i in positions:
-                    futures[i] = _failed(exc)
-                continue
-            submitted = self._acks.submit(addr, self.group,
-                                          [receipt_handles[i] for i in positions],
-                                          waiting=waiting)
-            for i, future in zip(positions, submitted, strict=True):
-                futures[i] = future
-        return futures
+        """One future per handle (`waiting`: the caller waits for them next)."""
+        return self._acks.submit_routed(
+            self.group, receipt_handles,
+            lambda text: (ReceiptHandle.decode(text).broker_name, text), self._addr,
+            waiting=waiting)
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""
@@ -192,8 +174,3 @@ class SimpleConsumer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-
-def _failed(error: Exception) -> Future:
-    future: Future = Future()
-    future.set_exception(error)
-    return future

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tidemq.client.acks import AckLane
+from tidemq.client.acks import AckLane, AckLanes
 from tidemq.common import errors
 from tidemq.common.receipt import MAX_ACK_BATCH
 
@@ -126,3 +126,27 @@ def test_a_waiting_ack_on_an_idle_lane_is_made_on_the_callers_thread():
     (future,) = lane.submit(["a"], waiting=True)
     assert future.result(timeout=0) is None
     assert wire.calls == [(["a"], None)]  # the blocking call, no future started
+
+
+def test_routed_acks_fail_alone_for_a_bad_text_and_together_for_an_unroutable_group():
+    wire = Wire()
+    lanes = AckLanes(lambda addr: SimpleNamespace(call=lambda m, r: wire.call(
+        list(r.receipt_handles)), start=lambda m, r: wire.start(list(r.receipt_handles))))
+
+    def locate(text):
+        if text == "junk":
+            raise errors.InvalidArgument("not a handle", code="INVALID_RECEIPT_HANDLE")
+        broker, _, handle = text.partition(":")
+        return broker, handle
+
+    def addr_of(broker):
+        if broker == "gone":
+            raise errors.ServiceUnavailable("no route to gone")
+        return f"{broker}:9"
+
+    futures = lanes.submit_routed("g", ["a:1", "junk", "gone:2", "a:3", "gone:4"], locate,
+                                  addr_of, waiting=True)
+    assert futures[0].result(timeout=1) is None and futures[3].result(timeout=1) is None
+    assert futures[1].exception().code == "INVALID_RECEIPT_HANDLE"
+    assert all(isinstance(futures[i].exception(), errors.ServiceUnavailable) for i in (2, 4))
+    assert wire.calls == [(["1", "3"], None)]  # one call for broker a, the bad ones never sent

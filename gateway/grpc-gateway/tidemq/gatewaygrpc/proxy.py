@@ -10,7 +10,6 @@ and answered later through `end_transaction(..., from_check=True)`.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -190,26 +189,16 @@ class MessagingProxy:
                  receipts: Sequence[str]) -> list[errors.TideMQError | None]:
         """Per receipt, in order, None (acked) or the error a single ack of it raises. Acks
         of many clients at once share Ack calls per broker group (tidemq.client.acks)."""
-        outcomes: list[errors.TideMQError | None] = [None] * len(receipts)
-        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for i, receipt in enumerate(receipts):
-            try:
-                handle = GatewayReceipt.decode(self.renewals.take(receipt))
-                by_broker[handle.broker_name].append((i, handle.handle))
-            except errors.TideMQError as exc:
-                outcomes[i] = exc
-        for broker_name, entries in by_broker.items():
-            try:
-                addr = self._master(topic, broker_name)
-            except errors.TideMQError as exc:
-                for i, _ in entries:
-                    outcomes[i] = exc
-                continue
-            acked = self.acks.wait(addr, group, [h for _, h in entries])
-            for (i, _), error in zip(entries, acked, strict=True):
-                outcomes[i] = error
-            if any(isinstance(e, errors.ServiceUnavailable) for e in acked):
-                self.routes.invalidate(topic)
+        def locate(receipt: str) -> tuple[str, str]:
+            handle = GatewayReceipt.decode(self.renewals.take(receipt))
+            return handle.broker_name, handle.handle
+
+        futures = self.acks.submit_routed(group, receipts, locate,
+                                          lambda broker_name: self._master(topic, broker_name),
+                                          waiting=True)
+        outcomes = [future.exception() for future in futures]
+        if any(isinstance(e, errors.ServiceUnavailable) for e in outcomes):
+            self.routes.invalidate(topic)
         return outcomes
 
     def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int) -> str:
