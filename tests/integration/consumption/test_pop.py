@@ -12,6 +12,7 @@ from tidemq.client import Message, MessageQueue, Producer, PullConsumer, SimpleC
 from tidemq.common import errors
 
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.pop import pop_until
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -30,14 +31,8 @@ def test_unacked_reappears_after_restart_and_acked_never_does(tmp_path):
                 producer.send(Message(TOPIC, f"p-{i}".encode()))
 
         consumer = SimpleConsumer(cluster.namesrv_addrs, GROUP, TOPIC, timeout=10)
-        first: dict[bytes, object] = {}
-
-        def receive_all():
-            for received in consumer.receive(16, invisible_duration_s=3, wait_s=1):
-                first[received.body] = received
-            return len(first) == 6
-
-        wait_until(receive_all, 30, message="six messages popped")
+        first = pop_until(consumer, 6, invisible_s=3, max_messages=16)
+        assert len(first) == 6
         assert all(r.delivery_count == 1 for r in first.values())
         acked = {f"p-{i}".encode() for i in range(3)}
         for body in acked:

@@ -17,6 +17,7 @@ from tidemq.common.receipt import MAX_ACK_BATCH, ReceiptHandle
 from tidemq.v1 import broker_pb2
 
 from tests.support.cluster import create_topic_in_config_center, wait_for_route
+from tests.support.pop import pop_until
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -33,14 +34,8 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(share
             producer.send(Message(TOPIC, f"b-{i}".encode()))
 
     consumer = SimpleConsumer(cluster.namesrv_addrs, GROUP, TOPIC, timeout=10)
-    received: dict[bytes, object] = {}
-
-    def receive_all():
-        for message in consumer.receive(32, invisible_duration_s=60, wait_s=1):
-            received[message.body] = message
-        return len(received) == 12
-
-    wait_until(receive_all, 30, message="twelve messages popped")
+    received = pop_until(consumer, 12, invisible_s=60)
+    assert len(received) == 12
     brokers = {m.message.broker_name for m in received.values()}
     assert brokers == {"broker-a", "broker-b"}
     changed = received[b"b-0"]
@@ -79,10 +74,8 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(share
     with Producer(cluster.namesrv_addrs) as producer:
         for i in range(6):
             producer.send(Message(TOPIC, f"async-{i}".encode()))
-    later: dict[bytes, object] = {}
-    wait_until(lambda: later.update((m.body, m) for m in consumer.receive(
-        32, invisible_duration_s=60, wait_s=1)) or len(later) == 6, 30,
-        message="six more messages popped")
+    later = pop_until(consumer, 6, invisible_s=60)
+    assert sorted(later) == [f"async-{i}".encode() for i in range(6)]
     sent: list[str] = []
     real_start = DirectClient.start
 
