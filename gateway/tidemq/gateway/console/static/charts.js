@@ -27,6 +27,17 @@
   function each(table, fn) {
     Object.keys(table || {}).forEach(function (k) { fn(k, table[k]); });
   }
+  // Messages of `field` ("produced" / "consumed") per topic, or per broker group on the page
+  // of one topic (data-topic).
+  function perTopic(field) {
+    return function (s, el) {
+      var out = {};
+      each(s[field], function (t, byBroker) {
+        if (el.dataset.topic && el.dataset.topic !== t) { return; }
+        each(byBroker, function (b, v) { add(out, el.dataset.topic ? b : t, v); }); });
+      return out;
+    };
+  }
 
   // What each chart counts in one sample: {series name: counter}; `rate` turns counters
   // into per-second rates between samples.
@@ -38,18 +49,8 @@
       each(s.consumed, function (_, byBroker) {
         each(byBroker, function (b, v) { add(out, b + " out", v); }); });
       return out; } },
-    "topics-in": { rate: true, unit: "msg/s", pick: function (s, el) {
-      var out = {};
-      each(s.produced, function (t, byBroker) {
-        if (el.dataset.topic && el.dataset.topic !== t) { return; }
-        each(byBroker, function (b, v) { add(out, el.dataset.topic ? b : t, v); }); });
-      return out; } },
-    "topics-out": { rate: true, unit: "msg/s", pick: function (s, el) {
-      var out = {};
-      each(s.consumed, function (t, byBroker) {
-        if (el.dataset.topic && el.dataset.topic !== t) { return; }
-        each(byBroker, function (b, v) { add(out, el.dataset.topic ? b : t, v); }); });
-      return out; } },
+    "topics-in": { rate: true, unit: "msg/s", pick: perTopic("produced") },
+    "topics-out": { rate: true, unit: "msg/s", pick: perTopic("consumed") },
     "group-lag": { rate: false, unit: "messages", pick: function (s, el) {
       var out = {};
       each(s.group_lag, function (g, v) {
