@@ -15,6 +15,7 @@ TOPICS = {"RmqNormal": False, "RmqFifo": True, "RmqFifoPush": True, "RmqFifoDlq"
           "RmqDelay": False, "RmqTxn": False, "RmqSimple": False, "RmqPush": False,
           "RmqSql": False, "RmqSlow": False, "RmqBatchAck": False, "RmqRecall": False,
           "RmqBatch": False, "RmqPull": False, "RmqAckGroups": False,
+          "RmqTraced": False,  # test_tracing.py: its own, so no other test reads its messages
           # the Node.js client's (test_node_client.py)
           "NodeNormal": False, "NodeFifo": True, "NodeDelay": False, "NodeTxn": False,
           "NodeSimple": False, "NodeSql": False, "NodePush": False, "NodeFifoPush": True,

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 
 def test_a_send_is_traced_through_the_gateway_to_the_broker(config, rmq_cluster):
     collector = rmq_cluster.extra["collector_url"]
-    with started(Producer(config, ("RmqNormal",))) as producer:
-        producer.send(message("RmqNormal", b"traced"))
+    with started(Producer(config, ("RmqTraced",))) as producer:
+        producer.send(message("RmqTraced", b"traced"))
     found: list[dict] = []
 
     def traced() -> bool:
@@ -45,9 +45,9 @@ def test_a_simple_consumers_ack_ends_the_messages_journey(config, rmq_cluster):
     the HTTP gateway's pop consumers."""
     collector = rmq_cluster.extra["collector_url"]
     group, key = "rmq-journey", f"grpc-{uuid.uuid4().hex[:8]}"
-    with simple_consumer(config, group, "RmqNormal") as consumer:
-        with started(Producer(config, ("RmqNormal",))) as producer:
-            producer.send(message("RmqNormal", key.encode(), keys=key))
+    with simple_consumer(config, group, "RmqTraced") as consumer:
+        with started(Producer(config, ("RmqTraced",))) as producer:
+            producer.send(message("RmqTraced", key.encode(), keys=key))
 
         def acked_mine() -> bool:
             mine = False
@@ -77,5 +77,5 @@ def test_a_simple_consumers_ack_ends_the_messages_journey(config, rmq_cluster):
     delivered, ack = steps["delivered"], steps["ack"]
     assert delivered["service"] == "gateway-grpc" and delivered["facts"]["group"] == group
     assert ack["service"] == "broker" and ack["facts"]["group"] == group
-    assert ack["facts"]["topic"] == "RmqNormal"
+    assert ack["facts"]["topic"] == "RmqTraced"
     assert ack["title"].startswith(f"acked by {group}, ")
