@@ -27,8 +27,11 @@ proto-check: proto ## fail if the committed generated code is stale
 lint: sync ## ruff
 	$(UV) run --frozen ruff check .
 
-test: sync proto-check lint node-deps ## the whole suite: unit first, integration, e2e, compose (what CI runs)
-	$(UV) run --frozen pytest --durations=30 $(PYTEST_ARGS)
+# pytest-xdist workers: most tests wait on the processes they start, so three share two cores;
+# tests/conftest.py keeps each module on one worker and the JVM/Docker modules together.
+TEST_WORKERS ?= 3
+test: sync proto-check lint node-deps ## the whole suite: unit first, integration, e2e, compose (what CI runs; TEST_WORKERS=0: one process)
+	$(UV) run --frozen pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 test-fast: sync ## unit tests only
 	$(UV) run --frozen pytest tests/unit $(PYTEST_ARGS)

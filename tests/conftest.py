@@ -23,11 +23,43 @@ settings.register_profile("tidemq", deadline=None, print_blob=True)
 settings.load_profile("tidemq")
 
 
+# Modules that run a JVM (Spark) or the Docker engine (image builds, the compose stack). Under
+# pytest-xdist one worker runs them all, one after another, starting first: two JVMs, or a JVM
+# beside image builds, on a 2-core machine slow each other past their timeouts.
+HEAVY_MODULES = ("tests/compose/", "tests/integration/analytics/")
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _heavy(nodeid: str) -> bool:
+    return _module(nodeid).startswith(HEAVY_MODULES)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (what `make test` runs) with the heavy modules as one file: each
+    module goes to one worker whole (its module-scoped fixtures start once), and the heavy
+    ones to one worker together, in collection order (`--no-loadscope-reorder`)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "heavy modules" if _heavy(nodeid) else _module(nodeid)
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Unit tests first (a stable sort: each module's tests stay together): a broken build
-    fails in minutes, not after the integration suite."""
-    unit = str(config.rootpath / "tests" / "unit")
-    items.sort(key=lambda item: not str(item.path).startswith(unit))
+    fails in minutes, not after the integration suite. On a pytest-xdist worker the heavy
+    modules go before them: the longest unit starts at once while the other workers run the
+    unit tests."""
+    distributed = hasattr(config, "workerinput")
+    items.sort(key=lambda item: (not (distributed and _heavy(item.nodeid)),
+                                 not item.nodeid.startswith("tests/unit/")))
 
 
 @pytest.fixture(autouse=True)
