@@ -4,15 +4,15 @@ client, against the same run's native TideMQ client figures (the proxy's cost as
     uv run --frozen python bench/rocketmq_compat/run.py --quick
     uv run --frozen python bench/rocketmq_compat/run.py --messages 5000
 
-Starts Redis, the config center, two name servers, one broker group and gateway-grpc
-(temporary dirs, loopback). Produce: one thread of synchronous sends, then `--window`
-asynchronous sends in flight, each way. Receive: pop 32 then ack each message, each way in its
-own consumer group (each reads half of what was stored). Then the latency from a transaction's
-commit until a waiting SimpleConsumer holds its message (target: p99 < 1 s), beside the same
-run's latency from a plain send's answer to its receipt. Printed, not asserted. What bounds the
-gateway: every call is one more gRPC hop and the gateway re-encodes protobuf messages into
-CommitLog records (and back), all in one Python process; the official client adds its own
-asyncio loop thread and per-call signing.
+Starts Redis, the config center, two name servers, one broker group and gateway-grpc (temporary
+dirs, loopback). Produce: one thread of synchronous sends, then `--window` asynchronous sends kept
+in flight (a sliding window), each way. Receive: pop 32 then ack each message, each way in its own
+consumer group (each reads half of what was stored). Then the latency from a transaction's commit
+until a waiting SimpleConsumer holds its message (target: p99 < 1 s), beside the same run's latency
+from a plain send's answer to its receipt. Printed, not asserted. What bounds the gateway: every
+call is one more gRPC hop and the gateway re-encodes protobuf messages into CommitLog records (and
+back), all in one Python process; the official client adds its own asyncio loop thread and per-call
+signing.
 """
 
 from __future__ import annotations
@@ -55,6 +55,21 @@ def rate(count: int, started: float) -> float:
     return count / (time.perf_counter() - started)
 
 
+def in_flight(send_async, count: int, window: int) -> None:
+    """`count` sends with `window` of them on the wire at all times: a send starts as soon as
+    one completes (a sliding window, as a producer with max in-flight requests runs), not in
+    lock-step rounds of `window` that leave the pipe half empty on average."""
+    slots = threading.Semaphore(window)
+    futures = []
+    for _ in range(count):
+        slots.acquire()
+        future = send_async()
+        future.add_done_callback(lambda _: slots.release())
+        futures.append(future)
+    for future in futures:
+        future.result(timeout=30)
+
+
 def native_produce(namesrv: str, count: int, window: int) -> tuple[float, float]:
     with Producer(namesrv) as producer:
         started = time.perf_counter()
@@ -62,11 +77,7 @@ def native_produce(namesrv: str, count: int, window: int) -> tuple[float, float]
             producer.send(Message(TOPIC, BODY))
         sync = rate(count, started)
         started = time.perf_counter()
-        for start in range(0, count, window):
-            futures = [producer.send_async(Message(TOPIC, BODY))
-                       for _ in range(min(window, count - start))]
-            for future in futures:
-                future.result()
+        in_flight(lambda: producer.send_async(Message(TOPIC, BODY)), count, window)
         return sync, rate(count, started)
 
 
@@ -79,11 +90,7 @@ def rmq_produce(config, count: int, window: int) -> tuple[float, float]:
             producer.send(rmq_message())
         sync = rate(count, started)
         started = time.perf_counter()
-        for start in range(0, count, window):
-            futures = [producer.send_async(rmq_message())
-                       for _ in range(min(window, count - start))]
-            for future in futures:
-                future.result(timeout=30)
+        in_flight(lambda: producer.send_async(rmq_message()), count, window)
         return sync, rate(count, started)
     finally:
         producer.shutdown()
