@@ -21,9 +21,12 @@ from tidemq.common.system_topics import is_system_topic
 from tests.support.cluster import traced_cluster
 from tests.support.doc_examples import documentation_files, parse, rewrite_addresses
 
-pytestmark = pytest.mark.slow
+# A page's blocks run a few dozen `tidemq` CLI calls, each a new Python process (~1.5 s of imports
+# alone); with three test workers on two cores, README's block of 18 calls took over 120 s once.
+# These bound a hang, they measure nothing.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK_TIMEOUT_S = 120
+BLOCK_TIMEOUT_S = 400
 PAGES = [path for path in documentation_files(ROOT)
          if any(b.runnable and not b.skip for b in parse(path))]
 
