@@ -24,7 +24,7 @@ from tidemq.common.auth.guard import AclSource, AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
 from tidemq.common.auth_grpc import AuthInterceptor
 from tidemq.common.logs import configure_logging, get_logger
-from tidemq.common.rpc import GRPC_OPTIONS
+from tidemq.common.rpc import SERVER_GRPC_OPTIONS
 from tidemq.common.settings import ServiceSettings
 from tidemq.common.stopsignal import StopSignal
 from tidemq.common.tracing import init_tracing, shutdown_tracing
@@ -161,7 +161,7 @@ class ServiceRuntime:
         self.auth = AuthGuard(name, self.acl, skew_s=settings.auth_skew_s,
                               trusted=credentials) if settings.auth_enabled else None
         server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
-        self.transport = server_class(name, max_workers=max_workers, options=GRPC_OPTIONS,
+        self.transport = server_class(name, max_workers=max_workers, options=SERVER_GRPC_OPTIONS,
                                       auth=self.auth)
         self.server = self.transport.server  # what generated add_*_to_server functions take
         self.port = 0
