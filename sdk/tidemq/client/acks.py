@@ -155,12 +155,12 @@ class AckLanes:
                 broker_name, handle = locate(text)
                 by_broker[broker_name].append((i, handle))
             except errors.TideMQError as exc:
-                futures[i] = failed(exc)
+                futures[i] = _failed(exc)
         for broker_name, entries in by_broker.items():
             try:
                 addr = addr_of(broker_name)
             except errors.TideMQError as exc:  # no route: none of these was acked
-                submitted = [failed(exc) for _ in entries]
+                submitted = [_failed(exc) for _ in entries]
             else:
                 submitted = self.submit(addr, group, [h for _, h in entries], waiting=waiting)
             for (i, _), future in zip(entries, submitted, strict=True):
@@ -168,7 +168,7 @@ class AckLanes:
         return futures
 
 
-def failed(error: Exception) -> Future:
+def _failed(error: Exception) -> Future:
     """A future that already failed with `error`."""
     future: Future = Future()
     future.set_exception(error)
