@@ -5,7 +5,14 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tidemq.common import errors
-from tidemq.common.rpc import BreakerSettings, ChannelPool, RpcClient, is_endpoint_open
+from tidemq.common.rpc import (
+    GRPC_OPTIONS,
+    SERVER_GRPC_OPTIONS,
+    BreakerSettings,
+    ChannelPool,
+    RpcClient,
+    is_endpoint_open,
+)
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import ServiceSettings
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
@@ -179,3 +186,12 @@ def test_aio_runtime_stops_while_a_plain_handler_still_blocks():
     finally:
         release.set()
     caller.join(30)
+
+
+def test_servers_accept_the_keepalive_pings_their_clients_send():
+    """A server that accepts fewer pings than a client sends over a quiet call (a long poll)
+    ends the connection with GOAWAY too_many_pings; gRPC's own default accepts one per 5 min."""
+    client, server = dict(GRPC_OPTIONS), dict(SERVER_GRPC_OPTIONS)
+    assert client.get("grpc.keepalive_permit_without_calls", 0) == 0  # pings only during calls
+    assert (server["grpc.http2.min_recv_ping_interval_without_data_ms"]
+            <= client["grpc.keepalive_time_ms"])
