@@ -1,5 +1,5 @@
-"""Module-scoped cluster (tests.support.cluster with one broker group): the Spark tests share
-one SparkSession and one data set per module."""
+"""The Spark tests run on the session's shared one-broker cluster (tests/conftest.py: each module
+owns its topics) and share one SparkSession per module."""
 
 from __future__ import annotations
 
@@ -7,15 +7,12 @@ import logging
 
 import pytest
 
-from tests.integration.analytics.cluster import BROKER, AnalyticsCluster
-from tests.support.cluster import running_cluster
+from tests.integration.analytics.cluster import AnalyticsCluster
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("analytics-cluster"),
-                         broker_names=(BROKER,)) as cluster:
-        yield AnalyticsCluster(cluster)
+def cluster(shared_one_broker_cluster):
+    return AnalyticsCluster(shared_one_broker_cluster)
 
 
 @pytest.fixture(scope="module")
