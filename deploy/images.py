@@ -6,8 +6,12 @@
 2. Wheelhouse: the locked third-party dependencies of each image, exported by uv and fetched
    as wheels on the host into deploy/.wheelhouse (reused while uv.lock and the C members are
    unchanged), the build backend, and the wheels of the members with C code (native/),
-   compiled here, so images install with `pip --no-index` and need no compiler.
-3. `docker build` of each image, the repo root as context.
+   compiled here, so images install with `pip --no-index` and need no compiler. Each image
+   gets its own folder of them, deploy/.wheelhouse/images/<package>/ (hard links).
+3. `docker build` of each image from a context of its own: its Dockerfile folder, its members'
+   sources and its wheel folder, laid out as in the repo. The legacy builder sends the whole
+   context for every build; the repo root's would carry every image's wheels (pyspark's 300 MB
+   of jars among them) to each.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import time
 from pathlib import Path
 
 from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from deploy.render import HOST_BUILT_MEMBERS, image_ref, rendered_files
 from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, enabled_profiles, load
@@ -29,6 +36,7 @@ from deploy.topology import ALL_PROFILES, REPO_ROOT, Topology, enabled_profiles,
 LOCAL_BASE_IMAGE = "localhost/tidemq-base:bookworm"
 CACHE_DIR = Path(os.environ.get("TIDEMQ_CACHE_DIR", "/var/cache/tidemq"))
 WHEELHOUSE = REPO_ROOT / "deploy" / ".wheelhouse"
+BACKEND_WHEELS = WHEELHOUSE / "backend"   # the build backend and its dependencies
 BUILD_BACKEND = ["hatchling>=1.25"]  # the images build the member wheels with it
 DEBOOTSTRAP_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
 
@@ -98,6 +106,7 @@ def _wheelhouse_key(topology: Topology) -> str:
     for image in _built_images(topology):
         digest.update(f"{image.name}:{image.package}".encode())
     digest.update(repr(BUILD_BACKEND).encode())
+    digest.update(b"per-image folders: images/<package>/")   # the layout _image_wheel_folder makes
     for member in sorted(HOST_BUILT_MEMBERS):   # their wheels are compiled into the wheelhouse
         for path in sorted((REPO_ROOT / member).rglob("*")):
             if path.is_file() and path.suffix in {".c", ".h", ".py", ".toml"}:
@@ -114,7 +123,7 @@ def ensure_wheelhouse(topology: Topology) -> Path:
         return WHEELHOUSE
     if sys.version_info[:2] != (3, 11):
         raise ImageBuildError("the wheelhouse is built with Python 3.11 (the images' Python)")
-    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    BACKEND_WHEELS.mkdir(parents=True, exist_ok=True)
     requirement_files = []
     for image in _built_images(topology):
         if image.package is None:
@@ -128,16 +137,56 @@ def ensure_wheelhouse(topology: Topology) -> Path:
         requirement_files.append(target)
     fetch = WHEELHOUSE / "fetch.txt"
     fetch.write_text("\n".join(_target_requirements(requirement_files)) + "\n")
-    pip_wheel = [*_pip_command(), "wheel", "--quiet", "--wheel-dir", str(WHEELHOUSE),
-                 "--find-links", str(WHEELHOUSE)]   # wheels fetched before are reused
-    _run([*pip_wheel, "--no-deps", "-r", str(fetch)])
-    _run([*pip_wheel, *BUILD_BACKEND])
+    pip_wheel = [*_pip_command(), "wheel", "--quiet", "--find-links", str(WHEELHOUSE),
+                 "--find-links", str(BACKEND_WHEELS)]   # wheels fetched before are reused
+    _run([*pip_wheel, "--wheel-dir", str(WHEELHOUSE), "--no-deps", "-r", str(fetch)])
+    _run([*pip_wheel, "--wheel-dir", str(BACKEND_WHEELS), *BUILD_BACKEND])
     for member, distribution in HOST_BUILT_MEMBERS.items():   # needs gcc and zlib headers
         for stale in WHEELHOUSE.glob(f"{distribution}-*.whl"):
             stale.unlink()
-        _run([*pip_wheel, "--no-deps", str(REPO_ROOT / member)])
+        _run([*pip_wheel, "--wheel-dir", str(WHEELHOUSE), "--no-deps", str(REPO_ROOT / member)])
+    for image in _built_images(topology):
+        if image.package is not None:
+            _image_wheel_folder(image)
     stamp.write_text(key)
     return WHEELHOUSE
+
+
+def _image_wheel_folder(image) -> Path:
+    """deploy/.wheelhouse/images/<package>/: the wheels of the image's pins, the build backend's,
+    those of its members with C code, and its requirements.txt; nothing another image needs."""
+    by_pin = {}
+    for wheel in WHEELHOUSE.glob("*.whl"):
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+        by_pin[(name, version)] = wheel
+    wanted = []
+    requirements = WHEELHOUSE / f"{image.package}.txt"
+    for pin in _target_requirements([requirements]):
+        requirement = Requirement(pin)
+        version = Version(next(iter(requirement.specifier)).version)   # an exact pin: ==
+        wheel = by_pin.get((canonicalize_name(requirement.name), version))
+        if wheel is None:
+            raise ImageBuildError(f"{image.name}: no wheel for {pin} in {WHEELHOUSE}")
+        wanted.append(wheel)
+    wanted += BACKEND_WHEELS.glob("*.whl")
+    for member in image.members:
+        if member in HOST_BUILT_MEMBERS:
+            wanted += WHEELHOUSE.glob(f"{HOST_BUILT_MEMBERS[member]}-*.whl")
+    folder = WHEELHOUSE / "images" / image.package
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for wheel in wanted:
+        _link(wheel, folder / wheel.name)
+    shutil.copyfile(requirements, folder / "requirements.txt")
+    return folder
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link (the wheelhouse's files are never rewritten in place), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _target_requirements(requirement_files: list[Path]) -> list[str]:
@@ -199,14 +248,29 @@ def build_images(topology: Topology | None = None) -> list[str]:
     refs = []
     for image in _built_images(topology):   # not the pulled ones, nor those of idle profiles
         ref = image_ref(image.name)
-        _run(
-            ["docker", "build", "--quiet", "-t", ref, "-f", f"{image.dockerfile_dir}/Dockerfile",
-             "--build-arg", f"BASE_IMAGE={base}", "."],
-            cwd=REPO_ROOT,
-        )  # fmt: skip
+        with tempfile.TemporaryDirectory(dir=WHEELHOUSE.parent, prefix=".context-") as context:
+            _stage_context(image, Path(context))
+            _run(
+                ["docker", "build", "--quiet", "-t", ref, "-f",
+                 f"{image.dockerfile_dir}/Dockerfile", "--build-arg", f"BASE_IMAGE={base}",
+                 "."],
+                cwd=context,
+            )  # fmt: skip
         refs.append(ref)
         print(f"built {ref} ({time.monotonic() - started:.0f} s)", flush=True)
     return refs
+
+
+def _stage_context(image, context: Path) -> None:
+    """What the image's Dockerfile copies, at the paths it names (relative to the repo root):
+    its own folder, its members' sources (without bytecode) and its wheel folder."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    folders = [image.dockerfile_dir, *image.members]
+    if image.package is not None:
+        folders.append(f"deploy/.wheelhouse/images/{image.package}")
+    for folder in dict.fromkeys(folders):
+        shutil.copytree(REPO_ROOT / folder, context / folder, ignore=skip,
+                        copy_function=_link, dirs_exist_ok=True)
 
 
 def main() -> int:
