@@ -42,3 +42,14 @@ def test_a_logger_logs_as_structlog_does():
     with capture_logs() as logs:
         log.bind(queue=3).warning("held", offset=7)
     assert logs == [{"queue": 3, "offset": 7, "event": "held", "log_level": "warning"}]
+
+
+def test_a_service_imports_pybreaker_with_its_first_client_only():
+    """tidemq.common.server (every service's runtime) takes its gRPC options and security from
+    tidemq.common.rpc; a name server without a config center never makes a client."""
+    served = imported_after("import tidemq.common.server")
+    assert not {"pybreaker", "redis", "yaml"} & served
+    called = imported_after("from tidemq.common import rpc\n"
+                            "from tidemq.v1.nameserver_pb2_grpc import NameServerServiceStub\n"
+                            "rpc.RpcClient('127.0.0.1:1', NameServerServiceStub)")
+    assert "pybreaker" in called
