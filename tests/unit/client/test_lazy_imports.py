@@ -1,8 +1,11 @@
-"""The `tidemq.client` package loads its exported names on first use.
+"""The `tidemq` command imports a client only when a command needs one, and the `tidemq.client`
+package loads its exported names on first use.
 
-`tidemq.client.cli` (the `tidemq` command) and the gateways import modules of this package;
-importing the package must not import every client in it. Each import check runs in a fresh
-interpreter, whose `sys.modules` says what was imported.
+Every `tidemq` invocation is a new process, and the clients' imports (gRPC, protobuf stubs,
+pybreaker, which imports redis-py when it is installed, structlog with rich's traceback and
+pygments) are most of its start-up: `tidemq --help`, a command's --help and a usage error need
+none of them. Each check runs in a fresh interpreter, whose `sys.modules` says what was
+imported, so an eager import added back anywhere on the way fails here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 import tidemq.client
 
+# Imported by the commands that call the clients, never to build the command line.
 HEAVY = ("grpc", "pybreaker", "redis", "structlog", "google.protobuf", "opentelemetry",
          "tidemq.client.admin", "tidemq.client.producer", "tidemq.client.consumer",
          "tidemq.configclient.client", "tidemq.common.rpc", "tidemq.common.errors")
@@ -31,6 +35,35 @@ def imported_after(code: str) -> set[str]:
 
 def heavy_in(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_importing_the_command_line_imports_no_client():
+    assert heavy_in(imported_after("import tidemq.client.cli")) == []
+
+
+HELP_AND_USAGE_ERRORS = [["--help"], ["topic", "create", "--help"], ["send", "--help"],
+                         ["config", "get", "--help"], ["acl", "user", "add", "--help"],
+                         ["consume"]]  # the last: a usage error (TOPIC missing)
+
+
+def test_help_and_usage_errors_import_no_client():
+    code = ("from typer.testing import CliRunner\n"
+            "from tidemq.client.cli import app\n"
+            f"for args in {HELP_AND_USAGE_ERRORS!r}:\n"
+            "    result = CliRunner().invoke(app, args)\n"
+            "    assert result.exit_code in (0, 2), (args, result.output)\n"
+            "    assert 'Usage' in result.output, (args, result.output)")
+    assert heavy_in(imported_after(code)) == []
+
+
+def test_a_command_that_calls_a_client_imports_it():
+    """The other side: the imports moved into the commands are still made when they run."""
+    code = ("from typer.testing import CliRunner\n"
+            "from tidemq.client.cli import app\n"
+            "result = CliRunner().invoke(app, ['--namesrv', '127.0.0.1:1', '--timeout', '0.2',"
+            " 'cluster', 'list'])\n"
+            "assert result.exit_code == 1, result.output")
+    assert {"tidemq.client.admin", "grpc", "pybreaker"} <= imported_after(code)
 
 
 def test_the_package_names_load_on_first_use():
