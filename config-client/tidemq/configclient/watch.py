@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from opentelemetry.instrumentation.utils import suppress_instrumentation
 from tidemq.common import errors
 from tidemq.common.kv import Event, EventType, KeyValue, RevisionCompacted
 from tidemq.common.logs import get_logger
@@ -110,6 +109,10 @@ class Watch:
         return item
 
     def _run(self) -> None:
+        # Here, not at module level: the watch thread is the only user, and importing it (with
+        # wrapt) costs every importer of the config-center client, `tidemq` commands included.
+        from opentelemetry.instrumentation.utils import suppress_instrumentation
+
         attempt, backoff = 0, 0.05
         while not self._closed.is_set():
             start = 0 if self.revision is None else self.revision + 1

@@ -34,6 +34,7 @@ from tidemq.client.admin_types import (
     parse_subscription,
 )
 from tidemq.client.brokers import BrokerClients
+from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
 from tidemq.common import errors, record
@@ -56,7 +57,6 @@ __all__ = [
     "broker_for_store_host", "coordinator_for", "parse_assignment", "parse_subscription",
 ]
 
-DEFAULT_CONFIG_CENTER = "127.0.0.1:7070,127.0.0.1:7071"  # both config centers of `make up`
 ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch within seconds
 POLL_INTERVAL_S = 0.1
 

@@ -22,7 +22,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 from tidemq.client import cli_controlplane, cli_groups, cli_stream
-from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
     TIME_HELP,
@@ -45,6 +44,7 @@ from tidemq.client.cli_common import (
 from tidemq.client.cli_config import config_app
 from tidemq.client.cli_dlq import dlq_app
 from tidemq.client.cli_txn import txn_app
+from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
 
 __all__ = ["app", "main", "parse_time"]
 

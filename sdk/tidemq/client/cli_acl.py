@@ -15,16 +15,16 @@ commands need an admin credential (TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY).
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tidemq.client.cli_common import OutputOpt, emit_json, expected_errors, json_mode, out, table
 from tidemq.common.auth.acl import AclError, Rule, User
 from tidemq.common.auth.bearer import DEFAULT_TTL_S, make_token
 from tidemq.common.auth.signature import Credentials
-from tidemq.common.errors import InvalidArgument, NotFound
-from tidemq.configclient.acl import AclAdmin
-from tidemq.configclient.client import ConfigClient
+
+if TYPE_CHECKING:  # config-center's client is imported by the commands that use it (cli_common)
+    from tidemq.configclient.acl import AclAdmin
 
 AccessKeyArg = Annotated[str, typer.Argument(help="the user's access key", show_default=False)]
 RuleIdArg = Annotated[str, typer.Argument(help="the rule's id (its key in the config center)",
@@ -39,6 +39,9 @@ acl_app.add_typer(rule_app, name="rule")
 
 
 def _admin(ctx: typer.Context) -> AclAdmin:
+    from tidemq.configclient.acl import AclAdmin
+    from tidemq.configclient.client import ConfigClient
+
     return AclAdmin(ConfigClient(ctx.find_root().obj.config_center))
 
 
@@ -65,6 +68,8 @@ def user_add(ctx: typer.Context, access_key: AccessKeyArg,
 @user_app.command("remove")
 def user_remove(ctx: typer.Context, access_key: AccessKeyArg) -> None:
     """Delete a user (its rules stay; they match nobody until the key is reused)."""
+    from tidemq.common.errors import NotFound
+
     with expected_errors():
         if not _admin(ctx).remove_user(access_key):
             raise NotFound(f"user {access_key!r} does not exist")
@@ -93,6 +98,8 @@ def rule_add(ctx: typer.Context, rule_id: RuleIdArg,
              source_ip: Annotated[list[str] | None, typer.Option(
                  help="CIDR the caller must come from (repeat; none = any)")] = None) -> None:
     """Create or replace a rule."""
+    from tidemq.common.errors import InvalidArgument
+
     with expected_errors():
         try:
             rule = Rule.create(rule_id, user, resource, action, decision, source_ip or [])
@@ -106,6 +113,8 @@ def rule_add(ctx: typer.Context, rule_id: RuleIdArg,
 @rule_app.command("remove")
 def rule_remove(ctx: typer.Context, rule_id: RuleIdArg) -> None:
     """Delete a rule."""
+    from tidemq.common.errors import NotFound
+
     with expected_errors():
         if not _admin(ctx).remove_rule(rule_id):
             raise NotFound(f"rule {rule_id!r} does not exist")

@@ -11,15 +11,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from tidemq.client.admin import Admin
-from tidemq.client.message import MessageExt
-from tidemq.common.errors import TideMQError
+
+if TYPE_CHECKING:
+    from tidemq.client.admin import Admin
+    from tidemq.client.message import MessageExt
+
+# The clients (gRPC, protobuf stubs, pybreaker and so redis-py) are imported by the commands
+# that call them, never at module level: `tidemq --help` and a usage error should not pay for
+# them (tests/unit/client/test_lazy_imports.py holds this).
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -57,6 +62,8 @@ def json_mode(ctx: typer.Context, output: Output | None) -> bool:
 
 @contextmanager
 def admin_session(ctx: typer.Context) -> Iterator[Admin]:
+    from tidemq.client.admin import Admin
+
     g = globals_of(ctx)
     with expected_errors(), Admin(g.namesrv, config_center=g.config_center,
                                   timeout=g.timeout) as admin:
@@ -66,6 +73,8 @@ def admin_session(ctx: typer.Context) -> Iterator[Admin]:
 @contextmanager
 def expected_errors() -> Iterator[None]:
     """Expected failures become one red line and exit status 1, never a traceback."""
+    from tidemq.common.errors import TideMQError
+
     try:
         yield
     except TideMQError as exc:

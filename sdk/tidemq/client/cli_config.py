@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from tidemq.client.admin import DEFAULT_CONFIG_CENTER
 from tidemq.client.cli_common import err, expected_errors
-from tidemq.common.errors import NotFound, PreconditionFailed
-from tidemq.configclient.client import ConfigClient, Event, KeyValue, PutResult
+from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
+
+if TYPE_CHECKING:  # the client is imported by the commands that use it (cli_common)
+    from tidemq.configclient.client import ConfigClient, Event, KeyValue, PutResult
 
 config_app = typer.Typer(
     name="config", no_args_is_help=True,
@@ -61,6 +62,8 @@ def _event_json(event: Event) -> dict[str, Any]:
 def _run(addr: str, action: Callable[[ConfigClient], None]) -> None:
     """Every config command's call: the CLI's one error printer (`error CODE: sentence`,
     exit 1; Ctrl-C exits 130)."""
+    from tidemq.configclient.client import ConfigClient
+
     with expected_errors(), ConfigClient(addr) as client:
         action(client)
 
@@ -93,6 +96,8 @@ def get(ctx: typer.Context, key: str,
             return
         kv = client.get(key, revision=revision)
         if kv is None:
+            from tidemq.common.errors import NotFound
+
             when = f" at revision {revision}" if revision else ""
             raise NotFound(f"key {key!r} does not exist{when}")
         if _json(ctx, output):
@@ -105,6 +110,8 @@ def get(ctx: typer.Context, key: str,
 
 def _report_write(result: PutResult, key: str, as_json: bool) -> None:
     if not result.succeeded:
+        from tidemq.common.errors import PreconditionFailed
+
         raise PreconditionFailed(f"key {key!r} is at revision {result.current_mod_revision}; "
                                  "nothing was written")
     if as_json:
@@ -141,6 +148,8 @@ def delete(ctx: typer.Context, key: str,
     """Delete a key."""
 
     def action(client: ConfigClient) -> None:
+        from tidemq.common.errors import NotFound, PreconditionFailed
+
         result = client.delete(key, expected_revision=if_revision)
         if not result.succeeded:
             raise PreconditionFailed(f"key {key!r} is at revision {result.current_mod_revision}")

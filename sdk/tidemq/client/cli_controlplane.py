@@ -11,6 +11,8 @@ config center answered (tried ...)`, and status 1.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.markup import escape
 from rich.text import Text
@@ -23,14 +25,17 @@ from tidemq.client.cli_common import (
     out,
     table,
 )
-from tidemq.configclient.client import ConfigClient
-from tidemq.configclient.controlplane import ControlPlane
+
+if TYPE_CHECKING:  # config-center's client is imported by the command (cli_common)
+    from tidemq.configclient.controlplane import ControlPlane
 
 
 def control_plane(ctx: typer.Context, output: OutputOpt = None) -> None:
     """The control plane: each config-center address (--config-center, comma-separated)
     reachable or not, the Redis nodes behind them with role and replication lag, and each
     Sentinel's view of the master."""
+    from tidemq.configclient.client import ConfigClient
+
     g = globals_of(ctx)
     with expected_errors(), ConfigClient(g.config_center, timeout=g.timeout) as config:
         plane = config.control_plane()

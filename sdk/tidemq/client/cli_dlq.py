@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tidemq.client.cli_common import (
@@ -20,8 +20,9 @@ from tidemq.client.cli_common import (
     out,
     table,
 )
-from tidemq.client.dead_letters import DeadLetters
-from tidemq.common import record
+
+if TYPE_CHECKING:  # the client is imported by the commands that use it (cli_common)
+    from tidemq.client.dead_letters import DeadLetters
 
 dlq_app = typer.Typer(no_args_is_help=True,
                       help="Dead letters of a consumer group: messages that failed more than "
@@ -31,6 +32,8 @@ LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="at most this many
 
 @contextmanager
 def _dlq(ctx: typer.Context, group: str) -> Iterator[DeadLetters]:
+    from tidemq.client.dead_letters import DeadLetters
+
     g = globals_of(ctx)
     with expected_errors(), DeadLetters(g.namesrv, group, timeout=g.timeout) as dlq:
         yield dlq
@@ -40,6 +43,8 @@ def _dlq(ctx: typer.Context, group: str) -> Iterator[DeadLetters]:
 def list_(ctx: typer.Context, group: GroupArg, limit: LimitOpt = 100,
           output: OutputOpt = None) -> None:
     """Dead letters not yet re-driven by `requeue --all`, oldest first."""
+    from tidemq.common import record
+
     with _dlq(ctx, group) as dlq:
         messages = dlq.list(limit)
     if json_mode(ctx, output):

@@ -8,7 +8,7 @@ Brokers pick a change up from their watch within moments and enforce it without 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from tidemq.client.cli_common import (
@@ -20,7 +20,9 @@ from tidemq.client.cli_common import (
     out,
     table,
 )
-from tidemq.configclient.groups import FIELDS, DefinedGroup
+
+if TYPE_CHECKING:  # config-center's client is imported by the commands that use it (cli_common)
+    from tidemq.configclient.groups import DefinedGroup
 
 ConsumeOpt = Annotated[bool | None, typer.Option(
     "--consume/--no-consume", help="consume_enable: false refuses pulls, commits and joins",
@@ -49,6 +51,8 @@ def _fields(consume: bool | None, broadcast: bool | None, retry_max_times: int |
     for assignment in assignments or []:
         field, sep, raw = assignment.partition("=")
         if not sep or not field or field == "name":
+            from tidemq.configclient.groups import FIELDS
+
             raise typer.BadParameter(
                 f"{assignment!r}: use FIELD=VALUE with FIELD one of {', '.join(FIELDS[1:])}",
                 param_hint="--set")
@@ -108,6 +112,8 @@ def delete(ctx: typer.Context, group: GroupArg, if_revision: IfRevisionOpt = Non
 
 def list_defined(ctx: typer.Context, output) -> None:
     """Definitions in config-center (an invalid one with the reason brokers refuse it)."""
+    from tidemq.configclient.groups import DefinedGroup
+
     with admin_session(ctx) as admin:
         listed = admin.group_definitions()
     valid = [d for d in listed if isinstance(d, DefinedGroup)]
@@ -126,6 +132,8 @@ def list_defined(ctx: typer.Context, output) -> None:
 
 def definition(ctx: typer.Context, group: GroupArg, output: OutputOpt = None) -> None:
     """What every master broker enforces for GROUP now (its definition or the defaults)."""
+    from tidemq.configclient.groups import FIELDS
+
     with admin_session(ctx) as admin:
         in_force = admin.group_in_force(group)
     if json_mode(ctx, output):

@@ -9,7 +9,7 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tidemq.client.cli_common import (
@@ -27,11 +27,11 @@ from tidemq.client.cli_common import (
     progress,
     table,
 )
-from tidemq.client.consumer import PullConsumer
-from tidemq.client.message import Message, MessageExt, MessageQueue
-from tidemq.client.producer import Producer
 from tidemq.common import delays
-from tidemq.common.errors import InvalidArgument
+
+if TYPE_CHECKING:  # the clients are imported by the commands that use them (cli_common)
+    from tidemq.client.consumer import PullConsumer
+    from tidemq.client.message import MessageExt, MessageQueue
 
 CONSUME_GROUP = "tidemq-cli"
 FOLLOW_POLL_S = 1.0   # long-poll hold per queue while following; Ctrl-C waits at most this
@@ -72,6 +72,10 @@ def send(
     """Send a message (or every line of --file, or a whole file with --raw) and print where
     each was stored. With --delay, --delay-level or --deliver-at it stays invisible until
     then."""
+    from tidemq.client.message import Message
+    from tidemq.client.producer import Producer
+    from tidemq.common.errors import InvalidArgument
+
     if (body is None) == (file is None):
         raise typer.BadParameter("give either BODY or --file, not both or neither")
     deliver_at_ms = _deliver_at_ms(delay, deliver_at, delay_level)
@@ -114,6 +118,8 @@ def recall(ctx: typer.Context,
                help="the recall handle `tidemq send --delay ...` printed")],
            output: OutputOpt = None) -> None:
     """Take back a delayed message before it is delivered (refused once it is due)."""
+    from tidemq.client.producer import Producer
+
     g = globals_of(ctx)
     with expected_errors(), Producer(g.namesrv, send_timeout=g.timeout) as producer:
         delivery_ms = producer.recall(handle)
@@ -205,6 +211,9 @@ def consume(
     messages, like kafka-console-consumer) unless --from-beginning or --offset is given;
     without --follow it stops once it has read up to where the queues were at start. Offsets
     are not committed."""
+    from tidemq.client.consumer import PullConsumer
+    from tidemq.common.errors import InvalidArgument
+
     if offset is not None and queue is None:
         raise typer.BadParameter("--offset needs --queue (offsets are per queue)")
     if offset is not None and from_beginning:

@@ -7,7 +7,7 @@ or discarded after the broker's last check-back."""
 from __future__ import annotations
 
 import enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tidemq.client.cli_common import (
@@ -19,8 +19,9 @@ from tidemq.client.cli_common import (
     json_mode,
     out,
 )
-from tidemq.client.message import Message, SendResult, SendStatus
-from tidemq.client.transaction import TransactionProducer, TransactionResolution
+
+if TYPE_CHECKING:  # the clients are imported by the commands that use them (cli_common)
+    from tidemq.client.transaction import TransactionResolution
 
 txn_app = typer.Typer(no_args_is_help=True,
                       help="Transactional messages: send a half message and commit or roll it "
@@ -35,8 +36,11 @@ class End(enum.Enum):
     none = "none"
 
 
-RESOLUTIONS = {End.commit: TransactionResolution.COMMIT,
-               End.rollback: TransactionResolution.ROLLBACK}
+def _resolution(end: End) -> TransactionResolution:
+    from tidemq.client.transaction import TransactionResolution
+
+    return {End.commit: TransactionResolution.COMMIT,
+            End.rollback: TransactionResolution.ROLLBACK}[end]
 
 
 @txn_app.command("send")
@@ -48,11 +52,14 @@ def send(ctx: typer.Context, topic: TopicArg,
          key: Annotated[list[str] | None, typer.Option("--key", "-k", help="key")] = None,
          output: OutputOpt = None) -> None:
     """Store BODY as a half message of TOPIC, then end the transaction as --end says."""
+    from tidemq.client.message import Message
+    from tidemq.client.transaction import TransactionProducer
+
     g = globals_of(ctx)
     with expected_errors(), TransactionProducer(g.namesrv, producer_group=producer_group,
                                                 send_timeout=g.timeout) as producer:
         prepared = producer.prepare(Message(topic, body.encode(), keys=key or []))
-        state = (producer.end(prepared, RESOLUTIONS[end]).state if end is not End.none
+        state = (producer.end(prepared, _resolution(end)).state if end is not End.none
                  else "PENDING")
     answer = {"transaction_id": prepared.unique_id, "msg_id": prepared.msg_id,
               "broker_name": prepared.broker_name, "state": state}
@@ -71,11 +78,14 @@ def end_(ctx: typer.Context, topic: TopicArg,
     """Commit or roll back an open transaction (a repeat is answered, not applied twice)."""
     if resolution is End.none:
         raise typer.BadParameter("commit or rollback", param_hint="RESOLUTION")
+    from tidemq.client.message import SendResult, SendStatus
+    from tidemq.client.transaction import TransactionProducer
+
     g = globals_of(ctx)
     prepared = SendResult(SendStatus.SEND_OK, msg_id, transaction_id, broker_name, 0, 0)
     with expected_errors(), TransactionProducer(g.namesrv, producer_group=producer_group,
                                                 send_timeout=g.timeout) as producer:
-        ended = producer.end(prepared, RESOLUTIONS[resolution], topic=topic)
+        ended = producer.end(prepared, _resolution(resolution), topic=topic)
     if json_mode(ctx, output):
         return emit_json({"state": ended.state, "already_resolved": ended.already_resolved})
     out.print(f"state={ended.state}" + (" (already)" if ended.already_resolved else ""))

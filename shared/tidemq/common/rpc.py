@@ -10,6 +10,13 @@ Security (docs/security.md): channels use TLS when a CA file is configured and s
 (RocketMQ 5's HMAC, tidemq.common.auth.signature) when credentials are; both come from
 `configure_client_security` (a service's settings) or else the TIDEMQ_ACCESS_KEY,
 TIDEMQ_SECRET_KEY and TIDEMQ_TLS_CA_FILE environment variables (SDK and CLI).
+
+pybreaker is imported with the first breaker, not with this module: where redis-py is installed
+(the gateway and config center need it) pybreaker imports it for its Redis-backed storage, and
+redis-py's package imports its asyncio client: 0.25-0.4 s of CPU from cached bytecode (about
+1 s compiling) that a process which only serves, and never calls another (a name server
+without a config center, a trace collector), should not pay for the option lists and security
+settings it takes from here.
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-import pybreaker
 from tidemq.common import errors, tls
 from tidemq.common.auth.signature import Credentials, signed_metadata
+
+if TYPE_CHECKING:
+    import pybreaker
 
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -215,6 +224,8 @@ def _is_not_transport_failure(exc: BaseException) -> bool:
 
 
 def breaker_for(addr: str, settings: BreakerSettings) -> pybreaker.CircuitBreaker:
+    import pybreaker
+
     with _breakers_lock:
         breaker = _breakers.get(addr)
         if breaker is None:
@@ -260,7 +271,11 @@ def retune_breakers(*, fail_max: int | None = None,
 def is_endpoint_open(addr: str) -> bool:
     """True while the endpoint's breaker is open (callers should route around it)."""
     breaker = _breakers.get(addr)
-    return breaker is not None and breaker.current_state == pybreaker.STATE_OPEN
+    if breaker is None:
+        return False
+    import pybreaker  # imported already: the breaker is one
+
+    return breaker.current_state == pybreaker.STATE_OPEN
 
 
 def forgive_endpoint(addr: str) -> bool:
@@ -269,7 +284,11 @@ def forgive_endpoint(addr: str) -> bool:
     before. Without this a broker that comes back as master within the reset timeout would be
     refused for the rest of it. True if the breaker was open."""
     breaker = _breakers.get(addr)
-    if breaker is None or breaker.current_state == pybreaker.STATE_CLOSED:
+    if breaker is None:
+        return False
+    import pybreaker  # imported already: the breaker is one
+
+    if breaker.current_state == pybreaker.STATE_CLOSED:
         return False
     breaker.close()
     return True
@@ -360,6 +379,8 @@ class RpcClient:
     # steps, and the outcome is replayed through `breaker.call` to drive its state machine.
 
     def _admit(self) -> None:
+        import pybreaker  # imported already, by breaker_for (a dictionary look-up)
+
         if self._breaker.current_state != pybreaker.STATE_OPEN:
             return
         opened_at = self._breaker._state_storage.opened_at  # no public accessor in pybreaker
@@ -368,6 +389,8 @@ class RpcClient:
             raise self._open_error()
 
     def _record(self, failure: errors.TideMQError | None) -> None:
+        import pybreaker  # imported already, by breaker_for (a dictionary look-up)
+
         try:
             if failure is None:
                 self._breaker.call(_succeed)

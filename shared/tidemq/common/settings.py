@@ -15,7 +15,6 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-import yaml
 from tidemq.common.sampling import QUIET_BY_DEFAULT
 
 ENV_PREFIX = "TIDEMQ_"
@@ -97,7 +96,12 @@ def _read_file(path: str) -> dict[str, Any]:
     if not file.is_file():
         raise SettingsError(f"config file {path!r} does not exist")
     text = file.read_text()
-    data = tomllib.loads(text) if file.suffix == ".toml" else yaml.safe_load(text) or {}
+    if file.suffix == ".toml":
+        data = tomllib.loads(text)
+    else:  # PyYAML here only: every service imports this module, few read a YAML file
+        import yaml
+
+        data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):
         raise SettingsError(f"config file {path!r} must hold a mapping of settings")
     return {key.replace("-", "_"): value for key, value in data.items()}

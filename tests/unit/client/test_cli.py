@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import typer
 from tidemq.client import admin as admin_module
-from tidemq.client import cli, cli_common
+from tidemq.client import cli
 from tidemq.client.admin import (
     BrokerEntry,
     GroupDescription,
@@ -104,7 +104,7 @@ class StubAdmin:
 def run(monkeypatch):
     StubAdmin.calls = []
     StubAdmin.fail_with = None
-    monkeypatch.setattr(cli_common, "Admin", StubAdmin)
+    monkeypatch.setattr(admin_module, "Admin", StubAdmin)  # cli_common imports it per command
     runner = CliRunner()
 
     def invoke(*args: str, expect: int = 0, input: str | None = None):
@@ -147,7 +147,7 @@ def test_global_options_reach_admin(run):
 def test_global_config_center_reaches_the_config_sub_app_and_is_not_leaked(run, monkeypatch):
     import os
 
-    from tidemq.client import cli_config
+    from tidemq.configclient import client as config_client
 
     seen = []
 
@@ -165,7 +165,7 @@ def test_global_config_center_reaches_the_config_sub_app_and_is_not_leaked(run, 
             return None
 
     monkeypatch.delenv("TIDEMQ_CONFIG_CENTER", raising=False)
-    monkeypatch.setattr(cli_config, "ConfigClient", StubConfigClient)
+    monkeypatch.setattr(config_client, "ConfigClient", StubConfigClient)  # imported per command
     # A missing key is the sub-app's business (its exit status is not what is tested here).
     CliRunner().invoke(cli.app, ["--config-center", "cc-global:7070", "config", "get", "/x"])
     assert seen == ["cc-global:7070"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tidemq.client import cli, cli_controlplane
+from tidemq.client import cli
 from tidemq.common import errors
-from tidemq.configclient import controlplane
+from tidemq.configclient import client, controlplane
 from tidemq.configclient.controlplane import (
     InstanceStatus,
     RedisNode,
@@ -49,7 +49,7 @@ class StubConfigClient:
 
 @pytest.fixture
 def run(monkeypatch):
-    monkeypatch.setattr(cli_controlplane, "ConfigClient", StubConfigClient)
+    monkeypatch.setattr(client, "ConfigClient", StubConfigClient)  # imported per command
     StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=STORE),
                                   InstanceStatus("cc-2:7071", False, "service unreachable")]
 
