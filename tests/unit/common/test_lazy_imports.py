@@ -53,3 +53,14 @@ def test_a_service_imports_pybreaker_with_its_first_client_only():
                             "from tidemq.v1.nameserver_pb2_grpc import NameServerServiceStub\n"
                             "rpc.RpcClient('127.0.0.1:1', NameServerServiceStub)")
     assert "pybreaker" in called
+
+
+def test_the_health_probe_imports_grpc_and_its_stubs_only():
+    """Compose runs `python -m tidemq.common.healthcheck` in every container every few seconds
+    for as long as the stack runs: it must not pay for the breaker, Redis, logging or YAML."""
+    probed = imported_after("from tidemq.common import healthcheck\n"
+                            "healthcheck.grpc_healthy('127.0.0.1:1', timeout=0.2)\n"
+                            "healthcheck.http_healthy('http://127.0.0.1:1/', timeout=0.2)")
+    assert "grpc_health.v1.health_pb2_grpc" in probed
+    assert not {"pybreaker", "redis", "structlog", "yaml", "opentelemetry"} & {
+        name.split(".")[0] for name in probed}
