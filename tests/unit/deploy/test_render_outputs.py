@@ -37,6 +37,17 @@ def test_compose_services_are_healthchecked_restarted_and_published_on_loopback_
             assert dependency == {"condition": "service_healthy"}
 
 
+
+def test_compose_probes_that_start_python_run_every_10_s_and_give_up_after_a_minute():
+    """A probe runs for the stack's whole life: a Python one (~0.2 s of CPU) every 10 s, a
+    redis-cli one (milliseconds) every 3 s so the first tier is healthy quickly."""
+    document = yaml.safe_load(render_compose(load(profiles=ALL_PROFILES)))
+    for name, service in document["services"].items():
+        check = service["healthcheck"]
+        interval = int(check["interval"].removesuffix("s"))
+        assert interval == (3 if check["test"][1] == "redis-cli" else 10), name
+        assert interval * check["retries"] == 60, name
+
 def test_compose_redis_is_append_only_and_stateful_services_have_named_volumes():
     topology = load(profiles=ALL_PROFILES)
     document = yaml.safe_load(render_compose(topology))
