@@ -120,7 +120,7 @@ def program_health_argv(service: Service, url: str) -> list[str]:
     if service.program == "grafana":
         return ["wget", "-q", "--spider", url]   # busybox wget in the upstream image
     return ["python3", "-c", "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], "
-            "timeout=3)", url]   # the base image's Python
+            "timeout=8)", url]   # the base image's Python; 8 s of compose's 10
 
 
 def local_unavailable(topology: Topology) -> dict[str, str]:

@@ -219,13 +219,16 @@ def _compose_service(service: Service, topology: Topology) -> dict:
     # Every probe is a process exec'd in the container for as long as the stack runs. A Python
     # probe costs about 0.2 s of CPU (interpreter, grpc): at 3 s, the stack's probes held both
     # cores of a 2-core host busy while it idled, and at 5 s one. Python probes run every 10 s,
-    # redis-cli's (milliseconds) every 3 s; a service is unhealthy after a minute of failures.
+    # redis-cli's (milliseconds) every 3 s. A probe is a process that a loaded host may take
+    # seconds to schedule (a load average of 57 while the stack starts beside other work made
+    # 3 s time out on a healthy Spark worker), so each gets 10 s, and a service is unhealthy
+    # after two minutes of failures.
     interval = 3 if service.health.kind == "redis" else 10
     entry["healthcheck"] = {
         "test": ["CMD", *health_argv(service, placement)],
         "interval": f"{interval}s",
-        "timeout": "3s",
-        "retries": 60 // interval,
+        "timeout": "10s",
+        "retries": 120 // interval,
         "start_period": "5s",
     }
     return entry

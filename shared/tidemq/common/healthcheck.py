@@ -51,11 +51,16 @@ def http_healthy(url: str, timeout: float = 2.0) -> tuple[bool, str]:
         return False, f"{url}: {exc}"
 
 
+# The command line's deadline for an answer: it runs as a compose healthcheck (10 s for the
+# whole probe), where a loaded host may be slow to answer a healthy service.
+COMMAND_TIMEOUT_S = 8.0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("grpc", "http"):
         print("usage: python -m tidemq.common.healthcheck grpc HOST:PORT | http URL", file=sys.stderr)
         return 2
-    ok, reason = (grpc_healthy if argv[0] == "grpc" else http_healthy)(argv[1])
+    ok, reason = (grpc_healthy if argv[0] == "grpc" else http_healthy)(argv[1], COMMAND_TIMEOUT_S)
     print(reason, file=sys.stderr)
     return 0 if ok else 1
 
