@@ -241,8 +241,9 @@ def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> N
         TopicDefinitions(config).create(name, queues)
 
 
-def wait_for_route(cluster: Cluster, topic: str, broker_count: int, timeout: float = 30.0):
-    """Poll every name server until `topic` is served by `broker_count` broker groups."""
+def wait_for_route(cluster: Cluster, topic: str, broker_count: int, timeout: float = 60.0):
+    """Poll every name server until `topic` is served by `broker_count` broker groups. The
+    deadline bounds a hang: a route took over 30 s once, at a load average of 47 on 2 cores."""
     from tidemq.client.routes import NameServerClient
     from tidemq.common.errors import TideMQError
 

