@@ -147,9 +147,14 @@ def test_a_deleted_topics_offsets_go_with_it_unless_kept_as_the_cli_does(stack):
     kept = requests.delete(f"{url}/v1/topics/HttpOffsetsKept",
                            params={"keep_offsets": "true"}, timeout=30).json()
     assert kept["offsets_dropped_for"] == []
-    offsets = requests.get(f"{url}/v1/consumer-groups/http-offsets", timeout=30).json()["offsets"]
-    assert {o["topic"] for o in offsets} == {"HttpOffsetsKept"}
-    assert all(o["orphaned"] for o in offsets)
+
+    def kept_offsets() -> list[dict]:
+        return requests.get(f"{url}/v1/consumer-groups/http-offsets", timeout=30).json()["offsets"]
+
+    assert {o["topic"] for o in kept_offsets()} == {"HttpOffsetsKept"}
+    # orphaned once the brokers have seen the topic go (it reaches them by the config watch)
+    wait_until(lambda: all(o["orphaned"] for o in kept_offsets()), 30,
+               message="the kept offsets shown as orphaned")
     dropped = requests.delete(f"{url}/v1/consumer-groups/http-offsets/offsets/HttpOffsetsKept",
                               timeout=30)
     assert dropped.status_code == 200 and dropped.json()["brokers"], dropped.text
