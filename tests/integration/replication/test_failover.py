@@ -189,6 +189,12 @@ def test_pulls_are_served_by_a_slave_while_the_group_has_no_master(cluster):
         sent = [producer.send(Message(TOPIC, f"m{i}".encode())) for i in range(20)]
     master = group.wait_master()
     outsider, *others = [r for r in range(3) if r != master]
+    # min in-sync 1: the sends were answered before every slave had them. The outsider must
+    # hold them all before it stops (at CI's load it once had none of them yet).
+    master_end = group.broker_info(master).commitlog_max_offset
+    wait_until(lambda: (info := group.broker_info(outsider)) is not None
+               and info.commitlog_max_offset == master_end, 30, interval=0.1,
+               message="the outsider holding every sent message")
     # One slave is stopped for good: the master drops it from the in-sync set.
     group.replicas[outsider].kill()
     wait_in_sync(cluster, {master, *others})
