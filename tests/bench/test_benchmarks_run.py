@@ -35,6 +35,7 @@ BENCHMARKS = {
     "consumption": (["bench/consumption/run.py", "--quick"],
                     ["PullConsumer", "SimpleConsumer pop", "HTTP pop", "ack_async each",
                      "Redis Streams XREADGROUP 32 + XACK each", "empty unary gRPC call",
+                     "empty wire-protocol call",
                      "ratio ack_many / one XACK"]),
     "schedule": (["bench/schedule/run.py", "--quick"],
                  ["ordinary send (same run)", "exact time (wheel)", "level 1 (level queue)"]),

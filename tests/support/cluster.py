@@ -28,6 +28,7 @@ TRACING_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
 BROKER_TEST_FLAGS = [
     "--segment-size-mib", "16", "--index-slots", "1024", "--index-entries", "4096",
     "--consume-queue-units-per-file", "10000", "--register-interval-s", "5",
+    "--wire-port", "0",  # a restart keeps the gRPC port; port + 2 may be taken by then
 ]
 
 

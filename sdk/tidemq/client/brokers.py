@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from tidemq.common.rpc import BreakerSettings, RpcClient, is_endpoint_open
+from tidemq.common.wire.endpoints import broker_endpoint
 from tidemq.v1 import broker_pb2_grpc
 
 
@@ -20,7 +21,8 @@ class BrokerClients:
             client = self._clients.get(addr)
             if client is None:
                 client = RpcClient(addr, broker_pb2_grpc.BrokerServiceStub,
-                                   timeout=self._timeout, breaker=self._breaker, retries=1)
+                                   timeout=self._timeout, breaker=self._breaker, retries=1,
+                                   wire=broker_endpoint(addr))
                 self._clients[addr] = client
             return client
 

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import grpc
@@ -36,6 +37,7 @@ from tidemq.common.protocol import (
     encode_subscription,
 )
 from tidemq.common.rpc import default_pool
+from tidemq.common.wire.endpoints import broker_endpoint
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
 log = get_logger(__name__)
@@ -57,17 +59,25 @@ class DirectClient:
         self.addr = addr
         self.timeout = timeout
         self._stub = broker_pb2_grpc.BrokerServiceStub(default_pool.get(addr))
+        self._wire = broker_endpoint(addr)  # the hot calls, when it can (tidemq.common.wire)
 
     def call(self, method: str, request: Any, *, timeout: float | None = None,
              idempotent: bool = False) -> Any:
+        timeout = timeout or self.timeout
+        answer = self._wire.call(method, request, timeout)
+        if answer is not None:
+            return answer
         try:
-            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+            return getattr(self._stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
 
-    def start(self, method: str, request: Any, *, timeout: float | None = None) -> grpc.Future:
-        """The call as a future (cancel() ends it at once, e.g. a JoinGroup at shutdown)."""
-        return getattr(self._stub, method).future(request, timeout=timeout or self.timeout)
+    def start(self, method: str, request: Any, *, timeout: float | None = None) -> Future:
+        """The call as a future (cancel() ends it at once, e.g. a JoinGroup at shutdown): a
+        grpc.Future, or a concurrent.futures one for a call the wire carries."""
+        timeout = timeout or self.timeout
+        return (self._wire.start(method, request, timeout)
+                or getattr(self._stub, method).future(request, timeout=timeout))
 
 
 class DirectClients:

@@ -146,6 +146,12 @@ def from_rpc_error(exc: grpc.RpcError) -> TideMQError:
     for key, value in trailing or ():
         if key == CODE_METADATA_KEY:
             code = value
+    return from_status(status, code, details)
+
+
+def from_status(status: grpc.StatusCode, code: str | None, details: str) -> TideMQError:
+    """The TideMQError a server answered with `status`, `code` and `details` (gRPC or the
+    wire protocol, tidemq.common.wire)."""
     cls = _BY_CODE.get(code or "") or _BY_STATUS.get(status, Internal)
     if code is None and status == grpc.StatusCode.UNAVAILABLE:
         details = f"service unreachable: {details}"

@@ -35,6 +35,7 @@ from tidemq.common.auth.signature import Credentials, signed_metadata
 
 if TYPE_CHECKING:
     import pybreaker
+    from tidemq.common.wire.client import WireEndpoint
 
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -318,10 +319,14 @@ class RpcClient:
         breaker: BreakerSettings | None = None,
         pool: ChannelPool | None = None,
         retries: int = 2,
+        wire: WireEndpoint | None = None,
     ) -> None:
+        """`wire`: the broker's wire endpoint (tidemq.common.wire.client), which the hot calls
+        it carries take instead of gRPC when it can."""
         self.addr = addr
         self.timeout = timeout
         self.retries = retries
+        self.wire = wire
         self._stub = stub_class((pool or default_pool).get(addr))
         self._breaker = breaker_for(addr, breaker or BreakerSettings())
 
@@ -353,21 +358,29 @@ class RpcClient:
         the caller for its whole deadline (a producer whose group elected a new master)."""
         deadline = time.monotonic() + timeout
         self._admit()
-        try:
-            future = getattr(self._stub, method).future(request, timeout=timeout)
-            while True:
-                try:
-                    result = future.result(
-                        timeout=max(0.01, min(check_every_s, deadline - time.monotonic())))
-                    break
-                except grpc.FutureTimeoutError:
-                    if abandon():
-                        future.cancel()
-                        raise errors.ServiceUnavailable(
-                            f"{method} on {self.addr} abandoned: its answer no longer "
-                            "matters") from None
-        except grpc.RpcError as exc:
-            failure = with_tls_hint(errors.from_rpc_error(exc))
+        wired = self.wire.start(method, request, timeout) if self.wire is not None else None
+        future = wired or getattr(self._stub, method).future(request, timeout=timeout)
+        while True:
+            try:
+                result = future.result(
+                    timeout=max(0.01, min(check_every_s, deadline - time.monotonic())))
+                break
+            except (grpc.FutureTimeoutError, TimeoutError):
+                if wired is not None and time.monotonic() >= deadline:
+                    future.cancel()  # a gRPC future ends itself at its deadline
+                    failure: errors.TideMQError = errors.DeadlineExceeded(
+                        f"{method} on {self.addr} (wire): no answer within {timeout:.3g} s")
+                elif abandon():
+                    future.cancel()
+                    raise errors.ServiceUnavailable(
+                        f"{method} on {self.addr} abandoned: its answer no longer "
+                        "matters") from None
+                else:
+                    continue
+            except grpc.RpcError as exc:
+                failure = with_tls_hint(errors.from_rpc_error(exc))
+            except errors.TideMQError as exc:  # the wire's answer
+                failure = exc
             self._record(failure)
             raise failure from None
         self._record(None)
@@ -412,6 +425,10 @@ class RpcClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise errors.DeadlineExceeded(f"deadline passed before calling {method} on {self.addr}")
+        if self.wire is not None:
+            answer = self.wire.call(method, request, remaining)
+            if answer is not None:  # None: this call goes by gRPC
+                return answer
         try:
             return getattr(self._stub, method)(request, timeout=remaining)
         except grpc.RpcError as exc:

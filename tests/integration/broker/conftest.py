@@ -48,7 +48,7 @@ class Cluster:
                 "--config-center", self.config_center.addr, "--segment-size-mib", "1",
                 "--index-slots", "1024", "--index-entries", "4096",
                 "--consume-queue-units-per-file", "1000", "--register-interval-s", "0.5",
-                "--shutdown-grace-s", "2", *extra]
+                "--shutdown-grace-s", "2", "--wire-port", "0", *extra]
         broker = self.start("tidemq.broker", args, name=name, **kwargs)
         self.brokers.append(broker)
         return broker

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tidemq.analytics.offsets import QueueBounds, QueueKey
 from tidemq.common import errors
 from tidemq.common.rpc import RpcClient
+from tidemq.common.wire.endpoints import broker_endpoint
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
 
 PERM_READ = 2  # TopicConfig.perm bit: readable (see common.proto)
@@ -123,7 +124,8 @@ def call_any(addrs: Sequence[str], method: str, request, timeout: float):
     last: errors.TideMQError | None = None
     for addr in addrs:
         try:
-            client = RpcClient(addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout)
+            client = RpcClient(addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout,
+                               wire=broker_endpoint(addr))  # pulls: tidemq.common.wire
             return client.call(method, request, idempotent=True)
         except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
             last = exc

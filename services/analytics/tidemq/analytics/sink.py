@@ -39,6 +39,7 @@ from tidemq.common import errors, record
 # micro-batch, which often writes nothing, then loads them into the Python worker, and the
 # first batch with messages does not wait for them (docs/analytics.md, Performance).
 from tidemq.common.rpc import RpcClient
+from tidemq.common.wire.endpoints import broker_endpoint
 from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 PERM_WRITE = 4
@@ -228,7 +229,8 @@ class PartitionWriter:
         client = self._clients.get(queue.addr)
         if client is None:
             client = self._clients[queue.addr] = RpcClient(
-                queue.addr, broker_pb2_grpc.BrokerServiceStub, timeout=self.opts.timeout)
+                queue.addr, broker_pb2_grpc.BrokerServiceStub, timeout=self.opts.timeout,
+                wire=broker_endpoint(queue.addr))
         request = broker_pb2.SendRequest(
             topic=topic, queue_id=queue.queue_id, records=b"".join(pending.records),
             record_count=len(pending.records), idempotent=self.opts.exactly_once,

@@ -36,6 +36,8 @@ from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.common.wire.methods import BROKER_METHODS
+from tidemq.common.wire.server import WireServer
 from tidemq.configclient.acl import follow_acl
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.topics import TopicDefinitions
@@ -75,6 +77,7 @@ def idempotent_settings(settings: BrokerSettings) -> IdempotentSettings:
 
 class BrokerApp:
     def __init__(self, settings: BrokerSettings) -> None:
+        self._free_ports = settings.port == 0  # then the wire port is a free one too
         if settings.port == 0:
             settings.port = _reserve_port(settings.host)
         self.settings = settings
@@ -168,16 +171,17 @@ class BrokerApp:
                 timeout_ms=settings.transaction_timeout_ms,
                 interval_ms=settings.transaction_check_interval_ms,
                 max_checks=settings.transaction_check_max), idempotence=idempotence)
-        self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server,
-                         BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
+        self.servicer = BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
                                         self.replication.host if self.replication else None,
                                         self.retry, self.pop,
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
                                         else None, self.transactions, self.schedule,
-                                        idempotence, self.recalls),
+                                        idempotence, self.recalls)
+        self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server, self.servicer,
                          "tidemq.v1.BrokerService")
+        self.wire: WireServer | None = None
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
         metrics.watch_flusher(self.store.flusher)
@@ -188,6 +192,10 @@ class BrokerApp:
         if self.replication is not None:
             self.replication.host.on_server = lambda server: setattr(
                 replication_gauges, "server", server)
+
+    def _stop_wire(self) -> None:
+        if self.wire is not None:
+            self.wire.stop(self.settings.shutdown_grace_s)
 
     def _is_master(self) -> bool:
         """Whether this broker is its group's master now (it alone reports consumer lag)."""
@@ -226,10 +234,39 @@ class BrokerApp:
         self.pop.start()  # replays the revive log before the first Pop is served
         self.transactions.start(self.runtime.transport.loop)  # replays half + op topics
         self.deliverer.start()  # delivers only while this broker is a master
+        self._start_wire()
         self.runtime.start()
         self.registrar.start()
         log.info("broker started", broker=self.identity.broker_name, addr=self.identity.broker_addr,
                  topics=len(self.topics.snapshot()[1]))
+
+    def _start_wire(self) -> None:
+        """The wire protocol (tidemq.common.wire) on the gRPC server's loop, before the gRPC
+        port opens: a client that asks GetBrokerInfo learns a port that already listens."""
+        settings = self.settings
+        if not settings.wire_enabled:
+            return
+        if settings.tls_cert_file:
+            log.info("wire protocol not served: it is plaintext and this broker serves TLS")
+            return
+        port = settings.wire_port
+        if port == -1:
+            port = 0 if self._free_ports else settings.port + 2
+        handlers = {method.number: (method, getattr(self.servicer, method.name))
+                    for method in BROKER_METHODS.values()}
+        self.wire = WireServer(self.runtime.transport.loop, handlers,
+                               name=self.identity.broker_addr, auth=self.runtime.auth)
+        try:
+            settings.wire_port = self.servicer.wire_port = self.wire.start(settings.host, port)
+        except OSError as exc:
+            if settings.wire_port != -1:  # a port asked for by name must be had
+                raise
+            log.warning("wire protocol not served: its default port is taken; clients use "
+                        "gRPC (set wire_port to choose another)", port=port, error=str(exc))
+            self.wire = None
+            return
+        self.runtime.ready_extra["wire_port"] = settings.wire_port
+        log.info("serving the wire protocol", port=settings.wire_port)
 
     def stop(self) -> None:
         """Graceful stop: leave the replica group and the routes first, answer held pulls,
@@ -238,7 +275,8 @@ class BrokerApp:
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
                      self.group_manager.stop, self.dynamic.stop,
-                     self.holds.shutdown, self.transactions.stop, self.runtime.stop,
+                     self.holds.shutdown, self.transactions.stop, self._stop_wire,
+                     self.runtime.stop,
                      self.pop.stop, self.deliverer.stop, self.topic_writer.close,
                      self.offsets.stop,
                      self.store.shutdown):

@@ -100,6 +100,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.identity = identity
         self.messaging = messaging
         self.offsets = offsets
+        self.wire_port = 0  # the wire protocol's port, once it listens (0 = not offered)
 
     async def Send(self, request, context):
         # A producer marks a half message or a batch holding a delayed message; only those
@@ -201,6 +202,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                     for t in topics],
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
+            wire_port=self.wire_port,
             **self._replication_info(),
         )
 

@@ -110,6 +110,12 @@ class BrokerSettings(ServiceSettings):
         5000, "SYNC_MASTER: longest wait for the in-sync replicas, then FLUSH_SLAVE_TIMEOUT")
     replica_lag_max_ms: int = setting(
         10000, "a slave not caught up for this long leaves the in-sync set (ms)")
+    wire_enabled: bool = setting(
+        True, "serve the wire protocol: send, pull, pop and ack as framed TCP beside gRPC, "
+              "several times cheaper per call (plaintext: off when TLS is served)")
+    wire_port: int = setting(
+        -1, "wire protocol port: -1 = port + 2 (a free port when port is 0), 0 = pick a free "
+            "port")
     ha_port: int = setting(-1, "HA stream port: -1 = port + 1, 0 = pick a free port")
     ha_advertised_addr: str = setting(
         "", "host:port slaves dial for the HA stream when it differs from advertised_host:"

@@ -1,0 +1,111 @@
+"""The wire protocol under auth (a plaintext cluster with `auth_enabled`): every request is
+checked as its gRPC call would be, with the same signature and the same ACL, and refused with
+the same errors; a TLS broker does not offer it at all (tests/integration/security/conftest.py's
+cluster serves TLS)."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.client import Message, Producer
+from tidemq.client.encoding import BatchEncoder
+from tidemq.common import errors, rpc
+from tidemq.common.auth.acl import Rule, User
+from tidemq.common.auth.signature import Credentials, signed_metadata
+from tidemq.common.wire import endpoints
+from tidemq.common.wire.client import WireConnection
+from tidemq.common.wire.methods import BROKER_METHODS
+from tidemq.configclient.acl import AclAdmin
+from tidemq.configclient.client import ConfigClient
+from tidemq.v1 import broker_pb2, broker_pb2_grpc
+
+from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.processes import wait_until
+
+ADMIN = Credentials("cluster-admin", "cluster-admin-secret")
+ALICE = Credentials("alice", "alice-secret")  # may PUB to TOPIC
+BOB = Credentials("bob", "bob-secret")  # no rules at all
+TOPIC = "wire-sec-orders"
+SEND = BROKER_METHODS["Send"]
+ENCODER = BatchEncoder(max_message_size=1 << 20, compression="none", compress_threshold=1 << 20,
+                       born_host=bytes(8))
+
+
+@pytest.fixture(scope="module")
+def auth_cluster(tmp_path_factory):
+    """Its own cluster: auth on, TLS off (the wire protocol is plaintext)."""
+    env = {"TIDEMQ_AUTH_ENABLED": "true", "TIDEMQ_ACCESS_KEY": ADMIN.access_key,
+           "TIDEMQ_SECRET_KEY": ADMIN.secret_key}
+    with running_cluster(tmp_path_factory.mktemp("wire-auth"), env=env, controller=True,
+                         broker_names=("broker-a",)) as cluster:  # name servers follow the ACL
+        rpc.configure_client_security(rpc.ClientSecurity(ADMIN))
+        try:
+            create_topic_in_config_center(cluster, TOPIC, 1)
+            wait_for_route(cluster, TOPIC, 1)
+            admin = AclAdmin(ConfigClient(cluster.config_center.addr))
+            for creds in (ALICE, BOB):
+                admin.add_user(User(creds.access_key, creds.secret_key))
+            admin.add_rule(Rule.create("alice-pub", "alice", f"topic:{TOPIC}", ["PUB"]))
+            yield cluster
+        finally:
+            rpc.configure_client_security(rpc.ClientSecurity.from_env())
+
+
+def send_request() -> broker_pb2.SendRequest:
+    records, ids = ENCODER.encode([Message(TOPIC, b"secret plans")])
+    return broker_pb2.SendRequest(topic=TOPIC, queue_id=0, records=records, record_count=len(ids))
+
+
+def wire_send(cluster, metadata) -> errors.TideMQError | None:
+    connection = WireConnection(f"127.0.0.1:{cluster.brokers['broker-a'].info['wire_port']}")
+    try:
+        connection.call(SEND, send_request(), 10, metadata)
+    except errors.TideMQError as exc:
+        return exc
+    finally:
+        connection.close()
+    return None
+
+
+def stored(cluster) -> int:
+    stub = broker_pb2_grpc.BrokerServiceStub(rpc.default_pool.get(
+        cluster.brokers["broker-a"].addr))
+    reply = stub.GetQueueOffsets(broker_pb2.GetQueueOffsetsRequest(topic=TOPIC), timeout=10)
+    return sum(q.max_offset for q in reply.queues)
+
+
+def test_a_signed_request_of_an_allowed_user_is_served(auth_cluster):
+    wait_until(lambda: wire_send(auth_cluster, signed_metadata(ALICE)) is None, 30,
+               message="alice's rule to apply")
+
+
+@pytest.mark.parametrize(("metadata", "refusal", "sentence"), [
+    ((), errors.Unauthenticated, "no credentials"),
+    (signed_metadata(Credentials("alice", "guessed")), errors.Unauthenticated, "does not match"),
+    (signed_metadata(BOB), errors.PermissionDenied, f"PUB on topic '{TOPIC}'"),
+], ids=["unsigned", "wrong signature", "no permission"])
+def test_refusals_are_gRPCs_and_store_nothing(auth_cluster, metadata, refusal, sentence):
+    wait_until(lambda: wire_send(auth_cluster, signed_metadata(ALICE)) is None, 30,
+               message="alice's rule to apply")
+    before = stored(auth_cluster)
+    failure = wire_send(auth_cluster, metadata)
+    assert isinstance(failure, refusal) and sentence in failure.message
+    assert stored(auth_cluster) == before
+
+
+def test_the_sdk_signs_its_wire_calls(auth_cluster):
+    wait_until(lambda: wire_send(auth_cluster, signed_metadata(ALICE)) is None, 30,
+               message="alice's rule to apply")
+    before = stored(auth_cluster)
+    with Producer(auth_cluster.namesrv_addrs) as producer:  # the admin's credentials
+        producer.send(Message(TOPIC, b"signed by the sdk"))
+    endpoint = endpoints.broker_endpoint(auth_cluster.brokers["broker-a"].addr)
+    assert endpoint._connection is not None and endpoint._connection.alive
+    assert stored(auth_cluster) == before + 1
+
+
+def test_a_tls_broker_offers_no_wire_port(secure_cluster):
+    stub = broker_pb2_grpc.BrokerServiceStub(rpc.default_pool.get(
+        secure_cluster.brokers["broker-a"].addr))
+    info = stub.GetBrokerInfo(broker_pb2.GetBrokerInfoRequest(), timeout=10)
+    assert info.wire_port == 0
+    assert "wire_port" not in secure_cluster.brokers["broker-a"].info
