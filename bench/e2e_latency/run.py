@@ -150,12 +150,13 @@ def minor_faults(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
-def run_role(args: list[str], profile_to: Path | None) -> dict:
+def run_role(args: list[str], profile_to: Path | None, env: dict[str, str] | None = None) -> dict:
     command = [sys.executable]
     if profile_to is not None:
         command += ["-m", "cProfile", "-o", str(profile_to)]
     command += [str(Path(__file__).resolve()), *args]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, **(env or {})})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -331,8 +332,9 @@ def measure_tracing_cost(cluster, start, broker_flags: list[str], per_broker: in
                          str(per_broker * (1 + len(pids)))], None)
     consume_role = ["--role", "consume", *role, "--count", str(produced["messages"]),
                     "--pull-messages", str(tracing_cost.PULL_MESSAGES)]
-    figures = tracing_cost.measure(lambda: run_role(consume_role, None), cpu_seconds, pids,
-                                   ROUNDS)
+    # over gRPC: the wire protocol carries untraced calls only, which no broker span records
+    figures = tracing_cost.measure(lambda: run_role(consume_role, None, {"TIDEMQ_WIRE": "0"}),
+                                   cpu_seconds, pids, ROUNDS)
     return tracing_cost.report(figures, produced["messages"] // (1 + len(pids)))
 
 

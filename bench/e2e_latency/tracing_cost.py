@@ -60,7 +60,8 @@ def measure(run_consume: Callable[[], dict], cpu_seconds: Callable[[int], float]
 def report(figures: dict[str, float], messages_per_broker: int) -> list[str]:
     off = figures.get("broker-off")
     lines = [f"(c) broker CPU per consumed message, tracing off vs on ({messages_per_broker} "
-             f"msgs per broker, pulls of {PULL_MESSAGES}, same consumer process, median of 3):"]
+             f"msgs per broker, pulls of {PULL_MESSAGES} over gRPC, same consumer process, "
+             "median of 3):"]
     labels = {"broker-off": "tracing off (no exporter)",
               "broker-on": "tracing on (default quiet list: untraced pulls not recorded)",
               "broker-all": "tracing on, every Pull recorded (no quiet list: before the sampler)"}

@@ -32,7 +32,7 @@ from tidemq.client.group import DirectClients
 from tidemq.client.message import MessageExt, decode_records
 from tidemq.client.routes import NameServerClient, RouteCache
 from tidemq.common import errors
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import broker_of
 from tidemq.v1 import broker_pb2
 
 
@@ -115,7 +115,7 @@ class SimpleConsumer:
         return []
 
     def _call(self, handle: str, method: str, request):
-        broker_name = ReceiptHandle.decode(handle).broker_name
+        broker_name = broker_of(handle)
         return self.brokers.get(self._addr(broker_name)).call(method, request)
 
     def ack(self, received: ReceivedMessage) -> None:
@@ -150,7 +150,7 @@ class SimpleConsumer:
         """One future per handle (`waiting`: the caller waits for them next)."""
         return self._acks.submit_routed(
             self.group, receipt_handles,
-            lambda text: (ReceiptHandle.decode(text).broker_name, text), self._addr,
+            lambda text: (broker_of(text), text), self._addr,
             waiting=waiting)
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:

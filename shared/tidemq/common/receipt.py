@@ -58,6 +58,27 @@ class ReceiptHandle:
         return cls(broker, checkpoint, topic, queue_id, queue_offset)
 
 
+_HEAD = b'[%d,"' % VERSION
+
+
+def broker_of(text: str) -> str:
+    """The broker group a handle names, read without decoding the rest: what a client needs
+    to route an ack, at a fraction of `decode`'s cost. The broker decodes the whole handle when
+    the ack arrives and answers INVALID_RECEIPT_HANDLE for one that is not a handle, as
+    `decode` raises here for one whose head is not."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    end = raw.find(b'"', len(_HEAD))
+    if raw.startswith(_HEAD) and end > len(_HEAD) and b"\\" not in raw[:end]:
+        try:
+            return raw[len(_HEAD):end].decode()
+        except UnicodeDecodeError:
+            pass
+    return ReceiptHandle.decode(text).broker_name  # raises the precise error
+
+
 def encode_handles(broker_name: str, checkpoint: int, topic: str, queue_id: int,
                    queue_offsets: list[int]) -> list[str]:
     """The handles of one pop's messages of a queue: they differ only in the offset, so the

@@ -82,19 +82,20 @@ def test_shutdown_releases_every_hold():
 def test_many_pulls_held_on_one_loop_without_a_thread_each():
     holds, queues = PullRequestHoldService(), [Queue() for _ in range(500)]
 
+    threads_before = set(threading.enumerate())  # other tests' threads may end meanwhile
+
     async def scenario():
         held = [asyncio.ensure_future(holds.hold("t", n, 0, 30, lambda q=q: q.max_offset))
                 for n, q in enumerate(queues)]
         await wait_until_async(lambda: holds.held_count() == len(held), 10,
                                message="every pull held")
+        assert set(threading.enumerate()) <= threads_before  # no thread holds a pull
         for n, queue in enumerate(queues):
             queue.max_offset = 1
             holds.notify_arrival("t", n, 1)
         return await asyncio.gather(*held)
 
-    threads_before = threading.active_count()
     assert asyncio.run(scenario()) == [True] * len(queues)
-    assert threading.active_count() == threads_before
     assert holds.held_count() == 0
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tidemq.common import errors
-from tidemq.common.receipt import ReceiptHandle, encode_handles
+from tidemq.common.receipt import ReceiptHandle, broker_of, encode_handles
 
 names = st.text(min_size=1, max_size=40)
 counts = st.integers(0, 2**63 - 1)
@@ -54,3 +54,23 @@ def test_any_text_decodes_or_is_refused_with_the_handle_code(text):
         ReceiptHandle.decode(text)
     except errors.InvalidArgument as exc:
         assert exc.code == "INVALID_RECEIPT_HANDLE"
+
+
+@given(names, counts, names, st.integers(0, 1023), counts)
+def test_broker_of_reads_the_broker_decode_reads(broker, checkpoint, topic, queue_id, offset):
+    """Any broker name, quotes and backslashes included (those take decode's path)."""
+    text = ReceiptHandle(broker, checkpoint, topic, queue_id, offset).encode()
+    assert broker_of(text) == broker
+
+
+@given(st.text(max_size=60))
+def test_broker_of_refuses_what_has_no_handle_head(text):
+    """Text whose head is not a handle's is refused as decode refuses it; one whose head is
+    gets its broker read, and the broker refuses the rest when the ack arrives."""
+    try:
+        ReceiptHandle.decode(text)
+    except errors.InvalidArgument:
+        try:
+            broker_of(text)
+        except errors.InvalidArgument as refused:
+            assert refused.code == "INVALID_RECEIPT_HANDLE"

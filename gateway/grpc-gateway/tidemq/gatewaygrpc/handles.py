@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 from tidemq.common.errors import InvalidArgument
-from tidemq.common.receipt import ReceiptHandle
+from tidemq.common.receipt import ReceiptHandle, broker_of
 
 TRANSACTION_VERSION = 1
 _OFFSET_SEPARATOR = "."  # never in TideMQ's handle (URL-safe base64 without padding)
@@ -58,7 +58,7 @@ class GatewayReceipt:
 
     @property
     def broker_name(self) -> str:
-        return ReceiptHandle.decode(self.handle).broker_name
+        return broker_of(self.handle)  # decode() checked the whole handle
 
     @classmethod
     def decode(cls, text: str) -> GatewayReceipt:
