@@ -6,8 +6,9 @@
 2. Wheelhouse: the locked third-party dependencies of each image, exported by uv and fetched
    as wheels on the host into deploy/.wheelhouse (reused while uv.lock and the C members are
    unchanged), the build backend, and the wheels of the members with C code (native/),
-   compiled here, so images install with `pip --no-index` and need no compiler. Each image
-   gets its own folder of them, deploy/.wheelhouse/images/<package>/ (hard links).
+   compiled here, and uv's wheel (the host's uv version), so images install with
+   `uv pip install --no-index` and need no compiler. Each image gets its own folder of them,
+   deploy/.wheelhouse/images/<package>/ (hard links).
 3. `docker build` of each image from a context of its own: its Dockerfile folder, its members'
    sources and its wheel folder, laid out as in the repo. The legacy builder sends the whole
    context for every build; the repo root's would carry every image's wheels (pyspark's 300 MB
@@ -105,7 +106,7 @@ def _wheelhouse_key(topology: Topology) -> str:
     digest = hashlib.sha256((REPO_ROOT / "uv.lock").read_bytes())
     for image in _built_images(topology):
         digest.update(f"{image.name}:{image.package}".encode())
-    digest.update(repr(BUILD_BACKEND).encode())
+    digest.update(repr([*BUILD_BACKEND, _uv_requirement()]).encode())
     digest.update(b"per-image folders: images/<package>/")   # the layout _image_wheel_folder makes
     for member in sorted(HOST_BUILT_MEMBERS):   # their wheels are compiled into the wheelhouse
         for path in sorted((REPO_ROOT / member).rglob("*")):
@@ -140,7 +141,9 @@ def ensure_wheelhouse(topology: Topology) -> Path:
     pip_wheel = [*_pip_command(), "wheel", "--quiet", "--find-links", str(WHEELHOUSE),
                  "--find-links", str(BACKEND_WHEELS)]   # wheels fetched before are reused
     _run([*pip_wheel, "--wheel-dir", str(WHEELHOUSE), "--no-deps", "-r", str(fetch)])
-    _run([*pip_wheel, "--wheel-dir", str(BACKEND_WHEELS), *BUILD_BACKEND])
+    for stale in BACKEND_WHEELS.glob("uv-*.whl"):   # one uv wheel: the images unpack uv-*.whl
+        stale.unlink()
+    _run([*pip_wheel, "--wheel-dir", str(BACKEND_WHEELS), *BUILD_BACKEND, _uv_requirement()])
     for member, distribution in HOST_BUILT_MEMBERS.items():   # needs gcc and zlib headers
         for stale in WHEELHOUSE.glob(f"{distribution}-*.whl"):
             stale.unlink()
@@ -152,9 +155,19 @@ def ensure_wheelhouse(topology: Topology) -> Path:
     return WHEELHOUSE
 
 
+def _uv_requirement() -> str:
+    """uv at the host's version: the images install with it (its wheel holds a static binary)."""
+    try:
+        answer = subprocess.run(["uv", "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ImageBuildError(f"the wheelhouse needs uv on the host: {exc}") from None
+    return f"uv=={answer.stdout.split()[1]}"
+
+
 def _image_wheel_folder(image) -> Path:
-    """deploy/.wheelhouse/images/<package>/: the wheels of the image's pins, the build backend's,
-    those of its members with C code, and its requirements.txt; nothing another image needs."""
+    """deploy/.wheelhouse/images/<package>/: the wheels of the image's pins, the build backend's
+    and uv's, those of its members with C code, and its requirements.txt; nothing another image
+    needs."""
     by_pin = {}
     for wheel in WHEELHOUSE.glob("*.whl"):
         name, version, _, _ = parse_wheel_filename(wheel.name)
