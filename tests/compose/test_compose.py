@@ -5,8 +5,8 @@ two config centers on it). The `observability` profile runs too: Prometheus scra
 panel's query returns data. Grafana (an upstream image) runs when its image is present or
 pullable; otherwise it is skipped with the reason printed (no registry on these machines).
 The `analytics` profile runs too: the Spark master and two workers form one cluster, and a job
-submitted from the submitter container runs on it (the `spark` image, Java and pyspark, adds
-about four minutes to a first build; TIDEMQ_ANALYTICS=0 leaves the profile out).
+submitted from the submitter container runs on it (the `spark` image, Java and pyspark, takes
+about 40 s of a cold build; TIDEMQ_ANALYTICS=0 leaves the profile out).
 
 In CI (CI=true) a missing Docker engine is a failure, not a skip: the compose deployment is part
 of what CI proves. Locally, without root or dockerd, the test skips with the reason.
