@@ -74,6 +74,15 @@ class WireCall(Future):
                 f"{timeout_s:.3g} s") from None
 
 
+def _send(sock: socket.socket, head: bytes, payload: bytes) -> None:
+    """`head` then `payload` in one vectored write (a large payload is not copied behind the
+    head first), continuing after a partial send."""
+    sent = sock.sendmsg((head, payload))
+    if sent < len(head) + len(payload):
+        rest = memoryview(head + payload)[sent:]
+        sock.sendall(rest)
+
+
 def _receive(sock: socket.socket, size: int) -> bytes:
     received = b""
     while len(received) < size:
@@ -137,9 +146,9 @@ class WireConnection:
             call = self._pending[request_id] = WireCall(self, request_id, method,
                                                         time.monotonic() + timeout_s)
             try:
-                self._sock.sendall(frames.request(request_id, method.number,
-                                                  max(1, int(timeout_s * 1000)), metadata,
-                                                  payload))
+                _send(self._sock, frames.request_head(
+                    request_id, method.number, max(1, int(timeout_s * 1000)), metadata,
+                    len(payload)), payload)
             except OSError as exc:  # a frame not wholly written is never served
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")

@@ -52,20 +52,26 @@ def greeting(name: str) -> bytes:
     return HELLO + NAME_LENGTH.pack(len(encoded)) + encoded
 
 
-def request(request_id: int, method: int, timeout_ms: int,
-            metadata: Sequence[tuple[str, str]], payload: bytes) -> bytes:
+def request_head(request_id: int, method: int, timeout_ms: int,
+                 metadata: Sequence[tuple[str, str]], payload_length: int) -> bytes:
+    """A request frame up to its payload: the payload is sent after it as it is (a batch of
+    records is not copied into the frame)."""
     parts = [b"", REQUEST_HEAD.pack(request_id, method, len(metadata), timeout_ms)]
     for key, value in metadata:
         k, v = key.encode(), value.encode()
         parts += (META_HEAD.pack(len(k), len(v)), k, v)
-    parts.append(payload)
-    body_length = sum(len(part) for part in parts)
-    parts[0] = LENGTH.pack(body_length)
+    parts[0] = LENGTH.pack(sum(len(part) for part in parts) + payload_length)
     return b"".join(parts)
 
 
-def parse_request(body: bytes) -> tuple[int, int, int, list[tuple[str, str]], bytes]:
-    """(request id, method, timeout ms, metadata, payload) of a request frame's body."""
+def request(request_id: int, method: int, timeout_ms: int,
+            metadata: Sequence[tuple[str, str]], payload: bytes) -> bytes:
+    return request_head(request_id, method, timeout_ms, metadata, len(payload)) + payload
+
+
+def parse_request(body: bytes) -> tuple[int, int, int, list[tuple[str, str]], memoryview]:
+    """(request id, method, timeout ms, metadata, payload) of a request frame's body; the
+    payload is a view into `body`, not a copy."""
     try:
         request_id, method, count, timeout_ms = REQUEST_HEAD.unpack_from(body)
         offset = REQUEST_HEAD.size
@@ -82,12 +88,16 @@ def parse_request(body: bytes) -> tuple[int, int, int, list[tuple[str, str]], by
         raise FrameError(f"malformed request frame: {exc}") from None
     if offset > len(body):
         raise FrameError("malformed request frame: metadata run past its end")
-    return request_id, method, timeout_ms, metadata, body[offset:]
+    return request_id, method, timeout_ms, metadata, memoryview(body)[offset:]
+
+
+def ok_head(request_id: int, payload_length: int) -> bytes:
+    """An answer frame up to its payload (which is written after it as it is)."""
+    return LENGTH.pack(RESPONSE_HEAD.size + payload_length) + RESPONSE_HEAD.pack(request_id, OK)
 
 
 def ok(request_id: int, payload: bytes) -> bytes:
-    return LENGTH.pack(RESPONSE_HEAD.size + len(payload)) + \
-        RESPONSE_HEAD.pack(request_id, OK) + payload
+    return ok_head(request_id, len(payload)) + payload
 
 
 def error(request_id: int, exc: errors.TideMQError) -> bytes:
@@ -97,12 +107,13 @@ def error(request_id: int, exc: errors.TideMQError) -> bytes:
     return LENGTH.pack(len(body)) + body
 
 
-def parse_response(body: bytes) -> tuple[int, bytes | errors.TideMQError]:
-    """(request id, the response's payload or the error the server answered)."""
+def parse_response(body: bytes) -> tuple[int, memoryview | errors.TideMQError]:
+    """(request id, the response's payload, a view into `body`, or the error the server
+    answered)."""
     try:
         request_id, status = RESPONSE_HEAD.unpack_from(body)
         if status == OK:
-            return request_id, body[RESPONSE_HEAD.size:]
+            return request_id, memoryview(body)[RESPONSE_HEAD.size:]
         if status != ERROR:
             raise FrameError(f"malformed response frame: status {status}")
         grpc_number, code_length = ERROR_HEAD.unpack_from(body, RESPONSE_HEAD.size)
