@@ -78,9 +78,12 @@ def _send(sock: socket.socket, head: bytes, payload: bytes) -> None:
     """`head` then `payload` in one vectored write (a large payload is not copied behind the
     head first), continuing after a partial send."""
     sent = sock.sendmsg((head, payload))
-    if sent < len(head) + len(payload):
-        rest = memoryview(head + payload)[sent:]
-        sock.sendall(rest)
+    if sent < len(head):
+        sock.sendall(head[sent:])
+        sent = len(head)
+    if sent - len(head) < len(payload):
+        with memoryview(payload) as view:
+            sock.sendall(view[sent - len(head):])
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:
