@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
+from tidemq.client.message import decode_records
 from tidemq.common import errors, rpc
 from tidemq.common.wire import client as wire
 from tidemq.common.wire import endpoints, frames
@@ -249,5 +250,28 @@ def test_a_cancelled_call_ends_its_long_poll_on_the_broker(cluster):
         wait_until(lambda: held_pulls(broker) == before + 1, 30, message="the pop to be held")
         assert parked.cancel()
         wait_until(lambda: held_pulls(broker) == before, 30, message="the hold to end")
+    finally:
+        connection.close()
+
+
+def test_a_batch_larger_than_the_socket_buffers_arrives_whole(cluster):
+    """A few MiB in one frame: the client's send continues past partial writes, the broker
+    reassembles the frame from many reads, and the pull reply comes back the same way."""
+    topic = f"{TOPIC}2"
+    bodies = [bytes([n]) * (64 << 10) for n in range(64)]  # 4 MiB in one batch
+    with Producer(cluster.namesrv_addrs) as producer:
+        results = producer.send_many([Message(topic, body) for body in bodies])
+    assert len(results) == len(bodies)
+    connection = wire.WireConnection(wire_addr(cluster))
+    try:
+        got: list[bytes] = []
+        offset = results[0].queue_offset
+        while len(got) < len(bodies):
+            reply = connection.call(BROKER_METHODS["Pull"], broker_pb2.PullRequest(
+                consumer_group="wire-big", topic=topic, queue_id=results[0].queue_id,
+                queue_offset=offset, max_messages=64, max_bytes=8 << 20), 30)
+            got += [m.body for m in decode_records(reply.records, "broker-a")]
+            offset = reply.next_begin_offset
+        assert got == bodies
     finally:
         connection.close()
