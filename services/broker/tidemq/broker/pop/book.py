@@ -3,7 +3,8 @@
 Pop consumption keeps no state of its own: every pop appends a CHECKPOINT record (group, topic,
 queue, the popped queue offsets, where the next pop of that queue starts, the invisible-until
 time) to this broker's queue of the revive topic, every ack / change of invisible time / revive
-appends an ACK record naming (checkpoint, queue offset). This class is the in-memory view of
+appends an ACK record naming (checkpoint, queue offset); acks that are logged together (a batch
+ack, or the acks of calls that arrive together) are one ACKS record naming all of them. This class is the in-memory view of
 that log: `apply` folds one record in, in log order, so replaying the revive queue from its
 start after a restart (or on a new master that received it by replication) rebuilds exactly
 the state the old process had (RocketMQ's PopCheckPoint / AckMsg on REVIVE_LOG).
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 CHECKPOINT = "ck"
 ACK = "ack"
+ACKS = "acks"  # the acks of one batch, `h` = [[checkpoint, queue offset], ...], all ACKED
 SNAPSHOT = "snap"
 # An expired handle is remembered this long past its invisible time (an ack then says EXPIRED;
 # later, DONE), so the set does not grow without bound.
@@ -65,6 +67,12 @@ def ack_body(checkpoint: int, queue_offset: int, why: str) -> bytes:
                       separators=(",", ":")).encode()
 
 
+def acks_entry(handles: list[tuple[int, int]]) -> dict:
+    """One record for a batch of acks (RocketMQ logs a batch ack as one record of offsets):
+    a pop of 32 acked together costs one revive record, not 32."""
+    return {"t": ACKS, "h": [list(handle) for handle in handles]}
+
+
 def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str) -> dict:
     """An ACK record that names its queue (the in-flight entry may be gone when it is applied)."""
     return {"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why, "g": flight.group,
@@ -100,6 +108,12 @@ class PopBook:
                     self.attempts[(*key, offset)] = self.attempts.get((*key, offset), 0) + 1
                     self.redo.get(key, set()).discard(offset)
             self.last_checkpoint = max(self.last_checkpoint, revive_offset)
+        elif entry.get("t") == ACKS:
+            for checkpoint, offset in entry["h"]:
+                flight = self.in_flight.pop((checkpoint, offset), None)
+                if flight is not None:
+                    self.attempts.pop((flight.group, flight.topic, flight.queue_id, offset),
+                                      None)
         elif entry.get("t") == ACK:
             handle = (entry["ck"], entry["off"])
             flight = self.in_flight.pop(handle, None)

@@ -29,7 +29,6 @@ from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.book import (
-    ACKED,
     MOVED,
     REDO,
     REVIVED,
@@ -37,6 +36,7 @@ from tidemq.broker.pop.book import (
     HandleState,
     PopBook,
     ack_body,
+    acks_entry,
     closing_entry,
 )
 from tidemq.broker.retry import RetryService
@@ -53,6 +53,7 @@ log = get_logger(__name__)
 MAX_POP = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # SQS's and RocketMQ's ceiling
 REPLAY_PAGE = 256
+ACKS_PER_RECORD = 4096  # acks one ACKS revive record names (about 20 bytes each)
 SNAPSHOT_GROUP = "CID_SYS_RMQ_POP_SNAPSHOT"  # its offset on the revive queue: the latest snapshot
 
 
@@ -360,7 +361,7 @@ class PopService:
             raise errors.InvalidArgument(f"one ack carries at most {MAX_ACK_BATCH} receipt "
                                          f"handles, got {len(texts)}")
         self._serving_master()  # a just-promoted master knows what its old master handed out
-        outcomes, entries, seen, acked = [], [], set(), []
+        outcomes, handles, seen, acked = [], [], set(), []
         for text in texts:
             try:
                 handle = self._in_flight(group, text)
@@ -372,32 +373,35 @@ class PopService:
                 continue
             outcomes.append(AckOutcome(text))
             key = (handle.checkpoint, handle.queue_offset)
-            if key not in seen:  # the same handle twice in a batch: one ACK record
+            if key not in seen:  # the same handle twice in a batch: acked once
                 seen.add(key)
                 acked.append(handle)
-                entries.append((ack_body(*key, ACKED),
-                                {"t": "ack", "ck": key[0], "off": key[1], "why": ACKED}))
-        if entries:
-            await self._record_acks(entries)
+                handles.append(key)
+        if handles:
+            await self._record_acks(handles)
             self._trace_settled(group, acked, acked=True)
         return outcomes
 
-    async def _record_acks(self, entries: list[tuple[bytes, dict]]) -> None:
-        """Log ACK records; the acks of calls that arrive together share one revive-log
-        append (RocketMQ merges its pop checkpoints in memory before they reach the log).
-        Each caller is answered once its records are appended, as before: no ack is answered
-        before it is logged."""
+    async def _record_acks(self, handles: list[tuple[int, int]]) -> None:
+        """Log the acks; those of calls that arrive together share one ACKS record and one
+        revive-log append (RocketMQ merges its pop checkpoints in memory before they reach the
+        log). Each caller is answered once its acks are appended, as before: no ack is
+        answered before it is logged."""
         loop = asyncio.get_running_loop()
         answered = loop.create_future()
-        self._queued_acks.append((entries, answered))
+        self._queued_acks.append((handles, answered))
         if len(self._queued_acks) == 1:  # the first: write what has queued by its turn
             loop.create_task(self._write_queued_acks())
         await answered
 
     async def _write_queued_acks(self) -> None:
         queued, self._queued_acks = self._queued_acks, []
+        every = [handle for handles, _ in queued for handle in handles]
+        entries = [acks_entry(every[start:start + ACKS_PER_RECORD])
+                   for start in range(0, len(every), ACKS_PER_RECORD)]
         try:
-            await self._record([entry for entries, _ in queued for entry in entries])
+            await self._record([(json.dumps(entry, separators=(",", ":")).encode(), entry)
+                                for entry in entries])
         except Exception as exc:  # noqa: BLE001 - every caller gets the append's error
             for _, answered in queued:
                 if not answered.done():

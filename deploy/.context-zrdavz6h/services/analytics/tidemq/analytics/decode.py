@@ -1,0 +1,194 @@
+"""Pull replies to Arrow: the columns of the `tidemq` Spark source, one batch per reply.
+
+A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark receives a whole
+pull reply at once (columnar, no per-row pickling). Records outside the partition's
+[start, end) are dropped: pull replies may run past the range end.
+
+Two decoders with one contract: `decode_reply` checks a whole reply in one pass
+(`record.scan_records`, C where built), then one lean loop slices each record's body, topic
+and properties (split into a dict as `record.decode_properties` does), and Arrow builds the
+columns from plain lists; `ColumnBuilder` decodes record by record (`record.iter_records`,
+a `Record` per message) and is the reference. `decode_reply` hands the records to
+`ColumnBuilder` when a topic or properties are not UTF-8 or a property item has no \x01
+(the reference then raises its precise error, or reads the item as a name with an empty
+value), so both give the same batch, or the same error, for the records in the range of any
+reply (tests/unit/analytics/test_decode.py).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from operator import methodcaller
+
+import pyarrow as pa
+from tidemq.common import record as rec
+from tidemq.common.errors import InvalidArgument
+
+# Column order of the rows (Spark's Kafka source layout, adapted to TideMQ records).
+COLUMNS = (
+    "topic", "broker", "queue_id", "queue_offset", "msg_id", "unique_id", "tag", "keys",
+    "properties", "body", "born_timestamp", "store_timestamp",
+)
+
+def decompress_body(record: rec.Record) -> bytes:
+    """The body as the producer gave it: undo compression when SYS_FLAG_COMPRESSED is set.
+
+    The codec is named by the COMPRESSION property (the client library's codecs); zstd when
+    absent.
+    """
+    if not record.sys_flag & rec.SYS_FLAG_COMPRESSED:
+        return bytes(record.body)
+    from tidemq.client import compression  # the whole SDK: imported only when needed
+
+    codec = record.properties.get(rec.PROP_COMPRESSION, compression.ZSTD)
+    try:
+        return compression.decompress(bytes(record.body), codec)
+    except InvalidArgument as exc:
+        raise InvalidArgument(
+            f"message at queue {record.queue_id} offset {record.queue_offset}: {exc.message}",
+            code="UNSUPPORTED_COMPRESSION",
+        ) from None
+
+
+@dataclass
+class ColumnBuilder:
+    """Accumulates decoded records column by column, then emits one Arrow batch."""
+
+    broker: str
+    schema: pa.Schema
+    columns: dict[str, list] = field(default_factory=lambda: {name: [] for name in COLUMNS})
+
+    def __len__(self) -> int:
+        return len(self.columns["queue_offset"])
+
+    def add(self, record: rec.Record) -> None:
+        c = self.columns
+        props = record.properties
+        c["topic"].append(record.topic)
+        c["broker"].append(self.broker)
+        c["queue_id"].append(record.queue_id)
+        c["queue_offset"].append(record.queue_offset)
+        c["msg_id"].append(record.msg_id)
+        c["unique_id"].append(props.get(rec.PROP_UNIQ_KEY, ""))
+        c["tag"].append(props.get(rec.PROP_TAGS, ""))
+        c["keys"].append(record.keys)
+        c["properties"].append(list(props.items()))
+        c["body"].append(decompress_body(record))
+        c["born_timestamp"].append(record.born_timestamp * 1000)  # ms -> Spark's us
+        c["store_timestamp"].append(record.store_timestamp * 1000)
+
+    def add_slice(self, records: bytes, start: int, end: int) -> int:
+        """Decode a pull reply, keeping records with start <= queue_offset < end; returns kept."""
+        kept = 0
+        for record in rec.iter_records(records):
+            if start <= record.queue_offset < end:
+                self.add(record)
+                kept += 1
+        return kept
+
+    def flush(self) -> pa.RecordBatch:
+        arrays = [
+            pa.array(self.columns[f.name], type=f.type) for f in self.schema
+        ]
+        self.columns = {name: [] for name in COLUMNS}
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+_PACK_I64 = struct.Struct(">q").pack
+_ITEM = "\x02"  # record._PROPERTY_SEP: ends every name\x01value item
+_NAME_VALUE = "\x01"  # record._NAME_VALUE_SEP
+
+
+def decode_reply(records: bytes, broker: str, start: int, end: int,
+                 schema: pa.Schema) -> pa.RecordBatch:
+    """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
+    empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
+    pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
+    kept = [(pos, header) for pos, header in rec.scan_records(records)
+            if start <= header[rec.H_QUEUE_OFFSET] < end]
+    try:
+        columns = _columns(records, kept, broker, schema)
+    except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
+        columns = None  # the reference decoder says precisely what is wrong, or reads it
+    if columns is None:
+        builder = ColumnBuilder(broker, schema)
+        for pos, _ in kept:
+            builder.add(rec.decode(records, pos, verify_crc=False))  # checked by the scan
+        return builder.flush()
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
+    """The columns of the checked records `kept` ([(position, header)]); ValueError when
+    one needs the reference decoder (an item without \x01, text that is not UTF-8)."""
+    topics, bodies, names, values, ends, tags, unique_ids, keys = ([] for _ in range(8))
+    # locals: this loop runs once per message
+    header_size, body_len, total_size, sys_flag = (rec.HEADER_SIZE, rec.H_BODY_LEN,
+                                                   rec.H_TOTAL_SIZE, rec.H_SYS_FLAG)
+    compressed, separator = rec.SYS_FLAG_COMPRESSED, rec.KEY_SEPARATOR
+    split_item = methodcaller("split", _NAME_VALUE, 1)
+    for pos, header in kept:
+        body_start = pos + header_size
+        body_end = body_start + header[body_len]
+        topic_end = body_end + 1 + buf[body_end]
+        topics.append(buf[body_end + 1:topic_end])
+        # record.decode_properties: a dict keeps a name's first place and its last value;
+        # an item without \x01 makes dict() raise ValueError
+        props = dict(map(split_item, filter(None, str(
+            buf[topic_end + 2:pos + header[total_size]], "utf-8").split(_ITEM))))
+        names.extend(props)
+        values.extend(props.values())
+        ends.append(len(names))
+        tags.append(props.get(rec.PROP_TAGS, ""))
+        unique_ids.append(props.get(rec.PROP_UNIQ_KEY, ""))
+        key_text = props.get(rec.PROP_KEYS)
+        keys.append(key_text.split(separator) if key_text else [])
+        if header[sys_flag] & compressed:
+            bodies.append(decompress_body(rec.decode(buf, pos, verify_crc=False)))
+        else:
+            bodies.append(buf[body_start:body_end])
+    headers = [header for _, header in kept]
+    return {
+        "topic": pa.array(topics, pa.binary()).cast(pa.string()),  # checks UTF-8
+        "broker": pa.array([broker] * len(kept), pa.string()),
+        "queue_id": pa.array([h[rec.H_QUEUE_ID] for h in headers], pa.int32()),
+        "queue_offset": pa.array([h[rec.H_QUEUE_OFFSET] for h in headers], pa.int64()),
+        "msg_id": pa.array([(h[rec.H_STORE_HOST] + _PACK_I64(h[rec.H_PHYSICAL_OFFSET]))
+                            .hex().upper() for h in headers], pa.string()),
+        "unique_id": pa.array(unique_ids, pa.string()),
+        "tag": pa.array(tags, pa.string()),
+        "keys": pa.array(keys, schema.field("keys").type),
+        "properties": pa.MapArray.from_arrays(
+            pa.array([0, *ends], pa.int32()), pa.array(names, pa.string()),
+            pa.array(values, pa.string()), type=schema.field("properties").type),
+        "body": pa.array(bodies, pa.binary()),
+        "born_timestamp": pa.array([h[rec.H_BORN_TIMESTAMP] * 1000 for h in headers],
+                                   schema.field("born_timestamp").type),
+        "store_timestamp": pa.array([h[rec.H_STORE_TIMESTAMP] * 1000 for h in headers],
+                                    schema.field("store_timestamp").type),
+    }
+
+
+def arrow_schema() -> pa.Schema:
+    """The exact Arrow schema Spark expects for SCHEMA_DDL (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(), timezone="UTC")
+
+
+def spark_schema():
+    """topic, broker, queue_id, queue_offset, msg_id, unique_id, tag, keys, properties, body,
+    born_timestamp, store_timestamp; none is null (absent tag/unique id = "")."""
+    from pyspark.sql import types as t
+
+    kinds = {
+        "queue_id": t.IntegerType(), "queue_offset": t.LongType(),
+        "keys": t.ArrayType(t.StringType(), containsNull=False),
+        "properties": t.MapType(t.StringType(), t.StringType(), valueContainsNull=False),
+        "body": t.BinaryType(), "born_timestamp": t.TimestampType(),
+        "store_timestamp": t.TimestampType(),
+    }
+    return t.StructType(
+        [t.StructField(name, kinds.get(name, t.StringType()), nullable=False) for name in COLUMNS]
+    )

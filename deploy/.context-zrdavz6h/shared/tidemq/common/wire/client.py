@@ -1,0 +1,360 @@
+"""The client side of the wire protocol: one multiplexed connection per broker, and the choice
+between it and gRPC for each call.
+
+A call goes over the wire when all of these hold, and over gRPC otherwise (same request, same
+answer, same errors):
+- the method is one of `methods.BROKER_METHODS`;
+- the broker offers a wire port (GetBrokerInfo's `wire_port`, asked once over gRPC);
+- the process trusts no TLS CA (the wire protocol is plaintext: a TLS deployment keeps gRPC);
+- the call is not made inside a recording trace span: a traced call keeps gRPC, whose
+  instrumentation carries the trace to the broker's server span;
+- `TIDEMQ_WIRE` is not `0`.
+
+A connection that cannot be made, or that was lost, sends the next calls over gRPC and is tried
+again after `RETRY_AFTER_S`; a call already on a lost connection fails SERVICE_UNAVAILABLE, as
+a gRPC call on a lost channel does (its outcome unknown), so callers retry it as they would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from opentelemetry import trace
+from tidemq.common import errors
+from tidemq.common.auth.signature import signed_metadata
+from tidemq.common.logs import get_logger
+from tidemq.common.wire import frames
+from tidemq.common.wire.methods import BROKER_METHODS, Method
+
+log = get_logger(__name__)
+
+RETRY_AFTER_S = 5.0      # after a failed connect or a lost connection, gRPC for this long
+CONNECT_TIMEOUT_S = 1.0  # TCP connect + the server's greeting
+READ_BUFFER = 1 << 16
+
+
+class NotSent(errors.ServiceUnavailable):
+    """The request never left: the connection was closed before it was written."""
+
+
+class WireCall(Future):
+    """One call's answer (a concurrent.futures.Future of the response message)."""
+
+    def __init__(self, connection: WireConnection, request_id: int, method: Method,
+                 deadline: float) -> None:
+        super().__init__()
+        self.connection, self.request_id, self.method = connection, request_id, method
+        self.deadline = deadline  # monotonic; past it, the sweeper fails the call
+
+    def cancel(self) -> bool:
+        """Stop waiting for the answer and cancel the call on the broker, as a gRPC client's
+        cancellation does (what it already did stays done)."""
+        self.connection._cancel(self.request_id)
+        return super().cancel()
+
+    def answer(self, timeout_s: float) -> Any:
+        """The response, or the TideMQError the call ended with (DeadlineExceeded when no
+        answer came within `timeout_s`)."""
+        try:
+            return self.result(timeout_s)
+        except FutureTimeout:
+            self.cancel()
+            raise errors.DeadlineExceeded(
+                f"{self.method.name} on {self.connection.addr} (wire): no answer within "
+                f"{timeout_s:.3g} s") from None
+
+
+def _send(sock: socket.socket, head: bytes, payload: bytes) -> None:
+    """`head` then `payload` in one vectored write (a large payload is not copied behind the
+    head first), continuing after a partial send."""
+    sent = sock.sendmsg((head, payload))
+    if sent < len(head):
+        sock.sendall(head[sent:])
+        sent = len(head)
+    if sent - len(head) < len(payload):
+        with memoryview(payload) as view:
+            sock.sendall(view[sent - len(head):])
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    received = b""
+    while len(received) < size:
+        chunk = sock.recv(size - len(received))
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+class WireConnection:
+    """One TCP connection to a broker's wire port; any number of threads call through it at
+    once, each answer matched to its call by request id (a reader thread completes them)."""
+
+    def __init__(self, addr: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        self.addr = addr
+        host, _, port = addr.rpartition(":")
+        sock = socket.create_connection((host.strip("[]"), int(port)),
+                                        timeout=connect_timeout_s)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.sendall(frames.HELLO)
+            greeting = _receive(sock, len(frames.HELLO) + frames.NAME_LENGTH.size)
+            if greeting[:len(frames.HELLO)] != frames.HELLO:
+                raise OSError(f"{addr} did not answer as a TideMQ wire endpoint "
+                              f"(greeting {greeting[:16]!r})")
+            (length,) = frames.NAME_LENGTH.unpack_from(greeting, len(frames.HELLO))
+            self.server_name = _receive(sock, length).decode()
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self._reader = sock.makefile("rb", buffering=READ_BUFFER)
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, WireCall] = {}
+        self._ids = itertools.count(1)
+        self._closed: errors.ServiceUnavailable | None = None
+        self._pid = os.getpid()  # a forked child has the socket but not the reader thread
+        threading.Thread(target=self._read_answers, name=f"tidemq-wire-{addr}",
+                         daemon=True).start()
+        _sweeper.watch(self)
+
+    @property
+    def alive(self) -> bool:
+        if self._pid != os.getpid():  # inherited over a fork: the parent's, not ours to use
+            self._closed = errors.ServiceUnavailable(f"wire connection to {self.addr} belongs "
+                                                     "to the parent process")
+            self._pid = os.getpid()
+            self._sock.close()  # this process's descriptor only: no shutdown of the parent's
+        return self._closed is None
+
+    def start(self, method: Method, request: Any, timeout_s: float,
+              metadata: Sequence[tuple[str, str]] = ()) -> WireCall:
+        payload = request.SerializeToString()
+        with self._write_lock:
+            if not self.alive:
+                raise NotSent(self._closed.message)
+            request_id = next(self._ids) & 0xFFFFFFFF
+            call = self._pending[request_id] = WireCall(self, request_id, method,
+                                                        time.monotonic() + timeout_s)
+            try:
+                _send(self._sock, frames.request_head(
+                    request_id, method.number, max(1, int(timeout_s * 1000)), metadata,
+                    len(payload)), payload)
+            except OSError as exc:  # a frame not wholly written is never served
+                self._pending.pop(request_id, None)
+                self._close_now(f"write failed: {exc}")
+                raise NotSent(f"{method.name} to {self.addr} not sent: {exc}") from None
+        return call
+
+    def call(self, method: Method, request: Any, timeout_s: float,
+             metadata: Sequence[tuple[str, str]] = ()) -> Any:
+        return self.start(method, request, timeout_s, metadata).answer(timeout_s)
+
+    def close(self) -> None:
+        self._close_now("closed by this client")
+
+    def _cancel(self, request_id: int) -> None:
+        """Forget the call; tell the broker to cancel it if it may still be running."""
+        if self._pending.pop(request_id, None) is None or not self.alive:
+            return
+        with self._write_lock, contextlib.suppress(OSError):  # a lost connection cancels all
+            self._sock.sendall(frames.request(request_id, frames.CANCEL, 0, (), b""))
+
+    def _expire(self, now: float) -> None:
+        """Fail the calls whose deadline passed without an answer (a started call may be
+        waited on without a timeout: its future must still end, as a gRPC future does)."""
+        for request_id, call in list(self._pending.items()):
+            if call.deadline <= now and request_id in self._pending:
+                self._cancel(request_id)
+                with contextlib.suppress(InvalidStateError):
+                    call.set_exception(errors.DeadlineExceeded(
+                        f"{call.method.name} on {self.addr} (wire): no answer before its "
+                        "deadline"))
+
+    def _read_answers(self) -> None:
+        reader, reason = self._reader, "closed by the broker"
+        try:
+            while True:
+                head = reader.read(4)
+                if len(head) < 4:
+                    break
+                (length,) = frames.LENGTH.unpack(head)
+                if length > frames.MAX_FRAME:
+                    reason = f"answer frame of {length} bytes is over the limit"
+                    break
+                body = reader.read(length)
+                if len(body) < length:
+                    break
+                request_id, answer = frames.parse_response(body)
+                call = self._pending.pop(request_id, None)
+                if call is None:
+                    continue  # its caller stopped waiting
+                try:
+                    if isinstance(answer, errors.TideMQError):
+                        call.set_exception(answer)
+                    else:
+                        call.set_result(call.method.response.FromString(answer))
+                except InvalidStateError:
+                    pass  # cancelled meanwhile
+        except (OSError, ValueError, frames.FrameError) as exc:
+            reason = str(exc) or type(exc).__name__
+        except Exception as exc:  # noqa: BLE001 - an answer that does not decode
+            reason = f"{type(exc).__name__}: {exc}"
+        self._close_now(reason)
+
+    def _close_now(self, reason: str) -> None:
+        if self._closed is not None:
+            return
+        self._closed = errors.ServiceUnavailable(f"wire connection to {self.addr} lost: "
+                                                 f"{reason}")
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        pending, self._pending = self._pending, {}
+        for call in pending.values():
+            with contextlib.suppress(InvalidStateError):
+                call.set_exception(self._closed)
+
+
+class _Sweeper:
+    """One thread for the process that ends overdue calls of every open connection."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self) -> None:
+        self._connections: weakref.WeakSet[WireConnection] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's thread is not here, nor are its connections ours."""
+        self._lock = threading.Lock()
+        self._connections = weakref.WeakSet()
+        self._thread = None
+
+    def watch(self, connection: WireConnection) -> None:
+        with self._lock:
+            self._connections.add(connection)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tidemq-wire-deadlines",
+                                                daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.INTERVAL_S)
+            now = time.monotonic()
+            with self._lock:
+                connections = [c for c in self._connections if c.alive]
+            for connection in connections:
+                connection._expire(now)
+
+
+_sweeper = _Sweeper()
+os.register_at_fork(after_in_child=_sweeper.forget_after_fork)
+
+
+def wire_disabled() -> bool:
+    return os.environ.get("TIDEMQ_WIRE", "1") == "0"
+
+
+class WireEndpoint:
+    """The wire side of one broker address: which port it offers and the connection to it.
+    `discover()` → the broker's wire port (0 = none offered), asked over gRPC."""
+
+    def __init__(self, addr: str, discover: Callable[[float], int], *,
+                 credentials: Any = None, tls: bool = False) -> None:
+        self.addr = addr
+        self._discover = discover
+        self._credentials = credentials
+        self._off = tls or wire_disabled()
+        self._lock = threading.Lock()
+        self._connection: WireConnection | None = None
+        self._port = 0  # the broker's wire port, once learnt
+        self._retry_at = 0.0
+
+    def connection(self, method: str, timeout_s: float) -> tuple[WireConnection, Method] | None:
+        """The connection and method for this call, or None: use gRPC."""
+        found = BROKER_METHODS.get(method)
+        if found is None or self._off or trace.get_current_span().is_recording():
+            return None
+        connection = self._connection
+        if connection is not None and connection.alive:
+            return connection, found
+        if time.monotonic() < self._retry_at:
+            return None
+        with self._lock:
+            connection = self._connection
+            if connection is None or not connection.alive:
+                connection = self._connection = self._connect(min(timeout_s,
+                                                                  CONNECT_TIMEOUT_S))
+        return (connection, found) if connection is not None else None
+
+    def _connect(self, timeout_s: float) -> WireConnection | None:
+        """A connection to the broker's wire port: asked over gRPC the first time, and again
+        after the port it gave fails (a broker restarted on other ports)."""
+        try:
+            if not self._port:
+                self._port = self._discover(timeout_s)
+            if not self._port:
+                self._retry_at = time.monotonic() + 60 * RETRY_AFTER_S
+                return None
+            host = self.addr.rpartition(":")[0]
+            try:
+                connection = WireConnection(f"{host}:{self._port}", connect_timeout_s=timeout_s)
+            except OSError:
+                self._port = 0
+                raise
+            if connection.server_name != self.addr:
+                connection.close()
+                self._port = 0
+                raise OSError(f"wire port {connection.addr} is served by "
+                              f"{connection.server_name!r}, not by {self.addr}")
+            return connection
+        except (OSError, errors.TideMQError) as exc:
+            log.info("wire transport unavailable; calls use gRPC", broker=self.addr,
+                     error=str(exc), retry_in_s=RETRY_AFTER_S)
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
+            return None
+
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        return signed_metadata(self._credentials) if self._credentials else ()
+
+    def call(self, method: str, request: Any, timeout_s: float) -> Any:
+        """The response over the wire, or None when this call should go by gRPC."""
+        chosen = self.connection(method, timeout_s)
+        if chosen is None:
+            return None
+        connection, found = chosen
+        try:
+            return connection.call(found, request, timeout_s, self.metadata())
+        except NotSent:
+            return None  # the connection was found closed: gRPC takes this call
+
+    def start(self, method: str, request: Any, timeout_s: float) -> WireCall | None:
+        chosen = self.connection(method, timeout_s)
+        if chosen is None:
+            return None
+        connection, found = chosen
+        try:
+            return connection.start(found, request, timeout_s, self.metadata())
+        except NotSent:
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
