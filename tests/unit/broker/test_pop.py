@@ -248,3 +248,22 @@ def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answere
     for handle in handles:
         with pytest.raises(errors.PreconditionFailed, match="acked already"):
             machine.run(machine.pop.change_invisible(GROUP, handle, 1000))
+
+
+def test_a_log_of_per_message_ack_records_replays_beside_acks_records():
+    """Revive logs written before ACKS records hold one ACK record per acked message: a
+    replay folds both kinds, from their stored bytes, into the same book."""
+    from tidemq.broker.pop.book import ACKED, HandleState, PopBook, ack_body, acks_entry
+
+    book = PopBook()
+    records = [
+        json.dumps({"t": "ck", "g": GROUP, "topic": TOPIC, "q": 0, "offs": [5, 6, 7, 8],
+                    "next": 9, "until": 10_000}).encode(),
+        ack_body(0, 5, ACKED),  # the old form
+        json.dumps(acks_entry([(0, 6), (0, 7)])).encode(),  # the new one
+    ]
+    for revive_offset, body in enumerate(records):
+        book.apply(revive_offset, body)
+    states = {offset: book.state(0, offset, now_ms=1) for offset in (5, 6, 7, 8)}
+    assert states == {5: HandleState.DONE, 6: HandleState.DONE, 7: HandleState.DONE,
+                      8: HandleState.IN_FLIGHT}

@@ -1,4 +1,0 @@
-from tidemq.tracecollector.collector import main
-
-if __name__ == "__main__":
-    main()

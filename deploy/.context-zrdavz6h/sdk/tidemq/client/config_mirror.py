@@ -1,3 +1,0 @@
-"""PrefixMirror, re-exported under the SDK's documented name (tidemq.configclient.mirror)."""
-
-from tidemq.configclient.mirror import PrefixMirror  # noqa: F401
