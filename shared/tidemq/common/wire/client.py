@@ -334,16 +334,11 @@ class WireEndpoint:
 
     def call(self, method: str, request: Any, timeout_s: float) -> Any:
         """The response over the wire, or None when this call should go by gRPC."""
-        chosen = self.connection(method, timeout_s)
-        if chosen is None:
-            return None
-        connection, found = chosen
-        try:
-            return connection.call(found, request, timeout_s, self.metadata())
-        except NotSent:
-            return None  # the connection was found closed: gRPC takes this call
+        started = self.start(method, request, timeout_s)
+        return None if started is None else started.answer(timeout_s)
 
     def start(self, method: str, request: Any, timeout_s: float) -> WireCall | None:
+        """The call started over the wire, or None when it should go by gRPC."""
         chosen = self.connection(method, timeout_s)
         if chosen is None:
             return None
@@ -351,7 +346,7 @@ class WireEndpoint:
         try:
             return connection.start(found, request, timeout_s, self.metadata())
         except NotSent:
-            return None
+            return None  # the connection was found closed: gRPC takes this call
 
     def close(self) -> None:
         with self._lock:
