@@ -110,11 +110,12 @@ class WireConnection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             sock.sendall(frames.HELLO)
             greeting = _receive(sock, len(frames.HELLO) + frames.NAME_LENGTH.size)
-            if greeting[:len(frames.HELLO)] != frames.HELLO:
+            if len(greeting) < len(frames.HELLO) + frames.NAME_LENGTH.size or \
+                    not greeting.startswith(frames.HELLO):
                 raise OSError(f"{addr} did not answer as a TideMQ wire endpoint "
                               f"(greeting {greeting[:16]!r})")
             (length,) = frames.NAME_LENGTH.unpack_from(greeting, len(frames.HELLO))
-            self.server_name = _receive(sock, length).decode()
+            self.server_name = _receive(sock, length).decode(errors="replace")
             sock.settimeout(None)
         except BaseException:
             sock.close()
