@@ -43,6 +43,7 @@ BENCHMARKS = {
                ["unfiltered pull (baseline)", "tag hash", "SQL92", "evaluation alone"]),
     "rocketmq_compat": (["bench/rocketmq_compat/run.py", "--quick"],
                         ["native TideMQ", "via gateway-grpc", "produce, sync", "receive, pop 32",
+                         "1 batch on the wire",
                          "committed transaction visible"]),
 }
 
