@@ -169,6 +169,9 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("max_delay_ms must be >= 0")
         if self.schedule_tick_ms < 1:
             raise SettingsError("schedule_tick_ms must be >= 1")
+        if not -1 <= self.wire_port <= 65535:
+            raise SettingsError(f"wire_port must be -1 (port + 2), 0 (a free port) or a port "
+                                f"number, got {self.wire_port}")
         if min(self.idempotence_window_ms, self.idempotence_window_messages,
                self.idempotence_max_producers) <= 0 or self.idempotence_rebuild_mib < 0:
             raise SettingsError("idempotence_window_ms, idempotence_window_messages and "
