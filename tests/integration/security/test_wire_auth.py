@@ -37,6 +37,7 @@ def auth_cluster(tmp_path_factory):
            "TIDEMQ_SECRET_KEY": ADMIN.secret_key}
     with running_cluster(tmp_path_factory.mktemp("wire-auth"), env=env, controller=True,
                          broker_names=("broker-a",)) as cluster:  # name servers follow the ACL
+        previous = rpc.client_security()  # the package's TLS cluster may have set it
         rpc.configure_client_security(rpc.ClientSecurity(ADMIN))
         try:
             create_topic_in_config_center(cluster, TOPIC, 1)
@@ -47,7 +48,7 @@ def auth_cluster(tmp_path_factory):
             admin.add_rule(Rule.create("alice-pub", "alice", f"topic:{TOPIC}", ["PUB"]))
             yield cluster
         finally:
-            rpc.configure_client_security(rpc.ClientSecurity.from_env())
+            rpc.configure_client_security(previous)
 
 
 def send_request() -> broker_pb2.SendRequest:
@@ -103,9 +104,11 @@ def test_the_sdk_signs_its_wire_calls(auth_cluster):
     assert stored(auth_cluster) == before + 1
 
 
-def test_a_tls_broker_offers_no_wire_port(secure_cluster):
-    stub = broker_pb2_grpc.BrokerServiceStub(rpc.default_pool.get(
-        secure_cluster.brokers["broker-a"].addr))
-    info = stub.GetBrokerInfo(broker_pb2.GetBrokerInfoRequest(), timeout=10)
+def test_a_tls_broker_offers_no_wire_port(secure_cluster, cert_dir):
+    # its own channel: this module's auth cluster set the process's security to plaintext
+    security = rpc.ClientSecurity(ADMIN, str(cert_dir / "ca.pem"))
+    with rpc.open_channel(secure_cluster.brokers["broker-a"].addr, security) as channel:
+        info = broker_pb2_grpc.BrokerServiceStub(channel).GetBrokerInfo(
+            broker_pb2.GetBrokerInfoRequest(), timeout=10)
     assert info.wire_port == 0
     assert "wire_port" not in secure_cluster.brokers["broker-a"].info
