@@ -275,3 +275,26 @@ def test_a_batch_larger_than_the_socket_buffers_arrives_whole(cluster):
         assert got == bodies
     finally:
         connection.close()
+
+
+def test_callbacks_run_off_the_reader_thread_and_may_call_again(cluster):
+    """A done-callback that makes the next call (an ack lane does) runs on the callback thread:
+    on the reader it could block the very thread that reads the answer it waits for."""
+    connection = wire.WireConnection(wire_addr(cluster))
+    try:
+        pull = BROKER_METHODS["Pull"]
+        request = broker_pb2.PullRequest(consumer_group="wire-callback", topic=EMPTY,
+                                         queue_id=0, max_messages=1)
+        seen: list[str] = []
+        chained = threading.Event()
+
+        def then(_):
+            seen.append(threading.current_thread().name)
+            connection.call(pull, request, 10)  # blocks until the reader answers it
+            chained.set()
+
+        connection.start(pull, request, 10).add_done_callback(then)
+        assert chained.wait(30), "the chained call was not answered"
+        assert seen and seen[0].startswith("tidemq-wire-callbacks")
+    finally:
+        connection.close()

@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -56,6 +56,12 @@ class WireCall(Future):
         self.connection, self.request_id, self.method = connection, request_id, method
         self.deadline = deadline  # monotonic; past it, the sweeper fails the call
 
+    def add_done_callback(self, fn: Callable[[Future], object]) -> None:
+        """`fn` runs on the process's wire callback thread, never on a connection's reader:
+        a callback that sends (an ack lane starting its next call) must not block the thread
+        that reads the answers its send waits for."""
+        super().add_done_callback(lambda done: _run_callback(fn, done))
+
     def cancel(self) -> bool:
         """Stop waiting for the answer and cancel the call on the broker, as a gRPC client's
         cancellation does (what it already did stays done)."""
@@ -72,6 +78,21 @@ class WireCall(Future):
             raise errors.DeadlineExceeded(
                 f"{self.method.name} on {self.connection.addr} (wire): no answer within "
                 f"{timeout_s:.3g} s") from None
+
+
+_callbacks: ThreadPoolExecutor | None = None
+_callbacks_pid = 0
+_callbacks_lock = threading.Lock()
+
+
+def _run_callback(fn: Callable[[Future], object], done: Future) -> None:
+    global _callbacks, _callbacks_pid
+    with _callbacks_lock:
+        if _callbacks is None or _callbacks_pid != os.getpid():  # none yet, or forked
+            _callbacks = ThreadPoolExecutor(1, thread_name_prefix="tidemq-wire-callbacks")
+            _callbacks_pid = os.getpid()
+        pool = _callbacks
+    pool.submit(fn, done)
 
 
 def _send(sock: socket.socket, head: bytes, payload: bytes) -> None:
@@ -264,7 +285,16 @@ class _Sweeper:
 
 
 _sweeper = _Sweeper()
-os.register_at_fork(after_in_child=_sweeper.forget_after_fork)
+
+
+def _after_fork() -> None:
+    """In a forked child: no thread of the parent's is here, and a lock it held stays held."""
+    global _callbacks_lock
+    _sweeper.forget_after_fork()
+    _callbacks_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def wire_disabled() -> bool:
