@@ -65,7 +65,9 @@ def test_delivery_timestamp_holds_a_message_until_then(config):
                     assert received.delivery_timestamp == deliver_at
             return len(received_ms) == 2
 
-        wait_until(both, 30, interval=0.05, message="both messages received")
+        # each receive long-polls one broker group for up to 5 s: under CI's load, 30 s once
+        # did not cover the queues of both
+        wait_until(both, 60, interval=0.05, message="both messages received")
     assert received_ms[b"later"] >= deliver_at   # held until its time (the other was not)
 
 
