@@ -33,6 +33,26 @@ class BrowserErrors:
         assert not self.seen, f"the browser reported errors: {self.seen}"
 
 
+def steady_navigation(page) -> None:
+    """`page.goto` tried again when Chromium abandons it with ERR_NETWORK_CHANGED: the compose
+    test, on another xdist worker, creates Docker networks, and Chromium drops navigations in
+    flight whenever the host's interfaces change. Any other failure is raised at once."""
+    from playwright.sync_api import Error
+
+    navigate = page.goto
+
+    def goto(url: str, **kwargs):
+        for attempt in range(3):
+            try:
+                return navigate(url, **kwargs)
+            except Error as exc:
+                if "ERR_NETWORK_CHANGED" not in str(exc) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    page.goto = goto
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
@@ -65,6 +85,7 @@ def browser_page(browser):
     """One page (tab) for the module; its errors are checked after every test."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
+    steady_navigation(page)
     page.set_default_timeout(PAGE_TIMEOUT_MS)
     errors = BrowserErrors()
     errors.watch(page)

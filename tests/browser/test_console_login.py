@@ -14,6 +14,7 @@ from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
 
 from deploy import certs
+from tests.browser.conftest import steady_navigation
 from tests.integration.security.conftest import ADMIN, TOPIC, secure_env
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
 from tests.support.processes import wait_until
@@ -50,6 +51,7 @@ def console_url(tmp_path_factory):
 def page(browser, screenshots):
     context = browser.new_context(ignore_https_errors=True)  # the test CA is not the system's
     page = context.new_page()
+    steady_navigation(page)
     page.set_default_timeout(20_000)
     yield page
     page.screenshot(path=str(screenshots / "last.png"), full_page=True)
