@@ -167,6 +167,45 @@ class AckLanes:
                 futures[i] = future
         return futures
 
+    def ack_routed(self, group: str, texts: Sequence[str],
+                   locate: Callable[[str], tuple[str, str]],
+                   addr_of: Callable[[str], str]) -> list[errors.TideMQError | None]:
+        """What `submit_routed(..., waiting=True)` answers, for a caller that holds a batch:
+        None (acked) or the error per text, in order. A batch is one already, so it skips the
+        lanes: each broker group's handles go in calls of their own (MAX_ACK_BATCH each), all
+        started before any is waited for, and no future is made per handle."""
+        outcomes: list[errors.TideMQError | None] = [None] * len(texts)
+        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, text in enumerate(texts):
+            try:
+                broker_name, handle = locate(text)
+                by_broker[broker_name].append((i, handle))
+            except errors.TideMQError as exc:
+                outcomes[i] = exc
+        calls = []
+        for broker_name, entries in by_broker.items():
+            for start in range(0, len(entries), MAX_ACK_BATCH):
+                part = entries[start:start + MAX_ACK_BATCH]
+                try:
+                    call = self._client(addr_of(broker_name)).start(
+                        "Ack", broker_pb2.AckRequest(consumer_group=group,
+                                                     receipt_handles=[h for _, h in part]))
+                except errors.TideMQError as exc:  # no route: none of these was acked
+                    for i, _ in part:
+                        outcomes[i] = exc
+                    continue
+                calls.append((part, call))
+        for part, call in calls:
+            response, failure = _outcome(call)
+            if failure is not None:
+                for i, _ in part:
+                    outcomes[i] = failure
+                continue
+            for (i, _), result in zip(part, response.results, strict=True):
+                if result.code:
+                    outcomes[i] = ack_error(result.code, result.message)
+        return outcomes
+
 
 def _failed(error: Exception) -> Future:
     """A future that already failed with `error`."""

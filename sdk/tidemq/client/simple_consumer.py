@@ -24,6 +24,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tidemq.client.acks import AckLanes
 from tidemq.client.consume_spans import record_receive
@@ -36,8 +37,7 @@ from tidemq.common.receipt import broker_of
 from tidemq.v1 import broker_pb2
 
 
-@dataclass(frozen=True, slots=True)
-class AckResult:
+class AckResult(NamedTuple):
     """One message of a batch ack: `error` None = acked (or acked before), else the error a
     single ack of it would raise (RECEIPT_HANDLE_EXPIRED: it is, or will be, delivered
     again; SERVICE_UNAVAILABLE: its broker group was not reached — safe to ack again)."""
@@ -63,6 +63,15 @@ class ReceivedMessage:
     def delivery_count(self) -> int:
         """1 on the first delivery; + 1 each time its invisible time ran out."""
         return self.message.reconsume_times + 1
+
+
+def _locate_received(received: ReceivedMessage) -> tuple[str, str]:
+    """A received message's ack goes to the broker group it came from (no handle decoding)."""
+    return received.message.broker_name, received.receipt_handle
+
+
+def _locate_handle(text: str) -> tuple[str, str]:
+    return broker_of(text), text
 
 
 class SimpleConsumer:
@@ -121,10 +130,11 @@ class SimpleConsumer:
     def ack(self, received: ReceivedMessage) -> None:
         """Done: the message is not delivered to this group again. RECEIPT_HANDLE_EXPIRED if
         its invisible time ran out first (it is, or will be, delivered again)."""
-        self.ack_handle(received.receipt_handle)
+        (future,) = self._ack_futures([received], _locate_received, waiting=True)
+        future.result()
 
     def ack_handle(self, receipt_handle: str) -> None:
-        (future,) = self._ack_futures([receipt_handle], waiting=True)
+        (future,) = self._ack_futures([receipt_handle], _locate_handle, waiting=True)
         future.result()
 
     def ack_async(self, received: ReceivedMessage) -> Future:
@@ -132,26 +142,28 @@ class SimpleConsumer:
         or raises what `ack` raises. Acks made while an Ack call to the same broker group is
         on the wire go together in the next call (tidemq.client.acks), so acking message by
         message costs about what `ack_many` does."""
-        return self._ack_futures([received.receipt_handle])[0]
+        return self._ack_futures([received], _locate_received)[0]
 
     def ack_many(self, received: Iterable[ReceivedMessage]) -> list[AckResult]:
-        """Ack a batch: one Ack call per broker group the handles name (per 1024 handles).
-        One result per message, in order; never raises for a message (see AckResult)."""
-        return self.ack_handles([r.receipt_handle for r in received])
+        """Ack a batch: one Ack call per broker group the messages came from (per 1024
+        handles). One result per message, in order; never raises for a message (see
+        AckResult)."""
+        received = list(received)
+        outcomes = self._acks.ack_routed(self.group, received, _locate_received, self._addr)
+        return [AckResult(r.receipt_handle, error)
+                for r, error in zip(received, outcomes, strict=True)]
 
     def ack_handles(self, receipt_handles: Sequence[str]) -> list[AckResult]:
-        """`ack_many` over bare receipt handles (the HTTP gateway's batch ack)."""
-        futures = self._ack_futures(receipt_handles, waiting=True)
-        return [AckResult(text, future.exception())
-                for text, future in zip(receipt_handles, futures, strict=True)]
+        """`ack_many` over bare receipt handles (the HTTP gateway's batch ack): each is routed
+        to the broker group it names."""
+        outcomes = self._acks.ack_routed(self.group, receipt_handles, _locate_handle,
+                                         self._addr)
+        return [AckResult(text, error)
+                for text, error in zip(receipt_handles, outcomes, strict=True)]
 
-    def _ack_futures(self, receipt_handles: Sequence[str], *,
-                     waiting: bool = False) -> list[Future]:
-        """One future per handle (`waiting`: the caller waits for them next)."""
-        return self._acks.submit_routed(
-            self.group, receipt_handles,
-            lambda text: (broker_of(text), text), self._addr,
-            waiting=waiting)
+    def _ack_futures(self, items: Sequence, locate, *, waiting: bool = False) -> list[Future]:
+        """One future per message or handle (`waiting`: the caller waits for them next)."""
+        return self._acks.submit_routed(self.group, items, locate, self._addr, waiting=waiting)
 
     def change_invisible_duration(self, received: ReceivedMessage, seconds: float) -> None:
         """Keep the message hidden `seconds` from now (e.g. a long job); updates its handle."""

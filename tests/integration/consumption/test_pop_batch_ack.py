@@ -43,15 +43,15 @@ def test_ack_many_sends_one_call_per_broker_group_and_reports_each_message(share
     consumer.change_invisible_duration(changed, 60)  # `stale` is dead from now on
 
     ack_calls: list[set[str]] = []
-    real_call = DirectClient.call
+    real_start = DirectClient.start
 
-    def counted_call(self, method, request, **kwargs):
+    def counted_start(self, method, request, **kwargs):  # a batch's calls are all started
         if method == "Ack":
             ack_calls.append({ReceiptHandle.decode(h).broker_name
                               for h in request.receipt_handles})
-        return real_call(self, method, request, **kwargs)
+        return real_start(self, method, request, **kwargs)
 
-    monkeypatch.setattr(DirectClient, "call", counted_call)
+    monkeypatch.setattr(DirectClient, "start", counted_start)
     batch = list(received.values())
     handles = [m.receipt_handle for m in batch] + [stale, "not-a-handle"]
     results = consumer.ack_handles(handles)

@@ -3,6 +3,7 @@ ack gets its own answer, a failed call fails each of its acks, and every ack is 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
 
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from tidemq.client.acks import AckLane, AckLanes
 from tidemq.common import errors
 from tidemq.common.receipt import MAX_ACK_BATCH
+
+from tests.support.processes import wait_until
 
 
 class Wire:
@@ -150,3 +153,40 @@ def test_routed_acks_fail_alone_for_a_bad_text_and_together_for_an_unroutable_gr
     assert futures[1].exception().code == "INVALID_RECEIPT_HANDLE"
     assert all(isinstance(futures[i].exception(), errors.ServiceUnavailable) for i in (2, 4))
     assert wire.calls == [(["1", "3"], None)]  # one call for broker a, the bad ones never sent
+
+
+def test_a_held_batch_is_acked_in_calls_of_its_own_per_broker_group():
+    """`ack_routed`: a batch skips the lanes; each broker group's handles go in calls of at
+    most MAX_ACK_BATCH, all started before any answer, each handle answered as a single ack
+    of it would be."""
+    wire = Wire()
+    lanes = AckLanes(lambda addr: SimpleNamespace(start=lambda m, r: wire.start(
+        [f"{addr}/{h}" for h in r.receipt_handles])))
+
+    def locate(text):
+        if text == "junk":
+            raise errors.InvalidArgument("not a handle", code="INVALID_RECEIPT_HANDLE")
+        broker, _, handle = text.partition(":")
+        return broker, handle
+
+    def addr_of(broker):
+        if broker == "gone":
+            raise errors.ServiceUnavailable("no route to gone")
+        return broker
+
+    texts = ([f"a:{i}" for i in range(MAX_ACK_BATCH + 1)] + ["junk", "b:x", "gone:1", "c:y"])
+    starting = threading.Thread(target=lambda: results.extend(lanes.ack_routed(
+        "g", texts, locate, addr_of)))
+    results: list = []
+    starting.start()
+    wait_until(lambda: len(wire.calls) == 4)  # a twice (the limit), b, c: before any answer
+    assert [len(handles) for handles, _ in wire.calls] == [MAX_ACK_BATCH, 1, 1, 1]
+    wire.answer(0)
+    wire.answer(1, {"a/1024": "RECEIPT_HANDLE_EXPIRED"})
+    wire.answer(2)
+    wire.calls[3][1].set_exception(errors.ServiceUnavailable("c is down"))
+    starting.join(5)
+    assert results[:MAX_ACK_BATCH] == [None] * MAX_ACK_BATCH
+    assert results[MAX_ACK_BATCH].code == "RECEIPT_HANDLE_EXPIRED"
+    assert [type(e).__name__ if e else None for e in results[MAX_ACK_BATCH + 1:]] == [
+        "InvalidArgument", None, "ServiceUnavailable", "ServiceUnavailable"]

@@ -8,7 +8,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tidemq.common import errors
 from tidemq.common.receipt import ReceiptHandle, broker_of, encode_handles
@@ -74,3 +74,41 @@ def test_broker_of_refuses_what_has_no_handle_head(text):
             broker_of(text)
         except errors.InvalidArgument as refused:
             assert refused.code == "INVALID_RECEIPT_HANDLE"
+
+
+def reference_decode(raw: bytes) -> ReceiptHandle | None:
+    """What a handle means, read with json alone (the decoder's fast path must agree)."""
+    try:
+        fields = json.loads(raw.decode())
+    except ValueError:
+        return None
+    ok = (isinstance(fields, list) and len(fields) == 6 and fields[0] == 1
+          and type(fields[1]) is str and type(fields[3]) is str
+          and all(type(n) is int and n >= 0 for n in (fields[2], fields[4], fields[5])))
+    return ReceiptHandle(*fields[1:]) if ok else None
+
+
+@given(names, counts, names, st.integers(0, 1023),
+       st.one_of(st.text(alphabet="0123456789]-+. e", max_size=8), st.text(max_size=12)))
+@example("broker-a", 7, "orders", 2, "07]").via("JSON has no leading zeros")
+@example("broker-a", 7, "orders", 2, "0]").via("but zero itself")
+@example("broker-a", 7, "orders", 2, "1 ]").via("whitespace takes the slow path")
+@example("broker-a", 7, "orders", 2, "-1]").via("negative")
+def test_a_known_head_with_any_tail_decodes_as_json_reads_it(broker, checkpoint, topic,
+                                                            queue_id, tail):
+    """The first handle of a pop is parsed whole and its head remembered; the others are read
+    from that head and their offset, which must mean exactly what the JSON means."""
+    ReceiptHandle.decode(ReceiptHandle(broker, checkpoint, topic, queue_id, 0).encode())
+    head = json.dumps([1, broker, checkpoint, topic, queue_id], separators=(",", ":"))[:-1]
+    raw = f"{head},{tail}".encode()
+    expected = reference_decode(raw)
+    try:
+        decoded = ReceiptHandle.decode(forged_raw(raw))
+    except errors.InvalidArgument as refused:
+        assert refused.code == "INVALID_RECEIPT_HANDLE" and expected is None
+    else:
+        assert decoded == expected
+
+
+def forged_raw(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()

@@ -329,8 +329,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             raise InvalidArgument("set receipt_handle (one ack) or receipt_handles (a batch), "
                                   "not both")
         outcomes = await self.pop.ack_many(request.consumer_group, list(request.receipt_handles))
-        return broker_pb2.AckResponse(results=[broker_pb2.AckEntryResult(
-            receipt_handle=o.receipt_handle, code=o.code, message=o.message) for o in outcomes])
+        response = broker_pb2.AckResponse()
+        add = response.results.add  # a third of building AckEntryResults and handing them over
+        for outcome in outcomes:
+            if outcome.error is None:
+                add(receipt_handle=outcome.receipt_handle)
+            else:
+                add(receipt_handle=outcome.receipt_handle, code=outcome.code,
+                    message=outcome.message)
+        return response
 
     async def ChangeInvisibleDuration(self, request, context):
         handle = await self.pop.change_invisible(request.consumer_group, request.receipt_handle,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 CHECKPOINT = "ck"
 ACK = "ack"
@@ -38,8 +38,7 @@ REDO = "redo"  # an orderly message's invisible time passed: delivered again fro
 Key = tuple[str, str, int]  # (group, topic, queue_id)
 
 
-@dataclass(frozen=True, slots=True)
-class InFlight:
+class InFlight(NamedTuple):
     group: str
     topic: str
     queue_id: int
@@ -101,9 +100,9 @@ class PopBook:
             key = (entry["g"], entry["topic"], entry["q"])
             self.cursors[key] = max(self.cursors.get(key, 0), entry["next"])
             orderly = bool(entry.get("ord"))
-            for offset in entry["offs"]:
-                self.in_flight[(revive_offset, offset)] = InFlight(
-                    entry["g"], entry["topic"], entry["q"], entry["until"], orderly)
+            flight = InFlight(entry["g"], entry["topic"], entry["q"], entry["until"], orderly)
+            for offset in entry["offs"]:  # one checkpoint's messages share their InFlight
+                self.in_flight[(revive_offset, offset)] = flight
                 if orderly:
                     self.attempts[(*key, offset)] = self.attempts.get((*key, offset), 0) + 1
                     self.redo.get(key, set()).discard(offset)

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tidemq.broker import trace_events
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
@@ -61,8 +62,7 @@ def revive_topic(cluster: str) -> str:
     return REVIVE_PREFIX + cluster
 
 
-@dataclass(frozen=True, slots=True)
-class AckOutcome:
+class AckOutcome(NamedTuple):
     """What became of one handle of a batch ack: error None = acked (or acked before)."""
 
     receipt_handle: str
@@ -327,24 +327,50 @@ class PopService:
     # -- ack / change invisible -----------------------------------------------------------------
 
     def _in_flight(self, group: str, text: str) -> ReceiptHandle:
-        handle = ReceiptHandle.decode(text)
-        if handle.broker_name != self.broker_name:
-            raise errors.InvalidArgument(
-                f"receipt handle belongs to broker group {handle.broker_name!r}, not "
-                f"{self.broker_name!r}", code="INVALID_RECEIPT_HANDLE")
+        """The handle of a message in flight for `group`; raises what acking it answers
+        (_AlreadyDone for one acked or moved already)."""
+        (verdict,) = self._in_flight_many(group, [text])
+        if isinstance(verdict, Exception):
+            raise verdict
+        return verdict
+
+    def _in_flight_many(self, group: str,
+                        texts: list[str]) -> list[ReceiptHandle | Exception]:
+        """`_in_flight` of each text, the error returned rather than raised; the book is read
+        under one lock for the whole batch."""
+        decoded: list[ReceiptHandle | Exception] = []
+        for text in texts:
+            try:
+                handle = ReceiptHandle.decode(text)
+            except errors.InvalidArgument as exc:
+                decoded.append(exc)
+                continue
+            if handle.broker_name != self.broker_name:
+                decoded.append(errors.InvalidArgument(
+                    f"receipt handle belongs to broker group {handle.broker_name!r}, not "
+                    f"{self.broker_name!r}", code="INVALID_RECEIPT_HANDLE"))
+                continue
+            decoded.append(handle)
+        now = self._now_ms()
         with self._lock:
-            state = self.book.state(handle.checkpoint, handle.queue_offset, self._now_ms())
-            flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
+            return [self._verdict(group, h, now) if isinstance(h, ReceiptHandle) else h
+                    for h in decoded]
+
+    def _verdict(self, group: str, handle: ReceiptHandle,
+                 now_ms: int) -> ReceiptHandle | Exception:
+        """Under the lock: the handle when its message is in flight for `group`, else why not."""
+        state = self.book.state(handle.checkpoint, handle.queue_offset, now_ms)
+        flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
         if state == HandleState.UNKNOWN or (flight is not None and flight.group != group):
-            raise errors.NotFound(f"no message of group {group!r} was popped with this "
-                                  "receipt handle", code="RECEIPT_HANDLE_NOT_FOUND")
+            return errors.NotFound(f"no message of group {group!r} was popped with this "
+                                   "receipt handle", code="RECEIPT_HANDLE_NOT_FOUND")
         if state == HandleState.EXPIRED:
-            raise errors.PreconditionFailed(
+            return errors.PreconditionFailed(
                 "the receipt handle expired: the message's invisible time passed (it is "
                 "delivered again) or its invisible time was changed; use the newer handle",
                 code="RECEIPT_HANDLE_EXPIRED")
         if state == HandleState.DONE:
-            raise _AlreadyDone()
+            return _AlreadyDone()
         return handle
 
     async def ack(self, group: str, text: str) -> None:
@@ -361,24 +387,19 @@ class PopService:
             raise errors.InvalidArgument(f"one ack carries at most {MAX_ACK_BATCH} receipt "
                                          f"handles, got {len(texts)}")
         self._serving_master()  # a just-promoted master knows what its old master handed out
-        outcomes, handles, seen, acked = [], [], set(), []
-        for text in texts:
-            try:
-                handle = self._in_flight(group, text)
-            except _AlreadyDone:
+        outcomes, acked, seen = [], [], set()
+        for text, verdict in zip(texts, self._in_flight_many(group, texts), strict=True):
+            if isinstance(verdict, ReceiptHandle):
                 outcomes.append(AckOutcome(text))
-                continue
-            except errors.TideMQError as exc:
-                outcomes.append(AckOutcome(text, exc))
-                continue
-            outcomes.append(AckOutcome(text))
-            key = (handle.checkpoint, handle.queue_offset)
-            if key not in seen:  # the same handle twice in a batch: acked once
-                seen.add(key)
-                acked.append(handle)
-                handles.append(key)
-        if handles:
-            await self._record_acks(handles)
+                key = (verdict.checkpoint, verdict.queue_offset)
+                if key not in seen:  # the same handle twice in a batch: acked once
+                    seen.add(key)
+                    acked.append(verdict)
+            else:
+                outcomes.append(AckOutcome(
+                    text, None if isinstance(verdict, _AlreadyDone) else verdict))
+        if acked:
+            await self._record_acks([(h.checkpoint, h.queue_offset) for h in acked])
             self._trace_settled(group, acked, acked=True)
         return outcomes
 
