@@ -1,5 +1,5 @@
 /*
- * tidemq_speedups: TideMQ's per-record loops in C. Six entry points: five functions and one
+ * tidemq_speedups: TideMQ's per-record loops in C. Seven entry points: six functions and one
  * type.
  *
  *   stamp_batch  append: validate one producer batch and stamp the broker's fields and the
@@ -9,6 +9,7 @@
  *   index_put    dispatch: chain index entries into an IndexFile (IndexFile.put_hashed).
  *   unit_runs    pull: consume-queue units -> CommitLog runs to copy (StoreReader).
  *   scan_records client: check every record of a pull reply (record.scan_records).
+ *   encode_batch client: pack a producer batch's records, CRCs included (record.encode_batch).
  *   Syncer       SYNC_FLUSH group commit for asyncio appends: a thread that fdatasyncs
  *                without ever taking the GIL and reports through an eventfd (syncer.py).
  *
@@ -922,6 +923,89 @@ static PyTypeObject SyncerType = {
     .tp_methods = Syncer_methods,
 };
 
+/* ---------------------------------------------------------------------------------------- */
+
+#define MESSAGE_MAGIC 0xDAA320A7u
+#define HEADER_SIZE 88
+#define MAX_PROPERTIES_SIZE (32 * 1024)
+
+PyDoc_STRVAR(encode_batch_doc,
+"encode_batch(topic_head, items, born_timestamp, born_host)\n"
+"--\n\n"
+"The records of one producer batch in one new bytes object, CRCs included: exactly what\n"
+"record.encode_batch's Python loop makes. topic_head is the topic's length byte and name;\n"
+"items is a list of (body, encoded properties, sys_flag) with bytes bodies and properties.\n"
+"Returns None for anything else or anything invalid (properties over the limit, a flag or\n"
+"size out of range): the caller runs the Python loop, which raises the precise error.");
+
+static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (check_nargs("encode_batch", nargs, 4) < 0)
+        return NULL;
+    PyObject *topic_head = args[0], *items = args[1], *born_host = args[3];
+    if (!PyBytes_Check(topic_head) || !PyList_Check(items) || !PyBytes_Check(born_host)
+        || PyBytes_GET_SIZE(born_host) != 8)
+        Py_RETURN_NONE;
+    long long born_ts = PyLong_AsLongLong(args[2]);
+    if (born_ts == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(items), topic_len = PyBytes_GET_SIZE(topic_head);
+    Py_ssize_t fixed = HEADER_SIZE + topic_len + 2, total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) { /* check and size everything before writing */
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0))
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1))
+            || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 2)))
+            Py_RETURN_NONE;
+        Py_ssize_t body_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0));
+        Py_ssize_t props_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+        long flag = PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+        if (flag == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t size = fixed + body_len + props_len;
+        if (props_len > MAX_PROPERTIES_SIZE || flag < INT32_MIN || flag > INT32_MAX
+            || size > INT32_MAX || total > PY_SSIZE_T_MAX - size)
+            Py_RETURN_NONE;
+        total += size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    const unsigned char *host = (const unsigned char *)PyBytes_AS_STRING(born_host);
+    const char *topic = PyBytes_AS_STRING(topic_head);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *body = PyTuple_GET_ITEM(item, 0), *props = PyTuple_GET_ITEM(item, 1);
+        Py_ssize_t body_len = PyBytes_GET_SIZE(body), props_len = PyBytes_GET_SIZE(props);
+        Py_ssize_t size = fixed + body_len + props_len;
+        memset(p, 0, HEADER_SIZE);
+        wr_u32(p, (uint32_t)size);
+        wr_u32(p + 4, MESSAGE_MAGIC);
+        wr_u32(p + 36, (uint32_t)(int32_t)PyLong_AsLong(PyTuple_GET_ITEM(item, 2)));
+        wr_i64(p + 40, (int64_t)born_ts);
+        memcpy(p + 48, host, 8);
+        wr_u32(p + OFF_BODY_LEN, (uint32_t)body_len);
+        unsigned char *at = p + HEADER_SIZE;
+        memcpy(at, PyBytes_AS_STRING(body), (size_t)body_len);
+        at += body_len;
+        memcpy(at, topic, (size_t)topic_len);
+        at += topic_len;
+        at[0] = (unsigned char)(props_len >> 8);
+        at[1] = (unsigned char)props_len;
+        memcpy(at + 2, PyBytes_AS_STRING(props), (size_t)props_len);
+        wr_u32(p + OFF_CRC, crc_of(0, p + OFF_QUEUE_ID, size - OFF_QUEUE_ID));
+        p += size;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"stamp_batch", (PyCFunction)(void (*)(void))stamp_batch, METH_FASTCALL, stamp_batch_doc},
     {"scan_chunk", (PyCFunction)(void (*)(void))scan_chunk, METH_FASTCALL, scan_chunk_doc},
@@ -929,12 +1013,14 @@ static PyMethodDef methods[] = {
     {"unit_runs", (PyCFunction)(void (*)(void))unit_runs, METH_FASTCALL, unit_runs_doc},
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
      scan_records_doc},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
+     encode_batch_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "tidemq_speedups",
-    "The broker store's per-record loops in C (see tidemq.broker.store.loops).", -1, methods,
+    "The per-record loops of the broker store and the producer in C (see tidemq.broker.store.loops, record.encode_batch).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
