@@ -38,6 +38,7 @@ from tidemq.common.protocol import (
 )
 from tidemq.common.rpc import default_pool
 from tidemq.common.wire.endpoints import broker_endpoint
+from tidemq.common.wire.spliced import whole
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
 log = get_logger(__name__)
@@ -68,7 +69,7 @@ class DirectClient:
         if answer is not None:
             return answer
         try:
-            return getattr(self._stub, method)(request, timeout=timeout)
+            return getattr(self._stub, method)(whole(request), timeout=timeout)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
 
@@ -77,7 +78,7 @@ class DirectClient:
         grpc.Future, or a concurrent.futures one for a call the wire carries."""
         timeout = timeout or self.timeout
         return (self._wire.start(method, request, timeout)
-                or getattr(self._stub, method).future(request, timeout=timeout))
+                or getattr(self._stub, method).future(whole(request), timeout=timeout))
 
 
 class DirectClients:

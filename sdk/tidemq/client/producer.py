@@ -43,6 +43,7 @@ from tidemq.common.logs import get_logger
 from tidemq.common.recall import RecallHandle
 from tidemq.common.rpc import BreakerSettings
 from tidemq.common.tracing import MESSAGING_SYSTEM, get_tracer, inject_context
+from tidemq.common.wire.spliced import Spliced
 from tidemq.v1 import broker_pb2
 
 log = get_logger(__name__)
@@ -363,10 +364,11 @@ class Producer:
                 addr = route.master_addr(mq.broker_name)
                 response = self.brokers.get(addr).call_unless(
                     "Send",
-                    broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id, records=records,
-                                           record_count=len(unique_ids),
-                                           transaction_prepared=transaction_prepared,
-                                           scheduled=scheduled),
+                    Spliced(broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id,
+                                                   record_count=len(unique_ids),
+                                                   transaction_prepared=transaction_prepared,
+                                                   scheduled=scheduled),
+                            "records", records),  # the batch is not copied into the request
                     timeout=remaining, abandon=self._master_moved(topic, mq.broker_name, addr),
                     check_every_s=MASTER_CHECK_S,
                 )

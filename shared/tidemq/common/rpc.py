@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from tidemq.common import errors, tls
 from tidemq.common.auth.signature import Credentials, signed_metadata
+from tidemq.common.wire.spliced import whole
 
 if TYPE_CHECKING:
     import pybreaker
@@ -359,7 +360,7 @@ class RpcClient:
         deadline = time.monotonic() + timeout
         self._admit()
         wired = self.wire.start(method, request, timeout) if self.wire is not None else None
-        future = wired or getattr(self._stub, method).future(request, timeout=timeout)
+        future = wired or getattr(self._stub, method).future(whole(request), timeout=timeout)
         while True:
             try:
                 result = future.result(
@@ -430,7 +431,7 @@ class RpcClient:
             if answer is not None:  # None: this call goes by gRPC
                 return answer
         try:
-            return getattr(self._stub, method)(request, timeout=remaining)
+            return getattr(self._stub, method)(whole(request), timeout=remaining)
         except grpc.RpcError as exc:
             raise with_tls_hint(errors.from_rpc_error(exc)) from None
 

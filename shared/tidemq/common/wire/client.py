@@ -35,6 +35,7 @@ from tidemq.common.auth.signature import signed_metadata
 from tidemq.common.logs import get_logger
 from tidemq.common.wire import frames
 from tidemq.common.wire.methods import BROKER_METHODS, Method
+from tidemq.common.wire.spliced import Spliced
 
 log = get_logger(__name__)
 
@@ -95,16 +96,17 @@ def _run_callback(fn: Callable[[Future], object], done: Future) -> None:
     pool.submit(fn, done)
 
 
-def _send(sock: socket.socket, head: bytes, payload: bytes) -> None:
-    """`head` then `payload` in one vectored write (a large payload is not copied behind the
-    head first), continuing after a partial send."""
-    sent = sock.sendmsg((head, payload))
-    if sent < len(head):
-        sock.sendall(head[sent:])
-        sent = len(head)
-    if sent - len(head) < len(payload):
-        with memoryview(payload) as view:
-            sock.sendall(view[sent - len(head):])
+def _send(sock: socket.socket, *parts: bytes) -> None:
+    """The parts in one vectored write (a large payload is not copied behind the head first),
+    continuing after a partial send."""
+    sent = sock.sendmsg(parts)
+    for part in parts:
+        if sent >= len(part):
+            sent -= len(part)
+            continue
+        with memoryview(part) as view:
+            sock.sendall(view[sent:])
+        sent = 0
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:
@@ -163,7 +165,8 @@ class WireConnection:
 
     def start(self, method: Method, request: Any, timeout_s: float,
               metadata: Sequence[tuple[str, str]] = ()) -> WireCall:
-        payload = request.SerializeToString()
+        parts = (request.wire_parts() if type(request) is Spliced
+                 else (request.SerializeToString(),))
         with self._write_lock:
             if not self.alive:
                 raise NotSent(self._closed.message)
@@ -173,7 +176,7 @@ class WireConnection:
             try:
                 _send(self._sock, frames.request_head(
                     request_id, method.number, max(1, int(timeout_s * 1000)), metadata,
-                    len(payload)), payload)
+                    sum(len(part) for part in parts)), *parts)
             except OSError as exc:  # a frame not wholly written is never served
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")
