@@ -6,6 +6,7 @@ import functools
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -49,8 +50,14 @@ def counts_send_errors(send):
     return counted
 
 
+_MESSAGES_IN_BY_TOPIC: dict[str, Any] = {}  # labels() builds a key and takes a lock per call
+
+
 def record_put(topic: str, record_count: int, size: int, seconds: float) -> None:
-    MESSAGES_IN.labels(topic).inc(record_count)
+    counter = _MESSAGES_IN_BY_TOPIC.get(topic)
+    if counter is None:
+        counter = _MESSAGES_IN_BY_TOPIC[topic] = MESSAGES_IN.labels(topic)
+    counter.inc(record_count)
     BYTES_IN.inc(size)
     PUT_LATENCY.observe(seconds)
 

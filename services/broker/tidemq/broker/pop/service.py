@@ -275,7 +275,7 @@ class PopService:
                    else store.get_messages(*read))
             if got.next_begin_offset <= cursor and got.status is not GetStatus.FOUND:
                 continue
-            kept, offsets, next_offset = [], [], cursor
+            kept, offsets, next_offset = [], [], cursor  # kept: [start, end] of record runs
             view = memoryview(got.records)
             for pos, header in record.scan_records(view, verify_crc=False):
                 end = pos + header[record.H_TOTAL_SIZE]
@@ -288,10 +288,14 @@ class PopService:
                 if wanted is not None and not is_retry and \
                         props.get(record.PROP_TAGS, "") not in wanted:
                     continue
-                kept.append(bytes(view[pos:end]))
+                if kept and kept[-1][1] == pos:  # adjacent records are copied as one run
+                    kept[-1][1] = end
+                else:
+                    kept.append([pos, end])
                 offsets.append(header[record.H_QUEUE_OFFSET])
             else:
                 next_offset = max(next_offset, got.next_begin_offset)
+            kept = [bytes(view[start:end]) for start, end in kept]
             view.release()
             if next_offset <= cursor:
                 continue
