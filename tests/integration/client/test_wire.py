@@ -298,3 +298,57 @@ def test_callbacks_run_off_the_reader_thread_and_may_call_again(cluster):
         assert seen and seen[0].startswith("tidemq-wire-callbacks")
     finally:
         connection.close()
+
+
+def test_blocking_callers_futures_and_a_late_leader_share_one_connection(cluster):
+    """Who reads the answers changes hands all the time (a blocking caller reads for itself
+    and for others while no other thread reads; the reader thread reads for futures): every
+    call still gets its own answer, and a caller whose deadline passes while reading leaves
+    the others answered."""
+    connection = wire.WireConnection(wire_addr(cluster))
+    pull = BROKER_METHODS["Pull"]
+    request = broker_pb2.PullRequest(consumer_group="wire-mixed", topic=EMPTY, queue_id=0,
+                                     max_messages=1)
+    parked = broker_pb2.PopRequest(consumer_group="wire-mixed", topic=EMPTY, max_messages=1,
+                                   invisible_duration_ms=10_000, wait_ms=20_000)
+
+    def blocking(_: int) -> list[int]:
+        return [connection.call(pull, request, 30).status for _ in range(40)]
+
+    def futures(_: int) -> list[int]:
+        calls = [connection.start(pull, request, 30) for _ in range(40)]
+        return [call.result(30).status for call in calls]
+
+    def late(_: int) -> list[int]:
+        statuses = []
+        for _ in range(3):
+            with pytest.raises(errors.DeadlineExceeded):
+                connection.start(POP, parked, 30, led=True).answer(0.2)
+            statuses.append(connection.call(pull, request, 30).status)
+        return statuses
+
+    try:
+        with ThreadPoolExecutor(9) as pool:
+            done = [pool.submit(work, n) for n, work in
+                    enumerate([blocking, futures] * 4 + [late])]
+            answers = [future.result(120) for future in done]
+        assert all(status == broker_pb2.PullStatus.NO_NEW_MSG
+                   for statuses in answers for status in statuses)
+        assert sum(len(statuses) for statuses in answers) == 8 * 40 + 3
+        assert connection.alive
+    finally:
+        connection.close()
+
+
+def test_a_blocking_call_on_an_idle_connection_is_read_by_its_caller(cluster):
+    """No thread hand-off for the common case: the reader thread is not woken for it."""
+    connection = wire.WireConnection(wire_addr(cluster))
+    try:
+        request = broker_pb2.PullRequest(consumer_group="wire-idle", topic=EMPTY, queue_id=0,
+                                         max_messages=1)
+        for _ in range(3):
+            connection.call(BROKER_METHODS["Pull"], request, 10)
+        assert not connection._needed.is_set()
+        connection.start(BROKER_METHODS["Pull"], request, 10).result(10)  # a future: it is
+    finally:
+        connection.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import select
 import socket
 import threading
 import time
@@ -71,9 +72,12 @@ class WireCall(Future):
 
     def answer(self, timeout_s: float) -> Any:
         """The response, or the TideMQError the call ended with (DeadlineExceeded when no
-        answer came within `timeout_s`)."""
+        answer came within `timeout_s`). Reads the connection on this thread while no other
+        thread does (WireConnection._lead): a blocking call then costs no thread hand-off."""
+        deadline = time.monotonic() + timeout_s
+        self.connection._lead(self, deadline)
         try:
-            return self.result(timeout_s)
+            return self.result(max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
             self.cancel()
             raise errors.DeadlineExceeded(
@@ -109,6 +113,13 @@ def _send(sock: socket.socket, *parts: bytes) -> None:
         sent = 0
 
 
+def _reason(exc: Exception) -> str:
+    """Why a connection was given up, from what reading it raised."""
+    if isinstance(exc, OSError | ValueError | EOFError | frames.FrameError):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"  # an answer that does not decode
+
+
 def _receive(sock: socket.socket, size: int) -> bytes:
     received = b""
     while len(received) < size:
@@ -121,7 +132,15 @@ def _receive(sock: socket.socket, size: int) -> bytes:
 
 class WireConnection:
     """One TCP connection to a broker's wire port; any number of threads call through it at
-    once, each answer matched to its call by request id (a reader thread completes them)."""
+    once, each answer matched to its call by request id.
+
+    Who reads the answers (leader/follower): a thread that waits for its own answer reads the
+    socket itself while no other thread does, and completes whatever other answers arrive
+    meanwhile; the connection's reader thread reads only while calls are outstanding that
+    nobody else reads for (futures, callbacks, callers that found the socket taken). A
+    blocking call on an idle connection thus wakes no other thread: with a reader thread
+    always in between, two context switches and two GIL hand-offs were most of a small
+    call's client CPU."""
 
     def __init__(self, addr: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self.addr = addr
@@ -144,7 +163,12 @@ class WireConnection:
             sock.close()
             raise
         self._sock = sock
-        self._reader = sock.makefile("rb", buffering=READ_BUFFER)
+        self._poll = select.poll()  # a leader's wait for bytes, bounded by its deadline
+        self._poll.register(sock, select.POLLIN)
+        self._read_lock = threading.Lock()  # held by whoever reads the socket
+        self._received = bytearray()  # bytes read past the last whole frame (under the lock)
+        self._short = 0  # how many more bytes the frame begun in `_received` needs
+        self._needed = threading.Event()  # the reader thread has calls to read for
         self._write_lock = threading.Lock()
         self._pending: dict[int, WireCall] = {}
         self._ids = itertools.count(1)
@@ -164,7 +188,9 @@ class WireConnection:
         return self._closed is None
 
     def start(self, method: Method, request: Any, timeout_s: float,
-              metadata: Sequence[tuple[str, str]] = ()) -> WireCall:
+              metadata: Sequence[tuple[str, str]] = (), *, led: bool = False) -> WireCall:
+        """Send the call; its answer as a future. `led`: the caller waits for it next with
+        `answer()`, reading the socket itself, so the reader thread is not woken for it."""
         parts = (request.wire_parts() if type(request) is Spliced
                  else (request.SerializeToString(),))
         with self._write_lock:
@@ -181,11 +207,13 @@ class WireConnection:
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")
                 raise NotSent(f"{method.name} to {self.addr} not sent: {exc}") from None
+        if not led:
+            self._needed.set()
         return call
 
     def call(self, method: Method, request: Any, timeout_s: float,
              metadata: Sequence[tuple[str, str]] = ()) -> Any:
-        return self.start(method, request, timeout_s, metadata).answer(timeout_s)
+        return self.start(method, request, timeout_s, metadata, led=True).answer(timeout_s)
 
     def close(self) -> None:
         self._close_now("closed by this client")
@@ -208,36 +236,79 @@ class WireConnection:
                         f"{call.method.name} on {self.addr} (wire): no answer before its "
                         "deadline"))
 
-    def _read_answers(self) -> None:
-        reader, reason = self._reader, "closed by the broker"
+    def _lead(self, call: WireCall, deadline: float) -> None:
+        """Read answers on this thread until `call` is done or `deadline` (monotonic) passes;
+        if another thread is reading, leave it to that one. Whoever stops reading with calls
+        still outstanding wakes the reader thread for them."""
+        if call.done():
+            return
+        if not self._read_lock.acquire(blocking=False):
+            self._needed.set()  # the reader may be about to stop: have it look again
+            return
         try:
-            while True:
-                head = reader.read(4)
-                if len(head) < 4:
+            while not call.done() and self._closed is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._read_some(remaining):
                     break
-                (length,) = frames.LENGTH.unpack(head)
-                if length > frames.MAX_FRAME:
-                    reason = f"answer frame of {length} bytes is over the limit"
-                    break
-                body = reader.read(length)
-                if len(body) < length:
-                    break
-                request_id, answer = frames.parse_response(body)
-                call = self._pending.pop(request_id, None)
-                if call is None:
-                    continue  # its caller stopped waiting
-                try:
-                    if isinstance(answer, errors.TideMQError):
-                        call.set_exception(answer)
-                    else:
-                        call.set_result(call.method.response.FromString(answer))
-                except InvalidStateError:
-                    pass  # cancelled meanwhile
-        except (OSError, ValueError, frames.FrameError) as exc:
-            reason = str(exc) or type(exc).__name__
-        except Exception as exc:  # noqa: BLE001 - an answer that does not decode
-            reason = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the connection is unusable: fail its calls
+            self._close_now(_reason(exc))
+        finally:
+            self._read_lock.release()
+            if self._pending:
+                self._needed.set()
+
+    def _read_answers(self) -> None:
+        """The reader thread: reads while calls are outstanding that no caller reads for."""
+        reason = "closed by the broker"
+        try:
+            while self._closed is None:
+                self._needed.wait()
+                self._needed.clear()
+                with self._read_lock:
+                    while self._pending and self._closed is None:
+                        self._read_some(None)
+        except Exception as exc:  # noqa: BLE001 - the connection is unusable: fail its calls
+            reason = _reason(exc)
         self._close_now(reason)
+
+    def _read_some(self, timeout_s: float | None) -> bool:
+        """Under the read lock: read what has arrived (waiting up to `timeout_s`, or for good
+        with None) and complete the calls whose answers are whole; False if nothing came."""
+        if timeout_s is not None and not self._poll.poll(max(1, int(timeout_s * 1000))):
+            return False
+        chunk = self._sock.recv(max(READ_BUFFER, self._short))
+        if not chunk:
+            raise EOFError("closed by the broker")
+        received = self._received
+        received += chunk
+        start, size = 0, len(received)
+        with memoryview(received) as view:
+            while size - start >= 4:
+                (length,) = frames.LENGTH.unpack_from(received, start)
+                if length > frames.MAX_FRAME:
+                    raise frames.FrameError(f"answer frame of {length} bytes is over the limit")
+                end = start + 4 + length
+                if end > size:
+                    break
+                self._complete(view[start + 4:end])
+                start = end
+        del received[:start]
+        self._short = (frames.LENGTH.unpack_from(received)[0] + 4 - len(received)
+                       if len(received) >= 4 else 0)
+        return True
+
+    def _complete(self, body: memoryview) -> None:
+        request_id, answer = frames.parse_response(body)
+        call = self._pending.pop(request_id, None)
+        if call is None:
+            return  # its caller stopped waiting
+        try:
+            if isinstance(answer, errors.TideMQError):
+                call.set_exception(answer)
+            else:
+                call.set_result(call.method.response.FromString(answer))
+        except InvalidStateError:
+            pass  # cancelled meanwhile
 
     def _close_now(self, reason: str) -> None:
         if self._closed is not None:
@@ -251,6 +322,7 @@ class WireConnection:
         for call in pending.values():
             with contextlib.suppress(InvalidStateError):
                 call.set_exception(self._closed)
+        self._needed.set()  # the reader thread ends
 
 
 class _Sweeper:
@@ -368,17 +440,19 @@ class WireEndpoint:
 
     def call(self, method: str, request: Any, timeout_s: float) -> Any:
         """The response over the wire, or None when this call should go by gRPC."""
-        started = self.start(method, request, timeout_s)
+        started = self.start(method, request, timeout_s, led=True)
         return None if started is None else started.answer(timeout_s)
 
-    def start(self, method: str, request: Any, timeout_s: float) -> WireCall | None:
-        """The call started over the wire, or None when it should go by gRPC."""
+    def start(self, method: str, request: Any, timeout_s: float, *,
+              led: bool = False) -> WireCall | None:
+        """The call started over the wire, or None when it should go by gRPC (`led`: see
+        WireConnection.start)."""
         chosen = self.connection(method, timeout_s)
         if chosen is None:
             return None
         connection, found = chosen
         try:
-            return connection.start(found, request, timeout_s, self.metadata())
+            return connection.start(found, request, timeout_s, self.metadata(), led=led)
         except NotSent:
             return None  # the connection was found closed: gRPC takes this call
 

@@ -107,7 +107,7 @@ def error(request_id: int, exc: errors.TideMQError) -> bytes:
     return LENGTH.pack(len(body)) + body
 
 
-def parse_response(body: bytes) -> tuple[int, memoryview | errors.TideMQError]:
+def parse_response(body: bytes | memoryview) -> tuple[int, memoryview | errors.TideMQError]:
     """(request id, the response's payload, a view into `body`, or the error the server
     answered)."""
     try:
@@ -118,8 +118,8 @@ def parse_response(body: bytes) -> tuple[int, memoryview | errors.TideMQError]:
             raise FrameError(f"malformed response frame: status {status}")
         grpc_number, code_length = ERROR_HEAD.unpack_from(body, RESPONSE_HEAD.size)
         offset = RESPONSE_HEAD.size + ERROR_HEAD.size
-        code = body[offset:offset + code_length].decode()
-        message = body[offset + code_length:].decode()
+        code = str(body[offset:offset + code_length], "utf-8")  # body may be a memoryview
+        message = str(body[offset + code_length:], "utf-8")
     except (struct.error, UnicodeDecodeError) as exc:
         raise FrameError(f"malformed response frame: {exc}") from None
     status_code = _STATUS_BY_NUMBER.get(grpc_number, grpc.StatusCode.UNKNOWN)
