@@ -71,8 +71,9 @@ def in_flight(send_async, count: int, window: int) -> None:
 
 
 def native_produce(namesrv: str, count: int, window: int) -> tuple[float, float, float]:
-    """Sync, async (the default 4 batches on the wire at once), async with one batch on the
-    wire (`async_workers=1`: what is sent meanwhile waits for it, in bigger batches)."""
+    """Sync, async (the default: one batch per broker group on the wire, a second once a full
+    batch waits), async with one batch on the wire for the whole producer (`async_workers=1`,
+    the bound the default should reach on one group)."""
     with Producer(namesrv) as producer:
         started = time.perf_counter()
         for _ in range(count):
@@ -210,8 +211,8 @@ def main() -> None:
     print(f"{'':<36}{'(same run)':>15}{'via gateway-grpc':>17}")
     for name, native, rmq in rows:
         if rmq is None:  # native only
-            print(f"{name:<36}{native:>13.0f}/s{'-':>17}   (Producer(async_workers=1): what "
-                  "is sent meanwhile waits for the batch on the wire, in bigger batches)")
+            print(f"{name:<36}{native:>13.0f}/s{'-':>17}   (Producer(async_workers=1): one "
+                  "batch on the wire for the whole producer; the default has one per group)")
         else:
             print(f"{name:<36}{native:>13.0f}/s{rmq:>15.0f}/s{rmq / native:>8.2f}")
     print(f"({count} messages of {len(BODY)} B per way and produce mode, {total} received per "

@@ -109,7 +109,8 @@ class Producer:
         self._fanout: ThreadPoolExecutor | None = None
         self._fanout_lock = threading.Lock()
         self._closed = False
-        self._coalescer = SendCoalescer(self.send_batch, self._pool, in_flight=async_workers)
+        self._coalescer = SendCoalescer(self._send_coalesced, self._pool,
+                                        in_flight=async_workers, brokers=self._writable_brokers)
 
     # -- public API --------------------------------------------------------------------
 
@@ -217,7 +218,9 @@ class Producer:
 
         Without `selector`/`timeout`, messages sent while earlier ones are on the wire go
         together as one batch send (tidemq.client.send_batching): each still gets its own
-        result, and a message group's sends are stored in the order they were made."""
+        result, and a message group's sends are stored in the order they were made. A topic
+        has one batch on the wire per broker group (more once a full batch waits), at most
+        `async_workers` in all."""
         if kwargs:
             future = self._pool().submit(self.send, message, **kwargs)
         else:
@@ -283,6 +286,34 @@ class Producer:
         for name, group in route.brokers.items():
             if group.master_addr:
                 self._master_addrs[name] = group.master_addr
+
+    def _writable_brokers(self, topic: str) -> Sequence[str]:
+        """The groups a coalesced batch of `topic` may go to, from the cached route only (the
+        coalescer asks under its lock, on every send): those fault avoidance does not avoid,
+        else all; none while the route is unknown (the first send fetches it)."""
+        route = self.routes.peek(topic)
+        if route is None:
+            return ()
+        names = route.write_brokers
+        if self.faults is None or len(names) == 1:
+            return names
+        return [name for name in names if self.faults.is_available(name)] or names
+
+    def _send_coalesced(self, messages: Sequence[Message], broker_name: str) -> list[SendResult]:
+        """A batch of the coalescer: its first attempt on a queue of `broker_name` (the group
+        the coalescer balances its batches over), retries wherever the picker says; a message
+        group's batch goes to its group's queue."""
+        if not broker_name or messages[0].message_group:
+            return self.send_batch(messages)
+
+        def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
+            queues = route.write_queues()
+            if not last_failed and not self._is_broker_open(broker_name):
+                own = [mq for mq in queues if mq.broker_name == broker_name]
+                if own:
+                    return self._picker.pick(own)
+            return self._picker.pick(queues, last_failed)
+        return self._send(_one_topic(messages), messages, choose, None)
 
     def _encode(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
         raw, unique_ids, _ = self._encode_marked(messages)

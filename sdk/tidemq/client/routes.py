@@ -7,6 +7,7 @@ TopicNotExist, straight from whichever name server answered.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -99,6 +100,13 @@ class TopicRoute:
             if q.perm & PERM_WRITE and self._has_master(q.broker_name)
             for i in range(q.write_queue_nums)
         ]
+
+    @functools.cached_property
+    def write_brokers(self) -> tuple[str, ...]:
+        """The groups `write_queues` spans, in its order (computed once: the coalescer asks
+        on every asynchronous send)."""
+        return tuple(dict.fromkeys(q.broker_name for q in self.queues
+                                   if q.perm & PERM_WRITE and self._has_master(q.broker_name)))
 
     def group_queues(self) -> list[MessageQueue]:
         """Writable queues of every group in the route, with a master right now or not: what
@@ -196,6 +204,12 @@ class RouteCache:
             if cached:  # name servers unreachable: a stale route beats no route
                 return cached[1]
             raise
+
+    def peek(self, topic: str) -> TopicRoute | None:
+        """The cached route, however old, without asking a name server (None if none)."""
+        with self._lock:
+            cached = self._routes.get(topic)
+        return cached[1] if cached else None
 
     def refresh(self, topic: str) -> TopicRoute:
         try:
