@@ -149,13 +149,9 @@ class AckLanes:
         group)` → its master's address (an error fails all of that group's acks). The handles
         of each broker group go to its lane together."""
         futures: list[Future | None] = [None] * len(texts)
-        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for i, text in enumerate(texts):
-            try:
-                broker_name, handle = locate(text)
-                by_broker[broker_name].append((i, handle))
-            except errors.TideMQError as exc:
-                futures[i] = _failed(exc)
+        by_broker, refused = _by_broker(texts, locate)
+        for i, exc in refused:
+            futures[i] = _failed(exc)
         for broker_name, entries in by_broker.items():
             try:
                 addr = addr_of(broker_name)
@@ -175,13 +171,9 @@ class AckLanes:
         lanes: each broker group's handles go in calls of their own (MAX_ACK_BATCH each), all
         started before any is waited for, and no future is made per handle."""
         outcomes: list[errors.TideMQError | None] = [None] * len(texts)
-        by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        for i, text in enumerate(texts):
-            try:
-                broker_name, handle = locate(text)
-                by_broker[broker_name].append((i, handle))
-            except errors.TideMQError as exc:
-                outcomes[i] = exc
+        by_broker, refused = _by_broker(texts, locate)
+        for i, exc in refused:
+            outcomes[i] = exc
         calls = []
         for broker_name, entries in by_broker.items():
             for start in range(0, len(entries), MAX_ACK_BATCH):
@@ -205,6 +197,22 @@ class AckLanes:
                 if result.code:
                     outcomes[i] = ack_error(result.code, result.message)
         return outcomes
+
+
+def _by_broker(texts: Sequence, locate: Callable[[Any], tuple[str, str]],
+               ) -> tuple[dict[str, list[tuple[int, str]]],
+                          list[tuple[int, errors.TideMQError]]]:
+    """Each broker group's (index, handle) pairs, in order, and the texts `locate` refused."""
+    by_broker: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    refused = []
+    for i, text in enumerate(texts):
+        try:
+            broker_name, handle = locate(text)
+        except errors.TideMQError as exc:
+            refused.append((i, exc))
+            continue
+        by_broker[broker_name].append((i, handle))
+    return by_broker, refused
 
 
 def _failed(error: Exception) -> Future:

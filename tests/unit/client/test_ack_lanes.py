@@ -131,24 +131,28 @@ def test_a_waiting_ack_on_an_idle_lane_is_made_on_the_callers_thread():
     assert wire.calls == [(["a"], None)]  # the blocking call, no future started
 
 
+def locate(text: str) -> tuple[str, str]:
+    """"broker:handle" texts; "junk" is not a handle."""
+    if text == "junk":
+        raise errors.InvalidArgument("not a handle", code="INVALID_RECEIPT_HANDLE")
+    broker, _, handle = text.partition(":")
+    return broker, handle
+
+
+def addr_of(broker: str) -> str:
+    """Every broker group but "gone" has a route."""
+    if broker == "gone":
+        raise errors.ServiceUnavailable("no route to gone")
+    return broker
+
+
 def test_routed_acks_fail_alone_for_a_bad_text_and_together_for_an_unroutable_group():
     wire = Wire()
     lanes = AckLanes(lambda addr: SimpleNamespace(call=lambda m, r: wire.call(
         list(r.receipt_handles)), start=lambda m, r: wire.start(list(r.receipt_handles))))
 
-    def locate(text):
-        if text == "junk":
-            raise errors.InvalidArgument("not a handle", code="INVALID_RECEIPT_HANDLE")
-        broker, _, handle = text.partition(":")
-        return broker, handle
-
-    def addr_of(broker):
-        if broker == "gone":
-            raise errors.ServiceUnavailable("no route to gone")
-        return f"{broker}:9"
-
     futures = lanes.submit_routed("g", ["a:1", "junk", "gone:2", "a:3", "gone:4"], locate,
-                                  addr_of, waiting=True)
+                                  lambda broker: f"{addr_of(broker)}:9", waiting=True)
     assert futures[0].result(timeout=1) is None and futures[3].result(timeout=1) is None
     assert futures[1].exception().code == "INVALID_RECEIPT_HANDLE"
     assert all(isinstance(futures[i].exception(), errors.ServiceUnavailable) for i in (2, 4))
@@ -162,17 +166,6 @@ def test_a_held_batch_is_acked_in_calls_of_its_own_per_broker_group():
     wire = Wire()
     lanes = AckLanes(lambda addr: SimpleNamespace(start=lambda m, r: wire.start(
         [f"{addr}/{h}" for h in r.receipt_handles])))
-
-    def locate(text):
-        if text == "junk":
-            raise errors.InvalidArgument("not a handle", code="INVALID_RECEIPT_HANDLE")
-        broker, _, handle = text.partition(":")
-        return broker, handle
-
-    def addr_of(broker):
-        if broker == "gone":
-            raise errors.ServiceUnavailable("no route to gone")
-        return broker
 
     texts = ([f"a:{i}" for i in range(MAX_ACK_BATCH + 1)] + ["junk", "b:x", "gone:1", "c:y"])
     starting = threading.Thread(target=lambda: results.extend(lanes.ack_routed(
