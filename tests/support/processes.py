@@ -51,6 +51,23 @@ async def wait_until_async(predicate: Callable[[], object], timeout: float = 30.
     return value
 
 
+def freeze(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP `pid` and wait until every one of its threads has stopped: the signal is only
+    queued when kill returns, and a thread running on the other core can still answer (an HA
+    ack, say) until the kernel stops it."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        tasks = Path(f"/proc/{pid}/task")
+        states = []
+        for task in tasks.iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        return bool(states) and all(state in ("T", "t") for state in states)
+
+    wait_until(stopped, timeout, interval=0.005, message=f"process {pid} to stop")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

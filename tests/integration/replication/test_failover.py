@@ -29,7 +29,7 @@ from tests.integration.replication.replica_group import (
     wait_in_sync,
 )
 from tests.support.cluster import ReplicaGroup
-from tests.support.processes import wait_until
+from tests.support.processes import freeze, wait_until
 
 
 def commitlog_bytes(group: ReplicaGroup, replica: int, end: int) -> bytes:
@@ -52,7 +52,7 @@ def test_sync_master_does_not_acknowledge_before_the_slaves_have_the_bytes(clust
                         broker_pb2.CommitOffsetsRequest(consumer_group="g", generation_id=-1))
         assert refused.value.code == "NOT_MASTER"
         for replica in slaves:
-            os.kill(group.replicas[replica].pid, signal.SIGSTOP)
+            freeze(group.replicas[replica].pid)  # stopped before the send
         try:
             outcomes = []
             for i in range(6):

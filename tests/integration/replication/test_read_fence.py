@@ -26,7 +26,7 @@ from tests.integration.replication.replica_group import (
     wait_in_sync,
 )
 from tests.support.cluster import held_pulls
-from tests.support.processes import wait_until
+from tests.support.processes import freeze, wait_until
 
 
 def send(addr: str, body: bytes) -> tuple[str, str]:
@@ -85,7 +85,7 @@ def test_an_unconfirmed_record_is_invisible_until_the_in_sync_slaves_hold_it(clu
         wait_until(lambda: pop_bodies(broker.addr) == [b"confirmed"], 10,
                    message="pop serves the confirmed record")
         for replica in slaves:
-            os.kill(group.replicas[replica].pid, signal.SIGSTOP)
+            freeze(group.replicas[replica].pid)  # stopped before the send
         held: list = []
         try:
             outcome, msg_id = send(broker.addr, b"unconfirmed")
@@ -140,7 +140,7 @@ def test_a_slave_holding_an_unconfirmed_record_does_not_serve_it_until_confirmed
     assert send(broker.addr, b"confirmed")[0] == "SEND_OK"
     wait_until(lambda: slave_pull(reader.addr, 0) == ([b"confirmed"], 1), 30,
                message="the slave to serve the confirmed record")
-    os.kill(frozen.pid, signal.SIGSTOP)
+    freeze(frozen.pid)  # stopped before the send
     try:
         assert send(broker.addr, b"unconfirmed")[0] == "FLUSH_SLAVE_TIMEOUT"
         master_end = broker_call(broker.addr, "GetBrokerInfo",
