@@ -166,8 +166,11 @@ class WireConnection:
         self._poll = select.poll()  # a leader's wait for bytes, bounded by its deadline
         self._poll.register(sock, select.POLLIN)
         self._read_lock = threading.Lock()  # held by whoever reads the socket
-        self._received = bytearray()  # bytes read past the last whole frame (under the lock)
-        self._short = 0  # how many more bytes the frame begun in `_received` needs
+        # Under the read lock: bytes read past the last whole frame, and a frame too large for
+        # one read, filled in place (one allocation per large answer, as a pull's 384 KiB).
+        self._received = bytearray()
+        self._large: bytearray | None = None
+        self._large_filled = 0
         self._needed = threading.Event()  # the reader thread has calls to read for
         self._write_lock = threading.Lock()
         self._pending: dict[int, WireCall] = {}
@@ -276,7 +279,18 @@ class WireConnection:
         with None) and complete the calls whose answers are whole; False if nothing came."""
         if timeout_s is not None and not self._poll.poll(max(1, int(timeout_s * 1000))):
             return False
-        chunk = self._sock.recv(max(READ_BUFFER, self._short))
+        large = self._large
+        if large is not None:
+            with memoryview(large) as view:
+                got = self._sock.recv_into(view[self._large_filled:])
+                if not got:
+                    raise EOFError("closed by the broker")
+                self._large_filled += got
+                if self._large_filled == len(large):
+                    self._large = None
+                    self._complete(view[4:])
+            return True
+        chunk = self._sock.recv(READ_BUFFER)
         if not chunk:
             raise EOFError("closed by the broker")
         received = self._received
@@ -289,12 +303,15 @@ class WireConnection:
                     raise frames.FrameError(f"answer frame of {length} bytes is over the limit")
                 end = start + 4 + length
                 if end > size:
+                    if 4 + length > READ_BUFFER:  # the rest is read straight into its place
+                        self._large = bytearray(4 + length)
+                        self._large[:size - start] = view[start:]
+                        self._large_filled = size - start
+                        start = size
                     break
                 self._complete(view[start + 4:end])
                 start = end
         del received[:start]
-        self._short = (frames.LENGTH.unpack_from(received)[0] + 4 - len(received)
-                       if len(received) >= 4 else 0)
         return True
 
     def _complete(self, body: memoryview) -> None:
