@@ -19,7 +19,7 @@ def test_defaults_and_case_insensitive_names():
     opts = ReadOptions.parse({"NameSrv": "h1:1; h2:2", "TOPIC": "orders"})
     assert opts.namesrv == ("h1:1", "h2:2") and opts.topic == "orders"
     assert (opts.starting, opts.ending) == (None, None)
-    assert opts.max_messages_per_pull == 1000 and opts.max_records_per_partition == 0
+    assert opts.max_messages_per_pull == 5000 and opts.max_records_per_partition == 0
     assert opts.fail_on_data_loss is True
 
 

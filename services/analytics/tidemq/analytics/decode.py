@@ -4,15 +4,19 @@ A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark rec
 pull reply at once (columnar, no per-row pickling). Records outside the partition's
 [start, end) are dropped: pull replies may run past the range end.
 
-Two decoders with one contract: `decode_reply` checks a whole reply in one pass
-(`record.scan_records`, C where built), then one lean loop slices each record's body, topic
-and properties (split into a dict as `record.decode_properties` does), and Arrow builds the
-columns from plain lists; `ColumnBuilder` decodes record by record (`record.iter_records`,
-a `Record` per message) and is the reference. `decode_reply` hands the records to
-`ColumnBuilder` when a topic or properties are not UTF-8 or a property item has no \x01
+Three decoders with one contract. `decode_reply` checks a whole reply in one pass
+(`record.scan_records`, C where built), then hands the records in the range to
+`bulk.bulk_columns`: numpy and Arrow over the reply's bytes, no Python per message, for
+every reply of plain records whose properties are as the SDK writes them. When a reply
+needs more (a compressed body, a name twice, an item without \x01 or without its closing
+\x02, text that is not UTF-8), `_columns` takes it: one lean loop that slices each
+record's body, topic and properties (split into a dict as `record.decode_properties`
+does), Arrow building the columns from plain lists. `ColumnBuilder` decodes record by
+record (`record.iter_records`, a `Record` per message) and is the reference; the loop hands
+the records to it when a topic or properties are not UTF-8 or a property item has no \x01
 (the reference then raises its precise error, or reads the item as a name with an empty
-value), so both give the same batch, or the same error, for the records in the range of any
-reply (tests/unit/analytics/test_decode.py).
+value), so all give the same batch, or the same error, for the records in the range of any
+reply (tests/unit/analytics/test_decode.py, test_bulk.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import struct
 from dataclasses import dataclass, field
 from operator import methodcaller
 
+import numpy as np
 import pyarrow as pa
+from tidemq.analytics.bulk import bulk_columns
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
 
@@ -105,8 +111,15 @@ def decode_reply(records: bytes, broker: str, start: int, end: int,
     """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
     empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
     pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
-    kept = [(pos, header) for pos, header in rec.scan_records(records)
-            if start <= header[rec.H_QUEUE_OFFSET] < end]
+    scanned = rec.scan_records(records)
+    positions = np.fromiter((pos for pos, _ in scanned), np.int64, len(scanned))
+    queue_offsets = np.fromiter((header[rec.H_QUEUE_OFFSET] for _, header in scanned),
+                                np.int64, len(scanned))
+    in_range = (queue_offsets >= start) & (queue_offsets < end)
+    columns = bulk_columns(records, positions[in_range], broker, schema)
+    if columns is not None:
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    kept = [found for found, keep in zip(scanned, in_range.tolist(), strict=True) if keep]
     try:
         columns = _columns(records, kept, broker, schema)
     except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
