@@ -300,11 +300,10 @@ def test_callbacks_run_off_the_reader_thread_and_may_call_again(cluster):
         connection.close()
 
 
-def test_blocking_callers_futures_and_a_late_leader_share_one_connection(cluster):
-    """Who reads the answers changes hands all the time (a blocking caller reads for itself
-    and for others while no other thread reads; the reader thread reads for futures): every
-    call still gets its own answer, and a caller whose deadline passes while reading leaves
-    the others answered."""
+def test_blocking_callers_futures_and_late_callers_share_one_connection(cluster):
+    """Threads that wait for each answer, threads that hold futures and a caller whose
+    deadline passes again and again, all at once on one connection: every call gets its own
+    answer, and the late caller's leave the others answered and the connection usable."""
     connection = wire.WireConnection(wire_addr(cluster))
     pull = BROKER_METHODS["Pull"]
     request = broker_pb2.PullRequest(consumer_group="wire-mixed", topic=EMPTY, queue_id=0,
@@ -323,7 +322,7 @@ def test_blocking_callers_futures_and_a_late_leader_share_one_connection(cluster
         statuses = []
         for _ in range(3):
             with pytest.raises(errors.DeadlineExceeded):
-                connection.start(POP, parked, 30, led=True).answer(0.2)
+                connection.start(POP, parked, 30).answer(0.2)
             statuses.append(connection.call(pull, request, 30).status)
         return statuses
 
@@ -336,19 +335,5 @@ def test_blocking_callers_futures_and_a_late_leader_share_one_connection(cluster
                    for statuses in answers for status in statuses)
         assert sum(len(statuses) for statuses in answers) == 8 * 40 + 3
         assert connection.alive
-    finally:
-        connection.close()
-
-
-def test_a_blocking_call_on_an_idle_connection_is_read_by_its_caller(cluster):
-    """No thread hand-off for the common case: the reader thread is not woken for it."""
-    connection = wire.WireConnection(wire_addr(cluster))
-    try:
-        request = broker_pb2.PullRequest(consumer_group="wire-idle", topic=EMPTY, queue_id=0,
-                                         max_messages=1)
-        for _ in range(3):
-            connection.call(BROKER_METHODS["Pull"], request, 10)
-        assert not connection._needed.is_set()
-        connection.start(BROKER_METHODS["Pull"], request, 10).result(10)  # a future: it is
     finally:
         connection.close()

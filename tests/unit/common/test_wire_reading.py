@@ -1,7 +1,7 @@
-"""The wire client's reading (leader/follower, frames split anyhow): against a stand-in server
-that answers every request with a payload of any size, from a few bytes to over the read
-buffer, in one stream cut into chunks of any sizes, every call gets its own answer whole, read
-by its caller or by the reader thread."""
+"""The wire client's reading (frames split anyhow): against a stand-in server that answers
+every request with a payload of any size, from a few bytes to over the read buffer, in one
+stream cut into chunks of any sizes, every call gets its own answer whole, whether its caller
+waits on it (`answer`) or holds the future."""
 
 from __future__ import annotations
 
@@ -42,16 +42,16 @@ def serve(listener: socket.socket, sizes: list[int], cuts: list[int]) -> None:
 @given(st.lists(st.one_of(st.integers(0, 300), st.integers(60_000, 300_000)), min_size=1,
                 max_size=6),
        st.lists(st.integers(1, 700_000), max_size=8).map(sorted), st.booleans())
-def test_answers_cut_anyhow_reach_their_calls_whole(sizes, cuts, led):
+def test_answers_cut_anyhow_reach_their_calls_whole(sizes, cuts, waited):
     listener = socket.create_server(("127.0.0.1", 0))
     server = threading.Thread(target=serve, args=(listener, sizes, cuts), daemon=True)
     server.start()
     connection = wire.WireConnection(f"127.0.0.1:{listener.getsockname()[1]}")
     try:
         request = broker_pb2.PullRequest(consumer_group="g", topic="t")
-        calls = [connection.start(PULL, request, 30, led=led) for _ in sizes]
+        calls = [connection.start(PULL, request, 30) for _ in sizes]
         for call, size in zip(calls, sizes, strict=True):
-            answer = call.answer(30) if led else call.result(30)
+            answer = call.answer(30) if waited else call.result(30)
             assert answer.records == bytes([call.request_id % 251]) * size
         assert connection.alive
     finally:

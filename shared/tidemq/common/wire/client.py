@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import select
 import socket
 import threading
 import time
@@ -72,12 +71,9 @@ class WireCall(Future):
 
     def answer(self, timeout_s: float) -> Any:
         """The response, or the TideMQError the call ended with (DeadlineExceeded when no
-        answer came within `timeout_s`). Reads the connection on this thread while no other
-        thread does (WireConnection._lead): a blocking call then costs no thread hand-off."""
-        deadline = time.monotonic() + timeout_s
-        self.connection._lead(self, deadline)
+        answer came within `timeout_s`)."""
         try:
-            return self.result(max(0.0, deadline - time.monotonic()))
+            return self.result(timeout_s)
         except FutureTimeout:
             self.cancel()
             raise errors.DeadlineExceeded(
@@ -113,13 +109,6 @@ def _send(sock: socket.socket, *parts: bytes) -> None:
         sent = 0
 
 
-def _reason(exc: Exception) -> str:
-    """Why a connection was given up, from what reading it raised."""
-    if isinstance(exc, OSError | ValueError | EOFError | frames.FrameError):
-        return str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {exc}"  # an answer that does not decode
-
-
 def _receive(sock: socket.socket, size: int) -> bytes:
     received = b""
     while len(received) < size:
@@ -132,15 +121,7 @@ def _receive(sock: socket.socket, size: int) -> bytes:
 
 class WireConnection:
     """One TCP connection to a broker's wire port; any number of threads call through it at
-    once, each answer matched to its call by request id.
-
-    Who reads the answers (leader/follower): a thread that waits for its own answer reads the
-    socket itself while no other thread does, and completes whatever other answers arrive
-    meanwhile; the connection's reader thread reads only while calls are outstanding that
-    nobody else reads for (futures, callbacks, callers that found the socket taken). A
-    blocking call on an idle connection thus wakes no other thread: with a reader thread
-    always in between, two context switches and two GIL hand-offs were most of a small
-    call's client CPU."""
+    once, each answer matched to its call by request id (a reader thread completes them)."""
 
     def __init__(self, addr: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self.addr = addr
@@ -163,15 +144,7 @@ class WireConnection:
             sock.close()
             raise
         self._sock = sock
-        self._poll = select.poll()  # a leader's wait for bytes, bounded by its deadline
-        self._poll.register(sock, select.POLLIN)
-        self._read_lock = threading.Lock()  # held by whoever reads the socket
-        # Under the read lock: bytes read past the last whole frame, and a frame too large for
-        # one read, filled in place (one allocation per large answer, as a pull's 384 KiB).
-        self._received = bytearray()
-        self._large: bytearray | None = None
-        self._large_filled = 0
-        self._needed = threading.Event()  # the reader thread has calls to read for
+        self._reader = sock.makefile("rb", buffering=READ_BUFFER)
         self._write_lock = threading.Lock()
         self._pending: dict[int, WireCall] = {}
         self._ids = itertools.count(1)
@@ -191,9 +164,7 @@ class WireConnection:
         return self._closed is None
 
     def start(self, method: Method, request: Any, timeout_s: float,
-              metadata: Sequence[tuple[str, str]] = (), *, led: bool = False) -> WireCall:
-        """Send the call; its answer as a future. `led`: the caller waits for it next with
-        `answer()`, reading the socket itself, so the reader thread is not woken for it."""
+              metadata: Sequence[tuple[str, str]] = ()) -> WireCall:
         parts = (request.wire_parts() if type(request) is Spliced
                  else (request.SerializeToString(),))
         with self._write_lock:
@@ -210,13 +181,11 @@ class WireConnection:
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")
                 raise NotSent(f"{method.name} to {self.addr} not sent: {exc}") from None
-        if not led:
-            self._needed.set()
         return call
 
     def call(self, method: Method, request: Any, timeout_s: float,
              metadata: Sequence[tuple[str, str]] = ()) -> Any:
-        return self.start(method, request, timeout_s, metadata, led=True).answer(timeout_s)
+        return self.start(method, request, timeout_s, metadata).answer(timeout_s)
 
     def close(self) -> None:
         self._close_now("closed by this client")
@@ -239,93 +208,36 @@ class WireConnection:
                         f"{call.method.name} on {self.addr} (wire): no answer before its "
                         "deadline"))
 
-    def _lead(self, call: WireCall, deadline: float) -> None:
-        """Read answers on this thread until `call` is done or `deadline` (monotonic) passes;
-        if another thread is reading, leave it to that one. Whoever stops reading with calls
-        still outstanding wakes the reader thread for them."""
-        if call.done():
-            return
-        if not self._read_lock.acquire(blocking=False):
-            self._needed.set()  # the reader may be about to stop: have it look again
-            return
-        try:
-            while not call.done() and self._closed is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._read_some(remaining):
-                    break
-        except Exception as exc:  # noqa: BLE001 - the connection is unusable: fail its calls
-            self._close_now(_reason(exc))
-        finally:
-            self._read_lock.release()
-            if self._pending:
-                self._needed.set()
-
     def _read_answers(self) -> None:
-        """The reader thread: reads while calls are outstanding that no caller reads for."""
-        reason = "closed by the broker"
+        reader, reason = self._reader, "closed by the broker"
         try:
-            while self._closed is None:
-                self._needed.wait()
-                self._needed.clear()
-                with self._read_lock:
-                    while self._pending and self._closed is None:
-                        self._read_some(None)
-        except Exception as exc:  # noqa: BLE001 - the connection is unusable: fail its calls
-            reason = _reason(exc)
-        self._close_now(reason)
-
-    def _read_some(self, timeout_s: float | None) -> bool:
-        """Under the read lock: read what has arrived (waiting up to `timeout_s`, or for good
-        with None) and complete the calls whose answers are whole; False if nothing came."""
-        if timeout_s is not None and not self._poll.poll(max(1, int(timeout_s * 1000))):
-            return False
-        large = self._large
-        if large is not None:
-            with memoryview(large) as view:
-                got = self._sock.recv_into(view[self._large_filled:])
-                if not got:
-                    raise EOFError("closed by the broker")
-                self._large_filled += got
-                if self._large_filled == len(large):
-                    self._large = None
-                    self._complete(view[4:])
-            return True
-        chunk = self._sock.recv(READ_BUFFER)
-        if not chunk:
-            raise EOFError("closed by the broker")
-        received = self._received
-        received += chunk
-        start, size = 0, len(received)
-        with memoryview(received) as view:
-            while size - start >= 4:
-                (length,) = frames.LENGTH.unpack_from(received, start)
-                if length > frames.MAX_FRAME:
-                    raise frames.FrameError(f"answer frame of {length} bytes is over the limit")
-                end = start + 4 + length
-                if end > size:
-                    if 4 + length > READ_BUFFER:  # the rest is read straight into its place
-                        self._large = bytearray(4 + length)
-                        self._large[:size - start] = view[start:]
-                        self._large_filled = size - start
-                        start = size
+            while True:
+                head = reader.read(4)
+                if len(head) < 4:
                     break
-                self._complete(view[start + 4:end])
-                start = end
-        del received[:start]
-        return True
-
-    def _complete(self, body: memoryview) -> None:
-        request_id, answer = frames.parse_response(body)
-        call = self._pending.pop(request_id, None)
-        if call is None:
-            return  # its caller stopped waiting
-        try:
-            if isinstance(answer, errors.TideMQError):
-                call.set_exception(answer)
-            else:
-                call.set_result(call.method.response.FromString(answer))
-        except InvalidStateError:
-            pass  # cancelled meanwhile
+                (length,) = frames.LENGTH.unpack(head)
+                if length > frames.MAX_FRAME:
+                    reason = f"answer frame of {length} bytes is over the limit"
+                    break
+                body = reader.read(length)
+                if len(body) < length:
+                    break
+                request_id, answer = frames.parse_response(body)
+                call = self._pending.pop(request_id, None)
+                if call is None:
+                    continue  # its caller stopped waiting
+                try:
+                    if isinstance(answer, errors.TideMQError):
+                        call.set_exception(answer)
+                    else:
+                        call.set_result(call.method.response.FromString(answer))
+                except InvalidStateError:
+                    pass  # cancelled meanwhile
+        except (OSError, ValueError, frames.FrameError) as exc:
+            reason = str(exc) or type(exc).__name__
+        except Exception as exc:  # noqa: BLE001 - an answer that does not decode
+            reason = f"{type(exc).__name__}: {exc}"
+        self._close_now(reason)
 
     def _close_now(self, reason: str) -> None:
         if self._closed is not None:
@@ -339,7 +251,6 @@ class WireConnection:
         for call in pending.values():
             with contextlib.suppress(InvalidStateError):
                 call.set_exception(self._closed)
-        self._needed.set()  # the reader thread ends
 
 
 class _Sweeper:
@@ -457,19 +368,17 @@ class WireEndpoint:
 
     def call(self, method: str, request: Any, timeout_s: float) -> Any:
         """The response over the wire, or None when this call should go by gRPC."""
-        started = self.start(method, request, timeout_s, led=True)
+        started = self.start(method, request, timeout_s)
         return None if started is None else started.answer(timeout_s)
 
-    def start(self, method: str, request: Any, timeout_s: float, *,
-              led: bool = False) -> WireCall | None:
-        """The call started over the wire, or None when it should go by gRPC (`led`: see
-        WireConnection.start)."""
+    def start(self, method: str, request: Any, timeout_s: float) -> WireCall | None:
+        """The call started over the wire, or None when it should go by gRPC."""
         chosen = self.connection(method, timeout_s)
         if chosen is None:
             return None
         connection, found = chosen
         try:
-            return connection.start(found, request, timeout_s, self.metadata(), led=led)
+            return connection.start(found, request, timeout_s, self.metadata())
         except NotSent:
             return None  # the connection was found closed: gRPC takes this call
 
