@@ -51,18 +51,31 @@ async def wait_until_async(predicate: Callable[[], object], timeout: float = 30.
     return value
 
 
-def freeze(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP `pid` and wait until every one of its threads has stopped: the signal is only
-    queued when kill returns, and a thread running on the other core can still answer (an HA
-    ack, say) until the kernel stops it."""
-    os.kill(pid, signal.SIGSTOP)
+def freeze(pid: int, timeout: float = 10.0, *, group: bool = False) -> None:
+    """SIGSTOP `pid` (`group`: every process of the process group `pid` leads) and wait until
+    every thread of it has stopped: the signal is only queued when kill returns, and a thread
+    running on the other core can still answer (an HA ack, say) until the kernel stops it."""
+    (os.killpg if group else os.kill)(pid, signal.SIGSTOP)
+
+    def pids() -> list[int]:
+        if not group:
+            return [pid]
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):  # a process that just ended
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(fields[2]) == pid:  # its process group
+                        found.append(int(entry.name))
+        return found
 
     def stopped() -> bool:
-        tasks = Path(f"/proc/{pid}/task")
         states = []
-        for task in tasks.iterdir():
-            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        for member in pids():
+            with contextlib.suppress(OSError):  # a process or thread that just ended
+                for task in Path(f"/proc/{member}/task").iterdir():
+                    with contextlib.suppress(OSError):
+                        states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
         return bool(states) and all(state in ("T", "t") for state in states)
 
     wait_until(stopped, timeout, interval=0.005, message=f"process {pid} to stop")

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tidemq.common import record as rec
 from tidemq.v1 import broker_pb2
 
 from tests.integration.analytics.cluster import tagged
-from tests.support.processes import wait_until
+from tests.support.processes import freeze, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -141,13 +142,21 @@ def test_relay_killed_mid_batch_restarts_and_stores_each_message_once(spark, clu
     driver = start_relay(cluster, checkpoint, log)
     try:
         # a micro-batch writes PER_TRIGGER messages: a count that is not a multiple of it
-        # means a batch is half written. Freeze everything there, check, then SIGKILL.
+        # means a batch is half written. Freeze everything there, check, then SIGKILL. A batch
+        # can finish while the freeze takes hold: then it goes on to the next batch and tries
+        # again.
         def mid_batch() -> bool:
             assert driver.poll() is None, log.read_text()[-3000:]
             return sink_count(cluster) % PER_TRIGGER != 0
-        wait_until(mid_batch, 240, interval=0.005, message="the relay in the middle of a batch")
-        os.killpg(driver.pid, signal.SIGSTOP)
-        partial = sink_count(cluster)
+        deadline = time.monotonic() + 240
+        while True:
+            wait_until(mid_batch, max(1.0, deadline - time.monotonic()), interval=0.005,
+                       message="the relay in the middle of a batch")
+            freeze(driver.pid, group=True)
+            partial = sink_count(cluster)
+            if partial % PER_TRIGGER != 0 or time.monotonic() > deadline:
+                break
+            os.killpg(driver.pid, signal.SIGCONT)
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(30)
     finally:
