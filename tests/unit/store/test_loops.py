@@ -36,6 +36,7 @@ def producer_records(draw, topic: str) -> bytes:
 def test_the_extension_is_built_and_used():
     assert loops.ACCELERATED, "tidemq_speedups did not import: run `make sync` (needs gcc)"
     assert loops.scan_chunk is tidemq_speedups.scan_chunk
+    assert record._encode_batch_c is tidemq_speedups.encode_batch  # the producer's, too
 
 
 
