@@ -34,9 +34,10 @@ class BrowserErrors:
 
 
 def steady_navigation(page) -> None:
-    """`page.goto` tried again when Chromium abandons it with ERR_NETWORK_CHANGED: the compose
-    test, on another xdist worker, creates Docker networks, and Chromium drops navigations in
-    flight whenever the host's interfaces change. Any other failure is raised at once."""
+    """`page.goto` tried again when Chromium abandons it because the network changed: the
+    compose test, on another xdist worker, creates Docker networks, and Chromium drops
+    navigations in flight whenever the host's interfaces change (ERR_NETWORK_CHANGED, or its
+    error page replacing the navigation). Any other failure is raised at once."""
     from playwright.sync_api import Error
 
     navigate = page.goto
@@ -46,7 +47,9 @@ def steady_navigation(page) -> None:
             try:
                 return navigate(url, **kwargs)
             except Error as exc:
-                if "ERR_NETWORK_CHANGED" not in str(exc) or attempt == 2:
+                dropped = ("ERR_NETWORK_CHANGED" in str(exc)
+                           or "interrupted by another navigation to \"chrome-error://" in str(exc))
+                if not dropped or attempt == 2:
                     raise
         raise AssertionError("unreachable")
 

@@ -106,6 +106,10 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
+class _PortTaken(Exception):
+    """A server exited because another process had bound its port first."""
+
+
 @dataclass
 class RedisServer:
     """One redis-server. `config_file` is read first, then the defaults, then `extra_args`
@@ -154,22 +158,33 @@ class RedisServer:
                 self.proc = subprocess.Popen(self.command(), stdout=out,
                                              stderr=subprocess.STDOUT, env=self.popen_env())
             try:
-                wait_until(self._pong, timeout, message=f"{self.command()[0]} on port {self.port}")
+                wait_until(self._serving, timeout,
+                           message=f"{self.command()[0]} on port {self.port}")
                 return self
-            except TimeoutError:
+            except (TimeoutError, _PortTaken):
                 self.kill()
                 self.port = 0  # the port was taken between probe and bind: try another
         raise RuntimeError(f"{self.command()[0]} would not start:\n{_tail(self.log)}")
 
-    def _pong(self) -> bool:
+    def _serving(self) -> bool:
+        """This process answers on the port: asked by its process id, since another test's
+        server may hold the port (it was free when probed, then taken before this bind)."""
         if self.proc is not None and self.proc.poll() is not None:
+            if "Address already in use" in _tail(self.log):
+                raise _PortTaken(self.port)
             raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{_tail(self.log)}")
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                sock.sendall(b"INFO server\r\n")
+                reply = b""
+                while not reply.endswith(b"\r\n\r\n") and len(reply) < 1 << 16:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
         except OSError:
             return False
+        return self.proc is None or f"process_id:{self.proc.pid}\r\n".encode() in reply
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
