@@ -195,3 +195,4 @@ def test_servers_accept_the_keepalive_pings_their_clients_send():
     assert client.get("grpc.keepalive_permit_without_calls", 0) == 0  # pings only during calls
     assert (server["grpc.http2.min_recv_ping_interval_without_data_ms"]
             <= client["grpc.keepalive_time_ms"])
+    assert server["grpc.http2.max_ping_strikes"] == 0  # nor for pings that come closer
