@@ -463,7 +463,6 @@ class PopService:
         key = (group, handle.topic, handle.queue_id)
         with self._lock:
             cursor = self.book.cursor(key) or handle.queue_offset + 1
-        with self._lock:
             flight = self.book.in_flight.get((handle.checkpoint, handle.queue_offset))
         ck = {"t": "ck", "g": group, "topic": handle.topic, "q": handle.queue_id,
               "offs": [handle.queue_offset], "next": cursor, "until": until,
