@@ -76,7 +76,8 @@ def freeze(pid: int, timeout: float = 10.0, *, group: bool = False) -> None:
                 for task in Path(f"/proc/{member}/task").iterdir():
                     with contextlib.suppress(OSError):
                         states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        return bool(states) and all(state in ("T", "t") for state in states)
+        # a zombie (a child that ended, which its stopped parent cannot reap now) never runs
+        return bool(states) and all(state in ("T", "t", "Z", "X") for state in states)
 
     wait_until(stopped, timeout, interval=0.005, message=f"process {pid} to stop")
 

@@ -78,6 +78,12 @@ class SendCoalescer:
         self._in_flight = 0
         self._rotation = itertools.count()  # spreads a topic's batches over idle groups
 
+    @property
+    def batches_on_wire(self) -> int:
+        """The batches sent and not yet accounted for (an answered batch is, just after its
+        futures are)."""
+        return self._in_flight
+
     def submit(self, message: Message) -> Future:
         future: Future = Future()
         with self._lock:
