@@ -19,6 +19,13 @@ from deploy.topology import Placement, Service, Topology, expand
 
 PROFILE = "analytics"
 SPARK_PROGRAMS = ("spark-master", "spark-worker", "spark-submit")
+# The master and the workers listen where the topology says or not at all: by default Spark
+# moves a taken port's service to the next port (up to 16 times), where the health check, the
+# workers and the console never look (a CI run's master UI did, when an outgoing connection
+# held its port: 180 s of "connection refused"). Failing instead lets supervisord start it
+# again, on its own port. The master's REST submission server is off: it would take a fixed
+# port (6066) on every host and accepts jobs from anyone who reaches it, unauthenticated.
+DAEMON_OPTS = "-Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false"
 JAVA_MISSING = ("Java is not installed (Spark needs a JVM): `apt-get install "
                 "openjdk-17-jre-headless` (Debian/Ubuntu) and run `make up ANALYTICS=1` again")
 
@@ -46,8 +53,10 @@ def spark_argv(service: Service, topology: Topology, placement: Placement, *, da
 
 def environment(service: Service, placement: Placement, *, python: str = sys.executable
                 ) -> dict[str, str]:
-    """What Spark's processes need: the name they are reached by, the executors' Python."""
-    env = {"SPARK_LOCAL_HOSTNAME": placement.host(service), "SPARK_NO_DAEMONIZE": "1"}
+    """What Spark's processes need: the name they are reached by, the executors' Python, and
+    DAEMON_OPTS."""
+    env = {"SPARK_LOCAL_HOSTNAME": placement.host(service), "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_DAEMON_JAVA_OPTS": DAEMON_OPTS}
     if placement.compose:
         return {**env, "PYSPARK_PYTHON": "python", "HOME": "/data"}
     from tidemq.analytics.standalone import spark_home

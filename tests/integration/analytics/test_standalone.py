@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,7 +21,7 @@ import pytest
 
 from deploy.analytics import PROFILE
 from deploy.local import LocalDeployment, free_port_offset
-from deploy.topology import load
+from deploy.topology import Placement, load
 from tests.integration.analytics.cluster import tagged
 from tests.support.processes import free_port, wait_until
 
@@ -125,3 +127,38 @@ def test_tag_counts_runs_on_both_workers(cluster, tmp_path):
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None
+
+
+def test_a_master_whose_ui_port_is_taken_fails_rather_than_serving_on_another(tmp_path):
+    """Spark's default moves the UI to the next port, where the health check, the workers and
+    the console never look; with the deployment's options the master exits, so supervisord
+    starts it again on its own port. The port is held the way a CI run found it held: by an
+    outgoing connection's local end, which no bind probe beforehand can rule out."""
+    from deploy import analytics
+
+    topology = load(profiles=(PROFILE,))
+    master = topology.services["spark-master"]
+    listener = socket.create_server(("127.0.0.1", 0))
+    outgoing = socket.socket()
+    with listener, outgoing:
+        outgoing.bind(("127.0.0.1", 0))
+        outgoing.connect(listener.getsockname())
+        ui_port = outgoing.getsockname()[1]
+        placement = Placement(port_overrides={"spark-master.http": ui_port,
+                                              "spark-master.spark": free_port()})
+        argv = analytics.spark_argv(master, topology, placement, data_dir=str(tmp_path),
+                                    bin_dir=str(Path(sys.executable).parent))
+        env = {**os.environ, **analytics.environment(master, placement)}
+        log = tmp_path / "master.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            assert process.wait(120) != 0, log.read_text()[-3000:]
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    text = log.read_text()
+    assert f"Failed to bind to /127.0.0.1:{ui_port}" in text, text[-3000:]
+    assert "Successfully started service 'MasterUI'" not in text
+    assert "REST server" not in text

@@ -66,6 +66,7 @@ def test_make_up_runs_spark_master_and_workers_with_spark_class(tmp_path: Path):
         assert worker[worker.index("--webui-port") + 1] == ui
         assert worker[worker.index("--work-dir") + 1] == str(tmp_path / f"spark-worker-{index}")
         assert 'SPARK_LOCAL_IP="127.0.0.1"' in section["environment"]
+        assert f'SPARK_DAEMON_JAVA_OPTS="{analytics.DAEMON_OPTS}"' in section["environment"]
         assert f'PYSPARK_PYTHON="{BIN / "python"}"' in section["environment"]
         assert int(section["priority"]) > int(config["program:spark-master"]["priority"])
     submit = config["program:spark-submit"]["command"]
@@ -84,6 +85,7 @@ def test_compose_spark_services(tmp_path: Path):
         assert services[name]["image"] == "localhost/tidemq-spark:dev"
         assert services[name]["build"]["dockerfile"] == "services/analytics/Dockerfile"
         assert services[name]["environment"]["SPARK_LOCAL_HOSTNAME"] == name
+        assert services[name]["environment"]["SPARK_DAEMON_JAVA_OPTS"] == analytics.DAEMON_OPTS
     assert master["command"][:4] == ["spark-class", "org.apache.spark.deploy.master.Master",
                                      "--host", "spark-master"]
     assert master["ports"] == ["127.0.0.1:${TIDEMQ_SPARK_MASTER_PORT:-7077}:7077",
