@@ -39,6 +39,13 @@ def test_the_extension_is_built_and_used():
     assert loops.scan_chunk is tidemq_speedups.scan_chunk
     assert record._encode_batch_c is tidemq_speedups.encode_batch  # the producer's, too
     assert message._decode_messages_c is tidemq_speedups.decode_messages  # the consumers'
+    assert tidemq_speedups.crc32_backend() == "isal", "the C loops lost ISA-L's crc32"
+
+
+def test_only_a_loaded_library_with_zlibs_crc32_values_is_taken_for_the_crc():
+    assert not tidemq_speedups.use_crc32(tidemq_speedups.__file__)   # no crc32_gzip_refl
+    assert not tidemq_speedups.use_crc32("/nonexistent/libisal.so")  # never loaded
+    assert tidemq_speedups.crc32_backend() == "isal"                 # what was chosen stays
 
 
 
