@@ -414,7 +414,7 @@ def scan_records(buf: bytes | bytearray | memoryview, *,
     topic, properties and body only when asked (`topic_at`, `properties_at`, `body_at`).
     One C pass where `tidemq_speedups` is installed; RecordFormatError names a bad record."""
     if _scan_records_c is not None:
-        found = _scan_records_c(buf, verify_crc, record_crc32)
+        found = _scan_records_c(buf, verify_crc, None)  # its own crc32: ISA-L's or zlib's
         if found is not None:
             return found
     return scan_records_py(buf, verify_crc=verify_crc)
