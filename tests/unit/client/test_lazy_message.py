@@ -12,6 +12,8 @@ from tidemq.client import compression
 from tidemq.client.message import MessageExt, decode_records, decode_records_py
 from tidemq.common import record
 
+from tests.support.damage import damaged
+
 FIELDS = ("topic", "body", "tags", "keys", "properties", "broker_name", "queue_id",
           "queue_offset", "msg_id", "unique_id", "born_timestamp", "store_timestamp",
           "reconsume_times", "physical_offset", "user_properties", "trace_carrier")
@@ -78,15 +80,7 @@ def test_the_c_decode_gives_the_python_decodes_messages(batch, data):
     a torn tail, garbage)."""
     import tidemq_speedups
 
-    raw = bytearray(b"".join(encode(m) for m in batch))
-    damage = data.draw(st.sampled_from(["none", "flip", "tear", "garbage"]))
-    if damage == "flip":
-        raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
-    elif damage == "tear":
-        raw = raw[:data.draw(st.integers(1, len(raw) - 1))]
-    elif damage == "garbage":
-        raw += data.draw(st.binary(min_size=1, max_size=200))
-    raw = bytes(raw)
+    raw = damaged(b"".join(encode(m) for m in batch), data)
     by_c = tidemq_speedups.decode_messages(raw, MessageExt, "broker-a")
     try:
         by_py = decode_records_py(raw, "broker-a")

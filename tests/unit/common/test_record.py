@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.common import record
 
+from tests.support.damage import damaged
+
 topics = st.text(
     alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_characters="#"),
     min_size=1, max_size=40,
@@ -190,21 +192,14 @@ def test_the_c_scan_gives_the_python_scans_results(batch, data):
     damage (a byte flipped, a torn tail, garbage), with and without the CRC check."""
     import tidemq_speedups
 
-    raw = bytearray(b"".join(_stored(m, h) for m, h in batch))
-    damage = data.draw(st.sampled_from(["none", "flip", "tear", "garbage"]))
-    if damage == "flip":
-        raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
-    elif damage == "tear":
-        raw = raw[:data.draw(st.integers(1, len(raw) - 1))]
-    elif damage == "garbage":
-        raw += data.draw(st.binary(min_size=1, max_size=200))
+    raw = damaged(b"".join(_stored(m, h) for m, h in batch), data)
     for verify in (True, False):
         try:
-            py_found = record.scan_records_py(bytes(raw), verify_crc=verify)
+            py_found = record.scan_records_py(raw, verify_crc=verify)
         except record.RecordFormatError:
             py_found = None
         for crc32 in (record.record_crc32, None):  # None: the C loops' own
-            assert tidemq_speedups.scan_records(bytes(raw), verify, crc32) == py_found
+            assert tidemq_speedups.scan_records(raw, verify, crc32) == py_found
 
 
 @settings(max_examples=200)
