@@ -104,6 +104,27 @@ def test_offset_ranges_and_split_partitions(spark, loaded):
     assert split.select("queue_id", "queue_offset").distinct().count() == split.count()
 
 
+def test_a_schema_picks_columns_and_spark_gets_only_those(spark, loaded):
+    """.schema(...) is the source's column pruning (the Python Data Source API has none):
+    any of the columns, in any order, nullable or not as the user declares them, with the
+    values a full read gives; anything else is refused by name."""
+    full = {(r["queue_id"], r["queue_offset"]): r for r in read(spark, loaded["namesrv"]).collect()}
+    picked = (spark.read.format("tidemq").option("namesrv", loaded["namesrv"])
+              .option("topic", TOPIC)
+              .schema("keys array<string>, queue_offset bigint, body binary, queue_id int, "
+                      "properties map<string,string>").load())
+    assert picked.columns == ["keys", "queue_offset", "body", "queue_id", "properties"]
+    rows = picked.collect()
+    assert len(rows) == len(full)
+    for row in rows:
+        expected = full[(row["queue_id"], row["queue_offset"])]
+        assert (bytes(row["body"]), row["keys"], row["properties"]) == (
+            bytes(expected["body"]), expected["keys"], expected["properties"])
+    with pytest.raises(Exception, match="unknown columns value"):
+        (spark.read.format("tidemq").option("namesrv", loaded["namesrv"]).option("topic", TOPIC)
+         .schema("value binary").load().count())
+
+
 def test_unknown_topic_and_bad_offsets_fail_with_the_tidemq_code(spark, loaded):
     with pytest.raises(Exception, match="TOPIC_NOT_EXIST"):
         (spark.read.format("tidemq").option("namesrv", loaded["namesrv"])

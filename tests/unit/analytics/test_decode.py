@@ -182,3 +182,58 @@ def test_columnar_decoder_reads_a_pull_reply_of_plain_records():
     assert (row["tag"], row["keys"], row["unique_id"], row["body"]) == ("T", ["k1", "k2"],
                                                                          "U1", b"x1")
     assert row["msg_id"] == rec.offset_msg_id(STORE_HOST, 1200)
+
+
+# ---------------------------------------------------------------- .schema(...): column pruning
+
+def _struct(ddl: str):
+    """A user's .schema("name type, ...") as Spark hands it over (nullable by default; Spark's
+    own DDL parser needs a running session)."""
+    from pyspark.sql import types as t
+
+    kinds = {"binary": t.BinaryType(), "bigint": t.LongType(), "int": t.IntegerType(),
+             "string": t.StringType(), "array<string>": t.ArrayType(t.StringType()),
+             "map<string,string>": t.MapType(t.StringType(), t.StringType())}
+    return t.StructType([t.StructField(name, kinds[kind]) for name, kind in
+                         (column.split() for column in ddl.split(", "))])
+
+
+def test_every_column_is_no_projection_and_a_subset_is_its_own_schema():
+    from tidemq.analytics.decode import projection, spark_schema
+
+    assert projection(spark_schema()) == ""
+    picked = projection(_struct("keys array<string>, queue_offset bigint, body binary, "
+                                "properties map<string,string>"))
+    schema = arrow_schema(picked)
+    assert schema.names == ["keys", "queue_offset", "body", "properties"]
+    assert all(f.nullable for f in schema)   # as declared: Spark checks it
+
+
+@pytest.mark.parametrize(("ddl", "problem"), [
+    ("value binary, body binary", "unknown columns value"),
+    ("queue_id string", "a column with another type: queue_id string (it is int)"),
+    ("body binary, body binary", "a column twice"),
+])
+def test_a_schema_that_is_not_a_choice_of_columns_is_refused_by_name(ddl, problem):
+    from tidemq.analytics.decode import projection
+
+    with pytest.raises(InvalidArgument, match=r"\.schema\(\.\.\.\) may pick some of them") as exc:
+        projection(_struct(ddl))
+    assert exc.value.message.endswith(problem)
+
+
+def test_a_projected_reply_holds_the_full_reads_values_of_its_columns():
+    """The bulk path, and the per-record loop (a compressed body) behind it."""
+    from tidemq.analytics.decode import projection
+
+    reply = b"".join(stored("t", b"body%d" % n, n, tags="A", keys=["k", str(n)],
+                            props={"p": str(n)}) for n in range(4)) + stored(
+        "t", compression.compress(b"zipped", "zstd"), 4, sys_flag=rec.SYS_FLAG_COMPRESSED,
+        props={rec.PROP_COMPRESSION: "zstd"})
+    full = decode_reply(reply, "b", 0, 5, arrow_schema())
+    for ddl in ("body binary, queue_offset bigint",
+                "properties map<string,string>, keys array<string>, tag string"):
+        schema = arrow_schema(projection(_struct(ddl)))
+        batch = decode_reply(reply, "b", 0, 5, schema)
+        assert batch.schema.equals(schema)
+        assert batch.to_pydict() == full.select(schema.names).to_pydict()

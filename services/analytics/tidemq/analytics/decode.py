@@ -21,6 +21,8 @@ reply (tests/unit/analytics/test_decode.py, test_bulk.py).
 
 from __future__ import annotations
 
+import functools
+import json
 import struct
 from dataclasses import dataclass, field
 from operator import methodcaller
@@ -111,17 +113,18 @@ def decode_reply(records: bytes, broker: str, start: int, end: int,
     """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
     empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
     pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
+    full = arrow_schema()  # every column is decoded; `schema` says which are handed on
     scanned = rec.scan_records(records)
     positions = np.fromiter((pos for pos, _ in scanned), np.int64, len(scanned))
     queue_offsets = np.fromiter((header[rec.H_QUEUE_OFFSET] for _, header in scanned),
                                 np.int64, len(scanned))
     in_range = (queue_offsets >= start) & (queue_offsets < end)
-    columns = bulk_columns(records, positions[in_range], broker, schema)
+    columns = bulk_columns(records, positions[in_range], broker, full)
     if columns is not None:
-        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+        return _projected(columns, schema)
     kept = [found for found, keep in zip(scanned, in_range.tolist(), strict=True) if keep]
     try:
-        columns = _columns(records, kept, broker, schema)
+        columns = _columns(records, kept, broker, full)
     except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
         columns = None  # the reference decoder says precisely what is wrong, or reads it
     if columns is None:
@@ -129,7 +132,15 @@ def decode_reply(records: bytes, broker: str, start: int, end: int,
         for pos, _ in kept:
             builder.add(rec.decode(records, pos, verify_crc=False))  # checked by the scan
         return builder.flush()
-    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    return _projected(columns, schema)
+
+
+def _projected(columns: dict, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch of `schema`'s columns; a column the user declared with nullable elements or
+    values is cast to that type (the same values)."""
+    return pa.RecordBatch.from_arrays(
+        [array if array.type == f.type else array.cast(f.type)
+         for f in schema for array in (columns[f.name],)], schema=schema)
 
 
 def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
@@ -183,11 +194,47 @@ def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
     }
 
 
-def arrow_schema() -> pa.Schema:
-    """The exact Arrow schema Spark expects for SCHEMA_DDL (timestamps in UTC)."""
+@functools.cache
+def arrow_schema(projected: str = "") -> pa.Schema:
+    """The exact Arrow schema Spark expects (timestamps in UTC): for spark_schema, or for the
+    schema a user gave (`projected`: its JSON, from `projection`)."""
+    from pyspark.sql import types as t
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(spark_schema(), timezone="UTC")
+    schema = t.StructType.fromJson(json.loads(projected)) if projected else spark_schema()
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def projection(schema) -> str:
+    """What a read hands to Spark, for `arrow_schema`: "" for every column, else the JSON of
+    the schema the user gave with .schema(...). Its columns must be columns of spark_schema
+    with their types (nullable or not), in any order: the Python Data Source API has no column
+    pruning, so this is how a job asks for fewer columns, and Spark then converts only those."""
+    full = {f.name: f.dataType for f in spark_schema().fields}
+    names = [f.name for f in schema.fields]
+    unknown = [name for name in names if name not in full]
+    retyped = [f"{f.name} {f.dataType.simpleString()} (it is {full[f.name].simpleString()})"
+               for f in schema.fields
+               if f.name in full and _nullable(f.dataType) != _nullable(full[f.name])]
+    if not names or unknown or retyped or len(set(names)) != len(names):
+        problem = (f"unknown columns {', '.join(unknown)}" if unknown
+                   else f"a column with another type: {'; '.join(retyped)}" if retyped
+                   else "no column" if not names else "a column twice")
+        raise InvalidArgument(
+            f"format 'tidemq' reads columns of {spark_schema().simpleString()}; "
+            f".schema(...) may pick some of them, in any order, with their types: {problem}")
+    return "" if schema == spark_schema() else schema.json()
+
+
+def _nullable(data_type):
+    """`data_type` with every element and value nullable: types compared without that."""
+    from pyspark.sql import types as t
+
+    if isinstance(data_type, t.ArrayType):
+        return t.ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, t.MapType):
+        return t.MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
 
 
 def spark_schema():

@@ -253,13 +253,13 @@ def plan_partitions(opts: ReadOptions) -> list[QueueRangePartition | PackedParti
 
 
 def read_partition(opts: ReadOptions, partition: QueueRangePartition | PackedPartition,
-                   schema=None):
+                   projected: str = ""):
     """Executor side: pull each range of the partition and yield one Arrow batch per pull
-    reply (one span per range read)."""
+    reply, of the columns `projected` names (decode.projection; one span per range read)."""
     from tidemq.analytics import brokers
     from tidemq.analytics.spans import partition_read_span
 
-    schema = schema or arrow_schema()
+    schema = arrow_schema(projected)
     for piece in partition.ranges:
         with partition_read_span(opts.otlp_endpoint, piece) as counts:
             for records in read_ahead(brokers.pull_range(
@@ -285,8 +285,8 @@ def read_ahead(replies: Iterator[bytes]) -> Iterator[bytes]:
 
 
 class TideMQBatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions) -> None:
-        self.opts = opts
+    def __init__(self, opts: ReadOptions, projected: str = "") -> None:
+        self.opts, self.projected = opts, projected
 
     def partitions(self) -> list[InputPartition]:
         return plan_partitions(self.opts)
@@ -294,4 +294,4 @@ class TideMQBatchReader(DataSourceReader):
     def read(self, partition: InputPartition):
         if not isinstance(partition, QueueRangePartition | PackedPartition):
             return iter(())  # Spark substitutes InputPartition(None) when nothing is planned
-        return read_partition(self.opts, partition)
+        return read_partition(self.opts, partition, self.projected)

@@ -17,8 +17,9 @@ FORMAT = "tidemq"
 
 
 class TideMQDataSource(DataSource):
-    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema),
-    and written from rows named like the Kafka sink's columns (`sink`)."""
+    """format("tidemq"): a topic read as rows, one per message (schema: decode.spark_schema;
+    `.schema(...)` picks some of its columns, decode.projection), and written from rows named
+    like the Kafka sink's columns (`sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -30,8 +31,9 @@ class TideMQDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema) -> DataSourceReader:
-        _check_schema(schema)
-        return TideMQBatchReader(ReadOptions.parse(dict(self.options)))
+        from tidemq.analytics.decode import projection
+
+        return TideMQBatchReader(ReadOptions.parse(dict(self.options)), projection(schema))
 
     def writer(self, schema, overwrite: bool):
         from tidemq.analytics.sink import TideMQBatchWriter
@@ -44,10 +46,10 @@ class TideMQDataSource(DataSource):
         return TideMQStreamWriter(_write_options(schema, overwrite, dict(self.options)))
 
     def streamReader(self, schema):
+        from tidemq.analytics.decode import projection
         from tidemq.analytics.streaming import TideMQStreamReader
 
-        _check_schema(schema)
-        return TideMQStreamReader(ReadOptions.parse(dict(self.options)))
+        return TideMQStreamReader(ReadOptions.parse(dict(self.options)), projection(schema))
 
 
 def _write_options(schema, overwrite: bool, options: dict[str, str]):
@@ -59,13 +61,3 @@ def _write_options(schema, overwrite: bool, options: dict[str, str]):
     opts = WriteOptions.parse(options)
     check_columns(schema, opts)
     return opts
-
-
-def _check_schema(schema) -> None:
-    from tidemq.analytics.decode import spark_schema
-
-    if schema != spark_schema():
-        raise InvalidArgument(
-            "format 'tidemq' has a fixed schema; do not pass .schema(...): "
-            f"expected {spark_schema().simpleString()}"
-        )

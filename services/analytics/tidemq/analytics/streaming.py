@@ -28,10 +28,10 @@ from tidemq.common.errors import InvalidArgument
 class TideMQStreamReader(DataSourceStreamReader):
     """Stateless across restarts: everything it needs is in the offsets Spark hands back."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, projected: str = "") -> None:
         if opts.ending is not None:
             raise InvalidArgument("endingOffsets is for batch reads; a stream has no end")
-        self.opts = opts
+        self.opts, self.projected = opts, projected
         self._addrs: dict[str, tuple[str, ...]] = {}
 
     def _bounds(self) -> dict[offsets.QueueKey, offsets.QueueBounds]:
@@ -99,7 +99,7 @@ class TideMQStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition):
         if not isinstance(partition, QueueRangePartition | PackedPartition):
             return iter(())
-        return read_partition(self.opts, partition)
+        return read_partition(self.opts, partition, self.projected)
 
     def commit(self, end: dict) -> None:
         """Progress lives in Spark's checkpoint. With `progressGroup` the finished batch's end
