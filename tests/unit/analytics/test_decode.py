@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,8 @@ from tidemq.analytics.decode import (
 from tidemq.client import compression
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
+
+from tests.support.damage import damaged
 
 STORE_HOST = rec.pack_host("127.0.0.1", 10911)
 
@@ -237,3 +240,29 @@ def test_a_projected_reply_holds_the_full_reads_values_of_its_columns():
         batch = decode_reply(reply, "b", 0, 5, schema)
         assert batch.schema.equals(schema)
         assert batch.to_pydict() == full.select(schema.names).to_pydict()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2**50)), min_size=1,
+                max_size=6), st.data())
+def test_the_c_scan_gives_the_python_scans_positions_and_offsets(records, data):
+    """tidemq_speedups.scan_positions against record.scan_records_py after any damage: the
+    same positions and queue offsets, or None exactly where the Python scan raises."""
+    import tidemq_speedups
+
+    reply = damaged(b"".join(stored("t", body, offset) for body, offset in records), data)
+    try:
+        scanned = rec.scan_records_py(reply)
+    except rec.RecordFormatError:
+        assert tidemq_speedups.scan_positions(reply) is None
+        return
+    positions, offsets = tidemq_speedups.scan_positions(reply)
+    assert np.frombuffer(positions, np.int64).tolist() == [pos for pos, _ in scanned]
+    assert np.frombuffer(offsets, np.int64).tolist() == [h[rec.H_QUEUE_OFFSET] for _, h in scanned]
+
+
+def test_the_reply_scan_is_the_c_one():
+    import tidemq_speedups
+    from tidemq.analytics import decode
+
+    assert decode._scan_positions_c is tidemq_speedups.scan_positions, "run `make sync`"

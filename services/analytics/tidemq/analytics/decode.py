@@ -4,19 +4,18 @@ A partition yields `pyarrow.RecordBatch`es rather than Python rows, so Spark rec
 pull reply at once (columnar, no per-row pickling). Records outside the partition's
 [start, end) are dropped: pull replies may run past the range end.
 
-Three decoders with one contract. `decode_reply` checks a whole reply in one pass
-(`record.scan_records`, C where built), then hands the records in the range to
-`bulk.bulk_columns`: numpy and Arrow over the reply's bytes, no Python per message, for
-every reply of plain records whose properties are as the SDK writes them. When a reply
-needs more (a compressed body, a name twice, an item without \x01 or without its closing
-\x02, text that is not UTF-8), `_columns` takes it: one lean loop that slices each
-record's body, topic and properties (split into a dict as `record.decode_properties`
-does), Arrow building the columns from plain lists. `ColumnBuilder` decodes record by
-record (`record.iter_records`, a `Record` per message) and is the reference; the loop hands
-the records to it when a topic or properties are not UTF-8 or a property item has no \x01
-(the reference then raises its precise error, or reads the item as a name with an empty
-value), so all give the same batch, or the same error, for the records in the range of any
-reply (tests/unit/analytics/test_decode.py, test_bulk.py).
+Three decoders with one contract. `decode_reply` checks a whole reply in one pass (`_scan`:
+C where built), then hands the records in the range to `bulk.bulk_columns`: numpy and Arrow
+over the reply's bytes, no Python per message, for every reply of plain records whose
+properties are as the SDK writes them. When a reply needs more (a compressed body, a name
+twice, an item without \x01 or without its closing \x02, text that is not UTF-8), `_columns`
+takes it: one lean loop that slices each record's body, topic and properties (split into a
+dict as `record.decode_properties` does), Arrow building the columns from plain lists.
+`ColumnBuilder` decodes record by record (`record.iter_records`, a `Record` per message) and
+is the reference; the loop hands the records to it when a topic or properties are not UTF-8
+or a property item has no \x01 (the reference then raises its precise error, or reads the
+item as a name with an empty value), so all give the same batch, or the same error, for the
+records in the range of any reply (tests/unit/analytics/test_decode.py, test_bulk.py).
 """
 
 from __future__ import annotations
@@ -32,6 +31,11 @@ import pyarrow as pa
 from tidemq.analytics.bulk import bulk_columns
 from tidemq.common import record as rec
 from tidemq.common.errors import InvalidArgument
+
+try:  # the C scan of a reply (native/), optional: `record.scan_records` is its twin
+    from tidemq_speedups import scan_positions as _scan_positions_c
+except ImportError:
+    _scan_positions_c = None
 
 # Column order of the rows (Spark's Kafka source layout, adapted to TideMQ records).
 COLUMNS = (
@@ -111,18 +115,16 @@ _NAME_VALUE = "\x01"  # record._NAME_VALUE_SEP
 def decode_reply(records: bytes, broker: str, start: int, end: int,
                  schema: pa.Schema) -> pa.RecordBatch:
     """One pull reply -> one batch of its records with start <= queue_offset < end (maybe
-    empty). Every record's framing and CRC are checked first (`record.scan_records`: one C
-    pass where tidemq_speedups is built), as `ColumnBuilder` checks them."""
+    empty) of `schema`'s columns. Every record's framing and CRC are checked first (`_scan`),
+    as `ColumnBuilder` checks them."""
     full = arrow_schema()  # every column is decoded; `schema` says which are handed on
-    scanned = rec.scan_records(records)
-    positions = np.fromiter((pos for pos, _ in scanned), np.int64, len(scanned))
-    queue_offsets = np.fromiter((header[rec.H_QUEUE_OFFSET] for _, header in scanned),
-                                np.int64, len(scanned))
+    positions, queue_offsets = _scan(records)
     in_range = (queue_offsets >= start) & (queue_offsets < end)
     columns = bulk_columns(records, positions[in_range], broker, full)
     if columns is not None:
         return _projected(columns, schema)
-    kept = [found for found, keep in zip(scanned, in_range.tolist(), strict=True) if keep]
+    kept = [found for found, keep in zip(rec.scan_records(records, verify_crc=False),
+                                         in_range.tolist(), strict=True) if keep]
     try:
         columns = _columns(records, kept, broker, full)
     except (ValueError, UnicodeDecodeError, pa.ArrowInvalid):
@@ -133,6 +135,19 @@ def decode_reply(records: bytes, broker: str, start: int, end: int,
             builder.add(rec.decode(records, pos, verify_crc=False))  # checked by the scan
         return builder.flush()
     return _projected(columns, schema)
+
+
+def _scan(records: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The positions and queue offsets of a reply's records, every record's framing and CRC
+    checked: one C pass without a tuple per record where tidemq_speedups is built
+    (`scan_positions`), else `record.scan_records`, which also names a bad record."""
+    found = _scan_positions_c(records) if _scan_positions_c is not None else None
+    if found is not None:
+        return np.frombuffer(found[0], np.int64), np.frombuffer(found[1], np.int64)
+    scanned = rec.scan_records(records)
+    return (np.fromiter((pos for pos, _ in scanned), np.int64, len(scanned)),
+            np.fromiter((header[rec.H_QUEUE_OFFSET] for _, header in scanned), np.int64,
+                        len(scanned)))
 
 
 def _projected(columns: dict, schema: pa.Schema) -> pa.RecordBatch:
