@@ -384,8 +384,8 @@ SYSTEM_PROPERTIES = frozenset({
 
 def decode_records(raw: bytes, broker_name: str = "") -> list[MessageExt]:
     """A pull reply's records as lazy messages: every record's framing and CRC is checked now
-    (RecordFormatError), everything else is decoded on first access (in C where built:
-    about 2 µs per message in Python, 0.85 in C)."""
+    (RecordFormatError), everything else is decoded on first access (in C where built: per
+    1 KiB message, about 1 µs in Python, 0.26 in C)."""
     if not isinstance(raw, bytes):
         raw = bytes(raw)
     if _decode_messages_c is not None:

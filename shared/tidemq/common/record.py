@@ -42,21 +42,21 @@ from dataclasses import dataclass, field
 from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN
 
 try:  # the C scan of pull replies and batch encoder (native/), optional: the client runs
-    # without them
-    import tidemq_speedups
+    # without them (use_crc32: a build whose scan_records takes None for its own crc32)
     from tidemq_speedups import encode_batch as _encode_batch_c
     from tidemq_speedups import scan_records as _scan_records_c
+    from tidemq_speedups import use_crc32 as _use_crc32
 except ImportError:
-    tidemq_speedups = _encode_batch_c = _scan_records_c = None
+    _encode_batch_c = _scan_records_c = _use_crc32 = None
 try:  # ISA-L's crc32: zlib's checksum, several times faster on a 1 KiB record
     from isal import isal_zlib
     from isal.isal_zlib import crc32 as record_crc32
 except ImportError:  # a platform without isal wheels: the same values, slower
     isal_zlib, record_crc32 = None, zlib.crc32
-if tidemq_speedups is not None and isal_zlib is not None:
+if _use_crc32 is not None and isal_zlib is not None:
     # the C loops' CRCs (the broker's append and dispatch, the clients' encode and decode)
     # with ISA-L's too: zlib's took 0.4 of a consumer's 0.67 µs per 1 KiB message decoded
-    tidemq_speedups.use_crc32(isal_zlib.__file__)
+    _use_crc32(isal_zlib.__file__)
 
 MESSAGE_MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194

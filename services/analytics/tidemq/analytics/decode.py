@@ -153,9 +153,11 @@ def _scan(records: bytes) -> tuple[np.ndarray, np.ndarray]:
 def _projected(columns: dict, schema: pa.Schema) -> pa.RecordBatch:
     """The batch of `schema`'s columns; a column the user declared with nullable elements or
     values is cast to that type (the same values)."""
-    return pa.RecordBatch.from_arrays(
-        [array if array.type == f.type else array.cast(f.type)
-         for f in schema for array in (columns[f.name],)], schema=schema)
+    arrays = []
+    for f in schema:
+        array = columns[f.name]
+        arrays.append(array if array.type == f.type else array.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _columns(buf: bytes, kept: list, broker: str, schema: pa.Schema) -> dict:
