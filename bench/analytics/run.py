@@ -9,7 +9,8 @@ one local[2] SparkSession. A 4-queue topic is filled with messages of 200-byte b
 * batch read: `format("tidemq")` → sum of body lengths (every body is pulled, decoded to
   Arrow and handed to the JVM); the same rows written once to Parquet and read back the same
   way is the baseline: what Spark itself costs per row on this machine. Best of two runs,
-  after a warm-up; rows/s and MB/s of bodies.
+  after a warm-up; rows/s and MB/s of bodies. Then the same read with `.schema("body binary")`,
+  the one column the query uses, as the Parquet scan prunes by itself.
 * streaming latency: the relay job (`tidemq.analytics.relay`, exactlyOnce) copies topic A
   to topic B while a producer sends A at a fixed rate, each message stamped with its send
   time; latency = B's store time − the send time (one machine, one clock): median, p99.

@@ -21,7 +21,7 @@
  * syncer.PySyncer); hypothesis tests (tests/unit/store/test_loops.py, test_syncer.py,
  * tests/unit/common/test_record.py) hold the two to identical results. Record layout:
  * tidemq.common.record (big-endian, 88-byte header). Nothing here allocates per record
- * except the Python ints and tuples the contract returns.
+ * except the Python objects the contract returns (ints, tuples, decode_messages' messages).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memmem */
@@ -585,6 +585,16 @@ static Py_ssize_t framed_record_end(const unsigned char *p, Py_ssize_t pos, Py_s
     return stop;
 }
 
+/* framed_record_end, and the record's CRC (with crc_of) matching its stamped one; else -1. */
+static Py_ssize_t valid_record_end(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end)
+{
+    const Py_ssize_t stop = framed_record_end(p, pos, end);
+    if (stop < 0
+        || crc_of(0, p + pos + OFF_QUEUE_ID, stop - pos - OFF_QUEUE_ID) != rd_u32(p + pos + OFF_CRC))
+        return -1;
+    return stop;
+}
+
 PyDoc_STRVAR(scan_records_doc,
 "scan_records(buf, verify_crc, crc32)\n"
 "--\n\n"
@@ -612,19 +622,15 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     int valid = 1;
     while (found != NULL && pos < end) {
         const unsigned char *h = p + pos;
-        const Py_ssize_t stop = framed_record_end(p, pos, end);
+        const int own_crc = verify && crc_fn == Py_None;
+        const Py_ssize_t stop = (own_crc ? valid_record_end : framed_record_end)(p, pos, end);
         if (stop < 0) {
             valid = 0;
             break;
         }
         const int32_t total = (int32_t)rd_u32(h), body_len = (int32_t)rd_u32(h + OFF_BODY_LEN);
         const uint32_t magic = rd_u32(h + 4), crc = rd_u32(h + OFF_CRC);
-        if (verify && crc_fn == Py_None) {
-            if (crc_of(0, h + OFF_QUEUE_ID, total - OFF_QUEUE_ID) != crc) {
-                valid = 0;
-                break;
-            }
-        } else if (verify) {
+        if (verify && !own_crc) {
             PyObject *checked = PyMemoryView_FromMemory((char *)h + OFF_QUEUE_ID,
                                                         total - OFF_QUEUE_ID, PyBUF_READ);
             PyObject *value = checked == NULL ? NULL : PyObject_CallOneArg(crc_fn, checked);
@@ -689,9 +695,8 @@ static PyObject *scan_positions(PyObject *module, PyObject *const *args, Py_ssiz
     Py_ssize_t count = 0, pos = 0;
     Py_BEGIN_ALLOW_THREADS   /* the buffer stays exported: it cannot change meanwhile */
     while (pos < end) {
-        const Py_ssize_t stop = framed_record_end(p, pos, end);
-        if (stop < 0 || crc_of(0, p + pos + OFF_QUEUE_ID, stop - pos - OFF_QUEUE_ID)
-                            != rd_u32(p + pos + OFF_CRC))
+        const Py_ssize_t stop = valid_record_end(p, pos, end);
+        if (stop < 0)
             break;
         count++;
         pos = stop;
@@ -762,9 +767,8 @@ static PyObject *decode_messages(PyObject *module, PyObject *const *args, Py_ssi
     const Py_ssize_t end = PyBytes_GET_SIZE(buf);
     found = PyList_New(0);
     for (Py_ssize_t pos = 0; found != NULL && pos < end;) {
-        const Py_ssize_t stop = framed_record_end(p, pos, end);
-        if (stop < 0 || crc_of(0, p + pos + OFF_QUEUE_ID, stop - pos - OFF_QUEUE_ID)
-                            != rd_u32(p + pos + OFF_CRC)) {
+        const Py_ssize_t stop = valid_record_end(p, pos, end);
+        if (stop < 0) {
             Py_CLEAR(found);
             found = Py_NewRef(Py_None);
             break;

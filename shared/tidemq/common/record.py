@@ -50,7 +50,8 @@ except ImportError:
     _encode_batch_c = _scan_records_c = _use_crc32 = None
 try:  # ISA-L's crc32: zlib's checksum, several times faster on a 1 KiB record
     from isal import isal_zlib
-    from isal.isal_zlib import crc32 as record_crc32
+
+    record_crc32 = isal_zlib.crc32
 except ImportError:  # a platform without isal wheels: the same values, slower
     isal_zlib, record_crc32 = None, zlib.crc32
 if _use_crc32 is not None and isal_zlib is not None:

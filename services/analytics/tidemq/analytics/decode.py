@@ -227,20 +227,28 @@ def projection(schema) -> str:
     the schema the user gave with .schema(...). Its columns must be columns of spark_schema
     with their types (nullable or not), in any order: the Python Data Source API has no column
     pruning, so this is how a job asks for fewer columns, and Spark then converts only those."""
-    full = {f.name: f.dataType for f in spark_schema().fields}
-    names = [f.name for f in schema.fields]
-    unknown = [name for name in names if name not in full]
-    retyped = [f"{f.name} {f.dataType.simpleString()} (it is {full[f.name].simpleString()})"
-               for f in schema.fields
-               if f.name in full and _nullable(f.dataType) != _nullable(full[f.name])]
-    if not names or unknown or retyped or len(set(names)) != len(names):
-        problem = (f"unknown columns {', '.join(unknown)}" if unknown
-                   else f"a column with another type: {'; '.join(retyped)}" if retyped
-                   else "no column" if not names else "a column twice")
+    problem = _projection_problem(schema)
+    if problem:
         raise InvalidArgument(
             f"format 'tidemq' reads columns of {spark_schema().simpleString()}; "
             f".schema(...) may pick some of them, in any order, with their types: {problem}")
     return "" if schema == spark_schema() else schema.json()
+
+
+def _projection_problem(schema) -> str:
+    """What makes `schema` not a choice of the source's columns, "" if nothing."""
+    full = {f.name: f.dataType for f in spark_schema().fields}
+    names = [f.name for f in schema.fields]
+    unknown = [name for name in names if name not in full]
+    if unknown:
+        return f"unknown columns {', '.join(unknown)}"
+    retyped = [f"{f.name} {f.dataType.simpleString()} (it is {full[f.name].simpleString()})"
+               for f in schema.fields if _nullable(f.dataType) != _nullable(full[f.name])]
+    if retyped:
+        return f"a column with another type: {'; '.join(retyped)}"
+    if not names:
+        return "no column"
+    return "a column twice" if len(set(names)) != len(names) else ""
 
 
 def _nullable(data_type):
