@@ -221,8 +221,11 @@ def test_a_transaction_commit_and_a_rollback_are_on_their_messages_journeys(stac
         ended = requests.post(f"{stack.gateway_url}/v1/transactions/{tx_id}/{verb}", timeout=30)
         assert ended.status_code == 200, ended.text
     committed = ["published", "stored", "transaction_commit", "delivered", "processed"]
-    _wait_for_steps(stack, keys["commit"], committed,
-                    "the commit event, then the committed message consumed")
+    # among others: a rebalance under load may hand the committed message out once more
+    journey = _wait_for_steps(stack, keys["commit"], committed,
+                              "the commit event, then the committed message consumed",
+                              exact=False)
+    assert "transaction_rollback" not in [step["kind"] for step in journey["steps"]]
     rolled_back = ["published", "stored", "transaction_rollback"]
     _wait_for_steps(stack, keys["rollback"], rolled_back, "the rollback event")
 
