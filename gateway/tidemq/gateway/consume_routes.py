@@ -66,6 +66,11 @@ def pop(group: str, topic: str, body: PopRequest):
               schema: PopResponse
         "400": {$ref: "#/components/responses/Problem"}
         "404": {$ref: "#/components/responses/Problem"}
+        "429":
+          description: LONG_POLLS_EXHAUSTED, with Retry-After; nothing was popped
+          content:
+            application/problem+json:
+              schema: Problem
     """
     validate_topic_name(topic)
     wait_ms = within_setting(body.wait_ms, _settings().max_pull_wait_ms, "wait_ms",

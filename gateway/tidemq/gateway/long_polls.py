@@ -4,8 +4,11 @@ A long-polled pop or fetch holds one of the worker's threads until a message arr
 `wait_ms` ends. Were every thread parked, the worker could answer nothing else: not an ack,
 not a send, not `/healthz` (and an orchestrator would restart a healthy gateway). So
 RESERVED_THREADS of each worker's threads are never parked: a long poll that finds no free slot
-is answered at once with what is there (possibly nothing), as a `wait_ms` of 0 would be, and
-its client asks again. Raise `--threads` to park more consumers per worker.
+is answered at once with what is there, as a `wait_ms` of 0 would be. When there is nothing,
+it is refused (429 RESOURCE_EXHAUSTED with `Retry-After`) instead of answered empty: an empty
+answer sent at once makes a client that loops ask again at once, and a few hundred such
+clients spin the gateway and the broker. Nothing is popped or read for a refused poll. Raise
+`--threads` (or `--workers`) to park more consumers.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tidemq.common import errors
 
 RESERVED_THREADS = 4
 
@@ -32,3 +37,11 @@ class LongPolls:
             yield wait_ms
         finally:
             self._free.release()
+
+    def refusal(self) -> errors.ResourceExhausted:
+        """The answer to a long poll that found no free slot, then nothing to return."""
+        return errors.ResourceExhausted(
+            f"this gateway worker has all of its {self.slots} long-poll slots taken and nothing "
+            "was there to return (nothing was popped or read): ask again after the Retry-After "
+            "delay, or run the gateway with more --threads or --workers",
+            code="LONG_POLLS_EXHAUSTED")

@@ -78,11 +78,14 @@ class ServiceUnavailable(TideMQError):
 
 
 class ResourceExhausted(ServiceUnavailable):
-    """A per-instance limit is reached: retry later or on another instance."""
+    """A per-instance limit is reached: retry later or on another instance. Over HTTP the
+    answer carries `Retry-After: retry_after_s` (whole seconds), so a client that loops backs
+    off instead of asking again at once."""
 
     code = "RESOURCE_EXHAUSTED"
     grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
     http_status = 429
+    retry_after_s = 1
 
 
 class BreakerOpen(ServiceUnavailable):

@@ -45,7 +45,9 @@ def problem_for(exc: BaseException, *, max_request_bytes: int | None = None,
     if isinstance(exc, TideMQError):
         if exc.http_status >= 500:
             log.warning("request failed", code=exc.code, detail=exc.message)
-        return exc.http_status, problem_body(exc.http_status, exc.code, exc.message), {}
+        retry_after = getattr(exc, "retry_after_s", None)
+        headers = {"Retry-After": str(retry_after)} if retry_after else {}
+        return exc.http_status, problem_body(exc.http_status, exc.code, exc.message), headers
     status = getattr(exc, "code", None)
     if isinstance(status, int) and hasattr(exc, "description"):  # werkzeug's HTTPException
         name = getattr(exc, "name", None)

@@ -177,8 +177,10 @@ def _try_commit(stack, topic: str, group: str) -> bool:
 
 
 def test_parked_long_polls_leave_threads_for_acks_sends_and_health(stack):
-    """A worker of 12 threads parks at most 8 long polls; the rest are answered at once (as
-    with wait_ms 0), and /healthz and sends are served while the 8 still wait."""
+    """A worker of 12 threads parks at most 8 long polls; the rest are answered at once: with
+    nothing to return, refused with 429 and Retry-After (an empty 200 would have a looping
+    client ask again at once), a pop or a read without wait_ms as before. /healthz and sends
+    are served while the 8 still wait."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tidemq.gateway.long_polls import RESERVED_THREADS
@@ -197,14 +199,23 @@ def test_parked_long_polls_leave_threads_for_acks_sends_and_health(stack):
                  for _ in range(parked + 4)]
         answered = wait_until(lambda: [p for p in polls if p.done()] if sum(
             p.done() for p in polls) >= 4 else None, 30, message="the polls beyond the slots")
-        assert all(p.result().json() == {"messages": []} for p in answered)
+        for refused in (p.result() for p in answered):
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["Retry-After"] == "1"
+            assert refused.json()["code"] == "LONG_POLLS_EXHAUSTED"
+        fetched = requests.get(f"{url}/v1/topics/ParkedTopic/queues/broker-a/0/messages",
+                               params={"wait_ms": 5000}, timeout=30)
+        assert fetched.status_code == 429 and fetched.json()["code"] == "LONG_POLLS_EXHAUSTED"
+        unwaited = requests.post(f"{url}/v1/groups/g-parked/topics/ParkedTopic/pop",
+                                 json={"max": 1}, timeout=30)
+        assert unwaited.status_code == 200 and unwaited.json() == {"messages": []}
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
         sent = requests.post(f"{url}/v1/topics/ParkedTopic/messages",
                              json={"messages": [{"body": "wake one"}]}, timeout=10)
         assert sent.status_code == 201, sent.text
         assert sum(not p.done() for p in polls) >= parked - 1  # one may take the message
-        woken = wait_until(lambda: next((p for p in polls if p.done() and p.result().json()[
-            "messages"]), None), 30, message="a parked poll receiving the message")
+        woken = wait_until(lambda: next((p for p in polls if p.done() and p.result().json().get(
+            "messages")), None), 30, message="a parked poll receiving the message")
         assert woken.result().json()["messages"][0]["body"] == "wake one"
         gateway.kill()  # ends the other parked polls
 

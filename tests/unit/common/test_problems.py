@@ -23,3 +23,9 @@ def test_http_errors_take_the_same_shape():
 def test_anything_else_is_a_500_that_leaks_nothing():
     status, body, _ = problem_for(RuntimeError("secret detail"))
     assert (status, body["code"]) == (500, "INTERNAL_ERROR") and "secret" not in body["detail"]
+
+
+def test_a_resource_exhausted_refusal_says_when_to_ask_again():
+    status, body, headers = problem_for(
+        errors.ResourceExhausted("every slot taken", code="LONG_POLLS_EXHAUSTED"))
+    assert (status, body["code"], headers) == (429, "LONG_POLLS_EXHAUSTED", {"Retry-After": "1"})
