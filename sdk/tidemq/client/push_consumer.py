@@ -252,6 +252,10 @@ class PushConsumer:
                         self._later(wait_s, pq, batch)
                     else:
                         self._submit(pq, batch)
+                # Let the consume thread just woken take the GIL now: otherwise it waits until
+                # this thread's next pull blocks, about 70 µs of a message's send-to-listener
+                # latency here (a yield per pull reply, not per message).
+                os.sched_yield()
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset_illegal", queue=str(pq.mq), offset=pq.next_offset,
                             corrected=result.next_offset)
