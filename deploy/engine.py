@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from deploy.pidfiles import recorded_pid
 from deploy.topology import REPO_ROOT
 
 DEFAULT_PID_FILE = REPO_ROOT / ".data" / "run" / "dockerd.pid"
@@ -60,12 +61,12 @@ def ensure_engine(pid_file: Path = DEFAULT_PID_FILE, timeout: float = 60.0) -> i
 
 
 def stop_engine(pid_file: Path = DEFAULT_PID_FILE, timeout: float = 30.0) -> bool:
-    """Stop the dockerd recorded in `pid_file` (only one we started); True if one was stopped."""
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return False
+    """Stop the dockerd recorded in `pid_file` (only one we started); True if one was stopped.
+    A stale file (its PID now another program's) is removed and nothing is signalled."""
+    pid = recorded_pid(pid_file, "dockerd")
     pid_file.unlink(missing_ok=True)
+    if pid is None:
+        return False
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:

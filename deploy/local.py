@@ -28,6 +28,7 @@ from supervisor.xmlrpc import Faults, SupervisorTransport
 from deploy import analytics, observability, redis_tier
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
+from deploy.pidfiles import recorded_pid, runs
 from deploy.render import render_supervisor
 from deploy.topology import (
     REPO_ROOT,
@@ -126,12 +127,8 @@ class LocalDeployment:
         )
 
     def supervisord_pid(self) -> int | None:
-        try:
-            pid = int((self.run_dir / "supervisord.pid").read_text().strip())
-            os.kill(pid, 0)
-        except (OSError, ValueError):
-            return None
-        return pid
+        """The running supervisord's PID; None for a stale pid file (pidfiles.py)."""
+        return recorded_pid(self.run_dir / "supervisord.pid", "supervisord")
 
     def _write_config(self, redis: dict[str, str]) -> None:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -243,7 +240,7 @@ class LocalDeployment:
             return False
         self.supervisorctl("shutdown")
         deadline = time.monotonic() + timeout
-        while process_alive(pid):
+        while runs(pid, "supervisord"):  # once it exits its PID may go to another process
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 break
@@ -282,18 +279,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    # a zombie child (when we are its parent) is gone for our purposes
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def _cmd_up(deployment: LocalDeployment) -> int:

@@ -13,7 +13,8 @@ import redis
 import yaml
 
 from deploy.health import probe
-from deploy.local import LocalDeployment, free_port_offset, process_alive
+from deploy.local import LocalDeployment, free_port_offset
+from deploy.pidfiles import runs
 from deploy.redis_tier import observe, status_lines
 from deploy.topology import TOPOLOGY_FILE, parse
 from tests.support.processes import wait_until
@@ -50,7 +51,7 @@ def test_up_restart_after_kill_and_down(tmp_path):
     finally:
         supervisord = deployment.supervisord_pid()
         assert deployment.down()
-    assert supervisord is not None and not process_alive(supervisord)
+    assert supervisord is not None and not runs(supervisord, "supervisord")
     assert not probe(topology.services["redis"], deployment.placement)[0]
 
 
