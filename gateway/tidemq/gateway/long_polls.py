@@ -5,7 +5,7 @@ A long-polled pop or fetch holds one of the worker's threads until a message arr
 not a send, not `/healthz` (and an orchestrator would restart a healthy gateway). So
 RESERVED_THREADS of each worker's threads are never parked: a long poll that finds no free slot
 is answered at once with what is there, as a `wait_ms` of 0 would be. When there is nothing,
-it is refused (429 RESOURCE_EXHAUSTED with `Retry-After`) instead of answered empty: an empty
+it is refused (429 LONG_POLLS_EXHAUSTED with `Retry-After`) instead of answered empty: an empty
 answer sent at once makes a client that loops ask again at once, and a few hundred such
 clients spin the gateway and the broker. Nothing is popped or read for a refused poll. Raise
 `--threads` (or `--workers`) to park more consumers.
