@@ -164,8 +164,11 @@ class RedisServer:
                 return self
             except (TimeoutError, _PortTaken):
                 self.kill()
-                self.port = 0  # the port was taken between probe and bind: try another
+                self._discard_failed_start()
         raise RuntimeError(f"{self.command()[0]} would not start:\n{_tail(self.log)}")
+
+    def _discard_failed_start(self) -> None:
+        self.port = 0  # the port was taken between probe and bind: try another
 
     def _serving(self) -> bool:
         """This process answers on the port: asked by its process id, since another test's

@@ -92,6 +92,22 @@ class LaunchedNode(RedisServer):
 
     directives: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    served: bool = field(default=False, init=False)
+
+    def start(self, timeout: float = 15.0) -> LaunchedNode:
+        super().start(timeout)
+        self.served = True
+        return self
+
+    def _discard_failed_start(self) -> None:
+        """The launcher writes the config file on the first start only, port included: a first
+        start that found its port taken leaves a file naming that port, and every try after it
+        would bind it again. Nothing else is in it yet, so it goes and the next try gets a new
+        port. (A node that has served keeps its file, Sentinel's roles in it, and its port.)"""
+        if not self.served:
+            assert self.config_file is not None
+            self.config_file.unlink(missing_ok=True)
+            super()._discard_failed_start()
 
     def command(self) -> list[str]:
         assert self.config_file is not None

@@ -84,3 +84,27 @@ def test_a_partitioned_master_stops_writing_is_replaced_and_rejoins_after_heal(r
     assert set(tier.reported_masters().values()) == {new.addr}
     assert tier.masters_by_role() == [new]
     assert old.direct().get("split") is None
+
+
+def test_a_node_whose_first_port_is_taken_starts_on_another(tmp_path):
+    """Ports are probed free, then bound: another process can take one in between. The
+    launcher writes a node's config on its first start only, so the retry on a new port has to
+    drop the file the failed start wrote (a CI run retried the taken port five times)."""
+    import socket
+
+    from tests.support.redis_tier import LaunchedNode
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        data_dir = tmp_path / "node"
+        node = LaunchedNode(data_dir, taken, config_file=data_dir / "redis.conf",
+                            directives=["--appendonly", "no"])
+        try:
+            node.start()
+            assert node.port != taken and node.served
+            assert f"port {node.port}" in node.config_file.read_text()
+            assert redis.Redis(port=node.port).ping()
+        finally:
+            node.kill()
