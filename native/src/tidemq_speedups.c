@@ -612,6 +612,9 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     if (verify < 0)
         return NULL;
     PyObject *crc_fn = args[2];
+    const int own_crc = verify && crc_fn == Py_None;   /* checked here, not by a Python call */
+    Py_ssize_t (*const record_end)(const unsigned char *, Py_ssize_t, Py_ssize_t) =
+        own_crc ? valid_record_end : framed_record_end;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -622,8 +625,7 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     int valid = 1;
     while (found != NULL && pos < end) {
         const unsigned char *h = p + pos;
-        const int own_crc = verify && crc_fn == Py_None;
-        const Py_ssize_t stop = (own_crc ? valid_record_end : framed_record_end)(p, pos, end);
+        const Py_ssize_t stop = record_end(p, pos, end);
         if (stop < 0) {
             valid = 0;
             break;
