@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from deploy.pidfiles import recorded_pid
+from deploy.pidfiles import await_exit, recorded_pid
 from deploy.topology import REPO_ROOT
 
 DEFAULT_PID_FILE = REPO_ROOT / ".data" / "run" / "dockerd.pid"
@@ -71,15 +71,5 @@ def stop_engine(pid_file: Path = DEFAULT_PID_FILE, timeout: float = 30.0) -> boo
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-                os.waitpid(pid, 0)
-                return True
-        except (ProcessLookupError, ChildProcessError, FileNotFoundError):
-            return True
-        time.sleep(0.2)
-    os.kill(pid, signal.SIGKILL)
+    await_exit(pid, "dockerd", timeout)
     return True

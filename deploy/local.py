@@ -15,7 +15,6 @@ import dataclasses
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from supervisor.xmlrpc import Faults, SupervisorTransport
 from deploy import analytics, observability, redis_tier
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
-from deploy.pidfiles import recorded_pid, runs
+from deploy.pidfiles import await_exit, recorded_pid
 from deploy.render import render_supervisor
 from deploy.topology import (
     REPO_ROOT,
@@ -239,12 +238,7 @@ class LocalDeployment:
         if pid is None:
             return False
         self.supervisorctl("shutdown")
-        deadline = time.monotonic() + timeout
-        while runs(pid, "supervisord"):  # once it exits its PID may go to another process
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                break
-            time.sleep(0.1)
+        await_exit(pid, "supervisord", timeout)
         return True
 
     def tail(self, name: str, lines: int = 30) -> str:

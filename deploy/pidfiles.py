@@ -8,6 +8,10 @@ a recorded PID counts only while that process still runs the program that wrote 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from pathlib import Path
 
 
@@ -30,3 +34,17 @@ def recorded_pid(pid_file: Path, program: str) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if runs(pid, program) else None
+
+
+def await_exit(pid: int, program: str, timeout: float) -> None:
+    """Wait until `pid` no longer runs `program` (asked to stop already), SIGKILL it after
+    `timeout`, and reap it if it is this process's child. Checked by program, not by PID: once
+    it exits its PID may go to another process, which must not be killed."""
+    deadline = time.monotonic() + timeout
+    while runs(pid, program):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # a zombie child of ours

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from deploy.engine import stop_engine
-from deploy.pidfiles import recorded_pid, runs
+from deploy.pidfiles import await_exit, recorded_pid, runs
 from tests.support.processes import wait_until
 
 
@@ -63,3 +63,25 @@ def test_a_recorded_pid_counts_only_while_it_runs_the_program(tmp_path):
     daemon.kill()
     daemon.wait(10)
     assert recorded_pid(pid_file, "supervisord") is None
+
+
+def test_a_daemon_that_outlives_the_wait_is_killed_and_reaped(tmp_path):
+    daemon = _stand_in(tmp_path, "supervisord")  # a sleep: never asked to stop, it stays
+    try:
+        await_exit(daemon.pid, "supervisord", timeout=0.2)
+        # reaped by await_exit or by wait(), whichever comes first: its exit status is lost
+        wait_until(lambda: not runs(daemon.pid, "supervisord"), 10, message="the daemon gone")
+        daemon.wait(timeout=10)
+    finally:
+        daemon.kill()
+
+
+def test_the_wait_leaves_a_process_running_another_program_alone(tmp_path):
+    """Its PID, once the daemon's, went to another program: nothing to wait for or kill."""
+    other = _stand_in(tmp_path, "not-supervisord")
+    try:
+        await_exit(other.pid, "supervisord", timeout=0.2)
+        assert other.poll() is None and runs(other.pid, "not-supervisord")
+    finally:
+        other.kill()
+        other.wait(10)
