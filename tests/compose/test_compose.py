@@ -137,20 +137,24 @@ def _send_until_stored(stack: ComposeStack, base: str, topic: str, bodies: list[
     A loaded machine's first sync-replicated write can outlast the gateway's 3 s send timeout;
     a stack that never takes it fails with the brokers' logs."""
     refusals: list[str] = []
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def stored() -> bool:
         reply = requests.post(f"{base}/v1/topics/{topic}/messages",
                               json={"messages": [{"body": body} for body in bodies]},
                               timeout=30)
         if reply.status_code in (200, 201):
-            return refusals
+            return True
         assert reply.status_code >= 500, reply.text
         refusals.append(f"{reply.status_code}: {reply.text}")
         print(f"send refused, trying again: {refusals[-1]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no send stored within {timeout:g} s: {refusals}\n"
-                                 f"--- compose logs:\n{stack.logs(tail=80)}")
-        time.sleep(1.0)
+        return False
+
+    try:
+        wait_until(stored, timeout, interval=1.0, message="a send stored")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}: {refusals}\n--- compose logs:\n{stack.logs(tail=80)}"
+                             ) from None
+    return refusals
 
 
 def test_no_service_runs_as_root(stack: ComposeStack):

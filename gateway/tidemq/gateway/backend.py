@@ -171,14 +171,15 @@ class GatewayBackend:
             raise errors.NotFound(
                 f"{topic!r} has queues 0..{layout.read_queue_nums - 1} on {broker_name!r}, "
                 f"not {queue_id}", code="QUEUE_NOT_FOUND")
-        with self.long_polls.waiting(wait_ms) as granted_ms:
-            result = self.consumer.pull(MessageQueue(topic, broker_name, queue_id), offset,
-                                        max_messages, long_poll=granted_ms / 1000,
-                                        tag_expression=expression,
-                                        expression_type=expression_type)
-        if granted_ms < wait_ms and result.status is PullStatus.NO_NEW_MSG:
-            raise self.long_polls.refusal()  # (NO_MATCHED_MSG moves the offset: answered)
-        return result
+        queue = MessageQueue(topic, broker_name, queue_id)
+        return self.long_polls.poll(
+            wait_ms,
+            lambda granted_ms: self.consumer.pull(queue, offset, max_messages,
+                                                  long_poll=granted_ms / 1000,
+                                                  tag_expression=expression,
+                                                  expression_type=expression_type),
+            # not NO_MATCHED_MSG: it moves the offset past what the filter skipped
+            lambda result: result.status is PullStatus.NO_NEW_MSG)
 
     # -- transactions (transactions.py) ---------------------------------------------------
 
@@ -208,13 +209,13 @@ class GatewayBackend:
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,
             tags: str, expression_type: str = "TAG") -> list[ReceivedMessage]:
         """`expression_type` "SQL92": `tags` is a SQL92 filter (docs/filters.md)."""
-        with self.long_polls.waiting(wait_ms) as granted_ms:
-            popped = self._popper(group, topic, tags, expression_type).receive(
-                max_messages, invisible_duration_s=invisible_ms / 1000,
-                wait_s=granted_ms / 1000)
-        if granted_ms < wait_ms and not popped:
-            raise self.long_polls.refusal()
-        return popped
+        popper = self._popper(group, topic, tags, expression_type)
+        return self.long_polls.poll(
+            wait_ms,
+            lambda granted_ms: popper.receive(max_messages,
+                                              invisible_duration_s=invisible_ms / 1000,
+                                              wait_s=granted_ms / 1000),
+            lambda popped: not popped)
 
     def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         self._popper(group, topic).ack_handle(receipt_handle)

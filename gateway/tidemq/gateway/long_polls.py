@@ -14,12 +14,14 @@ clients spin the gateway and the broker. Nothing is popped or read for a refused
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from tidemq.common import errors
 
 RESERVED_THREADS = 4
+Found = TypeVar("Found")
 
 
 class LongPolls:
@@ -37,6 +39,16 @@ class LongPolls:
             yield wait_ms
         finally:
             self._free.release()
+
+    def poll(self, wait_ms: int, read: Callable[[int], Found],
+             empty: Callable[[Found], bool]) -> Found:
+        """`read(granted_ms)`: with `wait_ms` while a slot is free, else at once; a poll that
+        asked to wait, got no slot and found nothing (`empty`) is refused instead."""
+        with self.waiting(wait_ms) as granted_ms:
+            found = read(granted_ms)
+        if granted_ms < wait_ms and empty(found):
+            raise self.refusal()
+        return found
 
     def refusal(self) -> errors.ResourceExhausted:
         """The answer to a long poll that found no free slot, then nothing to return."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+from tidemq.common import errors
 from tidemq.gateway.long_polls import RESERVED_THREADS, LongPolls
 
 
@@ -25,3 +27,15 @@ def test_the_refusal_is_a_429_that_names_the_slots_and_the_remedy():
     assert (refusal.http_status, refusal.code, refusal.retry_after_s) == (
         429, "LONG_POLLS_EXHAUSTED", 1)
     assert "8 long-poll slots" in refusal.message and "--threads" in refusal.message
+
+
+def test_a_poll_without_a_slot_that_finds_nothing_is_refused_and_one_that_finds_is_answered():
+    polls = LongPolls(threads=RESERVED_THREADS + 1)
+    with polls.waiting(5000):  # the one slot taken
+        granted = []
+        assert polls.poll(5000, lambda ms: granted.append(ms) or ["m"], lambda f: not f) == ["m"]
+        with pytest.raises(errors.ResourceExhausted, match="long-poll slots taken"):
+            polls.poll(5000, lambda ms: granted.append(ms) or [], lambda f: not f)
+        assert polls.poll(0, lambda ms: [], lambda f: not f) == []  # no wait asked: answered
+        assert granted == [0, 0]
+    assert polls.poll(5000, lambda ms: [ms], lambda f: not f) == [5000]  # a slot again
