@@ -22,10 +22,10 @@ node-deps: ## install the locked official RocketMQ Node.js client for its confor
 
 proto: sync ## regenerate gRPC code from shared/proto
 	$(PY) -m grpc_tools.protoc -I shared/proto --python_out=shared --pyi_out=shared \
-	  --grpc_python_out=shared shared/proto/tidemq/v1/*.proto
+	  --grpc_python_out=shared shared/proto/tidemq/v1/*.proto shared/proto/tidemq/etcd/*.proto
 
 proto-check: proto ## fail if the committed generated code is stale
-	@git diff --exit-code --stat -- shared/tidemq/v1 || \
+	@git diff --exit-code --stat -- shared/tidemq/v1 shared/tidemq/etcd || \
 	  (echo "generated protobuf code is stale: run 'make proto' and commit" >&2; exit 1)
 
 lint: sync ## ruff

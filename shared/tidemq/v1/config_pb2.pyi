@@ -229,62 +229,52 @@ class DescribeStoreRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class RedisNode(_message.Message):
-    __slots__ = ("address", "role", "reachable", "error", "replication_offset", "lag_bytes", "link_status", "master_address", "connected_replicas")
-    ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    ROLE_FIELD_NUMBER: _ClassVar[int]
+class EtcdMember(_message.Message):
+    __slots__ = ("name", "id", "endpoint", "reachable", "error", "leader", "raft_term", "raft_index", "raft_applied_index", "lag_entries", "db_size_bytes", "version", "learner", "alarms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    REPLICATION_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
-    LINK_STATUS_FIELD_NUMBER: _ClassVar[int]
-    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    CONNECTED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
-    address: str
-    role: str
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
+    RAFT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RAFT_APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    DB_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
+    ALARMS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    id: str
+    endpoint: str
     reachable: bool
     error: str
-    replication_offset: int
-    lag_bytes: int
-    link_status: str
-    master_address: str
-    connected_replicas: int
-    def __init__(self, address: _Optional[str] = ..., role: _Optional[str] = ..., reachable: _Optional[bool] = ..., error: _Optional[str] = ..., replication_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., link_status: _Optional[str] = ..., master_address: _Optional[str] = ..., connected_replicas: _Optional[int] = ...) -> None: ...
-
-class SentinelView(_message.Message):
-    __slots__ = ("address", "reachable", "error", "master_address", "master_down", "master_flags", "other_sentinels", "quorum")
-    ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    REACHABLE_FIELD_NUMBER: _ClassVar[int]
-    ERROR_FIELD_NUMBER: _ClassVar[int]
-    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
-    MASTER_DOWN_FIELD_NUMBER: _ClassVar[int]
-    MASTER_FLAGS_FIELD_NUMBER: _ClassVar[int]
-    OTHER_SENTINELS_FIELD_NUMBER: _ClassVar[int]
-    QUORUM_FIELD_NUMBER: _ClassVar[int]
-    address: str
-    reachable: bool
-    error: str
-    master_address: str
-    master_down: bool
-    master_flags: str
-    other_sentinels: int
-    quorum: int
-    def __init__(self, address: _Optional[str] = ..., reachable: _Optional[bool] = ..., error: _Optional[str] = ..., master_address: _Optional[str] = ..., master_down: _Optional[bool] = ..., master_flags: _Optional[str] = ..., other_sentinels: _Optional[int] = ..., quorum: _Optional[int] = ...) -> None: ...
+    leader: bool
+    raft_term: int
+    raft_index: int
+    raft_applied_index: int
+    lag_entries: int
+    db_size_bytes: int
+    version: str
+    learner: bool
+    alarms: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., endpoint: _Optional[str] = ..., reachable: _Optional[bool] = ..., error: _Optional[str] = ..., leader: _Optional[bool] = ..., raft_term: _Optional[int] = ..., raft_index: _Optional[int] = ..., raft_applied_index: _Optional[int] = ..., lag_entries: _Optional[int] = ..., db_size_bytes: _Optional[int] = ..., version: _Optional[str] = ..., learner: _Optional[bool] = ..., alarms: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeStoreResponse(_message.Message):
-    __slots__ = ("advertised_addr", "version", "target", "replicated", "master_name", "nodes", "sentinels")
+    __slots__ = ("advertised_addr", "version", "target", "members", "cluster_id", "revision", "leader")
     ADVERTISED_ADDR_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
-    REPLICATED_FIELD_NUMBER: _ClassVar[int]
-    MASTER_NAME_FIELD_NUMBER: _ClassVar[int]
-    NODES_FIELD_NUMBER: _ClassVar[int]
-    SENTINELS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
     advertised_addr: str
     version: str
     target: str
-    replicated: bool
-    master_name: str
-    nodes: _containers.RepeatedCompositeFieldContainer[RedisNode]
-    sentinels: _containers.RepeatedCompositeFieldContainer[SentinelView]
-    def __init__(self, advertised_addr: _Optional[str] = ..., version: _Optional[str] = ..., target: _Optional[str] = ..., replicated: _Optional[bool] = ..., master_name: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[RedisNode, _Mapping]]] = ..., sentinels: _Optional[_Iterable[_Union[SentinelView, _Mapping]]] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[EtcdMember]
+    cluster_id: str
+    revision: int
+    leader: str
+    def __init__(self, advertised_addr: _Optional[str] = ..., version: _Optional[str] = ..., target: _Optional[str] = ..., members: _Optional[_Iterable[_Union[EtcdMember, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., revision: _Optional[int] = ..., leader: _Optional[str] = ...) -> None: ...
