@@ -125,20 +125,21 @@ def shared_one_broker_gateway_cluster(shared_one_broker_cluster):
 
 
 @pytest.fixture
+def etcd_server(tmp_path):
+    """One etcd member (tests.support.etcd), killed at teardown; `endpoints` is what a config
+    center's --etcd-endpoints takes."""
+    from tests.support.etcd import start_etcd
+
+    cluster = start_etcd(tmp_path)
+    yield cluster
+    cluster.kill()
+
+
+@pytest.fixture
 def redis_server(tmp_path) -> RedisServer:
     server = start_redis(tmp_path)
     yield server
     server.kill()
-
-
-@pytest.fixture
-def redis_tier(tmp_path):
-    """A Redis master, 2 replicas and 3 Sentinels (tests.support.redis_tier), healthy; every
-    process killed at teardown. Its `url()` is the redis+sentinel URL."""
-    from tests.support.redis_tier import redis_tier as started_tier
-
-    with started_tier(tmp_path / "redis-tier") as tier:
-        yield tier
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from deploy.observability import (
     scrape_config,
 )
 from tests.support.cluster import process_group, start_cluster, start_replica_group
+from tests.support.etcd import start_etcd
 from tests.support.processes import free_port, start_redis, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -47,11 +48,11 @@ def stack(tmp_path_factory):
             pytest.fail("CI must run the Prometheus test: `apt-get install prometheus`")
         pytest.skip("prometheus is not installed (Debian: apt-get install prometheus)")
     tmp = tmp_path_factory.mktemp("observability")
-    redis = start_redis(tmp)
+    etcd, redis = start_etcd(tmp), start_redis(tmp)
     try:
         with process_group(tmp) as start:
             collector = start("tidemq.tracecollector", ["--http-port", "0"])
-            cluster = start_cluster(start, redis, broker_names=("broker-a",),
+            cluster = start_cluster(start, etcd, redis, broker_names=("broker-a",),
                                     otlp_endpoint=collector.addr, controller=True)
             group = start_replica_group(start, cluster, "broker-r", replicas=2, min_in_sync=1)
             group.wait_master()
@@ -65,6 +66,7 @@ def stack(tmp_path_factory):
                 yield cluster
     finally:
         redis.kill()
+        etcd.kill()
 
 
 class running_prometheus:

@@ -1,6 +1,6 @@
 """A whole TideMQ topology as real processes for integration and end-to-end tests.
 
-redis → config-center → two name servers → broker groups (one master each) → optional
+etcd → config-center → two name servers → broker groups (one master each) → optional
 gateway-http under gunicorn, optional trace collector. Everything on 127.0.0.1 with
 ephemeral ports and temporary data dirs; readiness is observed through ready files.
 """
@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.etcd import EtcdCluster, start_etcd
 from tests.support.processes import RedisServer, ServiceProcess, start_redis, wait_until
 
 _ids = itertools.count()
@@ -34,7 +35,8 @@ BROKER_TEST_FLAGS = [
 
 @dataclass
 class Cluster:
-    redis: RedisServer
+    etcd: EtcdCluster   # the config center's store
+    redis: RedisServer  # the gateways' shared circuit-breaker state
     config_center: ServiceProcess
     namesrvs: list[ServiceProcess]
     brokers: dict[str, ServiceProcess]
@@ -64,7 +66,7 @@ class Cluster:
         return f"http://127.0.0.1:{self.gateway.port}"
 
 
-def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
+def start_cluster(start: Callable[..., ServiceProcess], etcd: EtcdCluster, redis: RedisServer, *,
                   broker_names: tuple[str, ...] = ("broker-a", "broker-b"),
                   otlp_endpoint: str = "", controller: bool = False) -> Cluster:
     """`controller`: the name servers follow the config center and run the replication
@@ -74,8 +76,8 @@ def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
         start = functools.partial(start, env=TRACING_ENV)
     # Independent processes start side by side: Python start-up dominates, not the services.
     with ThreadPoolExecutor(4) as pool:
-        config_future = pool.submit(start, "tidemq.configcenter", ["--redis-url", redis.url,
-                                                                    *tracing])
+        config_future = pool.submit(start, "tidemq.configcenter",
+                                    ["--etcd-endpoints", etcd.endpoints, *tracing])
         namesrv_args = list(tracing)
         if controller:  # the controller needs the config center's address
             namesrv_args += ["--config-center", config_future.result().addr,
@@ -94,7 +96,7 @@ def start_cluster(start: Callable[..., ServiceProcess], redis: RedisServer, *,
             for name in broker_names
         }
         brokers = {name: f.result() for name, f in broker_futures.items()}
-    return Cluster(redis, config_center, namesrvs, brokers, start, otlp_endpoint)
+    return Cluster(etcd, redis, config_center, namesrvs, brokers, start, otlp_endpoint)
 
 
 # Replica groups with test timings: a 2 s live-key lease (a dead master is replaced within
@@ -197,18 +199,19 @@ def process_group(tmp_path: Path):
 @contextmanager
 def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
                     **cluster_options) -> Iterator[Cluster]:
-    """Redis plus `start_cluster` in `tmp_path`; every process is killed on exit.
+    """etcd, Redis plus `start_cluster` in `tmp_path`; every process is killed on exit.
 
     For module-scoped fixtures: `with running_cluster(tmp) as cluster: yield cluster`.
     `env` is given to every service process (e.g. shrunk coordinator timings)."""
-    redis = start_redis(tmp_path)
+    etcd, redis = start_etcd(tmp_path), start_redis(tmp_path)
     try:
         with process_group(tmp_path) as start:
             if env:
                 start = functools.partial(start, env=env)
-            yield start_cluster(start, redis, **cluster_options)
+            yield start_cluster(start, etcd, redis, **cluster_options)
     finally:
         redis.kill()
+        etcd.kill()
 
 
 @contextmanager
@@ -217,7 +220,7 @@ def traced_cluster(tmp_path: Path, *, extra_env: dict[str, str] | None = None,
     """`running_cluster` plus a trace collector every service exports to: its dashboard URL in
     `cluster.extra["collector_url"]`, its OTLP address in `cluster.otlp_endpoint`. `extra_env`
     is added to every service process's environment (tracing's own variables kept)."""
-    redis = start_redis(tmp_path)
+    etcd, redis = start_etcd(tmp_path), start_redis(tmp_path)
     try:
         with process_group(tmp_path) as start:
             collector = start("tidemq.tracecollector", ["--http-port", "0"])
@@ -225,12 +228,13 @@ def traced_cluster(tmp_path: Path, *, extra_env: dict[str, str] | None = None,
             def start_service(module, args=None, env=None, **kwargs):
                 return start(module, args, env={**(extra_env or {}), **(env or {})}, **kwargs)
 
-            cluster = start_cluster(start_service, redis, otlp_endpoint=collector.addr,
+            cluster = start_cluster(start_service, etcd, redis, otlp_endpoint=collector.addr,
                                     **cluster_options)
             cluster.extra["collector_url"] = f"http://127.0.0.1:{ready_http_port(collector)}"
             yield cluster
     finally:
         redis.kill()
+        etcd.kill()
 
 
 def create_topic_in_config_center(cluster: Cluster, name: str, queues: int) -> None:

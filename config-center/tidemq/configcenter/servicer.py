@@ -1,5 +1,5 @@
 """gRPC adapter: ConfigService requests → ConfigStore calls → replies. No logic of its own
-beyond translating messages and turning a Redis stream read loop into a Watch stream."""
+beyond translating messages and turning an etcd watch into a Watch stream."""
 
 from __future__ import annotations
 
@@ -20,13 +20,7 @@ from tidemq.configcenter.model import (
 )
 from tidemq.configcenter.scopes import resolve, scope_prefixes
 from tidemq.configcenter.store import ConfigStore
-from tidemq.configcenter.tail import EventTail
-from tidemq.configcenter.topology import (
-    RedisNode,
-    SentinelView,
-    StoreTopology,
-    TopologyReader,
-)
+from tidemq.configcenter.topology import ClusterState, MemberState, TopologyReader
 from tidemq.v1 import config_pb2 as pb
 from tidemq.v1 import config_pb2_grpc
 
@@ -45,29 +39,25 @@ def event_to_pb(event: Event) -> pb.Event:
     return pb.Event(type=kind, kv=kv_to_pb(event.kv))
 
 
-def node_to_pb(node: RedisNode) -> pb.RedisNode:
-    return pb.RedisNode(address=node.address, role=node.role, reachable=node.reachable,
-                        error=node.error, replication_offset=node.replication_offset,
-                        lag_bytes=node.lag_bytes, link_status=node.link_status,
-                        master_address=node.master_address,
-                        connected_replicas=node.connected_replicas)
+def member_to_pb(member: MemberState) -> pb.EtcdMember:
+    reply = pb.EtcdMember(name=member.name, id=member.id, endpoint=member.endpoint,
+                          reachable=member.reachable, error=member.error, leader=member.leader,
+                          raft_term=member.raft_term, raft_index=member.raft_index,
+                          raft_applied_index=member.raft_applied_index,
+                          db_size_bytes=member.db_size_bytes, version=member.version,
+                          learner=member.learner, alarms=member.alarms)
+    if member.lag_entries is not None:
+        reply.lag_entries = member.lag_entries
+    return reply
 
 
-def sentinel_to_pb(view: SentinelView) -> pb.SentinelView:
-    return pb.SentinelView(address=view.address, reachable=view.reachable, error=view.error,
-                           master_address=view.master_address, master_down=view.master_down,
-                           master_flags=view.master_flags,
-                           other_sentinels=view.other_sentinels, quorum=view.quorum)
-
-
-def topology_to_pb(topology: StoreTopology | None, advertised_addr: str,
-                   version: str) -> pb.DescribeStoreResponse:
+def cluster_to_pb(cluster: ClusterState | None, advertised_addr: str,
+                  version: str) -> pb.DescribeStoreResponse:
     reply = pb.DescribeStoreResponse(advertised_addr=advertised_addr, version=version)
-    if topology is not None:
-        reply.target, reply.replicated = topology.target, topology.replicated
-        reply.master_name = topology.master_name
-        reply.nodes.extend(node_to_pb(n) for n in topology.nodes)
-        reply.sentinels.extend(sentinel_to_pb(s) for s in topology.sentinels)
+    if cluster is not None:
+        reply.target, reply.cluster_id = cluster.target, cluster.cluster_id
+        reply.revision, reply.leader = cluster.revision, cluster.leader
+        reply.members.extend(member_to_pb(m) for m in cluster.members)
     return reply
 
 
@@ -83,11 +73,10 @@ def _expected(request, field: str = "expected_mod_revision") -> int | None:
 
 
 class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
-    def __init__(self, store: ConfigStore, tail: EventTail | None = None, *,
-                 max_watches: int = 0, topology: TopologyReader | None = None,
+    def __init__(self, store: ConfigStore, *, max_watches: int = 0,
+                 topology: TopologyReader | None = None,
                  advertised_addr: Callable[[], str] = lambda: "") -> None:
         self.store = store
-        self.tail = tail
         self.topology = topology
         self.advertised_addr = advertised_addr  # read per call: the port is known once bound
         self.max_watches = max_watches  # 0 = no limit
@@ -113,11 +102,6 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
         context.add_callback(release)  # runs when the stream ends, however it ends
         return release
-
-    def _read_events(self, after: int) -> list[Event]:
-        if self.tail is None:
-            return self.store.read_events(after)
-        return self.tail.read(after, self.store.watch_block_ms / 1000)
 
     def Get(self, request, context):
         kv, revision = self.store.get(request.key)
@@ -151,29 +135,20 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
             release()
 
     def _watch(self, prefix: str, start: int, context) -> Iterator[pb.WatchResponse]:
-        compact = self.store.compact_revision()
         after = start - 1 if start else self.store.revision()
-        if start and start < compact:
-            yield pb.WatchResponse(compacted=True, compact_revision=compact, revision=after)
-            return
         # The header tells the watcher where it stands, so it can resume even before any event.
-        yield pb.WatchResponse(revision=after, compact_revision=compact)
+        yield pb.WatchResponse(revision=after)
         last_sent = time.monotonic()
-        while context.is_active():
-            try:
-                events = self._read_events(after)
-            except RevisionCompacted as exc:
-                yield pb.WatchResponse(compacted=True, compact_revision=exc.compact_revision,
-                                       revision=after)
-                return
-            if not events:
-                continue
-            after = events[-1].revision
-            matching = [event_to_pb(e) for e in events if e.kv.key.startswith(prefix)]
-            now = time.monotonic()
-            if matching or now - last_sent >= PROGRESS_INTERVAL_S:
-                last_sent = now
-                yield pb.WatchResponse(events=matching, revision=after)
+        try:
+            for batch in self.store.watch(prefix, after + 1, active=context.is_active):
+                now = time.monotonic()
+                if batch.events or now - last_sent >= PROGRESS_INTERVAL_S:
+                    last_sent = now
+                    yield pb.WatchResponse(events=[event_to_pb(e) for e in batch.events],
+                                           revision=batch.revision)
+        except RevisionCompacted as exc:
+            yield pb.WatchResponse(compacted=True, compact_revision=exc.compact_revision,
+                                   revision=after)
 
     def LeaseGrant(self, request, context):
         lease = self.store.lease_grant(request.ttl_seconds)
@@ -208,5 +183,5 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
             revision=results[0].revision)
 
     def DescribeStore(self, request, context):
-        topology = self.topology.describe() if self.topology is not None else None
-        return topology_to_pb(topology, self.advertised_addr(), _version())
+        cluster = self.topology.describe() if self.topology is not None else None
+        return cluster_to_pb(cluster, self.advertised_addr(), _version())

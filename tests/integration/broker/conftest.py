@@ -18,7 +18,8 @@ from tidemq.v1 import (
     nameserver_pb2_grpc,
 )
 
-from tests.support.processes import ServiceProcess, start_redis, start_service, wait_until
+from tests.support.etcd import start_etcd
+from tests.support.processes import ServiceProcess, start_service, wait_until
 
 
 @dataclass
@@ -101,7 +102,7 @@ def wait_route(cluster: Cluster, topic: str, expected: set[str], timeout: float 
 def shared_cluster(tmp_path_factory):
     """One cluster and one broker for a whole module whose tests use distinct topics."""
     tmp = tmp_path_factory.mktemp("shared-cluster")
-    redis = start_redis(tmp)
+    etcd = start_etcd(tmp)
     started: list[ServiceProcess] = []
 
     def start(module: str, args: list[str] | None = None, **kwargs) -> ServiceProcess:
@@ -110,7 +111,7 @@ def shared_cluster(tmp_path_factory):
         return process
 
     try:
-        config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
+        config_center = start("tidemq.configcenter", ["--etcd-endpoints", etcd.endpoints])
         name_servers = [start("tidemq.nameserver", ["--scan-interval-s", "0.2"])
                         for _ in range(2)]
         cluster = Cluster(start, config_center, name_servers)
@@ -120,14 +121,14 @@ def shared_cluster(tmp_path_factory):
     finally:
         for process in reversed(started):
             process.kill()
-        redis.kill()
+        etcd.kill()
 
 
 @pytest.fixture
-def cluster(request, redis_server, services) -> Cluster:
+def cluster(request, etcd_server, services) -> Cluster:
     """Name servers expire silent brokers after 2 s unless parametrized with another expiry."""
     expiry_s = getattr(request, "param", {}).get("expiry_s", 2)
-    config_center = services("tidemq.configcenter", ["--redis-url", redis_server.url])
+    config_center = services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
     name_servers = [
         services("tidemq.nameserver",
                  ["--scan-interval-s", "0.2", "--broker-expiry-s", str(expiry_s)])

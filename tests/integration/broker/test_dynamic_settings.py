@@ -25,9 +25,9 @@ def follow(addr: str, store_config: StoreConfig, **kwargs) -> DynamicSettings:
     return dynamic
 
 
-def test_most_specific_scope_applies_live_and_bad_values_are_refused(redis_server, services,
+def test_most_specific_scope_applies_live_and_bad_values_are_refused(etcd_server, services,
                                                                      tmp_path):
-    center = services("tidemq.configcenter", ["--redis-url", redis_server.url])
+    center = services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
     store_config = StoreConfig(data_dir=Path(tmp_path), retention_hours=72.0,
                                disk_max_used_ratio=0.75)
     client = ConfigClient(center.addr)
@@ -62,11 +62,11 @@ def test_most_specific_scope_applies_live_and_bad_values_are_refused(redis_serve
         client.close()
 
 
-def test_follows_a_config_center_that_starts_later(redis_server, tmp_path):
+def test_follows_a_config_center_that_starts_later(etcd_server, tmp_path):
     port = free_port()
     store_config = StoreConfig(data_dir=Path(tmp_path), retention_hours=72.0)
     dynamic = follow(f"127.0.0.1:{port}", store_config, retry_interval_s=0.2)  # must not block
-    center = ServiceProcess("tidemq.configcenter", ["--redis-url", redis_server.url],
+    center = ServiceProcess("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints],
                             Path(tmp_path) / "center", port=port)
     try:
         center.start()

@@ -18,7 +18,7 @@ from tidemq.configclient.groups import SubscriptionGroupConfig
 from tests.support.processes import ServiceProcess, free_port, wait_until
 
 
-def test_persisted_groups_are_enforced_until_the_config_center_answers(redis_server, tmp_path):
+def test_persisted_groups_are_enforced_until_the_config_center_answers(etcd_server, tmp_path):
     file = MetadataFile(Path(tmp_path) / "subscription_groups.json")
     seeded = SubscriptionGroupTable(file)
     seeded.put(SubscriptionGroupConfig("billing", consume_enable=False))
@@ -27,7 +27,7 @@ def test_persisted_groups_are_enforced_until_the_config_center_answers(redis_ser
     port = free_port()
     table = SubscriptionGroupTable(file)  # what a restarted broker loads
     manager = SubscriptionGroupManager(table, f"127.0.0.1:{port}", retry_interval_s=0.2).start()
-    center = ServiceProcess("tidemq.configcenter", ["--redis-url", redis_server.url],
+    center = ServiceProcess("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints],
                             Path(tmp_path) / "center", port=port)
     try:
         assert manager.wait_synced(0.3) is False

@@ -1,4 +1,4 @@
-"""Real Redis + real config-center processes on ephemeral ports."""
+"""Real etcd + real config-center processes on ephemeral ports."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ MODULE = "tidemq.configcenter"
 
 
 @pytest.fixture
-def start_config_center(services, redis_server):
-    """`start_config_center()` starts one more instance in front of the test's Redis."""
+def start_config_center(services, etcd_server):
+    """`start_config_center()` starts one more instance in front of the test's etcd."""
 
     def start(*extra: str):
-        return services(MODULE, ["--redis-url", redis_server.url, "--shutdown-grace-s", "1",
-                                 *extra])
+        return services(MODULE, ["--etcd-endpoints", etcd_server.endpoints,
+                                 "--shutdown-grace-s", "1", *extra])
 
     return start
 
@@ -32,15 +32,17 @@ def client(config_center):
 
 @pytest.fixture(scope="module")
 def shared_center(tmp_path_factory):
-    """One Redis + config center for a whole module of tests that use distinct keys."""
-    from tests.support.processes import start_redis, start_service
+    """One etcd + config center for a whole module of tests that use distinct keys."""
+    from tests.support.etcd import start_etcd
+    from tests.support.processes import start_service
 
     workdir = tmp_path_factory.mktemp("config-center")
-    redis = start_redis(workdir)
-    center = start_service(MODULE, ["--redis-url", redis.url, "--shutdown-grace-s", "1"], workdir)
+    etcd = start_etcd(workdir)
+    center = start_service(MODULE, ["--etcd-endpoints", etcd.endpoints,
+                                    "--shutdown-grace-s", "1"], workdir)
     yield center
     center.kill()
-    redis.kill()
+    etcd.kill()
 
 
 @pytest.fixture

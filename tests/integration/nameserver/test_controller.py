@@ -76,8 +76,8 @@ def wait_group(config, group, message, predicate, timeout=20.0) -> dict:
 
 
 @pytest.fixture
-def center(redis_server, services):
-    return services("tidemq.configcenter", ["--redis-url", redis_server.url])
+def center(etcd_server, services):
+    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from tests.support.processes import wait_until
 
 
 @pytest.fixture
-def center(redis_server, services):
-    return services("tidemq.configcenter", ["--redis-url", redis_server.url])
+def center(etcd_server, services):
+    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
 
 
 @pytest.fixture

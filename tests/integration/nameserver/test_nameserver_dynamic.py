@@ -30,8 +30,8 @@ def live_brokers(client: RpcClient) -> set[str]:
     return {b.broker_addr for b in info.live_brokers}
 
 
-def test_expiry_settings_apply_live_and_bad_values_are_refused(redis_server, services):
-    center = services("tidemq.configcenter", ["--redis-url", redis_server.url])
+def test_expiry_settings_apply_live_and_bad_values_are_refused(etcd_server, services):
+    center = services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
     ns = services("tidemq.nameserver", ["--config-center", center.addr, "--cluster-name", "C1",
                                         "--scan-interval-s", "3600"])
     client = RpcClient(ns.addr, nameserver_pb2_grpc.NameServerServiceStub)

@@ -62,9 +62,8 @@ class RecordingHost:
 
 
 @pytest.fixture
-def config_center(redis_server, services):
-    return services("tidemq.configcenter", ["--redis-url", redis_server.url,
-                                            "--lease-reap-interval-s", "0.1"])
+def config_center(etcd_server, services):
+    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
 
 
 def manager(config_center, replica, host, ttl=2):

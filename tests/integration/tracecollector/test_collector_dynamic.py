@@ -38,8 +38,8 @@ def _logged(process, *needles: str) -> list[str]:
             if all(needle in line for needle in needles)]
 
 
-def test_retention_follows_the_config_center_live(redis_server, services):
-    center = services("tidemq.configcenter", ["--redis-url", redis_server.url])
+def test_retention_follows_the_config_center_live(etcd_server, services):
+    center = services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
     collector = services("tidemq.tracecollector", [
         "--http-port", "0", "--config-center", center.addr, "--cluster-name", "C1"])
     http = f"http://127.0.0.1:{collector.info['http_port']}"

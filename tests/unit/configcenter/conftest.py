@@ -1,31 +1,32 @@
-"""One real Redis per test module; each test gets its own store namespace in it."""
+"""One real etcd member per test module; each test gets its own key namespace in it."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
+from tidemq.configcenter.etcd import EtcdTarget
 from tidemq.configcenter.store import ConfigStore
 
-from tests.support.processes import start_redis
+from tests.support.etcd import start_etcd
 
 _namespaces = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def shared_redis(tmp_path_factory):
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.kill()
+def shared_etcd(tmp_path_factory):
+    cluster = start_etcd(tmp_path_factory.mktemp("etcd"))
+    yield cluster
+    cluster.kill()
 
 
 @pytest.fixture
-def make_store(shared_redis):
+def make_store(shared_etcd):
     stores: list[ConfigStore] = []
 
     def make(**kwargs) -> ConfigStore:
-        kwargs.setdefault("namespace", f"test{next(_namespaces)}")
-        store = ConfigStore(shared_redis.url, **kwargs)
+        kwargs.setdefault("namespace", f"/test{next(_namespaces)}")
+        store = ConfigStore(EtcdTarget.parse(shared_etcd.endpoints), **kwargs)
         stores.append(store)
         return store
 

@@ -1,4 +1,7 @@
-"""ConfigStore against a real Redis: revisions, CAS, ranges, history, events, bad input."""
+"""ConfigStore against a real etcd: revisions, CAS, ranges, history, watches, bad input.
+
+The module shares one etcd member; each test has its own key namespace and counts revisions
+from where the store stood when it began (etcd's revisions are global)."""
 
 from __future__ import annotations
 
@@ -7,16 +10,21 @@ from tidemq.common.errors import InvalidArgument, NotFound, PayloadTooLarge
 from tidemq.configcenter.model import MAX_KEY_BYTES, MAX_VALUE_BYTES, EventType, RevisionCompacted
 
 
+def _watched(store, prefix, start, until):
+    return [e for batch in store.watch(prefix, start, until=until) for e in batch.events]
+
+
 def test_every_write_gets_the_next_revision(store):
-    assert store.revision() == 0
-    assert store.put("/a", b"1").revision == 1
-    assert store.put("/b", b"2").revision == 2
-    assert store.put("/a", b"3").revision == 3
-    assert store.delete("/b").revision == 4
+    base = store.revision()
+    assert store.put("/a", b"1").revision == base + 1
+    assert store.put("/b", b"2").revision == base + 2
+    assert store.put("/a", b"3").revision == base + 3
+    assert store.delete("/b").revision == base + 4
     kv, revision = store.get("/a")
-    assert revision == 4
-    assert (kv.value, kv.create_revision, kv.mod_revision, kv.version) == (b"3", 1, 3, 2)
-    assert store.get("/b") == (None, 4)
+    assert revision == base + 4
+    assert (kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version) == (
+        "/a", b"3", base + 1, base + 3, 2)
+    assert store.get("/b") == (None, base + 4)
 
 
 def test_compare_and_set_answers_the_current_revision_on_mismatch(store):
@@ -43,72 +51,92 @@ def test_range_by_prefix_in_key_order_with_limit(store):
     result = store.range("/tidemq/topics/")
     assert [kv.key for kv in result.kvs] == [f"/tidemq/topics/{n}" for n in "abc"]
     assert [kv.key for kv in store.range("/tidemq/topics/", limit=2).kvs][-1] == "/tidemq/topics/b"
-    assert len(store.range("").kvs) == 5
+    assert len(store.range("").kvs) == 5  # the namespace keeps other tests' keys out
+
+
+def test_several_prefixes_are_read_in_one_snapshot(store):
+    store.put("/x/1", b"a")
+    written = store.put("/y/1", b"b")
+    x, y = store.range_many(["/x/", "/y/"])
+    assert ([kv.value for kv in x.kvs], [kv.value for kv in y.kvs]) == ([b"a"], [b"b"])
+    assert x.revision == y.revision == written.revision
 
 
 def test_range_at_an_older_revision(store):
-    store.put("/p/a", b"a1")  # 1
-    store.put("/p/b", b"b1")  # 2
-    store.put("/p/a", b"a2")  # 3
-    store.delete("/p/b")  # 4
-    store.put("/p/c", b"c1")  # 5
-    assert {kv.key: kv.value for kv in store.range("/p/", revision=2).kvs} == {
+    base = store.revision()
+    store.put("/p/a", b"a1")  # +1
+    store.put("/p/b", b"b1")  # +2
+    store.put("/p/a", b"a2")  # +3
+    store.delete("/p/b")  # +4
+    store.put("/p/c", b"c1")  # +5
+    assert {kv.key: kv.value for kv in store.range("/p/", revision=base + 2).kvs} == {
         "/p/a": b"a1", "/p/b": b"b1"}
-    assert {kv.key: kv.value for kv in store.range("/p/", revision=4).kvs} == {"/p/a": b"a2"}
-    assert store.range("/p/", revision=2).revision == 2
+    assert {kv.key: kv.value for kv in store.range("/p/", revision=base + 4).kvs} == {
+        "/p/a": b"a2"}
+    assert store.range("/p/", revision=base + 2).revision == base + 2
     with pytest.raises(InvalidArgument, match="future"):
-        store.range("/p/", revision=99)
+        store.range("/p/", revision=base + 99)
 
 
-def test_compacted_revisions_are_reported(make_store):
-    store = make_store(retention=5)
+def test_compacted_revisions_are_reported(store, shared_etcd):
+    base = store.revision()
     for i in range(12):
         store.put("/k", str(i).encode())
-    assert store.compact_revision() == 8
+    shared_etcd.compact(base + 8)
+    assert store.compact_revision() == base + 8
     with pytest.raises(RevisionCompacted) as info:
-        store.read_events(2, block_ms=0)
-    assert info.value.compact_revision == 8
+        next(store.watch("/k", base + 2))
+    assert info.value.compact_revision == base + 8
     with pytest.raises(RevisionCompacted):
-        store.range("/k", revision=3)
-    assert [e.revision for e in store.read_events(7, block_ms=0)] == [8, 9, 10, 11, 12]
+        store.range("/k", revision=base + 3)
+    with pytest.raises(RevisionCompacted):
+        store.rollback("/k", base + 3)
+    assert [e.revision for e in _watched(store, "/k", base + 8, base + 12)] == [
+        base + 8, base + 9, base + 10, base + 11, base + 12]
 
 
-def test_events_come_in_revision_order(store):
+def test_a_watch_sees_every_change_under_its_prefix_in_revision_order(store):
+    base = store.revision()
     store.put("/w/a", b"1")
+    store.put("/other", b"x")
     store.put("/w/b", b"2")
     store.delete("/w/a")
-    events = store.read_events(0, block_ms=0)
+    events = _watched(store, "/w/", base + 1, base + 4)
     assert [(e.type, e.kv.key, e.revision) for e in events] == [
-        (EventType.PUT, "/w/a", 1), (EventType.PUT, "/w/b", 2), (EventType.DELETE, "/w/a", 3)]
-    assert store.read_events(3, block_ms=0) == []
-    assert [e.revision for e in store.read_events(1, block_ms=0)] == [2, 3]
+        (EventType.PUT, "/w/a", base + 1), (EventType.PUT, "/w/b", base + 3),
+        (EventType.DELETE, "/w/a", base + 4)]
+    assert [e.revision for e in _watched(store, "/w/", base + 2, base + 4)] == [base + 3,
+                                                                                base + 4]
+
+
+def test_a_quiet_watch_reports_the_revision_it_covers(make_store):
+    store = make_store(progress_interval_s=0.1)
+    now = store.put("/q/a", b"1").revision
+    store.put("/elsewhere", b"2")  # a change the watch does not match still moves it on
+    for batch in store.watch("/q/", now + 1):
+        assert not batch.events
+        if batch.revision >= now + 1:
+            break
+    assert batch.revision == now + 1
 
 
 def test_history_and_rollback(store):
     first = store.put("/cfg/flush", b"async")
     store.put("/cfg/flush", b"sync")
-    store.delete("/cfg/flush")
+    deleted = store.delete("/cfg/flush")
     store.put("/cfg/flush", b"batch")
     history = store.history("/cfg/flush")
     assert [(e.type, e.kv.value) for e in history] == [
         (EventType.PUT, b"async"), (EventType.PUT, b"sync"), (EventType.DELETE, b""),
         (EventType.PUT, b"batch")]
     assert [e.kv.value for e in store.history("/cfg/flush", limit=2)] == [b"", b"batch"]
+    assert store.history("/cfg/flushed") == []  # another key with the same beginning
     restored = store.rollback("/cfg/flush", first.revision)
     assert restored.succeeded and store.get("/cfg/flush")[0].value == b"async"
-    with pytest.raises(NotFound, match="no value at revision 3"):
-        store.rollback("/cfg/flush", 3)
-    with pytest.raises(NotFound, match="no history"):
-        store.rollback("/cfg/never", 1)
-
-
-def test_history_is_bounded_per_key(make_store):
-    store = make_store(history_limit=3)
-    for i in range(6):
-        store.put("/h", str(i).encode())
-    assert [e.kv.value for e in store.history("/h")] == [b"3", b"4", b"5"]
-    with pytest.raises(RevisionCompacted):
-        store.rollback("/h", 1)
+    with pytest.raises(NotFound, match=f"no value at revision {deleted.revision}"):
+        store.rollback("/cfg/flush", deleted.revision)
+    with pytest.raises(NotFound, match="no value"):
+        store.rollback("/cfg/never", first.revision)
 
 
 @pytest.mark.parametrize(
@@ -123,13 +151,14 @@ def test_history_is_bounded_per_key(make_store):
         (lambda s: s.get(""), InvalidArgument, "must not be empty"),
         (lambda s: s.lease_grant(0), InvalidArgument, "TTL"),
         (lambda s: s.rollback("/k", 0), InvalidArgument, "revision >= 1"),
-        (lambda s: s.rollback("/k", 5), InvalidArgument, "in the future"),
+        (lambda s: s.rollback("/k", s.revision() + 5), InvalidArgument, "in the future"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_error(store, call, error, text):
+    before = store.revision()
     with pytest.raises(error, match=text):
         call(store)
-    assert store.revision() == 0
+    assert store.revision() == before
 
 
 def test_a_value_of_exactly_one_mebibyte_is_accepted(store):
@@ -140,10 +169,6 @@ def test_a_value_of_exactly_one_mebibyte_is_accepted(store):
 
 def test_range_at_the_current_revision_is_the_current_state(store):
     store.put("/p/a", b"1")
-    store.put("/p/b", b"2")
-    result = store.range("/p/", revision=2)
-    assert ([kv.value for kv in result.kvs], result.revision) == ([b"1", b"2"], 2)
-
-
-def test_persistence_reports_the_append_only_settings(store):
-    assert store.persistence()["appendonly"] == "yes"  # the test Redis runs append-only
+    now = store.put("/p/b", b"2").revision
+    result = store.range("/p/", revision=now)
+    assert ([kv.value for kv in result.kvs], result.revision) == ([b"1", b"2"], now)
