@@ -29,6 +29,7 @@ it returns, until Sentinel converts it (`+convert-to-slave`, ~2-3 s with the per
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections import Counter
@@ -39,15 +40,26 @@ from pathlib import Path
 
 import redis
 
-from deploy.redis_tier import failover_wait_s
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import REDIS_SERVER, RedisServer, free_port, wait_until
 
-LAUNCHER = Path(__file__).resolve().parents[2] / "deploy" / "redis" / "tidemq-redis"
+LAUNCHER = Path(__file__).resolve().parent / "tidemq-redis"   # was deploy/redis/ (issue #35)
 
 REDIS_SENTINEL = os.environ.get("TIDEMQ_TEST_REDIS_SENTINEL", "redis-sentinel")
 MASTER_NAME = "tidemq"
 _PROBE_TIMEOUT_S = 0.5   # a paused or dead process must not stall an inspection
+
+
+def failover_wait_s(down_after_ms: int, failover_timeout_ms: int) -> int:
+    """How long a node back before the Sentinels noticed its crash waits for their failover.
+
+    They need down-after to see it down, and an election that splits its votes is retried only
+    2 x failover-timeout after it began; one retried failover then takes up to failover-timeout.
+    Waiting less starts the node as master again before the retry, the Sentinels see it up and
+    never fail over, and the supervisor rather than Sentinel has decided who is master.
+    (Moved here from deploy/redis_tier.py when the deployment's control plane became etcd.)
+    """
+    return math.ceil((down_after_ms + 3 * failover_timeout_ms) / 1000)
 
 
 @dataclass
