@@ -42,11 +42,11 @@ test-fast: sync ## unit tests only
 
 # --- deployment (deploy/, docs/deployment.md) ------------------------------------------------
 .PHONY: up up-secure certs down status logs images compose-up compose-down
-up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; REDIS=single: one Redis, no Sentinels; OBSERVABILITY=1: + Prometheus; ANALYTICS=1: + Spark cluster)
-	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_REDIS=$(REDIS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.local up
+up: sync ## run the whole topology as supervised local processes; wait healthy; print URLs (REPLICAS=1: one broker per group; ETCD=single: one etcd member instead of three; OBSERVABILITY=1: + Prometheus; ANALYTICS=1: + Spark cluster)
+	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.local up
 
 up-secure: sync ## `make up` with auth and TLS on every service (the secure profile, docs/security.md)
-	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_REDIS=$(REDIS) $(PY) -m deploy.secure up
+	TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) $(PY) -m deploy.secure up
 
 certs: sync ## a local CA and per-service TLS certificates in .data/certs (docs/security.md)
 	$(PY) -m deploy.certs --out .data/certs
@@ -54,11 +54,11 @@ certs: sync ## a local CA and per-service TLS certificates in .data/certs (docs/
 down: ## stop everything `make up` started (SIGTERM, graceful drain)
 	@if [ -x .venv/bin/python ]; then .venv/bin/python -m deploy.local down; else echo "not running"; fi
 
-status: ## supervisor status, a health probe of every service, Redis roles and lag, the Sentinels' master (same REPLICAS=/REDIS= as up)
-	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_REDIS=$(REDIS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
+status: ## supervisor status, a health probe of every service, each etcd member (leader, raft term and index, lag), the config centers (same REPLICAS=/ETCD= as up)
+	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
 
 logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
-	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_REDIS=$(REDIS) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
+	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
 
 images: sync ## build every service image (no registry needed; see docs/deployment.md; ANALYTICS=1 OBSERVABILITY=1: and those profiles' images)
 	TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) $(PY) -m deploy.images

@@ -4,8 +4,9 @@ as synchronisation: each probe is a real request, repeated until it answers or t
     python -m deploy.health                      # probe every service of `make up`
     python -m deploy.health --port-offset 100 broker-a
 
-gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, Redis nodes and Sentinels
-PING. TIDEMQ_REPLICAS / TIDEMQ_REDIS / TIDEMQ_<PROFILE> say which topology, as for `make up`.
+gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, etcd members GET /health
+(200 and {"health":"true"} only while the cluster has a leader), Redis PING.
+TIDEMQ_REPLICAS / TIDEMQ_ETCD / TIDEMQ_<PROFILE> say which topology, as for `make up`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
-from deploy import analytics, observability, redis_tier
+from deploy import analytics, etcd_cluster, observability
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.pidfiles import await_exit, recorded_pid
@@ -48,24 +48,29 @@ class DeployError(RuntimeError):
     pass
 
 
-def ensure_redis(program: str = "redis-server") -> str:
-    """Path of redis-server or redis-sentinel, installing Debian's package of that name when
-    missing and we are root."""
+# Debian package that provides each engine the topology runs
+ENGINE_PACKAGES = {"etcd": "etcd-server", "redis-server": "redis-server"}
+
+
+def ensure_program(program: str) -> str:
+    """Path of etcd or redis-server, installing Debian's package (etcd-server, redis-server)
+    when missing and we are root."""
     found = shutil.which(program)
     if found:
         return found
+    package = ENGINE_PACKAGES[program]
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        print(f"{program} is missing: installing Debian's {program} package")
+        print(f"{program} is missing: installing Debian's {package} package")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", program], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", package], check=True, env=env)
         found = shutil.which(program)
         if found:
             return found
     raise DeployError(
-        f"{program} is not installed. Install Redis (Debian/Ubuntu: "
-        f"`sudo apt-get install {program}`, macOS: `brew install redis`) and run `make up` "
-        "again (`make up REDIS=single` needs no redis-sentinel)."
+        f"{program} is not installed. Install it (Debian/Ubuntu: `sudo apt-get install "
+        f"{package}`, macOS: `brew install {'etcd' if program == 'etcd' else 'redis'}`) and run "
+        "`make up` again."
     )
 
 
@@ -76,10 +81,10 @@ def _profiles() -> tuple[str, ...]:
 
 
 def local_topology(replicas: int | None = None, profiles: tuple[str, ...] = (), *,
-                   redis: str | None = None) -> tuple[Topology, dict[str, str]]:
+                   etcd: str | None = None) -> tuple[Topology, dict[str, str]]:
     """The services `make up` runs, and those of the enabled profiles it cannot run here
     (program not installed) with the reason."""
-    topology = load(replicas=replicas, redis=redis, profiles=profiles)
+    topology = load(replicas=replicas, etcd=etcd, profiles=profiles)
     skipped = {**observability.local_unavailable(topology),
                **analytics.local_unavailable(topology)}
     return topology.select(profiles, drop=tuple(skipped)), skipped
@@ -129,30 +134,32 @@ class LocalDeployment:
         """The running supervisord's PID; None for a stale pid file (pidfiles.py)."""
         return recorded_pid(self.run_dir / "supervisord.pid", "supervisord")
 
-    def _write_config(self, redis: dict[str, str]) -> None:
+    def _write_config(self, programs: dict[str, str]) -> None:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for service in self.topology.services.values():
-            (self.data_dir / service.name).mkdir(parents=True, exist_ok=True)
+            # etcd wants its data directory to itself (0700, else it warns at every start)
+            (self.data_dir / service.name).mkdir(mode=0o700 if service.is_etcd else 0o777,
+                                                 parents=True, exist_ok=True)
         self.config_file.write_text(
             render_supervisor(
                 self.topology,
                 self.placement,
                 run_dir=self.run_dir,
                 data_dir=self.data_dir,
-                redis_server=redis["redis-server"],
-                redis_sentinel=redis.get("redis-sentinel", "redis-sentinel"),
+                redis_server=programs.get("redis-server", "redis-server"),
+                etcd=programs.get("etcd", "etcd"),
                 prometheus=shutil.which("prometheus") or "prometheus",
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
 
-    def start_supervisord(self, redis: dict[str, str]) -> None:
-        """`redis`: the redis-server and redis-sentinel executables."""
+    def start_supervisord(self, programs: dict[str, str]) -> None:
+        """`programs`: the etcd and redis-server executables."""
         if self.supervisord_pid():
-            self._write_config(redis)
+            self._write_config(programs)
             self.supervisorctl("update")  # pick up topology changes for a running supervisor
             return
-        self._write_config(redis)
+        self._write_config(programs)
         subprocess.run([str(BIN_DIR / "supervisord"), "-c", str(self.config_file)], check=True)
         deadline = time.monotonic() + 20
         while self.supervisorctl("pid").returncode != 0:
@@ -195,16 +202,17 @@ class LocalDeployment:
         ]
 
     def up(self, *, timeout: float = 90.0, progress=print) -> None:
-        redis = {"redis-server": ensure_redis("redis-server")}
-        if self.topology.sentinels():
-            redis["redis-sentinel"] = ensure_redis("redis-sentinel")
+        services = self.topology.services.values()
+        programs = {program: ensure_program(program) for program, needed in (
+            ("etcd", any(s.is_etcd for s in services)),
+            ("redis-server", any(s.is_redis for s in services))) if needed}
         if self.supervisord_pid() is None and (busy := self.busy_ports()):
             # otherwise a foreign listener would answer our health probes
             raise DeployError(
                 f"ports already in use: {', '.join(busy)}. Stop what holds them (another "
                 "`make up`? `make compose-down`?) or use `python -m deploy.local up --port-offset N`"
             )
-        self.start_supervisord(redis)
+        self.start_supervisord(programs)
         progress(f"supervisord running (config {self.config_file})")
         for tier in self.topology.start_order():
             names = [s.name for s in tier]
@@ -308,8 +316,35 @@ def _cmd_status(deployment: LocalDeployment) -> int:
         ok, reason = probe(service, deployment.placement)
         healthy &= ok
         print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
-    print("\n".join(redis_tier.status_lines(deployment.topology, deployment.placement)))
+    print("\n".join(etcd_cluster.status_lines(deployment.topology, deployment.placement)))
+    print("\n".join(config_center_lines(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
+
+
+def config_center_lines(topology: Topology, placement: Placement,
+                        timeout: float = 2.0) -> list[str]:
+    """Each config center as `make status` shows it: reachable or not, its version, and the
+    etcd endpoints it stores in (ConfigService.DescribeStore, asked of each on its own)."""
+    from tidemq.configclient.client import ConfigClient
+
+    centers = topology.members("config-center")
+    if not centers:
+        return []
+    names = {placement.addr(s): s.name for s in centers}
+    lines = ["Config centers:"]
+    with ConfigClient(",".join(names), timeout=timeout) as config:
+        instances = config.describe_each()
+    for instance in instances:
+        where = f"  {names.get(instance.address, instance.address):<16} {instance.address:<16}"
+        if instance.store is None:
+            state = "DOWN     " if not instance.reachable else "up       "
+            lines.append(f"{where} {state} {instance.error}")
+        else:
+            store = instance.store
+            lines.append(f"{where} up        version {store.version or '?'}, store "
+                         f"{store.target or '?'}, leader {store.leader or 'none'}, "
+                         f"revision {store.revision}")
+    return lines
 
 
 def _cmd_logs(deployment: LocalDeployment, service: str | None) -> int:
@@ -333,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = env_overrides(os.environ)
     topology, skipped = local_topology(overrides["replicas"], _profiles(),
-                                       redis=overrides["redis"])
+                                       etcd=overrides["etcd"])
     deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset,
                                  topology=topology, skipped=skipped)
     if args.command == "up":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from deploy import redis_tier
+from deploy import etcd_cluster
 from deploy.analytics import SPARK_PROGRAMS, environment, spark_argv
 from deploy.observability import (
     PROMETHEUS_CONFIG_DIR,
@@ -55,11 +55,12 @@ def service_argv(
     python: str = "python",
     log_level: str = "info",
     prometheus_config: str = f"{PROMETHEUS_CONFIG_DIR}/prometheus.yml",
-    redis_programs: dict[str, str] | None = None,
+    programs: dict[str, str] | None = None,
 ) -> list[str]:
-    """The command line that runs one service (redis-server, redis-sentinel, prometheus,
-    spark-class for the programs; none for Grafana, whose image has its own).
-    `redis_programs`: the redis-server / redis-sentinel executables to run."""
+    """The command line that runs one service (etcd, redis-server, prometheus, spark-class for
+    the programs; none for Grafana, whose image has its own).
+    `programs`: the etcd / redis-server executables to run (default: found on the PATH)."""
+    programs = programs or {}
     port = placement.port(service, service.main_port)
     if service.program in SPARK_PROGRAMS:
         return spark_argv(service, topology, placement, data_dir=data_dir, python=python,
@@ -70,9 +71,14 @@ def service_argv(
                                listen=f"{bind}:{port}")
     if service.program == "grafana":
         return []
-    if service.is_redis or service.is_sentinel:
-        return redis_tier.argv(service, topology, placement, data_dir=data_dir,
-                               programs=redis_programs)
+    if service.is_etcd:
+        return etcd_cluster.argv(service, topology, placement, data_dir=data_dir,
+                                 executable=programs.get("etcd", "etcd"))
+    if service.is_redis:
+        # the gateways' breaker state: append-only for a restart, no stronger durability
+        return [programs.get("redis-server", "redis-server"),
+                "--bind", "0.0.0.0" if placement.compose else "127.0.0.1", "--port", str(port),
+                "--dir", data_dir, "--protected-mode", "no", "--appendonly", "yes"]
     argv = [
         python, "-m", service.module,
         "--host", "0.0.0.0" if placement.compose else "127.0.0.1",
@@ -118,7 +124,7 @@ def render_supervisor(
     data_dir: Path,
     python: str = sys.executable,
     redis_server: str = "redis-server",
-    redis_sentinel: str = "redis-sentinel",
+    etcd: str = "etcd",
     prometheus: str = "prometheus",
 ) -> str:
     """supervisord.conf: every service autorestarts; `deploy.local` starts them tier by tier."""
@@ -146,12 +152,11 @@ def render_supervisor(
             argv = service_argv(
                 service, topology, placement, data_dir=str(data_dir / service.name), python=python,
                 prometheus_config=str(run_dir / "prometheus.yml"),
-                redis_programs={"redis-server": redis_server, "redis-sentinel": redis_sentinel},
+                programs={"redis-server": redis_server, "etcd": etcd},
             )
             if service.program == "prometheus":
                 argv[0] = prometheus
-            env = {"PYTHONUNBUFFERED": "1",
-                   **redis_tier.launcher_env(service, topology, placement)}
+            env = {"PYTHONUNBUFFERED": "1"}
             if service.program in SPARK_PROGRAMS:
                 env.update(environment(service, placement, python=python))
             lines += [
@@ -199,8 +204,6 @@ def _compose_service(service: Service, topology: Topology) -> dict:
         entry["command"] = command
     if service.program in SPARK_PROGRAMS:
         extras["environment"] = environment(service, placement)
-    if launcher := redis_tier.launcher_env(service, topology, placement):
-        extras["environment"] = launcher
     if "environment" in extras:
         entry["environment"] = extras["environment"]
     entry["restart"] = "unless-stopped"
@@ -222,7 +225,7 @@ def _compose_service(service: Service, topology: Topology) -> dict:
     # redis-cli's (milliseconds) every 3 s. A probe is a process that a loaded host may take
     # seconds to schedule (a load average of 57 while the stack starts beside other work made
     # 3 s time out on a healthy Spark worker), so each gets 10 s, and a service is unhealthy
-    # after two minutes of failures.
+    # after two minutes of failures. etcd's probe is Python's too (urllib on /health).
     interval = 3 if service.health.kind == "redis" else 10
     entry["healthcheck"] = {
         "test": ["CMD", *health_argv(service, placement)],
@@ -252,11 +255,12 @@ def render_compose(topology: Topology) -> str:
 
 
 def render_dockerfiles(topology: Topology) -> dict[Path, str]:
-    """One Dockerfile per python image, from the shared template; redis's is hand-written."""
+    """One Dockerfile per python image, from the shared template; etcd's, redis's and
+    prometheus's are hand-written."""
     template = DOCKERFILE_TEMPLATE.read_text()
     rendered: dict[Path, str] = {}
     for image in topology.images.values():
-        if image.package is None:  # hand-written (redis, prometheus) or upstream (grafana)
+        if image.package is None:  # hand-written (etcd, redis, prometheus) or upstream (grafana)
             continue
         built_here = [m for m in image.members if m not in HOST_BUILT_MEMBERS]
         copies = "\n".join(f"COPY {m}/ /src/{m}/" for m in built_here)

@@ -18,11 +18,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.yaml"
 
 _HEALTH_KINDS = ("grpc", "http", "redis")
-_PROGRAMS = ("redis", "redis-sentinel", "prometheus", "grafana", "spark-master", "spark-worker",
+_PROGRAMS = ("redis", "etcd", "prometheus", "grafana", "spark-master", "spark-worker",
              "spark-submit")
 ALL_PROFILES = ("*",)
-REDIS_MODES = ("sentinel", "single")  # TIDEMQ_REDIS / `make up REDIS=single`
-_PLACEHOLDER = re.compile(r"\{(addrs|addr|port|redis-url):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
+ETCD_MODES = ("cluster", "single")  # TIDEMQ_ETCD / `make up ETCD=single`
+_PLACEHOLDER = re.compile(r"\{(addrs|addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
 
 
 class TopologyError(ValueError):
@@ -62,7 +62,6 @@ class Service:
     program: str | None = None  # not a tidemq module: redis, prometheus, grafana, spark-*
     profile: str | None = None  # compose profile (and `make up` switch) that enables it
     group: str = ""  # the topology entry it was expanded from (its own name if not expanded)
-    replica_of: str | None = None  # a Redis replica: the master it first replicates
 
     @property
     def main_port(self) -> str:
@@ -70,12 +69,12 @@ class Service:
 
     @property
     def is_redis(self) -> bool:
-        """A Redis data node (master or replica), not a Sentinel."""
         return self.program == "redis"
 
     @property
-    def is_sentinel(self) -> bool:
-        return self.program == "redis-sentinel"
+    def is_etcd(self) -> bool:
+        """A member of the config center's etcd cluster."""
+        return self.program == "etcd"
 
     def env_name(self, port_name: str) -> str:
         """Environment variable that overrides a published host port under compose."""
@@ -106,26 +105,9 @@ class Topology:
         """The services expanded from one topology entry (config-center-1, -2...)."""
         return [s for s in self.services.values() if s.group == group]
 
-    def redis_nodes(self) -> list[Service]:
-        return [s for s in self.services.values() if s.is_redis]
-
-    def sentinels(self) -> list[Service]:
-        return [s for s in self.services.values() if s.is_sentinel]
-
-    def redis_master(self) -> Service:
-        """The Redis node that starts as master (Sentinel may move the role later)."""
-        masters = [s for s in self.redis_nodes() if s.replica_of is None]
-        if len(masters) != 1:
-            raise TopologyError(f"the control plane needs one Redis master, found {len(masters)}")
-        return masters[0]
-
-    def redis_url(self, placement: Placement, db: str) -> str:
-        """The control-plane store: through the Sentinels when there are any, else the one
-        Redis (redisconn reads both forms)."""
-        if sentinels := self.sentinels():
-            addrs = ",".join(placement.addr(s) for s in sentinels)
-            return f"redis+sentinel://{addrs}/{self.control_plane.sentinel_master}/{db}"
-        return f"redis://{placement.addr(self.redis_master())}/{db}"
+    def etcd_members(self) -> list[Service]:
+        """The etcd cluster's members (etcd-1, etcd-2, ...), in order."""
+        return [s for s in self.services.values() if s.is_etcd]
 
     def start_order(self) -> list[list[Service]]:
         """Services in tiers: every service's dependencies sit in an earlier tier."""
@@ -167,15 +149,13 @@ class Placement:
 
 
 def expand(text: str, service: Service, topology: Topology, placement: Placement) -> str:
-    """Replace {addr:SVC[:PORT]}, {port:PORT} / {port:SVC:PORT}, {addrs:ENTRY[:PORT]} (every
-    service expanded from one entry, comma-separated) and {redis-url:DB} placeholders."""
+    """Replace {addr:SVC[:PORT]}, {port:PORT} / {port:SVC:PORT} and {addrs:ENTRY[:PORT]} (every
+    service expanded from one entry, comma-separated) placeholders."""
 
     def substitute(match: re.Match[str]) -> str:
         kind, first, second = match.groups()
         if kind == "port" and second is None:
             return str(placement.port(service, first))
-        if kind == "redis-url":
-            return topology.redis_url(placement, first)
         if kind == "addrs":
             if not (members := topology.members(first)):
                 raise TopologyError(f"{service.name}: {match.group(0)} names no service")
@@ -229,7 +209,6 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
         program=program,
         profile=raw.get("profile"),
         group=raw.get("group", name),
-        replica_of=raw.get("replica_of"),
     )
 
 
@@ -290,64 +269,68 @@ def _replica(raw: dict, replica: int, replication: Replication) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class ControlPlane:
-    """How many of each control-plane process run (docs/deployment.md#the-control-plane).
+    """How the control plane runs (docs/deployment.md#the-control-plane).
 
-    The entry marked `control_plane: redis` is the Redis master, followed by `redis_replicas`
-    replicas `<name>-replica-<n>` (port + n); the one marked `control_plane: sentinels` runs as
-    `sentinels` Sentinels and the one marked `control_plane: config_centers` as
-    `config_centers` config centers, instance n named `<name>-<n>` with every port + n - 1.
-    No sentinels (and then no replicas) is a single Redis: `make up REDIS=single`."""
+    The entry marked `control_plane: etcd` runs as `etcd_members` members of one etcd cluster
+    and the one marked `control_plane: config_centers` as `config_centers` config centers;
+    instance n is `<name>-<n>`, member n with every port + (n - 1) * `etcd_port_step`, config
+    center n with every port + n - 1. One member (`make up ETCD=single`) is a store without
+    fault tolerance."""
 
-    redis_replicas: int = 0
-    sentinels: int = 0
+    etcd_members: int = 1
     config_centers: int = 1
-    sentinel_master: str = "tidemq"
-    quorum: int = 2
-    down_after_milliseconds: int = 2000
-    failover_timeout: int = 10000
-    parallel_syncs: int = 1
-    min_replicas_to_write: int = 1
-    min_replicas_max_lag: int = 5
+    etcd_port_step: int = 2           # a member's client and peer ports sit side by side
+    initial_cluster_token: str = "tidemq-etcd"
+    heartbeat_interval_ms: int = 100  # etcd's defaults
+    election_timeout_ms: int = 1000
+    auto_compaction_retention: int = 100000   # revisions of watch history kept
 
     @classmethod
-    def from_raw(cls, raw: dict | None, redis: str | None = None) -> ControlPlane:
+    def from_raw(cls, raw: dict | None, etcd: str | None = None) -> ControlPlane:
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(raw or {}) - known):
+            raise TopologyError(f"control_plane: unknown settings {unknown} (the store is an "
+                                "etcd cluster since issue #35: etcd_members, config_centers...)")
         plane = cls(**(raw or {}))
-        if redis not in (None, "", *REDIS_MODES):
-            raise TopologyError(f"redis mode {redis!r}: use one of {REDIS_MODES}")
-        if redis == "single":
-            plane = dataclasses.replace(plane, redis_replicas=0, sentinels=0)
+        if etcd not in (None, "", *ETCD_MODES):
+            raise TopologyError(f"etcd mode {etcd!r}: use one of {ETCD_MODES}")
+        if etcd == "single":
+            plane = dataclasses.replace(plane, etcd_members=1)
         if plane.config_centers < 1:
             raise TopologyError("control_plane: config_centers must be >= 1")
-        if plane.sentinels and not (plane.redis_replicas >= 1 and
-                                    1 <= plane.quorum <= plane.sentinels):
-            raise TopologyError("control_plane: Sentinels need redis_replicas >= 1 and a "
-                                "quorum of 1..sentinels")
-        if plane.redis_replicas and not plane.sentinels:
-            raise TopologyError("control_plane: Redis replicas need Sentinels to fail over")
-        if plane.sentinels and not 0 <= plane.min_replicas_to_write <= plane.redis_replicas:
-            raise TopologyError("control_plane: min_replicas_to_write must be 0..redis_replicas")
+        if plane.etcd_members < 1 or plane.etcd_members % 2 == 0:
+            # an even count tolerates no more faults than the odd one below it
+            raise TopologyError("control_plane: etcd_members must be odd (1, 3, 5...): "
+                                f"{plane.etcd_members}")
+        if plane.election_timeout_ms < 5 * plane.heartbeat_interval_ms:
+            raise TopologyError("control_plane: election_timeout_ms must be at least 5 x "
+                                "heartbeat_interval_ms (etcd refuses to start otherwise)")
+        if plane.etcd_port_step < 1 or plane.auto_compaction_retention < 1:
+            raise TopologyError("control_plane: etcd_port_step and auto_compaction_retention "
+                                "must be >= 1")
         return plane
 
     @property
     def replicated(self) -> bool:
-        return self.sentinels > 0
+        return self.etcd_members > 1
 
     def count(self, role: str) -> int:
-        return {"redis": 1 + self.redis_replicas, "sentinels": self.sentinels,
-                "config_centers": self.config_centers}[role]
+        return {"etcd": self.etcd_members, "config_centers": self.config_centers}[role]
+
+    def port_step(self, role: str) -> int:
+        return self.etcd_port_step if role == "etcd" else 1
 
 
 def expand_control_plane(services: dict, plane: ControlPlane) -> dict:
     """Raw services with each `control_plane` entry turned into its instances; a dependency on
-    such an entry becomes a dependency on every instance (none when it runs none)."""
+    such an entry becomes a dependency on every instance."""
     instances: dict[str, list[str]] = {}
     for name, raw in services.items():
         role = raw.get("control_plane")
         if role is not None:
-            if role not in ("redis", "sentinels", "config_centers"):
-                raise TopologyError(f"service {name!r}: control_plane is redis, sentinels or "
-                                    "config_centers")
-            instances[name] = [_instance(name, role, i)[0] for i in range(plane.count(role))]
+            if role not in ("etcd", "config_centers"):
+                raise TopologyError(f"service {name!r}: control_plane is etcd or config_centers")
+            instances[name] = [f"{name}-{i + 1}" for i in range(plane.count(role))]
     expanded: dict = {}
     for name, raw in services.items():
         raw = dict(raw)
@@ -357,25 +340,16 @@ def expand_control_plane(services: dict, plane: ControlPlane) -> dict:
         if role is None:
             expanded[name] = raw
             continue
-        for index in range(plane.count(role)):
-            instance, step = _instance(name, role, index)
-            ports = {k: int(v) + step for k, v in raw["ports"].items()}
+        step = plane.port_step(role)
+        for index, instance in enumerate(instances[name]):
+            ports = {k: int(v) + index * step for k, v in raw["ports"].items()}
             expanded[instance] = {**raw, "ports": ports, "group": name}
-            if role == "redis" and index:  # a replica (it retries until its master answers)
-                expanded[instance]["replica_of"] = name
     return expanded
 
 
-def _instance(name: str, role: str, index: int) -> tuple[str, int]:
-    """(service name, port shift) of instance `index` of a control-plane entry."""
-    if role == "redis":
-        return (name if index == 0 else f"{name}-replica-{index}"), index
-    return f"{name}-{index + 1}", index
-
-
-def parse(data: dict, *, redis: str | None = None) -> Topology:
+def parse(data: dict, *, etcd: str | None = None) -> Topology:
     replication = Replication.from_raw(data.get("replication"))
-    control_plane = ControlPlane.from_raw(data.get("control_plane"), redis)
+    control_plane = ControlPlane.from_raw(data.get("control_plane"), etcd)
     services = expand_control_plane(data["services"], control_plane)
     data = {**data, "services": expand_replica_groups(services, replication)}
     images = {
@@ -421,25 +395,25 @@ def _check_unique_ports(topology: Topology) -> None:
                 raise TopologyError(f"port {port} used by both {owner} and {service.name}")
 
 
-def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None, redis: str | None = None,
+def load(path: Path = TOPOLOGY_FILE, *, replicas: int | None = None, etcd: str | None = None,
          profiles: tuple[str, ...] = ()) -> Topology:
     """The topology; `replicas` overrides `replication.replicas` (`make up REPLICAS=3`) and
-    redis="single" runs one Redis and no Sentinels (`make up REDIS=single`).
+    etcd="single" runs a one-member etcd cluster (`make up ETCD=single`).
     Services of a profile (`observability`...) are left out unless `profiles` names it;
     ALL_PROFILES keeps every service (what docker-compose.yml describes)."""
     data = yaml.safe_load(path.read_text())
     if replicas is not None:
         data["replication"] = {**(data.get("replication") or {}), "replicas": replicas}
-    topology = parse(data, redis=redis)
+    topology = parse(data, etcd=etcd)
     return topology if profiles == ALL_PROFILES else topology.select(profiles)
 
 
 def env_overrides(env) -> dict:
-    """`load` arguments from TIDEMQ_REPLICAS and TIDEMQ_REDIS in `env` (what `make up
-    REPLICAS=1 REDIS=single` set)."""
+    """`load` arguments from TIDEMQ_REPLICAS and TIDEMQ_ETCD in `env` (what `make up
+    REPLICAS=1 ETCD=single` set)."""
     replicas = env.get("TIDEMQ_REPLICAS", "")
     return {"replicas": int(replicas) if replicas else None,
-            "redis": env.get("TIDEMQ_REDIS", "") or None}
+            "etcd": env.get("TIDEMQ_ETCD", "") or None}
 
 
 def enabled_profiles(env) -> tuple[str, ...]:
@@ -454,8 +428,8 @@ def published_urls(topology: Topology, placement: Placement) -> list[str]:
     lines = []
     for service in topology.services.values():
         for port_name in service.publish:
-            scheme = ("http" if port_name == "http"
-                      else "redis" if service.is_redis or service.is_sentinel
+            scheme = ("http" if port_name == "http" or service.is_etcd  # etcd's client URL
+                      else "redis" if service.is_redis
                       else "spark" if port_name == "spark" else "grpc")
             url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
             label = service.labels.get(port_name, port_name)

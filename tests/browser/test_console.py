@@ -1,5 +1,5 @@
 """The web console (`/console` on the HTTP gateway) in headless Chromium against real
-processes: Redis, config center, two name servers, one broker group, the gateway (whose traces
+processes: the config center's store, config center, two name servers, one broker group, the gateway (whose traces
 go to an endpoint where nothing listens: the tracing service is down, the console works).
 
 Every page loads without a browser console error and is screenshotted (the folder is printed);
@@ -7,7 +7,7 @@ a topic created here is shown; a group's lag is the figure `tidemq group describ
 before and after a reset done through the console's confirmation step; a message is found by
 key and links to its journey and its producer's trace on the tracing dashboard; text from
 messages is escaped; a dead letter is re-driven through the console; the cluster page's
-control-plane section shows the config center and its Redis as `tidemq cluster
+control-plane section shows the config center and its etcd member as `tidemq cluster
 control-plane` reports them.
 """
 
@@ -116,8 +116,9 @@ def test_the_control_plane_section_is_the_clis_report(cluster, visit):
          "control-plane"], capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
-    (node,) = report["store"]["nodes"]
-    assert (node["address"], node["role"]) == (f"127.0.0.1:{cluster.redis.port}", "master")
+    (member,) = report["store"]["members"]   # the test cluster's store is one etcd member
+    assert member["reachable"] and member["leader"]
+    assert report["store"]["leader"] == member["name"]
     answered = requests.get(f"{cluster.gateway_url}/v1/cluster/control-plane", timeout=30)
     assert answered.status_code == 200, answered.text
     assert answered.json()["config_centers"] == report["config_centers"]
@@ -127,12 +128,13 @@ def test_the_control_plane_section_is_the_clis_report(cluster, visit):
     centers = [row.locator("td").all_inner_texts()
                for row in page.locator("#config-centers tbody tr").all()]
     assert [c[:2] for c in centers] == [[cluster.config_center.addr, "yes"]]
-    nodes = [row.locator("td").all_inner_texts()
-             for row in page.locator("#redis-nodes tbody tr").all()]
-    assert [n[:3] for n in nodes] == [[node["address"], "master", "yes"]]
-    assert nodes[0][5] == str(node["connected_replicas"])
+    members = [row.locator("td").all_inner_texts()
+               for row in page.locator("#etcd-members tbody tr").all()]
+    assert [m[:4] for m in members] == [[member["name"], member["endpoint"], "yes", "leader"]]
+    assert members[0][5] == str(member["raft_term"])
     assert report["store"]["target"] in page.locator("#store-target").inner_text()
-    assert page.locator("#no-sentinels").is_visible()   # a plain redis:// store
+    assert page.locator("#single-member").is_visible()   # no fault tolerance, said so
+    assert page.locator("#no-leader").count() == 0
     assert page.locator("#control-plane-problem").count() == 0
 
 

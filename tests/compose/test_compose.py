@@ -1,7 +1,7 @@
 """The compose deployment end to end: build the images (no registry), start the stack under a
 unique project name on free host ports, produce through the HTTP gateway and read it all back.
-The Redis tier runs as the default topology has it (master, two replicas, three Sentinels,
-two config centers on it). The `observability` profile runs too: Prometheus scrapes every service and every dashboard
+The control plane runs as the default topology has it (three etcd members reaching each other
+by service name, two config centers on them, one Redis for the gateway's breaker state). The `observability` profile runs too: Prometheus scrapes every service and every dashboard
 panel's query returns data. Grafana (an upstream image) runs when its image is present or
 pullable; otherwise it is skipped with the reason printed (no registry on these machines).
 The `analytics` profile runs too: the Spark master and two workers form one cluster, and a job
@@ -26,10 +26,10 @@ import requests
 from deploy import analytics
 from deploy.compose import ComposeStack, StackFailed, upstream_unavailable
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
+from deploy.etcd_cluster import observe
 from deploy.health import Unhealthy
 from deploy.images import ImageBuildError, build_images
 from deploy.observability import PROFILE, dashboard_files, dashboard_queries
-from deploy.redis_tier import observe
 from deploy.topology import load
 from tests.support.processes import free_port, wait_until
 
@@ -173,17 +173,15 @@ def test_no_service_runs_as_root(stack: ComposeStack):
         assert uid != "0", f"{name} runs as root"
 
 
-def test_redis_replicates_to_both_replicas_under_three_sentinels(stack: ComposeStack):
-    """Nodes and Sentinels know each other by service name (replica-announce-ip,
-    announce-hostnames): the master has both replicas, every Sentinel names it."""
-    def replicating():
-        nodes, sentinels = observe(stack.topology, stack.placement)
-        return ([(n.name, n.role, n.master, n.link) for n in nodes] == [
-            ("redis", "master", "", ""), ("redis-replica-1", "replica", "redis", "up"),
-            ("redis-replica-2", "replica", "redis", "up")]
-            and [s.master for s in sentinels] == ["redis"] * 3)
+def test_the_etcd_members_form_one_cluster_with_one_leader(stack: ComposeStack):
+    """The members know each other by service name (--initial-cluster): all three answer on
+    their published client ports, agree on one leader and are caught up with it."""
+    def formed():
+        state = observe(stack.topology, stack.placement)
+        return (len(state.members) == 3 and state.leader is not None
+                and all(m.reachable and state.lag(m) == 0 for m in state.members))
 
-    wait_until(replicating, 60, interval=0.5, message="the Redis tier replicating")
+    wait_until(formed, 60, interval=0.5, message="the etcd cluster formed")
 
 
 COMMIT_SCRIPT = """

@@ -1,12 +1,12 @@
 """`make up` for real: the default topology (every broker group three replicas, SYNC_MASTER,
-min_in_sync_replicas 2; Redis master, two replicas and three Sentinels; two config centers)
+min_in_sync_replicas 2; three etcd members; two config centers; one Redis for the gateway)
 under supervisord on shifted ports and a temporary data dir (so it runs beside a developer's
 `make up`). Every service is healthy and serves the dashboards' metrics (and, with Debian's
 prometheus installed, the supervised Prometheus of `make up OBSERVABILITY=1` scrapes them all);
 each group gets a master with two in-sync replicas; SIGKILL of a master is answered by an
 election while a producer keeps sending, and supervisord restarts the victim. SIGKILL of the
-Redis master is answered by a Sentinel failover: config reads and writes go on, and the old
-master returns as a replica of the new one."""
+etcd leader is answered by a raft election: config reads and writes go on through the config
+centers, and the restarted member rejoins and catches up."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from tidemq.client.admin import Admin
 from tidemq.common.errors import TideMQError
 from tidemq.configclient.client import ConfigClient
 
+from deploy.etcd_cluster import observe
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset, local_topology
 from deploy.observability import PROFILE, dashboard_files, dashboard_metric_names, scrape_targets
-from deploy.redis_tier import observe
 from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -71,38 +71,38 @@ def _check_prometheus_scrapes_every_target(deployment: LocalDeployment) -> None:
     wait_until(all_up, 60, interval=0.5, message="Prometheus scraping every service")
 
 
-def _check_redis_master_failover(deployment: LocalDeployment, config_center: str) -> None:
-    """SIGKILL of the Redis master: the Sentinels promote a replica, the config center keeps
-    answering (nothing acknowledged lost), supervisord restarts the old master and it follows
-    the new one."""
-    def sentinels_name() -> set[str | None]:
-        return {s.master for s in observe(deployment.topology, deployment.placement)[1]}
+def _check_etcd_leader_failover(deployment: LocalDeployment, config_center: str) -> None:
+    """SIGKILL of the etcd leader: the other two elect a leader, the config centers keep
+    answering (nothing acknowledged lost), supervisord restarts the member and it catches up."""
+    def cluster():
+        return observe(deployment.topology, deployment.placement)
 
     def written(config: ConfigClient, value: str) -> bool:
         try:
-            return config.put("/tidemq/test/redis-failover", value).succeeded
-        except TideMQError:  # UNAVAILABLE while the Sentinels fail over
+            return config.put("/tidemq/test/etcd-failover", value).succeeded
+        except TideMQError:  # UNAVAILABLE while the members elect a leader
             return False
 
-    victim = wait_until(lambda: len(named := sentinels_name()) == 1 and named.pop(), 30,
-                        interval=0.2, message="the Sentinels to agree on the master")
+    first = wait_until(lambda: (state := cluster()).leader and state, 30, interval=0.2,
+                       message="the members to agree on a leader")
+    victim = first.leader
+    term = max(m.raft_term for m in first.members if m.reachable)
     with ConfigClient(config_center) as config:
         assert written(config, "before")
         first_pid = deployment.pid(victim)
         os.kill(first_pid, signal.SIGKILL)
-        promoted = wait_until(lambda: (named := sentinels_name()) != {victim} and len(named) == 1
-                              and named.pop(), 60, interval=0.2,
-                              message="the Sentinels to promote a replica")
-        assert config.get("/tidemq/test/redis-failover").value == b"before"
+        wait_until(lambda: (state := cluster()).leader and
+                   max(m.raft_term for m in state.members if m.reachable) > term, 60,
+                   interval=0.2, message="a leader elected in a later term")
+        assert config.get("/tidemq/test/etcd-failover").value == b"before"
         wait_until(lambda: written(config, "after"), 60, interval=0.2,
-                   message="config writes on the new master")
-        assert config.get("/tidemq/test/redis-failover").value == b"after"
+                   message="config writes after the election")
+        assert config.get("/tidemq/test/etcd-failover").value == b"after"
     wait_until(lambda: deployment.pid(victim) not in (None, first_pid), 60, interval=0.2,
                message=f"supervisord did not restart {victim}")
-    wait_until(lambda: any(n.name == victim and n.role == "replica" and n.master == promoted
-                           and n.link == "up"
-                           for n in observe(deployment.topology, deployment.placement)[0]),
-               60, interval=0.2, message=f"{victim} to follow {promoted}")
+    wait_until(lambda: (state := cluster()).leader and
+               all(m.reachable and state.lag(m) == 0 for m in state.members), 60,
+               interval=0.2, message=f"{victim} to rejoin and catch up")
 
 
 def test_local_topology_comes_up_and_fails_over(tmp_path):
@@ -154,7 +154,7 @@ def test_local_topology_comes_up_and_fails_over(tmp_path):
                    message=f"supervisord did not restart {victim}")
         wait_until(lambda: probe(topology.services[victim], placement)[0], 60, interval=0.2,
                    message=f"{victim} did not become healthy again")
-        _check_redis_master_failover(deployment, config_center)
+        _check_etcd_leader_failover(deployment, config_center)
     finally:
         deployment.down()
     assert deployment.supervisord_pid() is None

@@ -212,7 +212,7 @@ class ConfigClient:
     # -- the store behind the service (controlplane.py) ------------------------------------
 
     def describe_store(self) -> StoreDescription:
-        """The Redis tier behind the config center, as one instance (any) sees it now."""
+        """The etcd cluster behind the config center, as one instance (any) sees it now."""
         reply = self._call("DescribeStore", pb.DescribeStoreRequest(), idempotent=True)
         return controlplane.store_from_pb(reply)
 

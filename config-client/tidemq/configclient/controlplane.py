@@ -1,15 +1,15 @@
-"""The control plane as an operator sees it: each config-center instance, and the Redis tier
-behind them (nodes with role and lag, Sentinels with their view of the master).
+"""The control plane as an operator sees it: each config-center instance, and the etcd
+cluster behind them (members with the raft leader, term, committed/applied index and lag).
 
 >>> with ConfigClient("a:7070,b:7071") as config:     # doctest: +SKIP
 ...     plane = config.control_plane()
 ...     [(i.address, i.reachable) for i in plane.instances]
 [('a:7070', True), ('b:7071', False)]
->>> [(n.address, n.role, n.lag_bytes) for n in plane.store.nodes]     # doctest: +SKIP
-[('10.0.0.5:6379', 'master', None), ('10.0.0.6:6379', 'replica', 0)]
+>>> [(m.name, m.leader, m.lag_entries) for m in plane.store.members]     # doctest: +SKIP
+[('etcd-2', True, 0), ('etcd-1', False, 0), ('etcd-3', False, None)]
 
 Every configured instance is asked on its own, at once, so a dead one shows as unreachable
-instead of being skipped the way failover skips it; the tier is described by the first
+instead of being skipped the way failover skips it; the cluster is described by the first
 instance (in the configured order) that answered. `to_json()` is the shape of
 `tidemq cluster control-plane -o json` and of the gateway's `GET /v1/cluster/control-plane`.
 """
@@ -24,28 +24,21 @@ from tidemq.v1 import config_pb2 as pb
 
 
 @dataclass(frozen=True)
-class RedisNode:
-    address: str
-    role: str                     # "master", "replica", or "" when it did not answer
+class EtcdMember:
+    name: str
+    id: str                       # etcd's member id, hex
+    endpoint: str                 # its client URL as the cluster lists it
     reachable: bool
     error: str
-    replication_offset: int
-    lag_bytes: int | None         # replicas: bytes behind their master (None = unknown)
-    link_status: str              # replicas: master_link_status ("up" / "down")
-    master_address: str           # replicas: the master they follow
-    connected_replicas: int       # masters
-
-
-@dataclass(frozen=True)
-class SentinelView:
-    address: str
-    reachable: bool
-    error: str
-    master_address: str           # where this Sentinel says the master is
-    master_down: bool             # it flags the master s_down or o_down
-    master_flags: str
-    other_sentinels: int
-    quorum: int
+    leader: bool
+    raft_term: int
+    raft_index: int               # committed
+    raft_applied_index: int
+    lag_entries: int | None       # the leader's committed index minus its applied (None: unknown)
+    db_size_bytes: int
+    version: str
+    learner: bool
+    alarms: list[str]
 
 
 @dataclass(frozen=True)
@@ -54,11 +47,15 @@ class StoreDescription:
 
     advertised_addr: str
     version: str
-    target: str                   # the Redis URL described without its password
-    replicated: bool
-    master_name: str
-    nodes: list[RedisNode]
-    sentinels: list[SentinelView]
+    target: str                   # the etcd endpoints it was given (and TLS / auth)
+    cluster_id: str
+    revision: int
+    leader: str                   # the leader's name; "" = none (no quorum)
+    members: list[EtcdMember]     # the leader first
+
+    @property
+    def quorum(self) -> int:
+        return len([m for m in self.members if not m.learner]) // 2 + 1
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,19 +92,19 @@ class ControlPlane:
         store = self.store
         return {"config_centers": [i.to_json() for i in self.instances],
                 "store": {"reported_by": self.reported_by, "target": store.target,
-                          "replicated": store.replicated, "master_name": store.master_name,
-                          "nodes": [asdict(n) for n in store.nodes],
-                          "sentinels": [asdict(s) for s in store.sentinels]}}
+                          "cluster_id": store.cluster_id, "revision": store.revision,
+                          "leader": store.leader, "quorum": store.quorum,
+                          "members": [asdict(m) for m in store.members]}}
 
 
 def store_from_pb(reply: pb.DescribeStoreResponse) -> StoreDescription:
     return StoreDescription(
-        reply.advertised_addr, reply.version, reply.target, reply.replicated, reply.master_name,
-        [RedisNode(n.address, n.role, n.reachable, n.error, n.replication_offset,
-                   n.lag_bytes if n.HasField("lag_bytes") else None, n.link_status,
-                   n.master_address, n.connected_replicas) for n in reply.nodes],
-        [SentinelView(s.address, s.reachable, s.error, s.master_address, s.master_down,
-                      s.master_flags, s.other_sentinels, s.quorum) for s in reply.sentinels])
+        reply.advertised_addr, reply.version, reply.target, reply.cluster_id, reply.revision,
+        reply.leader,
+        [EtcdMember(m.name, m.id, m.endpoint, m.reachable, m.error, m.leader, m.raft_term,
+                    m.raft_index, m.raft_applied_index,
+                    m.lag_entries if m.HasField("lag_entries") else None, m.db_size_bytes,
+                    m.version, m.learner, list(m.alarms)) for m in reply.members])
 
 
 def instance_status(address: str, call: Any) -> InstanceStatus:

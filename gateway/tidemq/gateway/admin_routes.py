@@ -2,7 +2,7 @@
 for scripts and for the web console. Thin views: parse → one AdminBackend call → JSON.
 
   GET  /v1/cluster                                 brokers, roles, replication state
-  GET  /v1/cluster/control-plane                   config centers, their Redis and Sentinels
+  GET  /v1/cluster/control-plane                   config centers and their etcd members
   GET  /v1/consumer-groups                         groups known to the coordinators
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
@@ -71,15 +71,16 @@ def cluster():
 
 @admin_bp.get("/v1/cluster/control-plane")
 def control_plane():
-    """Each config-center instance reachable or not, and the Redis tier that holds their state
-    as the first that answered sees it: nodes with role and replication lag, each Sentinel's
-    view of the master (as `tidemq cluster control-plane -o json`). Read-only.
+    """Each config-center instance reachable or not, and the etcd cluster that holds their
+    state as the first that answered sees it: every member with the raft leader and term, its
+    committed and applied index and how many entries it trails the leader (as `tidemq cluster
+    control-plane -o json`). Read-only.
     ---
     get:
-      summary: Config centers, their Redis nodes and Sentinels
+      summary: Config centers and the etcd members behind them
       responses:
         "200":
-          description: every configured config-center address, and the store's tier
+          description: every configured config-center address, and the store's members
           content:
             application/json:
               schema: ControlPlane

@@ -1,11 +1,11 @@
-"""`tidemq cluster control-plane`: the config centers and the Redis tier that holds their state.
+"""`tidemq cluster control-plane`: the config centers and the etcd cluster that holds their state.
 
     tidemq --config-center cc-1:7070,cc-2:7071 cluster control-plane
     tidemq cluster control-plane -o json
 
 Every config-center address given is asked on its own, so a dead instance shows as
-unreachable; the Redis nodes and Sentinels are as the first instance that answered sees them
-(ConfigService.DescribeStore). None answering is one line, `error SERVICE_UNAVAILABLE: no
+unreachable; the etcd members (leader, raft term, committed and applied index, lag) are as the
+first instance that answered sees them (ConfigService.DescribeStore). None answering is one line, `error SERVICE_UNAVAILABLE: no
 config center answered (tried ...)`, and status 1.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 from tidemq.client.cli_common import (
     OutputOpt,
@@ -32,8 +31,8 @@ if TYPE_CHECKING:  # config-center's client is imported by the command (cli_comm
 
 def control_plane(ctx: typer.Context, output: OutputOpt = None) -> None:
     """The control plane: each config-center address (--config-center, comma-separated)
-    reachable or not, the Redis nodes behind them with role and replication lag, and each
-    Sentinel's view of the master."""
+    reachable or not, and the etcd members behind them: the raft leader and term, each
+    member's committed and applied index and how many entries it trails the leader."""
     from tidemq.configclient.client import ConfigClient
 
     g = globals_of(ctx)
@@ -56,26 +55,43 @@ def print_control_plane(plane: ControlPlane) -> None:
             out.print(Text(f"  {other.address} stores elsewhere: {other.store.target} "
                            "(instances of one config center must share one store)",
                            style="bold red"))
-    out.print(table(f"Redis nodes (as {plane.reported_by} sees them)", [
-        "address", "role", "reachable", "lag bytes", "link", "replicas", "repl offset",
-        "follows"], [
-        [n.address, n.role or None, n.reachable, n.lag_bytes, n.link_status or None,
-         n.connected_replicas if n.role == "master" else None,
-         n.replication_offset if n.reachable else None, n.master_address or None]
-        for n in store.nodes]))
-    _errors([(n.address, n.error) for n in store.nodes])
-    if not store.replicated:
-        out.print(Text(f"no Sentinels: the store is one Redis ({store.target}); a failover "
-                       "needs a redis+sentinel:// URL (docs/config-center.md)"))
-        return
-    out.print(table(f"Sentinels (master {escape(repr(store.master_name))})", [
-        "address", "reachable", "master at", "master down", "other sentinels", "quorum",
-        "flags"], [
-        [s.address, s.reachable, s.master_address or None,
-         s.master_down if s.master_address else None,
-         s.other_sentinels if s.master_address else None, s.quorum or None,
-         s.master_flags or None] for s in store.sentinels]))
-    _errors([(s.address, s.error) for s in store.sentinels])
+    leader = (f"leader {store.leader}" if store.leader
+              else "NO LEADER: no quorum, writes wait")
+    out.print(table(f"etcd members (as {plane.reported_by} sees them; {leader}, revision "
+                    f"{store.revision})", [
+        "member", "reachable", "role", "lag", "term", "index", "applied", "db size"], [
+        [m.name or m.id, m.reachable, _role(m) if m.reachable else None,
+         m.lag_entries, m.raft_term if m.reachable else None,
+         m.raft_index if m.reachable else None, m.raft_applied_index if m.reachable else None,
+         _size(m.db_size_bytes) if m.reachable else None] for m in store.members]))
+    # endpoints are in the target line above and in -o json (a table column would not fit)
+    _errors([(m.name or m.endpoint, m.error) for m in store.members])
+    for member in store.members:
+        if member.alarms:
+            out.print(Text(f"  {member.name}: alarm {', '.join(member.alarms)}",
+                           style="bold red"))
+    answering = sum(m.reachable and not m.learner for m in store.members)
+    voters = sum(not m.learner for m in store.members)
+    if voters == 1:
+        out.print(Text("one member: the store has no fault tolerance (make up ETCD=single)"))
+    elif answering < voters:
+        spare = answering - store.quorum
+        out.print(Text(f"{answering} of {voters} members answer (quorum {store.quorum}): "
+                       + ("losing one more stops writes" if spare == 0 else
+                          "no quorum" if spare < 0 else f"{spare} more may be lost"),
+                       style="bold red" if spare <= 0 else "yellow"))
+
+
+def _role(member) -> str:
+    return "leader" if member.leader else "learner" if member.learner else "follower"
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size} {unit}"
+        size //= 1024
+    return f"{size} GiB"
 
 
 def _errors(rows: list[tuple[str, str]]) -> None:

@@ -1,6 +1,6 @@
 """`tidemq cluster control-plane` without a cluster: tables, JSON and the error line, over a
-ConfigClient stand-in with fixed answers (tests/integration/configcenter/test_describe_store.py
-has the same report from real processes)."""
+ConfigClient stand-in whose answers are built from hand-made DescribeStoreResponse messages
+(tests/integration/configcenter has the report from real processes)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,39 @@ from tidemq.client import cli
 from tidemq.common import errors
 from tidemq.configclient import client, controlplane
 from tidemq.configclient.controlplane import (
+    EtcdMember,
     InstanceStatus,
-    RedisNode,
-    SentinelView,
     StoreDescription,
+    store_from_pb,
 )
+from tidemq.v1 import config_pb2 as pb
 from typer.testing import CliRunner
 
-MASTER, REPLICA, GONE = "10.0.0.5:6379", "10.0.0.6:6379", "10.0.0.7:6379"
-STORE = StoreDescription(
-    "cc-1:7070", "0.1.0", "redis master 'tidemq' (db 0) via sentinels s1:26379,s2:26379", True,
-    "tidemq",
-    [RedisNode(MASTER, "master", True, "", 5120, None, "", "", 2),
-     RedisNode(REPLICA, "replica", True, "", 5000, 120, "up", MASTER, 0),
-     RedisNode(GONE, "", False, "ConnectionError: Connection refused", 0, None, "", "", 0)],
-    [SentinelView("s1:26379", True, "", MASTER, False, "master", 1, 2),
-     SentinelView("s2:26379", False, "TimeoutError: Timeout connecting to server", "", False,
-                  "", 0, 0)])
+TARGET = "etcd 10.0.0.5:2379,10.0.0.6:2379,10.0.0.7:2379"
+
+
+def describe(**changes) -> pb.DescribeStoreResponse:
+    """A DescribeStoreResponse as the config center's servicer fills it: three members, the
+    leader first, the third not answering."""
+    reply = pb.DescribeStoreResponse(
+        advertised_addr="cc-1:7070", version="0.1.0", target=TARGET, cluster_id="ec0d1",
+        revision=4242, leader="etcd-2", members=[
+            pb.EtcdMember(name="etcd-2", id="8a1", endpoint="http://10.0.0.6:2379",
+                          reachable=True, leader=True, raft_term=7, raft_index=9001,
+                          raft_applied_index=9001, lag_entries=0, db_size_bytes=3 << 20,
+                          version="3.4.23"),
+            pb.EtcdMember(name="etcd-1", id="14b", endpoint="http://10.0.0.5:2379",
+                          reachable=True, raft_term=7, raft_index=9001,
+                          raft_applied_index=8990, lag_entries=11, db_size_bytes=3 << 20,
+                          version="3.4.23"),
+            pb.EtcdMember(name="etcd-3", id="1a2", endpoint="http://10.0.0.7:2379",
+                          reachable=False, error="context deadline exceeded")])
+    for name, value in changes.items():
+        setattr(reply, name, value)
+    return reply
+
+
+STORE = store_from_pb(describe())
 
 
 class StubConfigClient:
@@ -61,41 +77,72 @@ def run(monkeypatch):
     return invoke
 
 
-def test_json_has_every_instance_node_and_sentinel(run):
+def test_the_description_is_read_from_the_servicers_reply():
+    leader, follower, gone = STORE.members
+    assert (STORE.leader, STORE.revision, STORE.cluster_id, STORE.quorum) == \
+        ("etcd-2", 4242, "ec0d1", 2)
+    assert (leader.name, leader.leader, leader.lag_entries) == ("etcd-2", True, 0)
+    assert (follower.leader, follower.lag_entries, follower.raft_applied_index) == \
+        (False, 11, 8990)
+    assert (gone.reachable, gone.lag_entries, gone.error) == \
+        (False, None, "context deadline exceeded")   # lag unset: unknown, not 0
+
+
+def test_json_has_every_instance_and_member(run):
     report = json.loads(run("cluster", "control-plane", "-o", "json").stdout)
     assert StubConfigClient.addrs == "cc-1:7070,cc-2:7071"
     assert [(c["address"], c["reachable"]) for c in report["config_centers"]] == [
         ("cc-1:7070", True), ("cc-2:7071", False)]
     store = report["store"]
-    assert store["reported_by"] == "cc-1:7070" and store["master_name"] == "tidemq"
-    assert [(n["address"], n["role"], n["reachable"], n["lag_bytes"]) for n in store["nodes"]] \
-        == [(MASTER, "master", True, None), (REPLICA, "replica", True, 120),
-            (GONE, "", False, None)]
-    assert [(s["address"], s["reachable"], s["master_address"]) for s in store["sentinels"]] \
-        == [("s1:26379", True, MASTER), ("s2:26379", False, "")]
+    assert {k: store[k] for k in ("reported_by", "leader", "revision", "quorum", "target")} == \
+        {"reported_by": "cc-1:7070", "leader": "etcd-2", "revision": 4242, "quorum": 2,
+         "target": TARGET}
+    assert [(m["name"], m["reachable"], m["leader"], m["lag_entries"], m["raft_term"])
+            for m in store["members"]] == [("etcd-2", True, True, 0, 7),
+                                           ("etcd-1", True, False, 11, 7),
+                                           ("etcd-3", False, False, None, 0)]
 
 
-def test_tables_show_roles_lag_and_the_sentinels_view(run):
+def test_tables_show_the_leader_term_index_and_lag_of_each_member(run):
     text = run("cluster", "control-plane").stdout
-    assert "Config centers" in text and "Redis nodes (as cc-1:7070 sees them)" in text
-    assert "Sentinels (master 'tidemq')" in text
+    assert "Config centers" in text
+    assert "etcd members (as cc-1:7070 sees them; leader etcd-2, revision 4242)" in \
+        " ".join(text.split())
     rows = {line.split("│")[1].strip(): line for line in text.splitlines()
             if line.startswith("│") and line.split("│")[1].strip()}
-    assert "master" in rows[MASTER] and "replica" in rows[REPLICA] and "120" in rows[REPLICA]
-    assert " no " in rows[GONE] and " no " in rows["cc-2:7071"] and " no " in rows["s2:26379"]
-    assert "  10.0.0.7:6379: ConnectionError: Connection refused" in text
+    assert "leader" in rows["etcd-2"] and "9001" in rows["etcd-2"]
+    assert "follower" in rows["etcd-1"] and " 11 " in rows["etcd-1"]
+    assert " no " in rows["etcd-3"] and " no " in rows["cc-2:7071"]
+    assert "  etcd-3: context deadline exceeded" in text
+    assert "2 of 3 members answer (quorum 2): losing one more stops writes" in text
     table_lines = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
     assert max(len(line) for line in table_lines) <= 80, text
-    assert "left out repl offset, follows" in text and "left out flags, quorum" in text
 
 
-def test_a_single_redis_says_there_are_no_sentinels(run):
-    plain = StoreDescription("cc-1:7070", "0.1.0", "redis 127.0.0.1:6379/0", False, "",
-                             [RedisNode("127.0.0.1:6379", "master", True, "", 7, None, "", "",
-                                        0)], [])
-    StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=plain)]
+def test_a_cluster_without_a_leader_says_writes_wait(run):
+    reply = describe(leader="")
+    for member in reply.members:
+        member.leader = False
+    StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=store_from_pb(reply))]
+    text = " ".join(run("cluster", "control-plane").stdout.split())
+    assert "NO LEADER: no quorum, writes wait" in text
+
+
+def test_one_member_says_there_is_no_fault_tolerance(run):
+    single = StoreDescription("cc-1:7070", "0.1.0", "etcd 127.0.0.1:2379", "ec0d1", 3,
+                              "etcd-1", [EtcdMember("etcd-1", "1", "http://127.0.0.1:2379",
+                                                    True, "", True, 2, 9, 9, 0, 20480,
+                                                    "3.4.23", False, [])])
+    StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=single)]
     text = run("cluster", "control-plane").stdout
-    assert "no Sentinels: the store is one Redis (redis 127.0.0.1:6379/0)" in text
+    assert "one member: the store has no fault tolerance" in text
+
+
+def test_an_alarm_is_called_out(run):
+    reply = describe()
+    reply.members[1].alarms.append("NOSPACE")
+    StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=store_from_pb(reply))]
+    assert "etcd-1: alarm NOSPACE" in run("cluster", "control-plane").stdout
 
 
 def test_no_instance_answering_is_one_line_and_status_1(run):
@@ -116,10 +163,11 @@ def test_an_instance_that_refuses_gives_its_error(run):
     assert result.stderr.strip() == "error PERMISSION_DENIED: user 'ops' may not DescribeStore"
 
 
-def test_instances_that_store_in_different_redis_are_called_out(run):
-    elsewhere = StoreDescription("cc-2:7071", "0.1.0", "redis 10.9.9.9:6379/0", False, "", [], [])
+def test_instances_that_store_in_different_clusters_are_called_out(run):
+    elsewhere = store_from_pb(describe(advertised_addr="cc-2:7071",
+                                       target="etcd 10.9.9.9:2379"))
     StubConfigClient.instances = [InstanceStatus("cc-1:7070", True, store=STORE),
                                   InstanceStatus("cc-2:7071", True, store=elsewhere)]
     text = run("cluster", "control-plane").stdout
     assert f"store: {STORE.target}" in text
-    assert "cc-2:7071 stores elsewhere: redis 10.9.9.9:6379/0" in text
+    assert "cc-2:7071 stores elsewhere: etcd 10.9.9.9:2379" in text

@@ -49,11 +49,13 @@ def test_compose_probes_that_start_python_run_every_10_s_and_give_up_after_two_m
         assert interval == (3 if check["test"][1] == "redis-cli" else 10), name
         assert check["timeout"] == "10s" and interval * check["retries"] == 120, name
 
-def test_compose_redis_is_append_only_and_stateful_services_have_named_volumes():
+def test_compose_etcd_and_redis_keep_their_data_and_stateful_services_have_named_volumes():
     topology = load(profiles=ALL_PROFILES)
     document = yaml.safe_load(render_compose(topology))
-    for node in ("redis", "redis-replica-1", "redis-replica-2"):
-        assert "--appendonly" in document["services"][node]["command"]
+    assert "--appendonly" in document["services"]["redis"]["command"]
+    for member in ("etcd-1", "etcd-2", "etcd-3"):
+        command = document["services"][member]["command"]
+        assert command[command.index("--data-dir") + 1] == "/data"
     data_paths = {"grafana": "/var/lib/grafana"}  # where the upstream image keeps its data
     for service in topology.services.values():
         if service.stateful:
@@ -145,7 +147,7 @@ def test_priorities_follow_dependencies(tmp_path: Path):
 def test_every_tidemq_service_gets_the_common_flags():
     topology = load()
     for service in topology.services.values():
-        if service.module is None:  # Redis nodes, Sentinels
+        if service.module is None:  # etcd members, Redis, the profiles' programs
             continue
         argv = service_argv(service, topology, Placement(), data_dir="/d")
         for flag in ("--host", "--port", "--metrics-port", "--advertised-host", "--data-dir"):

@@ -1,6 +1,7 @@
-"""supervisord mechanics with real processes (Redis and Sentinel only, so this runs without the
+"""supervisord mechanics with real processes (Redis and etcd only, so this runs without the
 services): tiered start waits for health, kill -9 is answered by a restart, down stops
-everything; a killed Redis master is failed over by the Sentinels and returns as a replica."""
+everything; a killed etcd leader is replaced by an election, and the member restarted by
+supervisord rejoins and catches up (what `make status` shows of it)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,18 @@ import os
 import re
 import signal
 
+import grpc
 import pytest
-import redis
 import yaml
+from tidemq.etcd import rpc_pb2, rpc_pb2_grpc
 
+from deploy.etcd_cluster import observe, status_lines
 from deploy.health import probe
 from deploy.local import LocalDeployment, free_port_offset
 from deploy.pidfiles import runs
-from deploy.redis_tier import observe, status_lines
 from deploy.topology import TOPOLOGY_FILE, parse
 from tests.support.processes import wait_until
 from tests.support.tools import needs_tool
-
-pytestmark = needs_tool("redis-server")
 
 REDIS_ONLY = {
     "images": {"redis": {"dockerfile_dir": "deploy/redis"}},
@@ -30,6 +30,7 @@ REDIS_ONLY = {
 }
 
 
+@needs_tool("redis-server")
 def test_up_restart_after_kill_and_down(tmp_path):
     topology = parse(REDIS_ONLY)
     deployment = LocalDeployment(
@@ -56,6 +57,7 @@ def test_up_restart_after_kill_and_down(tmp_path):
 
 
 
+@needs_tool("redis-server")
 def test_up_refuses_ports_held_by_another_program(tmp_path):
     import socket
 
@@ -105,81 +107,93 @@ def test_a_live_listener_still_counts_as_busy():
         assert not _port_free(squatter.getsockname()[1])
 
 
-# A Redis master, two replicas and three Sentinels as the default topology runs them, with its
-# timings (a down-after of 1 s, the Sentinels' ping period, lets a Sentinel take a new master
-# for down right after a failover and fail over again)
-REDIS_TIER = {
-    "images": {"redis": {"dockerfile_dir": "deploy/redis"}},
-    "control_plane": yaml.safe_load(TOPOLOGY_FILE.read_text())["control_plane"],
+# Three etcd members as the default topology runs them, with its settings (heartbeat 100 ms,
+# election timeout 1 s, the same token and --initial-cluster on every start)
+ETCD_CLUSTER = {
+    "images": {"etcd": {"dockerfile_dir": "deploy/etcd"}},
+    "control_plane": {**yaml.safe_load(TOPOLOGY_FILE.read_text())["control_plane"],
+                      "config_centers": 1},
     "services": {
-        "redis": {"image": "redis", "control_plane": "redis", "ports": {"redis": 6379},
-                  "health": {"kind": "redis"}, "stateful": True},
-        "sentinel": {"image": "redis", "program": "redis-sentinel", "control_plane": "sentinels",
-                     "ports": {"sentinel": 26379}, "depends_on": ["redis"],
-                     "health": {"kind": "redis"}, "stateful": True},
+        "etcd": {"image": "etcd", "program": "etcd", "control_plane": "etcd",
+                 "ports": {"client": 2379, "peer": 2380},
+                 "health": {"kind": "http", "port": "client", "path": "/health"},
+                 "stateful": True},
     },
 }
 
 
-def _tier(deployment: LocalDeployment) -> tuple[dict, set[str | None]]:
-    """Each node's state by name, and the set of masters the Sentinels name."""
-    nodes, sentinels = observe(deployment.topology, deployment.placement)
-    return {node.name: node for node in nodes}, {s.master for s in sentinels}
+def _kv(deployment: LocalDeployment, name: str) -> tuple[grpc.Channel, rpc_pb2_grpc.KVStub]:
+    port = deployment.placement.port(deployment.topology.services[name], "client")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    return channel, rpc_pb2_grpc.KVStub(channel)
+
+
+def _put(deployment: LocalDeployment, name: str, key: bytes, value: bytes) -> bool:
+    channel, kv = _kv(deployment, name)
+    with channel:
+        try:
+            kv.Put(rpc_pb2.PutRequest(key=key, value=value), timeout=2)
+        except grpc.RpcError:  # no leader yet
+            return False
+    return True
 
 
 @pytest.mark.slow
-@needs_tool("redis-sentinel")
-def test_sentinels_fail_over_a_killed_master_and_it_comes_back_as_a_replica(tmp_path):
-    topology = parse(REDIS_TIER)
+@needs_tool("etcd")
+def test_a_killed_etcd_leader_is_replaced_and_rejoins_as_a_follower(tmp_path):
+    topology = parse(ETCD_CLUSTER)
     deployment = LocalDeployment(
         data_dir=tmp_path, port_offset=free_port_offset(topology), topology=topology
     )
-
-    def connect(name: str) -> redis.Redis:
-        port = deployment.placement.port(topology.services[name], "redis")
-        return redis.Redis(port=port, socket_timeout=2)
-
     try:
         deployment.up(timeout=30, progress=lambda line: None)
-        nodes, named = wait_until(lambda: (tier := _tier(deployment))[0]["redis"].replicas == 2
-                                  and tier, 20, interval=0.1, message="both replicas following")
-        assert named == {"redis"}
-        assert [(n.role, n.master) for n in nodes.values()] == \
-            [("master", ""), ("replica", "redis"), ("replica", "redis")]
-        with connect("redis") as master:
-            master.set("before", "failover")
-            assert master.wait(2, 2000) == 2
+        state = wait_until(lambda: (s := observe(topology, deployment.placement)).leader and s,
+                           20, interval=0.1, message="a leader all members agree on")
+        assert all(m.reachable and m.raft_term >= 1 for m in state.members)
+        assert oct((tmp_path / "etcd-1").stat().st_mode & 0o777) == "0o700"
+        assert (tmp_path / "etcd-1" / "member" / "wal").is_dir()   # its own data directory
+        leader = state.leader
+        assert _put(deployment, leader, b"before", b"kill")
 
-        old_pid = deployment.pid("redis")
+        old_pid = deployment.pid(leader)
         os.kill(old_pid, signal.SIGKILL)
-        promoted = wait_until(lambda: (named := _tier(deployment)[1]) != {"redis"}
-                              and len(named) == 1 and named.pop(), 30, interval=0.2,
-                              message="the Sentinels to agree on a promoted replica")
-        assert promoted in ("redis-replica-1", "redis-replica-2")
-        # supervisord restarted the old master at once, and it waited for the failover
-        wait_until(lambda: deployment.pid("redis") not in (None, old_pid), 30, interval=0.2,
-                   message="supervisord to restart redis")
-        wait_until(lambda: (node := _tier(deployment)[0]["redis"]).role == "replica"
-                   and node.master == promoted and node.link == "up", 30, interval=0.2,
-                   message="the old master following the promoted replica")
-        with connect(promoted) as master:
-            assert master.get("before") == b"failover"
-            master.set("after", "failover")
-            assert master.wait(2, 5000) == 2
-        # its own config records the role Sentinel gave, for a restart without the Sentinels
-        promoted_port = deployment.placement.port(topology.services[promoted], "redis")
-        assert f"replicaof 127.0.0.1 {promoted_port}\n" in \
-            (tmp_path / "redis" / "redis.conf").read_text()
-        status = "\n".join(status_lines(topology, deployment.placement))
-        assert status.count(f"says the master is {promoted}") == 3
-        assert len(re.findall(rf"replica  of {promoted}, \d+ bytes behind \(link up\)",
-                              status)) == 2
+        # the two others elect one of them (supervisord may have restarted the victim by then,
+        # and etcd can elect it again only after it caught up: either way a leader, a new term)
+        after = wait_until(lambda: (s := observe(topology, deployment.placement)).leader
+                           and s.members and max(m.raft_term for m in s.members if m.reachable)
+                           > max(m.raft_term for m in state.members) and s, 30, interval=0.1,
+                           message="a new leader after the kill")
+        wait_until(lambda: deployment.pid(leader) not in (None, old_pid), 30, interval=0.2,
+                   message="supervisord to restart the killed member")
+        survivor = next(m.name for m in after.members if m.name != leader)
+        wait_until(lambda: _put(deployment, survivor, b"after", b"kill"), 30, interval=0.2,
+                   message="writes through the new leader")
+        # the restarted member rejoins from its data directory and catches up
+        wait_until(lambda: (s := observe(topology, deployment.placement)).leader and
+                   all(m.reachable and s.lag(m) == 0 for m in s.members), 30, interval=0.2,
+                   message="every member caught up")
+        channel, kv = _kv(deployment, leader)
+        with channel:
+            reply = kv.Range(rpc_pb2.RangeRequest(key=b"after"), timeout=2)
+        assert [kvs.value for kvs in reply.kvs] == [b"kill"]
 
-        other = ({"redis-replica-1", "redis-replica-2"} - {promoted}).pop()
-        deployment.supervisorctl("stop", other)
-        assert _tier(deployment)[0][other].role == "down"
+        status = status_lines(topology, deployment.placement)
+        assert re.match(r"etcd members \(3/3 answering, leader etcd-\d, raft term \d+\):",
+                        status[0]), status
+        assert sum(" leader " in line for line in status[1:]) == 1
+        assert sum(" follower " in line for line in status[1:]) == 2
+        assert all("lag 0 entries" in line for line in status[1:]), status
+
+        stopped = next(m.name for m in observe(topology, deployment.placement).members
+                       if not m.leader)
+        deployment.supervisorctl("stop", stopped)
+        state = observe(topology, deployment.placement)
+        assert not next(m for m in state.members if m.name == stopped).reachable
+        assert state.leader is not None   # two of three: still a quorum
         line = next(line for line in status_lines(topology, deployment.placement)
-                    if line.split()[0] == other)
+                    if line.split()[0] == stopped)
         assert line.split()[2] == "DOWN"
+        assert status_lines(topology, deployment.placement)[0].startswith(
+            "etcd members (2/3 answering, leader ")
     finally:
         deployment.down()

@@ -26,22 +26,21 @@ def test_committed_topology_loads_and_orders_dependencies_first():
 
 
 def test_walking_skeleton_services_and_ports():
-    services = load(replicas=1, redis="single").services
+    services = load(replicas=1, etcd="single").services
     assert {n: s.ports[s.main_port] for n, s in services.items()} == {
-        "redis": 6379, "trace-collector": 4317, "config-center-1": 7070,
+        "etcd-1": 2379, "redis": 6379, "trace-collector": 4317, "config-center-1": 7070,
         "config-center-2": 7071, "namesrv-1": 9876, "namesrv-2": 9877, "broker-a": 10911,
         "broker-b": 10921, "gateway-http": 8080, "gateway-grpc": 8081,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
 
 
-def test_by_default_the_control_plane_runs_redis_under_sentinel_and_two_config_centers():
+def test_by_default_the_control_plane_runs_three_etcd_members_and_two_config_centers():
     services = load().services
     assert {n: s.ports for n, s in services.items()
-            if n.startswith(("redis", "sentinel", "config-center"))} == {
-        "redis": {"redis": 6379}, "redis-replica-1": {"redis": 6380},
-        "redis-replica-2": {"redis": 6381}, "sentinel-1": {"sentinel": 26379},
-        "sentinel-2": {"sentinel": 26380}, "sentinel-3": {"sentinel": 26381},
+            if n.startswith(("etcd", "redis", "sentinel", "config-center"))} == {
+        "etcd-1": {"client": 2379, "peer": 2380}, "etcd-2": {"client": 2381, "peer": 2382},
+        "etcd-3": {"client": 2383, "peer": 2384}, "redis": {"redis": 6379},
         "config-center-1": {"grpc": 7070, "metrics": 17070},
         "config-center-2": {"grpc": 7071, "metrics": 17071},
     }  # fmt: skip

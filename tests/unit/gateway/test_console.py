@@ -26,30 +26,28 @@ TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 def control_plane_json(hostile: str = HOSTILE) -> dict:
     """What `GET /v1/cluster/control-plane` answers; every text field an attacker could
-    influence (an error string, a master name, a Sentinel's flags) carries `hostile`."""
+    influence (an error string, a member name, an alarm) carries `hostile`."""
+    def member(name, **fields):
+        return {"name": name, "id": "8a1", "endpoint": f"http://{name}:2379", "reachable": True,
+                "error": "", "leader": False, "raft_term": 7, "raft_index": 900,
+                "raft_applied_index": 900, "lag_entries": 0, "db_size_bytes": 20480,
+                "version": "3.4.23", "learner": False, "alarms": [], **fields}
+
     return {
         "config_centers": [
             {"address": "cc-1:7070", "reachable": True, "error": "", "version": "0.1.0",
-             "advertised_addr": "cc-1:7070", "target": f"redis master {hostile!r}"},
+             "advertised_addr": "cc-1:7070", "target": f"etcd {hostile!r}"},
             {"address": "cc-2:7071", "reachable": False, "error": f"down {hostile}",
              "version": "", "advertised_addr": "", "target": ""}],
         "store": {
-            "reported_by": "cc-1:7070", "target": f"redis master {hostile!r}",
-            "replicated": True, "master_name": hostile,
-            "nodes": [
-                {"address": "r1:6379", "role": "master", "reachable": True, "error": "",
-                 "replication_offset": 900, "lag_bytes": None, "link_status": "",
-                 "master_address": "", "connected_replicas": 1},
-                {"address": "r2:6379", "role": "replica", "reachable": True, "error": "",
-                 "replication_offset": 860, "lag_bytes": 40, "link_status": "up",
-                 "master_address": "r1:6379", "connected_replicas": 0},
-                {"address": "r3:6379", "role": "", "reachable": False,
-                 "error": f"refused {hostile}", "replication_offset": 0, "lag_bytes": None,
-                 "link_status": "", "master_address": "", "connected_replicas": 0}],
-            "sentinels": [
-                {"address": "s1:26379", "reachable": True, "error": "",
-                 "master_address": "r1:6379", "master_down": False, "master_flags": hostile,
-                 "other_sentinels": 2, "quorum": 2}]}}
+            "reported_by": "cc-1:7070", "target": f"etcd {hostile!r}", "cluster_id": "ec0d1",
+            "revision": 4242, "leader": "e1", "quorum": 2,
+            "members": [
+                member("e1", leader=True),
+                member("e2", raft_applied_index=860, lag_entries=40, alarms=[hostile]),
+                member("e3", reachable=False, error=f"refused {hostile}", raft_term=0,
+                       raft_index=0, raft_applied_index=0, lag_entries=None,
+                       db_size_bytes=0, version="")]}}
 
 
 class StubAdmin:
@@ -188,10 +186,21 @@ def test_the_cluster_page_shows_the_control_plane_escaped(client):
     assert HOSTILE not in page
     flat = re.sub(r">\s+<", "><", page)
     assert '<h2 id="control-plane">Control plane</h2>' in flat
-    assert '<td class="role-replica">replica</td>' in flat and '<td class="lag">40</td>' in flat
-    assert '<td>r3:6379</td><td class="role-unknown">-</td><td class="down">no</td>' in flat
-    assert "refused &lt;script&gt;" in page and "master name &lt;script&gt;" in page
-    assert flat.count('<td class="down">no</td>') == 2   # cc-2 and r3
+    assert '<td class="role-leader">leader</td>' in flat
+    assert '<td class="role-follower">follower</td><td class="lag">40</td>' in flat
+    assert ('<td>e3</td><td>http://e3:2379</td><td class="down">no</td>'
+            '<td class="role-unknown">-</td>') in flat
+    assert "refused &lt;script&gt;" in page and "alarms: &lt;script&gt;" in page
+    assert "leader e1, revision 4242" in page and 'id="no-leader"' not in page
+    assert flat.count('<td class="down">no</td>') == 2   # cc-2 and e3
+
+
+def test_a_cluster_without_a_leader_is_called_out(client, backend):
+    plane = control_plane_json()
+    plane["store"]["leader"] = ""
+    backend.admin.control_plane = lambda: plane
+    page = client.get("/console/cluster").get_data(as_text=True)
+    assert 'id="no-leader"' in page and "(2 needed)" in page
 
 
 def test_no_config_center_answering_leaves_the_brokers_on_the_page(client, backend):
