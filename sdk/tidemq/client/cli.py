@@ -27,6 +27,7 @@ from tidemq.client.cli_common import (
     TIME_HELP,
     Globals,
     GroupArg,
+    OneLineErrors,
     Output,
     OutputOpt,
     TopicArg,
@@ -52,7 +53,7 @@ DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
 TABLE_BODY_CHARS = 200  # of a body in a table row; -o json has it whole
 
 app = typer.Typer(
-    name="tidemq", no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
+    name="tidemq", cls=OneLineErrors, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Administer a TideMQ cluster: topics, messages, consumer groups, offsets and "
          "config-center keys. Addresses come from --namesrv / --config-center or the "
          "TIDEMQ_NAMESRV_ADDRS / TIDEMQ_CONFIG_CENTER environment variables.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,12 @@ from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from typer._click.exceptions import (  # typer's own click (it vendors one)
+    ClickException,
+    NoArgsIsHelpError,
+    UsageError,
+)
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from tidemq.client.admin import Admin
@@ -91,6 +98,40 @@ def expected_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+class OneLineErrors(TyperGroup):
+    """The `tidemq` command group: a usage error (a missing argument, an unknown option, a value
+    that does not parse) is one line `error INVALID_ARGUMENT: sentence (see 'tidemq ... --help')`
+    on stderr and exit status 1, like every other failure, instead of click's usage block and
+    status 2. Help for a bare group (`tidemq topic`) is still shown."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(0)
+        except UsageError as exc:
+            err.print(Text(f"error INVALID_ARGUMENT: {usage_sentence(exc)}"))
+            sys.exit(1)
+        except ClickException as exc:  # a file that cannot be opened, ...
+            err.print(Text(f"error INVALID_ARGUMENT: {exc.format_message()}"))
+            sys.exit(1)
+        except typer.Abort:
+            err.print(Text("error ABORTED: nothing was done"))
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
+
+def usage_sentence(exc) -> str:
+    """click's message as a sentence, naming the command's --help."""
+    message = exc.format_message().strip().rstrip(".")
+    command = exc.ctx.command_path if exc.ctx is not None else "tidemq"
+    return f"{message} (see '{command} --help')"
 
 
 def emit_json(value: Any) -> None:

@@ -203,9 +203,17 @@ def test_unreachable_service_message_names_the_address(run):
     ["send", "t", "body", "--property", "novalue"],
     ["-o", "yaml", "topic", "list"],
 ])
-def test_bad_usage_exits_2_with_a_reason(run, args):
-    result = run(*args, expect=2)
-    assert "Traceback" not in result.output and result.stderr.strip()
+def test_bad_usage_is_one_error_line_and_status_1(run, args):
+    """As the README promises for every failure: `error CODE: sentence`, exit 1 (was click's
+    four-line usage block and status 2)."""
+    result = run(*args, expect=1)
+    assert "Traceback" not in result.output and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error INVALID_ARGUMENT: ") and "--help')" in line, line
+
+
+def test_a_bare_group_still_shows_its_help(run):
+    assert "reset-offsets" in run("group", expect=0).output
 
 
 def test_topic_create_passes_arguments_and_prints_json(run):
