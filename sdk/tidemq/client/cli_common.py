@@ -55,7 +55,7 @@ class Globals:
 TopicArg = Annotated[str, typer.Argument(help="topic name", show_default=False)]
 GroupArg = Annotated[str, typer.Argument(help="consumer group name", show_default=False)]
 # ids one copies into the next command: never shortened
-UNWRAPPED_COLUMNS = frozenset({"msg id", "stored", "address", "master", "recall handle",
+UNWRAPPED_COLUMNS = frozenset({"msg id", "stored", "address", "master", "member", "recall handle",
                                "receipt handle"})
 OutputOpt = Annotated[Output | None, typer.Option(
     "--output", "-o", help="table (default; fitted to the terminal), wide (every column in full) or json; "
