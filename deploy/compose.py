@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 from deploy.engine import EngineUnavailable, ensure_engine, stop_engine
+from deploy.entry_points import entry_point_urls
 from deploy.health import Unhealthy, wait_healthy
 from deploy.images import ImageBuildError, base_image, build_images
 from deploy.render import COMPOSE_FILE
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {exc}\n{stack.logs()}", file=sys.stderr)
         return 1
     print("\nTideMQ (docker compose) is up:")
-    print("\n".join(stack.urls()))
+    print("\n".join([*stack.urls(), *entry_point_urls(stack.topology, stack.placement)]))
     return 0
 
 

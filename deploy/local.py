@@ -25,6 +25,7 @@ from pathlib import Path
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
 from deploy import analytics, etcd_cluster, observability
+from deploy.entry_points import entry_point_urls
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.pidfiles import await_exit, recorded_pid
@@ -295,7 +296,8 @@ def _cmd_up(deployment: LocalDeployment) -> int:
         print(f"FAILED: {exc}")
         return 1
     print("\nTideMQ is up:")
-    print("\n".join(deployment.urls()))
+    print("\n".join([*deployment.urls(), *entry_point_urls(deployment.topology,
+                                                            deployment.placement)]))
     print(f"  logs: {deployment.run_dir / 'logs'}   data: {deployment.data_dir}")
     print(f"  Prometheus scrape config: {deployment.prometheus_file}")
     for name, reason in deployment.skipped.items():
@@ -318,6 +320,7 @@ def _cmd_status(deployment: LocalDeployment) -> int:
         print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
     print("\n".join(etcd_cluster.status_lines(deployment.topology, deployment.placement)))
     print("\n".join(config_center_lines(deployment.topology, deployment.placement)))
+    print("\n".join(entry_point_urls(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
 
 

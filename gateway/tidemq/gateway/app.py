@@ -2,6 +2,7 @@
 problem+json by one handler.
 
 Endpoints (docs/http-api.md has examples):
+  GET  /                                         a browser: to /console; a client: an index
   GET  /healthz, /metrics                        liveness; Prometheus text, all workers (here)
   /v1/topics...                                  topics and messages (topic_routes.py)
   /v1/groups...                                  subscription-group definitions (group_routes.py)
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 import time
 
-from flask import Blueprint, Flask, Response, g, jsonify, request
+from flask import Blueprint, Flask, Response, g, jsonify, redirect, request
 from opentelemetry import trace
 from tidemq.common import problems
 from tidemq.common.auth.guard import AuthGuard, StaticAcl
@@ -39,6 +40,48 @@ from tidemq.gateway.transaction_routes import transactions_bp
 
 _CONVERTER = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 ops_bp = Blueprint("tidemq_ops", __name__)
+
+
+# What `GET /` lists: where a newcomer goes from the address `make up` prints.
+INDEX = {
+    "service": "TideMQ HTTP gateway",
+    "console": "/console/",
+    "openapi": "/openapi.json",
+    "health": "/healthz",
+    "metrics": "/metrics",
+    "api": "/v1",
+    "docs": "docs/http-api.md",
+}
+
+
+@ops_bp.get("/")
+def index():
+    """Where to go from here: a browser to the console, a client an index of what is served.
+    ---
+    get:
+      responses:
+        "200":
+          description: the index (console, OpenAPI document, health, metrics); a client that
+            prefers text/html over JSON is redirected (302) to /console instead
+          content:
+            application/json:
+              schema:
+                type: object
+                properties:
+                  service: {type: string}
+                  console: {type: string}
+                  openapi: {type: string}
+                  health: {type: string}
+                  metrics: {type: string}
+                  api: {type: string}
+                  docs: {type: string}
+        "302":
+          description: a browser (Accept prefers text/html) is sent to the console
+    """
+    accepted = request.accept_mimetypes
+    if accepted["text/html"] > accepted["application/json"]:
+        return redirect("/console/", code=302)
+    return jsonify(INDEX)
 
 
 @ops_bp.get("/healthz")

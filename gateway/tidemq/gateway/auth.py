@@ -24,7 +24,7 @@ from tidemq.common.auth.guard import AuthGuard
 from tidemq.common.auth.permissions import ACL_KEY_PREFIX
 from tidemq.common.auth.signature import DATE_TIME
 
-OPEN_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json"})
+OPEN_PATHS = frozenset({"/", "/healthz", "/metrics", "/openapi.json"})
 CHALLENGE = 'Bearer realm="tidemq", MQv2-HMAC-SHA1 realm="tidemq"'
 GUARD = "tidemq_auth_guard"  # app.extensions key: the AuthGuard when auth is on
 CONSOLE_PREFIX = "/console/"

@@ -27,6 +27,7 @@ from tidemq.client.cli_common import (
     TIME_HELP,
     Globals,
     GroupArg,
+    OneLineErrors,
     Output,
     OutputOpt,
     TopicArg,
@@ -52,7 +53,7 @@ DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
 TABLE_BODY_CHARS = 200  # of a body in a table row; -o json has it whole
 
 app = typer.Typer(
-    name="tidemq", no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
+    name="tidemq", cls=OneLineErrors, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Administer a TideMQ cluster: topics, messages, consumer groups, offsets and "
          "config-center keys. Addresses come from --namesrv / --config-center or the "
          "TIDEMQ_NAMESRV_ADDRS / TIDEMQ_CONFIG_CENTER environment variables.")
@@ -92,7 +93,8 @@ def root(
         "--config-center", envvar="TIDEMQ_CONFIG_CENTER",
         help="config-center address(es), host:port[,host:port]")] = DEFAULT_CONFIG_CENTER,
     output: Annotated[Output, typer.Option(
-        "--output", "-o", help="table for people, json for scripts")] = Output.table,
+        "--output", "-o", help="table for people (fitted to the terminal), wide (every column "
+        "in full) or json for scripts")] = Output.table,
     timeout: Annotated[float, typer.Option(
         "--timeout", min=0.1, help="deadline of each remote call, in seconds")] = 5.0,
 ) -> None:
@@ -155,9 +157,9 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     # Replication columns only where some broker replicates (keeps the table narrow otherwise).
     replicated = any(b.replica_id >= 0 for b in brokers)
     extra = ["replica", "epoch", "in sync", "lag bytes", "lag s"] if replicated else []
-    out.print(table("Brokers", ["cluster", "broker", "id", "role", "address", "last seen",
+    out.print(table("Brokers", ["broker", "id", "role", "address", "cluster", "last seen",
                                 *extra], [
-        [b.cluster, b.broker_name, b.broker_id, b.role, b.addr,
+        [b.broker_name, b.broker_id, b.role, b.addr, b.cluster,
          f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None,
          *(_replication_cells(b) if replicated else [])]
         for b in brokers]))

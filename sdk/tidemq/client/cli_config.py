@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from tidemq.client.cli_common import err, expected_errors
+from tidemq.client.cli_common import Output as OutputMode
+from tidemq.client.cli_common import err, expected_errors, json_mode, table
 from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
 
 if TYPE_CHECKING:  # the client is imported by the commands that use it (cli_common)
@@ -31,19 +31,18 @@ config_app = typer.Typer(
 Addr = Annotated[str, typer.Option(
     "--config-center", envvar="TIDEMQ_CONFIG_CENTER",
     help="config-center address(es), host:port[,host:port]")]
-Output = Annotated[str | None, typer.Option(
-    "--output", "-o", help="table or json (default: the global --output)", show_default=False)]
+Output = Annotated[OutputMode | None, typer.Option(
+    "--output", "-o", help="table, wide or json (default: the global --output)",
+    show_default=False)]
 DEFAULT_ADDR = DEFAULT_CONFIG_CENTER
 WATCH_ACK_S = 5.0  # how long `watch` waits for the server's acknowledgement before saying so
 
-_out = Console()
+_out = Console(highlight=False, soft_wrap=True)  # tables fit themselves (cli_common)
 
 
 def _json(ctx: typer.Context, output: str | None) -> bool:
     """This command's -o, else the global one (`tidemq -o json config ...`)."""
-    if output:
-        return output == "json"
-    return getattr(ctx.find_root().obj, "output", "table") == "json"
+    return json_mode(ctx, output)
 
 
 def _kv_json(kv: KeyValue) -> dict[str, Any]:
@@ -72,14 +71,9 @@ def _print_kvs(kvs: list[KeyValue], as_json: bool, title: str) -> None:
     if as_json:
         print(json.dumps([_kv_json(kv) for kv in kvs]))
         return
-    table = Table(title=title)
-    for column in ("key", "value", "mod rev", "version", "lease"):
-        table.add_column(column)
-    for kv in kvs:
-        row = _kv_json(kv)
-        table.add_row(kv.key, str(row["value"]), str(kv.mod_revision), str(kv.version),
-                      str(kv.lease or ""))
-    _out.print(table)
+    _out.print(table(title, ["key", "value", "mod rev", "version", "lease"], [
+        [kv.key, _kv_json(kv)["value"], kv.mod_revision, kv.version, kv.lease or ""]
+        for kv in kvs]))
 
 
 @config_app.command()
@@ -206,14 +200,9 @@ def history(ctx: typer.Context, key: str,
         if _json(ctx, output):
             print(json.dumps([_event_json(e) for e in events]))
             return
-        table = Table(title=f"history of {key}")
-        for column in ("revision", "type", "value", "version"):
-            table.add_column(column)
-        for event in events:
-            row = _event_json(event)
-            table.add_row(str(event.revision), event.type, str(row["value"]),
-                          str(event.kv.version))
-        _out.print(table)
+        _out.print(table(f"history of {key}", ["revision", "type", "value", "version"], [
+            [event.revision, event.type, _event_json(event)["value"], event.kv.version]
+            for event in events]))
 
     _run(config_center, action)
 
@@ -242,11 +231,8 @@ def effective(ctx: typer.Context,
         if _json(ctx, output):
             print(json.dumps({"revision": result.revision, "settings": rows}))
             return
-        table = Table(title=f"effective configuration at revision {result.revision}")
-        for column in ("name", "value", "scope", "source_key"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(str(row[c]) for c in ("name", "value", "scope", "source_key")))
-        _out.print(table)
+        columns = ["name", "value", "scope", "source_key"]
+        _out.print(table(f"effective configuration at revision {result.revision}", columns,
+                         [[row[c] for c in columns] for row in rows]))
 
     _run(config_center, action)

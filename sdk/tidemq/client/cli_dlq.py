@@ -56,7 +56,7 @@ def list_(ctx: typer.Context, group: GroupArg, limit: LimitOpt = 100,
         "msg id", "origin topic", "reconsumed", "first failure", "stored", "body"], [
         [m.msg_id, m.origin_topic, m.reconsume_times,
          iso(int(m.properties.get(record.PROP_FIRST_FAILURE_MS, 0) or 0)),
-         iso(m.store_timestamp), body_text(m)[:60]] for m in messages]))
+         iso(m.store_timestamp), body_text(m)] for m in messages]))
 
 
 @dlq_app.command("requeue")

@@ -36,6 +36,17 @@ def test_topic_list_and_description(stack):
     assert [(q["queue_id"], q["min_offset"]) for q in described["queues"]] == [(0, 0), (1, 0)]
 
 
+def test_the_printed_address_leads_to_the_console_and_an_index(stack):
+    """`make up` prints the gateway's bare address: a browser lands on the console."""
+    url = stack.gateway_url
+    browser = requests.get(f"{url}/", headers={"Accept": "text/html,*/*;q=0.8"}, timeout=10)
+    assert browser.status_code == 200 and browser.url.startswith(f"{url}/console/")
+    assert "text/html" in browser.headers["Content-Type"]
+    index = requests.get(f"{url}/", timeout=10)
+    assert index.status_code == 200 and index.json()["console"] == "/console/"
+    assert requests.get(url + index.json()["openapi"], timeout=10).json()["openapi"]
+
+
 def test_binary_and_text_bodies_round_trip_with_properties(stack):
     url = stack.gateway_url
     binary = bytes(range(256)) * 40  # > 4 KiB: compressed on the wire

@@ -203,9 +203,17 @@ def test_unreachable_service_message_names_the_address(run):
     ["send", "t", "body", "--property", "novalue"],
     ["-o", "yaml", "topic", "list"],
 ])
-def test_bad_usage_exits_2_with_a_reason(run, args):
-    result = run(*args, expect=2)
-    assert "Traceback" not in result.output and result.stderr.strip()
+def test_bad_usage_is_one_error_line_and_status_1(run, args):
+    """As the README promises for every failure: `error CODE: sentence`, exit 1 (was click's
+    four-line usage block and status 2)."""
+    result = run(*args, expect=1)
+    assert "Traceback" not in result.output and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error INVALID_ARGUMENT: ") and "--help')" in line, line
+
+
+def test_a_bare_group_still_shows_its_help(run):
+    assert "reset-offsets" in run("group", expect=0).output
 
 
 def test_topic_create_passes_arguments_and_prints_json(run):
@@ -297,15 +305,18 @@ def test_assignment_json_is_parsed_leniently():
 
 
 def test_tables_fit_80_columns_and_say_what_they_leave_out(run):
-    """Broker, offset, msg id and body stay whole on an 80-column terminal; the columns left
-    out to get there are named, with the hint to use -o json (was: the body folded into
-    two-character slivers)."""
+    """Broker, offset and msg id stay whole on an 80-column terminal, the body is shortened
+    with a visible mark; the columns left out to get there are named, with the hint to use
+    -o wide / -o json (was: the body folded into two-character slivers)."""
     text = run("message", "query", "orders", "order-1").stdout
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80, text
-    for word in ('{"id": 1,', '"customer":', '"Ada",', '"total":', "42.5}"):  # whole words
-        assert word in text, text
-    assert any("7F0000010000C0670000000000000000" in line for line in lines), text
-    assert "left out stored, tag" in text and "-o json shows every field in full" in text
+    (row,) = [line for line in lines if "7F0000010000C0670000000000000000" in line]
+    assert '{"id": 1,' in row and "… │" in row, text
+    assert "left out stored, tag" in text and "cut values marked …" in text, text
+    assert "-o wide or -o json show every field in full" in " ".join(text.split()), text
+    wide = run("message", "query", "orders", "order-1", "-o", "wide").stdout
+    assert '{"id": 1, "customer": "Ada", "total": 42.5}' in wide, wide
+    assert "…" not in wide and "left out" not in wide, wide
     described = run("group", "describe", "billing").stdout
     assert max(len(line) for line in described.splitlines()) <= 80, described

@@ -119,6 +119,26 @@ def test_healthz_and_metrics(client):
     assert "tidemq_gateway_http_requests_total" in text
 
 
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+@pytest.mark.parametrize("accept", [BROWSER_ACCEPT, "text/html"])
+def test_the_root_sends_a_browser_to_the_console(client, accept):
+    answer = client.get("/", headers={"Accept": accept})
+    assert answer.status_code == 302 and answer.headers["Location"] == "/console/"
+
+
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json"])
+def test_the_root_tells_a_client_what_is_served(client, accept):
+    answer = client.get("/", headers={"Accept": accept} if accept else {})
+    assert answer.status_code == 200 and answer.mimetype == "application/json"
+    index = answer.get_json()
+    assert index["console"] == "/console/" and index["openapi"] == "/openapi.json"
+    assert index["health"] == "/healthz" and index["metrics"] == "/metrics"
+    for key in ("openapi", "health", "metrics"):
+        assert client.get(index[key]).status_code == 200, key
+
+
 def test_create_topic_201_202_and_409(client):
     created = client.post("/v1/topics", json={"name": "payments", "queues": 8})
     assert created.status_code == 201
