@@ -151,8 +151,8 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
                                    revision=after)
 
     def LeaseGrant(self, request, context):
-        lease = self.store.lease_grant(request.ttl_seconds)
-        return pb.LeaseGrantResponse(lease=lease, ttl_seconds=request.ttl_seconds)
+        lease, ttl = self.store.lease_grant(request.ttl_seconds)
+        return pb.LeaseGrantResponse(lease=lease, ttl_seconds=ttl)
 
     def LeaseKeepAlive(self, request, context):
         ttl = self.store.lease_keepalive(request.lease)

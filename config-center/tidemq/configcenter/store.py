@@ -242,13 +242,15 @@ class ConfigStore:
 
     # -- leases --------------------------------------------------------------------------
 
-    def lease_grant(self, ttl_seconds: int) -> int:
+    def lease_grant(self, ttl_seconds: int) -> tuple[int, int]:
+        """A new lease: its id and the TTL etcd granted (etcd raises a TTL below its floor,
+        about 1.5 x its election timeout, to the floor)."""
         validate_ttl(ttl_seconds)
         reply = self.etcd.call("lease", "LeaseGrant", etcd.LeaseGrantRequest(TTL=ttl_seconds),
                                mutation=True)
         if reply.error:
             raise ServiceUnavailable(f"etcd did not grant the lease: {reply.error}")
-        return reply.ID
+        return reply.ID, reply.TTL
 
     def lease_keepalive(self, lease: int) -> int:
         """Extend the lease by its TTL; 0 means it had already expired (keys are gone)."""

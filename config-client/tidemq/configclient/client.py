@@ -238,9 +238,12 @@ class ConfigClient:
     # -- leases --------------------------------------------------------------------------
 
     def lease_grant(self, ttl_seconds: int) -> int:
-        reply = self._call("LeaseGrant", pb.LeaseGrantRequest(ttl_seconds=ttl_seconds),
-                           idempotent=False)
-        return reply.lease
+        return self._grant(ttl_seconds).lease
+
+    def _grant(self, ttl_seconds: int) -> pb.LeaseGrantResponse:
+        """The lease and the TTL the store granted (etcd raises one below its floor)."""
+        return self._call("LeaseGrant", pb.LeaseGrantRequest(ttl_seconds=ttl_seconds),
+                          idempotent=False)
 
     def lease_keepalive(self, lease: int) -> int:
         """Extend the lease; returns its TTL, 0 if it had already expired."""
@@ -254,7 +257,8 @@ class ConfigClient:
     def lease(self, ttl_seconds: int, *, keepalive: bool = True,
               on_expired: Callable[[int], None] | None = None) -> Lease:
         """Grant a lease and (by default) keep it alive from a background thread."""
-        lease = Lease(self, self.lease_grant(ttl_seconds), ttl_seconds, on_expired)
+        granted = self._grant(ttl_seconds)
+        lease = Lease(self, granted.lease, granted.ttl_seconds or ttl_seconds, on_expired)
         if keepalive:
             lease.start_keepalive()
         return lease
