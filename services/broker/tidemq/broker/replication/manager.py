@@ -300,7 +300,8 @@ class ReplicaManager:
         with self._lock:
             if self._stop.is_set():
                 return
-            action = roles.decide(self.replica_id, self.role, self.state)
+            action = roles.decide(self.replica_id, self.role, self.state,
+                                  self.host.incarnation(), self.host.log_end())
             if action is None:
                 return
             if isinstance(action, roles.BecomeMaster) and not self.may_serve():
