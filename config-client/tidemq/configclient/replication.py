@@ -6,8 +6,9 @@ One definition for both sides, so they cannot read the value differently.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 NO_MASTER = -1
 REPLICATION_ROOT = "/tidemq/replication/"
@@ -23,26 +24,49 @@ def group_key(broker_name: str) -> str:
     return GROUPS_PREFIX + broker_name
 
 
+def store_id_of(incarnation: str) -> str:
+    """An incarnation is "<store id>:<start counter>": the copy of the data, and which start
+    of the process serves it (a wiped disk gets a new store id, every start a new counter)."""
+    return incarnation.partition(":")[0]
+
+
 @dataclass(frozen=True)
 class GroupState:
-    """Who is master at which epoch, the in-sync set, and the master's addresses."""
+    """Who is master at which epoch, the in-sync set, and the master's addresses.
+
+    `incarnations`: the incarnation under which each in-sync member was counted (a member
+    without one was recorded by an older controller). `confirmed_offset`: the last confirmed
+    offset the master reported — no election goes below it. `waiting_for`: set while the
+    group has no electable replica, the replicas that could end the wait."""
 
     master: int
     epoch: int
     in_sync: frozenset[int]
     master_addr: str = ""
     master_ha_addr: str = ""
+    incarnations: Mapping[int, str] = field(default_factory=dict, hash=False)
+    confirmed_offset: int = 0
+    waiting_for: frozenset[int] = frozenset()
 
     def to_json(self) -> dict:
         return {"master": self.master, "epoch": self.epoch, "in_sync": sorted(self.in_sync),
-                "master_addr": self.master_addr, "master_ha_addr": self.master_ha_addr}
+                "master_addr": self.master_addr, "master_ha_addr": self.master_ha_addr,
+                "incarnations": {str(r): inc for r, inc in sorted(self.incarnations.items())},
+                "confirmed_offset": self.confirmed_offset,
+                "waiting_for": sorted(self.waiting_for)}
 
     @classmethod
     def from_json(cls, value: Mapping) -> GroupState:
         """Raises KeyError, ValueError or TypeError for a value the controller never writes."""
         return cls(int(value["master"]), int(value["epoch"]),
                    frozenset(int(i) for i in value.get("in_sync", ())),
-                   str(value.get("master_addr", "")), str(value.get("master_ha_addr", "")))
+                   str(value.get("master_addr", "")), str(value.get("master_ha_addr", "")),
+                   {int(r): str(inc) for r, inc in dict(value.get("incarnations", {})).items()},
+                   int(value.get("confirmed_offset", 0)),
+                   frozenset(int(i) for i in value.get("waiting_for", ())))
 
     def with_addrs(self, addr: str, ha_addr: str) -> GroupState:
-        return GroupState(self.master, self.epoch, self.in_sync, addr, ha_addr)
+        return self.replace(master_addr=addr, master_ha_addr=ha_addr)
+
+    def replace(self, **changes) -> GroupState:
+        return dataclasses.replace(self, **changes)

@@ -114,6 +114,17 @@ class Admin:
         the controller choose the most complete in-sync replica. Returns the new state."""
         return elect_master(self.namesrv, broker_name, replica_id)
 
+    def elect_unclean(self, broker_name: str, replica_id: int = -1) -> tuple[dict, int]:
+        """Force an unclean election of `broker_name` (the live replica with the largest log
+        end, or `replica_id`), for a group waiting for a replica that will not return.
+        Returns the new state and how many bytes of acknowledged records above the new
+        master's log end may be lost (the old confirmed offset minus the new one)."""
+        before = next((g for g in describe_replication(self.namesrv)["groups"]
+                       if g["broker_name"] == broker_name), None)
+        state = elect_master(self.namesrv, broker_name, replica_id, unclean=True)
+        confirmed = before["confirmed_offset"] if before else 0
+        return state, max(0, confirmed - state["confirmed_offset"])
+
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""
         return {b.broker_name: b.addr for b in self.cluster_info() if b.broker_id == MASTER_ID}

@@ -82,22 +82,29 @@ def describe_replication(namesrv: NameServerClient) -> dict:
         return {"controller_addr": "", "groups": [], "live_replicas": []}
     return {
         "controller_addr": reply.controller_addr,
-        "groups": [{"broker_name": g.broker_name, "master": g.master, "epoch": g.epoch,
-                    "in_sync": list(g.in_sync), "master_addr": g.master_addr}
-                   for g in reply.groups],
+        "groups": [_group_dict(g) for g in reply.groups],
         "live_replicas": [{"broker_name": r.broker_name, "replica_id": r.replica_id,
-                           "addr": r.addr, "epoch": r.epoch, "log_end": r.log_end}
+                           "addr": r.addr, "epoch": r.epoch, "log_end": r.log_end,
+                           "incarnation": r.incarnation}
                           for r in reply.live_replicas],
     }
 
 
-def elect_master(namesrv: NameServerClient, broker_name: str, replica_id: int) -> dict:
-    """ElectMaster on the active controller; the group's new state as a dict."""
+def elect_master(namesrv: NameServerClient, broker_name: str, replica_id: int,
+                 unclean: bool = False) -> dict:
+    """ElectMaster on the active controller; the group's new state as a dict. `unclean`:
+    elect even below the confirmed offset (acknowledged messages may be lost)."""
     request = nameserver_pb2.ElectMasterRequest(broker_name=broker_name,
-                                                preferred_replica=replica_id)
-    group = _on_controller(namesrv, "ElectMaster", request).group
+                                                preferred_replica=replica_id, unclean=unclean)
+    return _group_dict(_on_controller(namesrv, "ElectMaster", request).group)
+
+
+def _group_dict(group) -> dict:
     return {"broker_name": group.broker_name, "master": group.master, "epoch": group.epoch,
-            "in_sync": list(group.in_sync), "master_addr": group.master_addr}
+            "in_sync": list(group.in_sync), "master_addr": group.master_addr,
+            "incarnations": {int(r): inc for r, inc in group.incarnations.items()},
+            "confirmed_offset": group.confirmed_offset,
+            "waiting_for": list(group.waiting_for)}
 
 
 def _on_controller(namesrv: NameServerClient, method: str, request):

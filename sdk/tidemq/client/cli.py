@@ -194,6 +194,36 @@ def broker_elect(
               f"(epoch {state.get('epoch', '?')}, in sync {state.get('in_sync', [])})")
 
 
+@cluster_app.command("elect")
+def cluster_elect(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="replica group (broker name), e.g. broker-a")],
+    unclean: Annotated[bool, typer.Option(
+        "--unclean", help="elect even a replica below the confirmed offset: acknowledged "
+                          "messages may be lost")] = False,
+    replica: Annotated[int, typer.Option(
+        "--replica", min=-1, help="the replica to elect (-1: the controller picks)")] = -1,
+    output: OutputOpt = None,
+) -> None:
+    """Elect a master for GROUP. Without --unclean, as `broker elect` (an in-sync replica
+    holding the confirmed offset, nothing lost). With --unclean, for a group that waits for
+    a replica that will never return (its disk is gone): the live replica with the largest
+    log end becomes master alone in sync, and every acknowledged record above its log end is
+    lost (the old master truncates them if it returns)."""
+    with admin_session(ctx) as admin:
+        if not unclean:
+            state, lost = admin.elect(group, replica), 0
+        else:
+            state, lost = admin.elect_unclean(group, replica)
+    if json_mode(ctx, output):
+        return emit_json({**state, "unclean": unclean, "lost_bytes": lost})
+    if unclean:
+        out.print(f"WARNING: unclean election of {group}: up to {lost} bytes of acknowledged "
+                  f"records above offset {state.get('confirmed_offset', '?')} may be lost")
+    out.print(f"{group}: master is now replica {state.get('master', '?')} "
+              f"(epoch {state.get('epoch', '?')}, in sync {state.get('in_sync', [])})")
+
+
 # -- topics --------------------------------------------------------------------------------
 
 @topic_app.command("create")

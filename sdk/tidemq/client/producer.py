@@ -55,7 +55,8 @@ FANOUT_WORKERS = 8  # concurrent per-queue batch sends of one send_many
 MAX_TRACED_KEYS = 64  # keys named on a batch's publish span (the collector indexes as many)
 # Refused by a replica that is not (or no longer) master, or by a master short of in-sync
 # replicas: nothing was stored, the same bytes may go to the new master or another group.
-REFUSED_CODES = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
+REFUSED_CODES = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS",
+                           "GROUP_HAS_NO_MASTER"})   # waits for a replica holding its data
 FAILOVER_BACKOFF_S = (0.05, 0.1, 0.2, 0.4)  # waits between sends to a group electing a master
 MASTER_CHECK_S = 0.5  # a send unanswered this long asks the name servers whether its master moved
 

@@ -179,48 +179,72 @@ class TopicList(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReplicationGroup(_message.Message):
-    __slots__ = ("broker_name", "master", "epoch", "in_sync", "master_addr", "master_ha_addr")
+    __slots__ = ("broker_name", "master", "epoch", "in_sync", "master_addr", "master_ha_addr", "incarnations", "confirmed_offset", "waiting_for")
+    class IncarnationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MASTER_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     MASTER_HA_ADDR_FIELD_NUMBER: _ClassVar[int]
+    INCARNATIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
     master: int
     epoch: int
     in_sync: _containers.RepeatedScalarFieldContainer[int]
     master_addr: str
     master_ha_addr: str
-    def __init__(self, broker_name: _Optional[str] = ..., master: _Optional[int] = ..., epoch: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ..., master_addr: _Optional[str] = ..., master_ha_addr: _Optional[str] = ...) -> None: ...
+    incarnations: _containers.ScalarMap[int, str]
+    confirmed_offset: int
+    waiting_for: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_name: _Optional[str] = ..., master: _Optional[int] = ..., epoch: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ..., master_addr: _Optional[str] = ..., master_ha_addr: _Optional[str] = ..., incarnations: _Optional[_Mapping[int, str]] = ..., confirmed_offset: _Optional[int] = ..., waiting_for: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LiveReplica(_message.Message):
-    __slots__ = ("broker_name", "replica_id", "addr", "ha_addr", "epoch", "log_end")
+    __slots__ = ("broker_name", "replica_id", "addr", "ha_addr", "epoch", "log_end", "incarnation")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     HA_ADDR_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LOG_END_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
     replica_id: int
     addr: str
     ha_addr: str
     epoch: int
     log_end: int
-    def __init__(self, broker_name: _Optional[str] = ..., replica_id: _Optional[int] = ..., addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, broker_name: _Optional[str] = ..., replica_id: _Optional[int] = ..., addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., epoch: _Optional[int] = ..., log_end: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class AlterInSyncSetRequest(_message.Message):
-    __slots__ = ("broker_name", "epoch", "master", "in_sync")
+    __slots__ = ("broker_name", "epoch", "master", "in_sync", "incarnations")
+    class IncarnationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MASTER_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    INCARNATIONS_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
     epoch: int
     master: int
     in_sync: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, broker_name: _Optional[str] = ..., epoch: _Optional[int] = ..., master: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ...) -> None: ...
+    incarnations: _containers.ScalarMap[int, str]
+    def __init__(self, broker_name: _Optional[str] = ..., epoch: _Optional[int] = ..., master: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ..., incarnations: _Optional[_Mapping[int, str]] = ...) -> None: ...
 
 class AlterInSyncSetResponse(_message.Message):
     __slots__ = ("group",)
@@ -229,12 +253,14 @@ class AlterInSyncSetResponse(_message.Message):
     def __init__(self, group: _Optional[_Union[ReplicationGroup, _Mapping]] = ...) -> None: ...
 
 class ElectMasterRequest(_message.Message):
-    __slots__ = ("broker_name", "preferred_replica")
+    __slots__ = ("broker_name", "preferred_replica", "unclean")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     PREFERRED_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_FIELD_NUMBER: _ClassVar[int]
     broker_name: str
     preferred_replica: int
-    def __init__(self, broker_name: _Optional[str] = ..., preferred_replica: _Optional[int] = ...) -> None: ...
+    unclean: bool
+    def __init__(self, broker_name: _Optional[str] = ..., preferred_replica: _Optional[int] = ..., unclean: _Optional[bool] = ...) -> None: ...
 
 class ElectMasterResponse(_message.Message):
     __slots__ = ("group",)

@@ -36,6 +36,12 @@ class RecordingHost:
     def last_epoch(self) -> int:
         return self.epoch
 
+    def incarnation(self) -> str:
+        return "fake-store:1"
+
+    def confirmed_offset(self) -> int:
+        return -1
+
 
     def _record(self, *call) -> None:
         with self._lock:

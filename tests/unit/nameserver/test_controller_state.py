@@ -64,7 +64,7 @@ def test_no_live_in_sync_replica_means_wait():
 def test_unclean_election_takes_the_most_complete_live_replica_and_reports_it():
     election = elect(group(0, 3, 0, 1), {2: 500, 3: 700}, unclean=True)
     assert not election.clean and election.possible_loss
-    assert election.state == group(3, 4, 3)
+    assert election.state == group(3, 4, 3).replace(confirmed_offset=700)  # restarts there
 
 
 def test_unclean_enabled_still_elects_cleanly_when_it_can():
@@ -117,5 +117,12 @@ def test_alter_in_sync_refusals(epoch, master, new_set, error):
 def test_json_round_trip_matches_the_contract_shape():
     state = GroupState(1, 7, frozenset({2, 1}), "h:10911", "h:10912")
     assert state.to_json() == {"master": 1, "epoch": 7, "in_sync": [1, 2],
-                               "master_addr": "h:10911", "master_ha_addr": "h:10912"}
+                               "master_addr": "h:10911", "master_ha_addr": "h:10912",
+                               "incarnations": {}, "confirmed_offset": 0, "waiting_for": []}
     assert GroupState.from_json(state.to_json()) == state
+    counted = state.replace(incarnations={1: "s1:3", 2: "s2:1"}, confirmed_offset=4096,
+                            waiting_for=frozenset({2}))
+    assert GroupState.from_json(counted.to_json()) == counted
+    # a value an older controller wrote reads as "no incarnation recorded, nothing confirmed"
+    assert GroupState.from_json({"master": 1, "epoch": 7, "in_sync": [1, 2],
+                                 "master_addr": "h:10911", "master_ha_addr": "h:10912"}) == state

@@ -190,6 +190,7 @@ class BrokerApp:
                                 self.pop.progress)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
         if self.replication is not None:
+            self.messaging.group_waiting = lambda: self.replication.manager.waiting
             self.replication.host.on_server = lambda server: setattr(
                 replication_gauges, "server", server)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker import metrics
@@ -40,6 +41,9 @@ from tidemq.common.errors import (
 # Store refusals of a replica group (store/ha): not (or no longer) the master; too few in-sync
 # replicas. Both leave nothing stored and reach the client as FAILED_PRECONDITION + the code.
 REPLICATION_REFUSALS = frozenset({"NOT_MASTER", "NOT_ENOUGH_REPLICAS"})
+# A replica of a group the controller cannot give a master without losing acknowledged
+# messages (no live replica holds its confirmed offset): it waits, and says for whom.
+GROUP_HAS_NO_MASTER = "GROUP_HAS_NO_MASTER"
 
 
 class PullStatus(enum.Enum):
@@ -131,6 +135,8 @@ class Messaging:
         self.max_pull_messages = max_pull_messages
         self.max_pull_bytes = max_pull_bytes
         self.enable_property_filter = enable_property_filter  # SQL92 subscriptions allowed
+        # "" unless the replica group waits for an electable replica (ReplicaManager.waiting)
+        self.group_waiting: Callable[[], str] = lambda: ""
 
     def topic(self, name: str) -> TopicConfig:
         topic = self.topics.get(name)
@@ -175,6 +181,9 @@ class Messaging:
             if exc.code == "SERVICE_UNAVAILABLE":
                 raise ServiceUnavailable(f"broker store unavailable: {exc}") from None
             if exc.code in REPLICATION_REFUSALS:  # nothing was appended; the client re-routes
+                waiting = self.group_waiting() if exc.code == "NOT_MASTER" else ""
+                if waiting:
+                    raise PreconditionFailed(waiting, code=GROUP_HAS_NO_MASTER) from None
                 raise PreconditionFailed(str(exc), code=exc.code) from None
             raise InvalidArgument(f"rejected batch: {exc}") from None
         metrics.record_put(topic.name, record_count, len(records), time.perf_counter() - started)

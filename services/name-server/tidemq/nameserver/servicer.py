@@ -50,7 +50,8 @@ def _group_pb(broker_name: str, state) -> nameserver_pb2.ReplicationGroup:
     return nameserver_pb2.ReplicationGroup(
         broker_name=broker_name, master=state.master, epoch=state.epoch,
         in_sync=sorted(state.in_sync), master_addr=state.master_addr,
-        master_ha_addr=state.master_ha_addr)
+        master_ha_addr=state.master_ha_addr, incarnations=dict(state.incarnations),
+        confirmed_offset=state.confirmed_offset, waiting_for=sorted(state.waiting_for))
 
 
 class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
@@ -130,8 +131,11 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
 
     def AlterInSyncSet(self, request, context):
         name = self._broker_name(request)
+        if any(not incarnation for incarnation in request.incarnations.values()):
+            raise errors.InvalidArgument("incarnations must not hold an empty incarnation")
         state = self._controller().alter_in_sync(name, request.epoch, request.master,
-                                                 list(request.in_sync))
+                                                 list(request.in_sync),
+                                                 dict(request.incarnations))
         return nameserver_pb2.AlterInSyncSetResponse(group=_group_pb(name, state))
 
     def ElectMaster(self, request, context):
@@ -140,7 +144,7 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
             raise errors.InvalidArgument(
                 f"preferred_replica must be a replica id or -1, got {request.preferred_replica}")
         preferred = None if request.preferred_replica == -1 else request.preferred_replica
-        state = self._controller().elect_master(name, preferred)
+        state = self._controller().elect_master(name, preferred, unclean=request.unclean)
         return nameserver_pb2.ElectMasterResponse(group=_group_pb(name, state))
 
     def DescribeReplication(self, request, context):
@@ -150,7 +154,8 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
             live_replicas=[
                 nameserver_pb2.LiveReplica(
                     broker_name=name, replica_id=replica.replica_id, addr=replica.addr,
-                    ha_addr=replica.ha_addr, epoch=replica.epoch, log_end=replica.log_end)
+                    ha_addr=replica.ha_addr, epoch=replica.epoch, log_end=replica.log_end,
+                    incarnation=replica.incarnation)
                 for name, replicas in sorted(described.live.items())
                 for _, replica in sorted(replicas.items())
             ],

@@ -23,10 +23,13 @@ class ControllerClient:
         self._preferred = 0
 
     def alter_in_sync(self, broker_name: str, epoch: int, master: int,
-                      in_sync: frozenset[int] | set[int]) -> bool:
-        """True once the controller recorded `in_sync`; False if refused or unreachable."""
+                      in_sync: frozenset[int] | set[int],
+                      incarnations: dict[int, str] | None = None) -> bool:
+        """True once the controller recorded `in_sync` (each member counted under the
+        incarnation its handshake gave); False if refused or unreachable."""
         request = nameserver_pb2.AlterInSyncSetRequest(
-            broker_name=broker_name, epoch=epoch, master=master, in_sync=sorted(in_sync))
+            broker_name=broker_name, epoch=epoch, master=master, in_sync=sorted(in_sync),
+            incarnations=incarnations or {})
         for step in range(len(self._clients)):
             index = (self._preferred + step) % len(self._clients)
             client = self._clients[index]

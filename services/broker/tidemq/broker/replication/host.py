@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from tidemq.broker.registration import MASTER, SLAVE, BrokerRegistrar, registered_id
@@ -64,6 +64,8 @@ class BrokerRoleHost:
         self.ha_listen = ha_listen              # (host, port) the HA server binds as master
         self.run_on_loop = run_on_loop
         self.lease_valid: Callable[[], bool] = lambda: True  # the manager's, set by the app
+        # the incarnations the group state recorded for its in-sync members (the manager's)
+        self.recorded_incarnations: Callable[[], Mapping[int, str]] = lambda: {}
         self.role = ""
         self.epoch = 0
         self.gate: LeasedGate | None = None
@@ -84,11 +86,16 @@ class BrokerRoleHost:
     def last_epoch(self) -> int:
         return self.store.epochs.last_epoch
 
+    def incarnation(self) -> str:
+        return self.store.incarnation
+
     def become_master(self, epoch: int, in_sync: frozenset[int]) -> None:
         self._stop_following()
         config = self.ha_config
         tracker = InSyncTracker(self.replica_id, set(in_sync), config.replica_lag_max_ms,
                                 config.min_in_sync_replicas)
+        tracker.incarnations.update(self.recorded_incarnations())
+        tracker.incarnations[self.replica_id] = self.incarnation()
         gate = LeasedGate(tracker, self.store.commitlog_max_offset, sync=config.sync,
                           timeout_ms=config.sync_replication_timeout_ms,
                           lease_valid=self.lease_valid)
@@ -120,8 +127,13 @@ class BrokerRoleHost:
         if tracker is None or gate is None:
             return
 
+        recorded = self.recorded_incarnations()
+
         async def apply() -> None:
             tracker.apply(set(in_sync), time.monotonic() * 1000)
+            for replica in in_sync:   # what a handshake told us is newer than the record
+                if replica in recorded:
+                    tracker.incarnations.setdefault(replica, recorded[replica])
             gate.on_progress()
 
         self.run_on_loop(apply())
@@ -189,8 +201,12 @@ class BrokerRoleHost:
         """The HA server's in-sync changes go to the controller first; the blocking call runs
         on a thread so the loop keeps shipping bytes meanwhile."""
         async def propose(new_set) -> bool:
+            tracker = self.tracker
+            known = tracker.incarnations if tracker is not None else {}
+            incarnations = {r: known[r] for r in new_set if known.get(r)}
             return await asyncio.to_thread(self.controller.alter_in_sync, self.broker_name,
-                                           epoch, self.replica_id, frozenset(new_set))
+                                           epoch, self.replica_id, frozenset(new_set),
+                                           incarnations)
         return propose
 
     def _depose(self) -> None:

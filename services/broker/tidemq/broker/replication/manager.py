@@ -52,6 +52,10 @@ class RoleHost(Protocol):
 
     def last_epoch(self) -> int: ...
 
+    def incarnation(self) -> str: ...
+
+    def confirmed_offset(self) -> int: ...
+
     def become_master(self, epoch: int, in_sync: frozenset[int]) -> None: ...
 
     def become_slave(self, epoch: int, master_addr: str, master_ha_addr: str) -> None: ...
@@ -88,6 +92,7 @@ class ReplicaManager:
         self._revision = 0  # the live key's mod revision as this replica last wrote it
         self._renewals = 0
         self._published_gone = False  # the master's end was gone in the last published value
+        self._recovery_reported = False
         self._stop = threading.Event()
         self._lock = threading.Lock()  # role changes vs. stop
         self._thread = threading.Thread(target=self._run, name="replica-manager", daemon=True)
@@ -221,7 +226,11 @@ class ReplicaManager:
         self._renewals += 1
         doc = {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": epoch,
                "log_end": self.host.log_end(), "fence_ms": int(self.fence_s * 1000),
-               "quorum_acks": self.quorum_acks, "renewal": self._renewals}
+               "quorum_acks": self.quorum_acks, "renewal": self._renewals,
+               "incarnation": self.host.incarnation(),
+               # a master's confirmed offset: the controller never elects below it
+               "confirmed": self.host.confirmed_offset() if self.role.role == roles.MASTER
+               else -1}
         contact = self.host.master_contact() if self.role.role == roles.SLAVE else None
         if contact is not None:
             doc["contact"] = {"epoch": self.role.epoch, "silent_ms": int(contact[0] * 1000),
@@ -254,13 +263,45 @@ class ReplicaManager:
         except (KeyError, ValueError, TypeError) as exc:
             log.error("unreadable group state; ignored", group=self.broker_name, error=str(exc))
             return
+        self._report_recovery()
         self._reconcile()
+
+    def _report_recovery(self) -> None:
+        """Once per start: how this replica's log compares with the group's confirmed offset
+        (a wiped disk or a lost unflushed tail comes back behind it: out of the in-sync set
+        until it catches up)."""
+        state = self.state
+        if self._recovery_reported or state is None:
+            return
+        self._recovery_reported = True
+        end = self.host.log_end()
+        fields = dict(group=self.broker_name, replica=self.replica_id,
+                      incarnation=self.host.incarnation(), log_end=end,
+                      confirmed_offset=state.confirmed_offset)
+        if end < state.confirmed_offset:
+            log.warning("replica came back behind the group's confirmed offset: out of the "
+                        "in-sync set until it catches up",
+                        behind_bytes=state.confirmed_offset - end, **fields)
+        else:
+            log.info("replica came back holding the group's confirmed offset", **fields)
+
+    @property
+    def waiting(self) -> str:
+        """"" unless the group waits for an electable replica: then the sentence why."""
+        state = self.state
+        if state is None or not state.waiting_for:
+            return ""
+        return (f"broker group {self.broker_name} has no master: no live replica holds its "
+                f"confirmed offset {state.confirmed_offset} under an in-sync incarnation; "
+                f"waiting for replica(s) {sorted(state.waiting_for)} to return (or an "
+                f"operator's unclean election)")
 
     def _reconcile(self) -> None:
         with self._lock:
             if self._stop.is_set():
                 return
-            action = roles.decide(self.replica_id, self.role, self.state)
+            action = roles.decide(self.replica_id, self.role, self.state,
+                                  self.host.incarnation(), self.host.log_end())
             if action is None:
                 return
             if isinstance(action, roles.BecomeMaster) and not self.may_serve():

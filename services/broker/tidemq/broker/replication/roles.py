@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tidemq.configclient.replication import NO_MASTER, GroupState
+from tidemq.configclient.replication import NO_MASTER, GroupState, store_id_of
 
 MASTER = "MASTER"
 SLAVE = "SLAVE"
@@ -48,14 +48,33 @@ class UpdateInSync:
 Action = BecomeMaster | BecomeSlave | UpdateInSync
 
 
-def decide(me: int, current: LocalRole, state: GroupState | None) -> Action | None:
-    """The one action that makes `current` agree with `state`, or None if it already does."""
+def holds_own_copy(state: GroupState, me: int, incarnation: str, log_end: int) -> bool:
+    """Whether this replica still holds the copy the group state counted it for: the same
+    incarnation, or the same store id and at least the confirmed offset. A state written
+    from a live key its previous process left (before this one replaced it) may name it
+    master; with another store (a wiped disk) or below the confirmed offset it must not serve."""
+    recorded = state.incarnations.get(me, "")
+    if not recorded or not incarnation or recorded == incarnation:
+        return True
+    return store_id_of(recorded) == store_id_of(incarnation) \
+        and log_end >= state.confirmed_offset
+
+
+def decide(me: int, current: LocalRole, state: GroupState | None, incarnation: str = "",
+           log_end: int = 0) -> Action | None:
+    """The one action that makes `current` agree with `state`, or None if it already does.
+    `incarnation`, `log_end`: this replica's (holds_own_copy)."""
     if state is None:  # the controller has not initialised the group yet: wait as a slave
         if current.role == SLAVE:
             return None
         return BecomeSlave(current.epoch, "", "")
     if state.epoch < current.epoch:
         return None  # stale: this replica already acts under a newer epoch
+    if state.master == me and current.role != MASTER \
+            and not holds_own_copy(state, me, incarnation, log_end):
+        if current.role == SLAVE and current.epoch == state.epoch and not current.master_ha_addr:
+            return None
+        return BecomeSlave(state.epoch, "", "")   # wait: the controller re-decides
     if state.master == me:
         if current.role == MASTER and current.epoch == state.epoch:
             return UpdateInSync(state.in_sync) if state.in_sync != current.in_sync else None

@@ -89,6 +89,8 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
                              fence_s=settings.master_fence_s,
                              quorum_acks=config.sync and config.min_in_sync_replicas >= 2)
     host.lease_valid = manager.may_serve
+    host.recorded_incarnations = lambda: dict(manager.state.incarnations) \
+        if manager.state is not None else {}
     metrics.watch_replicas(host.progress)
     metrics.watch_rebuild(host.rebuild_progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,

@@ -41,6 +41,7 @@ from .dispatcher import ArrivalListener, Dispatcher, deleted_topic_at
 from .flush import FlushService
 from .ha.epoch import EpochFile
 from .ha.gate import ReplicationGate
+from .incarnation import next_incarnation
 from .index import IndexService
 from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
@@ -93,6 +94,8 @@ class MessageStore:
         self.rebuild_marker = MetadataFile(config.data_dir / "rebuild")
         self._checkpoint_lock = threading.RLock()   # a checkpoint is never of a discarded log
         self.startup: StartupReport | None = None
+        # "<store id>:<start>" (incarnation.py): which copy of the data, which start of it
+        self.incarnation = ""
         self._running = False
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
@@ -115,6 +118,7 @@ class MessageStore:
         if self.config.cpu_affinity is not None:
             self._pinned = pin_threads(self.config.cpu_affinity)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.incarnation = next_incarnation(self.config.data_dir)
         state = self.checkpoint.read()
         abnormal = self.abort_marker.exists() or state is None
         self.commitlog.load()
@@ -157,7 +161,7 @@ class MessageStore:
         self._running = True
         self.startup = StartupReport(abnormal, report, dropped, redispatched,
                                      (time.monotonic() - began) * 1000)
-        log.info("store recovered", abnormal=abnormal, scan_from=report.start_offset,
+        log.info("store recovered", incarnation=self.incarnation, abnormal=abnormal, scan_from=report.start_offset,
                  log_end=end, records_scanned=report.records_scanned,
                  truncated_tail=report.truncated_bytes, cq_units_dropped=dropped,
                  redispatched=redispatched, elapsed_ms=round(self.startup.elapsed_ms, 1),

@@ -124,14 +124,16 @@ class Controller:
 
     # -- RPC entry points -------------------------------------------------------------------
     def alter_in_sync(self, broker_name: str, epoch: int, master: int,
-                      in_sync: list[int]) -> GroupState:
+                      in_sync: list[int], incarnations: dict[int, str] | None = None
+                      ) -> GroupState:
         with self._lock:
             known = self._group(broker_name)
 
             def decide(current: StoredGroup | None) -> GroupState:
                 if current is None:
                     raise errors.NotFound(f"replica group {broker_name!r} is unknown")
-                return rules.alter_in_sync(current.state, epoch, master, in_sync)
+                return rules.alter_in_sync(current.state, epoch, master, in_sync, incarnations,
+                                           self._view.incarnations(broker_name))
 
             stored = self._write(broker_name, known, decide)
             if stored.mod_revision != known.mod_revision:
@@ -139,7 +141,11 @@ class Controller:
                          old=sorted(known.state.in_sync), new=sorted(stored.state.in_sync))
             return stored.state
 
-    def elect_master(self, broker_name: str, preferred: int | None) -> GroupState:
+    def elect_master(self, broker_name: str, preferred: int | None,
+                     unclean: bool = False) -> GroupState:
+        """An operator's election. `unclean`: the group's live replica with the largest log
+        end (or `preferred`) becomes master whether or not it holds the confirmed offset —
+        logged at ERROR with how many acknowledged bytes may be lost, and counted."""
         with self._lock:
             known = self._group(broker_name)
             election: list[Election] = []
@@ -147,14 +153,22 @@ class Controller:
             def decide(current: StoredGroup | None) -> GroupState:
                 if current is None:
                     raise errors.NotFound(f"replica group {broker_name!r} is unknown")
-                outcome = rules.elect_preferred(current.state, self._view.log_ends(broker_name),
-                                                preferred, self._view.max_epoch(broker_name))
+                live, floor = (self._view.log_ends(broker_name),
+                               self._view.max_epoch(broker_name))
+                incarnations = self._view.incarnations(broker_name)
+                if unclean:
+                    outcome = rules.elect_unclean(current.state, live, floor, incarnations,
+                                                  preferred)
+                else:
+                    outcome = rules.elect_preferred(current.state, live, preferred, floor,
+                                                    incarnations)
                 election[:] = [outcome]
                 return self._addressed(broker_name, outcome.state)
 
             stored = self._write(broker_name, known, decide)
             if election and stored.state.epoch > known.state.epoch:
-                self._announce(broker_name, election[0], reason="requested")
+                self._announce(broker_name, election[0],
+                               reason="forced unclean by an operator" if unclean else "requested")
             return stored.state
 
     def describe(self) -> Description:
@@ -303,31 +317,41 @@ class Controller:
         if known is None and not self._view.live.get(broker_name):
             return
         outcome: list[Election] = []
+        waiting: list[str] = []
 
         def decide(current: StoredGroup | None) -> GroupState | None:
             outcome.clear()
+            waiting.clear()
             live = self._view.log_ends(broker_name)
+            incarnations = self._view.incarnations(broker_name)
+            floor = self._view.max_epoch(broker_name)
             if current is None:
                 return self._addressed(broker_name, rules.initial(
-                    live, self._view.max_epoch(broker_name))) if live else None
-            state = current.state
-            if state.master in live and self._view.max_epoch(broker_name) <= state.epoch:
-                return self._addressed(broker_name, state)  # keep the addresses current
-            # The master is gone, or a replica served under an epoch the store no longer has
-            # (it lost the write that granted it): elect above every epoch a replica knows.
+                    live, floor, incarnations)) if live else None
+            # Members back under another incarnation leave the set unless they still hold
+            # the copy; the live master's confirmed offset is recorded (never lowered).
+            state = rules.refresh(current.state, live, incarnations,
+                                  self._view.master_confirmed(broker_name, current.state))
+            if state.master in live and not rules.disqualified(state) and floor <= state.epoch:
+                return self._addressed(broker_name, state.replace(waiting_for=frozenset()))
+            # The master is gone or lost its copy, or a replica served under an epoch the
+            # store no longer has (it lost the write that granted it): elect above every
+            # epoch a replica knows — never below the confirmed offset.
             if not live:
-                return None
-            election = rules.elect(state, live, self._unclean(broker_name),
-                                   epoch_floor=self._view.max_epoch(broker_name))
+                return state
+            try:
+                election = rules.elect(state, live, self._unclean(broker_name),
+                                       epoch_floor=floor, incarnations=incarnations)
+            except NoEligibleReplica as exc:
+                waiting.append(rules.waiting_message(broker_name, state, live) + f" ({exc})")
+                return rules.wait(state, live, floor)
             outcome.append(election)
             return self._addressed(broker_name, election.state)
 
-        try:
-            stored = self._write(broker_name, known, decide)
-        except NoEligibleReplica as exc:
+        stored = self._write(broker_name, known, decide)
+        if waiting:
             log.warning("group has no eligible replica; waiting", group=broker_name,
-                        reason=exc.message)
-            return
+                        reason=waiting[0])
         if known is None and stored is not None:
             log.info("replica group initialised", group=broker_name,
                      master=stored.state.master, epoch=stored.state.epoch)
@@ -361,5 +385,6 @@ class Controller:
             log.info("master elected", **fields)
         else:
             log.error("master elected uncleanly: acknowledged messages may be lost",
-                      candidates=election.candidates, **fields)
+                      candidates=election.candidates, lost_bytes=election.lost_bytes,
+                      **fields)
         self._on_election(broker_name, election)

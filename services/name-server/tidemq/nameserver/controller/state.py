@@ -6,6 +6,13 @@ in-sync set only ever holds replicas that have every acknowledged message, so a 
 election — one that picks a live member of that set — loses nothing. An *unclean* election
 (the most complete live replica, member or not) is only made when the group allows it, and is
 reported as a possible loss.
+
+"In sync" means *this copy of the data* (Kafka KIP-903/966): the set records, per member, the
+incarnation ("<store id>:<start>") it was counted under, and the group keeps the last confirmed
+offset its master reported. A member that comes back under another store id (a wiped disk), or
+restarted below the confirmed offset (a lost unflushed tail), has left the set; no election
+picks a candidate below the confirmed offset — the group waits instead, unless an operator
+forces an unclean election.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidemq.common import errors
-from tidemq.configclient.replication import GroupState
+from tidemq.configclient.replication import NO_MASTER, GroupState, store_id_of
 
 FIRST_EPOCH = 1
 
@@ -51,13 +58,15 @@ class Election:
     old_master: int
     clean: bool
     candidates: dict[int, int] = field(default_factory=dict)  # live id -> log end considered
+    lost_bytes: int = 0   # acknowledged bytes above the new master's log end (unclean only)
 
     @property
     def possible_loss(self) -> bool:
         return not self.clean
 
 
-def initial(live: Iterable[int] | Mapping[int, int], epoch_floor: int = 0) -> GroupState:
+def initial(live: Iterable[int] | Mapping[int, int], epoch_floor: int = 0,
+            incarnations: Mapping[int, str] | None = None) -> GroupState:
     """A group seen for the first time: replica 0 (the configured initial master) if it is
     alive, else the lowest live id; epoch 1; the master alone in sync.
 
@@ -73,7 +82,75 @@ def initial(live: Iterable[int] | Mapping[int, int], epoch_floor: int = 0) -> Gr
         master = _best(live)
     else:
         master = 0 if 0 in ids else ids[0]
-    return GroupState(master, max(FIRST_EPOCH, epoch_floor + 1), frozenset({master}))
+    recorded = {master: incarnations[master]} if incarnations and master in incarnations else {}
+    return GroupState(master, max(FIRST_EPOCH, epoch_floor + 1), frozenset({master}),
+                      incarnations=recorded)
+
+
+def holds_copy(state: GroupState, replica: int, log_end: int,
+               incarnation: str | None) -> bool:
+    """Whether a live in-sync member still holds what the set recorded it for: under the
+    incarnation it was counted with (the same process: every byte it acknowledged is in its
+    page cache, whatever its last published log end), or — restarted — under the same store
+    id and at least the confirmed offset. A new store id (a wiped disk) never qualifies.
+    `incarnation` None = not known (an older replica): the log end alone decides."""
+    if replica not in state.in_sync:
+        return False
+    recorded = state.incarnations.get(replica, "")
+    if incarnation is not None and recorded:
+        if incarnation == recorded:
+            return True
+        if store_id_of(incarnation) != store_id_of(recorded):
+            return False
+    return log_end >= state.confirmed_offset
+
+
+def refresh(state: GroupState, live: Mapping[int, int],
+            incarnations: Mapping[int, str], confirmed: int | None = None) -> GroupState:
+    """The group state once what live replicas now say is folded in (no epoch change):
+
+    - a member live under another incarnation leaves the in-sync set at once unless it still
+      holds the copy (`holds_copy`); if it does, the set records its new incarnation;
+    - a member recorded without an incarnation gets its live one;
+    - `confirmed` (the live master's report) raises the recorded confirmed offset, never
+      lowers it.
+    The master may leave the set here (a wiped master back under its id); the caller then
+    elects (`disqualified`)."""
+    in_sync, recorded = set(state.in_sync), dict(state.incarnations)
+    for replica in sorted(state.in_sync):
+        incarnation = incarnations.get(replica)
+        if replica not in live or incarnation is None or recorded.get(replica) == incarnation:
+            continue
+        if holds_copy(state, replica, live[replica], incarnation):
+            recorded[replica] = incarnation
+        else:
+            in_sync.discard(replica)
+            recorded.pop(replica, None)
+    offset = state.confirmed_offset if confirmed is None else max(state.confirmed_offset,
+                                                                  confirmed)
+    return state.replace(in_sync=frozenset(in_sync), incarnations=recorded,
+                         confirmed_offset=offset)
+
+
+def disqualified(state: GroupState) -> bool:
+    """The recorded master no longer holds the group's copy (it left the in-sync set)."""
+    return state.master != NO_MASTER and state.master not in state.in_sync
+
+
+def eligible(state: GroupState, live: Mapping[int, int],
+             incarnations: Mapping[int, str] | None = None) -> dict[int, int]:
+    """Live replicas that may be elected cleanly: members that hold the copy (id -> log end)."""
+    incarnations = incarnations or {}
+    return {r: end for r, end in live.items()
+            if holds_copy(state, r, end, incarnations.get(r))}
+
+
+def waiting_message(broker_name: str, state: GroupState, live: Mapping[int, int]) -> str:
+    """The sentence a group without an electable replica is known by (logs, refusals)."""
+    missing = sorted(r for r in state.in_sync if r not in live) or sorted(state.in_sync)
+    return (f"broker group {broker_name} has no master: no live replica holds its confirmed "
+            f"offset {state.confirmed_offset} under an in-sync incarnation; waiting for "
+            f"replica(s) {missing} to return (or an operator's unclean election)")
 
 
 def _best(candidates: Mapping[int, int]) -> int:
@@ -82,59 +159,110 @@ def _best(candidates: Mapping[int, int]) -> int:
 
 
 def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
-          preferred: int | None = None, epoch_floor: int = 0) -> Election:
+          preferred: int | None = None, epoch_floor: int = 0,
+          incarnations: Mapping[int, str] | None = None) -> Election:
     """Choose a new master among `live` (replica id -> log end) and bump the epoch — above
     the stored one and above `epoch_floor`, the highest epoch a live replica reports (so an
     epoch the store forgot it granted is never granted again).
 
-    Clean: a live member of the in-sync set — `preferred` if it is one, else the one with the
-    largest log end. Unclean (only when `unclean`): the live replica with the largest log end.
-    The new in-sync set keeps the old members that are alive (they hold what was acknowledged)
-    plus the new master. Raises NoEligibleReplica when nobody qualifies."""
-    eligible = {r: end for r, end in live.items() if r in state.in_sync}
-    clean = bool(eligible)
+    Clean: a live member of the in-sync set that still holds the copy (`holds_copy`: its
+    incarnation, or at least the confirmed offset) — `preferred` if it is one, else the one
+    with the largest log end. Unclean (only when `unclean`): the live replica with the largest
+    log end; the confirmed offset then restarts at its log end. The new in-sync set keeps the
+    old members that still qualify plus the new master. Raises NoEligibleReplica when nobody
+    qualifies."""
+    incarnations = incarnations or {}
+    candidates = eligible(state, live, incarnations)
+    clean = bool(candidates)
     if not clean:
         if not unclean or not live:
             raise NoEligibleReplica(
-                f"no live in-sync replica (in-sync {sorted(state.in_sync)}, live "
-                f"{sorted(live)}) and unclean election is "
-                f"{'enabled but nobody is live' if unclean else 'disabled'}")
-        eligible = dict(live)
-    master = preferred if preferred in eligible else _best(eligible)
-    in_sync = frozenset({master} | (state.in_sync & set(live)))
-    new = GroupState(master, max(state.epoch, epoch_floor) + 1, in_sync)
-    return Election(new, state.master, clean, dict(live))
+                f"no live in-sync replica holds the confirmed offset {state.confirmed_offset} "
+                f"(in-sync {sorted(state.in_sync)}, live {sorted(live)}) and unclean "
+                f"election is {'enabled but nobody is live' if unclean else 'disabled'}")
+        candidates = dict(live)
+    master = preferred if preferred in candidates else _best(candidates)
+    members = {master} | (set(eligible(state, live, incarnations)) if clean else set())
+    recorded = {r: incarnations.get(r) or state.incarnations.get(r, "") for r in members}
+    new = GroupState(master, max(state.epoch, epoch_floor) + 1, frozenset(members),
+                     incarnations={r: inc for r, inc in recorded.items() if inc},
+                     confirmed_offset=state.confirmed_offset if clean else live[master])
+    return Election(new, state.master, clean, dict(live),
+                    lost_bytes=0 if clean else max(0, state.confirmed_offset - live[master]))
+
+
+def wait(state: GroupState, live: Mapping[int, int], epoch_floor: int = 0) -> GroupState:
+    """No live replica may be elected: record who the group waits for. A disqualified master
+    that is live (a wiped master back under its id) is deposed — master -1 at a new epoch —
+    so it never serves the group from an empty log."""
+    waiting = frozenset(r for r in state.in_sync if r not in live) or state.in_sync
+    if disqualified(state) and state.master in live:
+        return state.replace(master=NO_MASTER, epoch=max(state.epoch, epoch_floor) + 1,
+                             master_addr="", master_ha_addr="", waiting_for=waiting)
+    return state.replace(waiting_for=waiting)
+
+
+def elect_unclean(state: GroupState, live: Mapping[int, int], epoch_floor: int = 0,
+                  incarnations: Mapping[int, str] | None = None,
+                  preferred: int | None = None) -> Election:
+    """An operator's forced unclean election (`tidemq cluster elect --unclean`): the live
+    replica with the largest log end (or `preferred`), alone in sync, whether or not it holds
+    the confirmed offset. `lost_bytes` says how much of what was acknowledged may be gone."""
+    if not live:
+        raise NoEligibleReplica(f"no live replica to elect (in-sync {sorted(state.in_sync)})")
+    if preferred is not None and preferred not in live:
+        raise NoEligibleReplica(f"replica {preferred} cannot become master: it is not live "
+                                f"(live {sorted(live)})")
+    master = preferred if preferred is not None else _best(live)
+    incarnation = (incarnations or {}).get(master, "")
+    new = GroupState(master, max(state.epoch, epoch_floor) + 1, frozenset({master}),
+                     incarnations={master: incarnation} if incarnation else {},
+                     confirmed_offset=live[master])
+    return Election(new, state.master, False, dict(live),
+                    lost_bytes=max(0, state.confirmed_offset - live[master]))
 
 
 def elect_preferred(state: GroupState, live: Mapping[int, int],
-                    preferred: int | None, epoch_floor: int = 0) -> Election:
+                    preferred: int | None, epoch_floor: int = 0,
+                    incarnations: Mapping[int, str] | None = None) -> Election:
     """An operator's election (`tidemq broker elect`): move leadership to `preferred`, which
     must be a live in-sync replica; None = the best live in-sync replica other than the master.
     Never unclean. Choosing the current live master changes nothing (same state, same epoch)."""
-    eligible = {r: end for r, end in live.items() if r in state.in_sync}
+    qualified = eligible(state, live, incarnations)
     if preferred is None:
-        others = {r: end for r, end in eligible.items() if r != state.master}
+        others = {r: end for r, end in qualified.items() if r != state.master}
         if not others:
             raise NoEligibleReplica(
                 f"no live in-sync replica other than master {state.master} to hand over to "
                 f"(in-sync {sorted(state.in_sync)}, live {sorted(live)})")
         preferred = _best(others)
-    if preferred not in eligible:
+    if preferred not in qualified:
+        why = ("not live" if preferred not in live else "not in the in-sync set"
+               if preferred not in state.in_sync else
+               f"below the confirmed offset {state.confirmed_offset} or under another store")
         raise NoEligibleReplica(
-            f"replica {preferred} cannot become master: it is "
-            f"{'not live' if preferred not in live else 'not in the in-sync set'} "
+            f"replica {preferred} cannot become master: it is {why} "
             f"(in-sync {sorted(state.in_sync)}, live {sorted(live)})")
     if preferred == state.master:
         return Election(state, state.master, True, dict(live))
-    return elect(state, live, unclean=False, preferred=preferred, epoch_floor=epoch_floor)
+    return elect(state, live, unclean=False, preferred=preferred, epoch_floor=epoch_floor,
+                 incarnations=incarnations)
 
 
 def alter_in_sync(state: GroupState, epoch: int, master: int,
-                  new_set: Iterable[int]) -> GroupState:
+                  new_set: Iterable[int], incarnations: Mapping[int, str] | None = None,
+                  live_incarnations: Mapping[int, str] | None = None) -> GroupState:
     """The master's proposal of a new in-sync set, accepted only from the current master at
     the current epoch (a deposed master's late shrink must never shrink the new master's set),
-    and only if the master stays in it. The epoch does not change."""
+    and only if the master stays in it. The epoch does not change.
+
+    `incarnations`: the incarnation the master counted each member under (its handshake). A
+    joining member proposed under an incarnation other than the one its live key shows
+    (`live_incarnations`) is refused: the master has not seen that copy catch up. Members that
+    stay keep what the set recorded (`refresh` follows their restarts), so a shrink is never
+    refused for a member the master cannot reach."""
     proposed = frozenset(new_set)
+    incarnations, live_incarnations = incarnations or {}, live_incarnations or {}
     if epoch != state.epoch:
         raise StaleEpoch(f"epoch {epoch} is not the group's epoch {state.epoch}")
     if master != state.master:
@@ -145,5 +273,18 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
                                f"{master}")
     if any(replica < 0 for replica in proposed):
         raise InvalidInSyncSet(f"replica ids must be >= 0, got {sorted(proposed)}")
-    return GroupState(state.master, state.epoch, proposed, state.master_addr,
-                      state.master_ha_addr)
+    recorded = {}
+    for replica in sorted(proposed):
+        counted = incarnations.get(replica, "")
+        current = live_incarnations.get(replica, "")
+        if replica in state.in_sync:
+            incarnation = state.incarnations.get(replica, "") or counted
+        else:
+            if counted and current and counted != current:
+                raise InvalidInSyncSet(
+                    f"replica {replica} caught up under incarnation {counted} but is live "
+                    f"under {current}: it must catch up under its new incarnation first")
+            incarnation = counted or current
+        if incarnation:
+            recorded[replica] = incarnation
+    return state.replace(in_sync=proposed, incarnations=recorded)

@@ -4,7 +4,8 @@ Layout (docs/replication.md, "Controller"; shared with the broker's ReplicaManag
 
 - `/tidemq/replication/live/<broker_name>/<replica_id>` — a replica's liveness, written by the
   replica itself under its own lease: `{"addr", "ha_addr", "epoch", "log_end", "fence_ms",
-  "quorum_acks", "renewal", "contact"?}`; `epoch` is the highest the replica knows (its
+  "quorum_acks", "renewal", "contact"?, "incarnation", "confirmed"}` (`incarnation` =
+  "<store id>:<start>"; `confirmed` = a master's confirmed offset, -1 on a slave); `epoch` is the highest the replica knows (its
   store's epoch history, which survives restarts), the floor the controller's next epoch must
   clear; the rest feeds failure detection (detection.py).
 - `/tidemq/replication/groups/<broker_name>` — the group's state (GroupState.to_json), written
@@ -56,6 +57,8 @@ class LiveReplica:
     fence_ms: int = 0             # the master's fence (0 = a broker that does not renew)
     quorum_acks: bool = False
     contact: Contact | None = None   # a slave's report of its master
+    incarnation: str = ""         # "<store id>:<start>" ("" = a replica that does not say)
+    confirmed: int = -1           # a master's confirmed offset (-1 = none reported)
     # where and when this controller saw it (not part of the value)
     mod_revision: int = field(default=0, compare=False)
     seen_at: float = field(default=0.0, compare=False)   # monotonic
@@ -111,6 +114,7 @@ class ReplicationView:
                     int(value.get("fence_ms", 0)), bool(value.get("quorum_acks", False)),
                     Contact(int(contact["epoch"]), int(contact["silent_ms"]) / 1000,
                             bool(contact["gone"])) if contact else None,
+                    str(value.get("incarnation", "")), int(value.get("confirmed", -1)),
                     kv.mod_revision, time.monotonic())
             return name
         if kv.key.startswith(GROUPS_PREFIX):
@@ -141,6 +145,18 @@ class ReplicationView:
 
     def log_ends(self, broker_name: str) -> dict[int, int]:
         return {r: live.log_end for r, live in self.live.get(broker_name, {}).items()}
+
+    def incarnations(self, broker_name: str) -> dict[int, str]:
+        """Live replicas' incarnations (those that publish one)."""
+        return {r: live.incarnation for r, live in self.live.get(broker_name, {}).items()
+                if live.incarnation}
+
+    def master_confirmed(self, broker_name: str, state: GroupState) -> int | None:
+        """The confirmed offset the group's live master reports for the group's epoch."""
+        master = self.live.get(broker_name, {}).get(state.master)
+        if master is None or master.epoch != state.epoch or master.confirmed < 0:
+            return None
+        return master.confirmed
 
     def max_epoch(self, broker_name: str) -> int:
         """The highest epoch any live replica of the group reports (0 = none)."""

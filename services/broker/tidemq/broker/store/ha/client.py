@@ -134,6 +134,7 @@ class HAClient:
                 "replica_id": self.replica_id, "last_epoch": store.epochs.last_epoch,
                 "max_offset": store.commitlog_max_offset(),
                 "epochs": [list(entry) for entry in store.epochs.entries],
+                "incarnation": getattr(store, "incarnation", ""),
                 "confirmed_offsets": True}))
             await writer.drain()
             reply = await asyncio.wait_for(read_handshake(reader), timeout_s)

@@ -10,9 +10,17 @@ confirmed offset). The HA server proposes set changes through the role layer's
 The confirmed offset (Kafka's high watermark) is the smallest log end acknowledged by every
 member of the in-sync set, the master counting with its own log end: every byte below it is
 on every in-sync replica, so electing any of them loses nothing acknowledged.
+
+Members are copies of the data, not replica ids (Kafka KIP-903): `incarnations` holds the
+incarnation ("<store id>:<start>") each member was counted under. A member that reconnects
+with another store id (a wiped disk) or below the confirmed offset (a lost unflushed tail)
+never caught up under its new incarnation: it leaves the set at the next review and rejoins,
+like any slave, once its log end reaches the confirmed offset.
 """
 
 from __future__ import annotations
+
+from tidemq.configclient.replication import store_id_of
 
 
 class InSyncTracker:
@@ -25,13 +33,28 @@ class InSyncTracker:
         self.acked: dict[int, int] = {}            # replica -> last log end it reported
         self.caught_up_ms: dict[int, float] = {}   # replica -> last time it had the master's end
         self.connected: set[int] = set()
+        self.incarnations: dict[int, str] = {}     # replica -> incarnation it is counted under
 
     # -- events ------------------------------------------------------------------------------
-    def connect(self, replica: int, offset: int, now_ms: float) -> None:
-        """A slave completed its handshake at log end `offset`."""
+    def connect(self, replica: int, offset: int, now_ms: float, incarnation: str = "",
+                confirmed: int | None = None) -> bool:
+        """A slave completed its handshake at log end `offset` under `incarnation` while the
+        confirmed offset was `confirmed`. True when it is a member that came back without
+        the copy it was counted for — another store id, or below the confirmed offset: it
+        never caught up under this incarnation (`fell_behind`), so it leaves the set."""
+        known = self.incarnations.get(replica, "")
+        other_copy = bool(known and incarnation
+                          and store_id_of(known) != store_id_of(incarnation))
+        behind = confirmed is not None and offset < confirmed
+        if incarnation:
+            self.incarnations[replica] = incarnation
         self.connected.add(replica)
         self.acked[replica] = offset
         self.caught_up_ms.setdefault(replica, now_ms)
+        if replica != self.master_id and replica in self.in_sync and (other_copy or behind):
+            self.fell_behind(replica)
+            return True
+        return False
 
     def fell_behind(self, replica: int) -> None:
         """`replica` holds nothing of the master's retained log (it rebuilds): never caught

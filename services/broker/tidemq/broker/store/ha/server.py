@@ -198,7 +198,14 @@ class HAServer:
             self._slaves[replica_id] = slave
             if previous is not None:
                 previous.wakeup.set()
-            self.tracker.connect(replica_id, start, _now_ms())
+            incarnation = str(hello.get("incarnation", ""))
+            confirmed = self.tracker.confirmed_offset(self.store.commitlog_max_offset())
+            if self.tracker.connect(replica_id, start, _now_ms(), incarnation, confirmed):
+                log.warning("in-sync replica came back without its copy: out of the in-sync "
+                            "set until it catches up", replica=replica_id,
+                            incarnation=incarnation, log_end=start, confirmed=confirmed,
+                            behind_bytes=max(0, confirmed - start))
+                self._spawn(self._review_in_sync())
             if rebuild_target is not None:
                 self.rebuilding[replica_id] = rebuild_target
             log.info("slave connected", replica=replica_id, offset=start)
