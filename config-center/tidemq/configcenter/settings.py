@@ -15,8 +15,10 @@ class ConfigCenterSettings(ServiceSettings):
     etcd_endpoints: str = setting("127.0.0.1:2379", "the etcd cluster's client endpoints, "
                                   "host:port,host:port,... (every member, so a lost one is "
                                   "skipped)")
-    etcd_timeout_s: float = setting(3.0, "deadline of one etcd call; above etcd's election "
-                                    "time (1 s by default), so a leader change is waited out")
+    etcd_timeout_s: float = setting(2.0, "deadline of one etcd call: above etcd's election "
+                                    "time (1 s by default), so a leader change is waited out, "
+                                    "and below the clients' 3 s, so an outage answers "
+                                    "UNAVAILABLE before they give up")
     etcd_ca_file: str = setting("", "CA bundle that signs the etcd members' certificates "
                                 "(set: talk TLS to etcd)")
     etcd_cert_file: str = setting("", "client certificate for etcd's mutual TLS "

@@ -65,7 +65,7 @@ class ConfigStore:
     True
     """
 
-    def __init__(self, target: EtcdTarget, *, namespace: str = "", timeout: float = 3.0,
+    def __init__(self, target: EtcdTarget, *, namespace: str = "", timeout: float = 2.0,
                  progress_interval_s: float = 1.0) -> None:
         self.target = target
         self.namespace = namespace.encode()
@@ -90,9 +90,9 @@ class ConfigStore:
 
     def _range_request(self, prefix: str, *, revision: int = 0, limit: int = 0,
                        count_only: bool = False) -> etcd.RangeRequest:
-        start = self._key(prefix)
-        return etcd.RangeRequest(key=start, range_end=prefix_end(start), revision=revision,
-                                 limit=limit, count_only=count_only)
+        start = self._key(prefix) or b"\0"  # etcd: key and range_end both "\0" = every key
+        return etcd.RangeRequest(key=start, range_end=prefix_end(self._key(prefix)),
+                                 revision=revision, limit=limit, count_only=count_only)
 
     def _kv_call(self, method: str, request, *, mutation: bool, at: int = 0):
         try:
@@ -189,7 +189,7 @@ class ConfigStore:
         if expected_mod_revision is None:
             reply = self._kv_call("Put", put, mutation=True)
             prev = self._kv(reply.prev_kv) if reply.HasField("prev_kv") else None
-            return PutResult(True, reply.header.revision, reply.header.revision, prev)
+            return PutResult(True, reply.header.revision, prev.mod_revision if prev else 0, prev)
         validate_revision(expected_mod_revision, "expected revision")
         reply = self._kv_call("Txn", etcd.TxnRequest(
             compare=[_compare_mod(raw, expected_mod_revision)],
@@ -201,15 +201,16 @@ class ConfigStore:
                              None)
         put_reply = reply.responses[0].response_put
         prev = self._kv(put_reply.prev_kv) if put_reply.HasField("prev_kv") else None
-        return PutResult(True, reply.header.revision, reply.header.revision, prev)
+        return PutResult(True, reply.header.revision, prev.mod_revision if prev else 0, prev)
 
     def delete(self, key: str, *, expected_mod_revision: int | None = None) -> DeleteResult:
         validate_key(key)
         raw = self._key(key)
-        delete = etcd.DeleteRangeRequest(key=raw)
+        delete = etcd.DeleteRangeRequest(key=raw, prev_kv=True)
         if expected_mod_revision is None:
             reply = self._kv_call("DeleteRange", delete, mutation=True)
-            return DeleteResult(True, reply.deleted > 0, reply.header.revision, 0)
+            return DeleteResult(True, reply.deleted > 0, reply.header.revision,
+                                reply.prev_kvs[0].mod_revision if reply.prev_kvs else 0)
         validate_revision(expected_mod_revision, "expected revision")
         reply = self._kv_call("Txn", etcd.TxnRequest(
             compare=[_compare_mod(raw, expected_mod_revision)],
@@ -219,8 +220,9 @@ class ConfigStore:
             kvs = reply.responses[0].response_range.kvs
             return DeleteResult(False, False, reply.header.revision,
                                 kvs[0].mod_revision if kvs else 0)
-        deleted = reply.responses[0].response_delete_range.deleted > 0
-        return DeleteResult(True, deleted, reply.header.revision, 0)
+        deleted = reply.responses[0].response_delete_range
+        return DeleteResult(True, deleted.deleted > 0, reply.header.revision,
+                            deleted.prev_kvs[0].mod_revision if deleted.prev_kvs else 0)
 
     def rollback(self, key: str, to_revision: int, *, attempts: int = 16) -> PutResult:
         """Write again the value `key` had at `to_revision` (a new revision, like any put)."""
@@ -321,7 +323,8 @@ class ConfigStore:
                   active) -> Iterator[WatchBatch]:
         requests: queue.Queue = queue.Queue()
         requests.put(etcd.WatchRequest(create_request=etcd.WatchCreateRequest(
-            key=raw, range_end=b"" if exact_key else prefix_end(raw), start_revision=start)))
+            key=raw or b"\0", range_end=b"" if exact_key else prefix_end(raw),
+            start_revision=start)))
         stop = threading.Event()
 
         def ask_progress() -> None:

@@ -98,3 +98,10 @@ def test_no_reachable_config_center_is_one_sentence_naming_every_address_tried()
         client.get("/tidemq/topics/orders")
     assert refused.value.message.startswith(
         f"no config center answered Get (tried {addrs[0]}, {addrs[1]})"), refused.value.message
+
+
+def _try(call):
+    try:
+        return call()
+    except errors.ServiceUnavailable:
+        return None

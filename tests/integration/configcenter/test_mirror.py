@@ -34,9 +34,8 @@ def test_mirror_reports_existing_keys_then_changes(client):
                                                        '"order":false}')]
 
 
-def test_mirror_reconciles_when_its_watch_start_was_compacted(start_config_center):
-    server = start_config_center("--event-retention", "5")
-    with ConfigClient(server.addr) as client:
+def test_mirror_reconciles_when_its_watch_start_was_compacted(config_center, etcd_server):
+    with ConfigClient(config_center.addr) as client:
         for name in "abc":
             client.put(f"/m/{name}", "1")
         seen, on_put, on_delete = _recorder()
@@ -47,6 +46,7 @@ def test_mirror_reconciles_when_its_watch_start_was_compacted(start_config_cente
         for i in range(10):
             client.put("/m/d", str(i))  # pushes the mirror's resume point out of the log
         last = client.put("/other", "x").revision
+        etcd_server.compact(last - 2)  # the mirror's resume point is gone from etcd's history
         with mirror:
             assert mirror.wait_for_revision(last, 10)
             assert {k: kv.text for k, kv in mirror.snapshot().items()} == {

@@ -27,16 +27,17 @@ def test_watch_from_now_sees_later_changes_only(client):
     assert (second.type, second.kv.key, second.revision) == ("DELETE", "/w/a", put.revision + 2)
 
 
-def test_compacted_start_revision_is_reported(start_config_center):
-    server = start_config_center("--event-retention", "10")
-    with ConfigClient(server.addr) as client:
-        for i in range(30):
-            client.put("/c", str(i))
-        with client.watch("/c", start_revision=3) as watch, pytest.raises(WatchCompacted) as info:
+def test_compacted_start_revision_is_reported(config_center, etcd_server):
+    with ConfigClient(config_center.addr) as client:
+        written = [client.put("/c", str(i)).revision for i in range(30)]
+        etcd_server.compact(written[20])
+        with client.watch("/c", start_revision=written[2]) as watch, \
+                pytest.raises(WatchCompacted) as info:
             watch.poll(10)
-        assert info.value.compact_revision == 21
-        with client.watch("/c", start_revision=21) as watch:
-            assert watch.poll(10).revision == 21
+        assert info.value.compact_revision == written[20]
+        assert "re-read the current state and watch from its revision" in info.value.message
+        with client.watch("/c", start_revision=written[20]) as watch:
+            assert watch.poll(10).revision == written[20]
 
 
 
@@ -91,7 +92,7 @@ def test_ten_thousand_writes_with_random_disconnects_arrive_exactly_once_in_orde
     rng = random.Random(seed)
     # The watcher's instance keeps a tiny shared window, so resumed streams often start behind
     # it and read the log from Redis directly before rejoining the window.
-    other = start_config_center("--watch-window", "64")
+    other = start_config_center()
     writes, writers = 10_000, 4
     start_revision = ConfigClient(config_center.addr).put("/start", "x").revision + 1
     client = ConfigClient([other.addr, config_center.addr])

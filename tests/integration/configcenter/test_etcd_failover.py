@@ -1,0 +1,182 @@
+"""The config center on a three-member etcd cluster, under the faults #35 names: the leader
+SIGKILLed, the leader frozen (SIGSTOP) past the election timeout and past a broker lease, a
+follower killed, a config center killed. Several writers write distinct keys through two
+config centers and a compare-and-set register throughout; afterwards every acknowledged
+write is present, the register's acknowledged history is one unbroken chain, and writes
+resumed after each fault (the longest outage is printed, never asserted).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from tidemq.common import errors
+from tidemq.configclient.client import ConfigClient
+
+from tests.support.etcd import EtcdCluster, start_etcd
+from tests.support.processes import wait_until
+
+WRITERS = 4
+
+
+class Writers:
+    """Writer threads putting distinct keys; each records what was acknowledged, and one more
+    thread increments a register by compare-and-set, recording every acknowledged step."""
+
+    def __init__(self, addrs: str) -> None:
+        self.addrs = addrs
+        self.acknowledged: dict[str, str] = {}
+        self.register: list[tuple[int, int]] = []  # (value written, revision) acknowledged
+        self.failures = 0
+        self.last_ack = time.monotonic()
+        self.longest_gap = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._write, args=(n,), daemon=True)
+                         for n in range(WRITERS)]
+        self._threads.append(threading.Thread(target=self._increment, daemon=True))
+
+    def __enter__(self) -> Writers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def _acked(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.longest_gap = max(self.longest_gap, now - self.last_ack)
+            self.last_ack = now
+
+    def _write(self, writer: int) -> None:
+        with ConfigClient(self.addrs, timeout=3.0) as client:
+            for i in range(1_000_000):
+                if self._stop.is_set():
+                    return
+                key, value = f"/w/{writer}/{i}", f"{writer}-{i}"
+                try:
+                    client.put(key, value)
+                except (errors.ServiceUnavailable, errors.DeadlineExceeded):
+                    self.failures += 1  # not acknowledged: it may or may not be stored
+                    continue
+                with self._lock:
+                    self.acknowledged[key] = value
+                self._acked()
+
+    def _increment(self) -> None:
+        with ConfigClient(self.addrs, timeout=3.0) as client:
+            while not self._stop.is_set():
+                try:
+                    current = client.get("/register")
+                    value = int(current.text) if current else 0
+                    result = client.put("/register", str(value + 1),
+                                        expected_revision=current.mod_revision if current else 0)
+                except (errors.ServiceUnavailable, errors.DeadlineExceeded):
+                    continue
+                if result.succeeded:
+                    self.register.append((value + 1, result.revision))
+
+    def acknowledged_since(self, mark: float) -> bool:
+        return self.last_ack > mark
+
+
+def _fault(cluster: EtcdCluster, writers: Writers, name: str,
+           apply: Callable[[], None], undo: Callable[[], None]) -> None:
+    before = len(writers.acknowledged)
+    wait_until(lambda: len(writers.acknowledged) > before + 20, timeout=30,
+               message=f"writes before {name}")
+    apply()
+    try:
+        mark = time.monotonic()
+        wait_until(lambda: writers.acknowledged_since(mark + 0.5), timeout=30,
+                   message=f"writes acknowledged during {name}")
+    finally:
+        undo()
+    cluster.wait_leader(30)
+
+
+@pytest.fixture
+def etcd3(tmp_path):
+    cluster = start_etcd(tmp_path, size=3)
+    yield cluster
+    for member in cluster.members:
+        member.signal(signal.SIGCONT)
+    cluster.kill()
+
+
+def test_no_acknowledged_config_write_is_lost_to_etcd_faults(etcd3, services):
+    centers = [services("tidemq.configcenter", ["--etcd-endpoints", etcd3.endpoints])
+               for _ in range(2)]
+    addrs = ",".join(c.addr for c in centers)
+    gaps: dict[str, float] = {}
+
+    def kill_leader():
+        leader = etcd3.wait_leader()
+        leader.kill()
+        return leader
+
+    with Writers(addrs) as writers:
+        def measured(name, apply, undo):
+            writers.longest_gap = 0.0
+            _fault(etcd3, writers, name, apply, undo)
+            gaps[name] = writers.longest_gap
+
+        killed = {}
+        measured("leader SIGKILL", lambda: killed.update(m=kill_leader()),
+                 lambda: etcd3.restart_member(killed["m"]))
+        frozen = {}
+
+        def freeze_leader():
+            frozen["m"] = etcd3.wait_leader()
+            frozen["m"].signal(signal.SIGSTOP)
+
+        measured("leader SIGSTOP", freeze_leader,
+                 lambda: frozen["m"].signal(signal.SIGCONT))
+        follower = {}
+
+        def kill_follower():
+            follower["m"] = etcd3.followers()[0]
+            follower["m"].kill()
+
+        measured("follower SIGKILL", kill_follower,
+                 lambda: etcd3.restart_member(follower["m"]))
+        measured("config center SIGKILL", centers[0].kill, lambda: None)
+        before = len(writers.acknowledged)
+        wait_until(lambda: len(writers.acknowledged) > before + 20, timeout=30,
+                   message="writes after the last fault")
+    print(f"acknowledged writes {len(writers.acknowledged)}, refused or timed out "
+          f"{writers.failures}, register steps {len(writers.register)}; longest write outage "
+          + ", ".join(f"{name}: {gap:.2f} s" for name, gap in gaps.items()))
+
+    with ConfigClient(centers[1].addr, timeout=5) as client:
+        stored = {kv.key: kv.text for kv in client.range("/w/").kvs}
+        lost = {k for k, v in writers.acknowledged.items() if stored.get(k) != v}
+        assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
+        assert writers.register, "the register was never incremented"
+        values = [value for value, _ in writers.register]
+        assert values == list(range(values[0], values[0] + len(values))), \
+            "the register's acknowledged steps are not one unbroken chain"
+        revisions = [revision for _, revision in writers.register]
+        assert revisions == sorted(revisions)
+        assert int(client.get("/register").text) >= values[-1]
+
+
+def test_no_quorum_answers_unavailable_naming_the_members(etcd3, services):
+    center = services("tidemq.configcenter", ["--etcd-endpoints", etcd3.endpoints])
+    with ConfigClient(center.addr, timeout=3.0) as client:
+        client.put("/q", "before")
+        for member in etcd3.followers():
+            member.kill()
+        with pytest.raises(errors.ServiceUnavailable) as refused:
+            client.put("/q", "without a quorum")
+        message = refused.value.message
+        assert "no etcd member served the call" in message
+        assert all(m.addr in message for m in etcd3.members), message
