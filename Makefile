@@ -77,7 +77,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) -m bench.failover --quick
 	$(PY) bench/e2e_latency/run.py --quick
 	$(PY) bench/config/run.py --quick
-	$(PY) bench/config/run.py --quick --replicated
+	$(PY) bench/config/run.py --quick --members 1
 	$(PY) bench/consumption/run.py --quick
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick

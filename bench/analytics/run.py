@@ -3,7 +3,7 @@ local Parquet file, and a streaming pipeline's end-to-end latency at a fixed inp
 
     uv run --frozen python bench/analytics/run.py [--quick] [--messages 200000]
 
-One real cluster (Redis, config center, name server, one broker; tests.support.cluster) and
+One real cluster (etcd, Redis, config center, name server, one broker; tests.support.cluster) and
 one local[2] SparkSession. A 4-queue topic is filled with messages of 200-byte bodies, then:
 
 * batch read: `format("tidemq")` → sum of body lengths (every body is pulled, decoded to

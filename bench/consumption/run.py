@@ -3,7 +3,7 @@
     uv run --frozen python bench/consumption/run.py --quick
     uv run --frozen python bench/consumption/run.py --messages 20000
 
-Starts Redis, the config center, two name servers, one broker group and the HTTP gateway
+Starts etcd, Redis, the config center, two name servers, one broker group and the HTTP gateway
 (temporary dirs, loopback). Sends the messages once, then reads them all three ways, each as
 its own group so every reader sees all of them: `PullConsumer` (the baseline: one Pull per 32
 messages, nothing written back), `SimpleConsumer` (one Pop per 32, then one Ack RPC per message:

@@ -1,6 +1,7 @@
 """End-to-end latency and throughput of TideMQ on loopback, next to a same-run Redis Streams
-baseline. Starts its own redis / config-center / name server / broker on ephemeral ports in a
-temp dir. See README.md.
+baseline. Starts its own etcd (the config center's store, one member) / redis (the Redis
+Streams peer) / config-center / name servers / broker on ephemeral ports in a temp dir. See
+README.md.
 
     uv run --frozen python bench/e2e_latency/run.py [--quick] [--profile]
 """
@@ -230,13 +231,14 @@ def main() -> None:
         start_cluster,
         wait_for_route,
     )
+    from tests.support.etcd import start_etcd
     from tests.support.processes import start_redis
 
     load_before = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     replicated_lat: list[float] = []
     latency_n, tput_n = (200, 40_000) if args.quick else (1000, 200_000)
     tmp = Path(tempfile.mkdtemp(prefix="tidemq-bench-e2e-"))
-    redis = start_redis(tmp)
+    etcd, redis = start_etcd(tmp), start_redis(tmp)
     try:
         with process_group(tmp) as start:
             def start_with_env(module, a=None, **kw):
@@ -245,7 +247,7 @@ def main() -> None:
                        **({} if keep is None else {"TIDEMQ_MALLOC_KEEP_MIB": str(keep)})}
                 return start(module, a, env=env if module == "tidemq.broker" else BROKER_ENV)
 
-            cluster = start_cluster(start_with_env, redis, broker_names=("broker-a",))
+            cluster = start_cluster(start_with_env, etcd, redis, broker_names=("broker-a",))
             for topic, queues in (("BenchLatency", 1), ("BenchThroughput", 4)):
                 create_topic_in_config_center(cluster, topic, queues)
                 wait_for_route(cluster, topic, 1)
@@ -275,9 +277,10 @@ def main() -> None:
             if not args.no_replicated_latency:
                 from bench.e2e_latency import replicated
                 replicated_lat = replicated.measure(start_with_env, tmp, latency_n,
-                                                    measure_latency)
+                                                    measure_latency, redis)
     finally:
         redis.kill()
+        etcd.kill()
         if not args.profile:   # ~250 MB of broker data per run
             shutil.rmtree(tmp, ignore_errors=True)
 

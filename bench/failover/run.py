@@ -35,7 +35,8 @@ from pathlib import Path
 from tests.chaos.group import GROUP, REPLICAS, ChaosGroup, Replica
 from tests.chaos.run import TOPIC, _create_topic
 from tests.support.cluster import BROKER_TEST_FLAGS, process_group
-from tests.support.processes import free_port, start_redis, wait_until
+from tests.support.etcd import start_etcd
+from tests.support.processes import free_port, wait_until
 
 BODY = b"x" * 1024
 BATCH = 32
@@ -126,14 +127,18 @@ def replication_lag(group: ChaosGroup):
     return sample
 
 
+ETCD_MEMBERS = 3   # the config center's store as deployed (docs/deployment.md)
+
+
 def start_default_group(tmp: Path, stack: ExitStack) -> ChaosGroup:
-    """One Redis, one config center, two name servers and a 3-replica SYNC_MASTER group
-    (min_in_sync_replicas 2, ASYNC_FLUSH) with every timing at its default: only storage
-    sizes are the tests' (BROKER_TEST_FLAGS), so start-up stays quick."""
-    redis = start_redis(tmp)
-    stack.callback(redis.kill)
+    """A 3-member etcd cluster (the config center's store, as deployed), one config center,
+    two name servers and a 3-replica SYNC_MASTER group (min_in_sync_replicas 2, ASYNC_FLUSH)
+    with every timing at its default: only storage sizes are the tests' (BROKER_TEST_FLAGS),
+    so start-up stays quick."""
+    etcd = start_etcd(tmp, ETCD_MEMBERS)
+    stack.callback(etcd.kill)
     start = stack.enter_context(process_group(tmp))
-    config_center = start("tidemq.configcenter", ["--redis-url", redis.url])
+    config_center = start("tidemq.configcenter", ["--etcd-endpoints", etcd.endpoints])
     namesrvs = [start("tidemq.nameserver", ["--config-center", config_center.addr])
                 for _ in range(2)]
     group = ChaosGroup([config_center], namesrvs)
@@ -282,7 +287,8 @@ def main() -> None:
               f"max {max(lags) / 1024:.0f} KiB "
               f"(~{statistics.median(lags) / max(replicated * len(BODY), 1) * 1000:.0f} ms at "
               "this rate)")
-    print("write outage after a master fault, default timings (lease 10 s, fence 3 s):")
+    print("write outage after a master fault, default timings (lease 10 s, fence 3 s; "
+          f"the controller's store: one config center on {ETCD_MEMBERS} etcd members):")
     for fault, label, target in (("kill", "SIGKILL", 2.0), ("stop", "SIGSTOP", 6.0)):
         outages = [step.acked for step in steps[fault]]
         median = statistics.median(outages)

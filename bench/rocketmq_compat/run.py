@@ -4,8 +4,8 @@ client, against the same run's native TideMQ client figures (the proxy's cost as
     uv run --frozen python bench/rocketmq_compat/run.py --quick
     uv run --frozen python bench/rocketmq_compat/run.py --messages 5000
 
-Starts Redis, the config center, two name servers, one broker group and gateway-grpc (temporary
-dirs, loopback). Produce: one thread of synchronous sends, then `--window` asynchronous sends kept
+Starts etcd, Redis, the config center, two name servers, one broker group and gateway-grpc
+(temporary dirs, loopback). Produce: one thread of synchronous sends, then `--window` asynchronous sends kept
 in flight (a sliding window), each way. Receive: pop 32 then ack each message, each way in its own
 consumer group (each reads half of what was stored). Then the latency from a transaction's commit
 until a waiting SimpleConsumer holds its message (target: p99 < 1 s), beside the same run's latency

@@ -3,7 +3,7 @@
     uv run --frozen python bench/schedule/run.py --quick
     uv run --frozen python bench/schedule/run.py --messages 50000
 
-Starts Redis, the config center, two name servers and one broker (temporary dirs, loopback),
+Starts etcd, Redis, the config center, two name servers and one broker (temporary dirs, loopback),
 then sends the same number of 256 B messages, in batches of 256, three ways: ordinary (the
 baseline), with an exact delivery time 2 s ahead (timing wheel), and with delay level 1 (1 s,
 level queue); each delayed run is timed until every message is on its real topic. The figure

@@ -1,7 +1,11 @@
 """Start real TideMQ processes and a real Redis for tests: ephemeral ports, temp dirs, no sleeps.
 
+The Redis is the gateways' (shared circuit-breaker state and rate limits) and the peer some
+benchmarks measure against; the config center's store is etcd (tests/support/etcd.py).
+
 Readiness is observed, never assumed: services write a ready file once serving (see
-tidemq.common.server), Redis answers PING; both are polled with a deadline.
+tidemq.common.server), Redis answers INFO with its own process id; both are polled with a
+deadline.
 """
 
 from __future__ import annotations

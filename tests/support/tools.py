@@ -1,4 +1,4 @@
-"""Tests that need a program the machine may lack (docker-compose, redis-sentinel, promtool).
+"""Tests that need a program the machine may lack (docker-compose, etcd, promtool).
 
 Locally such a test skips with the package to install. Under CI=true it runs anyway, and fails
 on the missing program: `.ci/run` installs every tool the suite uses, so a skip there would be

@@ -1,4 +1,4 @@
-"""TopicManager against a real config-center process on a real Redis."""
+"""TopicManager against a real config-center process on a real etcd member."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ class Config:
 
 
 @pytest.fixture
-def config_center(redis_server, services):
-    return services("tidemq.configcenter", ["--redis-url", redis_server.url])
+def config_center(etcd_server, services):
+    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
 
 
 class Changes:
@@ -84,7 +84,7 @@ def test_watch_resumes_after_config_center_restart(config_center, tmp_path):
     try:
         assert manager.start(10)
         config_center.stop()
-        config_center.start()  # same port, same Redis: the revision history is intact
+        config_center.start()  # same port, same etcd: the revision history is intact
         config.put("b", 2)
         wait_until(lambda: names(table) == {"a": 1, "b": 2}, 20, message="change after restart")
     finally:
