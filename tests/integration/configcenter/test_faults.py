@@ -3,7 +3,6 @@ faults of a three-member etcd are in test_etcd_failover.py)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
