@@ -19,7 +19,7 @@ from tidemq.configcenter.model import (
     validate_revision,
 )
 from tidemq.configcenter.scopes import resolve, scope_prefixes
-from tidemq.configcenter.store import ConfigStore
+from tidemq.configcenter.store import ConfigStore, TxnCompare
 from tidemq.configcenter.topology import ClusterState, MemberState, TopologyReader
 from tidemq.v1 import config_pb2 as pb
 from tidemq.v1 import config_pb2_grpc
@@ -161,6 +161,17 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
     def LeaseRevoke(self, request, context):
         self.store.lease_revoke(request.lease)
         return pb.LeaseRevokeResponse()
+
+    def Txn(self, request, context):
+        for put in request.puts:
+            check_setting_write(put.key, put.value)
+        targets = {pb.Compare.MOD: "mod", pb.Compare.CREATE: "create"}
+        result = self.store.txn(
+            [TxnCompare(c.key, targets.get(c.target, str(c.target)), c.revision)
+             for c in request.compare],
+            [(p.key, p.value, p.lease) for p in request.puts], list(request.deletes))
+        return pb.TxnResponse(succeeded=result.succeeded, revision=result.revision,
+                              compared=[kv_to_pb(kv) for kv in result.compared])
 
     def History(self, request, context):
         events = self.store.history(request.key, request.limit)

@@ -50,6 +50,22 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 @dataclass(frozen=True)
+class TxnCompare:
+    """The key's `target` ("mod" or "create") revision must equal `revision` (0 = absent)."""
+
+    key: str
+    target: str
+    revision: int
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    succeeded: bool
+    revision: int
+    compared: list[KeyValue]  # a compare failed: the compared keys that exist, as they are
+
+
+@dataclass(frozen=True)
 class WatchBatch:
     """What a watch learned: events (possibly none) and the revision it now covers."""
 
@@ -224,6 +240,39 @@ class ConfigStore:
         return DeleteResult(True, deleted.deleted > 0, reply.header.revision,
                             deleted.prev_kvs[0].mod_revision if deleted.prev_kvs else 0)
 
+    def txn(self, compares: list[TxnCompare], puts: list[tuple[str, bytes, int]],
+            deletes: list[str]) -> TxnResult:
+        """Apply every put (key, value, lease) and delete at one revision, only if every
+        compare holds; otherwise write nothing and answer the compared keys as they are."""
+        if not compares:
+            raise InvalidArgument("a transaction needs at least one compare (else use put)")
+        if not puts and not deletes:
+            raise InvalidArgument("a transaction needs at least one put or delete")
+        written = [key for key, _, _ in puts] + list(deletes)
+        if len(set(written)) != len(written):
+            raise InvalidArgument("a transaction may write each key once")
+        for compare in compares:
+            validate_key(compare.key)
+            validate_revision(compare.revision, "compared revision")
+        for key, value, lease in puts:
+            validate_key(key)
+            validate_value(value)
+            validate_revision(lease, "lease")
+        for key in deletes:
+            validate_key(key)
+        reply = self._kv_call("Txn", etcd.TxnRequest(
+            compare=[_compare(self._key(c.key), c.target, c.revision) for c in compares],
+            success=[etcd.RequestOp(request_put=etcd.PutRequest(
+                key=self._key(key), value=value, lease=lease)) for key, value, lease in puts]
+            + [etcd.RequestOp(request_delete_range=etcd.DeleteRangeRequest(key=self._key(key)))
+               for key in deletes],
+            failure=[etcd.RequestOp(request_range=etcd.RangeRequest(key=self._key(c.key)))
+                     for c in compares]), mutation=True)
+        if reply.succeeded:
+            return TxnResult(True, reply.header.revision, [])
+        current = [self._kv(kv) for op in reply.responses for kv in op.response_range.kvs]
+        return TxnResult(False, reply.header.revision, current)
+
     def rollback(self, key: str, to_revision: int, *, attempts: int = 16) -> PutResult:
         """Write again the value `key` had at `to_revision` (a new revision, like any put)."""
         validate_key(key)
@@ -355,6 +404,15 @@ class ConfigStore:
             stop.set()
             requests.put(None)
             stream.cancel()
+
+
+def _compare(raw: bytes, target: str, revision: int) -> etcd.Compare:
+    if target == "create":
+        return etcd.Compare(result=etcd.Compare.EQUAL, target=etcd.Compare.CREATE, key=raw,
+                            create_revision=revision)
+    if target != "mod":
+        raise InvalidArgument(f"a compare's target is mod or create, not {target!r}")
+    return _compare_mod(raw, revision)
 
 
 def _compare_mod(raw: bytes, expected: int) -> etcd.Compare:

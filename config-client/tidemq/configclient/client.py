@@ -37,10 +37,17 @@ from tidemq.v1.config_pb2_grpc import ConfigServiceStub
 
 __all__ = ["ConfigClient", "ControlPlane", "DeleteResult", "EffectiveConfig", "Event",
            "InstanceStatus", "KeyValue", "Lease", "PutResult", "RangeResult",
-           "StoreDescription", "Watch", "WatchCompacted", "ConfigSetting"]
+           "StoreDescription", "TxnResult", "Watch", "WatchCompacted", "ConfigSetting"]
 
 log = get_logger(__name__)
 DEFAULT_ADDR = "127.0.0.1:7070"
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    succeeded: bool
+    revision: int
+    compared: dict[str, KeyValue]  # a compare failed: the compared keys that exist, as they are
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,21 @@ class ConfigClient:
             request.expected_mod_revision = expected_revision
         reply = self._call("Put", request, idempotent=expected_revision is not None)
         return _put_result(reply)
+
+    def txn(self, compares: list[tuple[str, str, int]],
+            puts: dict[str, bytes | str | dict | list], deletes: list[str] = ()) -> TxnResult:
+        """Write every put and delete at one revision, only if every compare (key, "mod" or
+        "create", revision; 0 = absent) holds; else nothing, and the compared keys as they
+        are. Safe to repeat: once applied, its compares no longer hold."""
+        targets = {"mod": pb.Compare.MOD, "create": pb.Compare.CREATE}
+        request = pb.TxnRequest(
+            compare=[pb.Compare(key=key, target=targets[target], revision=revision)
+                     for key, target, revision in compares],
+            puts=[pb.PutRequest(key=key, value=_as_bytes(value)) for key, value in puts.items()],
+            deletes=list(deletes))
+        reply = self._call("Txn", request, idempotent=True)
+        return TxnResult(reply.succeeded, reply.revision,
+                         {kv.key: kv_from_pb(kv) for kv in reply.compared})
 
     def delete(self, key: str, *, expected_revision: int | None = None) -> DeleteResult:
         request = pb.DeleteRequest(key=key)

@@ -195,6 +195,42 @@ class RollbackRequest(_message.Message):
     to_revision: int
     def __init__(self, key: _Optional[str] = ..., to_revision: _Optional[int] = ...) -> None: ...
 
+class Compare(_message.Message):
+    __slots__ = ("key", "target", "revision")
+    class Target(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        MOD: _ClassVar[Compare.Target]
+        CREATE: _ClassVar[Compare.Target]
+    MOD: Compare.Target
+    CREATE: Compare.Target
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    target: Compare.Target
+    revision: int
+    def __init__(self, key: _Optional[str] = ..., target: _Optional[_Union[Compare.Target, str]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class TxnRequest(_message.Message):
+    __slots__ = ("compare", "puts", "deletes")
+    COMPARE_FIELD_NUMBER: _ClassVar[int]
+    PUTS_FIELD_NUMBER: _ClassVar[int]
+    DELETES_FIELD_NUMBER: _ClassVar[int]
+    compare: _containers.RepeatedCompositeFieldContainer[Compare]
+    puts: _containers.RepeatedCompositeFieldContainer[PutRequest]
+    deletes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, compare: _Optional[_Iterable[_Union[Compare, _Mapping]]] = ..., puts: _Optional[_Iterable[_Union[PutRequest, _Mapping]]] = ..., deletes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TxnResponse(_message.Message):
+    __slots__ = ("succeeded", "revision", "compared")
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_FIELD_NUMBER: _ClassVar[int]
+    succeeded: bool
+    revision: int
+    compared: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, succeeded: _Optional[bool] = ..., revision: _Optional[int] = ..., compared: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
 class EffectiveConfigRequest(_message.Message):
     __slots__ = ("cluster", "broker_group", "broker")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]

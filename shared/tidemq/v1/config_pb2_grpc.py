@@ -86,6 +86,11 @@ class ConfigServiceStub:
                 request_serializer=tidemq_dot_v1_dot_config__pb2.RollbackRequest.SerializeToString,
                 response_deserializer=tidemq_dot_v1_dot_config__pb2.PutResponse.FromString,
                 _registered_method=True)
+        self.Txn = channel.unary_unary(
+                '/tidemq.v1.ConfigService/Txn',
+                request_serializer=tidemq_dot_v1_dot_config__pb2.TxnRequest.SerializeToString,
+                response_deserializer=tidemq_dot_v1_dot_config__pb2.TxnResponse.FromString,
+                _registered_method=True)
         self.EffectiveConfig = channel.unary_unary(
                 '/tidemq.v1.ConfigService/EffectiveConfig',
                 request_serializer=tidemq_dot_v1_dot_config__pb2.EffectiveConfigRequest.SerializeToString,
@@ -163,6 +168,14 @@ class ConfigServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Txn(self, request, context):
+        """Several writes at once, only if every compare holds (etcd's Txn): a write fenced by
+        another key, e.g. the controller's group writes by its election key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def EffectiveConfig(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -230,6 +243,11 @@ def add_ConfigServiceServicer_to_server(servicer, server):
                     servicer.Rollback,
                     request_deserializer=tidemq_dot_v1_dot_config__pb2.RollbackRequest.FromString,
                     response_serializer=tidemq_dot_v1_dot_config__pb2.PutResponse.SerializeToString,
+            ),
+            'Txn': grpc.unary_unary_rpc_method_handler(
+                    servicer.Txn,
+                    request_deserializer=tidemq_dot_v1_dot_config__pb2.TxnRequest.FromString,
+                    response_serializer=tidemq_dot_v1_dot_config__pb2.TxnResponse.SerializeToString,
             ),
             'EffectiveConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.EffectiveConfig,
@@ -514,6 +532,33 @@ class ConfigService:
             '/tidemq.v1.ConfigService/Rollback',
             tidemq_dot_v1_dot_config__pb2.RollbackRequest.SerializeToString,
             tidemq_dot_v1_dot_config__pb2.PutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Txn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidemq.v1.ConfigService/Txn',
+            tidemq_dot_v1_dot_config__pb2.TxnRequest.SerializeToString,
+            tidemq_dot_v1_dot_config__pb2.TxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -76,3 +76,25 @@ def test_group_write_decides_again_on_a_conflict_and_gives_up_when_it_never_ends
 
     with pytest.raises(errors.Conflict):
         store.write_group("g", written, rival)
+
+
+def test_a_deposed_controller_cannot_write_a_group(config):
+    """Every group write compares the election key's create revision: a controller whose claim
+    ended (here its key deleted and taken by another, while its own clock still says held)
+    writes nothing, and the new controller's writes go through."""
+    store = ReplicationStore(config)
+    old, new = Leadership(config, "ns-1:9876", 30), Leadership(config, "ns-2:9876", 30)
+    assert old.try_acquire()
+    written = store.write_group("g", None, lambda current: initial([0]), old.fence)
+    config.delete(LEADER_KEY)  # deposed behind its back: the store decides, not its clock
+    assert new.try_acquire()
+    assert old.held()  # it still believes it leads
+    with pytest.raises(errors.Conflict, match="claim on /tidemq/controller/leader"):
+        store.write_group("g", written, lambda current: GroupState(0, 2, frozenset({0})),
+                          old.fence)
+    assert store.read_group("g") == written  # nothing written
+    after = store.write_group("g", written, lambda current: GroupState(0, 2, frozenset({0})),
+                              new.fence)
+    assert after.state.epoch == 2
+    old.release()
+    new.release()

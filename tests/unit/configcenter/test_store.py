@@ -172,3 +172,28 @@ def test_range_at_the_current_revision_is_the_current_state(store):
     now = store.put("/p/b", b"2").revision
     result = store.range("/p/", revision=now)
     assert ([kv.value for kv in result.kvs], result.revision) == ([b"1", b"2"], now)
+
+
+def test_a_transaction_writes_all_or_nothing_on_its_compares(store):
+    from tidemq.configcenter.store import TxnCompare
+
+    claim = store.put("/election", b"me")
+    group = store.put("/group", b"epoch 1")
+    fenced = [TxnCompare("/election", "create", claim.revision),
+              TxnCompare("/group", "mod", group.revision)]
+    done = store.txn(fenced, [("/group", b"epoch 2", 0), ("/audit", b"1", 0)], ["/gone"])
+    assert done.succeeded and store.get("/group")[0].mod_revision == done.revision
+    assert store.get("/audit")[0].mod_revision == done.revision  # one revision for every write
+    store.delete("/election")
+    store.put("/election", b"another")  # a new claim: another create revision
+    refused = store.txn([TxnCompare("/election", "create", claim.revision)],
+                        [("/group", b"epoch 3", 0)], [])
+    assert not refused.succeeded and store.revision() == refused.revision
+    assert [kv.key for kv in refused.compared] == ["/election"]
+    assert store.get("/group")[0].value == b"epoch 2"
+    with pytest.raises(InvalidArgument, match="at least one compare"):
+        store.txn([], [("/group", b"x", 0)], [])
+    with pytest.raises(InvalidArgument, match="each key once"):
+        store.txn(fenced, [("/group", b"x", 0)], ["/group"])
+    with pytest.raises(InvalidArgument, match="mod or create"):
+        store.txn([TxnCompare("/group", "value", 1)], [("/group", b"x", 0)], [])

@@ -58,6 +58,13 @@ def _config_write(request: Any) -> list[Permission]:
     return [Permission("cluster", _name(request, "key") or "/", Action.ADMIN)]
 
 
+def _config_txn(request: Any) -> list[Permission]:
+    """ADMIN on every key written (compared keys are only read)."""
+    keys = [put.key for put in request.puts] + list(request.deletes)
+    return [Permission("cluster", key or "/", Action.ADMIN) for key in keys] or \
+        [Permission("cluster", "/", Action.ADMIN)]
+
+
 def _rmq_send(request: Any) -> list[Permission]:
     topics = {m.topic.name for m in getattr(request, "messages", ())} or {""}
     return [Permission("topic", topic, Action.PUB) for topic in sorted(topics)]
@@ -95,6 +102,7 @@ RULES: dict[str, Needs] = {
     _CONFIG + "Put": _config_write,
     _CONFIG + "Delete": _config_write,
     _CONFIG + "Rollback": _config_write,
+    _CONFIG + "Txn": _config_txn,
     _RMQ + "SendMessage": _rmq_send,
     _RMQ + "RecallMessage": _pub("topic", "name"),
     _RMQ + "EndTransaction": _pub("topic", "name"),

@@ -36,6 +36,7 @@ class Leadership:
         self._on_lost = on_lost
         self._clock = clock
         self._lease = 0
+        self._claim = 0  # the leader key's create revision while it is ours
         self._held_until = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -49,6 +50,14 @@ class Leadership:
         """Raise NotController unless the lease is still certainly ours (before any write)."""
         if not self.held():
             raise NotController(self.leader_addr())
+
+    def fence(self) -> tuple[str, str, int]:
+        """The compare that fences a controller write: the leader key still has the create
+        revision of our claim. A controller deposed meanwhile (its lease ended, another
+        created the key) writes nothing, whatever its own clock believes."""
+        self.check()
+        with self._lock:
+            return (LEADER_KEY, "create", self._claim)
 
     def leader_addr(self) -> str:
         """The active controller's address as the key says ('' = none right now)."""
@@ -83,6 +92,7 @@ class Leadership:
             return False
         with self._lock:
             self._lease, self._held_until = lease, started + self.ttl_s
+            self._claim = result.revision
         self._stop.clear()
         self._thread = threading.Thread(target=self._keepalive, args=(lease,), daemon=True,
                                         name="controller-lease")

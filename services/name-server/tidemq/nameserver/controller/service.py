@@ -360,7 +360,7 @@ class Controller:
 
     def _write(self, broker_name: str, known: StoredGroup | None,
                decide: Callable[[StoredGroup | None], GroupState | None]) -> StoredGroup | None:
-        stored = self.store.write_group(broker_name, known, decide, self.leadership.check)
+        stored = self.store.write_group(broker_name, known, decide, self.leadership.fence)
         if stored is not None:
             self._view.groups[broker_name] = stored
         return stored

@@ -187,25 +187,38 @@ class ReplicationStore:
 
     def write_group(self, broker_name: str, known: StoredGroup | None,
                     decide: Callable[[StoredGroup | None], GroupState | None],
-                    may_write: Callable[[], None] = lambda: None) -> StoredGroup | None:
-        """Write `decide(current)` with CAS on the current mod revision; on a conflict re-read
-        and decide again (the decision depends on what is stored). `decide` returning None =
-        nothing to write; it may raise a domain error, which ends the attempt. `may_write` runs
-        before every put and raises if this controller must no longer write.
-        Returns what is stored afterwards."""
+                    fence: Callable[[], tuple[str, str, int]] | None = None,
+                    ) -> StoredGroup | None:
+        """Write `decide(current)` in one transaction comparing the group key's mod revision
+        and, with `fence`, the controller's election key (`fence()` answers that compare, or
+        raises when this controller must no longer write): a controller deposed after its
+        decision writes nothing. On a conflict on the group key re-read and decide again (the
+        decision depends on what is stored). `decide` returning None = nothing to write; it
+        may raise a domain error, which ends the attempt. Returns what is stored afterwards."""
         current = known
+        key = group_key(broker_name)
         for _ in range(self.cas_attempts):
             new = decide(current)
             if new is None or (current is not None and new == current.state):
                 return current
-            may_write()
-            result = self.client.put(group_key(broker_name), new.to_json(),
-                                     expected_revision=current.mod_revision if current else 0)
+            expected = current.mod_revision if current else 0
+            compares = [(key, "mod", expected)]
+            if fence is not None:
+                compares.append(fence())
+            result = self.client.txn(compares, {key: new.to_json()})
             if result.succeeded:
                 return StoredGroup(new, result.revision)
+            if fence is not None:
+                fence_key, _, claim = compares[-1]
+                held = result.compared.get(fence_key)
+                if held is None or held.create_revision != claim:
+                    raise errors.Conflict(
+                        f"group {broker_name!r} not written: this controller's claim on "
+                        f"{fence_key} (created at revision {claim}) is gone; another "
+                        "controller decides now")
+            found = result.compared.get(key)
             log.info("group write conflicted; re-reading", group=broker_name,
-                     expected=current.mod_revision if current else 0,
-                     found=result.current_mod_revision)
+                     expected=expected, found=found.mod_revision if found else 0)
             current = self.read_group(broker_name)
         raise errors.Conflict(f"group {broker_name!r} kept changing under the controller; gave "
                               f"up after {self.cas_attempts} compare-and-set attempts")
