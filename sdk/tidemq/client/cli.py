@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from tidemq.client import cli_controlplane, cli_groups, cli_stream
+from tidemq.client import cli_config_backup, cli_controlplane, cli_groups, cli_stream
 from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
     TIME_HELP,
@@ -76,6 +76,8 @@ app.add_typer(topic_app, name="topic")
 app.add_typer(group_app, name="group")
 app.add_typer(offset_app, name="offset")
 app.add_typer(message_app, name="message")
+config_app.command("export")(cli_config_backup.export)
+config_app.command("import")(cli_config_backup.import_)
 app.add_typer(config_app, name="config")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(txn_app, name="txn")
