@@ -3,7 +3,7 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
 
   GET  /v1/cluster                                 brokers, roles, replication state
   GET  /v1/cluster/control-plane                   config centers and their etcd members
-  GET  /v1/consumer-groups                         groups known to the coordinators
+  GET  /v1/consumer-groups                         every group that consumed (push/pop/pull)
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
   DELETE /v1/consumer-groups/<group>/offsets/<topic>   forget its offsets of a topic
@@ -91,10 +91,11 @@ def control_plane():
 
 @admin_bp.get("/v1/consumer-groups")
 def consumer_groups():
-    """Consumer groups known to the coordinators, with state and member count.
+    """Every group that consumed (joined a coordinator, popped, or committed offsets), with
+    how it consumes, whether it is defined, and for a push group its state and members.
     ---
     get:
-      summary: List live consumer groups (as `tidemq group list`)
+      summary: List the groups that consume (as `tidemq group list`)
       responses:
         "200":
           description: one entry per group

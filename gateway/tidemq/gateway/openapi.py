@@ -31,6 +31,9 @@ CONVERTER_TYPES = {"IntegerConverter": "integer", "SignedIntegerConverter": "int
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
+# how a group consumes (tidemq.broker.group_listing): joined the coordinator, pop/ack, or
+# committed offsets without joining
+CONSUME_TYPE = {"type": "string", "enum": ["push", "pop", "pull"]}
 
 
 def _array(item: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +76,17 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
                                 alarms=_array(_STR))))),
     "ConsumerGroups": _obj(groups=_array(_obj(
         group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
-        coordinator=_STR))),
+        coordinator=_STR, consume_type=CONSUME_TYPE, defined=_BOOL))),
+    "GroupList": _obj(
+        groups=_array({**_obj(name=_STR, revision=_INT, defined={"const": True},
+                              consume_type={"type": ["string", "null"],
+                                            "enum": [*CONSUME_TYPE["enum"], None]}),
+                       "required": ["name", "revision", "defined", "consume_type"]}),
+        undefined=_array({**_obj(name=_STR, defined={"const": False},
+                                 consume_type=CONSUME_TYPE),
+                          "required": ["name", "defined", "consume_type"]}),
+        invalid=_array(_obj(name=_STR, detail=_STR)),
+        consumption_known=_BOOL),
     "ConsumerGroup": _obj(
         group=_STR, coordinator=_STR, state=_STR, protocol=_STR, generation=_INT, leader=_STR,
         members=_array(_obj(member_id=_STR, client_id=_STR, client_host=_STR,

@@ -15,6 +15,13 @@ class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NO_MATCHED_MSG: _ClassVar[PullStatus]
     OFFSET_ILLEGAL: _ClassVar[PullStatus]
 
+class ConsumeType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSUME_TYPE_UNSPECIFIED: _ClassVar[ConsumeType]
+    CONSUME_PUSH: _ClassVar[ConsumeType]
+    CONSUME_PULL: _ClassVar[ConsumeType]
+    CONSUME_POP: _ClassVar[ConsumeType]
+
 class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TRANSACTION_UNKNOWN: _ClassVar[TransactionResolution]
@@ -24,6 +31,10 @@ FOUND: PullStatus
 NO_NEW_MSG: PullStatus
 NO_MATCHED_MSG: PullStatus
 OFFSET_ILLEGAL: PullStatus
+CONSUME_TYPE_UNSPECIFIED: ConsumeType
+CONSUME_PUSH: ConsumeType
+CONSUME_PULL: ConsumeType
+CONSUME_POP: ConsumeType
 TRANSACTION_UNKNOWN: TransactionResolution
 TRANSACTION_COMMIT: TransactionResolution
 TRANSACTION_ROLLBACK: TransactionResolution
@@ -509,20 +520,24 @@ class GroupMemberDescription(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
-    __slots__ = ("group_id", "state", "protocol_name", "generation_id", "leader_id", "members")
+    __slots__ = ("group_id", "state", "protocol_name", "generation_id", "leader_id", "members", "consume_type", "defined")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEFINED_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     state: str
     protocol_name: str
     generation_id: int
     leader_id: str
     members: _containers.RepeatedCompositeFieldContainer[GroupMemberDescription]
-    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_name: _Optional[str] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ...) -> None: ...
+    consume_type: ConsumeType
+    defined: bool
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_name: _Optional[str] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., defined: _Optional[bool] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()
