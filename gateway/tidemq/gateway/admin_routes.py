@@ -3,6 +3,7 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
 
   GET  /v1/cluster                                 brokers, roles, replication state
   GET  /v1/cluster/control-plane                   config centers and their etcd members
+  GET  /v1/cluster/consumed                        messages consumed per topic and broker group
   GET  /v1/consumer-groups                         every group that consumed (push/pop/pull)
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
@@ -87,6 +88,27 @@ def control_plane():
         "503": {$ref: "#/components/responses/Problem"}
     """
     return jsonify(_admin().control_plane())
+
+
+@admin_bp.get("/v1/cluster/consumed")
+def consumed():
+    """Messages handed to consumers so far, per topic and broker group: every record a pull
+    or pop answer carried (SDK consumers, the HTTP fetch and pop, RocketMQ 5 clients), summed
+    over the group's replicas, each counted since its process started (the brokers'
+    tidemq_broker_messages_consumed_total). A replica that did not answer is named in
+    `unanswered` and left out of the sums.
+    ---
+    get:
+      summary: Messages consumed per topic and broker group (counters)
+      responses:
+        "200":
+          description: per topic, per broker group, records handed to consumers
+          content:
+            application/json:
+              schema: Consumed
+        "503": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(_admin().consumed())
 
 
 @admin_bp.get("/v1/consumer-groups")

@@ -74,6 +74,10 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
                                 lag_entries={"type": ["integer", "null"]},
                                 db_size_bytes=_INT, version=_STR, learner=_BOOL,
                                 alarms=_array(_STR))))),
+    "Consumed": {**_obj(
+        consumed={"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}},
+        unanswered=_array(_STR)), "required": ["consumed", "unanswered"]},
     "ConsumerGroups": _obj(groups=_array(_obj(
         group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
         coordinator=_STR, consume_type=CONSUME_TYPE, defined=_BOOL))),

@@ -119,6 +119,24 @@ class Admin:
         the controller choose the most complete in-sync replica. Returns the new state."""
         return elect_master(self.namesrv, broker_name, replica_id)
 
+    def consumed(self) -> tuple[dict[str, dict[str, int]], list[str]]:
+        """Records handed to consumers (pull and pop answers, any consumer) per topic and
+        broker group, summed over the group's replicas (a slave serves pulls too), each
+        counted since its process started; and the replicas that did not answer."""
+        counts: dict[str, dict[str, int]] = {}
+        unanswered: list[str] = []
+        for broker in self.cluster_info():
+            try:
+                info = self._broker(broker.addr, "GetBrokerInfo",
+                                    broker_pb2.GetBrokerInfoRequest())
+            except errors.TideMQError as exc:
+                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
+                continue
+            for entry in info.consumed:
+                by_broker = counts.setdefault(entry.topic, {})
+                by_broker[broker.broker_name] = by_broker.get(broker.broker_name, 0) + entry.count
+        return counts, unanswered
+
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""
         return {b.broker_name: b.addr for b in self.cluster_info() if b.broker_id == MASTER_ID}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from opentelemetry import trace
+from tidemq.broker import metrics
 from tidemq.broker.group_listing import POP, PULL, PUSH, list_groups
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
@@ -206,6 +207,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
             wire_port=self.wire_port,
+            consumed=[broker_pb2.TopicCount(topic=t, count=n)
+                      for t, n in sorted(metrics.consumed_by_topic().items())],
             **self._replication_info(),
         )
 
