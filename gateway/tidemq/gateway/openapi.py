@@ -19,6 +19,9 @@ from apispec_webframeworks.flask import FlaskPlugin
 from flask import Blueprint, Flask, current_app, jsonify
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
+from tidemq.common.kv import KEY_CONTROL_CHARACTERS, MAX_KEY_BYTES
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN, TOPIC_NAME_ALPHABET
+from tidemq.configclient import groups
 from tidemq.gateway import auth
 from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
@@ -133,17 +136,34 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "broker_name": _STR, "origin_topic": _STR, "origin_msg_id": _STR,
             "first_failure_ms": _INT}}]}}}},
     "RedriveResponse": {"type": "object", "properties": {"redriven": {"type": "array", "items": {
-        "type": "object", "properties": {"msg_id": _STR, "topic": _STR, "queue_id": _INT,
-                                         "queue_offset": _INT}}}}},
+        "type": "object", "properties": {"msg_id": _STR, "topic": _STR, "broker_name": _STR,
+                                         "queue_id": _INT, "queue_offset": _INT}}}}},
 }
 
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
+# What the server checks a path parameter against, from the same definitions it checks with
+# (a name the routes take by this name is always validated by that rule).
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "topic": {"type": "string", "minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN,
+              "pattern": f"^[{TOPIC_NAME_ALPHABET}]+$"},
+    "group": {"type": "string", "minLength": 1, "maxLength": groups.MAX_GROUP_NAME_LEN,
+              "pattern": f"^[{groups.GROUP_NAME_ALPHABET}]+$"},
+    "msg_id": {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$"},  # record.parse_offset_msg_id
+    "queue_id": {"type": "integer", "minimum": 0},
+    "key": {"type": "string", "minLength": 1, "pattern": f"^[^{KEY_CONTROL_CHARACTERS}]+$",
+            "description": f"a config-center key: at most {MAX_KEY_BYTES} bytes of UTF-8, "
+                           "no control character"},
+}
+PATH_PARAMETERS["name"] = PATH_PARAMETERS["group"]  # /v1/groups/{name}: a group's name
+
+
 def _parameters(rule) -> list[dict[str, Any]]:
     return [{"in": "path", "name": name, "required": True,
-             "schema": {"type": CONVERTER_TYPES.get(type(converter).__name__, "string")}}
+             "schema": dict(PATH_PARAMETERS.get(name) or {
+                 "type": CONVERTER_TYPES.get(type(converter).__name__, "string")})}
             for name, converter in rule._converters.items()]
 
 
