@@ -155,7 +155,7 @@ def test_dead_letters_listed_and_redriven(cluster):
     problem(requests.post(f"{url}/redrive", json={"msg_ids": ["NOPE"]}, timeout=30), 404,
             "DEAD_LETTER_NOT_FOUND")
     redriven = requests.post(f"{url}/redrive", json={"all": True}, timeout=30).json()["redriven"]
-    assert [r["topic"] for r in redriven] == [TOPIC]
+    assert [(r["topic"], r["broker_name"]) for r in redriven] == [(TOPIC, "broker-a")]
     assert requests.get(url, timeout=30).json()["messages"] == []
     (back,) = pop_until(cluster, DLQ_GROUP, 1).values()
     assert back["body"] == "doomed" and back["delivery_count"] == 1

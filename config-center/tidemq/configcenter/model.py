@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidemq.common.errors import InvalidArgument, PayloadTooLarge
 from tidemq.common.kv import (  # noqa: F401 - re-exported for the store and servicer
+    MAX_KEY_BYTES,
     DeleteResult,
     Event,
     EventType,
@@ -11,9 +12,9 @@ from tidemq.common.kv import (  # noqa: F401 - re-exported for the store and ser
     PutResult,
     RangeResult,
     RevisionCompacted,
+    has_control_character,
 )
 
-MAX_KEY_BYTES = 1024
 MAX_VALUE_BYTES = 1024 * 1024
 MAX_LEASE_TTL_S = 7 * 24 * 3600
 
@@ -28,7 +29,7 @@ def validate_prefix(prefix: str, what: str = "prefix") -> str:
     size = len(prefix.encode("utf-8", "surrogatepass"))
     if size > MAX_KEY_BYTES:
         raise InvalidArgument(f"{what} is {size} bytes; the limit is {MAX_KEY_BYTES} bytes")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in prefix):
+    if has_control_character(prefix):
         raise InvalidArgument(f"{what} {prefix!r} contains a control character")
     return prefix
 

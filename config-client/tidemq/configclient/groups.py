@@ -21,7 +21,9 @@ from tidemq.common.jsondoc import load_object
 from tidemq.configclient.client import ConfigClient
 
 GROUP_PREFIX = "/tidemq/groups/"
-GROUP_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,255}$")
+GROUP_NAME_ALPHABET = "A-Za-z0-9_%|-"  # a regular-expression character class, no brackets
+MAX_GROUP_NAME_LEN = 255
+GROUP_NAME = re.compile(f"[{GROUP_NAME_ALPHABET}]{{1,{MAX_GROUP_NAME_LEN}}}")  # fullmatch it
 MAX_RETRY_QUEUES = 64
 MAX_RETRY_TIMES = 64
 
@@ -65,9 +67,9 @@ FIELDS = tuple(f.name for f in fields(SubscriptionGroupConfig))
 
 
 def validate_group_name(name: str) -> None:
-    if not isinstance(name, str) or not GROUP_NAME.match(name):
-        raise GroupDefinitionError(
-            f"group name {name!r} must be 1..255 characters of [A-Za-z0-9_%|-]")
+    if not isinstance(name, str) or not GROUP_NAME.fullmatch(name):
+        raise GroupDefinitionError(f"group name {name!r} must be 1..{MAX_GROUP_NAME_LEN} "
+                                   f"characters of [{GROUP_NAME_ALPHABET}]")
 
 
 def _check_field(group: str, field: str, value: Any) -> None:

@@ -35,6 +35,11 @@ class AdminBackend:
         `tidemq cluster control-plane -o json` (SERVICE_UNAVAILABLE when none answers)."""
         return self.admin.config.control_plane().to_json()
 
+    def consumed(self) -> dict:
+        """Records handed to consumers per topic and broker group (Admin.consumed)."""
+        counts, unanswered = self.admin.consumed()
+        return {"consumed": counts, "unanswered": unanswered}
+
     # -- consumer groups -----------------------------------------------------------------
 
     def consumer_groups(self) -> list[dict]:

@@ -3,7 +3,8 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
 
   GET  /v1/cluster                                 brokers, roles, replication state
   GET  /v1/cluster/control-plane                   config centers and their etcd members
-  GET  /v1/consumer-groups                         groups known to the coordinators
+  GET  /v1/cluster/consumed                        messages consumed per topic and broker group
+  GET  /v1/consumer-groups                         every group that consumed (push/pop/pull)
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
   DELETE /v1/consumer-groups/<group>/offsets/<topic>   forget its offsets of a topic
@@ -89,12 +90,34 @@ def control_plane():
     return jsonify(_admin().control_plane())
 
 
-@admin_bp.get("/v1/consumer-groups")
-def consumer_groups():
-    """Consumer groups known to the coordinators, with state and member count.
+@admin_bp.get("/v1/cluster/consumed")
+def consumed():
+    """Messages handed to consumers so far, per topic and broker group: every record a pull
+    or pop answer carried (SDK consumers, the HTTP fetch and pop, RocketMQ 5 clients), summed
+    over the group's replicas, each counted since its process started (the brokers'
+    tidemq_broker_messages_consumed_total). A replica that did not answer is named in
+    `unanswered` and left out of the sums.
     ---
     get:
-      summary: List live consumer groups (as `tidemq group list`)
+      summary: Messages consumed per topic and broker group (counters)
+      responses:
+        "200":
+          description: per topic, per broker group, records handed to consumers
+          content:
+            application/json:
+              schema: Consumed
+        "503": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(_admin().consumed())
+
+
+@admin_bp.get("/v1/consumer-groups")
+def consumer_groups():
+    """Every group that consumed (joined a coordinator, popped, or committed offsets), with
+    how it consumes, whether it is defined, and for a push group its state and members.
+    ---
+    get:
+      summary: List the groups that consume (as `tidemq group list`)
       responses:
         "200":
           description: one entry per group

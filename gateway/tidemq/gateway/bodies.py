@@ -335,15 +335,19 @@ class _GroupBody(RequestBody):
     error_code: ClassVar[str] = "INVALID_SUBSCRIPTION_GROUP"
 
 
-_GROUP_NAME = Annotated[str, Field(description="[A-Za-z0-9_%|-]{1,255}"),
-                        ErrorCode("INVALID_SUBSCRIPTION_GROUP")]
+_GROUP_NAME = Annotated[str, Field(json_schema_extra={
+    "minLength": 1, "maxLength": groups.MAX_GROUP_NAME_LEN,
+    "pattern": f"^[{groups.GROUP_NAME_ALPHABET}]+$"}), ErrorCode("INVALID_SUBSCRIPTION_GROUP")]
+_PATCH_GROUP_NAME = Annotated[str, Field(json_schema_extra={  # "" = the path's group
+    "maxLength": groups.MAX_GROUP_NAME_LEN, "pattern": f"^[{groups.GROUP_NAME_ALPHABET}]*$"}),
+    ErrorCode("INVALID_SUBSCRIPTION_GROUP")]
 GroupCreateRequest = create_model(
     "GroupCreateRequest", __base__=_GroupBody, __doc__="POST /v1/groups (unset fields: "
     "defaults).", name=(_GROUP_NAME, ...),
     **{name: _group_field(name) for name in groups.FIELD_RULES})
 GroupPatchRequest = create_model(
     "GroupPatchRequest", __base__=_GroupBody, __doc__="PATCH /v1/groups/{name}: the fields "
-    "to change.", name=(_GROUP_NAME, ""),
+    "to change.", name=(_PATCH_GROUP_NAME, ""),
     **{name: _group_field(name) for name in groups.FIELD_RULES})
 
 

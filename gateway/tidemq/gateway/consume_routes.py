@@ -175,5 +175,6 @@ def redrive(group: str, body: RedriveRequest):
         "404": {$ref: "#/components/responses/Problem"}
     """
     done = _backend().redrive(_group(group), None if body.all else list(body.msg_ids))
-    return jsonify({"redriven": [{"msg_id": r.msg_id, "topic": r.topic, "queue_id": r.queue_id,
+    return jsonify({"redriven": [{"msg_id": r.msg_id, "topic": r.topic,
+                                  "broker_name": r.broker_name, "queue_id": r.queue_id,
                                   "queue_offset": r.queue_offset} for r in done]})

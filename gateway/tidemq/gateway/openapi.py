@@ -19,6 +19,9 @@ from apispec_webframeworks.flask import FlaskPlugin
 from flask import Blueprint, Flask, current_app, jsonify
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
+from tidemq.common.kv import KEY_CONTROL_CHARACTERS, MAX_KEY_BYTES
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN, TOPIC_NAME_ALPHABET
+from tidemq.configclient import groups
 from tidemq.gateway import auth
 from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
@@ -31,6 +34,9 @@ CONVERTER_TYPES = {"IntegerConverter": "integer", "SignedIntegerConverter": "int
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
+# how a group consumes (tidemq.broker.group_listing): joined the coordinator, pop/ack, or
+# committed offsets without joining
+CONSUME_TYPE = {"type": "string", "enum": ["push", "pop", "pull"]}
 
 
 def _array(item: dict[str, Any]) -> dict[str, Any]:
@@ -71,9 +77,23 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
                                 lag_entries={"type": ["integer", "null"]},
                                 db_size_bytes=_INT, version=_STR, learner=_BOOL,
                                 alarms=_array(_STR))))),
+    "Consumed": {**_obj(
+        consumed={"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}},
+        unanswered=_array(_STR)), "required": ["consumed", "unanswered"]},
     "ConsumerGroups": _obj(groups=_array(_obj(
         group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
-        coordinator=_STR))),
+        coordinator=_STR, consume_type=CONSUME_TYPE, defined=_BOOL))),
+    "GroupList": _obj(
+        groups=_array({**_obj(name=_STR, revision=_INT, defined={"const": True},
+                              consume_type={"type": ["string", "null"],
+                                            "enum": [*CONSUME_TYPE["enum"], None]}),
+                       "required": ["name", "revision", "defined", "consume_type"]}),
+        undefined=_array({**_obj(name=_STR, defined={"const": False},
+                                 consume_type=CONSUME_TYPE),
+                          "required": ["name", "defined", "consume_type"]}),
+        invalid=_array(_obj(name=_STR, detail=_STR)),
+        consumption_known=_BOOL),
     "ConsumerGroup": _obj(
         group=_STR, coordinator=_STR, state=_STR, protocol=_STR, generation=_INT, leader=_STR,
         members=_array(_obj(member_id=_STR, client_id=_STR, client_host=_STR,
@@ -116,17 +136,34 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "broker_name": _STR, "origin_topic": _STR, "origin_msg_id": _STR,
             "first_failure_ms": _INT}}]}}}},
     "RedriveResponse": {"type": "object", "properties": {"redriven": {"type": "array", "items": {
-        "type": "object", "properties": {"msg_id": _STR, "topic": _STR, "queue_id": _INT,
-                                         "queue_offset": _INT}}}}},
+        "type": "object", "properties": {"msg_id": _STR, "topic": _STR, "broker_name": _STR,
+                                         "queue_id": _INT, "queue_offset": _INT}}}}},
 }
 
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
+# What the server checks a path parameter against, from the same definitions it checks with
+# (a name the routes take by this name is always validated by that rule).
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "topic": {"type": "string", "minLength": 1, "maxLength": MAX_TOPIC_NAME_LEN,
+              "pattern": f"^[{TOPIC_NAME_ALPHABET}]+$"},
+    "group": {"type": "string", "minLength": 1, "maxLength": groups.MAX_GROUP_NAME_LEN,
+              "pattern": f"^[{groups.GROUP_NAME_ALPHABET}]+$"},
+    "msg_id": {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$"},  # record.parse_offset_msg_id
+    "queue_id": {"type": "integer", "minimum": 0},
+    "key": {"type": "string", "minLength": 1, "pattern": f"^[^{KEY_CONTROL_CHARACTERS}]+$",
+            "description": f"a config-center key: at most {MAX_KEY_BYTES} bytes of UTF-8, "
+                           "no control character"},
+}
+PATH_PARAMETERS["name"] = PATH_PARAMETERS["group"]  # /v1/groups/{name}: a group's name
+
+
 def _parameters(rule) -> list[dict[str, Any]]:
     return [{"in": "path", "name": name, "required": True,
-             "schema": {"type": CONVERTER_TYPES.get(type(converter).__name__, "string")}}
+             "schema": dict(PATH_PARAMETERS.get(name) or {
+                 "type": CONVERTER_TYPES.get(type(converter).__name__, "string")})}
             for name, converter in rule._converters.items()]
 
 

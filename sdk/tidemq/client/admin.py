@@ -62,6 +62,11 @@ POLL_INTERVAL_S = 0.1
 
 Progress = Callable[[str], None]
 
+_CONSUME_TYPES = {broker_pb2.CONSUME_PUSH: "push", broker_pb2.CONSUME_POP: "pop",
+                  broker_pb2.CONSUME_PULL: "pull"}
+_CONSUME_ORDER = ["push", "pop", "pull"]  # a group seen several ways is listed by the first
+# (a broker of before consume types lists only its coordinator's groups, all unspecified: push)
+
 
 class Admin:
     """Topic, message, group and offset administration over the name servers, config-center
@@ -124,6 +129,24 @@ class Admin:
         state = elect_master(self.namesrv, broker_name, replica_id, unclean=True)
         confirmed = before["confirmed_offset"] if before else 0
         return state, max(0, confirmed - state["confirmed_offset"])
+
+    def consumed(self) -> tuple[dict[str, dict[str, int]], list[str]]:
+        """Records handed to consumers (pull and pop answers, any consumer) per topic and
+        broker group, summed over the group's replicas (a slave serves pulls too), each
+        counted since its process started; and the replicas that did not answer."""
+        counts: dict[str, dict[str, int]] = {}
+        unanswered: list[str] = []
+        for broker in self.cluster_info():
+            try:
+                info = self._broker(broker.addr, "GetBrokerInfo",
+                                    broker_pb2.GetBrokerInfoRequest())
+            except errors.TideMQError as exc:
+                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
+                continue
+            for entry in info.consumed:
+                by_broker = counts.setdefault(entry.topic, {})
+                by_broker[broker.broker_name] = by_broker.get(broker.broker_name, 0) + entry.count
+        return counts, unanswered
 
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""
@@ -245,17 +268,35 @@ class Admin:
     # -- consumer groups -----------------------------------------------------------------
 
     def group_list(self) -> list[GroupSummary]:
-        """Groups known to any coordinator (each master coordinates its share)."""
-        summaries = []
-        for broker_name, addr in sorted(self.masters().items()):
+        """Every group that consumed: joined a coordinator (push), popped (pop) or committed
+        offsets without joining (pull), with whether the config center defines it. Each
+        master lists what it saw; a group seen several ways is listed by the first of push,
+        pop, pull (the coordinator's listing adds state, protocol and members)."""
+        masters = self.masters()
+        seen: dict[str, list[tuple[str, str, broker_pb2.DescribeGroupResponse]]] = {}
+        for broker_name, addr in sorted(masters.items()):
             listed = self._broker(addr, "ListGroups", broker_pb2.ListGroupsRequest()).groups
-            for group in listed:  # a listing carries id and state only: describe for the rest
-                g = self._broker(addr, "DescribeGroup",
-                                 broker_pb2.DescribeGroupRequest(group_id=group.group_id))
-                summaries.append(GroupSummary(group.group_id, g.state or group.state,
-                                              g.protocol_name, g.generation_id, len(g.members),
-                                              broker_name))
-        return sorted(summaries, key=lambda g: g.group_id)
+            for group in listed:
+                seen.setdefault(group.group_id, []).append((broker_name, addr, group))
+        summaries = []
+        for group_id, sightings in sorted(seen.items()):
+            consume_type = min((_CONSUME_TYPES.get(g.consume_type, "push")
+                                for _, _, g in sightings), key=_CONSUME_ORDER.index)
+            defined = any(g.defined for _, _, g in sightings)
+            joined = next(((b, a, g) for b, a, g in sightings
+                           if _CONSUME_TYPES.get(g.consume_type, "push") == "push"), None)
+            if joined is None:  # never met a coordinator: no state, protocol or members
+                summaries.append(GroupSummary(group_id, "", "", 0, 0,
+                                              coordinator_for(group_id, masters),
+                                              consume_type, defined))
+                continue
+            broker_name, addr, group = joined  # describe for the rest
+            g = self._broker(addr, "DescribeGroup",
+                             broker_pb2.DescribeGroupRequest(group_id=group_id))
+            summaries.append(GroupSummary(group_id, g.state or group.state, g.protocol_name,
+                                          g.generation_id, len(g.members), broker_name,
+                                          consume_type, defined))
+        return summaries
 
     def group_describe(self, group: str) -> GroupDescription:
         """Members and assignment from the coordinator, committed offsets and lag per queue

@@ -74,6 +74,8 @@ class GroupSummary:
     generation_id: int
     members: int
     coordinator: str         # broker name
+    consume_type: str = ""   # push (joined the coordinator), pop, or pull (committed offsets)
+    defined: bool = False    # has a definition in the config center (else: the defaults)
 
 
 @dataclass(frozen=True)

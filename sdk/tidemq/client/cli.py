@@ -323,17 +323,21 @@ def group_list(ctx: typer.Context, output: OutputOpt = None,
                defined: Annotated[bool, typer.Option(
                    "--defined", help="list subscription-group definitions in config-center "
                                      "instead")] = False) -> None:
-    """Consumer groups known to the coordinators, with state and member count
-    (--defined: the definitions in config-center)."""
+    """Every group that consumed: how (push: joined the coordinator; pop; pull: committed
+    offsets without joining), whether it is defined in config-center, and for a push group
+    its state and member count (--defined: the definitions in config-center)."""
     if defined:
         return cli_groups.list_defined(ctx, output)
     with admin_session(ctx) as admin:
         groups = admin.group_list()
     if json_mode(ctx, output):
         return emit_json([vars(g) for g in groups])
-    out.print(table("Consumer groups", ["group", "state", "protocol", "generation", "members",
-                                         "coordinator"],
-                     [[g.group_id, g.state, g.protocol_name, g.generation_id, g.members,
+    out.print(table("Consumer groups", ["group", "type", "defined", "state", "protocol",
+                                         "generation", "members", "coordinator"],
+                     [[g.group_id, g.consume_type, "yes" if g.defined else "no",
+                       g.state or None, g.protocol_name or None,
+                       g.generation_id if g.consume_type == "push" else None,
+                       g.members if g.consume_type == "push" else None,
                        g.coordinator] for g in groups]))
 
 

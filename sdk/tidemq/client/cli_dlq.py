@@ -72,6 +72,10 @@ def requeue(ctx: typer.Context, group: GroupArg,
     with _dlq(ctx, group) as dlq:
         done = dlq.requeue_all(limit) if all_ else dlq.requeue_ids(msg_ids or [])
     if json_mode(ctx, output):
-        return emit_json([{"msg_id": r.msg_id, "topic": r.topic, "queue_id": r.queue_id,
-                           "queue_offset": r.queue_offset} for r in done])
+        return emit_json([{"msg_id": r.msg_id, "topic": r.topic, "broker_name": r.broker_name,
+                           "queue_id": r.queue_id, "queue_offset": r.queue_offset}
+                          for r in done])
     out.print(f"[green]re-driven[/green] {len(done)} message(s) of {group}")
+    for r in done:
+        out.print(f"  {r.msg_id} -> {r.topic} on {r.broker_name}, queue {r.queue_id} "
+                  f"offset {r.queue_offset}")

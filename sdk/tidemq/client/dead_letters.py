@@ -32,6 +32,7 @@ class Redriven:
     topic: str         # where it went back to
     queue_id: int
     queue_offset: int
+    broker_name: str = ""  # the broker group that held the dead letter and stored it again
 
 
 class DeadLetters:
@@ -83,7 +84,8 @@ class DeadLetters:
         reply = self._puller.brokers.get(self._puller.master_addr(mq)).call(
             "RedriveDeadLetter", broker_pb2.RedriveDeadLetterRequest(
                 consumer_group=self.group, physical_offset=message.physical_offset))
-        return Redriven(message.msg_id, reply.topic, reply.queue_id, reply.queue_offset)
+        return Redriven(message.msg_id, reply.topic, reply.queue_id, reply.queue_offset,
+                        mq.broker_name)
 
     def requeue_ids(self, msg_ids: Sequence[str]) -> list[Redriven]:
         """Re-drive the listed dead letters with these msg ids (NotFound names a missing one)."""

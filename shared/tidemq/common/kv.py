@@ -16,6 +16,15 @@ from typing import Any
 
 from tidemq.common.errors import PreconditionFailed
 
+# The key rule (the config center enforces it, the HTTP gateway's OpenAPI document states it):
+# at most MAX_KEY_BYTES of UTF-8 and no control character (U+0000..U+001F, U+007F).
+MAX_KEY_BYTES = 1024
+KEY_CONTROL_CHARACTERS = "\x00-\x1f\x7f"  # a regular-expression character class, no brackets
+
+
+def has_control_character(text: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)
+
 
 class EventType(StrEnum):
     PUT = "PUT"

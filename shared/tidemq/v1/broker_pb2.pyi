@@ -15,6 +15,13 @@ class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NO_MATCHED_MSG: _ClassVar[PullStatus]
     OFFSET_ILLEGAL: _ClassVar[PullStatus]
 
+class ConsumeType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSUME_TYPE_UNSPECIFIED: _ClassVar[ConsumeType]
+    CONSUME_PUSH: _ClassVar[ConsumeType]
+    CONSUME_PULL: _ClassVar[ConsumeType]
+    CONSUME_POP: _ClassVar[ConsumeType]
+
 class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TRANSACTION_UNKNOWN: _ClassVar[TransactionResolution]
@@ -24,6 +31,10 @@ FOUND: PullStatus
 NO_NEW_MSG: PullStatus
 NO_MATCHED_MSG: PullStatus
 OFFSET_ILLEGAL: PullStatus
+CONSUME_TYPE_UNSPECIFIED: ConsumeType
+CONSUME_PUSH: ConsumeType
+CONSUME_PULL: ConsumeType
+CONSUME_POP: ConsumeType
 TRANSACTION_UNKNOWN: TransactionResolution
 TRANSACTION_COMMIT: TransactionResolution
 TRANSACTION_ROLLBACK: TransactionResolution
@@ -205,7 +216,7 @@ class GetBrokerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetBrokerInfoResponse(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +225,7 @@ class GetBrokerInfoResponse(_message.Message):
     COMMITLOG_MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     COMMITLOG_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -227,12 +239,21 @@ class GetBrokerInfoResponse(_message.Message):
     commitlog_min_offset: int
     commitlog_max_offset: int
     wire_port: int
+    consumed: _containers.RepeatedCompositeFieldContainer[TopicCount]
     replica_id: int
     role: str
     epoch: int
     confirmed_offset: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class TopicCount(_message.Message):
+    __slots__ = ("topic", "count")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    count: int
+    def __init__(self, topic: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("replica_id", "log_end", "lag_bytes", "lag_ms", "in_sync", "rebuilding")
@@ -509,20 +530,24 @@ class GroupMemberDescription(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
-    __slots__ = ("group_id", "state", "protocol_name", "generation_id", "leader_id", "members")
+    __slots__ = ("group_id", "state", "protocol_name", "generation_id", "leader_id", "members", "consume_type", "defined")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEFINED_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     state: str
     protocol_name: str
     generation_id: int
     leader_id: str
     members: _containers.RepeatedCompositeFieldContainer[GroupMemberDescription]
-    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_name: _Optional[str] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ...) -> None: ...
+    consume_type: ConsumeType
+    defined: bool
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., protocol_name: _Optional[str] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., consume_type: _Optional[_Union[ConsumeType, str]] = ..., defined: _Optional[bool] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()

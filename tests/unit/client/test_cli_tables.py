@@ -34,8 +34,9 @@ class LongNamesAdmin(StubAdmin):
 
     def group_list(self):
         return [GroupSummary("billing-reconciliation", "Stable", "averagely", 12, 3,
-                             "broker-a"),
-                GroupSummary("audit", "Empty", "", 0, 0, "broker-b")]
+                             "broker-a", "push", True),
+                GroupSummary("audit", "Empty", "", 0, 0, "broker-b", "push", False),
+                GroupSummary("invoices-pop-consumers", "", "", 0, 0, "broker-a", "pop", False)]
 
 
 class StubProducer:

@@ -26,6 +26,10 @@ ANSWERS = {
         {"topic": "%RETRY%billing", "broker_name": "broker-a", "committed": 1, "lag": 0}]},
     "/v1/consumer-groups/audit": {"total_lag": 0, "offsets": [
         {"topic": "orders", "broker_name": "broker-a", "committed": 12, "lag": 0}]},
+    # consumed counts come from the brokers' counters, not from committed offsets
+    "/v1/cluster/consumed": {"consumed": {
+        "orders": {"broker-a": 21, "broker-r": 2}, "%RETRY%billing": {"broker-a": 1},
+        "gone": {"broker-a": 5}}, "unanswered": ["broker-r 127.0.0.1:1: refused"]},
     "/v1/cluster": {"brokers": [
         {"broker_name": "broker-a", "replica_id": -1, "role": "MASTER", "lag_bytes": None},
         {"broker_name": "broker-r", "replica_id": 0, "role": "MASTER", "lag_bytes": 0},
@@ -50,7 +54,8 @@ def test_a_sample_sums_counters_per_topic_and_broker_and_leaves_system_topics_ou
     assert sample["group_lag"] == {"billing": 4, "audit": 0}
     assert sample["replica_lag"] == {"broker-r/1": {"lag_bytes": 512, "lag_s": 0.4}}
     assert sample["problems"] == [
-        "/v1/topics/refunds: 503 BROKER_NOT_AVAILABLE: broker-b did not answer"]
+        "/v1/topics/refunds: 503 BROKER_NOT_AVAILABLE: broker-b did not answer",
+        "/v1/cluster/consumed: not counted: broker-r 127.0.0.1:1: refused"]
 
 
 def test_a_refused_login_refuses_the_whole_sample():

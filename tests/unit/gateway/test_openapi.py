@@ -62,3 +62,44 @@ def test_a_new_route_is_described_without_editing_the_document():
     operation = document(app)["paths"]["/v1/extra/{n}"]["get"]
     assert operation["summary"] == "An extra route."
     assert operation["parameters"][0]["schema"] == {"type": "integer"}
+
+
+def test_path_parameters_state_the_rules_the_server_checks_them_with():
+    """Every path parameter of a name, id or key carries the server's own rule (pattern and
+    length from tidemq.common.topic_names, tidemq.configclient.groups, tidemq.common.kv),
+    and the server refuses what the pattern excludes."""
+    import jsonschema_rs  # schemathesis' validator: JSON Schema's (ECMA-262) regular expressions
+    from tidemq.common.errors import InvalidArgument
+    from tidemq.common.kv import has_control_character
+    from tidemq.common.topic_names import validate_topic_name
+    from tidemq.configclient.groups import GroupDefinitionError, validate_group_name
+
+    spec = document(create_app(object()))
+    params = {}
+    for operations in spec["paths"].values():
+        for operation in operations.values():
+            for p in operation.get("parameters", []):
+                if p["in"] == "path":
+                    params.setdefault(p["name"], []).append(p["schema"])
+    assert all(s == schemas[0] for schemas in params.values() for s in schemas)
+    schema = {name: schemas[0] for name, schemas in params.items()}
+
+    def valid(name, value):
+        return jsonschema_rs.is_valid(schema[name], value)
+
+    def server_accepts(check, value):
+        try:
+            check(value)
+            return True
+        except (InvalidArgument, GroupDefinitionError):
+            return False
+
+    for value in ["orders", "a" * 127, "a" * 128, "", "or/ders", "orders\n", "%RETRY%x|y-z"]:
+        assert valid("topic", value) == server_accepts(validate_topic_name, value), value
+    for value in ["billing", "g" * 255, "g" * 256, "", "bill ing", "billing\n", "a%b|c-d_e"]:
+        assert valid("group", value) == server_accepts(validate_group_name, value), value
+        assert valid("name", value) == valid("group", value)
+    for value in ["tidemq/topics/orders", "a\x00b", "line\nbreak", "del\x7f", "ünï cödé"]:
+        assert valid("key", value) == (not has_control_character(value)), value
+    assert valid("msg_id", "7F0000010000C0670000000000000000")
+    assert not valid("msg_id", "7F00000100") and not valid("queue_id", -1)

@@ -4,10 +4,13 @@ The charts keep their history in the browser (console/static/charts.js polls
 `GET /console/series` every few seconds and keeps the last minutes in the tab's session
 storage): the gateway stores nothing and a chart shows exactly what the API said at each
 poll. A sample holds counters, not rates — per topic and broker group the sum of the queues'
-max offsets (messages written so far) and the sum of every group's committed offsets
-(messages consumed so far), per group its total lag, per replica its replication lag — and
-the page turns two samples into a rate, so a poll that fails leaves a gap instead of a wrong
-figure.
+max offsets (messages written so far) and the messages handed to consumers so far (the
+brokers' consumed counters, `GET /v1/cluster/consumed`: every pull and pop answer, whatever
+consumed — push and pull consumers, pop over HTTP, RocketMQ 5 clients through gateway-grpc —
+not committed offsets, which a pop group never writes), per group its total lag, per replica
+its replication lag — and the page turns two samples into a rate, so a poll that fails leaves
+a gap instead of a wrong figure (a consumed counter restarts from 0 with its broker: that
+interval is a gap too).
 """
 
 from __future__ import annotations
@@ -40,18 +43,18 @@ def sample(get: Get, now_ms: int | None = None) -> dict[str, Any]:
             by_broker = produced.setdefault(topic, {})
             by_broker[queue["broker_name"]] = (by_broker.get(queue["broker_name"], 0)
                                                + int(queue["max_offset"]))
+    counted = _or_empty(get, "/v1/cluster/consumed", problems)
+    for topic, by_broker in sorted(counted.get("consumed", {}).items()):
+        if not is_system_topic(topic) and topic in topics:
+            consumed[topic] = {broker: int(n) for broker, n in sorted(by_broker.items())}
+    problems += [f"/v1/cluster/consumed: not counted: {replica}"
+                 for replica in counted.get("unanswered", [])]
     for group in _group_names(get, problems)[:MAX_GROUPS]:
         # a defined group that never consumed is unknown to the brokers (404): no figures
         described = _or_empty(get, path_of("v1", "consumer-groups", group), problems,
                               missing_ok=True)
         if "total_lag" in described:
             lag[group] = int(described["total_lag"])
-        for offset in described.get("offsets", []):
-            if is_system_topic(offset["topic"]) or offset.get("committed") is None:
-                continue
-            by_broker = consumed.setdefault(offset["topic"], {})
-            broker = offset["broker_name"]
-            by_broker[broker] = by_broker.get(broker, 0) + max(0, int(offset["committed"]))
     replicas = {}
     for broker in _or_empty(get, "/v1/cluster", problems).get("brokers", []):
         if broker.get("lag_bytes") is not None and broker.get("role") != "MASTER":

@@ -67,7 +67,8 @@ def handovers_from_pb(groups) -> list[GroupHandover]:
 
 
 class GroupRpc:
-    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/DescribeGroup/ListGroups for the servicer,
+    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup/DescribeGroup for the servicer (ListGroups
+    merges the coordinator's groups with the pop and offset groups: group_listing.py),
     plus the ticker that fires the coordinator's timers (`start()` / `stop()`)."""
 
     def __init__(self, coordinator: GroupCoordinator, tick_interval_ms: int = 100, *,
@@ -124,12 +125,6 @@ class GroupRpc:
 
     def DescribeGroup(self, request, context):
         return describe_pb(self.coordinator.describe_group(request.group_id))
-
-    def ListGroups(self, request, context):
-        return broker_pb2.ListGroupsResponse(groups=[
-            broker_pb2.DescribeGroupResponse(group_id=g.group_id, state=str(g.state))
-            for g in self.coordinator.list_groups()
-        ])
 
 
 def _peer_host(context) -> str:

@@ -228,6 +228,8 @@ class Messaging:
             if not at_end or remaining <= 0:
                 if outcome.record_count:  # once per pull answer, not per message
                     metrics.MESSAGES_OUT.labels(topic.name).inc(outcome.record_count)
+                    metrics.MESSAGES_CONSUMED.labels(topic.name, "pull").inc(
+                        outcome.record_count)
                 return outcome
             offset = max(offset, outcome.next_begin_offset)
             if not await self.holds.hold(

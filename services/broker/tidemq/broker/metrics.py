@@ -22,6 +22,12 @@ PUT_LATENCY = Histogram(
 )
 MESSAGES_OUT = Counter("tidemq_broker_messages_out_total",
                        "Records returned by pulls (counted per pull answer), by topic", ["topic"])
+# What the console's "out" charts draw (GetBrokerInfo hands these to the gateway, summed per
+# topic): every record a pull or pop answer hands to a consumer, whoever asked (SDK pull and
+# push consumers, the HTTP gateway's fetch and pop, gateway-grpc's RocketMQ 5 clients).
+MESSAGES_CONSUMED = Counter("tidemq_broker_messages_consumed_total",
+                            "Records handed to consumers (counted per pull or pop answer), by "
+                            "topic and how (pull, pop)", ["topic", "via"])
 SEND_ERRORS = Counter("tidemq_broker_send_errors_total", "Send batches refused, by error code",
                       ["code"])
 for _code in ("NO_PERMISSION", "NOT_MASTER", "NOT_ENOUGH_REPLICAS", "TOPIC_NOT_EXIST",
@@ -34,6 +40,17 @@ TRANSACTIONS = Counter(
     ["event"])
 OPEN_TRANSACTIONS = Gauge("tidemq_broker_open_transactions",
                           "Half messages neither committed, rolled back nor discarded")
+
+
+def consumed_by_topic() -> dict[str, int]:
+    """MESSAGES_CONSUMED summed per topic (pull + pop), since this process started."""
+    totals: dict[str, int] = {}
+    for family in MESSAGES_CONSUMED.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                topic = sample.labels["topic"]
+                totals[topic] = totals.get(topic, 0) + int(sample.value)
+    return totals
 
 
 def counts_send_errors(send):

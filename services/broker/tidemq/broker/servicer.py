@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 
 from opentelemetry import trace
+from tidemq.broker import metrics
+from tidemq.broker.group_listing import POP, PULL, PUSH, list_groups
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
 from tidemq.broker.idempotence import IdempotentSends
@@ -31,6 +33,8 @@ SEND_STATUS = {
     AppendStatus.FLUSH_SLAVE_TIMEOUT: common_pb2.FLUSH_SLAVE_TIMEOUT,
 }
 
+CONSUME_TYPES = {PUSH: broker_pb2.CONSUME_PUSH, PULL: broker_pb2.CONSUME_PULL,
+                 POP: broker_pb2.CONSUME_POP}
 
 # A held pull answers this long before the caller's deadline, so the caller gets NO_NEW_MSG
 # rather than DEADLINE_EXCEEDED.
@@ -203,6 +207,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
             wire_port=self.wire_port,
+            consumed=[broker_pb2.TopicCount(topic=t, count=n)
+                      for t, n in sorted(metrics.consumed_by_topic().items())],
             **self._replication_info(),
         )
 
@@ -287,7 +293,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         return self.groups.DescribeGroup(request, context)
 
     def ListGroups(self, request, context):
-        return self.groups.ListGroups(request, context)
+        """Every group that consumed here: joined the coordinator, popped or committed
+        offsets (group_listing.py), with how it consumes and whether it is defined."""
+        coordinated = ([(g.group_id, str(g.state)) for g in self.groups.coordinator.list_groups()]
+                       if self.groups is not None else [])
+        popping = {group for group, _, _ in self.pop.progress()} if self.pop is not None else ()
+        table = self.group_table
+        offsets = self.offsets.snapshot() if self.offsets is not None else {}
+        listed = list_groups(coordinated, offsets, popping,
+                             lambda group: table.get(group) is not None)
+        return broker_pb2.ListGroupsResponse(groups=[
+            broker_pb2.DescribeGroupResponse(group_id=g.group_id, state=g.state,
+                                             consume_type=CONSUME_TYPES[g.consume_type],
+                                             defined=g.defined)
+            for g in listed])
 
     def GetSubscriptionGroups(self, request, context):
         table = self.group_table

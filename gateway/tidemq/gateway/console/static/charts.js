@@ -2,7 +2,8 @@
 // routes the pages read), keeps the last minutes of samples in this tab's session storage so
 // moving between pages keeps the history, and draws them with uPlot (vendor/uplot, served
 // with the console). A rate is the difference of two samples over the time between them; a
-// poll that failed, or a counter that went back (an offset reset), leaves a gap.
+// poll that failed, or a counter that went back (an offset reset, a restarted broker), leaves a
+// gap. The x axis always spans the kept window; only series with a value are drawn and named.
 (function () {
   "use strict";
   var charts = Array.prototype.slice.call(document.querySelectorAll("[data-chart]"));
@@ -68,6 +69,7 @@
     picked.forEach(function (p) { each(p, function (n) { names[n] = true; }); });
     names = Object.keys(names).sort();
     var xs = [], ys = names.map(function () { return []; });
+    var built = { names: names, data: [xs].concat(ys) };
     // every sample is an x (a rate's first one is empty): the time axis spans the history
     for (var i = 0; i < history.length; i++) {
       var dt = i ? (history[i].time_ms - history[i - 1].time_ms) / 1000 : 0;
@@ -82,7 +84,23 @@
         ys[j].push(ok ? (now - before) / dt : null);
       });
     }
-    return { names: names, data: [xs].concat(ys) };
+    // only a series with a value is drawn, and so named in the legend (a rate needs two
+    // samples: a name seen once has none yet)
+    var kept = names.map(function (n, j) { return j; }).filter(function (j) {
+      return ys[j].some(function (y) { return y !== null; });
+    });
+    built.names = kept.map(function (j) { return names[j]; });
+    built.data = [xs].concat(kept.map(function (j) { return ys[j]; }));
+    return built;
+  }
+
+  // The x axis always spans the kept window ending at the latest sample (or now): the first
+  // view shows the last WINDOW_MS with what was collected so far, never a span uPlot guessed
+  // from one sample (or none).
+  function xWindow() {
+    var last = history[history.length - 1];
+    var end = (last ? last.time_ms : Date.now()) / 1000;
+    return [end - WINDOW_MS / 1000, end];
   }
 
   function draw(el) {
@@ -103,6 +121,7 @@
     el.dataset.max = String(max);
     el.dataset.maxBySeries = JSON.stringify(maxBySeries);
     el.dataset.series = built.names.join("|");
+    var span = xWindow();
     var note = el.querySelector(".chart-note");
     if (note) {
       note.textContent = points ? "" : (built.names.length || history.length < 2
@@ -116,25 +135,39 @@
     if (plot && plot.signature === signature) {
       if (plot.uplot.width !== width) { plot.uplot.setSize({ width: width, height: 220 }); }
       plot.uplot.setData(built.data);
+      plot.uplot.setScale("x", { min: span[0], max: span[1] });
       return;
     }
     if (plot) { plot.uplot.destroy(); }
     var series = [{}].concat(built.names.map(function (n, j) {
-      return { label: n, stroke: PALETTE[j % PALETTE.length], width: 2, spanGaps: false,
+      return { label: n, stroke: colour(n), width: 2, spanGaps: false,
                points: { show: true, size: 4 },
                value: function (u, v) { return v === null ? "–" : fmt(v) + " " + kind.unit; } };
     }));
     var options = {
       width: width, height: 220, series: series,
-      scales: { x: { time: true, range: function (u, lo, hi) {
-        // the kept window, not one instant stretched over years while history is short
-        var end = hi || Date.now() / 1000;
-        return [Math.min(lo || end, end - 60), end];
-      } }, y: { range: function (u, lo, hi) {
+      scales: { x: { time: true, range: function () { return xWindow(); } },
+                y: { range: function (u, lo, hi) {
         return [0, Math.max(1, hi || 0) * 1.1]; } } },
-      axes: [{}, { label: kind.unit, size: 60 }]
+      axes: [{}, { label: kind.unit, size: 60 }],
+      hooks: { setScale: [function (u, key) { if (key === "x") { shown(el, u); } }] }
     };
     plots[el.id] = { signature: signature, uplot: new uPlot(options, built.data, holder) };
+    plots[el.id].uplot.setScale("x", { min: span[0], max: span[1] });
+  }
+
+  // the x span the plot shows and its legend's names, as drawn (for the browser tests)
+  function shown(el, u) {
+    el.dataset.xMin = String(u.scales.x.min);
+    el.dataset.xMax = String(u.scales.x.max);
+    el.dataset.legend = u.series.slice(1).map(function (s) { return s.label; }).join("|");
+  }
+
+  // a series keeps its colour when others appear or go
+  function colour(name) {
+    var h = 0;
+    for (var i = 0; i < name.length; i++) { h = (h * 31 + name.charCodeAt(i)) >>> 0; }
+    return PALETTE[h % PALETTE.length];
   }
 
   function fmt(v) {

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tidemq.broker import trace_events
+from tidemq.broker import metrics, trace_events
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.book import (
@@ -304,6 +304,7 @@ class PopService:
             checkpoint = await self._record([(json.dumps(entry).encode(), entry)])
             chunks.extend(kept)
             handles.extend(encode_handles(self.broker_name, checkpoint, source, q, offsets))
+            metrics.MESSAGES_CONSUMED.labels(source, "pop").inc(len(offsets))
         return Popped(b"".join(chunks), handles)
 
     async def _redeliver(self, key, offsets: list[int], until: int, chunks: list[bytes],
@@ -327,6 +328,7 @@ class PopService:
         chunks.extend(raw for _, raw in copies)
         handles.extend(encode_handles(self.broker_name, checkpoint, source, q,
                                       [off for off, _ in copies]))
+        metrics.MESSAGES_CONSUMED.labels(source, "pop").inc(len(copies))
 
     # -- ack / change invisible -----------------------------------------------------------------
 
