@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import grpc
 from tidemq.common.errors import InvalidArgument, NotFound, ServiceUnavailable
+from tidemq.configcenter.encryption import ValueCipher
 from tidemq.configcenter.etcd import EtcdConnection, EtcdTarget, Member, translate
 from tidemq.configcenter.model import (
     DeleteResult,
@@ -66,11 +67,13 @@ class ConfigStore:
     """
 
     def __init__(self, target: EtcdTarget, *, namespace: str = "", timeout: float = 3.0,
-                 progress_interval_s: float = 1.0) -> None:
+                 progress_interval_s: float = 1.0, cipher: ValueCipher | None = None) -> None:
         self.target = target
         self.namespace = namespace.encode()
         self.progress_interval_s = progress_interval_s
         self.etcd = EtcdConnection(target, timeout=timeout)
+        # secrets at rest (encryption.py): sealed on every write, opened on every read
+        self.cipher = cipher or ValueCipher()
 
     def close(self) -> None:
         self.etcd.close()
@@ -81,8 +84,10 @@ class ConfigStore:
         return self.namespace + key.encode("utf-8", "surrogatepass")
 
     def _kv(self, kv: etcd.KeyValue) -> KeyValue:
-        return KeyValue(kv.key[len(self.namespace):].decode("utf-8", "surrogatepass"),
-                        kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
+        """etcd's record as the config center's, its value decrypted if it is a secret."""
+        key = kv.key[len(self.namespace):].decode("utf-8", "surrogatepass")
+        value = self.cipher.decrypt(key, kv.value) if kv.value else kv.value
+        return KeyValue(key, value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
 
     def _event(self, event: etcd.Event) -> Event:
         kind = EventType.DELETE if event.type == etcd.Event.DELETE else EventType.PUT
@@ -185,7 +190,8 @@ class ConfigStore:
         validate_value(value)
         validate_revision(lease, "lease")
         raw = self._key(key)
-        put = etcd.PutRequest(key=raw, value=value, lease=lease, prev_kv=True)
+        put = etcd.PutRequest(key=raw, value=self.cipher.encrypt(key, value), lease=lease,
+                              prev_kv=True)
         if expected_mod_revision is None:
             reply = self._kv_call("Put", put, mutation=True)
             prev = self._kv(reply.prev_kv) if reply.HasField("prev_kv") else None
@@ -234,7 +240,9 @@ class ConfigStore:
             if not then.kvs:
                 raise NotFound(f"key {key!r} had no value at revision {to_revision}")
             now, _ = self.get(key)
-            result = self.put(key, then.kvs[0].value,
+            # the value as it reads (a secret decrypted), sealed again by put under the
+            # current key
+            result = self.put(key, self._kv(then.kvs[0]).value,
                               expected_mod_revision=now.mod_revision if now else 0)
             if result.succeeded:
                 return result
