@@ -268,7 +268,8 @@ class ConfigStore:
                 reply = next(iter(stream))
             except grpc.RpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE,
-                                  grpc.StatusCode.DEADLINE_EXCEEDED):
+                                  grpc.StatusCode.DEADLINE_EXCEEDED) \
+                        or self.etcd.token_refused(exc):
                     continue
                 raise translate(exc, member.endpoint) from None
             except StopIteration:
@@ -314,7 +315,8 @@ class ConfigStore:
             except grpc.RpcError as exc:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE,
                                       grpc.StatusCode.DEADLINE_EXCEEDED,
-                                      grpc.StatusCode.CANCELLED):
+                                      grpc.StatusCode.CANCELLED) \
+                        and not self.etcd.token_refused(exc):
                     raise translate(exc, member.endpoint) from None
                 attempt += 1
                 if attempt > 3 * len(self.etcd.members):
