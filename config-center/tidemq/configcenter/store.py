@@ -324,6 +324,11 @@ class ConfigStore:
                         f"no etcd member kept a watch open ({', '.join(self.target.endpoints)})"
                         f": {exc.details() or exc.code().name}") from None
                 threading.Event().wait(min(0.05 * attempt, 1.0))
+            except _TokenRefused as exc:  # authenticate again, resume from what was covered
+                attempt += 1
+                if attempt > 3 * len(self.etcd.members):
+                    raise ServiceUnavailable(f"etcd keeps refusing the config center's "
+                                             f"token: {exc}") from None
 
     def _watch_on(self, member: Member, raw: bytes, start: int, exact_key: bool,
                   active) -> Iterator[WatchBatch]:
@@ -344,6 +349,8 @@ class ConfigStore:
                 if reply.canceled:
                     if reply.compact_revision:
                         raise RevisionCompacted(start, reply.compact_revision)
+                    if self.etcd.token_refused(reply.cancel_reason):
+                        raise _TokenRefused(reply.cancel_reason)
                     raise ServiceUnavailable(f"etcd ({member.endpoint}) ended the watch: "
                                              f"{reply.cancel_reason or 'no reason given'}")
                 if reply.created:
@@ -360,6 +367,10 @@ class ConfigStore:
             stop.set()
             requests.put(None)
             stream.cancel()
+
+
+class _TokenRefused(Exception):
+    """etcd ended a watch for its token (the connection has dropped it): watch again."""
 
 
 def _compare_mod(raw: bytes, expected: int) -> etcd.Compare:

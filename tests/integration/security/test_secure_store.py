@@ -245,3 +245,28 @@ def test_redis_answers_only_over_tls_after_the_password(deployment):
                                                         str(security.redis_ca)))
     assert client.ping()
     client.close()
+
+
+def test_a_refused_token_is_replaced_for_calls_watches_and_keep_alives(deployment):
+    """etcd forgets a simple token after --auth-token-ttl idle or when a member restarts:
+    the config center's store authenticates again, on unary calls and on streams."""
+    from tidemq.configcenter.etcd import EtcdTarget
+    from tidemq.configcenter.store import ConfigStore
+
+    security = deployment.security
+    cert, key = security.config_center_pair
+    store = ConfigStore(EtcdTarget.parse(
+        ",".join(_endpoints(deployment)), ca_file=str(security.etcd_ca), cert_file=str(cert),
+        key_file=str(key), user=ETCD_USER, password_file=str(security.etcd_password_file)))
+    try:
+        start = store.put("/tidemq/tests/token", b"1").revision
+        store.etcd._token = "expired.token"  # as etcd no longer knows it
+        batches = store.watch("/tidemq/tests/", start, until=start)
+        assert [e.kv.value for b in batches for e in b.events] == [b"1"]
+        lease = store.lease_grant(10)
+        store.etcd._token = "expired.token"
+        assert store.lease_keepalive(lease) > 0
+        store.etcd._token = "expired.token"
+        assert store.get("/tidemq/tests/token")[0].value == b"1"
+    finally:
+        store.close()
