@@ -43,9 +43,10 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def create_ca(out: Path, days: int = 3650) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def create_ca(out: Path, days: int = 3650, *, common_name: str = "TideMQ local CA"
+              ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "TideMQ local CA")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -74,8 +75,11 @@ def load_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | 
 
 
 def issue(out: Path, service: str, ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
-          *, days: int = 30, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Path:
-    """`<service>.pem` / `<service>-key.pem` signed by `ca`, valid for `service` and `hosts`."""
+          *, days: int = 30, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
+          common_name: str = "", server: bool = True, client: bool = True) -> Path:
+    """`<service>.pem` / `<service>-key.pem` signed by `ca`, valid for `service` and `hosts`.
+    `common_name` (default `service`): the subject's CN (etcd takes a client certificate's CN
+    as a user name); `server` / `client`: the extended key usages it carries."""
     ca_cert, ca_key = ca
     key = _key()
     names: list[x509.GeneralName] = []
@@ -86,16 +90,17 @@ def issue(out: Path, service: str, ca: tuple[x509.Certificate, ec.EllipticCurveP
             names.append(x509.DNSName(host))
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, service)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                        common_name or service)]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
+            .add_extension(x509.ExtendedKeyUsage(
+                [*([ExtendedKeyUsageOID.SERVER_AUTH] if server else []),
+                 *([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
                 ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))

@@ -7,28 +7,43 @@ as synchronisation: each probe is a real request, repeated until it answers or t
 gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, etcd members GET /health
 (200 and {"health":"true"} only while the cluster has a leader), Redis PING.
 TIDEMQ_REPLICAS / TIDEMQ_ETCD / TIDEMQ_<PROFILE> say which topology, as for `make up`.
+With TIDEMQ_STORE_SECURITY_DIR (the secure profile, deploy/secure_store.py) etcd's /health is
+asked over https with the operator's certificate, and Redis over TLS after AUTH.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
+import ssl
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterable
 
 from tidemq.common.healthcheck import grpc_healthy, http_healthy
 
+from deploy.secure_store import StoreSecurity
 from deploy.topology import Placement, Service, Topology, enabled_profiles, env_overrides, load
 
 HTTPS_WITH_TLS = frozenset({"gateway", "trace-collector"})  # images serving HTTPS with a cert
 
 
-def redis_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
+def redis_healthy(addr: str, timeout: float = 2.0, *, context: ssl.SSLContext | None = None,
+                  password: str = "") -> tuple[bool, str]:
+    """PING (over TLS with `context`, after AUTH with `password`)."""
     host, port = addr.rsplit(":", 1)
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw, \
+                (context.wrap_socket(raw, server_hostname=host) if context
+                 else contextlib.nullcontext(raw)) as conn:
+            if password:
+                secret = password.encode()
+                conn.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
+                if not (auth := conn.recv(64)).startswith(b"+OK"):
+                    return False, f"{addr}: AUTH {auth.strip().decode(errors='replace')}"
             conn.sendall(b"PING\r\n")
             reply = conn.recv(64)
     except OSError as exc:
@@ -36,9 +51,26 @@ def redis_healthy(addr: str, timeout: float = 2.0) -> tuple[bool, str]:
     return reply.startswith(b"+PONG"), f"{addr}: {reply.strip().decode(errors='replace')}"
 
 
+def etcd_healthy(url: str, context: ssl.SSLContext, timeout: float = 2.0) -> tuple[bool, str]:
+    """GET /health over https, presenting the operator's certificate."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout,  # noqa: S310 - local probe
+                                    context=context) as response:
+            return response.status == 200, f"{url}: HTTP {response.status}"
+    except OSError as exc:
+        return False, f"{url}: {exc}"
+
+
 def probe(service: Service, placement: Placement, timeout: float = 2.0) -> tuple[bool, str]:
     """One health probe of one service, through the address `placement` gives it."""
     addr = f"127.0.0.1:{placement.port(service, service.health.port)}"
+    security = StoreSecurity.from_env()
+    if security is not None and service.is_etcd:
+        return etcd_healthy(f"https://{addr}{service.health.path}",
+                            security.operator_ssl_context(), timeout)
+    if security is not None and service.is_redis:
+        return redis_healthy(addr, timeout, context=security.redis_ssl_context(),
+                             password=security.redis_password())
     if service.health.kind == "grpc":
         return grpc_healthy(addr, timeout)
     if service.health.kind == "http":

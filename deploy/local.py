@@ -30,6 +30,7 @@ from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
 from deploy.pidfiles import await_exit, recorded_pid
 from deploy.render import render_supervisor
+from deploy.secure_store import StoreSecurity, StoreSecurityError, bootstrap_etcd_auth
 from deploy.topology import (
     REPO_ROOT,
     Placement,
@@ -100,6 +101,8 @@ class LocalDeployment:
     topology: Topology = dataclasses.field(
         default_factory=lambda: load(**env_overrides(os.environ)))
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> why not run
+    # the secure profile's stores (deploy/secure_store.py); None: etcd and Redis in plaintext
+    security: StoreSecurity | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -150,6 +153,7 @@ class LocalDeployment:
                 redis_server=programs.get("redis-server", "redis-server"),
                 etcd=programs.get("etcd", "etcd"),
                 prometheus=shutil.which("prometheus") or "prometheus",
+                security=self.security,
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
@@ -213,6 +217,7 @@ class LocalDeployment:
                 f"ports already in use: {', '.join(busy)}. Stop what holds them (another "
                 "`make up`? `make compose-down`?) or use `python -m deploy.local up --port-offset N`"
             )
+        self.check_store_profile()
         self.start_supervisord(programs)
         progress(f"supervisord running (config {self.config_file})")
         for tier in self.topology.start_order():
@@ -227,6 +232,46 @@ class LocalDeployment:
                 still_alive=self._gave_up,
             )
             self._wait_running(tier, timeout)
+            if any(s.is_etcd for s in tier):
+                self._store_ready(progress)
+
+    # --- the store's profile -----------------------------------------------------------
+
+    @property
+    def store_profile_file(self) -> Path:
+        """Whether the etcd data directories were made plaintext or secure: peers of one
+        cannot talk to the other's URLs, so a switch needs fresh data directories."""
+        return self.data_dir / "etcd-profile"
+
+    @property
+    def store_profile(self) -> str:
+        return "secure" if self.security else "plain"
+
+    def check_store_profile(self) -> None:
+        members = [self.data_dir / s.name / "member" for s in self.topology.etcd_members()]
+        if not any(path.exists() for path in members):
+            self.store_profile_file.unlink(missing_ok=True)
+            return
+        made = (self.store_profile_file.read_text().strip()
+                if self.store_profile_file.exists() else "plain")
+        if made != self.store_profile:
+            raise DeployError(
+                f"the etcd data under {self.data_dir} was made by the {made} profile "
+                f"({'make up-secure' if made == 'secure' else 'make up'}); etcd's members "
+                "keep their peer URLs (https or http) in it. Run that profile again, or "
+                f"start the store afresh: `make down; rm -rf {self.data_dir}/etcd-*`")
+
+    def _store_ready(self, progress) -> None:
+        """Once the members serve: the secure profile turns etcd's authentication on."""
+        self.store_profile_file.write_text(self.store_profile + "\n")
+        if self.security is None:
+            return
+        endpoints = [f"127.0.0.1:{self.placement.port(m, 'client')}"
+                     for m in self.topology.etcd_members()]
+        try:
+            progress(f"  {bootstrap_etcd_auth(endpoints, self.security)}")
+        except StoreSecurityError as exc:
+            raise DeployError(str(exc)) from None
 
     def _wait_running(self, tier: list[Service], timeout: float) -> None:
         """Healthy is not yet RUNNING: supervisord says so once a process outlived startsecs."""
@@ -318,7 +363,9 @@ def _cmd_status(deployment: LocalDeployment) -> int:
         ok, reason = probe(service, deployment.placement)
         healthy &= ok
         print(f"{'healthy  ' if ok else 'UNHEALTHY'} {service.name:<16} {reason}")
-    print("\n".join(etcd_cluster.status_lines(deployment.topology, deployment.placement)))
+    credentials = deployment.security.operator_credentials() if deployment.security else None
+    print("\n".join(etcd_cluster.status_lines(deployment.topology, deployment.placement,
+                                              credentials=credentials)))
     print("\n".join(config_center_lines(deployment.topology, deployment.placement)))
     print("\n".join(entry_point_urls(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
@@ -373,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     topology, skipped = local_topology(overrides["replicas"], _profiles(),
                                        etcd=overrides["etcd"])
     deployment = LocalDeployment(data_dir=args.data_dir.resolve(), port_offset=args.port_offset,
-                                 topology=topology, skipped=skipped)
+                                 topology=topology, skipped=skipped,
+                                 security=StoreSecurity.from_env(os.environ))
     if args.command == "up":
         return _cmd_up(deployment)
     if args.command == "down":

@@ -10,6 +10,12 @@ cluster admin credential, writes them as TIDEMQ_* variables to `.data/certs/secu
 auth_enabled, its own access_key / secret_key (the super user services call each other with),
 tls_cert_file / tls_key_file / tls_ca_file. Stop with `make down`; a running supervisord keeps
 the environment it was started with, so switch profiles after `make down`.
+
+The stores are secured too (deploy/secure_store.py, material in `.data/certs/store`, named by
+TIDEMQ_STORE_SECURITY_DIR): etcd with mutual TLS from its own CA and etcd authentication
+(turned on by `make up` once the members serve), only the config centers holding an etcd
+credential; Redis with TLS and a password; the ACL users' secrets encrypted at rest with a key
+only the config centers are given.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import sys
 from pathlib import Path
 
 from deploy import certs, local
+from deploy.secure_store import ENV_VAR as STORE_ENV_VAR
+from deploy.secure_store import StoreSecurity
+from deploy.topology import env_overrides, load
 
 CERT_DIR = certs.DEFAULT_OUT
 ENV_FILE = CERT_DIR / "secure.env"
@@ -33,10 +42,17 @@ def secure_env(cert_dir: Path = CERT_DIR) -> dict[str, str]:
     ca = certs.load_ca(cert_dir) or certs.create_ca(cert_dir)
     if not (cert_dir / f"{LOCAL_CERT}.pem").exists():
         certs.issue(cert_dir, LOCAL_CERT, ca)
+    # every member the topology can run (ETCD=single is etcd-1 of the same set)
+    members = [m.name for m in load(**env_overrides(os.environ)).etcd_members()]
+    store = StoreSecurity.create(cert_dir / "store", members)
     env_file = cert_dir / ENV_FILE.name
     if env_file.exists():
-        return dict(line.split("=", 1) for line in env_file.read_text().splitlines()
-                    if "=" in line and not line.startswith("#"))
+        env = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
+                   if "=" in line and not line.startswith("#"))
+        if STORE_ENV_VAR not in env:  # written before the stores were secured
+            env[STORE_ENV_VAR] = str(store.directory)
+            _write_env(env_file, env)
+        return env
     env = {
         "TIDEMQ_AUTH_ENABLED": "true",
         "TIDEMQ_ACCESS_KEY": ADMIN_KEY,
@@ -46,11 +62,18 @@ def secure_env(cert_dir: Path = CERT_DIR) -> dict[str, str]:
         "TIDEMQ_TLS_CA_FILE": str(cert_dir / "ca.pem"),
         # the tracing dashboard serves HTTPS here too: the console's trace links follow
         "TIDEMQ_TRACE_UI_URL": "https://127.0.0.1:16686",
+        # the stores' certificates, passwords and encryption key (deploy/secure_store.py):
+        # `make up` gives each process only its own; `make status` probes etcd and Redis
+        STORE_ENV_VAR: str(store.directory),
     }
+    _write_env(env_file, env)
+    return env
+
+
+def _write_env(env_file: Path, env: dict[str, str]) -> None:
     env_file.write_text("# the secure profile (deploy/secure.py): `set -a; . this; set +a`\n"
                         + "".join(f"{k}={v}\n" for k, v in env.items()))
     env_file.chmod(0o600)
-    return env
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ from tidemq.common.errors import TideMQError
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
 from tidemq.common.settings import load_settings
+from tidemq.configcenter.encryption import ValueCipher
 from tidemq.configcenter.etcd import EtcdTarget
 from tidemq.configcenter.servicer import ConfigServicer
 from tidemq.configcenter.settings import ConfigCenterSettings
@@ -47,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
                 "tidemq.v1.ConfigService")
     runtime.on_stop(store.close)
     runtime.start()
-    log.info("config store", etcd=store.target.describe(), namespace=settings.namespace)
+    log.info("config store", etcd=store.target.describe(), namespace=settings.namespace,
+             secrets_at_rest=store.cipher.describe())
     runtime.run_until_signal()
 
 
@@ -65,8 +67,9 @@ def _open_store(settings: ConfigCenterSettings) -> ConfigStore:
     target = EtcdTarget.parse(settings.etcd_endpoints, ca_file=settings.etcd_ca_file,
                               cert_file=settings.etcd_cert_file, key_file=settings.etcd_key_file,
                               user=settings.etcd_user, password_file=settings.etcd_password_file)
+    cipher = ValueCipher(settings.store_encryption_key_file, settings.store_encryption_keys)
     return ConfigStore(target, namespace=settings.namespace, timeout=settings.etcd_timeout_s,
-                       progress_interval_s=settings.watch_progress_s)
+                       progress_interval_s=settings.watch_progress_s, cipher=cipher)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,17 @@ class EtcdConnection:
             if token and self._token == token[0][1]:
                 self._token = ""
 
+    def token_refused(self, exc: grpc.RpcError | str) -> bool:
+        """Whether etcd refused a stream's token (expired after --auth-token-ttl idle, or
+        made by a member since restarted), from its error or a watch's cancel reason: it is
+        dropped, so the next call authenticates again, and the caller retries."""
+        detail = exc if isinstance(exc, str) else (exc.details() or "")
+        if not self.target.user or "invalid auth token" not in detail:
+            return False
+        with self._token_lock:
+            self._token = ""
+        return True
+
     # -- calls ---------------------------------------------------------------------------
 
     def order(self) -> list[Member]:

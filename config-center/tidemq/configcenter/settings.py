@@ -27,6 +27,13 @@ class ConfigCenterSettings(ServiceSettings):
     etcd_user: str = setting("", "etcd user (etcd authentication on); its password comes "
                              "from --etcd-password-file")
     etcd_password_file: str = setting("", "file holding the etcd user's password")
+    store_encryption_key_file: str = setting(
+        "", "key ring that encrypts secrets at rest (the ACL users' secret keys): one "
+        "'<id>:<base64 32 bytes>' a line, the first the current key; re-read when it changes "
+        "(docs/security.md#secrets-at-rest; \"\" = stored as written)")
+    store_encryption_keys: str = setting(
+        "", "the same key ring as text (lines or comma-separated), for the environment "
+        "variable TIDEMQ_STORE_ENCRYPTION_KEYS; never put it on a command line")
     namespace: str = setting("", "prefix of every etcd key the config center uses (\"\" = "
                              "none: keys are stored as they are named, /tidemq/...)")
     max_watches: int = setting(192, "open Watch streams per instance; more answer "

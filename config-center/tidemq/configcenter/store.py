@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import grpc
 from tidemq.common.errors import InvalidArgument, NotFound, ServiceUnavailable
+from tidemq.configcenter.encryption import ValueCipher
 from tidemq.configcenter.etcd import EtcdConnection, EtcdTarget, Member, translate
 from tidemq.configcenter.model import (
     DeleteResult,
@@ -82,11 +83,13 @@ class ConfigStore:
     """
 
     def __init__(self, target: EtcdTarget, *, namespace: str = "", timeout: float = 2.0,
-                 progress_interval_s: float = 1.0) -> None:
+                 progress_interval_s: float = 1.0, cipher: ValueCipher | None = None) -> None:
         self.target = target
         self.namespace = namespace.encode()
         self.progress_interval_s = progress_interval_s
         self.etcd = EtcdConnection(target, timeout=timeout)
+        # secrets at rest (encryption.py): sealed on every write, opened on every read
+        self.cipher = cipher or ValueCipher()
 
     def close(self) -> None:
         self.etcd.close()
@@ -97,8 +100,10 @@ class ConfigStore:
         return self.namespace + key.encode("utf-8", "surrogatepass")
 
     def _kv(self, kv: etcd.KeyValue) -> KeyValue:
-        return KeyValue(kv.key[len(self.namespace):].decode("utf-8", "surrogatepass"),
-                        kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
+        """etcd's record as the config center's, its value decrypted if it is a secret."""
+        key = kv.key[len(self.namespace):].decode("utf-8", "surrogatepass")
+        value = self.cipher.decrypt(key, kv.value) if kv.value else kv.value
+        return KeyValue(key, value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
 
     def _event(self, event: etcd.Event) -> Event:
         kind = EventType.DELETE if event.type == etcd.Event.DELETE else EventType.PUT
@@ -201,7 +206,8 @@ class ConfigStore:
         validate_value(value)
         validate_revision(lease, "lease")
         raw = self._key(key)
-        put = etcd.PutRequest(key=raw, value=value, lease=lease, prev_kv=True)
+        put = etcd.PutRequest(key=raw, value=self.cipher.encrypt(key, value), lease=lease,
+                              prev_kv=True)
         if expected_mod_revision is None:
             reply = self._kv_call("Put", put, mutation=True)
             prev = self._kv(reply.prev_kv) if reply.HasField("prev_kv") else None
@@ -263,7 +269,8 @@ class ConfigStore:
         reply = self._kv_call("Txn", etcd.TxnRequest(
             compare=[_compare(self._key(c.key), c.target, c.revision) for c in compares],
             success=[etcd.RequestOp(request_put=etcd.PutRequest(
-                key=self._key(key), value=value, lease=lease)) for key, value, lease in puts]
+                key=self._key(key), value=self.cipher.encrypt(key, value), lease=lease))
+                for key, value, lease in puts]
             + [etcd.RequestOp(request_delete_range=etcd.DeleteRangeRequest(key=self._key(key)))
                for key in deletes],
             failure=[etcd.RequestOp(request_range=etcd.RangeRequest(key=self._key(c.key)))
@@ -285,7 +292,9 @@ class ConfigStore:
             if not then.kvs:
                 raise NotFound(f"key {key!r} had no value at revision {to_revision}")
             now, _ = self.get(key)
-            result = self.put(key, then.kvs[0].value,
+            # the value as it reads (a secret decrypted), sealed again by put under the
+            # current key
+            result = self.put(key, self._kv(then.kvs[0]).value,
                               expected_mod_revision=now.mod_revision if now else 0)
             if result.succeeded:
                 return result
@@ -313,7 +322,8 @@ class ConfigStore:
                 reply = next(iter(stream))
             except grpc.RpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE,
-                                  grpc.StatusCode.DEADLINE_EXCEEDED):
+                                  grpc.StatusCode.DEADLINE_EXCEEDED) \
+                        or self.etcd.token_refused(exc):
                     continue
                 raise translate(exc, member.endpoint) from None
             except StopIteration:
@@ -359,7 +369,8 @@ class ConfigStore:
             except grpc.RpcError as exc:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE,
                                       grpc.StatusCode.DEADLINE_EXCEEDED,
-                                      grpc.StatusCode.CANCELLED):
+                                      grpc.StatusCode.CANCELLED) \
+                        and not self.etcd.token_refused(exc):
                     raise translate(exc, member.endpoint) from None
                 attempt += 1
                 if attempt > 3 * len(self.etcd.members):
@@ -367,6 +378,11 @@ class ConfigStore:
                         f"no etcd member kept a watch open ({', '.join(self.target.endpoints)})"
                         f": {exc.details() or exc.code().name}") from None
                 threading.Event().wait(min(0.05 * attempt, 1.0))
+            except _TokenRefused as exc:  # authenticate again, resume from what was covered
+                attempt += 1
+                if attempt > 3 * len(self.etcd.members):
+                    raise ServiceUnavailable(f"etcd keeps refusing the config center's "
+                                             f"token: {exc}") from None
 
     def _watch_on(self, member: Member, raw: bytes, start: int, exact_key: bool,
                   active) -> Iterator[WatchBatch]:
@@ -388,6 +404,8 @@ class ConfigStore:
                 if reply.canceled:
                     if reply.compact_revision:
                         raise RevisionCompacted(start, reply.compact_revision)
+                    if self.etcd.token_refused(reply.cancel_reason):
+                        raise _TokenRefused(reply.cancel_reason)
                     raise ServiceUnavailable(f"etcd ({member.endpoint}) ended the watch: "
                                              f"{reply.cancel_reason or 'no reason given'}")
                 if reply.created:
@@ -413,6 +431,10 @@ def _compare(raw: bytes, target: str, revision: int) -> etcd.Compare:
     if target != "mod":
         raise InvalidArgument(f"a compare's target is mod or create, not {target!r}")
     return _compare_mod(raw, revision)
+
+
+class _TokenRefused(Exception):
+    """etcd ended a watch for its token (the connection has dropped it): watch again."""
 
 
 def _compare_mod(raw: bytes, expected: int) -> etcd.Compare:

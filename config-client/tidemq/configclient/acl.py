@@ -117,6 +117,20 @@ class AclAdmin:
         table, _, _ = read_table(self.client)
         return table
 
+    def rekey(self) -> tuple[int, int]:
+        """Write every user again as it reads, so the config center stores it sealed with its
+        current encryption key (docs/security.md#secrets-at-rest): after a key rotation, and
+        to encrypt users stored in plaintext before encryption was on. Each write is a
+        compare-and-set on the revision read, so a user changed meanwhile is left as that
+        change wrote it (under the current key too). Returns (rewritten, changed meanwhile)."""
+        rewritten = changed = 0
+        for kv in self.client.range(USERS_PREFIX).kvs:
+            if self.client.put(kv.key, kv.value, expected_revision=kv.mod_revision).succeeded:
+                rewritten += 1
+            else:
+                changed += 1
+        return rewritten, changed
+
 
 def _segment(name: str) -> str:
     if not name or "/" in name or name != name.strip():

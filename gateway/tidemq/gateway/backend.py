@@ -45,6 +45,21 @@ GATEWAY_GROUP = "tidemq-gateway-http"
 MAX_POPPERS = 256   # SimpleConsumers kept per worker, one per (group, topic, filter); oldest dropped
 
 
+def _redis_auth(settings: GatewaySettings) -> dict[str, str]:
+    """The breaker Redis's password (from its file) and CA, for BreakerSettings."""
+    if settings.redis_ca_file and not settings.redis_url.startswith("rediss://"):
+        raise errors.InvalidArgument(f"--redis-ca-file is for TLS: give --redis-url as "
+                                     f"rediss://..., not {settings.redis_url or 'nothing'!r}")
+    password = ""
+    if settings.redis_password_file:
+        try:
+            with open(settings.redis_password_file, encoding="utf-8") as source:
+                password = source.read().strip()
+        except OSError as exc:
+            raise errors.InvalidArgument(f"--redis-password-file: {exc}") from None
+    return {"redis_password": password, "redis_ca_file": settings.redis_ca_file}
+
+
 @dataclass
 class TopicCreation:
     name: str
@@ -57,7 +72,7 @@ class GatewayBackend:
     def __init__(self, settings: GatewaySettings) -> None:
         breaker = BreakerSettings(fail_max=settings.breaker_fail_max,
                                   reset_timeout_s=settings.breaker_reset_s,
-                                  redis_url=settings.redis_url)
+                                  redis_url=settings.redis_url, **_redis_auth(settings))
         self.settings = settings
         if security := rpc.ClientSecurity.of_service(settings):
             rpc.configure_client_security(security)  # this worker's channels sign and use TLS

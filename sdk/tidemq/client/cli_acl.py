@@ -7,6 +7,7 @@
         --decision deny --source-ip 10.8.0.0/16
     tidemq acl rule list -o json
     tidemq acl token --ttl-s 3600     # a bearer token for the HTTP gateway, from your credentials
+    tidemq acl rekey                  # users stored again under the current encryption key
 
 Changes reach every service through its ACL watch, without a restart. With auth on, these
 commands need an admin credential (TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY).
@@ -135,6 +136,18 @@ def rule_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     out.print(table("ACL rules", ["id", "user", "resource", "actions", "decision", "source ips"],
                     [[r["id"], r["user"], r["resource"], ",".join(r["actions"]), r["decision"],
                       ",".join(r["source_ips"]) or "any"] for r in rows]))
+
+
+@acl_app.command()
+def rekey(ctx: typer.Context) -> None:
+    """Store every user's secret again under the config centers' current encryption key
+    (after adding a new key first in their key ring; also encrypts users stored before
+    encryption was on). Secrets are never printed."""
+    with expected_errors():
+        rewritten, changed = _admin(ctx).rekey()
+    note = f" ({changed} changed meanwhile, already written under the current key)" \
+        if changed else ""
+    out.print(f"{rewritten} user(s) rewritten under the config centers' current key{note}")
 
 
 @acl_app.command()

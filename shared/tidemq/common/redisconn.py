@@ -84,6 +84,18 @@ def parse(url: str) -> RedisTarget:
     return RedisTarget(url, tuple(sentinels), unquote(path[0]), db, password)
 
 
+def auth_options(password: str = "", ca_file: str = "") -> dict[str, Any]:
+    """redis-py keywords for a Redis with `requirepass` and TLS (a rediss:// URL): the
+    password given apart from the URL (read from a file, so it is on no command line) and the
+    CA that signs the server's certificate."""
+    options: dict[str, Any] = {}
+    if password:
+        options["password"] = password
+    if ca_file:
+        options["ssl_ca_certs"] = ca_file
+    return options
+
+
 def connect(url: str | RedisTarget, *, socket_timeout: float,
             socket_connect_timeout: float | None = None, **kwargs: Any) -> redis.Redis:
     """A redis-py client for the master `url` names (kwargs go to redis-py as they are)."""

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,8 @@ class BreakerSettings:
     fail_max: int = 5            # consecutive transport failures that open the breaker
     reset_timeout_s: float = 10  # how long it stays open before a trial call
     redis_url: str = ""          # share state across worker processes fronting one endpoint
+    redis_password: str = field(default="", repr=False)  # AUTH (from a file, never the URL)
+    redis_ca_file: str = ""      # verifies a rediss:// server's certificate
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ def breaker_for(addr: str, settings: BreakerSettings) -> pybreaker.CircuitBreake
 
                 storage = pybreaker.CircuitRedisStorage(
                     pybreaker.STATE_CLOSED,
-                    redisconn.connect(settings.redis_url, socket_timeout=1.0),
+                    redisconn.connect(settings.redis_url, socket_timeout=1.0,
+                                      **redisconn.auth_options(settings.redis_password,
+                                                               settings.redis_ca_file)),
                     namespace=f"tidemq:breaker:{addr}",
                 )
             kwargs: dict[str, Any] = {"state_storage": storage} if storage else {}

@@ -730,7 +730,9 @@ class Maintenance:
 
 
 class AuthStub:
-    """Missing associated documentation comment in .proto file."""
+    """The secure profile's deploy step (deploy/secure_store.py) sets up etcd's authentication
+    with these: users, a role, its permission and AuthEnable.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -738,17 +740,107 @@ class AuthStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.AuthEnable = channel.unary_unary(
+                '/etcdserverpb.Auth/AuthEnable',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthEnableRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthEnableResponse.FromString,
+                _registered_method=True)
         self.Authenticate = channel.unary_unary(
                 '/etcdserverpb.Auth/Authenticate',
                 request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthenticateRequest.SerializeToString,
                 response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthenticateResponse.FromString,
                 _registered_method=True)
+        self.UserAdd = channel.unary_unary(
+                '/etcdserverpb.Auth/UserAdd',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddResponse.FromString,
+                _registered_method=True)
+        self.UserGet = channel.unary_unary(
+                '/etcdserverpb.Auth/UserGet',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetResponse.FromString,
+                _registered_method=True)
+        self.UserChangePassword = channel.unary_unary(
+                '/etcdserverpb.Auth/UserChangePassword',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordResponse.FromString,
+                _registered_method=True)
+        self.UserGrantRole = channel.unary_unary(
+                '/etcdserverpb.Auth/UserGrantRole',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleResponse.FromString,
+                _registered_method=True)
+        self.RoleAdd = channel.unary_unary(
+                '/etcdserverpb.Auth/RoleAdd',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddResponse.FromString,
+                _registered_method=True)
+        self.RoleGet = channel.unary_unary(
+                '/etcdserverpb.Auth/RoleGet',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetResponse.FromString,
+                _registered_method=True)
+        self.RoleGrantPermission = channel.unary_unary(
+                '/etcdserverpb.Auth/RoleGrantPermission',
+                request_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionRequest.SerializeToString,
+                response_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionResponse.FromString,
+                _registered_method=True)
 
 
 class AuthServicer:
-    """Missing associated documentation comment in .proto file."""
+    """The secure profile's deploy step (deploy/secure_store.py) sets up etcd's authentication
+    with these: users, a role, its permission and AuthEnable.
+    """
+
+    def AuthEnable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def Authenticate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UserAdd(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UserGet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UserChangePassword(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UserGrantRole(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RoleAdd(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RoleGet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RoleGrantPermission(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -757,10 +849,50 @@ class AuthServicer:
 
 def add_AuthServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'AuthEnable': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthEnable,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthEnableRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthEnableResponse.SerializeToString,
+            ),
             'Authenticate': grpc.unary_unary_rpc_method_handler(
                     servicer.Authenticate,
                     request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthenticateRequest.FromString,
                     response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthenticateResponse.SerializeToString,
+            ),
+            'UserAdd': grpc.unary_unary_rpc_method_handler(
+                    servicer.UserAdd,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddResponse.SerializeToString,
+            ),
+            'UserGet': grpc.unary_unary_rpc_method_handler(
+                    servicer.UserGet,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetResponse.SerializeToString,
+            ),
+            'UserChangePassword': grpc.unary_unary_rpc_method_handler(
+                    servicer.UserChangePassword,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordResponse.SerializeToString,
+            ),
+            'UserGrantRole': grpc.unary_unary_rpc_method_handler(
+                    servicer.UserGrantRole,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleResponse.SerializeToString,
+            ),
+            'RoleAdd': grpc.unary_unary_rpc_method_handler(
+                    servicer.RoleAdd,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddResponse.SerializeToString,
+            ),
+            'RoleGet': grpc.unary_unary_rpc_method_handler(
+                    servicer.RoleGet,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetResponse.SerializeToString,
+            ),
+            'RoleGrantPermission': grpc.unary_unary_rpc_method_handler(
+                    servicer.RoleGrantPermission,
+                    request_deserializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionRequest.FromString,
+                    response_serializer=tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -771,7 +903,36 @@ def add_AuthServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Auth:
-    """Missing associated documentation comment in .proto file."""
+    """The secure profile's deploy step (deploy/secure_store.py) sets up etcd's authentication
+    with these: users, a role, its permission and AuthEnable.
+    """
+
+    @staticmethod
+    def AuthEnable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/AuthEnable',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthEnableRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthEnableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def Authenticate(request,
@@ -790,6 +951,195 @@ class Auth:
             '/etcdserverpb.Auth/Authenticate',
             tidemq_dot_etcd_dot_rpc__pb2.AuthenticateRequest.SerializeToString,
             tidemq_dot_etcd_dot_rpc__pb2.AuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UserAdd(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/UserAdd',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserAddResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UserGet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/UserGet',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserGetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UserChangePassword(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/UserChangePassword',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserChangePasswordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UserGrantRole(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/UserGrantRole',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthUserGrantRoleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RoleAdd(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/RoleAdd',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleAddResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RoleGet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/RoleGet',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RoleGrantPermission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Auth/RoleGrantPermission',
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionRequest.SerializeToString,
+            tidemq_dot_etcd_dot_rpc__pb2.AuthRoleGrantPermissionResponse.FromString,
             options,
             channel_credentials,
             insecure,
