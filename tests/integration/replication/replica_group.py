@@ -7,6 +7,9 @@ import json
 import threading
 
 import grpc
+from tidemq.client import Message, Producer
+from tidemq.client.message import MessageQueue, SendStatus
+from tidemq.common import record
 from tidemq.common.kv import EventType
 from tidemq.common.rpc import RpcClient
 from tidemq.configclient.client import ConfigClient
@@ -43,6 +46,42 @@ def wait_in_sync(cluster, members: set[int], timeout: float = 30.0) -> None:
     wait_until(lambda: (state := group_state(cluster)) is not None
                and set(state["in_sync"]) == members, timeout, interval=0.1,
                message=f"in-sync set {sorted(members)}")
+
+
+def produce(cluster, first: int, count: int, repeat: int = 40) -> dict[tuple[int, int], bytes]:
+    """`count` acknowledged (SEND_OK) messages over both queues, in batches of 10 (bodies of
+    11 x `repeat` bytes): (queue, offset) -> body."""
+    acked = {}
+    with Producer(cluster.namesrv_addrs, send_timeout=10) as producer:
+        for n in range(first, first + count, 10):
+            batch = [Message(TOPIC, f"copy-{m:06d}".encode() * repeat)
+                     for m in range(n, n + 10)]
+            results = producer.send_batch(batch, queue=MessageQueue(TOPIC, GROUP, n // 10 % 2))
+            for message, result in zip(batch, results, strict=True):
+                assert result.status == SendStatus.SEND_OK
+                acked[(result.queue_id, result.queue_offset)] = message.body
+    return acked
+
+
+def read_all(addr: str) -> dict[tuple[int, int], bytes]:
+    """Every message a replica serves of both queues: (queue, offset) -> body."""
+    found = {}
+    for queue_id in (0, 1):
+        offset = 0
+        while True:
+            reply = broker_call(addr, "Pull", broker_pb2.PullRequest(
+                consumer_group="copy-check", topic=TOPIC, queue_id=queue_id,
+                queue_offset=offset, max_messages=64))
+            if reply.status != broker_pb2.FOUND:
+                break
+            for rec in record.iter_records(reply.records):
+                found[(queue_id, rec.queue_offset)] = bytes(rec.body)
+                offset = rec.queue_offset + 1
+    return found
+
+
+def lost(acked: dict, found: dict) -> list:
+    return sorted(key for key, body in acked.items() if found.get(key) != body)
 
 
 def broker_call(addr: str, method: str, request):

@@ -15,54 +15,21 @@ import os
 import shutil
 import signal
 
-from tidemq.client import Message, Producer
-from tidemq.client.message import MessageQueue, SendStatus
-from tidemq.common import record
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.replication import live_key
-from tidemq.v1 import broker_pb2
 
 from tests.integration.replication.replica_group import (
     GROUP,
-    TOPIC,
     GroupObserver,
-    broker_call,
     group_state,
+    produce,
+    read_all,
     start_group,
     wait_in_sync,
 )
 from tests.support.processes import wait_until
 
 LAG = ["--replica-lag-max-ms", "1500"]
-
-
-def produce(cluster, first: int, count: int) -> dict[tuple[int, int], bytes]:
-    """`count` acknowledged (SEND_OK) messages over both queues: (queue, offset) -> body."""
-    acked = {}
-    with Producer(cluster.namesrv_addrs, send_timeout=10) as producer:
-        for n in range(first, first + count, 10):
-            batch = [Message(TOPIC, f"wiped-{m:05d}".encode() * 40) for m in range(n, n + 10)]
-            results = producer.send_batch(batch, queue=MessageQueue(TOPIC, GROUP, n // 10 % 2))
-            for message, result in zip(batch, results, strict=True):
-                assert result.status == SendStatus.SEND_OK
-                acked[(result.queue_id, result.queue_offset)] = message.body
-    return acked
-
-
-def read_all(addr: str) -> dict[tuple[int, int], bytes]:
-    found = {}
-    for queue_id in (0, 1):
-        offset = 0
-        while True:
-            reply = broker_call(addr, "Pull", broker_pb2.PullRequest(
-                consumer_group="wiped-check", topic=TOPIC, queue_id=queue_id,
-                queue_offset=offset, max_messages=64))
-            if reply.status != broker_pb2.FOUND:
-                break
-            for rec in record.iter_records(reply.records):
-                found[(queue_id, rec.queue_offset)] = bytes(rec.body)
-                offset = rec.queue_offset + 1
-    return found
 
 
 def live_lease(cluster, replica: int) -> int | None:
