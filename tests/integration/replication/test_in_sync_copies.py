@@ -23,7 +23,7 @@ from tidemq.client import Message, Producer
 from tidemq.client.message import SendStatus
 from tidemq.common import errors
 from tidemq.configclient.client import ConfigClient
-from tidemq.configclient.replication import live_key, store_id_of
+from tidemq.configclient.replication import live_key
 
 from tests.integration.replication.replica_group import (
     GROUP,
@@ -43,6 +43,10 @@ from tests.support.processes import free_port, wait_until
 LAG = ["--replica-lag-max-ms", "1500"]
 BIG = 300           # bodies of 11 x 300 bytes: 600 messages are ~2 MB of log
 SLOW = 16 * 1024    # bytes a second over the throttled HA link: that log takes ~2 minutes
+
+
+def store_id_of(incarnation: str) -> str:
+    return incarnation.partition(":")[0]    # "<store id>:<start>"
 
 
 def live_value(cluster, replica: int) -> dict | None:
