@@ -160,8 +160,10 @@ class ReplicaGroup:
 def start_replica_group(start: Callable[..., ServiceProcess], cluster: Cluster,
                         broker_name: str = "broker-r", *, replicas: int = 3,
                         broker_role: str = "SYNC_MASTER", min_in_sync: int = 2,
-                        extra: list[str] | None = None) -> ReplicaGroup:
-    """`replicas` brokers of one broker name, side by side; replica 0 is the initial master."""
+                        extra: list[str] | None = None,
+                        per_replica: dict[int, list[str]] | None = None) -> ReplicaGroup:
+    """`replicas` brokers of one broker name, side by side; replica 0 is the initial master.
+    `per_replica`: more flags for one replica (after the others: a repeated flag wins)."""
     args = [
         "--cluster-name", "TestCluster", "--broker-name", broker_name,
         "--namesrv-addrs", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr,
@@ -169,7 +171,9 @@ def start_replica_group(start: Callable[..., ServiceProcess], cluster: Cluster,
         *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS, *(extra or []),
     ]
     with ThreadPoolExecutor(replicas) as pool:
-        futures = [pool.submit(start, "tidemq.broker", [*args, "--broker-id", str(replica)])
+        futures = [pool.submit(start, "tidemq.broker",
+                               [*args, "--broker-id", str(replica),
+                                *(per_replica or {}).get(replica, [])])
                    for replica in range(replicas)]
         group = ReplicaGroup(broker_name, [f.result() for f in futures])
     cluster.extra.setdefault("replica_groups", {})[broker_name] = group

@@ -6,6 +6,10 @@ accepted but never reach the peer, as a partition looks to TCP (silence, not a r
 peers' own timeouts (leases, heartbeats, housekeeping) must notice. `heal()` closes every
 connection that lost bytes (a stream with a hole is dead; both ends reconnect) and forwards
 again.
+
+`throttle(bytes_per_s)` slows what the peer sends on connections accepted from then on (a
+replica catching up over a slow link: it stays connected and keeps copying, just slowly);
+`unthrottle()` lets every connection run at full speed again.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import threading
 
 
 class _Link:
-    __slots__ = ("client", "upstream", "tainted")
+    __slots__ = ("client", "upstream", "tainted", "rate")
 
     def __init__(self, client: asyncio.StreamWriter) -> None:
         self.client = client
         self.upstream: asyncio.StreamWriter | None = None
         self.tainted = False   # lost bytes to a cut: closed at heal
+        self.rate = 0          # bytes/s from the peer to the client (0 = unlimited)
 
     def close(self) -> None:
         for writer in (self.client, self.upstream):
@@ -36,6 +41,7 @@ class FaultProxy:
         self.name = name or target
         self.port = 0
         self.is_cut = False
+        self.rate = 0          # throttle of connections accepted from now on (0 = none)
         self._links: set[_Link] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -59,6 +65,16 @@ class FaultProxy:
     def heal(self) -> None:
         """Forward again; connections that lost bytes are closed so both ends reconnect."""
         self._run(self._set_cut(False))
+
+    def throttle(self, bytes_per_s: int) -> None:
+        """Connections accepted from now on get at most `bytes_per_s` from the peer."""
+        self.rate = max(1, int(bytes_per_s))
+
+    def unthrottle(self) -> None:
+        """Every connection, old and new, at full speed again."""
+        self.rate = 0
+        for link in list(self._links):
+            link.rate = 0
 
     def close(self) -> None:
         if not self._thread.is_alive():
@@ -100,6 +116,7 @@ class FaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         link = _Link(writer)
         link.tainted = self.is_cut
+        link.rate = self.rate
         self._links.add(link)
         try:
             while self.is_cut:   # a connection made during a cut never reaches the peer
@@ -109,7 +126,7 @@ class FaultProxy:
                     return
             up_reader, link.upstream = await asyncio.open_connection(*self.target)
             await asyncio.gather(self._pump(reader, link.upstream, link),
-                                 self._pump(up_reader, writer, link))
+                                 self._pump(up_reader, writer, link, downstream=True))
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass   # a cancelled accept task would make asyncio's stream callback log an error
         finally:
@@ -117,14 +134,17 @@ class FaultProxy:
             link.close()
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    link: _Link) -> None:
+                    link: _Link, downstream: bool = False) -> None:
         try:
-            while data := await reader.read(65536):
+            while data := await reader.read(max(1, min(65536, link.rate // 20))
+                                            if downstream and link.rate else 65536):
                 if self.is_cut or link.tainted:
                     link.tainted = True
                     continue
                 writer.write(data)
                 await writer.drain()
+                if downstream and link.rate:   # the peer's bytes at most `rate` a second
+                    await asyncio.sleep(len(data) / link.rate)
         except (ConnectionError, OSError):
             pass
         finally:

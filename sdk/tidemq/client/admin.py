@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tidemq.client.admin_replication import (
-    controller_in_sync,
     describe_replication,
     elect_master,
     replica_entries,
@@ -107,8 +106,8 @@ class Admin:
         as their group's master reports them (admin_replication.py)."""
         info = self.namesrv.cluster_info()
         replicated = any(b.role for b in info.live_brokers)
-        return replica_entries(info, self.brokers,
-                               controller_in_sync(self.namesrv) if replicated else None)
+        return replica_entries(info, self.brokers, None,
+                               describe_replication(self.namesrv) if replicated else None)
 
     def replication(self) -> dict:
         """The controller's replication state (admin_replication.describe_replication)."""

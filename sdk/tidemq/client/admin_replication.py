@@ -14,10 +14,18 @@ PROGRESS_TIMEOUT_S = 2.0
 
 
 def replica_entries(info: nameserver_pb2.ClusterInfo, brokers: BrokerClients,
-                    in_sync: dict[str, set[int]] | None = None) -> list[BrokerEntry]:
+                    in_sync: dict[str, set[int]] | None = None,
+                    replication: dict | None = None) -> list[BrokerEntry]:
     """One entry per registered address, sorted by cluster, group and registered id.
     `in_sync`: each group's in-sync set as the controller recorded it (DescribeReplication);
-    without it, membership is what the master reports."""
+    without it, membership is what the master reports. `replication` (describe_replication's
+    answer) adds each replica's incarnation and what a waiting group waits for."""
+    if replication is not None and in_sync is None and replication["controller_addr"]:
+        in_sync = {g["broker_name"]: set(g["in_sync"]) for g in replication["groups"]}
+    incarnations = {(r["broker_name"], r["replica_id"]): r.get("incarnation", "")
+                    for r in (replication or {}).get("live_replicas", ())}
+    waiting = {g["broker_name"]: tuple(sorted(g.get("waiting_for", ())))
+               for g in (replication or {}).get("groups", ())}
     live = {b.broker_addr: b for b in info.live_brokers}
     progress: dict[tuple[str, int], broker_pb2.ReplicaProgress] = {}
     for data in info.broker_addr_table.values():
@@ -36,6 +44,10 @@ def replica_entries(info: nameserver_pb2.ClusterInfo, brokers: BrokerClients,
                 if in_sync and data.broker_name in in_sync:
                     entry = BrokerEntry(**dict(vars(entry), in_sync=seen.replica_id
                                                in in_sync[data.broker_name]))
+                entry = BrokerEntry(**dict(
+                    vars(entry),
+                    incarnation=incarnations.get((data.broker_name, seen.replica_id), ""),
+                    group_waiting_for=waiting.get(data.broker_name, ())))
             entries.append(entry)
     return sorted(entries, key=lambda b: (b.cluster, b.broker_name, b.broker_id))
 

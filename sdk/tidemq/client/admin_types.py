@@ -24,6 +24,12 @@ class BrokerEntry:
     lag_bytes: int | None = None      # behind the master's log end
     lag_s: float | None = None        # since it was last caught up
     rebuilding: bool = False          # copying the master's log from its oldest segment
+    # Issue #36 (docs/replication.md, "In sync means this copy of the data"): the incarnation
+    # "<store id>:<start>" its live key shows ("" = not live or not published), and — while
+    # its group has no master because no live replica holds the confirmed offset — the
+    # replicas the group waits for.
+    incarnation: str = ""
+    group_waiting_for: tuple[int, ...] = ()
 
     @property
     def role(self) -> str:

@@ -21,6 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 from tidemq.client import cli_config_backup, cli_controlplane, cli_groups, cli_stream
 from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
@@ -158,22 +159,38 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     now = int(time.time() * 1000)
     # Replication columns only where some broker replicates (keeps the table narrow otherwise).
     replicated = any(b.replica_id >= 0 for b in brokers)
-    extra = ["replica", "epoch", "in sync", "lag bytes", "lag s"] if replicated else []
+    extra = (["replica", "epoch", "in sync", "lag bytes", "lag s", "incarnation"]
+             if replicated else [])
     out.print(table("Brokers", ["broker", "id", "role", "address", "cluster", "last seen",
                                 *extra], [
         [b.broker_name, b.broker_id, b.role, b.addr, b.cluster,
          f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None,
          *(_replication_cells(b) if replicated else [])]
         for b in brokers]))
+    waiting = {b.broker_name: b.group_waiting_for for b in brokers if b.group_waiting_for}
+    for name, replicas in sorted(waiting.items()):
+        out.print(Text(f"{name} has no master: no live replica holds its confirmed offset; "
+                       f"waiting for replica(s) {list(replicas)} to return (or `tidemq "
+                       f"cluster elect --unclean {name}`, which loses what they held)"),
+                  soft_wrap=False)   # a sentence: wrapped between words to the terminal
+
+
+def short_incarnation(incarnation: str) -> str | None:
+    """"<store id>:<start>" with the store id cut to 8 characters (enough to tell copies
+    apart at a glance; -o json has it whole)."""
+    if not incarnation:
+        return None
+    store_id, _, start = incarnation.partition(":")
+    return f"{store_id[:8]}:{start}" if start else store_id[:8]
 
 
 def _replication_cells(b) -> list:
     if b.replica_id < 0:
-        return [None] * 5
+        return [None] * 6
     in_sync = None if b.in_sync is None else ("yes" if b.in_sync else
                                               "rebuilding" if b.rebuilding else "no")
     return [b.replica_id, b.epoch, in_sync, b.lag_bytes,
-            None if b.lag_s is None else f"{b.lag_s:.1f}"]
+            None if b.lag_s is None else f"{b.lag_s:.1f}", short_incarnation(b.incarnation)]
 
 
 @broker_app.command("elect")

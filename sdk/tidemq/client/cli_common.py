@@ -146,7 +146,8 @@ def progress(message: str) -> None:
 # body, lag...) is readable on an 80-column terminal; `-o wide` and `-o json` have everything.
 OPTIONAL_COLUMNS = ("repl offset", "follows", "flags", "quorum", "unique id", "stored", "keys",
                     "cluster", "client", "perm", "read", "write", "protocol", "topics",
-                    "last seen", "epoch", "lag bytes", "host", "member", "master", "tag")
+                    "last seen", "incarnation", "epoch", "lag bytes", "host", "member", "master",
+                    "tag")
 CUT = "…"          # the mark a shortened value ends with
 MIN_CUT = 10       # a shortened value keeps at least this many columns (its mark included)
 

@@ -5,7 +5,9 @@ deleted, restarted at once); the master's machine lost (SIGKILL, kept down). The
 with an empty log must not be elected: the group has no master while only it is up, and once
 the old master (a complete copy) returns it leads again and every acknowledged message is
 readable. Before incarnations the controller elected the wiped replica at the next epoch, still
-"in sync", and the returning replicas truncated to its empty log."""
+"in sync", and the returning replicas truncated to its empty log: the test watches every state
+the controller writes and every role the wiped replica reports throughout, so on that code it
+fails naming the epoch the wiped replica was elected at."""
 
 from __future__ import annotations
 
@@ -13,53 +15,21 @@ import os
 import shutil
 import signal
 
-from tidemq.client import Message, Producer
-from tidemq.client.message import MessageQueue, SendStatus
-from tidemq.common import record
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.replication import live_key
-from tidemq.v1 import broker_pb2
 
 from tests.integration.replication.replica_group import (
     GROUP,
-    TOPIC,
-    broker_call,
+    GroupObserver,
     group_state,
+    produce,
+    read_all,
     start_group,
     wait_in_sync,
 )
 from tests.support.processes import wait_until
 
 LAG = ["--replica-lag-max-ms", "1500"]
-
-
-def produce(cluster, first: int, count: int) -> dict[tuple[int, int], bytes]:
-    """`count` acknowledged (SEND_OK) messages over both queues: (queue, offset) -> body."""
-    acked = {}
-    with Producer(cluster.namesrv_addrs, send_timeout=10) as producer:
-        for n in range(first, first + count, 10):
-            batch = [Message(TOPIC, f"wiped-{m:05d}".encode() * 40) for m in range(n, n + 10)]
-            results = producer.send_batch(batch, queue=MessageQueue(TOPIC, GROUP, n // 10 % 2))
-            for message, result in zip(batch, results, strict=True):
-                assert result.status == SendStatus.SEND_OK
-                acked[(result.queue_id, result.queue_offset)] = message.body
-    return acked
-
-
-def read_all(addr: str) -> dict[tuple[int, int], bytes]:
-    found = {}
-    for queue_id in (0, 1):
-        offset = 0
-        while True:
-            reply = broker_call(addr, "Pull", broker_pb2.PullRequest(
-                consumer_group="wiped-check", topic=TOPIC, queue_id=queue_id,
-                queue_offset=offset, max_messages=64))
-            if reply.status != broker_pb2.FOUND:
-                break
-            for rec in record.iter_records(reply.records):
-                found[(queue_id, rec.queue_offset)] = bytes(rec.body)
-                offset = rec.queue_offset + 1
-    return found
 
 
 def live_lease(cluster, replica: int) -> int | None:
@@ -79,35 +49,42 @@ def test_a_replica_back_with_a_wiped_disk_is_never_elected(cluster):
     wait_in_sync(cluster, {master, wiped})
     acked |= produce(cluster, 200, 200)                   # writes go on
 
-    # The master's machine fails (frozen first, so the replaced replica cannot copy anything
-    # from it: on loopback it would catch up in milliseconds, in production not for minutes).
-    os.kill(group.replicas[master].proc.pid, signal.SIGSTOP)
-    old_lease = live_lease(cluster, wiped)
-    group.replicas[wiped].kill()                          # disk replaced
-    shutil.rmtree(group.replicas[wiped].workdir / "data" / "store")
-    group.replicas[wiped].restart()
-    wait_until(lambda: live_lease(cluster, wiped) not in (None, old_lease), 30, interval=0.05,
-               message="the wiped replica's new live key")
-    group.replicas[master].kill()                         # and is lost
+    with GroupObserver(cluster, group) as observer:
+        # The master's machine fails (frozen first, so the replaced replica cannot copy
+        # anything from it: on loopback it would catch up in milliseconds, in production not
+        # for minutes).
+        os.kill(group.replicas[master].proc.pid, signal.SIGSTOP)
+        observer.never_master(wiped)
+        old_lease = live_lease(cluster, wiped)
+        group.replicas[wiped].kill()                      # disk replaced
+        shutil.rmtree(group.replicas[wiped].workdir / "data" / "store")
+        group.replicas[wiped].restart()
+        wait_until(lambda: live_lease(cluster, wiped) not in (None, old_lease), 30,
+                   interval=0.05, message="the wiped replica's new live key")
+        group.replicas[master].kill()                     # and is lost
 
-    # Only the wiped replica is up: it is never master, the group waits and says for whom.
-    wait_until(lambda: (state := group_state(cluster)) is not None
-               and master in state.get("waiting_for", ()), 30, interval=0.1,
-               message="the group waiting for the lost master")
-    state = group_state(cluster)
-    assert state["master"] != wiped and wiped not in state["in_sync"], state
-    info = group.broker_info(wiped)
-    assert info is not None and info.role == "SLAVE"
+        # Only the wiped replica is up: it is never master, the group waits and says for whom.
+        # (observer.check() first: on code that elects the wiped replica this fails at once,
+        # naming the epoch, instead of timing out)
+        wait_until(lambda: observer.check() and (state := group_state(cluster)) is not None
+                   and master in state.get("waiting_for", ()), 30, interval=0.1,
+                   message="the group waiting for the lost master")
+        state = group_state(cluster)
+        assert state["master"] != wiped and wiped not in state["in_sync"], state
+        info = group.broker_info(wiped)
+        assert info is not None and info.role == "SLAVE"
 
-    # The old master (a complete copy) and the stopped slave return: it leads again.
-    group.replicas[master].restart()
-    group.replicas[stopped].restart()
-    assert group.wait_master(timeout=60) == master
-    wait_in_sync(cluster, {0, 1, 2}, timeout=60)
-    assert group.master() == master
-    found = read_all(group.replicas[master].addr)
-    lost = {key for key, body in acked.items() if found.get(key) != body}
-    assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
-    # and the replaced replica serves the same log once caught up
-    wait_until(lambda: read_all(group.replicas[wiped].addr) == found, 60, interval=0.2,
-               message="the wiped replica caught up")
+        # The old master (a complete copy) and the stopped slave return: it leads again.
+        group.replicas[master].restart()
+        group.replicas[stopped].restart()
+        assert group.wait_master(timeout=60) == master
+        observer.check()
+        wait_in_sync(cluster, {0, 1, 2}, timeout=60)
+        assert group.master() == master
+        found = read_all(group.replicas[master].addr)
+        lost = {key for key, body in acked.items() if found.get(key) != body}
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
+        # and the replaced replica serves the same log once caught up
+        wait_until(lambda: read_all(group.replicas[wiped].addr) == found, 60, interval=0.2,
+                   message="the wiped replica caught up")
+        observer.check()   # never master, from the master's loss to the end

@@ -28,9 +28,13 @@ MSG_ID = "7F0000010000C0670000000000000000"
 class LongNamesAdmin(StubAdmin):
     def cluster_info(self):
         return [BrokerEntry("DefaultCluster", "broker-a", 0, "127.0.0.1:10911", NOW_MS, 0, 3,
-                            True, 0, 0.0),
+                            True, 0, 0.0, incarnation="5f0c9a7e21d84b3f9c0d6a1e2b3c4d5e:12"),
                 BrokerEntry("DefaultCluster", "broker-a", 1, "127.0.0.1:11011", NOW_MS, 1, 3,
-                            False, 123456, 12.5, rebuilding=True)]
+                            False, 123456, 12.5, rebuilding=True,
+                            incarnation="0a1b2c3d4e5f60718293a4b5c6d7e8f9:1"),
+                BrokerEntry("DefaultCluster", "broker-b", 1, "127.0.0.1:12011", NOW_MS, 1, 4,
+                            False, None, None, incarnation="9e8d7c6b5a4f30211203f4e5d6c7b8a9:3",
+                            group_waiting_for=(0,))]
 
     def group_list(self):
         return [GroupSummary("billing-reconciliation", "Stable", "averagely", 12, 3,

@@ -71,3 +71,25 @@ def test_forwards_until_cut_then_drops_and_heal_reconnects(echo_server):
         wait_until(lambda: _echoes(_connect(proxy.addr), b"back"), 5, message="echo after heal")
         for s in (sock, during):
             s.close()
+
+
+def test_throttle_slows_new_connections_until_unthrottled(echo_server):
+    with FaultProxy(echo_server) as proxy:
+        before = _connect(proxy.addr)
+        wait_until(lambda: len(proxy._links) == 1, 5, message="the proxy to accept it")
+        proxy.throttle(1000)                 # bytes a second: 100 kB would take 100 s
+        slow = _connect(proxy.addr)
+        assert _echoes(before, b"y" * 100_000)   # a connection made before keeps its speed
+        slow.sendall(b"z" * 100_000)
+        slow.settimeout(0.5)
+        received = slow.recv(65536)
+        assert 0 < len(received) < 100_000       # it flows, slowly
+        proxy.unthrottle()
+        slow.settimeout(5)
+        while len(received) < 100_000:
+            chunk = slow.recv(65536)
+            assert chunk, "the throttled connection closed"
+            received += chunk
+        assert received == b"z" * 100_000
+        before.close()
+        slow.close()
