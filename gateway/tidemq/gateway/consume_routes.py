@@ -14,8 +14,6 @@ YAML after `---` in each view's docstring adds its responses (openapi.py).
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, jsonify
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.topic_names import validate_topic_name
@@ -28,7 +26,7 @@ from tidemq.gateway.bodies import (
     RedriveRequest,
     within_setting,
 )
-from tidemq.gateway.messages import message_json
+from tidemq.gateway.messages import message_json, received_json
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.topic_routes import _backend, _settings
 
@@ -41,13 +39,6 @@ def _group(name: str) -> str:
     except GroupDefinitionError as exc:
         raise InvalidArgument(str(exc), code="INVALID_GROUP") from None
     return name
-
-
-def _received_json(received) -> dict[str, Any]:
-    message = received.message
-    return {**message_json(message), "topic": message.origin_topic,
-            "broker_name": message.broker_name, "receipt_handle": received.receipt_handle,
-            "delivery_count": received.delivery_count}
 
 
 @consume_bp.post("/v1/groups/<group>/topics/<topic>/pop")
@@ -78,7 +69,8 @@ def pop(group: str, topic: str, body: PopRequest):
     expression, expression_type = body.subscription
     popped = _backend().pop(_group(group), topic, body.max, body.invisible_ms, wait_ms,
                             expression, expression_type)
-    return jsonify({"messages": [_received_json(r) for r in popped]})
+    return jsonify({"messages": [received_json(r.message, r.receipt_handle)
+                                 for r in popped]})
 
 
 @consume_bp.post("/v1/groups/<group>/topics/<topic>/ack")

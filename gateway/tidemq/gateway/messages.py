@@ -16,8 +16,9 @@ import binascii
 import time
 from typing import TYPE_CHECKING, Any
 
-from tidemq.client.message import Message, MessageExt
+from tidemq.client.message import SYSTEM_PROPERTIES, Message, MessageExt
 from tidemq.common.errors import InvalidArgument
+from tidemq.common.record import PROP_MESSAGE_GROUP, PROP_RETRY_TOPIC
 from tidemq.common.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
@@ -59,16 +60,30 @@ def body_json(body: bytes) -> dict[str, str]:
 
 
 def message_json(message: MessageExt) -> dict[str, Any]:
-    return {
-        **body_json(message.body),
-        "tag": message.tags,
-        "keys": message.keys,
-        "properties": message.user_properties,
-        "queue_offset": message.queue_offset,
-        "msg_id": message.msg_id,
-        "unique_id": message.unique_id,
-        "born_timestamp": message.born_timestamp,
-        "store_timestamp": message.store_timestamp,
-        "reconsume_times": message.reconsume_times,
-        "message_group": message.message_group,
-    }
+    """A message's JSON shape. Built in one pass over the message (a pop answers 32 of them and
+    this was a third of its view's CPU): the properties are read once, and the user's ones
+    and the message group taken from them, as `user_properties` and `message_group` do."""
+    properties = message.properties
+    shown = body_json(message.body)
+    shown["tag"] = message.tags
+    shown["keys"] = message.keys
+    shown["properties"] = {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES}
+    shown["queue_offset"] = message.queue_offset
+    shown["msg_id"] = message.msg_id
+    shown["unique_id"] = message.unique_id
+    shown["born_timestamp"] = message.born_timestamp
+    shown["store_timestamp"] = message.store_timestamp
+    shown["reconsume_times"] = message.reconsume_times
+    shown["message_group"] = properties.get(PROP_MESSAGE_GROUP, "")
+    return shown
+
+
+def received_json(message: MessageExt, receipt_handle: str) -> dict[str, Any]:
+    """A popped message: its JSON shape, the topic it was sent to, its broker group, receipt
+    handle and delivery count (1 on the first delivery)."""
+    shown = message_json(message)
+    shown["topic"] = message.properties.get(PROP_RETRY_TOPIC) or message.topic
+    shown["broker_name"] = message.broker_name
+    shown["receipt_handle"] = receipt_handle
+    shown["delivery_count"] = shown["reconsume_times"] + 1
+    return shown
