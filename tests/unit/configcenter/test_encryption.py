@@ -66,7 +66,7 @@ def test_the_first_key_seals_and_every_key_opens():
     ("k1:c2hvcnQ=", "is 5 bytes; AES-256 needs 32"),
     ("k1:!!!!", "not base64"),
     (f"{new_key_line('k1')}\n{new_key_line('k1')}", "names a key id twice"),
-])
+], ids=["empty", "no colon", "short key", "not base64", "id twice"])  # ids: the keys are random
 def test_a_bad_key_ring_is_refused_with_a_sentence_without_the_key(text, message):
     with pytest.raises(KeyRingError, match=message) as caught:
         KeyRing.parse(text)
