@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cluster import Cluster, create_topic_in_config_center, running_cluster, \
-    wait_for_route
+from tests.support.cluster import (
+    Cluster,
+    create_topic_in_config_center,
+    running_cluster,
+    wait_for_route,
+)
 
 # topic -> queues per broker group (two groups: twice as many partitions)
 TOPICS = {"k-roundtrip": 1, "k-group": 2, "k-offsets": 1, "k-interop": 1, "k-native": 1,
