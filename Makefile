@@ -13,7 +13,7 @@ help: ## list the targets
 sync: ## install the locked environment (uv, every workspace member, dev tools), bytecode compiled
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-packages --compile-bytecode
-	$(PY) -m compileall -q -j 0 */tidemq services/*/tidemq gateway/grpc-gateway/tidemq
+	$(PY) -m compileall -q -j 0 */tidemq services/*/tidemq gateway/grpc-gateway/tidemq gateway/kafka-gateway/tidemq
 
 NODE_CONFORMANCE := tests/integration/rocketmq/node
 node-deps: ## install the locked official RocketMQ Node.js client for its conformance suite (needs node + npm)

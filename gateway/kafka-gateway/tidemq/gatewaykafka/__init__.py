@@ -1,0 +1,1 @@
+"""gateway-kafka: the Kafka wire protocol over TideMQ topics (docs/kafka.md)."""

@@ -1,0 +1,167 @@
+"""What gateway-kafka does, over TideMQ's client library: no Kafka type here.
+
+Partitions: a topic's partitions are its readable queues, (broker group, queue id) sorted, so
+partition i is the i-th of them (docs/kafka.md). Sends go through one Producer (a batch per
+partition: all stored or none, on that queue); reads and queue offsets through one
+PullConsumer; committed offsets through a PullConsumer of the consumer group; topics through
+Admin; group membership through the group coordinator (coordination.py); producer ids from a
+config-center counter.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tidemq.client import (
+    Message,
+    MessageExt,
+    MessageQueue,
+    NameServerClient,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    RouteCache,
+)
+from tidemq.client.admin import Admin
+from tidemq.common import errors
+from tidemq.common.system_topics import is_system_topic
+
+GATEWAY_GROUP = "tidemq-gateway-kafka"   # the gateway's producer group and its reads' group
+PRODUCER_ID_KEY = "/tidemq/kafka/next-producer-id"
+PRODUCER_ID_BLOCK = 1000                 # ids taken from the config center per write
+MAX_GROUP_READERS = 1024                 # PullConsumers kept for committed offsets
+ROUTE_REFRESH_S = 5.0                    # a new topic's partitions show within this
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedQueue:
+    messages: list[MessageExt]
+    high_watermark: int    # the queue's max offset: the next offset to be written
+    log_start: int         # its min offset
+    out_of_range: bool
+
+
+class KafkaBackend:
+    def __init__(self, namesrv_addrs: str, config_center: str, *, send_timeout_s: float = 3.0,
+                 rpc_timeout_s: float = 3.0) -> None:
+        self.namesrv_addrs = namesrv_addrs
+        self.rpc_timeout_s = rpc_timeout_s
+        self.namesrv = NameServerClient(namesrv_addrs, timeout=rpc_timeout_s)
+        self.routes = RouteCache(self.namesrv, refresh_interval=ROUTE_REFRESH_S)
+        self.producer = Producer(namesrv_addrs, producer_group=GATEWAY_GROUP,
+                                 send_timeout=send_timeout_s)
+        self.reader = PullConsumer(namesrv_addrs, consumer_group=GATEWAY_GROUP,
+                                   timeout=rpc_timeout_s)
+        self.admin = Admin(namesrv_addrs, config_center=config_center, timeout=rpc_timeout_s)
+        self._group_readers: OrderedDict[str, PullConsumer] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ids = range(0)
+
+    # -- topics and partitions -----------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """Every routed topic a Kafka client may see (the brokers' own are hidden)."""
+        return [t for t in self.namesrv.topics() if not is_system_topic(t)]
+
+    def partitions(self, topic: str) -> list[MessageQueue]:
+        """Partition i = the i-th readable queue, by (broker group, queue id)."""
+        return sorted(self.routes.get(topic).read_queues(),
+                      key=lambda mq: (mq.broker_name, mq.queue_id))
+
+    def partition(self, topic: str, index: int) -> MessageQueue:
+        queues = self.partitions(topic)
+        if not 0 <= index < len(queues):
+            raise errors.NotFound(f"topic {topic!r} has no partition {index}",
+                                  code="UNKNOWN_TOPIC_OR_PARTITION")
+        return queues[index]
+
+    def broker_groups(self) -> list[str]:
+        info = self.namesrv.cluster_info()
+        return sorted(name for name, data in info.broker_addr_table.items() if data.broker_addrs)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """A topic of `partitions` partitions: the same number of queues on every broker
+        group, so `partitions` must be a multiple of the broker groups' count."""
+        groups = len(self.broker_groups()) or 1
+        if partitions % groups:
+            raise errors.InvalidArgument(
+                f"{partitions} partitions cannot be spread evenly over {groups} broker groups: "
+                f"ask for a multiple of {groups}", code="INVALID_PARTITIONS")
+        self.admin.create_topic(name, partitions // groups, wait=True)
+        self.routes.invalidate(name)
+
+    def delete_topic(self, name: str) -> None:
+        self.admin.delete_topic(name, wait=True)
+        self.routes.invalidate(name)
+
+    # -- produce and fetch ---------------------------------------------------------------------
+
+    def produce(self, mq: MessageQueue, messages: Sequence[Message]) -> int:
+        """Store the messages on `mq`, all or none; the queue offset of the first."""
+        results = self.producer.send_batch(messages, queue=mq)
+        return results[0].queue_offset
+
+    def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
+        result = self.reader.pull(mq, offset, max_messages=32, max_bytes=max_bytes)
+        out_of_range = (result.status is PullStatus.OFFSET_ILLEGAL
+                        or not result.min_offset <= offset <= result.max_offset)
+        messages = [] if out_of_range else list(result.messages)
+        return FetchedQueue(messages, result.max_offset, result.min_offset, out_of_range)
+
+    def offsets(self, mq: MessageQueue) -> tuple[int, int]:
+        """(log start, high watermark) of a partition."""
+        return self.reader.queue_offsets(mq.topic, mq.broker_name).get(mq.queue_id, (0, 0))
+
+    def offset_for_time(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self.reader.offset_for_timestamp(mq, timestamp_ms)
+
+    # -- committed offsets -------------------------------------------------------------------
+
+    def group_reader(self, group: str) -> PullConsumer:
+        with self._lock:
+            reader = self._group_readers.get(group)
+            if reader is None:
+                reader = PullConsumer(self.namesrv_addrs, consumer_group=group,
+                                      timeout=self.rpc_timeout_s)
+                self._group_readers[group] = reader
+                if len(self._group_readers) > MAX_GROUP_READERS:
+                    self._group_readers.popitem(last=False)
+            else:
+                self._group_readers.move_to_end(group)
+            return reader
+
+    def commit(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self.group_reader(group).commit(mq, offset)
+
+    def committed(self, group: str, mq: MessageQueue) -> int | None:
+        return self.group_reader(group).committed(mq)
+
+    # -- producer ids --------------------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        """A producer id no other InitProducerId got, from blocks the config center hands out
+        (a compare-and-set on one counter), so gateways never hand out the same one."""
+        with self._lock:
+            if not self._ids:
+                start = self._take_block()
+                self._ids = range(start, start + PRODUCER_ID_BLOCK)
+            producer_id, self._ids = self._ids[0], self._ids[1:]
+            return producer_id
+
+    def _take_block(self) -> int:
+        taken = []
+
+        def advance(current) -> str:
+            start = int(current.text) if current is not None else 0
+            taken[:] = [start]
+            return str(start + PRODUCER_ID_BLOCK)
+
+        self.admin.config.update(PRODUCER_ID_KEY, advance)
+        return taken[0]
+
+    def close(self) -> None:
+        self.producer.close()
+        self.admin.close()

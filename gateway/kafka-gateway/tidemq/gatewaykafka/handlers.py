@@ -1,0 +1,425 @@
+"""Request handlers by API key: Kafka requests in, response dicts out (codec.py encodes them).
+
+A handler validates, calls the backend (blocking SDK calls run on the gateway's thread pool),
+and maps results and TideMQ errors to Kafka's fields and error codes; no TideMQ logic here.
+The gateway is node 0: leader of every partition and coordinator of every group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tidemq.common import errors
+from tidemq.common.logs import get_logger
+from tidemq.gatewaykafka import codec, records
+from tidemq.gatewaykafka.backend import KafkaBackend
+from tidemq.gatewaykafka.coordination import GroupCoordination
+
+log = get_logger(__name__)
+
+NODE_ID = 0
+EARLIEST, LATEST = -2, -1
+FETCH_POLL_S = 0.05             # a Fetch that found nothing looks again this often
+KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
+    "TOPIC_NOT_EXIST": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_TOPIC": "INVALID_TOPIC_EXCEPTION",
+    "MESSAGE_TOO_LARGE": "MESSAGE_TOO_LARGE", "TOPIC_ALREADY_EXISTS": "TOPIC_ALREADY_EXISTS",
+    "ALREADY_EXISTS": "TOPIC_ALREADY_EXISTS", "DEADLINE_EXCEEDED": "REQUEST_TIMED_OUT",
+    "PERMISSION_DENIED": "TOPIC_AUTHORIZATION_FAILED", "NOT_MASTER": "NOT_COORDINATOR",
+    "SLAVE_NOT_AVAILABLE": "NOT_ENOUGH_REPLICAS", "SERVICE_UNAVAILABLE": "LEADER_NOT_AVAILABLE",
+    "CIRCUIT_OPEN": "LEADER_NOT_AVAILABLE", "INVALID_MESSAGE": "INVALID_RECORD",
+    "BROKER_NOT_FOUND": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_ARGUMENT": "INVALID_REQUEST",
+}
+GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
+    "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
+    "DEADLINE_EXCEEDED": "COORDINATOR_NOT_AVAILABLE",
+}
+# DescribeConfigs: what a topic answers (docs/kafka.md; the per-topic settings table is later)
+TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
+                 "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
+
+
+def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
+    if isinstance(exc, records.RecordError):
+        return codec.ERRORS[exc.kafka_error]
+    if isinstance(exc, errors.TideMQError):
+        code = exc.code
+        if code in codec.ERRORS:
+            return codec.ERRORS[code]
+        name = (table or {}).get(code) or KAFKA_CODES.get(code)
+        if name:
+            return codec.ERRORS[name]
+    return codec.ERRORS["UNKNOWN_SERVER_ERROR"]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+
+
+Handler = Callable[[Any, int, "Connection"], Awaitable[dict | None]]
+
+
+@dataclass(slots=True)
+class Connection:
+    peer_host: str
+    client_id: str = ""
+    client_software: str = ""
+
+
+class KafkaApis:
+    def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
+                 endpoint: Callable[[], Endpoint], *, pool: ThreadPoolExecutor,
+                 max_record_batch_bytes: int, cluster_id: str) -> None:
+        self.backend, self.coordination, self.endpoint = backend, coordination, endpoint
+        self.pool = pool
+        self.max_record_batch_bytes = max_record_batch_bytes
+        self.cluster_id = cluster_id
+        self.table: dict[int, Handler] = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
+            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
+            22: self.init_producer_id, 32: self.describe_configs,
+        }
+        assert set(self.table) == set(codec.SUPPORTED)
+
+    async def _run(self, function: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, function, *args)
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    async def api_versions(self, request, version: int, conn: Connection) -> dict:
+        conn.client_software = f"{request.client_software_name or ''} " \
+                               f"{request.client_software_version or ''}".strip()
+        return codec.api_versions_body()
+
+    async def metadata(self, request, version: int, conn: Connection) -> dict:
+        here = self.endpoint()
+        if request.topics is None or (version == 0 and not request.topics):
+            names = await self._run(self.backend.topics)
+        else:
+            names = [t.name for t in request.topics]
+        topics = []
+        for name in names:
+            try:
+                queues = await self._run(self.backend.partitions, name)
+            except errors.TideMQError as exc:
+                topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
+                continue
+            topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": [
+                {"error_code": 0, "partition_index": i, "leader_id": NODE_ID,
+                 "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
+                 "offline_replicas": []} for i in range(len(queues))]})
+        return {"throttle_time_ms": 0, "brokers": [
+            {"node_id": NODE_ID, "host": here.host, "port": here.port, "rack": None}],
+            "cluster_id": self.cluster_id, "controller_id": NODE_ID, "topics": topics}
+
+    async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
+        here = self.endpoint()
+        if request.key_type not in (0, None):   # 1 = a transaction coordinator
+            return {"throttle_time_ms": 0, "error_code": codec.ERRORS["COORDINATOR_NOT_AVAILABLE"],
+                    "error_message": "transactions are not served by this gateway",
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "node_id": NODE_ID, "host": here.host, "port": here.port}
+
+    # -- produce -------------------------------------------------------------------------------
+
+    async def produce(self, request, version: int, conn: Connection) -> dict | None:
+        if request.transactional_id is not None:
+            answer = codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]
+            return self._produce_answer(request, lambda t, p: (answer, -1))
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        jobs = [(topic.name, part.index, part.records)
+                for topic in request.topic_data for part in topic.partition_data]
+        outcomes = await asyncio.gather(*(self._run(self._produce_partition, *job)
+                                          for job in jobs))
+        for (name, index, _), outcome in zip(jobs, outcomes, strict=True):
+            results[(name, index)] = outcome
+        if request.acks == 0:
+            return None
+        return self._produce_answer(request, lambda t, p: results[(t, p)])
+
+    @staticmethod
+    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int]]) -> dict:
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": topic.name, "partition_responses": [
+                {"index": part.index, "error_code": outcome(topic.name, part.index)[0],
+                 "base_offset": outcome(topic.name, part.index)[1], "log_append_time_ms": -1,
+                 "log_start_offset": -1, "record_errors": [], "error_message": None}
+                for part in topic.partition_data]} for topic in request.topic_data]}
+
+    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int]:
+        """(error code, base offset) of one partition's record set."""
+        try:
+            mq = self.backend.partition(topic, index)
+            messages = []
+            for raw in records.split_batches(record_set or b""):
+                batch = records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
+                messages += [records.to_message(topic, r) for r in batch.records]
+            if not messages:
+                raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
+            return 0, self.backend.produce(mq, messages)
+        except (errors.TideMQError, records.RecordError) as exc:
+            log.info("produce_refused", topic=topic, partition=index, error=str(exc))
+            return kafka_code(exc), -1
+
+    # -- fetch and offsets ---------------------------------------------------------------------
+
+    async def fetch(self, request, version: int, conn: Connection) -> dict:
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+                  for t in request.topics for p in t.partitions]
+        while True:
+            answers = await asyncio.gather(*(self._run(self._fetch_partition, *w)
+                                             for w in wanted))
+            size = sum(len(a["records"] or b"") for a in answers)
+            if size >= max(request.min_bytes, 1) or time.monotonic() >= deadline or \
+                    any(a["error_code"] for a in answers):
+                break
+            await asyncio.sleep(min(FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, *_), answer in zip(wanted, answers, strict=True):
+            by_topic.setdefault(topic, []).append(answer)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+
+    def _fetch_partition(self, topic: str, index: int, offset: int, max_bytes: int) -> dict:
+        answer = {"partition_index": index, "error_code": 0, "high_watermark": -1,
+                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                  "preferred_read_replica": -1, "records": b""}
+        try:
+            mq = self.backend.partition(topic, index)
+            fetched = self.backend.fetch(mq, offset, max_bytes)
+        except errors.TideMQError as exc:
+            answer["error_code"] = kafka_code(exc)
+            return answer
+        answer.update(high_watermark=fetched.high_watermark,
+                      last_stable_offset=fetched.high_watermark,
+                      log_start_offset=fetched.log_start)
+        if fetched.out_of_range:
+            answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
+        elif fetched.messages:
+            answer["records"] = records.encode_messages(fetched.messages)
+        return answer
+
+    async def list_offsets(self, request, version: int, conn: Connection) -> dict:
+        async def one(topic: str, part) -> dict:
+            answer = {"partition_index": part.partition_index, "error_code": 0,
+                      "timestamp": -1, "offset": -1, "leader_epoch": 0}
+            try:
+                mq = await self._run(self.backend.partition, topic, part.partition_index)
+                if part.timestamp in (EARLIEST, LATEST):
+                    low, high = await self._run(self.backend.offsets, mq)
+                    answer["offset"] = low if part.timestamp == EARLIEST else high
+                else:
+                    answer["offset"] = await self._run(self.backend.offset_for_time, mq,
+                                                       part.timestamp)
+            except errors.TideMQError as exc:
+                answer["error_code"] = kafka_code(exc)
+            return answer
+
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": list(await asyncio.gather(
+                *(one(t.name, p) for p in t.partitions)))} for t in request.topics]}
+
+    # -- groups --------------------------------------------------------------------------------
+
+    async def join_group(self, request, version: int, conn: Connection) -> dict:
+        answer = {"throttle_time_ms": 0, "error_code": 0, "generation_id": -1,
+                  "protocol_name": "", "leader": "", "member_id": request.member_id or "",
+                  "members": []}
+        if request.group_instance_id is not None:
+            answer["error_code"] = codec.ERRORS["INVALID_REQUEST"]
+            return answer    # static membership (KIP-345) is not served
+        rebalance_ms = request.rebalance_timeout_ms
+        if version == 0 or rebalance_ms is None or rebalance_ms < 0:
+            rebalance_ms = request.session_timeout_ms
+        try:
+            joined = await self._run(lambda: self.coordination.join(
+                request.group_id, request.member_id or "",
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=rebalance_ms, client_id=conn.client_id,
+                client_host=conn.peer_host, protocol_type=request.protocol_type,
+                protocols=[(p.name, bytes(p.metadata)) for p in request.protocols]))
+        except errors.TideMQError as exc:
+            answer["error_code"] = kafka_code(exc, GROUP_CODES)
+            return answer
+        answer.update(generation_id=joined.generation_id, protocol_name=joined.protocol_name,
+                      leader=joined.leader_id, member_id=joined.member_id,
+                      members=[{"member_id": m, "group_instance_id": None, "metadata": meta}
+                               for m, meta in joined.members])
+        return answer
+
+    async def sync_group(self, request, version: int, conn: Connection) -> dict:
+        try:
+            assignment = await self._run(
+                self.coordination.sync, request.group_id, request.generation_id,
+                request.member_id, [(a.member_id, bytes(a.assignment))
+                                    for a in request.assignments or []], 60.0)
+        except errors.TideMQError as exc:
+            return {"throttle_time_ms": 0, "error_code": kafka_code(exc, GROUP_CODES),
+                    "assignment": b""}
+        return {"throttle_time_ms": 0, "error_code": 0, "assignment": assignment}
+
+    async def heartbeat(self, request, version: int, conn: Connection) -> dict:
+        try:
+            await self._run(self.coordination.heartbeat, request.group_id,
+                            request.generation_id, request.member_id)
+        except errors.TideMQError as exc:
+            return {"throttle_time_ms": 0, "error_code": kafka_code(exc, GROUP_CODES)}
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    async def leave_group(self, request, version: int, conn: Connection) -> dict:
+        member_ids = ([m.member_id for m in request.members] if version >= 3
+                      else [request.member_id])
+        codes = []
+        for member_id in member_ids:
+            try:
+                await self._run(self.coordination.leave, request.group_id, member_id)
+                codes.append(0)
+            except errors.TideMQError as exc:
+                codes.append(kafka_code(exc, GROUP_CODES))
+        return {"throttle_time_ms": 0, "error_code": 0 if version >= 3 else codes[0],
+                "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
+                            for m, c in zip(member_ids, codes, strict=True)]}
+
+    async def offset_commit(self, request, version: int, conn: Connection) -> dict:
+        group = request.group_id
+        generation = request.generation_id_or_member_epoch
+        fenced = 0
+        if generation is not None and generation >= 0:
+            # the brokers do not fence commits by generation yet: the member's generation
+            # is checked with the coordinator first (the window between is a known gap)
+            try:
+                await self._run(self.coordination.heartbeat, group, generation,
+                                request.member_id)
+            except errors.TideMQError as exc:
+                fenced = kafka_code(exc, GROUP_CODES)
+
+        async def one(topic: str, part) -> dict:
+            if fenced:
+                return {"partition_index": part.partition_index, "error_code": fenced}
+            try:
+                mq = await self._run(self.backend.partition, topic, part.partition_index)
+                await self._run(self.backend.commit, group, mq, part.committed_offset)
+                code = 0
+            except errors.TideMQError as exc:
+                code = kafka_code(exc)
+            return {"partition_index": part.partition_index, "error_code": code}
+
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": list(await asyncio.gather(
+                *(one(t.name, p) for p in t.partitions)))} for t in request.topics]}
+
+    async def offset_fetch(self, request, version: int, conn: Connection) -> dict:
+        group = request.group_id
+        if request.topics is None:
+            # every topic the group has offsets for is not listed yet: the routed topics
+            topics = [(name, None) for name in await self._run(self.backend.topics)]
+        else:
+            topics = [(t.name, list(t.partition_indexes)) for t in request.topics]
+
+        async def one(topic: str, index: int) -> dict:
+            answer = {"partition_index": index, "committed_offset": -1,
+                      "committed_leader_epoch": -1, "metadata": "", "error_code": 0}
+            try:
+                mq = await self._run(self.backend.partition, topic, index)
+                committed = await self._run(self.backend.committed, group, mq)
+                if committed is not None:
+                    answer["committed_offset"] = committed
+            except errors.TideMQError as exc:
+                answer["error_code"] = kafka_code(exc)
+            return answer
+
+        answers = []
+        for name, indexes in topics:
+            if indexes is None:
+                try:
+                    indexes = list(range(len(await self._run(self.backend.partitions, name))))
+                except errors.TideMQError:
+                    continue
+            partitions = list(await asyncio.gather(*(one(name, i) for i in indexes)))
+            if request.topics is None:
+                partitions = [p for p in partitions if p["committed_offset"] >= 0]
+                if not partitions:
+                    continue
+            answers.append({"name": name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": answers, "error_code": 0}
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    async def create_topics(self, request, version: int, conn: Connection) -> dict:
+        answers = []
+        for topic in request.topics:
+            answer = {"name": topic.name, "error_code": 0, "error_message": None}
+            try:
+                if topic.assignments:
+                    raise errors.InvalidArgument("replica assignments are not accepted: "
+                                                 "TideMQ places queues itself",
+                                                 code="INVALID_REQUEST")
+                partitions = topic.num_partitions
+                if partitions == -1:
+                    partitions = len(await self._run(self.backend.broker_groups))
+                if partitions < 1:
+                    raise errors.InvalidArgument("num_partitions must be >= 1",
+                                                 code="INVALID_PARTITIONS")
+                if not request.validate_only:
+                    await self._run(self.backend.create_topic, topic.name, partitions)
+            except errors.TideMQError as exc:
+                answer.update(error_code=kafka_code(exc), error_message=exc.message)
+            answers.append(answer)
+        return {"throttle_time_ms": 0, "topics": answers}
+
+    async def delete_topics(self, request, version: int, conn: Connection) -> dict:
+        answers = []
+        for name in request.topic_names:
+            code = 0
+            try:
+                await self._run(self.backend.delete_topic, name)
+            except errors.TideMQError as exc:
+                code = kafka_code(exc)
+            answers.append({"name": name, "error_code": code})
+        return {"throttle_time_ms": 0, "responses": answers}
+
+    async def init_producer_id(self, request, version: int, conn: Connection) -> dict:
+        answer = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1,
+                  "producer_epoch": -1}
+        if request.transactional_id is not None:
+            # transactions are not served: refused fast and for good, not retried
+            answer["error_code"] = codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]
+            return answer
+        try:
+            answer.update(producer_id=await self._run(self.backend.next_producer_id),
+                          producer_epoch=0)
+        except errors.TideMQError as exc:
+            log.warning("producer_id_unavailable", error=str(exc))
+            answer["error_code"] = codec.ERRORS["COORDINATOR_NOT_AVAILABLE"]
+        return answer
+
+    async def describe_configs(self, request, version: int, conn: Connection) -> dict:
+        results = []
+        for resource in request.resources:
+            result = {"error_code": 0, "error_message": None,
+                      "resource_type": resource.resource_type,
+                      "resource_name": resource.resource_name, "configs": []}
+            if resource.resource_type == 2:   # a topic
+                try:
+                    await self._run(self.backend.partitions, resource.resource_name)
+                except errors.TideMQError as exc:
+                    result.update(error_code=kafka_code(exc), error_message=exc.message)
+                    results.append(result)
+                    continue
+                keys = resource.configuration_keys
+                result["configs"] = [
+                    {"name": name, "value": value, "read_only": True, "config_source": 5,
+                     "is_default": True, "is_sensitive": False, "synonyms": []}
+                    for name, value in TOPIC_CONFIGS.items() if keys is None or name in keys]
+            results.append(result)
+        return {"throttle_time_ms": 0, "results": results}

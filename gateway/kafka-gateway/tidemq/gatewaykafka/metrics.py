@@ -1,0 +1,20 @@
+"""Prometheus metrics of gateway-kafka (on --metrics-port, `tidemq_gateway_kafka_*`)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+REQUESTS = Counter("tidemq_gateway_kafka_requests_total",
+                   "Kafka requests answered, by API and whether an error code was in the answer",
+                   ["api", "outcome"])
+LATENCY = Histogram("tidemq_gateway_kafka_request_seconds", "Kafka request handling time, by API",
+                    ["api"], buckets=(0.001, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60))
+UNSUPPORTED = Counter("tidemq_gateway_kafka_unsupported_total",
+                      "requests of an API or version the gateway does not serve",
+                      ["api_key", "api_version"])
+BAD_FRAMES = Counter("tidemq_gateway_kafka_bad_frames_total",
+                     "connections closed for a frame that could not be served, by reason",
+                     ["reason"])
+CONNECTIONS = Gauge("tidemq_gateway_kafka_connections", "open Kafka client connections")
+RECORDS_PRODUCED = Counter("tidemq_gateway_kafka_records_produced_total",
+                           "Kafka records stored through the gateway")

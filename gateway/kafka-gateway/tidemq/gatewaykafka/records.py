@@ -1,0 +1,200 @@
+"""Kafka records <-> TideMQ messages (docs/kafka.md, "One record"). No network here.
+
+One Kafka record is one TideMQ message. The value is the body; what a TideMQ message cannot
+hold as it is goes into reserved properties, binary-safe (base64) and lossless:
+
+* `KAFKA_KEY`: the key (absent = a null key; "" = an empty key). A key that is UTF-8 and a
+  valid TideMQ key (non-empty, no space) is also the message's key, so `tidemq message query`
+  and native consumers see it.
+* `KAFKA_HEADERS`: the headers in order, duplicates kept: JSON `[[name, base64 | null], ...]`.
+* `KAFKA_VALUE`: "null" or "empty" when the value is one of those; the body is then one zero
+  byte, since a TideMQ message never has an empty body.
+* `KAFKA_TIMESTAMP`: the record's CreateTime (epoch ms).
+
+A message a native producer sent reads back with its first key as the Kafka key, its user
+properties as UTF-8 headers and its born time as the timestamp.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from kafka.errors import CorruptRecordError, UnsupportedCodecError
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from tidemq.client import Message, MessageExt
+
+PROP_KEY = "KAFKA_KEY"
+PROP_HEADERS = "KAFKA_HEADERS"
+PROP_VALUE = "KAFKA_VALUE"
+PROP_TIMESTAMP = "KAFKA_TIMESTAMP"
+RESERVED = frozenset({PROP_KEY, PROP_HEADERS, PROP_VALUE, PROP_TIMESTAMP})
+NULL, EMPTY = "null", "empty"
+PLACEHOLDER_BODY = b"\x00"   # the body of a null or empty value (docs/kafka.md)
+
+# The v2 record batch header (Kafka's DefaultRecordBatch): offsets of the fields used here.
+BATCH_OVERHEAD = 61          # base offset .. records count, the smallest batch
+LENGTH_OFFSET = 8            # int32 batch length, after the int64 base offset
+MAGIC_OFFSET = 16
+CODEC_NONE, CODEC_GZIP = 0, 1
+SUPPORTED_CODECS = frozenset({CODEC_NONE, CODEC_GZIP})
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class RecordError(ValueError):
+    """A produced record set Kafka would refuse; `kafka_error` names Kafka's error code."""
+
+    def __init__(self, kafka_error: str, message: str) -> None:
+        super().__init__(message)
+        self.kafka_error = kafka_error
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedBatch:
+    records: list[KafkaRecord]
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def split_batches(record_set: bytes | memoryview) -> Iterator[memoryview]:
+    """Each v2 batch of a produced record set; CORRUPT_MESSAGE for a torn or older format."""
+    view = memoryview(record_set)
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < BATCH_OVERHEAD:
+            raise RecordError("CORRUPT_MESSAGE", "a record batch is cut short")
+        (length,) = struct.unpack_from(">i", view, pos + LENGTH_OFFSET)
+        end = pos + LENGTH_OFFSET + 4 + length
+        if length < BATCH_OVERHEAD - 12 or end > len(view):
+            raise RecordError("CORRUPT_MESSAGE", f"a record batch claims {length} bytes")
+        if view[pos + MAGIC_OFFSET] != 2:
+            raise RecordError("UNSUPPORTED_VERSION",
+                              f"record format v{view[pos + MAGIC_OFFSET]}: only v2 is accepted")
+        yield view[pos:end]
+        pos = end
+
+
+def decode_batch(raw: bytes | memoryview, *, max_uncompressed: int) -> ProducedBatch:
+    """The records of one v2 batch, its CRC32C checked and its codec undone."""
+    batch = DefaultRecordBatch(raw)
+    if not batch.validate_crc():
+        raise RecordError("CORRUPT_MESSAGE", "record batch CRC32C mismatch")
+    if batch.is_control_batch or batch.is_transactional:
+        raise RecordError("INVALID_RECORD", "transactional batches are not accepted")
+    if batch.compression_type not in SUPPORTED_CODECS:
+        name = CODEC_NAMES.get(batch.compression_type, str(batch.compression_type))
+        raise RecordError("UNSUPPORTED_COMPRESSION_TYPE",
+                          f"compression {name} is not accepted (none and gzip are)")
+    records, size = [], 0
+    try:
+        for record in batch:
+            size += len(record.value or b"") + len(record.key or b"")
+            if size > max_uncompressed:
+                raise RecordError("MESSAGE_TOO_LARGE",
+                                  f"the batch holds more than {max_uncompressed} bytes")
+            records.append(KafkaRecord(
+                None if record.key is None else bytes(record.key),
+                None if record.value is None else bytes(record.value),
+                tuple((name, None if value is None else bytes(value))
+                      for name, value in record.headers),
+                record.timestamp))
+    except (CorruptRecordError, UnsupportedCodecError, UnicodeDecodeError, struct.error,
+            IndexError, ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, RecordError):
+            raise
+        raise RecordError("CORRUPT_MESSAGE", f"record batch does not decode: {exc}") from None
+    if len(records) != batch.records_count:
+        raise RecordError("CORRUPT_MESSAGE", "record count does not match the batch header")
+    return ProducedBatch(records, batch.producer_id, batch.producer_epoch, batch.base_sequence)
+
+
+def to_message(topic: str, record: KafkaRecord) -> Message:
+    """The TideMQ message of one Kafka record (module docstring)."""
+    properties = {PROP_TIMESTAMP: str(record.timestamp)}
+    keys: list[str] = []
+    if record.key is not None:
+        properties[PROP_KEY] = _b64(record.key)
+        try:
+            text = record.key.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        if text and " " not in text and text.isprintable():
+            keys.append(text)
+    if record.headers:
+        properties[PROP_HEADERS] = json.dumps(
+            [[name, None if value is None else _b64(value)] for name, value in record.headers],
+            separators=(",", ":"))
+    body = record.value
+    if not body:
+        properties[PROP_VALUE] = NULL if body is None else EMPTY
+        body = PLACEHOLDER_BODY
+    return Message(topic, body, keys=keys, properties=properties)
+
+
+def from_message(message: MessageExt) -> KafkaRecord:
+    """The Kafka record a stored message reads as (module docstring)."""
+    properties = message.properties
+    if PROP_TIMESTAMP not in properties:   # a native producer's message
+        keys = message.keys
+        key = keys[0].encode() if keys else None
+        headers = tuple((name, value.encode())
+                        for name, value in sorted(message.user_properties.items()))
+        return KafkaRecord(key, message.body, headers, message.born_timestamp)
+    value_kind = properties.get(PROP_VALUE)
+    value = None if value_kind == NULL else b"" if value_kind == EMPTY else message.body
+    raw_key = properties.get(PROP_KEY)
+    try:
+        key = None if raw_key is None else base64.b64decode(raw_key)
+        headers = tuple((name, None if value is None else base64.b64decode(value))
+                        for name, value in json.loads(properties.get(PROP_HEADERS, "[]")))
+        timestamp = int(properties[PROP_TIMESTAMP])
+    except (ValueError, TypeError, binascii.Error):
+        # written by someone else than this gateway: read what the message itself says
+        key, headers, timestamp = None, (), message.born_timestamp
+    return KafkaRecord(key, value, headers, timestamp)
+
+
+def encode_batch(base_offset: int, records: Sequence[KafkaRecord]) -> bytes:
+    """One uncompressed v2 batch of consecutive offsets from `base_offset`."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=CODEC_NONE,
+                                        is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1,
+                                        batch_size=2 ** 31 - 1)
+    for delta, record in enumerate(records):
+        builder.append(delta, timestamp=record.timestamp, key=record.key, value=record.value,
+                       headers=list(record.headers))
+    raw = builder.build()
+    struct.pack_into(">q", raw, 0, base_offset)   # not covered by the CRC (it starts later)
+    return bytes(raw)
+
+
+def encode_messages(messages: Sequence[MessageExt]) -> bytes:
+    """The record set of a fetch: one batch per run of consecutive queue offsets."""
+    out, run, base = [], [], -1
+    for message in messages:
+        if run and message.queue_offset != base + len(run):
+            out.append(encode_batch(base, run))
+            run = []
+        if not run:
+            base = message.queue_offset
+        run.append(from_message(message))
+    if run:
+        out.append(encode_batch(base, run))
+    return b"".join(out)

@@ -1,0 +1,135 @@
+"""The Kafka listener: asyncio TCP, one request at a time per connection (Kafka's ordering).
+
+A frame is a signed 4-byte size and that many bytes. A size that is negative, smaller than a
+request header or larger than `max_request_size`, a frame cut short, or a request that does
+not decode closes the connection (logged, counted in tidemq_gateway_kafka_bad_frames_total),
+as Kafka's broker does; nothing a client sends can stop the listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+from tidemq.common.logs import get_logger
+from tidemq.gatewaykafka import codec, metrics
+from tidemq.gatewaykafka.handlers import Connection, KafkaApis
+
+log = get_logger(__name__)
+
+SIZE = struct.Struct(">i")
+
+
+class KafkaServer:
+    def __init__(self, apis: KafkaApis, *, max_request_size: int) -> None:
+        self.apis = apis
+        self.max_request_size = max_request_size
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port,
+                                                  limit=2 ** 16, reuse_address=True)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting, let requests in progress finish for up to `grace_s`, then close."""
+        if self._server is not None:
+            self._server.close()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=grace_s)
+        for task in self._connections:
+            task.cancel()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        conn = Connection(peer_host=str(peer[0]))
+        metrics.CONNECTIONS.inc()
+        try:
+            while True:
+                payload = await self._read_frame(reader, peer)
+                if payload is None:
+                    return
+                answer = await self._answer(payload, conn, peer)
+                if answer is False:
+                    return
+                if answer:
+                    writer.write(answer)
+                    await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            metrics.CONNECTIONS.dec()
+            self._connections.discard(task)
+            writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader, peer) -> bytes | None:
+        try:
+            head = await reader.readexactly(SIZE.size)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                self._bad("truncated_size", peer, f"{len(exc.partial)} bytes of a size")
+            return None
+        (size,) = SIZE.unpack(head)
+        if size < codec.MIN_REQUEST_SIZE or size > self.max_request_size:
+            reason = "negative_size" if size < 0 else (
+                "oversized" if size > self.max_request_size else "undersized")
+            self._bad(reason, peer, f"frame size {size}")
+            return None
+        try:
+            return await reader.readexactly(size)
+        except asyncio.IncompleteReadError as exc:
+            self._bad("truncated", peer, f"{len(exc.partial)} of {size} bytes")
+            return None
+
+    async def _answer(self, payload: bytes, conn: Connection, peer) -> bytes | None | bool:
+        """The framed answer, None (no answer: acks=0) or False (close the connection)."""
+        frame = codec.peek_header(payload)
+        api = codec.API_NAMES.get(frame.api_key, str(frame.api_key))
+        if not codec.supported(frame.api_key, frame.api_version):
+            metrics.UNSUPPORTED.labels(str(frame.api_key), str(frame.api_version)).inc()
+            answer = codec.unsupported_version_response(frame)
+            if answer is None:
+                self._bad("unsupported", peer, f"API {frame.api_key} v{frame.api_version}")
+                return False
+            return answer
+        try:
+            request = codec.decode_request(frame)
+        except codec.FrameError as exc:
+            self._bad("undecodable", peer, str(exc))
+            return False
+        if request.header is not None and request.header.client_id:
+            conn.client_id = request.header.client_id
+        started = time.perf_counter()
+        try:
+            fields = await self.apis.table[frame.api_key](request, frame.api_version, conn)
+            if fields is None:
+                metrics.REQUESTS.labels(api, "ok").inc()
+                return None
+            answer = codec.encode_response(frame.api_key, frame.api_version,
+                                           frame.correlation_id, fields)
+        except Exception:
+            log.exception("kafka_request_failed", api=api, client=conn.client_id)
+            metrics.REQUESTS.labels(api, "failed").inc()
+            return False
+        finally:
+            metrics.LATENCY.labels(api).observe(time.perf_counter() - started)
+        metrics.REQUESTS.labels(api, "error" if _has_error(fields) else "ok").inc()
+        return answer
+
+    @staticmethod
+    def _bad(reason: str, peer, detail: str) -> None:
+        metrics.BAD_FRAMES.labels(reason).inc()
+        log.warning("kafka_connection_closed", reason=reason, peer=str(peer), detail=detail)
+
+
+def _has_error(fields) -> bool:
+    if isinstance(fields, dict):
+        return bool(fields.get("error_code")) or any(_has_error(v) for v in fields.values()
+                                                     if isinstance(v, list | dict))
+    if isinstance(fields, list):
+        return any(_has_error(item) for item in fields)
+    return False

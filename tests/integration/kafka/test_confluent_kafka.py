@@ -1,0 +1,41 @@
+"""confluent-kafka 2.16.1 (librdkafka), unmodified, against gateway-kafka: idempotent produce
+(its default here: enable.idempotence), null headers, and a group consumer that commits."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+pytestmark = pytest.mark.slow
+
+
+def test_round_trip_and_group_commit(bootstrap):
+    topic, group = "k-confluent", "k-confluent-group"
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "compression.type": "gzip", "linger.ms": 5})
+    sent = [(b"k%d" % i if i % 3 else None, b"v%d" % i if i % 4 else b"",
+             [("h", b"x"), ("h", None)]) for i in range(12)]
+    failures = []
+    for key, value, headers in sent:
+        producer.produce(topic, key=key, value=value, headers=headers, partition=0,
+                         on_delivery=lambda err, msg: err and failures.append(err))
+    assert producer.flush(20) == 0 and not failures
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 40
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None or message.error():
+            continue
+        got.append(message)
+        consumer.commit(message=message, asynchronous=False)
+    assert [(m.key(), m.value(), m.headers()) for m in got] == \
+        [(k, v, h) for k, v, h in sent]
+    committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    assert committed[0].offset == len(sent)
+    consumer.close()

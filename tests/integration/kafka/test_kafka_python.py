@@ -1,0 +1,191 @@
+"""kafka-python 3.0.12, unmodified, against gateway-kafka: records round trip byte for byte,
+offsets, a consumer group of two members, and interop with the native SDK both ways."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from tidemq.client import Message, Producer, PullConsumer
+
+pytestmark = pytest.mark.slow
+
+EDGE_RECORDS = [  # (key, value, headers): null / empty keys and values, binary keys, duplicates
+    (None, b"no key", []),
+    (b"", b"empty key", []),
+    (b"k", None, [("h", b"null value")]),
+    (b"k", b"", [("h", b"empty value")]),
+    (bytes(range(256)), b"binary key", [("dup", b"1"), ("dup", b"2"), ("dup", b"")]),
+    (b"big", bytes(i % 251 for i in range(1024 * 1024)), [("size", b"1MiB")]),
+    ("ключ".encode(), "значение".encode(), [("utf8", "да".encode())]),
+]
+
+
+def _producer(bootstrap: str, **config) -> KafkaProducer:
+    return KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 * 1024 * 1024,
+                         request_timeout_ms=15000, **config)
+
+
+def _read(bootstrap: str, topic: str, partitions: list[int], count: int,
+          timeout_s: float = 20.0) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, fetch_max_bytes=8 * 1024 * 1024,
+                             max_partition_fetch_bytes=4 * 1024 * 1024)
+    consumer.assign([TopicPartition(topic, p) for p in partitions])
+    found: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(found) < count and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=500).values():
+            found.extend(batch)
+    consumer.close()
+    return found
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_edge_records_round_trip_byte_for_byte(bootstrap, compression):
+    topic = "k-roundtrip"
+    producer = _producer(bootstrap, compression_type=compression)
+    partition = 0 if compression is None else 1
+    before = _end_offsets(bootstrap, topic)[partition]
+    sent = [producer.send(topic, key=k, value=v, headers=h, partition=partition)
+            for k, v, h in EDGE_RECORDS]
+    producer.flush()
+    offsets = [f.get(timeout=15).offset for f in sent]
+    producer.close()
+    assert offsets == list(range(before, before + len(EDGE_RECORDS)))
+    got = [r for r in _read(bootstrap, topic, [partition], before + len(EDGE_RECORDS))
+           if r.offset >= before]
+    assert [(r.key, r.value, r.headers) for r in got] == \
+        [(k, v, h) for k, v, h in EDGE_RECORDS]
+    assert [r.offset for r in got] == offsets
+    assert all(r.timestamp_type == 0 and r.timestamp > 0 for r in got)
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    ends = consumer.end_offsets(partitions)
+    consumer.close()
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+def test_list_offsets_earliest_and_latest(bootstrap):
+    topic = "k-offsets"
+    producer = _producer(bootstrap)
+    for i in range(5):
+        producer.send(topic, value=b"m%d" % i, partition=1)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    assert consumer.partitions_for_topic(topic) == {0, 1}   # 1 queue on each of 2 groups
+    assert consumer.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+    assert consumer.end_offsets([tp0, tp1]) == {tp0: 0, tp1: 5}
+    consumer.assign([tp1])
+    consumer.seek_to_end(tp1)
+    assert consumer.position(tp1) == 5
+    consumer.close()
+
+
+def test_metadata_names_unknown_topics(bootstrap):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    assert not consumer.partitions_for_topic("k-no-such-topic")   # UNKNOWN_TOPIC_OR_PARTITION
+    assert {"k-roundtrip", "k-group"} <= consumer.topics()
+    consumer.close()
+
+
+def test_two_members_share_partitions_and_commit(bootstrap):
+    topic, group = "k-group", "k-group-members"   # 2 queues x 2 groups = 4 partitions
+    producer = _producer(bootstrap)
+    for i in range(40):
+        producer.send(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
+    producer.flush()
+    producer.close()
+
+    seen: dict[str, list] = {"a": [], "b": []}
+    assigned: dict[str, set] = {"a": set(), "b": set()}
+    stop = threading.Event()
+
+    def member(name: str) -> None:
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        try:
+            while not stop.is_set():
+                for batch in consumer.poll(timeout_ms=300).values():
+                    seen[name].extend((r.partition, r.offset) for r in batch)
+                    consumer.commit()
+                assigned[name] = {tp.partition for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=member, args=(n,), daemon=True) for n in "ab"]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if assigned["a"] and assigned["b"] and \
+                len(set(seen["a"]) | set(seen["b"])) >= 40:
+            break
+        time.sleep(0.2)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert assigned["a"] and assigned["b"] and not assigned["a"] & assigned["b"]
+    assert assigned["a"] | assigned["b"] == {0, 1, 2, 3}
+    assert {offset for offset in set(seen["a"]) | set(seen["b"])} == \
+        {(p, o) for p in range(4) for o in range(10)}
+
+    # the group's commits: a new member of the group starts where they left off
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in range(4)]
+    assert {tp.partition: consumer.committed(tp) for tp in partitions} == \
+        dict.fromkeys(range(4), 10)
+    consumer.close()
+
+
+def test_kafka_record_read_by_native_consumer(kafka_cluster, bootstrap):
+    topic = "k-interop"
+    producer = _producer(bootstrap)
+    producer.send(topic, key=b"order-7", value=b"from kafka", headers=[("region", b"eu")],
+                  partition=0).get(timeout=15)
+    producer.close()
+    with PullConsumer(kafka_cluster.namesrv_addrs, consumer_group="k-native-reader") as native:
+        mq = sorted(native.fetch_queues(topic))[0]   # partition 0 = the first queue
+        messages = native.pull(mq, 0, max_messages=8).messages
+    assert [m.body for m in messages] == [b"from kafka"]
+    assert messages[0].keys == ["order-7"]
+    assert messages[0].properties["KAFKA_KEY"] == "b3JkZXItNw=="
+    assert "KAFKA_HEADERS" in messages[0].properties
+
+
+def test_native_message_read_by_kafka_python(kafka_cluster, bootstrap):
+    topic = "k-native"
+    with Producer(kafka_cluster.namesrv_addrs) as native:
+        result = native.send(Message(topic, b"from tidemq", keys=["n-1"],
+                                     properties={"region": "eu"}))
+    partition = ["broker-a", "broker-b"].index(result.broker_name)   # one queue on each
+    got = _read(bootstrap, topic, [partition], 1)
+    assert [(r.key, r.value) for r in got] == [(b"n-1", b"from tidemq")]
+    assert ("region", b"eu") in got[0].headers
+
+
+def test_admin_creates_and_deletes_topics(bootstrap):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("k-created", num_partitions=4, replication_factor=1)])
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+        deadline = time.monotonic() + 30
+        while consumer.partitions_for_topic("k-created") != {0, 1, 2, 3}:
+            assert time.monotonic() < deadline, "the created topic never showed 4 partitions"
+            consumer._client.cluster.request_update()
+            consumer.poll(timeout_ms=200)
+            time.sleep(0.3)
+        consumer.close()
+        admin.delete_topics(["k-created"])
+    finally:
+        admin.close()
