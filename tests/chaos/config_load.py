@@ -70,6 +70,7 @@ class KeyWriters(_Threads):
         self.ack_times: list[float] = []
         self.failed_calls = 0
         self.applied_unacknowledged = 0
+        self.written = [0] * count   # keys each writer tried
         self._lock = threading.Lock()
 
     def _run(self, index: int) -> None:
@@ -78,7 +79,7 @@ class KeyWriters(_Threads):
         client, sequence = self.clients[index], 0
         while not self._stop.is_set():
             key, value = f"{KEYS_PREFIX}w{index}/{sequence:09d}", f"{index}:{sequence}".encode()
-            sequence += 1
+            self.written[index] = sequence = sequence + 1
             try:
                 result = client.put(key, value, expected_revision=0)
             except TideMQError:
@@ -95,9 +96,18 @@ class KeyWriters(_Threads):
             self._stop.wait(PACE_S)
 
     def final(self, client) -> dict[str, tuple[bytes, int]]:
-        """Every key under the writers' prefix now: key -> (value, mod revision)."""
-        return {kv.key: (bytes(kv.value), kv.mod_revision)
-                for kv in client.range(KEYS_PREFIX).kvs}
+        """Every key under the writers' prefix now: key -> (value, mod revision). Read in
+        ranges of at most CHUNK keys (a long run's keys are more than one reply may carry)."""
+        found = {}
+        for index, written in enumerate(self.written):
+            for chunk in range(written // self.CHUNK + 1):
+                prefix = f"{KEYS_PREFIX}w{index}/{chunk:0{9 - self.CHUNK_DIGITS}d}"
+                found.update((kv.key, (bytes(kv.value), kv.mod_revision))
+                             for kv in client.range(prefix).kvs)
+        return found
+
+    CHUNK_DIGITS = 4   # a range per 10 000 keys of one writer (the last 4 digits of 9)
+    CHUNK = 10 ** CHUNK_DIGITS
 
 
 class Register(_Threads):

@@ -340,3 +340,23 @@ def test_the_drain_waits_for_every_ack_in_every_group_and_every_unacked_pop_back
     pop.deliveries.append(handed(b"a", 5.0, 0, "%RETRY%g"))
     assert drained([pop, reader(both)], ACKS, pop)
     assert not drained([pop, reader(both[:1])], ACKS, pop)      # the other group lacks b"b"
+
+
+def test_the_key_writers_final_read_covers_every_key_in_bounded_ranges():
+    from tests.chaos.config_load import KeyWriters
+
+    keys = {f"/chaos/keys/w{w}/{n:09d}": (f"{w}:{n}".encode(), n + 1)
+            for w, count in ((0, 25_003), (1, 3)) for n in range(count)}
+    asked = []
+
+    def range_(prefix):
+        asked.append(prefix)
+        kvs = [SimpleNamespace(key=k, value=v, mod_revision=r) for k, (v, r) in keys.items()
+               if k.startswith(prefix)]
+        assert len(kvs) <= KeyWriters.CHUNK
+        return SimpleNamespace(kvs=kvs)
+
+    writers = SimpleNamespace(written=[25_003, 3], CHUNK=KeyWriters.CHUNK,
+                              CHUNK_DIGITS=KeyWriters.CHUNK_DIGITS)
+    assert KeyWriters.final(writers, SimpleNamespace(range=range_)) == keys
+    assert len(asked) == 4
