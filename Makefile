@@ -88,7 +88,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 RUNS ?= 10
 FAULTS ?= 20
 SEED ?= $(shell date +%s)
-chaos: sync ## seeded fault schedules against a 3-replica group and its Sentinel-replicated control plane: RUNS runs of FAULTS faults from SEED
+chaos: sync ## seeded fault schedules against a 3-replica group and its etcd control plane: RUNS runs of FAULTS faults from SEED
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 

@@ -1,15 +1,15 @@
 """One replica group as real processes, wired for faults.
 
-The config center's replicated Redis (tests.support.redis_tier: a master, two replicas and
-three Sentinels, each Redis node behind its own FaultProxy), two config centers over it, two
-name servers (either may hold the controller lease) and three brokers of one group
-(`broker_name` "chaos-a", replica ids 0..2). Brokers and name servers are given both config
-centers. Each broker reaches each config center and each name server through its own
-FaultProxy, and its HA endpoint is advertised through one too, so `partition(i)` cuts replica
-i off from the controller, the routes and its peers while producers can still reach it (the
-gray failure of a deposed master). Everything on 127.0.0.1 with ephemeral ports and
-temporary data dirs. (`tests.support.cluster.ReplicaGroup` is the plain group the integration
-tests start; this one adds the fault proxies and reads the controller's keys.)
+The config center's store (a 3-member etcd cluster: tests.support.etcd), two config centers
+given every member, two name servers (either may hold the controller lease) and three brokers
+of one group (`broker_name` "chaos-a", replica ids 0..2). Brokers and name servers are given
+both config centers. Each broker reaches each config center and each name server through its
+own FaultProxy, and its HA endpoint is advertised through one too, so `partition(i)` cuts
+replica i off from the controller, the routes and its peers while producers can still reach
+it (the gray failure of a deposed master). etcd members are stopped (SIGSTOP), resumed and
+killed by their process ids. Everything on 127.0.0.1 with ephemeral ports and temporary data
+dirs. (`tests.support.cluster.ReplicaGroup` is the plain group the integration tests start;
+this one adds the fault proxies and reads the controller's keys.)
 """
 
 from __future__ import annotations
@@ -22,28 +22,22 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos.verify import master_grants
+from tests.chaos.verify import controller_writes, master_grants
 from tests.support.cluster import (
     BROKER_TEST_FLAGS,
     CONTROLLER_TEST_FLAGS,
     REPLICATION_TEST_FLAGS,
     process_group,
 )
+from tests.support.etcd import EtcdCluster, EtcdMember
 from tests.support.faultproxy import FaultProxy
-from tests.support.processes import ServiceProcess, free_port, start_redis, wait_until
-from tests.support.redis_tier import RedisTier
+from tests.support.processes import ServiceProcess, free_port, freeze, wait_until
 
 GROUP = "chaos-a"
 REPLICAS = 3
 LEASE_TTL_S = 2   # broker lease (the controller's: CONTROLLER_TEST_FLAGS)
 CONFIG_CENTERS = 2
-# Changes kept per key (the config center's default is 100): the chaos writer's counter key
-# keeps its whole history for runs of up to ~30 min at its pace (run.ConfigWriter).
-HISTORY_LIMIT = 100_000
-# Sentinel: the Redis master is declared down after 1 s of silence; a failover it started
-# and could not finish is retried after 2 x 3 s.
-REDIS_DOWN_AFTER_MS = 1000
-REDIS_FAILOVER_TIMEOUT_MS = 3000
+ETCD_MEMBERS = 3   # etcd's defaults: 100 ms heartbeat, 1 s election timeout
 
 
 @dataclass
@@ -67,7 +61,8 @@ class ChaosGroup:
     config_centers: list[ServiceProcess]
     namesrvs: list[ServiceProcess]
     replicas: list[Replica] = field(default_factory=list)
-    redis_tier: RedisTier | None = None   # None: one plain Redis (no store faults)
+    etcd: EtcdCluster | None = None   # None: a store the run does not fault
+    stopped_members: set[str] = field(default_factory=set)   # etcd members under SIGSTOP
     # Brokers that died on their own while restarting (a signal or an error exit): each is
     # started once more so the run reaches its verdicts, and the run fails on them at the end.
     crashes: list[str] = field(default_factory=list)
@@ -121,12 +116,71 @@ class ChaosGroup:
         return master in live and len(set(state.get("in_sync", ())) & set(live)) >= in_sync
 
     def control_plane_problem(self) -> str | None:
-        """None when every config center runs and the Redis tier is whole (a master with both
-        replicas, every Sentinel agreeing), else what is missing."""
+        """None when every config center runs and the etcd cluster is whole (every member
+        running, none stopped, each answering and naming the same leader), else what is
+        missing."""
         down = [c.addr for c in self.config_centers if c.proc is None or c.proc.poll() is not None]
         if down:
             return f"config centers down: {down}"
-        return self.redis_tier.health_problem() if self.redis_tier else None
+        if self.etcd is None:
+            return None
+        if self.stopped_members:
+            return f"etcd members stopped: {sorted(self.stopped_members)}"
+        leaders = {}
+        for member in self.etcd.members:
+            if not member.running:
+                return f"etcd member {member.name} is down"
+            status = member.status(timeout=1.0)
+            if status is None:
+                return f"etcd member {member.name} does not answer"
+            leaders[member.name] = status.leader
+        if len(set(leaders.values())) != 1 or not next(iter(leaders.values())):
+            return f"etcd members disagree on the leader: {leaders}"
+        return None
+
+    # -- the etcd cluster --------------------------------------------------------------------
+    def _answering(self) -> list[EtcdMember]:
+        assert self.etcd is not None
+        return [m for m in self.etcd.members if m.running and m.name not in self.stopped_members]
+
+    def etcd_leader(self) -> EtcdMember | None:
+        """The member the answering members name leader (None during an election)."""
+        statuses = {m.name: m.status(timeout=1.0) for m in self._answering()}
+        ids = {s.leader for s in statuses.values() if s is not None and s.leader}
+        for member in self._answering():
+            status = statuses.get(member.name)
+            if status is not None and status.header.member_id in ids:
+                return member
+        return None
+
+    def etcd_follower(self, rng, leader: EtcdMember | None = None) -> EtcdMember:
+        """A running, answering member other than the leader (drawn with `rng`)."""
+        leader = leader or self.wait_etcd_leader()
+        return rng.choice([m for m in self._answering() if m is not leader])
+
+    def wait_etcd_leader(self, timeout: float = 30.0) -> EtcdMember:
+        return wait_until(self.etcd_leader, timeout, interval=0.1,
+                          message="an etcd leader among the answering members")
+
+    def stop_member(self, member: EtcdMember) -> None:
+        """SIGSTOP, and wait until every thread of it is stopped."""
+        freeze(member.proc.pid)
+        self.stopped_members.add(member.name)
+
+    def resume_member(self, member: EtcdMember) -> None:
+        if member.name in self.stopped_members:
+            member.signal(signal.SIGCONT)
+            self.stopped_members.discard(member.name)
+
+    def kill_member(self, member: EtcdMember) -> None:
+        member.kill()   # SIGCONT first, so a stopped member dies too
+        self.stopped_members.discard(member.name)
+
+    def restart_member(self, member: EtcdMember) -> None:
+        """Start a killed member again with its data and ports (it rejoins the cluster)."""
+        assert self.etcd is not None
+        if not member.running:
+            self.etcd.restart_member(member)
 
     def converged(self) -> int | None:
         """Every replica live, in sync and at the same log end: that end, else None."""
@@ -144,6 +198,17 @@ class ChaosGroup:
         """(replica, epoch) of every BecomeMaster in every broker's log (restarts append)."""
         return [grant for replica in self.replicas if replica.process.log.exists()
                 for grant in master_grants(replica.process.log.read_text(errors="replace"))]
+
+    def controller_writes(self) -> list[tuple[int, int]]:
+        """(revision, lease) of every write the name servers' logs record (restarts append)."""
+        return [write for namesrv in self.namesrvs if namesrv.log.exists()
+                for write in controller_writes(namesrv.log.read_text(errors="replace"))]
+
+    def verdict_client(self):
+        """A config client for the reads after the run (long histories: a long deadline)."""
+        from tidemq.configclient.client import ConfigClient
+
+        return ConfigClient(self.config_addrs, timeout=60.0)
 
     def lease_losses(self) -> int:
         """How many times a broker lost its live-key lease so far (its logs say so)."""
@@ -169,8 +234,13 @@ class ChaosGroup:
             parts.append(f"--- {name} ({'running' if running else 'down'}), last log lines:")
             parts.extend(tail)
         parts.append(f"control plane: {self.control_plane_problem() or 'whole'}")
-        if self.redis_tier is not None:
-            parts.append(self.redis_tier.explain())
+        for member in self.etcd.members if self.etcd is not None else ():
+            state = ("stopped" if member.name in self.stopped_members
+                     else "running" if member.running else "down")
+            tail = member.log.read_text(errors="replace").splitlines()[-8:] \
+                if member.log.exists() else []
+            parts.append(f"--- etcd {member.name} {member.addr} ({state}), last log lines:")
+            parts.extend(tail)
         return "\n".join(parts)
 
     # -- faults ------------------------------------------------------------------------------
@@ -208,8 +278,9 @@ class ChaosGroup:
             proxy.heal()
 
     def undo_all(self) -> None:
-        if self.redis_tier is not None:
-            self.redis_tier.undo_all()
+        for member in self.etcd.members if self.etcd is not None else ():
+            self.resume_member(member)
+            self.restart_member(member)
         for process in [*self.config_centers, *self.namesrvs]:
             if process.proc is None or process.proc.poll() is not None:
                 process.start(timeout=60)
@@ -240,39 +311,25 @@ def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
     ]
 
 
-def _start_store(tmp_path: Path, stack: ExitStack, replicated: bool) -> tuple[str, RedisTier | None]:
-    """The Redis URL the config centers use, and the tier behind it (None: one Redis)."""
-    if not replicated:
-        redis = start_redis(tmp_path)
-        stack.callback(redis.kill)
-        return redis.url, None
-    tier = stack.enter_context(RedisTier(Path(tmp_path) / "redis-tier",
-                                         down_after_ms=REDIS_DOWN_AFTER_MS,
-                                         failover_timeout_ms=REDIS_FAILOVER_TIMEOUT_MS))
-    return tier.url(), tier
-
-
 def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
-                proxied: bool = True, replicated_store: bool = True,
-                lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
+                proxied: bool = True, lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
     master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
     `proxied=False` wires the brokers directly (no partitions possible): what benchmarks
-    measure, without the proxies' extra hop and CPU. `replicated_store=False` runs one plain
-    Redis and one config center instead of the Redis tier and two (no control-plane
-    faults possible)."""
-    redis_url, tier = _start_store(tmp_path, stack, replicated_store)
+    measure, without the proxies' extra hop and CPU."""
+    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS)
+    stack.callback(etcd.kill)
+    etcd.start()
     start = stack.enter_context(process_group(tmp_path))
     with ThreadPoolExecutor(CONFIG_CENTERS) as pool:   # Python start-up dominates
         config_centers = list(pool.map(
-            lambda _: start("tidemq.configcenter", ["--redis-url", redis_url,
-                                                    "--history-limit", str(HISTORY_LIMIT)]),
-            range(CONFIG_CENTERS if replicated_store else 1)))
+            lambda _: start("tidemq.configcenter", ["--etcd-endpoints", etcd.endpoints]),
+            range(CONFIG_CENTERS)))
         config_addrs = ",".join(c.addr for c in config_centers)
         namesrvs = list(pool.map(
             lambda _: start("tidemq.nameserver", ["--config-center", config_addrs,
                                                   *CONTROLLER_TEST_FLAGS]), range(2)))
-    group = ChaosGroup(config_centers, namesrvs, redis_tier=tier)
+    group = ChaosGroup(config_centers, namesrvs, etcd=etcd)
     commands = []
     for replica_id in range(REPLICAS):
         ha_port = free_port()

@@ -1,7 +1,8 @@
-"""One chaos run: a producer, two consumer groups (pop and offset: tests.chaos.consumers) and a
-config writer against a 3-replica group and its replicated control plane while a seeded
-schedule of faults hits them; then every fault is undone, the replicas converge, the consumers
-drain and the verdicts run (tests.chaos.verify).
+"""One chaos run: a producer, two consumer groups (pop and offset: tests.chaos.consumers) and the
+config-center load (key writers, a compare-and-set register, watchers: tests.chaos.config_load)
+against a 3-replica group and its control plane (3 etcd members, 2 config centers) while a
+seeded schedule of faults (tests.chaos.faults) hits them; then every fault is undone, the
+replicas converge, the consumers drain and the verdicts run (tests.chaos.verify).
 
 Holding a fault for its scheduled time is the fault itself, not a synchronisation: every
 wait for the system to react polls a condition with a deadline.
@@ -17,21 +18,29 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.chaos.config_load import PREFIX, KeyWriters, Register, Watchers, replay
 from tests.chaos.consumers import OffsetReader, PopReader, drained
+from tests.chaos.faults import BY_NAME
 from tests.chaos.group import GROUP, ChaosGroup, start_group
-from tests.chaos.schedule import BROKER_KINDS, Fault, schedule
+from tests.chaos.schedule import Fault, schedule
 from tests.chaos.verify import (
     Ack,
-    ConfigAck,
-    ConfigVerdict,
     ConsumerVerdict,
+    ControllerVerdict,
+    EpochVerdict,
+    KeyVerdict,
+    RegisterVerdict,
     Verdict,
+    WatchVerdict,
     check_acks,
-    check_config,
     check_consumption,
+    check_controllers,
+    check_epochs,
+    check_key_writes,
+    check_register,
     check_replicas,
+    check_watch,
     consumption_summary,
-    epoch_conflicts,
     outages_by_kind,
     summary,
 )
@@ -41,13 +50,13 @@ TOPIC = "chaos"
 QUEUES = 2
 RECOVERY_TIMEOUT_S = 90
 DRAIN_TIMEOUT_S = 60   # after the faults: every consumer group catches up (else: losses)
-COUNTER_KEY = "/chaos/counter"   # outside /tidemq/: no service watches it
-# The broker lease in chaos runs. A Redis master failover leaves the config store without a
-# writable master for ~2.7-3.3 s here (Sentinel: 1 s down-after, ~1 s until it sees the
-# promotion, ~0.7 s reconfiguring the other replica; only then does it name the new master),
-# so with the 2 s test lease every broker lost its lease and the group re-elected in 5 of 9
-# Redis master faults. 5 s rides a failover out (0 lease losses in 9); the controller keeps
-# its 3 s lease, so controller hand-overs during a Redis failover stay in the runs.
+LEADER_KEY = "/tidemq/controller/leader"
+GROUP_KEY = f"/tidemq/replication/groups/{GROUP}"
+# The broker lease in chaos runs: well above a frozen master's failure detection (~3.6-4.1 s,
+# faults.Hold.DETECTION), so the stalls held around it are judged by detection, not by the
+# lease; an etcd leader change (1 s election timeout) keeps leases (etcd extends them on a
+# new leader). The controller keeps its 3 s lease, so controller hand-overs while the store
+# elects stay in the runs.
 CHAOS_LEASE_TTL_S = 5
 
 
@@ -102,84 +111,16 @@ class Workload:
             self.ack_times.append(now)
 
 
-HISTORY_READ = 5000   # newest changes of the counter the verdict compares one by one
-
-
-class ConfigWriter:
-    """One thread incrementing COUNTER_KEY by compare-and-set through every config center:
-    put(value + 1, expected_revision=the revision it read); on a conflict or an error it
-    re-reads. Every put the config center acknowledged is recorded (value, revision), in
-    acknowledgement order. A put that failed may or may not have been applied: the re-read
-    tells, and it is never counted as acknowledged. A re-read showing less than the highest
-    acknowledged value is a stale read (counted, reported)."""
-
-    PACE_S = 0.02   # between puts: ~50 writes/s, a load the brokers' leases share the store with
-
-    def __init__(self, config_addrs: str) -> None:
-        from tidemq.configclient.client import ConfigClient
-
-        self.client = ConfigClient(config_addrs, timeout=2.0)
-        self.acks: list[ConfigAck] = []
-        self.ack_times: list[float] = []
-        self.failed_calls = 0
-        self.stale_reads = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._write, name="chaos-config-writer")
-
-    def start(self) -> ConfigWriter:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _read(self) -> tuple[int, int]:
-        kv = self.client.get(COUNTER_KEY)
-        value, revision = (int(kv.value), kv.mod_revision) if kv else (0, 0)
-        if self.acks and value < self.acks[-1].value:
-            self.stale_reads += 1
-        return value, revision
-
-    def _write(self) -> None:
-        from tidemq.common.errors import TideMQError
-
-        current: tuple[int, int] | None = None
-        while not self._stop.is_set():
-            try:
-                current = current or self._read()
-                value, revision = current
-                result = self.client.put(COUNTER_KEY, str(value + 1), expected_revision=revision)
-            except TideMQError:
-                self.failed_calls += 1
-                current = None
-                self._stop.wait(self.PACE_S)
-                continue
-            current = None
-            if result.succeeded:
-                self.acks.append(ConfigAck(value + 1, result.revision))
-                self.ack_times.append(time.monotonic())
-                current = (value + 1, result.revision)
-            self._stop.wait(self.PACE_S)
-
-    def final(self) -> tuple[int, list[tuple[int, int]]]:
-        """The key's value now and its newest HISTORY_READ PUT events as (revision, value):
-        a long run's whole history is too large for one call, and a lost put older than that
-        shows as a value acknowledged twice (verify.check_config_writes)."""
-        kv = self.client.get(COUNTER_KEY)
-        history = [(event.revision, int(event.kv.value))
-                   for event in self.client.history(COUNTER_KEY, limit=HISTORY_READ)
-                   if event.type == "PUT"]
-        return (int(kv.value) if kv else 0), history
-
-
 @dataclass
 class Outcome:
     seed: int
     faults: list[Fault]
     verdict: Verdict
-    config: ConfigVerdict
-    epoch_conflicts: dict[int, set[int]]
+    keys: KeyVerdict
+    register: RegisterVerdict
+    watches: list[WatchVerdict]
+    epochs: EpochVerdict
+    controllers: ControllerVerdict
     consumers: list[ConsumerVerdict]
     crashes: list[str]
     line: str
@@ -201,57 +142,6 @@ def _create_topic(group: ChaosGroup) -> None:
             return False
 
     wait_until(routed, 60, interval=0.1, message=f"a route for {TOPIC}")
-
-
-def _apply(group: ChaosGroup, fault: Fault, rng: random.Random) -> callable:
-    """Inflict `fault`; returns what undoes it."""
-    if fault.kind not in BROKER_KINDS:
-        return _apply_to_control_plane(group, fault, rng)
-    master = group.master()
-    if fault.kind == "kill_controller":
-        controller = group.controller() or group.namesrvs[0]
-        controller.kill()
-        return lambda: controller.start(timeout=60)
-    if fault.kind == "kill_slave":
-        slaves = [r for r in group.replicas if r is not master and r.running]
-        target = rng.choice(slaves) if slaves else master
-        group.kill(target)
-        return lambda: group.restart(target)
-    if master is None:
-        return lambda: None
-    if fault.kind == "kill_master":
-        group.kill(master)
-        return lambda: group.restart(master)
-    if fault.kind == "pause_master":
-        group.pause(master)
-        return lambda: group.resume(master)
-    group.partition(master)   # partition_master
-    return lambda: group.heal(master)
-
-
-def _apply_to_control_plane(group: ChaosGroup, fault: Fault, rng: random.Random) -> callable:
-    if fault.kind == "kill_config_center":
-        center = rng.choice(group.config_centers)
-        center.kill()
-        return lambda: center.start(timeout=60)   # same port: clients keep their address
-    tier = group.redis_tier
-    if tier is None:
-        return lambda: None
-    if fault.kind == "kill_sentinel":
-        sentinel = rng.choice(tier.sentinels)
-        tier.kill(sentinel)
-        return lambda: tier.restart(sentinel)
-    master = tier.master()
-    if master is None:
-        return lambda: None
-    if fault.kind == "kill_redis_master":
-        tier.kill(master)
-        return lambda: tier.restart(master)   # Sentinel demotes it if it was replaced
-    if fault.kind == "pause_redis_master":
-        tier.pause(master)
-        return lambda: tier.resume(master)
-    tier.partition(master)   # partition_redis_master
-    return lambda: tier.heal(master)
 
 
 def _read_back(group: ChaosGroup, topic: str = TOPIC) -> dict[tuple[int, int], bytes]:
@@ -282,7 +172,7 @@ def _explain_consumers(consumers: list[ConsumerVerdict],
             log(f"chaos seed={seed} {consumer.group}: phantom read of {delivery.body!r} at "
                 f"{delivery.topic} {delivery.queue_id}@{delivery.queue_offset} at "
                 f"{_when(delivery.at, windows)}; the final log holds {held!r} there")
-        for acked_at, delivery in consumer.redelivered_after_ack[:5]:
+        for acked_at, delivery in consumer.acked_handed_again[:5]:
             log(f"chaos seed={seed} {consumer.group}: {delivery.body!r} acked at "
                 f"{_when(acked_at, windows)}, handed over again at "
                 f"{_when(delivery.at, windows)} from {delivery.topic} "
@@ -324,7 +214,7 @@ def _epoch(group: ChaosGroup) -> int | None:
         return None
 
 
-def _recover(group: ChaosGroup, workload: Workload, writer: ConfigWriter, fault: Fault,
+def _recover(group: ChaosGroup, workload: Workload, writer: KeyWriters, fault: Fault,
              seed: int) -> None:
     """Wait until the group is writable, the control plane whole again, and both a message
     and a config write have been acknowledged since."""
@@ -337,9 +227,39 @@ def _recover(group: ChaosGroup, workload: Workload, writer: ConfigWriter, fault:
                      f"an acknowledged send and config write after {fault} (seed {seed})")
 
 
+def _store_verdicts(group: ChaosGroup, writers: KeyWriters, register: Register,
+                    watchers: Watchers):
+    """The control plane's verdicts, from what the clients were told, the name servers' logs
+    and the store's own history read again through the config centers."""
+    with group.verdict_client() as client:
+        upto = client.range(PREFIX, limit=1).revision
+        keys = check_key_writes(writers.acks, writers.final(client))
+        chain = check_register(register.acks, Register.history(client, upto),
+                               register.stale_reads)
+        reference = [(e.revision, e.kv.key)
+                     for e in replay(client, PREFIX, watchers.start_revision, upto)]
+        watches = [check_watch(f"watcher{i}", seen, reference)
+                   for i, seen in enumerate(watchers.seen)]
+        group_history = replay(client, GROUP_KEY, 1, upto)
+        states = [(json.loads(e.kv.value)["epoch"], json.loads(e.kv.value)["master"])
+                  for e in group_history if e.type == "PUT"]
+        epochs = check_epochs(states, group.master_grants())
+        leader_events = [(e.revision, e.kv.lease if e.type == "PUT" else 0)
+                         for e in replay(client, LEADER_KEY, 1, upto)]
+        controllers = check_controllers(leader_events, group.controller_writes(),
+                                        [e.revision for e in group_history if e.type == "PUT"])
+    return keys, chain, watches, epochs, controllers
+
+
+def _watchers_caught_up(watchers: Watchers, writers: KeyWriters) -> bool:
+    last = max((ack.revision for ack in writers.acks), default=0)
+    return all(seen and seen[-1][0] >= last for seen in watchers.seen)
+
+
 def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
-              lease_ttl_s: float = CHAOS_LEASE_TTL_S) -> Outcome:
-    faults = schedule(seed, fault_count, lease_ttl_s=lease_ttl_s)
+              lease_ttl_s: float = CHAOS_LEASE_TTL_S, every_kind: bool = False) -> Outcome:
+    faults = schedule(seed, fault_count, lease_ttl_s=lease_ttl_s, every_kind=every_kind)
+    log(f"chaos seed={seed} schedule: {', '.join(map(str, faults))}")
     rng = random.Random(seed ^ 0x5EED)
     with ExitStack() as stack:
         group = start_group(tmp_path, stack, lease_ttl_s=lease_ttl_s)
@@ -351,19 +271,26 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         readers = [pop, offsets]
         for reader in readers:
             stack.callback(reader.stop)
-        writer = ConfigWriter(group.config_addrs).start()
+        with group.verdict_client() as client:
+            start_revision = client.range(PREFIX, limit=1).revision + 1
+        watchers = Watchers(group.config_addrs, start_revision).start()
+        stack.callback(watchers.stop)
+        writer = KeyWriters(group.config_addrs).start()
         stack.callback(writer.stop)
-        wait_until(lambda: workload.acks and writer.acks, 60,
-                   message="the first acknowledged send and config write")
+        register = Register(group.config_addrs).start()
+        stack.callback(register.stop)
+        wait_until(lambda: workload.acks and writer.acks and register.acks, 60,
+                   message="the first acknowledged send, config write and register write")
         windows: list[tuple[str, float]] = []
         promotions: list[tuple[float, float]] = []   # (fault start, recovered): master changed
         for number, fault in enumerate(faults, 1):
             epoch, losses = _epoch(group), group.lease_losses()
+            kind = BY_NAME[fault.kind]
             windows.append((fault.kind, time.monotonic()))
-            undo = _apply(group, fault, rng)
+            target = kind.apply(group, rng)
             log(f"chaos seed={seed} fault {number}/{len(faults)}: {fault}")
             time.sleep(fault.hold_s)   # the fault's duration (not a synchronisation)
-            undo()
+            kind.undo(group, target)
             _recover(group, workload, writer, fault, seed)
             if _epoch(group) != epoch:
                 promotions.append((windows[-1][1], time.monotonic()))
@@ -374,11 +301,15 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         end = time.monotonic()
         workload.stop()
         writer.stop()
+        register.stop()
         group.undo_all()
         confirmed = _wait_or_explain(group, group.converged,
                                      f"every replica of {GROUP} in sync (seed {seed})")
         _wait_or_explain(group, lambda: group.control_plane_problem() is None,
                          f"the control plane whole at the end (seed {seed})")
+        if not _poll(lambda: _watchers_caught_up(watchers, writer), DRAIN_TIMEOUT_S):
+            log(f"chaos seed={seed} watchers not caught up after {DRAIN_TIMEOUT_S}s")
+        watchers.stop()
         if not _poll(lambda: drained(readers, workload.acks, pop), DRAIN_TIMEOUT_S):
             log(f"chaos seed={seed} consumers not drained after {DRAIN_TIMEOUT_S}s")
         for reader in readers:
@@ -392,15 +323,18 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         verdict = check_acks(workload.acks, stored[TOPIC])
         verdict.diverged = check_replicas(
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
-        config = check_config(writer.acks, *writer.final(), stale_reads=writer.stale_reads)
-        conflicts = epoch_conflicts(group.master_grants())
+        keys, chain, watches, epochs, controllers = _store_verdicts(group, writer, register,
+                                                                    watchers)
         message_outages = outages_by_kind(workload.ack_times, windows, end)
         config_outages = outages_by_kind(writer.ack_times, windows, end)
         line = summary(seed, len(faults), verdict, workload.longest_outage_s,
-                       workload.unacknowledged, config, conflicts,
-                       {kind: (message_outages[kind], config_outages[kind])
-                        for kind in message_outages})
+                       workload.unacknowledged, keys=keys, register=chain, watches=watches,
+                       epochs=epochs, controllers=controllers,
+                       outages={kind: (message_outages[kind], config_outages[kind])
+                                for kind in message_outages})
         line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
         _explain_consumers(consumers, stored, windows, seed, log)
-        return Outcome(seed, faults, verdict, config, conflicts, consumers, group.crashes,
-                       line)
+        for problem in watchers.errors:
+            log(f"chaos seed={seed} {problem}")
+        return Outcome(seed, faults, verdict, keys, chain, watches, epochs, controllers,
+                       consumers, group.crashes, line)

@@ -1,16 +1,19 @@
 """The chaos suite: seeded fault schedules against a 3-replica SYNC_MASTER group and its
-replicated control plane (a Redis master, 2 replicas and 3 Sentinels; two config centers).
+control plane (a 3-member etcd cluster and two config centers over it).
 
-CI runs one short schedule with a fixed seed (schedule.CI_SEED, which draws control-plane
-faults too); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N schedules of M faults each (seeds
-S, S+1, ...), printing one summary line per run. A failure names its seed;
-`make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it. A run fails on a lost acknowledged
-message, diverged replicas, a lost acknowledged config write, a config revision handed out
-out of order, an epoch granted to two replicas, or — for each consumer group (pop, offset) —
-an acknowledged message it never got after the drain, a record it was handed that the final
-log does not hold at that queue offset (a phantom read), or a message the pop group left
-unacked that never came back; and on a broker that died on its own while restarting
-(restarted once more so the verdicts still run).
+CI runs one short schedule with a fixed seed that draws every fault kind once
+(schedule.CI_SEED, `every_kind`); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N weighted random
+schedules of M faults each (seeds S, S+1, ...), printing one summary line per run. A failure
+names its seed; `make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it (CHAOS_EVERY_KIND=1 for
+the CI kind of schedule). A run fails on a lost acknowledged message, diverged replicas, a lost
+acknowledged config write (or revisions acknowledged out of order to one writer), a
+compare-and-set register whose history is not one chain holding every acknowledged write, a
+watcher that skipped a revision, an epoch granted twice, a controller writing outside its own
+term, or — for each consumer group (pop, offset) — an acknowledged message it never got after
+the drain, a record it was handed that the final log does not hold at that queue offset (a
+phantom read), a message the pop group left unacked that never came back, or an acknowledged
+pop handed out again; and on a broker that died on its own while restarting (restarted once
+more so the verdicts still run). Every verdict also fails when it found nothing to judge.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from tests.chaos.schedule import CI_FAULTS, CI_SEED
 SEED = int(os.environ.get("CHAOS_SEED", str(CI_SEED)))
 RUNS = int(os.environ.get("CHAOS_RUNS", "1"))
 FAULTS = int(os.environ.get("CHAOS_FAULTS", str(CI_FAULTS)))
+# Without CHAOS_FAULTS (CI): the first faults are every kind once.
+EVERY_KIND = os.environ.get("CHAOS_EVERY_KIND", "" if "CHAOS_FAULTS" in os.environ else "1") == "1"
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +37,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(600 + 120 * FAULTS)
 @pytest.mark.parametrize("seed", [SEED + run for run in range(RUNS)])
 def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
-    outcome = run_chaos(tmp_path, seed, FAULTS)
+    outcome = run_chaos(tmp_path, seed, FAULTS, every_kind=EVERY_KIND)
     with capsys.disabled():
         print(f"\n{outcome.line}")
     assert not outcome.verdict.losses, (
@@ -40,14 +45,47 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         f"{outcome.verdict.losses[:3]}")
     assert not outcome.verdict.diverged, (
         f"replicas {outcome.verdict.diverged} differ below the confirmed offset (seed {seed})")
-    assert not outcome.config.lost, (
-        f"{len(outcome.config.lost)} acknowledged config writes lost (seed {seed}); first: "
-        f"{outcome.config.lost[:3]}")
-    assert not outcome.config.out_of_order, (
-        f"config revisions acknowledged out of order (seed {seed}): "
-        f"{outcome.config.out_of_order[:3]}")
-    assert not outcome.epoch_conflicts, (
-        f"epochs granted to two replicas (seed {seed}): {outcome.epoch_conflicts}")
+    keys = outcome.keys
+    assert keys.acks, f"no config write was acknowledged: nothing judged (seed {seed})"
+    assert not keys.lost, (
+        f"{len(keys.lost)} acknowledged config writes lost (seed {seed}); first: "
+        f"{keys.lost[:3]}")
+    assert not keys.out_of_order, (
+        f"config revisions acknowledged out of order (seed {seed}): {keys.out_of_order[:3]}")
+    chain = outcome.register
+    assert chain.acks, f"no register write was acknowledged: nothing judged (seed {seed})"
+    assert not chain.breaks, (
+        f"the register's history is not one chain (seed {seed}); writes off it: "
+        f"{chain.breaks[:3]}")
+    assert not chain.missing, (
+        f"{len(chain.missing)} acknowledged register writes not in its history (seed {seed}); "
+        f"first: {chain.missing[:3]}")
+    assert not chain.forks, (
+        f"two acknowledged register writes on one base revision (seed {seed}): "
+        f"{chain.forks[:3]}")
+    for watch in outcome.watches:
+        assert watch.events, f"{watch.watcher} saw no event: nothing judged (seed {seed})"
+        assert not watch.skipped, (
+            f"{watch.watcher} skipped {len(watch.skipped)} changes (seed {seed}); first: "
+            f"{watch.skipped[:3]}")
+        assert not watch.out_of_order, (
+            f"{watch.watcher} got revisions out of order (seed {seed}): "
+            f"{watch.out_of_order[:3]}")
+    epochs = outcome.epochs
+    assert epochs.store_grants and epochs.broker_grants, (
+        f"no epoch grant found (store {epochs.store_grants}, brokers' logs "
+        f"{epochs.broker_grants}): nothing judged (seed {seed})")
+    assert not epochs.conflicts, f"epochs granted twice (seed {seed}): {epochs.conflicts}"
+    assert not epochs.unrecorded, (
+        f"brokers became master at epochs the store never granted them (seed {seed}): "
+        f"{epochs.unrecorded[:5]}")
+    controllers = outcome.controllers
+    assert controllers.terms and controllers.writes, (
+        f"no controller term ({controllers.terms}) or logged write ({controllers.writes}): "
+        f"nothing judged (seed {seed})")
+    assert not controllers.outside_term, (
+        f"controllers wrote outside their own term (seed {seed}; revision, lease): "
+        f"{controllers.outside_term[:5]}")
     assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
     for consumer in outcome.consumers:
         assert not consumer.losses, (
@@ -59,3 +97,6 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         assert not consumer.not_returned, (
             f"{consumer.group}: {len(consumer.not_returned)} messages left unacked never "
             f"delivered again (seed {seed}); first: {consumer.not_returned[:3]}")
+        assert not consumer.acked_handed_again, (
+            f"{consumer.group}: {len(consumer.acked_handed_again)} acknowledged pops handed out "
+            f"again (seed {seed}); first: {consumer.acked_handed_again[:3]}")

@@ -7,12 +7,20 @@ the replicas hold (no process, no network here, so the checks themselves are uni
 - a message stored twice (a retried send whose first attempt was stored but not
   acknowledged) is a duplicate, counted and reported, never a failure: delivery is
   at-least-once and the unique id makes it detectable;
-- no acknowledged config write is lost (`check_config_writes`) and the revisions the config
-  center acknowledges to one writer strictly increase (`check_revisions`): what a Redis
-  failover must not take back;
-- no epoch is granted to two replicas (`epoch_conflicts`, over the brokers' "role change"
-  log lines): what a controller that re-used an epoch after a lost write would do;
+- every acknowledged config write is present afterwards (`check_key_writes`: several writers
+  creating distinct keys) and the revisions acknowledged to one writer strictly increase;
+- a compare-and-set register's history is one unbroken chain holding every acknowledged
+  write (`check_register`);
+- watchers never skip a revision (`check_watch`, against the store's history re-read);
+- no epoch is granted twice (`check_epochs`: the group key's history in the store and the
+  brokers' "role change" log lines);
+- never two controllers writing (`check_controllers`: every write a controller logged falls
+  in its own term of the leader key's history);
 - the longest write outage (messages, config writes) per fault kind (`outages_by_kind`).
+
+Every verdict fails when it found nothing to judge (no acknowledged write, no event, no
+grant, no term): a run that exercised nothing, or a log format that no longer parses, must
+not pass silently.
 """
 
 from __future__ import annotations
@@ -86,63 +94,138 @@ def check_replicas(logs: Mapping[str, Path], upto: int) -> list[str]:
     return [name for name, digest in digests.items() if digest != reference]
 
 
+# -- config writes --------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class ConfigAck:
-    """One compare-and-set put of the counter key the config center acknowledged."""
+class KeyAck:
+    """One create of a distinct key the config center acknowledged (writer `writer`)."""
 
-    value: int
+    writer: int
+    key: str
+    value: bytes
     revision: int
 
 
 @dataclass
-class ConfigVerdict:
+class KeyVerdict:
     acks: int = 0
-    lost: list[ConfigAck] = field(default_factory=list)
-    out_of_order: list[tuple[ConfigAck, ConfigAck]] = field(default_factory=list)
-    stale_reads: int = 0   # reads below an acknowledged value: reported, not a failure
+    lost: list[KeyAck] = field(default_factory=list)   # absent afterwards, or changed
+    out_of_order: list[tuple[KeyAck, KeyAck]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.lost and not self.out_of_order
+        return self.acks > 0 and not self.lost and not self.out_of_order
 
 
-def check_config_writes(acks: Sequence[ConfigAck], final_value: int,
-                        history: Sequence[tuple[int, int]]) -> list[ConfigAck]:
-    """The acknowledged puts the store lost. `final_value`: the key's value after the run;
-    `history`: its retained PUT events as (revision, value), oldest first.
-
-    One writer increments the key by compare-and-set, so every acknowledged put (v, r) must
-    leave the final value >= v, and — unless the history no longer reaches back to r (it keeps
-    the key's last N changes: older puts are superseded, and only the final value speaks for
-    them) — the history must hold exactly value v at revision r. A put lost in a failover and
-    written again later shows up at another revision, or not at all; and since the writer
-    increments what it reads, a lost put makes it acknowledge the same value again: values
-    acknowledged twice prove the first one lost, however old (the history need not reach it)."""
-    retained = dict(history)
-    oldest = min(retained, default=None)
-    acknowledged_later = {ack.value: ack.revision for ack in acks}   # the last ack of a value
-    lost = []
+def check_key_writes(acks: Sequence[KeyAck],
+                     final: Mapping[str, tuple[bytes, int]]) -> KeyVerdict:
+    """Every acknowledged write present afterwards: `final` = key -> (value, mod revision) of
+    every key under the writers' prefix, read after the run. Each key is written once, so
+    an acknowledged one must hold its value at the revision its acknowledgement gave. The
+    revisions acknowledged to one writer must strictly increase (a store that forgot writes
+    would hand one out again). Fails with nothing acknowledged (nothing judged)."""
+    verdict = KeyVerdict(acks=len(acks))
+    verdict.lost = [ack for ack in acks if final.get(ack.key) != (ack.value, ack.revision)]
+    by_writer: dict[int, list[KeyAck]] = defaultdict(list)
     for ack in acks:
-        superseded = oldest is not None and ack.revision < oldest
-        if final_value < ack.value or acknowledged_later[ack.value] != ack.revision or (
-                not superseded and retained.get(ack.revision) != ack.value):
-            lost.append(ack)
-    return lost
+        by_writer[ack.writer].append(ack)
+    for writer_acks in by_writer.values():
+        verdict.out_of_order += [(a, b) for a, b in pairwise(writer_acks)
+                                 if b.revision <= a.revision]
+    return verdict
 
 
-def check_revisions(acks: Sequence[ConfigAck]) -> list[tuple[ConfigAck, ConfigAck]]:
-    """Consecutive acknowledgements (in the order the writer got them) whose revision did not
-    increase: a revision handed out twice, as after a store that forgot its last writes."""
-    return [(before, after) for before, after in pairwise(acks)
-            if after.revision <= before.revision]
+def register_value(writer: int, sequence: int, based_on: int) -> str:
+    """What a register writer puts: who, its count, and the mod revision it compared against
+    (so the store's history itself says which write each one followed)."""
+    return f"{writer}:{sequence}:{based_on}"
 
 
-def check_config(acks: Sequence[ConfigAck], final_value: int,
-                 history: Sequence[tuple[int, int]], stale_reads: int = 0) -> ConfigVerdict:
-    return ConfigVerdict(len(acks), check_config_writes(acks, final_value, history),
-                         check_revisions(acks), stale_reads)
+def based_on(value: str) -> int:
+    return int(value.rsplit(":", 1)[1])
 
 
+@dataclass(frozen=True, slots=True)
+class CasAck:
+    """One compare-and-set of the register the config center acknowledged: `value` written
+    at `revision` on the condition that the key was at `based_on` (0 = absent)."""
+
+    writer: int
+    based_on: int
+    revision: int
+    value: str
+
+
+@dataclass
+class RegisterVerdict:
+    acks: int = 0
+    writes: int = 0                                      # PUTs in the store's history
+    breaks: list[tuple[int, str]] = field(default_factory=list)   # (revision, value) off-chain
+    missing: list[CasAck] = field(default_factory=list)  # acknowledged, not in the chain
+    forks: list[tuple[CasAck, CasAck]] = field(default_factory=list)  # two on one base
+    stale_reads: int = 0   # reads below an acknowledged revision: reported
+
+    @property
+    def ok(self) -> bool:
+        return self.acks > 0 and not self.breaks and not self.missing and not self.forks
+
+
+def check_register(acks: Sequence[CasAck], history: Sequence[tuple[int, str]],
+                   stale_reads: int = 0) -> RegisterVerdict:
+    """The register's acknowledged history forms one unbroken chain. `history`: every PUT of
+    the key as (revision, value), oldest first, read from the store after the run.
+
+    Each write names the revision it compared against, so in the store's history every write
+    must follow the one before it (the first: based on 0, the key absent) — a write applied on
+    a stale compare, or a lost write the next one was based on, breaks the chain; every
+    acknowledged write must be in it, at its revision with its value; and no two
+    acknowledged writes may be based on the same revision (both "won" one compare). Fails with
+    nothing acknowledged."""
+    verdict = RegisterVerdict(acks=len(acks), writes=len(history), stale_reads=stale_reads)
+    previous = 0
+    for revision, value in history:
+        if based_on(value) != previous:
+            verdict.breaks.append((revision, value))
+        previous = revision
+    chain = dict(history)
+    verdict.missing = [ack for ack in acks if chain.get(ack.revision) != ack.value]
+    first_on: dict[int, CasAck] = {}
+    for ack in acks:
+        if ack.based_on in first_on:
+            verdict.forks.append((first_on[ack.based_on], ack))
+        else:
+            first_on[ack.based_on] = ack
+    return verdict
+
+
+@dataclass
+class WatchVerdict:
+    watcher: str
+    events: int = 0
+    out_of_order: list[tuple[int, int]] = field(default_factory=list)   # revision pairs
+    skipped: list[tuple[int, str]] = field(default_factory=list)        # (revision, key)
+
+    @property
+    def ok(self) -> bool:
+        return self.events > 0 and not self.out_of_order and not self.skipped
+
+
+def check_watch(watcher: str, seen: Sequence[tuple[int, str]],
+                reference: Sequence[tuple[int, str]]) -> WatchVerdict:
+    """A watcher never skips a revision: `seen` = the (revision, key) of every event it was
+    handed, in order; `reference` = every change under the same prefix, read again from the
+    store after the run (a fresh watch from the watcher's start). Revisions must not go back
+    or repeat, and every change of the reference up to the last revision the watcher saw
+    must be among what it saw. Fails when it saw nothing."""
+    verdict = WatchVerdict(watcher, events=len(seen))
+    verdict.out_of_order = [(a[0], b[0]) for a, b in pairwise(seen) if b <= a]
+    last = seen[-1][0] if seen else 0
+    handed = set(seen)
+    verdict.skipped = [change for change in reference
+                       if change[0] <= last and change not in handed]
+    return verdict
+
+
+# -- epochs and controllers --------------------------------------------------------------------
 _ROLE_CHANGE = re.compile(r"\brole change\b(?P<fields>.*)$")
 _FIELD = re.compile(r"(\w+)=(\S+)")
 
@@ -170,6 +253,97 @@ def epoch_conflicts(grants: Iterable[tuple[int, int]]) -> dict[int, set[int]]:
     return {epoch: replicas for epoch, replicas in holders.items() if len(replicas) > 1}
 
 
+@dataclass
+class EpochVerdict:
+    store_grants: int = 0          # distinct (epoch, master) in the group key's history
+    broker_grants: int = 0         # BecomeMaster lines in the brokers' logs
+    conflicts: dict[int, set[int]] = field(default_factory=dict)   # epoch -> masters
+    unrecorded: list[tuple[int, int]] = field(default_factory=list)  # (replica, epoch)
+
+    @property
+    def ok(self) -> bool:
+        return (self.store_grants > 0 and self.broker_grants > 0 and not self.conflicts
+                and not self.unrecorded)
+
+
+def check_epochs(store_states: Iterable[tuple[int, int]],
+                 broker_grants: Sequence[tuple[int, int]]) -> EpochVerdict:
+    """Epochs are never granted twice. `store_states`: (epoch, master) of every write of the
+    group key (its whole history; master -1 = none); `broker_grants`: (replica, epoch) of
+    every BecomeMaster in the brokers' logs. An epoch may name one master only, in the store
+    and in the logs, and every master a broker became must be one the store granted. Fails
+    when either source shows no grant (nothing judged: a changed log format reads as none)."""
+    granted: dict[int, set[int]] = defaultdict(set)
+    for epoch, master in store_states:
+        if master >= 0:
+            granted[epoch].add(master)
+    conflicts = {epoch: set(masters) for epoch, masters in granted.items() if len(masters) > 1}
+    for epoch, replicas in epoch_conflicts(broker_grants).items():
+        conflicts[epoch] = conflicts.get(epoch, set()) | replicas
+    return EpochVerdict(
+        store_grants=sum(len(masters) for masters in granted.values()),
+        broker_grants=len(broker_grants), conflicts=conflicts,
+        unrecorded=sorted({(replica, epoch) for replica, epoch in broker_grants
+                           if replica not in granted.get(epoch, ())}))
+
+
+_CONTROLLER_WRITE = re.compile(
+    r"\b(controller wrote group state|master fenced out before its lease expired)\b"
+    r"(?P<fields>.*)$")
+
+
+def controller_writes(log_text: str) -> list[tuple[int, int]]:
+    """(store revision, controller lease) of every write a name server's log records: its
+    group-key writes and its fence-out deletes."""
+    writes = []
+    for line in log_text.splitlines():
+        found = _CONTROLLER_WRITE.search(line)
+        if found:
+            fields = dict(_FIELD.findall(found["fields"]))
+            if "revision" in fields and "lease" in fields:
+                writes.append((int(fields["revision"]), int(fields["lease"])))
+    return writes
+
+
+@dataclass
+class ControllerVerdict:
+    terms: int = 0                 # leader-key creations in the store's history
+    writes: int = 0                # writes the controllers' logs attribute to a term
+    outside_term: list[tuple[int, int]] = field(default_factory=list)  # (revision, lease)
+    unattributed: int = 0          # group-key writes no controller log names: reported
+
+    @property
+    def ok(self) -> bool:
+        return self.terms > 0 and self.writes > 0 and not self.outside_term
+
+
+def check_controllers(leader_events: Sequence[tuple[int, int]],
+                      writes: Iterable[tuple[int, int]],
+                      group_writes: Iterable[int] = ()) -> ControllerVerdict:
+    """Never two controllers writing. `leader_events`: the controller leader key's history as
+    (revision, lease) oldest first — a creation under the new controller's lease, or lease 0
+    for a deletion (its lease ended or was revoked); `writes`: (revision, lease) of every write
+    the controllers logged; `group_writes`: revisions of every write of the group keys in the
+    store's history. A write belongs to the term in force at its revision — the last leader
+    key event before it — and must carry that term's lease: a write under any other lease (or
+    while the key was absent) is a controller writing while another held, or nobody held,
+    the key. Group-key writes no log names (a write whose reply was lost) are counted.
+    Fails with no term or no write to judge."""
+    events = sorted(leader_events)
+    revisions = [revision for revision, _ in events]
+    verdict = ControllerVerdict(terms=sum(1 for _, lease in events if lease))
+    logged = set()
+    for revision, lease in writes:
+        verdict.writes += 1
+        logged.add(revision)
+        index = bisect_right(revisions, revision - 1) - 1
+        term = events[index][1] if index >= 0 else 0
+        if term != lease:
+            verdict.outside_term.append((revision, lease))
+    verdict.unattributed = sum(1 for revision in group_writes if revision not in logged)
+    return verdict
+
+
 def outages_by_kind(ack_times: Sequence[float], faults: Sequence[tuple[str, float]],
                     end: float) -> dict[str, float]:
     """Each fault's outage — the longest gap between consecutive acknowledgements that *ends*
@@ -193,20 +367,35 @@ def outages_by_kind(ack_times: Sequence[float], faults: Sequence[tuple[str, floa
 
 
 def summary(seed: int, faults: int, verdict: Verdict, longest_outage_s: float,
-            failed_sends: int, config: ConfigVerdict | None = None,
-            conflicts: Mapping[int, set[int]] | None = None,
+            failed_sends: int, *, keys: KeyVerdict | None = None,
+            register: RegisterVerdict | None = None,
+            watches: Sequence[WatchVerdict] = (), epochs: EpochVerdict | None = None,
+            controllers: ControllerVerdict | None = None,
             outages: Mapping[str, tuple[float, float]] | None = None) -> str:
     """One line; `outages`: kind -> (longest message outage, longest config-write outage)."""
     line = (f"chaos seed={seed} faults={faults} acks={verdict.acks} "
             f"losses={len(verdict.losses)} duplicates={verdict.duplicates} "
             f"diverged={len(verdict.diverged)} unacknowledged_sends={failed_sends} "
             f"longest_write_outage={longest_outage_s:.2f}s")
-    if config is not None:
-        line += (f" config_acks={config.acks} config_lost={len(config.lost)} "
-                 f"revisions_out_of_order={len(config.out_of_order)} "
-                 f"stale_config_reads={config.stale_reads}")
-    if conflicts is not None:
-        line += f" epoch_conflicts={len(conflicts)}"
+    if keys is not None:
+        line += (f" config_acks={keys.acks} config_lost={len(keys.lost)} "
+                 f"revisions_out_of_order={len(keys.out_of_order)}")
+    if register is not None:
+        line += (f" register_acks={register.acks} register_writes={register.writes} "
+                 f"chain_breaks={len(register.breaks)} register_missing="
+                 f"{len(register.missing)} register_forks={len(register.forks)} "
+                 f"stale_register_reads={register.stale_reads}")
+    for watch in watches:
+        line += (f" {watch.watcher}:events={watch.events} skipped={len(watch.skipped)} "
+                 f"out_of_order={len(watch.out_of_order)}")
+    if epochs is not None:
+        line += (f" epoch_grants={epochs.store_grants}/{epochs.broker_grants} "
+                 f"epoch_conflicts={len(epochs.conflicts)} "
+                 f"epochs_unrecorded={len(epochs.unrecorded)}")
+    if controllers is not None:
+        line += (f" controller_terms={controllers.terms} controller_writes="
+                 f"{controllers.writes} writes_outside_term={len(controllers.outside_term)} "
+                 f"unattributed_group_writes={controllers.unattributed}")
     if outages:
         line += " outages(msg/config)=" + ",".join(
             f"{kind}:{message:.2f}/{config_write:.2f}s"
@@ -234,15 +423,21 @@ class ConsumerVerdict:
     losses: list[bytes] = field(default_factory=list)        # acknowledged, never handed over
     phantoms: list[Delivery] = field(default_factory=list)   # not in the final log as handed
     redelivered: int = 0            # deliveries past a body's first: at-least-once, reported
-    # pop: (when its ack succeeded, the delivery after it): reported, not a failure
+    # pop: (when its ack succeeded, the delivery after it) of every body
     redelivered_after_ack: list[tuple[float, Delivery]] = field(default_factory=list)
+    # of those, the ones of a body the final log holds once (not a copy the producer stored
+    # twice): a pop acknowledged and handed out again. A failure: an ack is appended to the
+    # revive log and answered only once the in-sync replicas hold it (SYNC_MASTER), so a
+    # promoted replica knows it.
+    acked_handed_again: list[tuple[float, Delivery]] = field(default_factory=list)
     unacked: int = 0                # pop: deliveries left unacked on purpose
     not_returned: list[bytes] = field(default_factory=list)  # of those, never delivered again
     returned_across_promotion: int = 0  # of those, back after a master change they straddled
 
     @property
     def ok(self) -> bool:
-        return not self.losses and not self.phantoms and not self.not_returned
+        return (not self.losses and not self.phantoms and not self.not_returned
+                and not self.acked_handed_again)
 
 
 def check_consumption(group: str, acks: Iterable[Ack], deliveries: Sequence[Delivery],
@@ -267,6 +462,10 @@ def check_consumption(group: str, acks: Iterable[Ack], deliveries: Sequence[Deli
         if stored.get(delivery.topic, {}).get(
                 (delivery.queue_id, delivery.queue_offset)) != delivery.body:
             verdict.phantoms.append(delivery)
+    copies = Counter(body for topic, held in stored.items() if not topic.startswith("%")
+                     for body in held.values())
+    verdict.acked_handed_again = [(at, delivery) for at, delivery in verdict.redelivered_after_ack
+                                  if copies.get(delivery.body, 0) <= 1]
     verdict.losses = [ack.body for ack in acks if ack.body not in seen]
     verdict.redelivered = sum(len(times) - 1 for times in seen.values())
     for body, at in unacked:
@@ -284,6 +483,7 @@ def consumption_summary(verdicts: Iterable[ConsumerVerdict]) -> str:
     return " ".join(
         f"{v.group}:deliveries={v.deliveries} losses={len(v.losses)} "
         f"phantom_reads={len(v.phantoms)} redelivered={v.redelivered} "
-        f"redelivered_after_ack={len(v.redelivered_after_ack)} unacked={v.unacked} "
+        f"redelivered_after_ack={len(v.redelivered_after_ack)} "
+        f"acked_handed_again={len(v.acked_handed_again)} unacked={v.unacked} "
         f"unacked_not_returned={len(v.not_returned)} "
         f"returned_across_promotion={v.returned_across_promotion}" for v in verdicts)

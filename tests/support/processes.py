@@ -117,16 +117,13 @@ class _PortTaken(Exception):
 
 @dataclass
 class RedisServer:
-    """One redis-server. `config_file` is read first, then the defaults, then `extra_args`
-    (which override both: `["--appendfsync", "always"]`); what the file says wins only where
-    the command line is silent (as `replicaof` a Sentinel's CONFIG REWRITE keeps up to date).
-    Restarting keeps the port and the data dir."""
+    """One redis-server: the defaults, then `extra_args` (which override them:
+    `["--appendfsync", "always"]`). Restarting keeps the port and the data dir."""
 
     data_dir: Path
     port: int = 0
     proc: subprocess.Popen | None = None
     extra_args: list[str] = field(default_factory=list)
-    config_file: Path | None = None
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,38 +138,24 @@ class RedisServer:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        config = [str(self.config_file)] if self.config_file else []
-        return [REDIS_SERVER, *config, "--port", str(self.port), "--bind", "127.0.0.1",
+        return [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
                 "--save", "", "--logfile", str(self.log), *self.extra_args]
-
-    def popen_env(self) -> dict[str, str] | None:
-        return None   # the test process's own
-
-    def output_file(self) -> Path | None:
-        """Where the process's stdout and stderr go (None: nowhere; Redis logs to `log`)."""
-        return None
 
     def start(self, timeout: float = 15.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             self.port = self.port or free_port()
-            output = self.output_file()
-            with open(output, "ab") if output else contextlib.nullcontext(
-                    subprocess.DEVNULL) as out:
-                self.proc = subprocess.Popen(self.command(), stdout=out,
-                                             stderr=subprocess.STDOUT, env=self.popen_env())
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.STDOUT)
             try:
                 wait_until(self._serving, timeout,
                            message=f"{self.command()[0]} on port {self.port}")
                 return self
             except (TimeoutError, _PortTaken):
                 self.kill()
-                self._discard_failed_start()
+                self.port = 0  # the port was taken between probe and bind: try another
         raise RuntimeError(f"{self.command()[0]} would not start:\n{_tail(self.log)}")
-
-    def _discard_failed_start(self) -> None:
-        self.port = 0  # the port was taken between probe and bind: try another
 
     def _serving(self) -> bool:
         """This process answers on the port: asked by its process id, since another test's

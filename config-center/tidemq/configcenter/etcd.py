@@ -174,6 +174,10 @@ class EtcdConnection:
         first = self._preferred
         return [self.members[(first + i) % len(self.members)] for i in range(len(self.members))]
 
+    def answered(self, member: Member) -> None:
+        """`member` served a call made outside `call` (a stream): try it first next time."""
+        self._preferred = self.members.index(member)
+
     def call(self, service: str, method: str, request: Any, *, mutation: bool,
              timeout: float | None = None) -> Any:
         """`service`.`method`(request) on the first member that serves it."""

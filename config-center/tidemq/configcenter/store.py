@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -315,19 +316,32 @@ class ConfigStore:
     def lease_keepalive(self, lease: int) -> int:
         """Extend the lease by its TTL; 0 means it had already expired (keys are gone)."""
         validate_revision(lease, "lease")
-        for member in self.etcd.order():
+        deadline = time.monotonic() + self.etcd.timeout
+        members = self.etcd.order()
+        for index, member in enumerate(members):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            # Within the call's deadline, shared as `call` shares it: a frozen member (SIGSTOP,
+            # a hung host) accepts the stream and never answers, and without a deadline the
+            # keep-alive waited on it for a minute while the lease ran out (found by the chaos
+            # suite's stop_etcd_leader).
+            others = len(members) - index - 1
+            attempt = left if not others else max(min(left, 1.0), left / (others + 1))
             try:
                 stream = self.etcd.stream(member, "lease", "LeaseKeepAlive",
-                                          iter([etcd.LeaseKeepAliveRequest(ID=lease)]))
+                                          iter([etcd.LeaseKeepAliveRequest(ID=lease)]),
+                                          timeout=attempt)
                 reply = next(iter(stream))
             except grpc.RpcError as exc:
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE,
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN,
                                   grpc.StatusCode.DEADLINE_EXCEEDED) \
                         or self.etcd.token_refused(exc):
-                    continue
+                    continue   # UNKNOWN: etcd's own "context deadline exceeded" (no leader)
                 raise translate(exc, member.endpoint) from None
             except StopIteration:
                 continue
+            self.etcd.answered(member)
             return max(0, reply.TTL)
         raise ServiceUnavailable(f"no etcd member renewed lease {lease} "
                                  f"({', '.join(self.target.endpoints)})")

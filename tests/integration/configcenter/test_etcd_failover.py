@@ -185,3 +185,33 @@ def test_no_quorum_answers_unavailable_naming_the_members(etcd3, services):
         message = refused.value.message
         assert "no etcd member served the call" in message
         assert all(m.addr in message for m in etcd3.members), message
+
+
+def test_a_lease_is_kept_alive_past_a_frozen_member(etcd3):
+    """A keep-alive moves on from a member that accepts the stream and never answers (SIGSTOP)
+    within the call's deadline; it used to wait on it for a minute and lose the lease (the
+    chaos suite's stop_etcd_leader cost every broker its lease)."""
+    from tidemq.configcenter.etcd import EtcdTarget
+    from tidemq.configcenter.store import ConfigStore
+
+    store = ConfigStore(EtcdTarget.parse(etcd3.endpoints))
+    try:
+        lease, ttl = store.lease_grant(5)
+        assert store.lease_keepalive(lease) > 0
+        frozen = next(m for m in etcd3.members if m.addr == store.etcd.order()[0].endpoint)
+        frozen.signal(signal.SIGSTOP)
+        renewed = wait_until(lambda: _renewed(store, lease), timeout=ttl,
+                             message="a keep-alive answered past the frozen member")
+        assert renewed > 0   # still alive: it never expired while the member was frozen
+    finally:
+        store.close()
+
+
+def _renewed(store, lease: int) -> int:
+    started = time.monotonic()
+    try:
+        ttl = store.lease_keepalive(lease)
+    except errors.ServiceUnavailable:   # no leader yet (the frozen member led): try again
+        ttl = 0
+    assert time.monotonic() - started < store.etcd.timeout + 1, "a keep-alive hung"
+    return ttl

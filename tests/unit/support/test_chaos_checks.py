@@ -9,29 +9,34 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.chaos.consumers import drained
+from tests.chaos.faults import BY_NAME, FAULTS, Hold
 from tests.chaos.schedule import (
     CI_FAULTS,
     CI_SEED,
-    CONTROL_PLANE_KINDS,
     HELD_PAST_LEASE,
     KINDS,
     schedule,
 )
 from tests.chaos.verify import (
     Ack,
-    ConfigAck,
+    CasAck,
     Delivery,
+    KeyAck,
     Verdict,
     check_acks,
-    check_config,
-    check_config_writes,
     check_consumption,
+    check_controllers,
+    check_epochs,
+    check_key_writes,
+    check_register,
     check_replicas,
-    check_revisions,
+    check_watch,
     consumption_summary,
+    controller_writes,
     epoch_conflicts,
     master_grants,
     outages_by_kind,
+    register_value,
     summary,
 )
 
@@ -64,72 +69,115 @@ def test_replicas_compared_byte_for_byte_below_the_confirmed_offset(tmp_path):
     assert check_replicas(logs, 2001) == ["b"]
 
 
-@given(st.integers(0, 2**32), st.integers(0, 40))
-def test_a_seed_replays_the_same_schedule(seed, count):
-    first = schedule(seed, count, lease_ttl_s=3)
-    assert first == schedule(seed, count, lease_ttl_s=3)
-    assert all(f.kind in KINDS for f in first)
-    assert all(f.hold_s > 3 for f in first if f.kind in HELD_PAST_LEASE)
+@given(st.integers(0, 2**32), st.integers(0, 40), st.booleans())
+def test_a_seed_replays_the_same_schedule(seed, count, every_kind):
+    first = schedule(seed, count, lease_ttl_s=5, every_kind=every_kind)
+    assert first == schedule(seed, count, lease_ttl_s=5, every_kind=every_kind)
+    assert len(first) == count and all(f.kind in KINDS for f in first)
+    for fault in first:
+        low, high = BY_NAME[fault.kind].hold.bounds(5)
+        assert low - 0.01 <= fault.hold_s <= high + 0.01
+    assert all(f.hold_s > 5 for f in first if f.kind in HELD_PAST_LEASE)
+    if every_kind and count >= len(KINDS):
+        assert {f.kind for f in first[:len(KINDS)]} == set(KINDS)
 
 
-def test_the_ci_schedule_hits_the_control_plane():
-    kinds = {f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=2)}
-    assert kinds & set(CONTROL_PLANE_KINDS), kinds
+def test_the_ci_schedule_draws_every_fault_kind():
+    kinds = [f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=5, every_kind=True)]
+    assert sorted(kinds) == sorted(KINDS)
 
 
-# -- config writes: one writer's compare-and-set increments ----------------------------------
-def _history(*pairs):
-    return list(pairs)
+def test_the_fault_table_has_one_row_per_kind_with_what_it_needs():
+    assert len(BY_NAME) == len(FAULTS) == len(KINDS)
+    for kind in FAULTS:
+        assert kind.weight > 0 and callable(kind.apply) and callable(kind.undo)
+        assert kind.plane in ("broker", "store")
+    assert Hold.ELECTION.bounds(5) == (1.2, 2.5)   # just past etcd's 1 s election timeout
+    low, high = Hold.DETECTION.bounds(5)
+    assert 3.6 <= low < high < 5                    # around detection, below the lease
+    assert BY_NAME["pause_master"].held_past_lease and not BY_NAME["kill_master"].held_past_lease
 
 
-def test_config_writes_all_in_the_history_and_below_the_final_value_are_kept():
-    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(3, 15)]
-    assert check_config_writes(acks, 3, _history((10, 1), (14, 2), (15, 3))) == []
-    # a put applied but never acknowledged (value 4) is in the history: no loss either
-    assert check_config_writes(acks, 4, _history((10, 1), (14, 2), (15, 3), (16, 4))) == []
+# -- config writes: distinct keys -----------------------------------------------------------
+def test_every_acknowledged_key_present_with_its_value_and_revision_passes():
+    acks = [KeyAck(0, "/k/0", b"0:0", 5), KeyAck(1, "/k/1", b"1:0", 6), KeyAck(0, "/k/2", b"0:1", 9)]
+    final = {"/k/0": (b"0:0", 5), "/k/1": (b"1:0", 6), "/k/2": (b"0:1", 9), "/k/3": (b"x", 10)}
+    verdict = check_key_writes(acks, final)
+    assert verdict.ok and verdict.acks == 3   # an applied, unacknowledged key is no matter
 
 
-def test_a_final_value_below_an_acknowledged_one_is_a_lost_write():
-    acks = [ConfigAck(1, 10), ConfigAck(2, 14)]
-    assert check_config_writes(acks, 1, _history((10, 1))) == [ConfigAck(2, 14)]
+def test_an_acknowledged_key_absent_or_rewritten_is_lost():
+    acks = [KeyAck(0, "/k/0", b"0:0", 5), KeyAck(0, "/k/1", b"0:1", 6)]
+    verdict = check_key_writes(acks, {"/k/1": (b"0:1", 8)})   # same value, another revision
+    assert not verdict.ok and verdict.lost == acks
 
 
-def test_an_acknowledged_value_rewritten_at_another_revision_was_lost():
-    # the store forgot value 2 at revision 14; the writer read 1 again and wrote 2 at 17
-    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(2, 17)]
-    assert check_config_writes(acks, 2, _history((10, 1), (17, 2))) == [ConfigAck(2, 14)]
-    # the same revision holding another value is no better
-    assert check_config_writes([ConfigAck(5, 30)], 6, _history((30, 6))) == [ConfigAck(5, 30)]
+def test_revisions_acknowledged_to_one_writer_must_increase():
+    acks = [KeyAck(0, "/k/0", b"a", 5), KeyAck(1, "/k/1", b"b", 4), KeyAck(0, "/k/2", b"c", 5)]
+    final = {a.key: (a.value, a.revision) for a in acks}
+    verdict = check_key_writes(acks, final)
+    assert verdict.out_of_order == [(acks[0], acks[2])] and not verdict.ok
 
 
-def test_a_value_acknowledged_twice_proves_the_first_lost_even_past_the_history():
-    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(2, 19), ConfigAck(3, 20)]
-    assert check_config_writes(acks, 3, _history((19, 2), (20, 3))) == [ConfigAck(2, 14)]
+def test_the_key_verdict_fails_with_nothing_acknowledged():
+    assert not check_key_writes([], {}).ok
 
 
-def test_writes_older_than_the_retained_history_are_superseded_by_the_final_value():
-    acks = [ConfigAck(1, 10), ConfigAck(2, 14), ConfigAck(3, 15)]
-    assert check_config_writes(acks, 3, _history((15, 3))) == []   # history keeps the last 1
-    assert check_config_writes(acks, 3, []) == acks                # no history at all
+# -- the compare-and-set register ---------------------------------------------------------
+def _chain(*steps):
+    """(writer, revision) steps, each based on the one before: history and acks."""
+    history, acks, base = [], [], 0
+    for n, (writer, revision) in enumerate(steps):
+        value = register_value(writer, n, base)
+        history.append((revision, value))
+        acks.append(CasAck(writer, base, revision, value))
+        base = revision
+    return history, acks
 
 
-def test_revisions_must_strictly_increase_in_acknowledgement_order():
-    assert check_revisions([ConfigAck(1, 3), ConfigAck(2, 9), ConfigAck(3, 10)]) == []
-    repeated = [ConfigAck(1, 3), ConfigAck(2, 9), ConfigAck(3, 9), ConfigAck(4, 5)]
-    assert check_revisions(repeated) == [(ConfigAck(2, 9), ConfigAck(3, 9)),
-                                         (ConfigAck(3, 9), ConfigAck(4, 5))]
-    verdict = check_config(repeated, 4, [(3, 1), (9, 2)])
-    assert not verdict.ok and len(verdict.out_of_order) == 2
+def test_an_unbroken_chain_holding_every_ack_passes():
+    history, acks = _chain((0, 3), (1, 7), (0, 8))
+    verdict = check_register(acks[:2], history)   # the last write applied, its reply lost
+    assert verdict.ok and verdict.writes == 3
 
 
-@given(st.lists(st.integers(1, 5), max_size=30))
-def test_a_clean_single_writer_run_passes_every_config_check(steps):
-    revision, acks = 0, []
-    for value, step in enumerate(steps, 1):   # other keys' writes take revisions in between
-        revision += step
-        acks.append(ConfigAck(value, revision))
-    history = [(a.revision, a.value) for a in acks]
-    assert check_config(acks, len(acks), history[-10:]).ok
+def test_a_write_on_a_stale_base_breaks_the_chain_and_two_acks_on_one_base_fork():
+    history, acks = _chain((0, 3), (1, 7))
+    stale = register_value(0, 9, 3)          # compared against 3 although 7 was current
+    history.append((9, stale))
+    forked = CasAck(0, 3, 9, stale)
+    verdict = check_register([*acks, forked], history)
+    assert verdict.breaks == [(9, stale)] and verdict.forks == [(acks[1], forked)]
+    assert not verdict.ok
+
+
+def test_an_acknowledged_register_write_missing_from_the_history_is_lost():
+    history, acks = _chain((0, 3), (1, 7))
+    verdict = check_register(acks, history[:1])
+    assert verdict.missing == [acks[1]] and not verdict.ok
+
+
+def test_the_register_verdict_fails_with_nothing_acknowledged():
+    history, _ = _chain((0, 3))
+    assert not check_register([], history).ok
+
+
+# -- watchers ------------------------------------------------------------------------------
+def test_a_watcher_that_saw_every_change_up_to_its_last_passes():
+    reference = [(3, "/a"), (4, "/b"), (6, "/a"), (9, "/c")]
+    assert check_watch("w", reference[:3], reference).ok   # stopped before 9: not a skip
+
+
+def test_a_skipped_or_repeated_revision_fails():
+    reference = [(3, "/a"), (4, "/b"), (6, "/a")]
+    skipped = check_watch("w", [(3, "/a"), (6, "/a")], reference)
+    assert skipped.skipped == [(4, "/b")] and not skipped.ok
+    repeated = check_watch("w", [(3, "/a"), (4, "/b"), (4, "/b"), (6, "/a")], reference)
+    assert repeated.out_of_order == [(4, 4)] and not repeated.ok
+
+
+def test_a_watcher_that_saw_nothing_fails():
+    assert not check_watch("w", [], [(3, "/a")]).ok
 
 
 # -- epochs ------------------------------------------------------------------------------
@@ -155,13 +203,52 @@ def test_one_epoch_granted_to_two_replicas_is_a_conflict():
     assert epoch_conflicts([*grants, (2, 4)]) == {4: {0, 2}}
 
 
+def test_epochs_are_judged_on_the_store_history_and_the_brokers_logs_together():
+    store = [(1, 0), (1, 0), (2, 1), (3, -1), (4, 0)]   # epoch 3: waiting, no master
+    verdict = check_epochs(store, master_grants(_LOG))
+    assert verdict.ok and verdict.store_grants == 3 and verdict.broker_grants == 2
+    twice = check_epochs([*store, (2, 2)], [(0, 1)])
+    assert twice.conflicts == {2: {1, 2}} and not twice.ok
+    unrecorded = check_epochs(store, [(0, 1), (2, 4)])
+    assert unrecorded.unrecorded == [(2, 4)] and not unrecorded.ok
+
+
+def test_the_epoch_verdict_fails_when_either_source_shows_no_grant():
+    assert not check_epochs([(1, 0)], []).ok             # the log format no longer parses
+    assert not check_epochs([], [(0, 1)]).ok
+
+
+_NAMESRV_LOG = """\
+2026-11-25T21:53:14.256711Z [info     ] controller wrote group state   epoch=1 group=chaos-a lease=7587 master=0 revision=12
+2026-11-25T21:53:19.1Z [warning  ] master fenced out before its lease expired epoch=1 group=chaos-a lease=7587 master=0 reason=fenced renewed_ago_s=3.6 revision=40
+2026-11-25T21:53:19.2Z [info     ] controller wrote group state   epoch=2 group=chaos-a lease=7587 master=1 revision=41
+"""
+
+
+def test_controller_writes_are_read_from_their_log_lines():
+    assert controller_writes(_NAMESRV_LOG) == [(12, 7587), (40, 7587), (41, 7587)]
+
+
+def test_every_controller_write_must_fall_in_its_own_term():
+    terms = [(10, 7587), (50, 0), (52, 9001)]   # created, lease ended (deleted), taken over
+    good = check_controllers(terms, [(12, 7587), (41, 7587), (60, 9001)], [12, 41, 60, 61])
+    assert good.ok and good.terms == 2 and good.writes == 3 and good.unattributed == 1
+    late = check_controllers(terms, [(12, 7587), (51, 7587), (55, 7587), (60, 9001)])
+    assert late.outside_term == [(51, 7587), (55, 7587)] and not late.ok
+
+
+def test_the_controller_verdict_fails_with_no_term_or_no_write():
+    assert not check_controllers([], [(12, 7587)]).ok
+    assert not check_controllers([(10, 7587)], []).ok
+
+
 # -- outages -----------------------------------------------------------------------------
 def test_a_gap_counts_for_the_fault_in_whose_window_it_ends():
     acks = [0.0, 1.0, 1.1, 4.0, 4.1, 9.0, 9.2]
-    faults = [("kill_master", 1.5), ("kill_sentinel", 4.05), ("kill_master", 8.0)]
+    faults = [("kill_master", 1.5), ("kill_etcd_follower", 4.05), ("kill_master", 8.0)]
     assert outages_by_kind(acks, faults, end=10.0) == {
-        "kill_master": pytest.approx(4.9),     # 4.1 -> 9.0: the second kill_master's outage,
-        "kill_sentinel": pytest.approx(0.1),   # not the kill_sentinel's it started under
+        "kill_master": pytest.approx(4.9),          # 4.1 -> 9.0: the second kill_master's,
+        "kill_etcd_follower": pytest.approx(0.1),   # not the kill_etcd_follower's it began in
     }
     assert outages_by_kind(acks, [("kill_slave", 9.5)], end=10.0) == {"kill_slave": 0.0}
     assert outages_by_kind([0.0, 5.0], [("pause_master", 1.0)], end=4.0) == {
@@ -169,12 +256,21 @@ def test_a_gap_counts_for_the_fault_in_whose_window_it_ends():
 
 
 def test_the_summary_line_names_every_verdict():
-    line = summary(7, 2, Verdict(acks=5), 1.25, 0, check_config([ConfigAck(1, 2)], 1, [(2, 1)]),
-                   {}, {"kill_redis_master": (1.5, 2.25)})
+    history, acks = _chain((0, 3))
+    line = summary(7, 2, Verdict(acks=5), 1.25, 0,
+                   keys=check_key_writes([KeyAck(0, "/k", b"v", 2)], {"/k": (b"v", 2)}),
+                   register=check_register(acks, history),
+                   watches=[check_watch("watcher0", [(3, "/a")], [(3, "/a")])],
+                   epochs=check_epochs([(1, 0)], [(0, 1)]),
+                   controllers=check_controllers([(1, 5)], [(2, 5)], [2]),
+                   outages={"kill_etcd_leader": (1.5, 2.25)})
     assert line.startswith("chaos seed=7 faults=2 acks=5 losses=0")
     assert "config_acks=1 config_lost=0 revisions_out_of_order=0" in line
-    assert "epoch_conflicts=0" in line
-    assert "kill_redis_master:1.50/2.25s" in line
+    assert "register_acks=1 register_writes=1 chain_breaks=0 register_missing=0" in line
+    assert "watcher0:events=1 skipped=0 out_of_order=0" in line
+    assert "epoch_grants=1/1 epoch_conflicts=0 epochs_unrecorded=0" in line
+    assert "controller_terms=1 controller_writes=1 writes_outside_term=0" in line
+    assert "kill_etcd_leader:1.50/2.25s" in line
 
 
 def handed(body: bytes, at: float, queue_offset: int = 0, topic: str = "chaos") -> Delivery:
@@ -205,22 +301,32 @@ def test_a_record_the_final_log_does_not_hold_there_is_a_phantom_read():
     assert not verdict.ok and verdict.phantoms == [ghost, late] and not verdict.losses
 
 
-def test_a_pop_left_unacked_must_come_back_and_an_acked_one_coming_back_is_counted():
-    deliveries = [handed(b"a", 1.0), handed(b"b", 1.0, 1), handed(b"a", 3.0, 0, "%RETRY%g"),
-                  handed(b"b", 4.0, 1)]
+def test_a_pop_left_unacked_must_come_back():
+    deliveries = [handed(b"a", 1.0), handed(b"b", 1.0, 1), handed(b"a", 3.0, 0, "%RETRY%g")]
     verdict = check_consumption("g", ACKS, deliveries, STORED, acked=[(b"b", 1.1)],
                                 unacked=[(b"a", 1.0)], promotions=[(1.5, 2.5)])
     assert verdict.ok and verdict.unacked == 1 and verdict.returned_across_promotion == 1
-    assert verdict.redelivered_after_ack == [(1.1, deliveries[3])]
     stuck = check_consumption("g", ACKS, deliveries[:2], STORED, unacked=[(b"a", 1.0)])
     assert not stuck.ok and stuck.not_returned == [b"a"]
+
+
+def test_an_acknowledged_pop_handed_out_again_fails_unless_the_producer_stored_it_twice():
+    deliveries = [handed(b"a", 1.0), handed(b"b", 1.0, 1), handed(b"b", 4.0, 1)]
+    verdict = check_consumption("g", ACKS, deliveries, STORED, acked=[(b"b", 1.1)])
+    assert verdict.redelivered_after_ack == [(1.1, deliveries[2])]
+    assert verdict.acked_handed_again == [(1.1, deliveries[2])] and not verdict.ok
+    twice = {"chaos": {(0, 0): b"a", (0, 1): b"b", (1, 0): b"b"}}   # a retried send's copy
+    copy = handed(b"b", 4.0, 0)
+    copied = check_consumption("g", ACKS, [*deliveries[:2], copy], twice, acked=[(b"b", 1.1)])
+    assert copied.redelivered_after_ack and not copied.acked_handed_again
 
 
 def test_the_consumer_summary_names_every_figure():
     line = consumption_summary([check_consumption("chaos-pop", ACKS, [handed(b"a", 1.0)],
                                                   STORED)])
     assert line.startswith("chaos-pop:deliveries=1 losses=1 phantom_reads=0 redelivered=0 "
-                           "redelivered_after_ack=0 unacked=0 unacked_not_returned=0")
+                           "redelivered_after_ack=0 acked_handed_again=0 unacked=0 "
+                           "unacked_not_returned=0")
 
 
 def test_the_drain_waits_for_every_ack_in_every_group_and_every_unacked_pop_back():
@@ -234,3 +340,23 @@ def test_the_drain_waits_for_every_ack_in_every_group_and_every_unacked_pop_back
     pop.deliveries.append(handed(b"a", 5.0, 0, "%RETRY%g"))
     assert drained([pop, reader(both)], ACKS, pop)
     assert not drained([pop, reader(both[:1])], ACKS, pop)      # the other group lacks b"b"
+
+
+def test_the_key_writers_final_read_covers_every_key_in_bounded_ranges():
+    from tests.chaos.config_load import KeyWriters
+
+    keys = {f"/chaos/keys/w{w}/{n:09d}": (f"{w}:{n}".encode(), n + 1)
+            for w, count in ((0, 25_003), (1, 3)) for n in range(count)}
+    asked = []
+
+    def range_(prefix):
+        asked.append(prefix)
+        kvs = [SimpleNamespace(key=k, value=v, mod_revision=r) for k, (v, r) in keys.items()
+               if k.startswith(prefix)]
+        assert len(kvs) <= KeyWriters.CHUNK
+        return SimpleNamespace(kvs=kvs)
+
+    writers = SimpleNamespace(written=[25_003, 3], CHUNK=KeyWriters.CHUNK,
+                              CHUNK_DIGITS=KeyWriters.CHUNK_DIGITS)
+    assert KeyWriters.final(writers, SimpleNamespace(range=range_)) == keys
+    assert len(asked) == 4

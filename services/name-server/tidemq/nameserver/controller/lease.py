@@ -46,6 +46,12 @@ class Leadership:
         with self._lock:
             return self._lease != 0 and self._clock() < self._held_until
 
+    @property
+    def lease(self) -> int:
+        """The lease this controller holds the key under (0 = none): names its term."""
+        with self._lock:
+            return self._lease
+
     def check(self) -> None:
         """Raise NotController unless the lease is still certainly ours (before any write)."""
         if not self.held():

@@ -303,6 +303,7 @@ class Controller:
         DETECTIONS.labels("gone" if reason == detection.GONE else "fenced").inc()
         log.warning("master fenced out before its lease expired", group=broker_name,
                     master=master.replica_id, epoch=evidence.epoch, reason=reason,
+                    revision=result.revision, lease=self.leadership.lease,
                     renewed_ago_s=round(evidence.renewed_ago_s, 2),
                     probe_failing_s=round(evidence.probe.failing_s, 2) if evidence.probe else None,
                     slaves={r: (c.silent_s, c.gone) if c else None
@@ -360,10 +361,19 @@ class Controller:
 
     def _write(self, broker_name: str, known: StoredGroup | None,
                decide: Callable[[StoredGroup | None], GroupState | None]) -> StoredGroup | None:
-        stored = self.store.write_group(broker_name, known, decide, self.leadership.fence)
+        stored = self.store.write_group(broker_name, known, decide, self.leadership.fence,
+                                        on_written=self._written)
         if stored is not None:
             self._view.groups[broker_name] = stored
         return stored
+
+    def _written(self, broker_name: str, stored: StoredGroup) -> None:
+        """One line per group write this controller made, with its store revision and the
+        term (controller lease) it wrote under: the chaos suite checks against the store's
+        history that no two controllers' writes interleave."""
+        log.info("controller wrote group state", group=broker_name,
+                 revision=stored.mod_revision, lease=self.leadership.lease,
+                 master=stored.state.master, epoch=stored.state.epoch)
 
     def _addressed(self, broker_name: str, state: GroupState) -> GroupState:
         replica = self._view.live.get(broker_name, {}).get(state.master)

@@ -188,13 +188,15 @@ class ReplicationStore:
     def write_group(self, broker_name: str, known: StoredGroup | None,
                     decide: Callable[[StoredGroup | None], GroupState | None],
                     fence: Callable[[], tuple[str, str, int]] | None = None,
+                    on_written: Callable[[str, StoredGroup], None] = lambda name, stored: None
                     ) -> StoredGroup | None:
         """Write `decide(current)` in one transaction comparing the group key's mod revision
         and, with `fence`, the controller's election key (`fence()` answers that compare, or
         raises when this controller must no longer write): a controller deposed after its
         decision writes nothing. On a conflict on the group key re-read and decide again (the
         decision depends on what is stored). `decide` returning None = nothing to write; it
-        may raise a domain error, which ends the attempt. Returns what is stored afterwards."""
+        may raise a domain error, which ends the attempt. `on_written` runs after each write
+        this call applied. Returns what is stored afterwards."""
         current = known
         key = group_key(broker_name)
         for _ in range(self.cas_attempts):
@@ -207,7 +209,9 @@ class ReplicationStore:
                 compares.append(fence())
             result = self.client.txn(compares, {key: new.to_json()})
             if result.succeeded:
-                return StoredGroup(new, result.revision)
+                stored = StoredGroup(new, result.revision)
+                on_written(broker_name, stored)
+                return stored
             if fence is not None:
                 fence_key, _, claim = compares[-1]
                 held = result.compared.get(fence_key)
