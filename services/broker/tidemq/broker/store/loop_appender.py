@@ -193,8 +193,11 @@ class LoopAppender:
             if deadlines and deadlines[0][1] is entry[1]:
                 deadlines.popleft()
             groups.append(entry)
+        early = self._early
         if not syncing:
-            self._early.clear()   # every entry's group synced: none is due here any more
+            early.clear()   # every entry's group synced: none is due here any more
+        while early and early[0][2] <= ticket:   # synced: no future kept for the GC to walk
+            heapq.heappop(early)
         return groups
 
     def _arm(self) -> None:

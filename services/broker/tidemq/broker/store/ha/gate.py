@@ -54,9 +54,11 @@ class _LoopWaiters:
         self.loop = loop
         self.held: deque[tuple[int, float, list[Any], Settle]] = deque()  # end, deadline, ...
         # Groups whose callers must be answered before their `deadline` above:
-        # (earliest answer_by, tie-breaker, group, settle). Entries of groups answered
-        # meanwhile stay until due or until `held` empties; answering them again is a no-op.
-        self.early: list[tuple[float, int, list[Any], Settle]] = []
+        # (earliest answer_by, tie-breaker, end offset, group, settle). Entries of released
+        # groups leave from the top as their groups are released (callers' deadlines mostly
+        # come in arrival order), the rest when due or when `held` empties; answering them
+        # again is a no-op.
+        self.early: list[tuple[float, int, int, list[Any], Settle]] = []
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = math.inf
 
@@ -160,7 +162,7 @@ class ReplicationGate:
         deadline = loop.time() + self.timeout_s
         waiters.held.append((end_offset, deadline, group, settle))
         if answer_by < deadline:
-            heapq.heappush(waiters.early, (answer_by, next(_tie), group, settle))
+            heapq.heappush(waiters.early, (answer_by, next(_tie), end_offset, group, settle))
         waiters.arm(self._expire)
         return 0
 
@@ -192,10 +194,10 @@ class ReplicationGate:
             _, _, group, settle = held.popleft()
             settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
         while early and early[0][0] <= now:
-            _, _, group, settle = heapq.heappop(early)
+            _, _, end, group, settle = heapq.heappop(early)
             later = answer_due(group, settle, now, AppendStatus.FLUSH_SLAVE_TIMEOUT)
             if later < math.inf:
-                heapq.heappush(early, (later, next(_tie), group, settle))
+                heapq.heappush(early, (later, next(_tie), end, group, settle))
         if not held:
             waiters.disarm()
         waiters.arm(self._expire)
@@ -230,12 +232,14 @@ def answer_due(group: list[Any], settle: Settle, now: float, status: AppendStatu
 
 def _release(waiters: _LoopWaiters, confirmed: int,
              ack_status: Callable[[], AppendStatus]) -> None:
-    held = waiters.held
+    held, early = waiters.held, waiters.early
     while held and held[0][0] <= confirmed:
         _, _, group, settle = held.popleft()
         settle(group, ack_status())
     if not held:
         waiters.disarm()
+    while early and early[0][2] <= confirmed:   # released just now: no future kept for GC
+        heapq.heappop(early)
 
 
 def _drain(waiters: _LoopWaiters) -> None:
