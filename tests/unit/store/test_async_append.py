@@ -189,3 +189,29 @@ def test_an_fsync_that_cannot_be_requested_fails_only_its_group(tmp_path):
                for r in results), results
     assert store.max_offset("t", 0) == 3   # in the log, not acknowledged
     store.shutdown()
+
+
+def test_a_hung_fsync_answers_each_caller_flush_disk_timeout_by_its_answer_by_time(tmp_path):
+    """sync_flush_timeout 60 s, the fsync hung: the append whose caller must be answered
+    within 0.2 s gets FLUSH_DISK_TIMEOUT (with its offsets) then; one of the same group
+    without a deadline waits for the fsync and gets PUT_OK."""
+    store = sync_store(tmp_path, sync_flush_timeout_ms=60_000)
+    disk = GatedSync(store, gates=1)
+
+    async def scenario():
+        hurried = asyncio.ensure_future(appended(store, "t", 0, one(), 1, 0.2))
+        patient = asyncio.ensure_future(appended(store, "t", 0, one(), 1))
+        await wait_until_async(disk.entered[0].is_set, 10, message="the fsync")
+        answered = await asyncio.wait_for(hurried, 10)
+        assert not patient.done()
+        disk.open_all()
+        return answered, await asyncio.wait_for(patient, 10)
+
+    hurried, patient = asyncio.run(scenario())
+    assert (hurried.status, patient.status) == (AppendStatus.FLUSH_DISK_TIMEOUT,
+                                                AppendStatus.PUT_OK)
+    assert sorted([hurried.first_queue_offset, patient.first_queue_offset]) == [0, 1]
+    store.shutdown()
+    reopened = sync_store(tmp_path)
+    assert len(read_all(reopened, "t", 0)) == 2   # the timed-out batch is in the log too
+    reopened.shutdown()

@@ -186,3 +186,43 @@ def test_acks_reaching_a_master_that_may_no_longer_serve_acknowledge_nothing(tmp
     with pytest.raises(NotMaster):
         store.append_batch("t", 0, one(), 1)
     store.shutdown()
+
+
+@pytest.mark.parametrize("mode", [FlushMode.SYNC, FlushMode.ASYNC])
+def test_each_append_is_answered_flush_slave_timeout_by_its_callers_answer_by_time(tmp_path,
+                                                                                   mode):
+    """Three appends of one loop iteration (one group with SYNC_FLUSH) with callers giving
+    0.2 s, 1.5 s and no deadline, the configured wait 60 s: each caller with a deadline gets
+    FLUSH_SLAVE_TIMEOUT at its own time, the others wait on; an ack answers the last PUT_OK."""
+    store, tracker, gate = gated_store(tmp_path, mode, timeout_ms=60_000)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        soon, later, patient = (
+            asyncio.ensure_future(store.append_batch_async("t", 0, one(), 1, within))
+            for within in (0.2, 1.5, None))
+        started = loop.time()
+        first = await asyncio.wait_for(soon, 10)
+        assert loop.time() - started < 1.5 and not later.done() and not patient.done()
+        second = await asyncio.wait_for(later, 10)
+        assert not patient.done()
+        ack(store, tracker, gate)
+        return first, second, await asyncio.wait_for(patient, 10)
+
+    first, second, last = asyncio.run(scenario())
+    assert [first.status, second.status, last.status] == [
+        AppendStatus.FLUSH_SLAVE_TIMEOUT, AppendStatus.FLUSH_SLAVE_TIMEOUT, AppendStatus.PUT_OK]
+    # stored on the master either way, at consecutive queue offsets
+    assert sorted(r.first_queue_offset for r in (first, second, last)) == [0, 1, 2]
+    assert store.written_max_offset("t", 0) == 3
+    store.shutdown()
+
+
+def test_a_callers_long_deadline_never_extends_the_configured_wait(tmp_path):
+    store, _, _ = gated_store(tmp_path, timeout_ms=200)
+
+    async def scenario():
+        return await asyncio.wait_for(store.append_batch_async("t", 0, one(), 1, 3600.0), 10)
+
+    assert asyncio.run(scenario()).status is AppendStatus.FLUSH_SLAVE_TIMEOUT
+    store.shutdown()

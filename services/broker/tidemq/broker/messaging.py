@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidemq.broker import metrics
+from tidemq.broker.deadlines import answer_within_deadline
 from tidemq.broker.long_poll import PullRequestHoldService
 from tidemq.broker.store import (
     AppendResult,
@@ -167,14 +168,17 @@ class Messaging:
 
     @metrics.counts_send_errors
     async def send(self, topic_name: str, queue_id: int, records: bytes,
-                   record_count: int) -> AppendResult:
+                   record_count: int, *, deadline: float | None = None) -> AppendResult:
+        """Append one batch. `deadline`: when the caller gives up (`deadlines.call_deadline`);
+        the waits for the disk and the in-sync replicas then end a margin before it, with
+        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT (the batch stays appended)."""
         topic = self.writable_queue(topic_name, queue_id)
         if record_count <= 0 or not records:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")
         started = time.perf_counter()
         try:
-            result = await self.store.append_batch_async(topic.name, queue_id, records,
-                                                         record_count)
+            result = await self.store.append_batch_async(
+                topic.name, queue_id, records, record_count, answer_within_deadline(deadline))
         except MessageTooLarge as exc:
             raise PayloadTooLarge(f"rejected batch: {exc}") from None
         except StoreError as exc:

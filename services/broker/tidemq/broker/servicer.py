@@ -6,6 +6,7 @@ import functools
 
 from opentelemetry import trace
 from tidemq.broker import metrics
+from tidemq.broker.deadlines import call_deadline
 from tidemq.broker.group_listing import POP, PULL, PUSH, list_groups
 from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
@@ -117,8 +118,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             send = self.schedule.send
         else:
             send = self.messaging.send
+        # The waits for the disk and the replicas end before the caller gives up, so it
+        # reads FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT, not DEADLINE_EXCEEDED (deadlines.py).
         result = await send(request.topic, request.queue_id, request.records,
-                            request.record_count)
+                            request.record_count, deadline=call_deadline(context))
         _describe_stored(request, result, self.messaging.store.store_host)
         reply = broker_pb2.SendResponse(
             status=SEND_STATUS[result.status], broker_name=self.identity.broker_name,

@@ -141,17 +141,20 @@ class IdempotentSends:
 
     # -- the Send hook ---------------------------------------------------------------------
     async def send(self, producer_id: str, topic: str, queue_id: int, records: bytes,
-                   record_count: int) -> IdempotentResult:
+                   record_count: int, *, deadline: float | None = None) -> IdempotentResult:
+        """`deadline`: the caller's (Messaging.send)."""
         if not producer_id:
             raise InvalidArgument("an idempotent send must name its producer_id")
         self.messaging.writable_queue(topic, queue_id)
         items = batch_unique_ids(records, record_count, producer_id)
         await self._ensure_built()
         async with self._stripe(producer_id):
-            return await self._send_locked(producer_id, topic, queue_id, records, items)
+            return await self._send_locked(producer_id, topic, queue_id, records, items,
+                                           deadline)
 
     async def _send_locked(self, producer_id: str, topic: str, queue_id: int, records: bytes,
-                           items: list[tuple[int, int, str]]) -> IdempotentResult:
+                           items: list[tuple[int, int, str]],
+                           deadline: float | None = None) -> IdempotentResult:
         now = self.now_ms()
         table = self.table
         placed: list[StoredAt | int] = []   # a StoredAt (duplicate) or an index into `fresh`
@@ -171,7 +174,8 @@ class IdempotentSends:
         if fresh:
             payload = (records if len(fresh) == len(items)
                        else b"".join(records[s:e] for s, e, _ in fresh))
-            result = await self.messaging.send(topic, queue_id, payload, len(fresh))
+            result = await self.messaging.send(topic, queue_id, payload, len(fresh),
+                                               deadline=deadline)
             status = result.status
             stamp = self.now_ms()
             for index, (_, _, unique_id) in enumerate(fresh):

@@ -89,11 +89,11 @@ class ScheduleService:
             record.PROP_TIMER_OUT_MS: str(due_ms)})
 
     async def send(self, topic_name: str, queue_id: int, records: bytes,
-                   record_count: int) -> AppendResult:
+                   record_count: int, *, deadline: float | None = None) -> AppendResult:
         """A marked batch: each delayed record into its schedule queue, the others (and those
         already due) into `topic_name`/`queue_id`. One append per destination queue: a batch
         spread over several is not all-or-nothing (the producer's retry may then store some
-        twice — at least once)."""
+        twice — at least once). `deadline`: the caller's (Messaging.send)."""
         real = Destination(topic_name, queue_id)
         self.messaging.writable_queue(topic_name, queue_id)
         view = memoryview(records)
@@ -129,7 +129,7 @@ class ScheduleService:
         for target, items in groups.items():
             topic, queue = (topic_name, queue_id) if target is None else (SCHEDULE_TOPIC, target)
             result = await self.messaging.send(topic, queue, b"".join(r for _, r in items),
-                                               len(items))
+                                               len(items), deadline=deadline)
             for (index, _), offset in zip(items, result.physical_offsets, strict=True):
                 physical[index] = offset
             if items[0][0] == 0:

@@ -10,7 +10,10 @@ wait they are written at once, so that their fsync runs while the loop still ser
 other appenders: fsync time overlaps the loop's work instead of adding to it.
 
 An append waits at most `sync_flush_timeout` and then reports FLUSH_DISK_TIMEOUT (its bytes
-are in the log, not known durable); a failed fsync fails every append it covered. This is the
+are in the log, not known durable) — sooner if its caller must be answered sooner: an append
+may carry `answer_by` (loop time; the request's deadline less a margin, broker/deadlines.py),
+and a written group whose earliest `answer_by` comes first also waits in a heap served by the
+same timer. A failed fsync fails every append it covered. This is the
 one place where a SYNC_FLUSH append becomes acknowledged: with a replication gate set
 (store/ha/gate.py) a synced group is handed to the gate instead of answered, and the gate
 answers it once the in-sync replicas confirmed it (or FLUSH_SLAVE_TIMEOUT).
@@ -20,6 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
+import math
 import os
 from collections import deque
 from collections.abc import Callable
@@ -29,7 +35,7 @@ from tidemq.common.logs import get_logger
 from .commitlog import Appended, AppendRequest, CommitLog
 from .config import AppendResult, AppendStatus, FlushFailed, StoreClosed, StoreError
 from .flush import FlushService, queue_of
-from .ha.gate import ReplicationGate
+from .ha.gate import ReplicationGate, answer_due
 from .syncer import Syncer
 
 log = get_logger(__name__)
@@ -41,12 +47,17 @@ EAGER_GROUP = 32
 
 
 class _Append:
-    __slots__ = ("request", "future", "outcome")
+    __slots__ = ("request", "future", "outcome", "answer_by")
 
-    def __init__(self, request: AppendRequest, future: asyncio.Future) -> None:
+    def __init__(self, request: AppendRequest, future: asyncio.Future,
+                 answer_by: float = math.inf) -> None:
         self.request = request
         self.future = future
         self.outcome: Appended | StoreError | None = None   # set when written
+        self.answer_by = answer_by   # loop time its caller must be answered by (inf: none)
+
+
+_tie = itertools.count()   # heap order among equal answer-by times
 
 
 class LoopAppender:
@@ -64,26 +75,34 @@ class LoopAppender:
         self.timeout_s = flusher.timeout_s
         self._unwritten: list[_Append] = []
         self._unwritten_since = 0.0   # loop time of the oldest unwritten append
-        self._syncing: deque[tuple[int, list[_Append]]] = deque()   # (log end, its appends)
+        # (log end, its appends, their earliest answer_by)
+        self._syncing: deque[tuple[int, list[_Append], float]] = deque()
+        self._synced_to = 0   # the greatest log end an fsync answered (or failed)
         # sync_flush_timeout, kept per written group (its appends arrived within one loop
         # iteration) with one timer for the oldest: no per-append timer or deadline entry.
         self._deadlines: deque[tuple[float, list[_Append]]] = deque()
+        # Written groups with a caller to answer before that: (earliest answer_by, tie,
+        # group's log end, group), served by the same timer; skipped once the group synced.
+        self._early: list[tuple[float, int, int, list[_Append]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._notify_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._syncer = syncer_factory(self._notify_fd)
         self._closed = False
         loop.add_reader(self._notify_fd, self._on_synced)
 
-    def append(self, request: AppendRequest) -> asyncio.Future[AppendResult]:
+    def append(self, request: AppendRequest,
+               answer_by: float = math.inf) -> asyncio.Future[AppendResult]:
         """One producer batch; the future gets its AppendResult (PUT_OK once fsynced,
-        FLUSH_DISK_TIMEOUT after the timeout), or its StoreError, or FlushFailed if the
-        fsync that covered it failed. A future, not a coroutine: no frames to resume."""
+        FLUSH_DISK_TIMEOUT after the timeout or at `answer_by`, loop time, if sooner), or its
+        StoreError, or FlushFailed if the fsync that covered it failed. A future, not a
+        coroutine: no frames to resume."""
         future = self.loop.create_future()
         if self._closed:
             future.set_exception(StoreClosed("the store is shutting down: not appended"))
             return future
         unwritten = self._unwritten
-        unwritten.append(_Append(request, future))
+        unwritten.append(_Append(request, future, answer_by))
         if len(unwritten) == 1:
             self._unwritten_since = self.loop.time()
             self.loop.call_soon(self._write)
@@ -115,10 +134,13 @@ class LoopAppender:
             return
         end = self.commitlog.max_offset
         self.on_written()   # slaves fetch the group while it is fsynced here
-        self._syncing.append((end, written))
-        self._deadlines.append((self._unwritten_since + self.timeout_s, written))
-        if self._timer is None:
-            self._timer = self.loop.call_at(self._deadlines[0][0], self._expire_due)
+        answer_by = min(pending.answer_by for pending in written)
+        self._syncing.append((end, written, answer_by))
+        deadline = self._unwritten_since + self.timeout_s
+        self._deadlines.append((deadline, written))
+        if answer_by < deadline:
+            heapq.heappush(self._early, (answer_by, next(_tie), end, written))
+        self._arm()
         try:
             self._syncer.request(self.commitlog.segment_fds(start, end), end)
         except Exception as exc:   # closed by a shutdown, or out of descriptors
@@ -135,8 +157,7 @@ class LoopAppender:
         """The eventfd: resolve the appends every finished fsync covered."""
         with contextlib.suppress(BlockingIOError):   # already read by an earlier call
             os.eventfd_read(self._notify_fd)
-        deadlines = self._deadlines
-        if deadlines and deadlines[0][0] <= self.loop.time() and self._timer is not None:
+        if self._timer is not None and self._timer_at <= self.loop.time():
             self._timer.cancel()   # past their deadline: FLUSH_DISK_TIMEOUT, even if synced now
             self._expire_due()
         for ticket, errno in self._syncer.poll():
@@ -149,38 +170,62 @@ class LoopAppender:
             self.commitlog.mark_flushed(ticket)
             acknowledged = 0
             gate = self.gate_of()
-            for end, group in self._synced(ticket):
+            for end, group, answer_by in self._synced(ticket):
                 if gate is None or not gate.sync:
                     acknowledged += _settle(group, AppendStatus.PUT_OK if gate is None
                                             else gate.ack_status())
                 else:   # answered by the gate once the in-sync replicas have the bytes
-                    gate.hold(end, group, _settle)
+                    gate.hold(end, group, _settle, answer_by)
                     acknowledged += len(group)
             self.flusher.count_synced(acknowledged)
 
     def _fail(self, ticket: int, error: FlushFailed) -> None:
-        for _, group in self._synced(ticket):
+        for _, group, _ in self._synced(ticket):
             _fail_waiting(group, error)
 
-    def _synced(self, ticket: int) -> list[tuple[int, list[_Append]]]:
+    def _synced(self, ticket: int) -> list[tuple[int, list[_Append], float]]:
         """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
         its answer: a retained future costs every garbage collection)."""
         syncing, deadlines, groups = self._syncing, self._deadlines, []
+        self._synced_to = max(self._synced_to, ticket)
         while syncing and syncing[0][0] <= ticket:
-            end, group = syncing.popleft()
-            if deadlines and deadlines[0][1] is group:
+            entry = syncing.popleft()
+            if deadlines and deadlines[0][1] is entry[1]:
                 deadlines.popleft()
-            groups.append((end, group))
+            groups.append(entry)
+        early = self._early
+        if not syncing:
+            early.clear()   # every entry's group synced: none is due here any more
+        while early and early[0][2] <= ticket:   # synced: no future kept for the GC to walk
+            heapq.heappop(early)
         return groups
 
+    def _arm(self) -> None:
+        """One timer, at the earliest of the oldest group's deadline and the earliest
+        caller's answer-by time of a group still syncing."""
+        due = min(self._deadlines[0][0] if self._deadlines else math.inf,
+                  self._early[0][0] if self._early else math.inf)
+        if due == math.inf or (self._timer is not None and self._timer_at <= due):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self.loop.call_at(due, self._expire_due), due
+
     def _expire_due(self) -> None:
-        """FLUSH_DISK_TIMEOUT for the appends of groups past their deadline."""
-        self._timer = None
-        deadlines, now = self._deadlines, self.loop.time()
+        """FLUSH_DISK_TIMEOUT for the appends of groups past their deadline, and for those
+        whose caller must be answered now (of groups not synced yet)."""
+        self._timer, self._timer_at = None, math.inf
+        deadlines, early, now = self._deadlines, self._early, self.loop.time()
         while deadlines and deadlines[0][0] <= now:
             _settle(deadlines.popleft()[1], AppendStatus.FLUSH_DISK_TIMEOUT)
-        if deadlines:
-            self._timer = self.loop.call_at(deadlines[0][0], self._expire_due)
+        while early and early[0][0] <= now:
+            _, _, end, group = heapq.heappop(early)
+            if end <= self._synced_to:
+                continue   # synced: the gate (if any) answers it by the same answer_by
+            later = answer_due(group, _settle, now, AppendStatus.FLUSH_DISK_TIMEOUT)
+            if later < math.inf:
+                heapq.heappush(early, (later, next(_tie), end, group))
+        self._arm()
 
     def close(self) -> None:
         """Stop the syncer (after the fsyncs asked for), then, on the loop's thread, answer
@@ -204,11 +249,12 @@ class LoopAppender:
         self._on_synced()   # what the syncer finished while it closed
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
-        waiting = [*self._unwritten, *(p for _, group in self._syncing for p in group)]
+            self._timer, self._timer_at = None, math.inf
+        waiting = [*self._unwritten, *(p for _, group, _ in self._syncing for p in group)]
         _fail_waiting(waiting, StoreClosed("the store shut down before this batch was known to "
                                            "be durable (it may be in the log)"))
         self._unwritten, self._syncing, self._deadlines = [], deque(), deque()
+        self._early = []
         self.loop.remove_reader(self._notify_fd)
         os.close(self._notify_fd)
 

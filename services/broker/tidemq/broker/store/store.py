@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -245,7 +246,8 @@ class MessageStore:
         return self._blocking_loop().append(topic, queue_id, records, record_count)
 
     def append_batch_async(self, topic: str, queue_id: int, records: bytes,
-                           record_count: int) -> asyncio.Future[AppendResult]:
+                           record_count: int, answer_within_s: float | None = None,
+                           ) -> asyncio.Future[AppendResult]:
         """`append_batch` for an asyncio caller (RocketMQ's asyncPutMessage), to be awaited on
         the running loop: with SYNC_FLUSH the batch is written with the loop's other appends
         as one group and the future resolves once a syncer thread has fsynced it
@@ -254,16 +256,22 @@ class MessageStore:
         `sync_flush_timeout`. With a SYNC replication gate the answer waits, after that, for
         the in-sync replicas (FLUSH_SLAVE_TIMEOUT after `sync_replication_timeout`). Raises
         NotMaster on a slave and NotEnoughReplicas when too few replicas are in sync, before
-        anything is appended."""
+        anything is appended.
+
+        `answer_within_s`: the caller must have its answer within this many seconds (its
+        request's deadline less a margin: broker/deadlines.py); the waits for the disk and for
+        the replicas then end by then, answering FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT with
+        the batch appended, if that comes before their configured timeouts."""
         loop = asyncio.get_running_loop()
         gate = self._gate
         self._check_writable(gate)
+        answer_by = math.inf if answer_within_s is None else loop.time() + answer_within_s
         if self.flusher.sync and self._running:
             appenders = self._appenders
             appender = appenders[-1] if appenders else None
             if appender is None or appender.loop is not loop:   # a broker has one loop
                 appender = self._appender_for(loop)
-            return appender.append((topic, queue_id, records, record_count))
+            return appender.append((topic, queue_id, records, record_count), answer_by)
         future = loop.create_future()   # ASYNC_FLUSH: a copy into the page cache, done now
         try:
             if not self._running:
@@ -275,10 +283,10 @@ class MessageStore:
         if gate is None or not gate.sync:
             future.set_result(result)
         else:
-            pending = _Append((topic, queue_id, records, record_count), future)
+            pending = _Append((topic, queue_id, records, record_count), future, answer_by)
             pending.outcome = (result.first_queue_offset, result.physical_offsets,
                                result.end_offset)
-            gate.hold(result.end_offset, [pending], _settle)
+            gate.hold(result.end_offset, [pending], _settle, answer_by)
         return future
 
     def _check_writable(self, gate: ReplicationGate | None) -> None:

@@ -140,8 +140,9 @@ class TransactionService:
     # -- prepare -------------------------------------------------------------------------------
 
     async def prepare(self, topic_name: str, queue_id: int, records: bytes,
-                      record_count: int) -> AppendResult:
-        """Store one prepared message as a half message; the half topic's append result."""
+                      record_count: int, *, deadline: float | None = None) -> AppendResult:
+        """Store one prepared message as a half message; the half topic's append result.
+        `deadline`: the caller's (Messaging.send)."""
         topic = self.messaging.topic(topic_name)
         if record_count != 1:
             raise errors.InvalidArgument(
@@ -170,7 +171,7 @@ class TransactionService:
                               set_properties={record.PROP_REAL_TOPIC: topic.name,
                                               record.PROP_REAL_QUEUE_ID: str(queue_id),
                                               record.PROP_TRANSACTION_PREPARED: "true"})
-        result = await self.messaging.send(half.name, 0, raw, 1)
+        result = await self.messaging.send(half.name, 0, raw, 1, deadline=deadline)
         metrics.TRANSACTIONS.labels("prepared").inc()
         self.book.add_half(HalfMessage(result.first_queue_offset, result.physical_offsets[0],
                                        group, props.get(record.PROP_UNIQ_KEY, ""),

@@ -13,6 +13,14 @@ is answered at once (bulk, no task or timer per append); one timer per loop answ
 groups FLUSH_SLAVE_TIMEOUT when `sync_replication_timeout_ms` passed. ASYNC_MASTER
 (`sync=False`): the store does not hold anything.
 
+A caller may need its answer sooner than that: each held append carries `answer_by`, the
+loop time by which its caller must be answered (the request's deadline less a margin,
+broker/deadlines.py; inf = none). A group whose earliest `answer_by` falls before the
+configured wait also goes into a heap per loop, served by the same timer: at that time the
+appends of the group that are due are answered FLUSH_SLAVE_TIMEOUT, the others wait on. The
+batch stays in the log either way (RocketMQ's FLUSH_SLAVE_TIMEOUT: stored on the master,
+not confirmed by its replicas).
+
 A SYNC gate is also the store's read fence: `readable_end()` (the greatest confirmed offset
 seen, starting at the master's log end when the store begins to serve as master) bounds what
 readers see (store/reader.py), and `on_readable()` is called when `on_progress` moves it,
@@ -22,6 +30,9 @@ which wakes long polls held on records not yet readable.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import math
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -37,12 +48,39 @@ Settle = Callable[[list[Any], AppendStatus], int]
 class _LoopWaiters:
     """The held groups of one event loop; touched only on that loop's thread."""
 
-    __slots__ = ("loop", "held", "timer")
+    __slots__ = ("loop", "held", "early", "timer", "timer_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.held: deque[tuple[int, float, list[Any], Settle]] = deque()  # end, deadline, ...
+        # Groups whose callers must be answered before their `deadline` above:
+        # (earliest answer_by, tie-breaker, end offset, group, settle). Entries of released
+        # groups leave from the top as their groups are released (callers' deadlines mostly
+        # come in arrival order), the rest when due or when `held` empties; answering them
+        # again is a no-op.
+        self.early: list[tuple[float, int, int, list[Any], Settle]] = []
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = math.inf
+
+    def arm(self, expire: Callable[[_LoopWaiters], None]) -> None:
+        """One timer, at the earliest of the oldest group's deadline and the earliest
+        caller's answer-by time."""
+        due = min(self.held[0][1] if self.held else math.inf,
+                  self.early[0][0] if self.early else math.inf)
+        if due == math.inf or (self.timer is not None and self.timer_at <= due):
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.timer_at = self.loop.call_at(due, expire, self), due
+
+    def disarm(self) -> None:
+        self.early.clear()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer, self.timer_at = None, math.inf
+
+
+_tie = itertools.count()   # heap order among equal answer-by times (groups are not ordered)
 
 
 class ReplicationGate:
@@ -103,9 +141,13 @@ class ReplicationGate:
                 self._readable_end = offset
             return self._readable_end
 
-    def hold(self, end_offset: int, group: list[Any], settle: Settle) -> int:
+    def hold(self, end_offset: int, group: list[Any], settle: Settle,
+             answer_by: float = math.inf) -> int:
         """On the running loop: answer `group` PUT_OK once the confirmed offset reaches
-        `end_offset`, FLUSH_SLAVE_TIMEOUT after the timeout. Returns how many it answered now."""
+        `end_offset`, FLUSH_SLAVE_TIMEOUT after the timeout — or, for each append, at its own
+        `answer_by` (loop time) if that comes first. `answer_by` here is the group's
+        earliest; its items carry their own (`item.answer_by`). Returns how many it answered
+        now."""
         if end_offset <= self.confirmed_offset():
             return settle(group, self.ack_status())
         if not self.master:
@@ -119,8 +161,9 @@ class ReplicationGate:
                 self._loops = loops
         deadline = loop.time() + self.timeout_s
         waiters.held.append((end_offset, deadline, group, settle))
-        if waiters.timer is None:
-            waiters.timer = loop.call_at(deadline, self._expire, waiters)
+        if answer_by < deadline:
+            heapq.heappush(waiters.early, (answer_by, next(_tie), end_offset, group, settle))
+        waiters.arm(self._expire)
         return 0
 
     def on_progress(self) -> None:
@@ -145,13 +188,19 @@ class ReplicationGate:
                 waiters.loop.call_soon_threadsafe(_release, waiters, confirmed, self.ack_status)
 
     def _expire(self, waiters: _LoopWaiters) -> None:
-        waiters.timer = None
-        held, now = waiters.held, waiters.loop.time()
+        waiters.timer, waiters.timer_at = None, math.inf
+        held, early, now = waiters.held, waiters.early, waiters.loop.time()
         while held and held[0][1] <= now:
             _, _, group, settle = held.popleft()
             settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
-        if held:
-            waiters.timer = waiters.loop.call_at(held[0][1], self._expire, waiters)
+        while early and early[0][0] <= now:
+            _, _, end, group, settle = heapq.heappop(early)
+            later = answer_due(group, settle, now, AppendStatus.FLUSH_SLAVE_TIMEOUT)
+            if later < math.inf:
+                heapq.heappush(early, (later, next(_tie), end, group, settle))
+        if not held:
+            waiters.disarm()
+        waiters.arm(self._expire)
 
     def depose(self) -> None:
         """No longer master: refuse new appends and answer every held one FLUSH_SLAVE_TIMEOUT
@@ -172,15 +221,25 @@ class ReplicationGate:
                 waiters.loop.call_soon_threadsafe(_drain, waiters)
 
 
+def answer_due(group: list[Any], settle: Settle, now: float, status: AppendStatus) -> float:
+    """Answer `status` to the items of `group` whose `answer_by` passed; the earliest
+    `answer_by` of the others (inf: none). Items already answered are skipped by `settle`."""
+    due = [item for item in group if item.answer_by <= now]
+    if due:
+        settle(due, status)
+    return min((item.answer_by for item in group if item.answer_by > now), default=math.inf)
+
+
 def _release(waiters: _LoopWaiters, confirmed: int,
              ack_status: Callable[[], AppendStatus]) -> None:
-    held = waiters.held
+    held, early = waiters.held, waiters.early
     while held and held[0][0] <= confirmed:
         _, _, group, settle = held.popleft()
         settle(group, ack_status())
-    if not held and waiters.timer is not None:
-        waiters.timer.cancel()
-        waiters.timer = None
+    if not held:
+        waiters.disarm()
+    while early and early[0][2] <= confirmed:   # released just now: no future kept for GC
+        heapq.heappop(early)
 
 
 def _drain(waiters: _LoopWaiters) -> None:
@@ -188,6 +247,4 @@ def _drain(waiters: _LoopWaiters) -> None:
     while held:
         _, _, group, settle = held.popleft()
         settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
-    if waiters.timer is not None:
-        waiters.timer.cancel()
-        waiters.timer = None
+    waiters.disarm()
