@@ -536,6 +536,10 @@ PROP_PRODUCER_GROUP = "PGROUP"                # the group whose producers are ch
 # Idempotent sends (docs/idempotence.md): the producer whose unique ids the broker deduplicates;
 # a restarted or promoted broker rebuilds its table from the records carrying it.
 PROP_PRODUCER_ID = "PRODUCER_ID"
+# What the broker deduplicates an idempotent record by when it is not the message's UNIQ_KEY:
+# a revived pop's retry copy keeps its message's UNIQ_KEY (every delivery of a message is one
+# message) but is deduplicated per revive, "<checkpoint>:<queue offset>" of the delivery.
+PROP_IDEMPOTENCE_KEY = "IDEMPOTENCE_KEY"
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,

@@ -69,9 +69,9 @@ def test_a_batch_ack_acks_the_good_handles_in_one_append_and_says_why_the_rest_f
     appends = []
     send = machine.messaging.send
 
-    async def counted_send(topic, queue_id, raw, count):
+    async def counted_send(topic, queue_id, raw, count, **kwargs):
         appends.append((topic, count))
-        return await send(topic, queue_id, raw, count)
+        return await send(topic, queue_id, raw, count, **kwargs)
 
     machine.messaging.send = counted_send
     outcomes = machine.run(machine.pop.ack_many(GROUP, batch))
@@ -267,3 +267,34 @@ def test_a_log_of_per_message_ack_records_replays_beside_acks_records():
     states = {offset: book.state(0, offset, now_ms=1) for offset in (5, 6, 7, 8)}
     assert states == {5: HandleState.DONE, 6: HandleState.DONE, 7: HandleState.DONE,
                       8: HandleState.IN_FLIGHT}
+
+
+def test_a_revive_whose_closing_record_fails_stores_one_retry_copy_and_refuses_the_ack(machine):
+    """The chaos suite's case: the retry copy was appended, then the record that closes the
+    delivery was refused (the master fenced). The delivery stays taken — a late ack answers
+    EXPIRED instead of succeeding while its copy is out — and moving it again (the next round,
+    or a new master replaying the unclosed revive) stores no second copy."""
+    machine.send(1, 0)
+    _, (handle,) = pop_bodies(machine, count=1, invisible_ms=1000)
+    machine.clock.offset += 2
+    record_revive = machine.pop._record
+
+    async def refused(entries):
+        raise errors.PreconditionFailed("fenced", code="NOT_MASTER")
+
+    machine.pop._record = refused
+    assert machine.run(machine.pop.revive_due()) == 0
+    machine.pop._record = record_revive
+    with pytest.raises(errors.PreconditionFailed) as late:
+        machine.run(machine.pop.ack(GROUP, handle))
+    assert late.value.code == "RECEIPT_HANDLE_EXPIRED"
+    assert machine.run(machine.pop.revive_due()) == 0  # not moved a second time here
+
+    restarted = machine.new_pop_service()  # a new master replays the revive log
+    restarted.rebuild()
+    assert machine.run(restarted.revive_due()) == 1  # it moves the unclosed delivery again...
+    assert machine.store.wait_dispatched(5)
+    retry = f"%RETRY%{GROUP}"
+    copies = sum(machine.store.max_offset(retry, q) for q in range(
+        machine.messaging.topics.get(retry).queues))
+    assert copies == 1  # ... and the idempotent move stored no second copy

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from tidemq.broker.idempotence import IdempotentSends, IdempotentSettings
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
 from tidemq.broker.retry import RetryService
@@ -52,6 +53,7 @@ class PopMachine(RuleBasedStateMachine):
         self.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=64))
         self.topics = self.broker.system_topics()
         self.retry = RetryService(self.messaging, self.groups, self.topics)
+        self.retry.idempotence = IdempotentSends(self.messaging, IdempotentSettings())
         self.clock = FakeClock.following_real_time()
         self.offsets = ConsumerOffsetManager(MetadataFile(self.dir / "offsets.json"))
         self.pop = self.new_pop_service()

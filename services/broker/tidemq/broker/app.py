@@ -166,6 +166,7 @@ class BrokerApp:
                               revive_interval_s=settings.pop_revive_interval_ms / 1000,
                               snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
         idempotence = IdempotentSends(self.messaging, idempotent_settings(settings))
+        self.retry.idempotence = idempotence  # revived pops move idempotently (retry.move)
         self.transactions = TransactionService(
             self.messaging, system_topics, self.offsets, settings=CheckSettings(
                 timeout_ms=settings.transaction_timeout_ms,

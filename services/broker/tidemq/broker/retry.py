@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from tidemq.common.logs import get_logger
 from tidemq.common.system_topics import DLQ_PREFIX, RETRY_PREFIX, dlq_topic, retry_topic
 
 if TYPE_CHECKING:
+    from tidemq.broker.idempotence import IdempotentSends
     from tidemq.broker.schedule import ScheduleService
 
 log = get_logger(__name__)
@@ -39,6 +41,7 @@ log = get_logger(__name__)
 # delayed again by the producer's original level)
 SCHEDULE_LEFTOVERS = (record.PROP_DELAY, record.PROP_TIMER_DELIVER_MS)
 DLQ_QUEUES = 1  # RocketMQ: one dead-letter queue per group and broker
+REVIVE_PRODUCER = "%REVIVE%"  # the idempotent producer a revived pop's retry copy is sent as
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ class RetryService:
         self.groups = groups
         self.system_topics = system_topics
         self.schedule = schedule  # None: retries are visible at once (no timer)
+        # Revived pops are moved through the idempotent send path (app.py sets it), so a move
+        # repeated after a failure past its append stores one copy (see `move`).
+        self.idempotence: IdempotentSends | None = None
 
     def _stored(self, physical_offset: int) -> tuple[bytes, record.Record]:
         raw = self.messaging.view(physical_offset)
@@ -85,10 +91,17 @@ class RetryService:
                                times=max(reconsume_times, stored.reconsume_times) + 1)
 
     async def move(self, group: str, raw: bytes, stored: record.Record, *, delayed: bool,
-                   dead_letter: bool = False, times: int = 0) -> Moved:
+                   dead_letter: bool = False, times: int = 0,
+                   revive_key: str = "") -> Moved:
         """Append `stored` (the record bytes `raw`) to the group's retry topic with
         reconsume_times + 1 — `delayed`: through the timer, after the retry's delay level —
-        or to its DLQ past retry_max_times (also pop's revive path)."""
+        or to its DLQ past retry_max_times (also pop's revive path).
+
+        `revive_key` (pop's revive: the delivery's "<checkpoint>:<queue offset>") makes the
+        move idempotent: the copy goes to a queue chosen by the key, through the idempotent
+        send table under the producer REVIVE_PRODUCER, so moving the same delivery again — after
+        an append whose answer failed, or on a new master that replays an unclosed revive —
+        stores no second copy (a second copy would hand an acked message out again)."""
         definition = self.groups.effective(group)
         times = times or stored.reconsume_times + 1
         dead = dead_letter or times > definition.retry_max_times
@@ -103,14 +116,21 @@ class RetryService:
         else:
             topic = await asyncio.to_thread(self.system_topics.ensure, retry_topic(group),
                                             definition.retry_queue_nums)
-            queue_id = random.randrange(topic.queues)
+            queue_id = (zlib.crc32(revive_key.encode()) % topic.queues if revive_key
+                        else random.randrange(topic.queues))
+        keyed = {record.PROP_PRODUCER_ID: REVIVE_PRODUCER,
+                 record.PROP_IDEMPOTENCE_KEY: revive_key} if revive_key else None
         moved = record.retarget(raw, topic.name, queue_id=queue_id, reconsume_times=times,
-                                keep_properties=origin, drop_properties=SCHEDULE_LEFTOVERS)
+                                keep_properties=origin, set_properties=keyed,
+                                drop_properties=SCHEDULE_LEFTOVERS)
         began_ns = time.time_ns()
         if delayed and not dead and self.schedule is not None:
             await self.schedule.defer(moved, topic.name, queue_id, retry_delay_level(times - 1))
             # where it will be: the retry topic's offset is known once the timer moves it
             queue_offset, physical_offset = -1, -1
+        elif revive_key and self.idempotence is not None:
+            kept = await self.idempotence.send(REVIVE_PRODUCER, topic.name, queue_id, moved, 1)
+            queue_offset, physical_offset = kept.first_queue_offset, kept.physical_offsets[0]
         else:
             result = await self.messaging.send(topic.name, queue_id, moved, 1)
             queue_offset, physical_offset = result.first_queue_offset, result.physical_offsets[0]

@@ -69,7 +69,8 @@ def batch_unique_ids(records: bytes, record_count: int, producer_id: str) -> lis
                               f"{len(found)} records sent")
     out = []
     for index, (pos, header) in enumerate(found):
-        unique_id = record.property_at(records, pos, header, record.PROP_UNIQ_KEY)
+        unique_id = (record.property_at(records, pos, header, record.PROP_IDEMPOTENCE_KEY)
+                     or record.property_at(records, pos, header, record.PROP_UNIQ_KEY))
         if not unique_id:
             raise InvalidArgument(f"record {index} of an idempotent batch has no UNIQ_KEY")
         owner = record.property_at(records, pos, header, PROP_PRODUCER_ID)
@@ -117,7 +118,8 @@ def _scan_chunk(chunk: bytes, base: int) -> tuple[int, list[tuple[str, str, Stor
         header = record.HEADER.unpack_from(chunk, i)
         if chunk.find(marker[1:], i, i + total) >= 0:
             producer_id = record.property_at(chunk, i, header, PROP_PRODUCER_ID)
-            unique_id = record.property_at(chunk, i, header, record.PROP_UNIQ_KEY)
+            unique_id = (record.property_at(chunk, i, header, record.PROP_IDEMPOTENCE_KEY)
+                         or record.property_at(chunk, i, header, record.PROP_UNIQ_KEY))
             if producer_id and unique_id:
                 topic = record.topic_at(chunk, i, header)
                 found.append((producer_id, unique_id, StoredAt(

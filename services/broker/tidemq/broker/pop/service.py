@@ -495,14 +495,25 @@ class PopService:
         for ck, off, flight in taken:
             try:
                 why = await self._revive_one(ck, off, flight)
-                closing = closing_entry(ck, flight, off, why)
-                await self._record([(json.dumps(closing).encode(), closing)])
-                moved += 1
             except errors.TideMQError as exc:
                 log.warning("revive_failed", topic=flight.topic, queue=flight.queue_id,
                             offset=off, error=str(exc))
                 with self._lock:
                     self.book.untake((ck, off), flight)
+                continue
+            # Moved: whatever happens to the closing record, the delivery stays taken (an ack
+            # answers EXPIRED). Put back in flight, it would be moved again next round — the
+            # move is idempotent (its revive key), but an ack in between would succeed while
+            # the retry copy is already stored and handed out again.
+            try:
+                closing = closing_entry(ck, flight, off, why)
+                await self._record([(json.dumps(closing).encode(), closing)])
+                moved += 1
+            except errors.TideMQError as exc:
+                log.warning("revive_close_failed", topic=flight.topic, queue=flight.queue_id,
+                            offset=off, error=str(exc),
+                            note="the retry copy is stored; a new master replays the move "
+                                 "idempotently")
         return moved
 
     def _serving_master(self) -> bool:
@@ -541,9 +552,10 @@ class PopService:
             if count <= self.groups.effective(flight.group).retry_max_times:
                 return REDO  # handed out again, in place, by the next pop of its queue
             await self.retry.move(flight.group, raw, record.decode(raw), delayed=False,
-                                  dead_letter=True, times=count)
+                                  dead_letter=True, times=count, revive_key=f"{ck}:{off}")
             return REVIVED
-        await self.retry.move(flight.group, raw, record.decode(raw), delayed=False)
+        await self.retry.move(flight.group, raw, record.decode(raw), delayed=False,
+                              revive_key=f"{ck}:{off}")
         return REVIVED
 
     def start(self) -> None:
