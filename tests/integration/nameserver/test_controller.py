@@ -153,12 +153,16 @@ def test_no_live_in_sync_replica_waits_until_one_returns(pair, config):
     wait_until(lambda: "group=broker-b" in active.log.read_text()
                and "no eligible replica; waiting" in active.log.read_text(), 20,
                message="the controller to report it waits")
-    assert stored(config, "broker-b") == before  # replica 2 is live but not in sync
+    # Replica 2 is live but not in sync: nobody is elected, the dead master stays recorded at
+    # the same epoch with the same set, and the group names the members that could end the
+    # wait (what every replica's GROUP_HAS_NO_MASTER refusal and `cluster list` say).
+    assert before["waiting_for"] == []
+    assert stored(config, "broker-b") == {**before, "waiting_for": [0, 1]}
 
     member.start(50)
     state = wait_group(config, "broker-b", "the returning member elected",
                        lambda s: s["epoch"] == 2)
-    assert state["master"] == 1 and state["in_sync"] == [1]
+    assert state["master"] == 1 and state["in_sync"] == [1] and state["waiting_for"] == []
 
 
 def test_unclean_election_per_group_elects_the_most_complete_live_replica(pair, config):
