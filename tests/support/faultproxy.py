@@ -68,13 +68,11 @@ class FaultProxy:
 
     def throttle(self, bytes_per_s: int) -> None:
         """Connections accepted from now on get at most `bytes_per_s` from the peer."""
-        self.rate = max(1, int(bytes_per_s))
+        self._run(self._set_rate(max(1, int(bytes_per_s)), existing=False))
 
     def unthrottle(self) -> None:
         """Every connection, old and new, at full speed again."""
-        self.rate = 0
-        for link in list(self._links):
-            link.rate = 0
+        self._run(self._set_rate(0, existing=True))
 
     def close(self) -> None:
         if not self._thread.is_alive():
@@ -104,6 +102,14 @@ class FaultProxy:
     # -- on the proxy's loop -----------------------------------------------------------------
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
+
+    async def _set_rate(self, rate: int, *, existing: bool) -> None:
+        """On the proxy's loop, between two steps of a pump: a rate changed from another
+        thread could be read as non-zero by a pump's check and as 0 by its division."""
+        self.rate = rate
+        if existing:
+            for link in list(self._links):
+                link.rate = rate
 
     async def _set_cut(self, cut: bool) -> None:
         self.is_cut = cut
@@ -143,8 +149,8 @@ class FaultProxy:
                     continue
                 writer.write(data)
                 await writer.drain()
-                if downstream and link.rate:   # the peer's bytes at most `rate` a second
-                    await asyncio.sleep(len(data) / link.rate)
+                if downstream and (rate := link.rate):   # at most `rate` bytes a second
+                    await asyncio.sleep(len(data) / rate)
         except (ConnectionError, OSError):
             pass
         finally:

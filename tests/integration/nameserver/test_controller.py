@@ -23,11 +23,16 @@ LEASE_TTL_S = 2  # brokers' and controllers' leases: deaths are noticed within ~
 
 
 class Replica:
-    """A broker replica's liveness: its live key under its own kept-alive lease."""
+    """A broker replica's liveness: its live key under its own kept-alive lease.
 
-    def __init__(self, config: ConfigClient, group: str, replica_id: int, log_end: int = 0):
+    `incarnation` ("<store id>:<start>", as a broker publishes it): None = a replica that does
+    not say (an older broker), so the log end alone decides whether it holds the copy."""
+
+    def __init__(self, config: ConfigClient, group: str, replica_id: int, log_end: int = 0,
+                 incarnation: str | None = None):
         self.config, self.group, self.replica_id = config, group, replica_id
         self.addr = f"10.0.0.{replica_id + 1}:10911"
+        self.incarnation = incarnation
         self.lease = None
         self.start(log_end)
 
@@ -36,10 +41,13 @@ class Replica:
         self.report(log_end)
         return self
 
-    def report(self, log_end: int, epoch: int = 0) -> None:
-        self.config.put(live_key(self.group, self.replica_id),
-                        {"addr": self.addr, "ha_addr": self.addr.replace("10911", "10912"),
-                         "epoch": epoch, "log_end": log_end}, lease=self.lease.id)
+    def report(self, log_end: int, epoch: int = 0, confirmed: int = -1) -> None:
+        """`confirmed`: a master's confirmed offset (-1 = none, as a slave says)."""
+        value = {"addr": self.addr, "ha_addr": self.addr.replace("10911", "10912"),
+                 "epoch": epoch, "log_end": log_end, "confirmed": confirmed}
+        if self.incarnation is not None:
+            value["incarnation"] = self.incarnation
+        self.config.put(live_key(self.group, self.replica_id), value, lease=self.lease.id)
 
     def crash(self) -> None:
         """Stop renewing: the key goes when the lease expires (SIGKILL of a broker)."""
@@ -96,21 +104,33 @@ def pair(services, center, config):
 
 def test_group_initialised_then_in_sync_master_elected_when_master_dies(pair, config):
     active, _ = pair
-    replicas = [Replica(config, "broker-a", 0, 100)]
+    replicas = [Replica(config, "broker-a", 0, 100, incarnation="store-a0:1")]
     state = wait_group(config, "broker-a", "the group to be initialised", lambda s: True)
-    replicas.append(Replica(config, "broker-a", 1, 100))
+    # The master alone in sync, counted under the incarnation its live key showed; nothing
+    # confirmed yet (its first report as master raises it); nobody waited for.
     assert state == {"master": 0, "epoch": 1, "in_sync": [0], "master_addr": "10.0.0.1:10911",
-                     "master_ha_addr": "10.0.0.1:10912"}
+                     "master_ha_addr": "10.0.0.1:10912", "incarnations": {"0": "store-a0:1"},
+                     "confirmed_offset": 0, "waiting_for": []}
+    replicas.append(Replica(config, "broker-a", 1, 100, incarnation="store-a1:1"))
+    replicas[0].report(100, epoch=1, confirmed=100)  # as master of epoch 1
+    state = wait_group(config, "broker-a", "the master's confirmed offset recorded",
+                       lambda s: s["confirmed_offset"] == 100)
+    assert (state["epoch"], state["in_sync"]) == (1, [0])
 
     reply = rpc(active).call("AlterInSyncSet", pb.AlterInSyncSetRequest(
-        broker_name="broker-a", epoch=1, master=0, in_sync=[0, 1]))
+        broker_name="broker-a", epoch=1, master=0, in_sync=[0, 1],
+        incarnations={1: "store-a1:1"}))
     assert list(reply.group.in_sync) == [0, 1] and reply.group.epoch == 1
-    outsider = Replica(config, "broker-a", 2, 900)  # longest log, but never in sync
+    outsider = Replica(config, "broker-a", 2, 900,  # longest log, but never in sync
+                       incarnation="store-a2:1")
 
     replicas[0].crash()  # the master's lease expires
     state = wait_group(config, "broker-a", "a new master", lambda s: s["epoch"] == 2)
+    # A clean election keeps the confirmed offset (the new master holds it) and records the
+    # new master under the incarnation it was counted with; the dead master leaves the set.
     assert state == {"master": 1, "epoch": 2, "in_sync": [1], "master_addr": "10.0.0.2:10911",
-                     "master_ha_addr": "10.0.0.2:10912"}
+                     "master_ha_addr": "10.0.0.2:10912", "incarnations": {"1": "store-a1:1"},
+                     "confirmed_offset": 100, "waiting_for": []}
     line = wait_until(lambda: next((line for line in active.log.read_text().splitlines()
                                     if "master elected" in line), None), 10,
                       message="the election to be logged")
@@ -133,12 +153,16 @@ def test_no_live_in_sync_replica_waits_until_one_returns(pair, config):
     wait_until(lambda: "group=broker-b" in active.log.read_text()
                and "no eligible replica; waiting" in active.log.read_text(), 20,
                message="the controller to report it waits")
-    assert stored(config, "broker-b") == before  # replica 2 is live but not in sync
+    # Replica 2 is live but not in sync: nobody is elected, the dead master stays recorded at
+    # the same epoch with the same set, and the group names the members that could end the
+    # wait (what every replica's GROUP_HAS_NO_MASTER refusal and `cluster list` say).
+    assert before["waiting_for"] == []
+    assert stored(config, "broker-b") == {**before, "waiting_for": [0, 1]}
 
     member.start(50)
     state = wait_group(config, "broker-b", "the returning member elected",
                        lambda s: s["epoch"] == 2)
-    assert state["master"] == 1 and state["in_sync"] == [1]
+    assert state["master"] == 1 and state["in_sync"] == [1] and state["waiting_for"] == []
 
 
 def test_unclean_election_per_group_elects_the_most_complete_live_replica(pair, config):

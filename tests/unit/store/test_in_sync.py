@@ -68,3 +68,43 @@ def test_tracker_matches_a_direct_model(members, events, lag_max, min_in_sync):
     tracker.apply((in_sync - tracker.shrink_candidates(now)) | joining, now)
     assert 0 in tracker.in_sync and joining <= tracker.in_sync
     assert tracker.confirmed_offset(master_end) >= confirmed or not joining
+
+
+def test_a_member_back_without_its_copy_lags_since_first_heard_never_infinitely():
+    """`fell_behind` marks a member that never caught up under this master (another store
+    id at its handshake, a rebuild); its lag in ms is then counted from when the tracker first
+    heard it — a finite number GetBrokerInfo and the lag gauge can carry (int(inf) raised
+    OverflowError there, so the master answered GetBrokerInfo with an internal error while such
+    a slave copied)."""
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=1000, min_in_sync=1)
+    tracker.incarnations[1] = "old-store:1"
+    assert tracker.connect(1, 0, now_ms=5000, incarnation="new-store:1", confirmed=700)
+    assert tracker.shrink_candidates(5000) == {1}         # out at once, as before
+    assert tracker.lag_ms(1, 900, now_ms=5000) == 0
+    assert tracker.lag_ms(1, 900, now_ms=7500) == 2500
+    tracker.on_ack(1, 900, 900, now_ms=8000)              # caught up: lag 0, then counts again
+    assert tracker.lag_ms(1, 900, now_ms=8200) == 0
+    assert tracker.lag_ms(1, 1000, now_ms=8200) == 200
+    assert tracker.lag_ms(2, 1000, now_ms=8200) == 0       # never heard of: no lag to count
+
+
+def test_the_masters_progress_report_holds_a_slave_that_fell_behind():
+    """BrokerRoleHost.progress (GetBrokerInfo's replicas, the lag gauges) for a master whose
+    tracker pushed a slave out at its handshake: a finite lag, not an OverflowError."""
+    from types import SimpleNamespace
+
+    from tidemq.broker.registration import MASTER
+    from tidemq.broker.replication.host import BrokerRoleHost
+    from tidemq.broker.store.ha.config import HAConfig
+
+    store = SimpleNamespace(commitlog_max_offset=lambda: 900)
+    host = BrokerRoleHost(store=store, registrar=None, controller=None, ha_config=HAConfig(),
+                          broker_name="broker-r", replica_id=0, ha_listen=("127.0.0.1", 0),
+                          run_on_loop=None)
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=1000, min_in_sync=1)
+    tracker.incarnations[1] = "old-store:1"
+    tracker.connect(1, 100, now_ms=0, incarnation="new-store:1", confirmed=700)
+    host.role, host.tracker = MASTER, tracker
+    [(replica, end, lag_bytes, lag_ms, member)] = host.progress()
+    assert (replica, end, lag_bytes, member) == (1, 100, 800, True)
+    assert 0 <= lag_ms < 2**63

@@ -163,8 +163,7 @@ class BrokerRoleHost:
             return []
         end = self.log_end()
         now_ms = time.monotonic() * 1000
-        return [(replica, acked, max(0, end - acked),
-                 0 if acked >= end else int(now_ms - tracker.caught_up_ms.get(replica, now_ms)),
+        return [(replica, acked, max(0, end - acked), tracker.lag_ms(replica, end, now_ms),
                  replica in tracker.in_sync)
                 for replica, acked in sorted(tracker.acked.items())]
 

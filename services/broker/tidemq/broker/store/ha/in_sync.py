@@ -32,6 +32,7 @@ class InSyncTracker:
         self.in_sync: frozenset[int] = frozenset(in_sync) | {master_id}
         self.acked: dict[int, int] = {}            # replica -> last log end it reported
         self.caught_up_ms: dict[int, float] = {}   # replica -> last time it had the master's end
+        self.seen_ms: dict[int, float] = {}        # replica -> when this tracker first heard it
         self.connected: set[int] = set()
         self.incarnations: dict[int, str] = {}     # replica -> incarnation it is counted under
 
@@ -51,6 +52,7 @@ class InSyncTracker:
         self.connected.add(replica)
         self.acked[replica] = offset
         self.caught_up_ms.setdefault(replica, now_ms)
+        self.seen_ms.setdefault(replica, now_ms)
         if replica != self.master_id and replica in self.in_sync and (other_copy or behind):
             self.fell_behind(replica)
             return True
@@ -102,6 +104,17 @@ class InSyncTracker:
         """Connected non-members whose log end reached the confirmed offset."""
         return {replica for replica in self.connected - self.in_sync
                 if self.acked.get(replica, -1) >= master_confirmed}
+
+    def lag_ms(self, replica: int, master_end: int, now_ms: float) -> int:
+        """How long `replica` has not had the master's log end (0 while it has it). One that
+        never caught up under this master (`fell_behind`: a copy it no longer holds, a
+        rebuild) has no such time: it lags at least since this tracker first heard of it."""
+        if self.acked.get(replica, -1) >= master_end:
+            return 0
+        since = self.caught_up_ms.get(replica, now_ms)
+        if since == float("-inf"):
+            since = self.seen_ms.get(replica, now_ms)
+        return max(0, int(now_ms - since))
 
     def lag_bytes(self, master_end: int) -> dict[int, int]:
         return {replica: max(0, master_end - offset) for replica, offset in self.acked.items()}
