@@ -157,6 +157,9 @@ class LocalDeployment:
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
+        if self.topology.tracing:  # where `tidemq` sends its spans (sdk: client_tracing.py)
+            (self.run_dir / "otlp-endpoint").write_text(
+                self.placement.addr(self.topology.services[self.topology.tracing]) + "\n")
 
     def start_supervisord(self, programs: dict[str, str]) -> None:
         """`programs`: the etcd and redis-server executables."""
@@ -293,6 +296,7 @@ class LocalDeployment:
             return False
         self.supervisorctl("shutdown")
         await_exit(pid, "supervisord", timeout)
+        (self.run_dir / "otlp-endpoint").unlink(missing_ok=True)
         return True
 
     def tail(self, name: str, lines: int = 30) -> str:

@@ -16,10 +16,37 @@ import requests
 from schemathesis import GenerationMode
 
 from tests.support.cluster import running_cluster
-from tests.support.fuzz import fuzz_every_operation
+from tests.support.fuzz import ALL_CHECKS, fuzz_every_operation
 
 pytestmark = pytest.mark.slow
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+# Checks of `--checks all` left out for an operation, each with why: {(operation, check): why}.
+ACCEPTED = "positive_data_acceptance"
+# A request the document cannot tell from a valid one, for a principled reason:
+PRINCIPLED = {
+    # opaque tokens the server minted: any string fits the schema, few strings are tokens
+    ("POST /v1/groups/{group}/topics/{topic}/ack", ACCEPTED): "a receipt handle is minted "
+        "by a pop: a string of the right shape is still not one",
+    ("POST /v1/groups/{group}/topics/{topic}/invisible", ACCEPTED): "receipt handle, as ack",
+    ("POST /v1/topics/{topic}/recall", ACCEPTED): "a recall handle is minted by a delayed send",
+    # the store's state: a revision later than the store's newest is refused (400)
+    ("GET /v1/config/{key}", ACCEPTED): "revision beyond the store's current one",
+    # relations between query parameters: OpenAPI parameters are described one at a time
+    ("GET /v1/topics/{topic}/messages", ACCEPTED): "end_ms must be after begin_ms",
+    ("GET /v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages", ACCEPTED):
+        "tag and filter are two spellings of one expression: give one",
+}
+# Gaps left after issue 41 (to fix, then delete the line): the server's strict integers refuse
+# an integral JSON number written 537.0, which JSON Schema's "integer" allows, and the redrive
+# body's "msg_ids or all" is not yet an anyOf in the schema.
+KNOWN_GAPS = {
+    (operation, ACCEPTED): "an integer written as 537.0 is refused (strict int)"
+    for operation in ("POST /v1/topics", "POST /v1/groups", "PATCH /v1/groups/{name}",
+                      "POST /v1/consumer-groups/{group}/reset-offsets",
+                      "POST /v1/groups/{group}/topics/{topic}/pop",
+                      "POST /v1/topics/{topic}/messages")
+} | {("POST /v1/groups/{group}/dlq/redrive", ACCEPTED): "msg_ids or all: not in the schema"}
+EXCLUDED: dict[tuple[str, str], str] = {**PRINCIPLED, **KNOWN_GAPS}
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +65,7 @@ def gateway_url(tmp_path_factory):
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_every_answer_is_declared_and_none_is_a_server_error(gateway_url, mode):
     document = requests.get(f"{gateway_url}/openapi.json", timeout=30).json()
-    operations, failures = fuzz_every_operation(document, gateway_url, mode, EXAMPLES)
+    operations, failures = fuzz_every_operation(document, gateway_url, mode, EXAMPLES,
+                                                wanted=ALL_CHECKS, excluded=EXCLUDED)
     assert operations > 20, "the OpenAPI document lost its operations"
     assert not failures, "\n\n".join(failures)

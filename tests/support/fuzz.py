@@ -11,26 +11,44 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
 from schemathesis.core.failures import FailureGroup
 
-CHECKS = [checks.not_a_server_error, checks.status_code_conformance,
-          checks.content_type_conformance, checks.response_schema_conformance]
+# Answers conform to the document (what the secure gateway's fuzzing asks).
+CONFORMANCE = [checks.not_a_server_error, checks.status_code_conformance,
+               checks.content_type_conformance, checks.response_schema_conformance]
+checks.load_all_checks()
+# `--checks all`: also valid data accepted, invalid data rejected, headers, methods, auth.
+ALL_CHECKS = checks.CHECKS.get_all()
+
+
+def checks_for(label: str, wanted: list, excluded: dict[tuple[str, str], str]) -> list:
+    """`wanted` but those `excluded` for this operation: {(label or "*", check name): why}."""
+    return [check for check in wanted
+            if (label, check.__name__) not in excluded and ("*", check.__name__) not in excluded]
 
 
 def fuzz_every_operation(document: dict, base_url: str, mode: GenerationMode, examples: int,
                          *, session: requests.Session | None = None,
                          headers: dict[str, str] | None = None,
-                         verify: bool | str = True) -> tuple[int, list[str]]:
+                         verify: bool | str = True,
+                         wanted: list | None = None,
+                         excluded: dict[tuple[str, str], str] | None = None,
+                         ) -> tuple[int, list[str]]:
     """(operations fuzzed, one failure text per operation that failed). Derandomized: the
-    same document gives the same requests. `verify`: the CA file of an HTTPS gateway."""
+    same document gives the same requests. `verify`: the CA file of an HTTPS gateway.
+    `wanted`: the checks (CONFORMANCE unless told); `excluded`: checks left out for an
+    operation, each with its reason (checks_for)."""
     schema = schemathesis.openapi.from_dict(document)
     operations = [result.ok() for result in schema.get_all_operations()]
     failures: list[str] = []
     for operation in operations:
+        operation_checks = checks_for(operation.label, wanted or CONFORMANCE, excluded or {})
+
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
         def fuzz(case):
             case.call_and_validate(base_url=base_url, session=session, headers=headers,
-                                   timeout=30, verify=verify, checks=CHECKS)
+                                   timeout=30, verify=verify,
+                                   checks=operation_checks)  # noqa: B023 (run at once)
 
         try:
             fuzz()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tidemq.client import client_tracing
 from tidemq.client.admin_replication import (
     describe_replication,
     elect_master,
@@ -74,6 +75,7 @@ class Admin:
     def __init__(self, namesrv_addrs: str | Sequence[str], *,
                  config_center: str | Sequence[str] = DEFAULT_CONFIG_CENTER,
                  timeout: float = 3.0) -> None:
+        client_tracing.start_export()  # before any channel: its calls carry the trace
         self.timeout = timeout
         self.namesrv = NameServerClient(namesrv_addrs, timeout=timeout)
         self.config_center = config_center

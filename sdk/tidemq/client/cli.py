@@ -22,7 +22,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 from rich.text import Text
-from tidemq.client import cli_config_backup, cli_controlplane, cli_groups, cli_stream
+from tidemq.client import (
+    cli_config_backup,
+    cli_controlplane,
+    cli_groups,
+    cli_stream,
+    client_tracing,
+)
 from tidemq.client.cli_acl import acl_app
 from tidemq.client.cli_common import (
     TIME_HELP,
@@ -107,6 +113,8 @@ def root(
     previous = os.environ.get("TIDEMQ_CONFIG_CENTER")
     os.environ["TIDEMQ_CONFIG_CENTER"] = config_center
     ctx.call_on_close(lambda: _restore_env("TIDEMQ_CONFIG_CENTER", previous))
+    # A command sends its last spans before it exits (nothing to do when it exported none).
+    ctx.call_on_close(client_tracing.flush)
 
 
 def _restore_env(name: str, value: str | None) -> None:
@@ -120,6 +128,10 @@ def main() -> None:
     # Ctrl-C exits 130 (128 + SIGINT) from anywhere, a prompt or a held pull included; click
     # would turn it into "Aborted!" and status 1, and each command would need its own guard.
     signal.signal(signal.SIGINT, _interrupted)
+    # The command's spans go to the collector when one is known (client_tracing:
+    # TIDEMQ_OTLP_ENDPOINT, or the .data/run/otlp-endpoint `make up` wrote). Here, not in the
+    # callback: a program embedding the app (a test's CliRunner) never reads that file.
+    client_tracing.for_command()
     try:
         app(prog_name="tidemq")
     except Exception as exc:  # a bug, not a user's mistake: still one line, never a traceback

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidemq.client import client_tracing
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.consume_spans import record_receive
 from tidemq.client.message import MessageQueue, PullResult, PullStatus, decode_records
@@ -60,6 +61,7 @@ class PullConsumer:
                  route_refresh_s: float = 30.0) -> None:
         if not consumer_group:
             raise errors.InvalidArgument("consumer_group must not be empty")
+        client_tracing.start_export()  # before any channel: its calls carry the trace
         self.consumer_group = consumer_group
         self.timeout = timeout
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout, breaker=breaker),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
+from tidemq.client import client_tracing
 from tidemq.client import compression as codecs
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.encoding import BatchEncoder
@@ -88,6 +89,7 @@ class Producer:
     ) -> None:
         if retries < 0 or send_timeout <= 0:
             raise errors.InvalidArgument("retries must be >= 0 and send_timeout > 0")
+        client_tracing.start_export()  # before any channel: its calls carry the trace
         self.producer_group = producer_group
         self.send_timeout = send_timeout
         self.retries = retries

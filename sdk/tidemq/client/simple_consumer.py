@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tidemq.client import client_tracing
 from tidemq.client.acks import AckLanes
 from tidemq.client.consume_spans import record_receive
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
@@ -84,6 +85,7 @@ class SimpleConsumer:
         # "SQL92": tag_expression is a SQL92 filter over the properties (docs/filters.md)
         self.expression_type = checked_subscription(tag_expression, expression_type)
         self.invisible_duration_s, self.timeout = invisible_duration_s, timeout
+        client_tracing.start_export()  # before any channel: its calls carry the trace
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
         self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
         self._turn = itertools.count()

@@ -30,8 +30,13 @@ CONTROL_PLANE = ("ConfigService", "RegisterBroker", "UnregisterBroker", "AlterIn
                  "DescribeReplication", "GetBrokerInfo", "GetRouteInfo", "GetSubscriptionGroups",
                  "GetAllConsumerOffsets", "ProducerHeartbeat", "TransactionChecks", "Heartbeat",
                  "LeaseKeepAlive", "Watch", "QueryRoute", "QueryAssignment", "Telemetry")
-QUIET_BY_DEFAULT = (*CONTROL_PLANE, "Check", "Pull", "Pop", "ReceiveMessage", "healthz",
-                    "metrics", "series")
+# Offset polls: a queue's min/max offsets and a group's committed ones, which the console,
+# `tidemq group describe` and every consumer's lag and start-position look-ups ask for over
+# and over. A user's request that reads them (GET /v1/topics/{topic}) keeps them: only a
+# root call is dropped (one from a client that records nothing was a broker-only trace).
+OFFSET_POLLS = ("GetQueueOffsets", "QueryOffsets")
+QUIET_BY_DEFAULT = (*CONTROL_PLANE, *OFFSET_POLLS, "Check", "Pull", "Pop", "ReceiveMessage",
+                    "healthz", "metrics", "series")
 
 
 def operation(span_name: str) -> str:

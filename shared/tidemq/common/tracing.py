@@ -20,6 +20,7 @@ _lock = threading.Lock()
 _initialised = False
 _exporting = False
 _sampler: QuietOperationsSampler | None = None
+_span_exporter = None  # the OTLP exporter, once exporting (flush_tracing may stop it)
 
 MESSAGING_SYSTEM = "tidemq"
 
@@ -47,6 +48,7 @@ def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object,
 
 
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
+                 instrument_grpc_servers: bool = True,
                  quiet_operations: str | None = None, tls_ca_file: str = "",
                  credentials: object = None, tls_cert: tuple[str, str] = ("", "")) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
@@ -54,8 +56,10 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
 
     gRPC calls are instrumented only when the spans go somewhere (`otlp_endpoint`): a span
     per call that nobody exports cost a broker about 200 µs of CPU on each Ack
-    (docs/consumption.md, "Where a call spends its time")."""
-    global _initialised, _exporting, _sampler
+    (docs/consumption.md, "Where a call spends its time"). `instrument_grpc_servers=False`
+    instruments only the calls this process makes (a client inside someone's application
+    leaves that application's own gRPC servers alone)."""
+    global _initialised, _exporting, _sampler, _span_exporter
     with _lock:
         if _initialised:
             return
@@ -68,10 +72,9 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             _exporting = True
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-            provider.add_span_processor(
-                BatchSpanProcessor(_exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
-                                             credentials, tls_cert))
-            )
+            _span_exporter = _exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
+                                       credentials, tls_cert)
+            provider.add_span_processor(BatchSpanProcessor(_span_exporter))
         trace.set_tracer_provider(provider)
         if instrument_grpc and otlp_endpoint:
             from opentelemetry.instrumentation.grpc import (
@@ -80,8 +83,9 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
                 GrpcInstrumentorServer,
             )
 
-            GrpcInstrumentorServer().instrument()
-            GrpcAioInstrumentorServer().instrument()
+            if instrument_grpc_servers:
+                GrpcInstrumentorServer().instrument()
+                GrpcAioInstrumentorServer().instrument()
             GrpcInstrumentorClient().instrument()
         _initialised = True
 
@@ -99,6 +103,30 @@ def exporting() -> bool:
     """Whether this process sends its spans anywhere: work done only to describe something
     on a span (reading a record's properties for a trace event) is skipped when not."""
     return _exporting
+
+
+def initialised() -> bool:
+    """Whether init_tracing ran in this process (a service's, or a client's on its behalf)."""
+    return _initialised
+
+
+def flush_tracing(timeout_s: float) -> bool:
+    """Export the spans still queued, waiting at most `timeout_s` (for a short-lived process
+    such as the `tidemq` command, before it exits). The SDK's force_flush takes no deadline
+    (it ignores its timeout argument), so it runs in a thread of its own; when that thread is
+    still busy at the deadline, the exporter is shut down, which cancels the export in flight
+    and its retries: the spans are dropped and the process exits on time. False then."""
+    provider = trace.get_tracer_provider()
+    if _span_exporter is None or not hasattr(provider, "force_flush"):
+        return True
+    flushing = threading.Thread(target=provider.force_flush, name="tidemq-span-flush",
+                                daemon=True)
+    flushing.start()
+    flushing.join(timeout_s)
+    if flushing.is_alive():
+        _span_exporter.shutdown()
+        return False
+    return True
 
 
 def shutdown_tracing() -> None:

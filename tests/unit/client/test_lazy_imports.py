@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,11 +26,12 @@ HEAVY = ("grpc", "pybreaker", "redis", "structlog", "google.protobuf", "opentele
          "tidemq.configclient.client", "tidemq.common.rpc", "tidemq.common.errors")
 
 
-def imported_after(code: str) -> set[str]:
+def imported_after(code: str, env: dict[str, str] | None = None,
+                   cwd: Path | None = None) -> set[str]:
     """The modules a fresh interpreter has imported after running `code`."""
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=120, check=True)
+                            timeout=120, check=True, env=env, cwd=cwd)
     return set(json.loads(result.stdout.splitlines()[-1]))
 
 
@@ -65,6 +67,25 @@ def test_a_command_that_calls_a_client_imports_it():
             " 'cluster', 'list'])\n"
             "assert result.exit_code == 1, result.output")
     assert {"tidemq.client.admin", "grpc", "pybreaker"} <= imported_after(code)
+
+
+def test_a_command_exports_spans_only_when_a_collector_is_known(tmp_path):
+    """No endpoint (no variable, no `make up` endpoint file above the working directory): the
+    OTLP exporter is never imported; TIDEMQ_OTLP_ENDPOINT: it is, and the command still ends
+    (its flush gives up on a collector that does not answer)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("TIDEMQ_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    code = ("from typer.testing import CliRunner\n"
+            "from tidemq.client.cli import app\n"
+            "result = CliRunner().invoke(app, ['--namesrv', '127.0.0.1:1', '--timeout', '0.2',"
+            " 'send', 'orders', 'hello'])\n"
+            "assert result.exit_code == 1, result.output")
+    exporter = "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"
+    assert exporter not in imported_after(code, env, tmp_path)
+    assert exporter in imported_after(code, {**env, "TIDEMQ_OTLP_ENDPOINT": "127.0.0.1:1"},
+                                      tmp_path)
 
 
 def test_the_package_names_load_on_first_use():

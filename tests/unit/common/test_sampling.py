@@ -43,6 +43,20 @@ def test_routine_root_spans_are_dropped_users_are_kept(traced):
     assert names(exporter) == ["/tidemq.v1.BrokerService/Send"]
 
 
+def test_offset_polls_are_quiet_as_roots_and_kept_inside_a_users_request(traced):
+    """The console's lag and offset polls (and a consumer's own look-ups) are internal; a
+    user's GET /v1/topics/{topic} that reads the offsets keeps them."""
+    tracer, exporter, _ = traced
+    for method in ("GetQueueOffsets", "QueryOffsets"):
+        with tracer.start_as_current_span(f"/tidemq.v1.BrokerService/{method}"):
+            pass
+    with tracer.start_as_current_span("GET /v1/topics/{topic}"), \
+            tracer.start_as_current_span("/tidemq.v1.BrokerService/GetQueueOffsets"):
+        pass
+    assert names(exporter) == ["/tidemq.v1.BrokerService/GetQueueOffsets",
+                               "GET /v1/topics/{topic}"]
+
+
 def test_a_quiet_operation_inside_a_users_request_is_kept(traced):
     tracer, exporter, _ = traced
     with tracer.start_as_current_span("POST /v1/topics/orders/messages"), \
