@@ -298,3 +298,25 @@ def test_a_revive_whose_closing_record_fails_stores_one_retry_copy_and_refuses_t
     copies = sum(machine.store.max_offset(retry, q) for q in range(
         machine.messaging.topics.get(retry).queues))
     assert copies == 1  # ... and the idempotent move stored no second copy
+
+
+def test_an_ack_the_replicas_did_not_confirm_is_not_answered_as_done(machine):
+    """An ACKS record stored on the master but answered FLUSH_SLAVE_TIMEOUT (the in-sync
+    replicas did not confirm it in time) is applied to the book — it is in the log — but the
+    ack is refused: answered as done, it would be lost with this master."""
+    from tidemq.broker.store import AppendStatus
+
+    machine.send(1, 0)
+    _, (handle,) = pop_bodies(machine, count=1, invisible_ms=60_000)
+    send = machine.messaging.send
+
+    async def unconfirmed(topic, queue_id, raw, count, **kwargs):
+        result = await send(topic, queue_id, raw, count, **kwargs)
+        return result._replace(status=AppendStatus.FLUSH_SLAVE_TIMEOUT)
+
+    machine.messaging.send = unconfirmed
+    with pytest.raises(errors.ServiceUnavailable) as refused:
+        machine.run(machine.pop.ack(GROUP, handle))
+    assert refused.value.code == "FLUSH_SLAVE_TIMEOUT"
+    machine.messaging.send = send
+    machine.run(machine.pop.ack(GROUP, handle))  # applied already: acking again is done

@@ -41,7 +41,7 @@ from tidemq.broker.pop.book import (
     closing_entry,
 )
 from tidemq.broker.retry import RetryService
-from tidemq.broker.store import GetStatus
+from tidemq.broker.store import AppendStatus, GetStatus
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
 from tidemq.common import errors, record, tracing
@@ -169,27 +169,40 @@ class PopService:
         if len(body) > self.messaging.store.config.max_message_size:
             log.warning("pop_snapshot_too_large", bytes=len(body), in_flight=len(shadow.in_flight))
             return None
-        offset = await self._append([body])
+        offset, status = await self._append([body])
+        if status is not AppendStatus.PUT_OK:
+            return None  # not confirmed: the next round writes a newer one
         self.offsets.commit(SNAPSHOT_GROUP, [(self.revive, 0, offset)])
         self._last_snapshot = offset
         with self._lock:
             self.book.forget_expired(forgotten)
         return offset
 
-    async def _append(self, bodies: list[bytes]) -> int:
-        """Append revive records (one batch: all or none); the first one's revive offset."""
+    async def _append(self, bodies: list[bytes]) -> tuple[int, AppendStatus]:
+        """Append revive records (one batch: all or none); the first one's revive offset and
+        the append's status (PUT_OK once the in-sync replicas and the flush confirmed it)."""
         topic = self.messaging.topics.get(self.revive) or await asyncio.to_thread(
             self.topics.ensure, self.revive, 1)
         now = self._now_ms()
         raw = b"".join(record.encode(topic.name, body, born_timestamp=now) for body in bodies)
         result = await self.messaging.send(topic.name, 0, raw, len(bodies))
-        return result.first_queue_offset
+        return result.first_queue_offset, result.status
 
     async def _record(self, entries: list[tuple[bytes, dict]]) -> int:
-        first = await self._append([body for body, _ in entries])
+        """Append and apply revive records. They are applied whatever the append's status
+        (the book is the projection of this broker's log, and they are in it), but a call
+        is answered only once they are confirmed: an ack answered before its record reached
+        the in-sync replicas would be lost with this master, and the message handed out
+        again by the next one."""
+        first, status = await self._append([body for body, _ in entries])
         with self._lock:
             for i, (_, entry) in enumerate(entries):
                 self.book.apply(first + i, entry)
+        if status is not AppendStatus.PUT_OK:
+            raise errors.ServiceUnavailable(
+                f"the pop state change is stored on this master but not confirmed in time "
+                f"({status.value}): an ack may not survive a failover, so it is not answered "
+                "as done; the message may be delivered again", code=status.value)
         return first
 
     # -- pop ------------------------------------------------------------------------------------
