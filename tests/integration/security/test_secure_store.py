@@ -60,6 +60,11 @@ def deployment(tmp_path_factory, cert_dir):
             yield local
         finally:
             local.down()
+            # The process's client security is chosen from the environment on first use: the
+            # patched one (TLS) must not outlive this module on its pytest-xdist worker.
+            from tidemq.common import rpc
+
+            rpc._security = None  # noqa: SLF001
 
 
 def _endpoints(deployment: LocalDeployment) -> list[str]:
@@ -149,8 +154,9 @@ def _signed_read(deployment: LocalDeployment, credentials: Credentials) -> bool:
     from tidemq.common.errors import TideMQError
     from tidemq.configclient.client import ConfigClient
 
-    security = rpc.ClientSecurity.from_env()
-    rpc.configure_client_security(rpc.ClientSecurity(credentials, security.ca_file))
+    previous = rpc._security  # noqa: SLF001 - put back exactly, "not chosen yet" included
+    ca_file = rpc.ClientSecurity.from_env().ca_file
+    rpc.configure_client_security(rpc.ClientSecurity(credentials, ca_file))
     try:
         with ConfigClient(_config_centers(deployment)) as config:
             config.range("/tidemq/topics/")
@@ -158,7 +164,7 @@ def _signed_read(deployment: LocalDeployment, credentials: Credentials) -> bool:
     except TideMQError:
         return False
     finally:
-        rpc.configure_client_security(security)
+        rpc._security = previous  # noqa: SLF001
 
 
 def _files_holding(root: Path, needle: bytes) -> list[str]:
@@ -263,7 +269,7 @@ def test_a_refused_token_is_replaced_for_calls_watches_and_keep_alives(deploymen
         store.etcd._token = "expired.token"  # as etcd no longer knows it
         batches = store.watch("/tidemq/tests/", start, until=start)
         assert [e.kv.value for b in batches for e in b.events] == [b"1"]
-        lease = store.lease_grant(10)
+        lease, _ = store.lease_grant(10)
         store.etcd._token = "expired.token"
         assert store.lease_keepalive(lease) > 0
         store.etcd._token = "expired.token"
