@@ -536,6 +536,9 @@ PROP_PRODUCER_GROUP = "PGROUP"                # the group whose producers are ch
 # Idempotent sends (docs/idempotence.md): the producer whose unique ids the broker deduplicates;
 # a restarted or promoted broker rebuilds its table from the records carrying it.
 PROP_PRODUCER_ID = "PRODUCER_ID"
+# Sequenced idempotent sends (Kafka's idempotent producer, docs/idempotence.md): on a batch's
+# first record, "<producer id>:<epoch>:<first sequence>:<last sequence>" of the whole batch.
+PROP_PRODUCER_SEQUENCE = "PRODUCER_SEQUENCE"
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,

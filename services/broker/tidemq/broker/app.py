@@ -72,6 +72,7 @@ def idempotent_settings(settings: BrokerSettings) -> IdempotentSettings:
     return IdempotentSettings(window_ms=settings.idempotence_window_ms,
                               window_messages=settings.idempotence_window_messages,
                               max_producers=settings.idempotence_max_producers,
+                              max_sequenced=settings.idempotence_max_sequenced,
                               rebuild_bytes=int(settings.idempotence_rebuild_mib * (1 << 20)))
 
 

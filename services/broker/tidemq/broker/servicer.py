@@ -110,7 +110,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     async def Send(self, request, context):
         # A producer marks a half message or a batch holding a delayed message; only those
         # are looked into (the SDK refuses a delayed transactional message).
-        if request.idempotent:  # dedup by unique id: only batches that ask pay for it
+        sequenced = request.HasField("sequence")   # Kafka's idempotent producer
+        if request.idempotent or sequenced:  # dedup: only batches that ask pay for it
             send = self._idempotent_send(request)
         elif request.transaction_prepared:
             send = self.transactions.prepare
@@ -129,7 +130,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             physical_offsets=result.physical_offsets,
             store_host=self.messaging.store.store_host,
         )
-        if request.idempotent:
+        if request.idempotent or sequenced:
             self.idempotence.describe(result, reply)
         return reply
 
@@ -149,6 +150,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                      code="IDEMPOTENCE_DISABLED")
         if request.transaction_prepared or request.scheduled:
             raise InvalidArgument("an idempotent send cannot carry half or scheduled messages")
+        if request.HasField("sequence"):
+            if request.idempotent:
+                raise InvalidArgument("a send is idempotent by unique id or by sequence, "
+                                      "not both")
+            return functools.partial(self.idempotence.send_sequenced, request.sequence)
         return functools.partial(self.idempotence.send, request.producer_id)
 
     async def Pull(self, request, context):
