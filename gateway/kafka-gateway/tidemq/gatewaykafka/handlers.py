@@ -159,13 +159,13 @@ class KafkaApis:
         """(error code, base offset) of one partition's record set."""
         try:
             mq = self.backend.partition(topic, index)
-            messages = []
-            for raw in records.split_batches(record_set or b""):
-                batch = records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
-                messages += [records.to_message(topic, r) for r in batch.records]
+            batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
+                       for raw in records.split_batches(record_set or b"")]
+            sequence = records.batches_sequence(batches)
+            messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            return 0, self.backend.produce(mq, messages)
+            return 0, self.backend.produce(mq, messages, sequence)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from tidemq.client import Message, MessageExt
+from tidemq.client import Message, MessageExt, ProducerSequence
 
 PROP_KEY = "KAFKA_KEY"
 PROP_HEADERS = "KAFKA_HEADERS"
@@ -123,6 +123,29 @@ def decode_batch(raw: bytes | memoryview, *, max_uncompressed: int) -> ProducedB
     if len(records) != batch.records_count:
         raise RecordError("CORRUPT_MESSAGE", "record count does not match the batch header")
     return ProducedBatch(records, batch.producer_id, batch.producer_epoch, batch.base_sequence)
+
+
+def batches_sequence(batches: Sequence[ProducedBatch]) -> ProducerSequence | None:
+    """The sequence a partition's batches are sent under (the brokers check it: a repeat is
+    stored once, a gap refused), None for a producer that is not idempotent. Several batches
+    of one partition must be one producer's consecutive sequences (one send)."""
+    if not batches or batches[0].producer_id < 0:
+        if any(b.producer_id >= 0 for b in batches):
+            raise RecordError("INVALID_RECORD", "idempotent and plain batches mixed")
+        return None
+    first = batches[0]
+    expected = first.base_sequence
+    for batch in batches:
+        if (batch.producer_id, batch.producer_epoch) != (first.producer_id,
+                                                          first.producer_epoch):
+            raise RecordError("INVALID_RECORD", "batches of several producers in one partition")
+        if batch.base_sequence != expected:
+            raise RecordError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                              f"batch sequence {batch.base_sequence}, expected {expected}")
+        expected = (expected + len(batch.records)) % (1 << 31)
+    if first.base_sequence < 0 or first.producer_epoch < 0:
+        raise RecordError("INVALID_RECORD", "an idempotent batch without sequence or epoch")
+    return ProducerSequence(first.producer_id, first.producer_epoch, first.base_sequence)
 
 
 def to_message(topic: str, record: KafkaRecord) -> Message:
