@@ -137,8 +137,11 @@ class KafkaBackend:
                 self._group_readers.move_to_end(group)
             return reader
 
-    def commit(self, group: str, mq: MessageQueue, offset: int) -> None:
-        self.group_reader(group).commit(mq, offset)
+    def commit(self, group: str, mq: MessageQueue, offset: int, generation_id: int = -1,
+               member_id: str = "") -> None:
+        """Commit on the queue's broker, fenced there by generation and member (>= 0)."""
+        self.group_reader(group).commit(mq, offset, generation_id=generation_id,
+                                        member_id=member_id)
 
     def committed(self, group: str, mq: MessageQueue) -> int | None:
         return self.group_reader(group).committed(mq)

@@ -293,25 +293,19 @@ class KafkaApis:
     async def offset_commit(self, request, version: int, conn: Connection) -> dict:
         group = request.group_id
         generation = request.generation_id_or_member_epoch
-        fenced = 0
-        if generation is not None and generation >= 0:
-            # the brokers do not fence commits by generation yet: the member's generation
-            # is checked with the coordinator first (the window between is a known gap)
-            try:
-                await self._run(self.coordination.heartbeat, group, generation,
-                                request.member_id)
-            except errors.TideMQError as exc:
-                fenced = kafka_code(exc, GROUP_CODES)
+        if generation is None or generation < 0:
+            generation = -1   # a consumer outside the group protocol (assign()): not fenced
 
         async def one(topic: str, part) -> dict:
-            if fenced:
-                return {"partition_index": part.partition_index, "error_code": fenced}
+            # the queue's broker takes the commit only from a member of the group's current
+            # generation: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS
             try:
                 mq = await self._run(self.backend.partition, topic, part.partition_index)
-                await self._run(self.backend.commit, group, mq, part.committed_offset)
+                await self._run(self.backend.commit, group, mq, part.committed_offset,
+                                generation, request.member_id or "")
                 code = 0
             except errors.TideMQError as exc:
-                code = kafka_code(exc)
+                code = kafka_code(exc, GROUP_CODES)
             return {"partition_index": part.partition_index, "error_code": code}
 
         return {"throttle_time_ms": 0, "topics": [
