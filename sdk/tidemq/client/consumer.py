@@ -125,10 +125,15 @@ class PullConsumer:
             topic=mq.topic, queue_id=mq.queue_id, timestamp_ms=timestamp_ms), idempotent=True)
         return response.queue_offset
 
-    def commit(self, mq: MessageQueue, offset: int) -> None:
-        """Record that the group has consumed everything before `offset` in `mq`."""
+    def commit(self, mq: MessageQueue, offset: int, *, generation_id: int = -1,
+               member_id: str = "") -> None:
+        """Record that the group has consumed everything before `offset` in `mq`. With a
+        `generation_id` (>= 0) and `member_id`, the broker takes it only from that member of
+        the group's current generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+        REBALANCE_IN_PROGRESS otherwise); -1 is not checked."""
         self._call(mq, "CommitOffsets", broker_pb2.CommitOffsetsRequest(
-            consumer_group=self.consumer_group, generation_id=-1,
+            consumer_group=self.consumer_group, generation_id=generation_id,
+            member_id=member_id,
             offsets=[broker_pb2.QueueOffset(topic=mq.topic, queue_id=mq.queue_id, offset=offset)],
         ), idempotent=True)
 

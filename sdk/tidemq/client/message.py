@@ -139,6 +139,25 @@ class SendStatus(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerSequence:
+    """A batch's place in a sequenced producer's stream (Kafka's idempotent producer,
+    docs/idempotence.md): record i of the batch is sequence `base_sequence + i` of
+    (`producer_id`, `epoch`) on its queue. The broker stores such a batch once, answers a
+    repeat of one of the queue's last five batches with its first offsets, and refuses a gap
+    (OUT_OF_ORDER_SEQUENCE_NUMBER), an older epoch (INVALID_PRODUCER_EPOCH) and a producer it
+    holds no state for past sequence 0 (UNKNOWN_PRODUCER_ID)."""
+
+    producer_id: int
+    epoch: int
+    base_sequence: int
+
+    def property_value(self, count: int) -> str:
+        """PRODUCER_SEQUENCE of a batch of `count` records (on its first record)."""
+        last = (self.base_sequence + count - 1) % (1 << 31)
+        return f"{self.producer_id}:{self.epoch}:{self.base_sequence}:{last}"
+
+
+@dataclass(frozen=True, slots=True)
 class SendResult:
     status: SendStatus
     msg_id: str          # offset message id (store host + physical offset, 32 hex chars)

@@ -14,6 +14,7 @@ send the dead master had stored shows as a detectable duplicate).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import socket
 import threading
 import time
@@ -32,6 +33,7 @@ from tidemq.client.message import (
     MAX_MESSAGE_SIZE,
     Message,
     MessageQueue,
+    ProducerSequence,
     SendResult,
     SendStatus,
     send_results,
@@ -130,18 +132,30 @@ class Producer:
         return self._send(message.topic, [message], choose, timeout)[0]
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                   timeout: float | None = None) -> list[SendResult]:
+                   timeout: float | None = None,
+                   sequence: ProducerSequence | None = None) -> list[SendResult]:
         """Send several messages of one topic to one queue in one call: all stored or none.
         Without `queue`, a batch whose first message has a `message_group` goes to that
-        group's queue (so a batch should hold one group; send_many sorts mixed groups)."""
+        group's queue (so a batch should hold one group; send_many sorts mixed groups).
+        `sequence` (with `queue`): the batch's place in a sequenced producer's stream, so the
+        broker stores it once however often it is sent (ProducerSequence); a repeat answers
+        with the first send's offsets."""
         topic = _one_topic(messages)
+        if sequence is not None:
+            if queue is None:
+                raise errors.InvalidArgument("a sequenced batch is sent to a given queue")
+            first = messages[0]
+            marked = dataclasses.replace(first, properties={
+                **first.properties,
+                record.PROP_PRODUCER_SEQUENCE: sequence.property_value(len(messages))})
+            messages = [marked, *messages[1:]]
         choose = None
         if queue is not None:
             def choose(route: TopicRoute, last_failed: str) -> MessageQueue:
                 return queue
         elif messages[0].message_group:
             choose = _group_chooser(messages[0].message_group)
-        return self._send(topic, messages, choose, timeout)
+        return self._send(topic, messages, choose, timeout, sequence=sequence)
 
     def send_many(self, messages: Sequence[Message], *,
                   timeout: float | None = None) -> list[SendResult]:
@@ -328,13 +342,15 @@ class Producer:
     def _send(self, topic: str, messages: Sequence[Message],
               choose: Callable[[TopicRoute, str], MessageQueue] | None,
               timeout: float | None, retries: int | None = None, *,
-              transaction_prepared: bool = False) -> list[SendResult]:
+              transaction_prepared: bool = False,
+              sequence: ProducerSequence | None = None) -> list[SendResult]:
         if not messages:
             raise errors.InvalidArgument("nothing to send: the batch is empty")
         deadline = time.monotonic() + (timeout or self.send_timeout)
         return self._send_prepared(topic, self._prepare(topic, messages), choose, deadline,
                                    self.retries if retries is None else retries,
-                                   transaction_prepared=transaction_prepared)
+                                   transaction_prepared=transaction_prepared,
+                                   sequence=sequence)
 
     def _prepare(self, topic: str, messages: Sequence[Message]) -> _Prepared:
         """Start the batch's PRODUCER span and encode the batch in it (the records carry the
@@ -360,11 +376,12 @@ class Producer:
     def _send_prepared(self, topic: str, batch: _Prepared,
                        choose: Callable[[TopicRoute, str], MessageQueue] | None,
                        deadline: float, retries: int, *,
-                       transaction_prepared: bool = False) -> list[SendResult]:
+                       transaction_prepared: bool = False,
+                       sequence: ProducerSequence | None = None) -> list[SendResult]:
         with trace.use_span(batch.span, end_on_exit=True) as span:
             results = self._send_records(topic, batch.records, batch.unique_ids, choose,
                                          deadline, retries, transaction_prepared,
-                                         batch.scheduled)
+                                         batch.scheduled, sequence)
             if len(results) == 1:
                 span.set_attribute("messaging.message.id", results[0].unique_id)
             span.set_attribute("messaging.destination.partition.id", str(results[0].queue_id))
@@ -374,8 +391,12 @@ class Producer:
                       choose: Callable[[TopicRoute, str], MessageQueue] | None,
                       deadline: float, retries: int,
                       transaction_prepared: bool = False,
-                      scheduled: bool = False) -> list[SendResult]:
+                      scheduled: bool = False,
+                      sequence: ProducerSequence | None = None) -> list[SendResult]:
         last_failed = ""
+        sequenced = None if sequence is None else broker_pb2.ProducerSequence(
+            producer_id=sequence.producer_id, epoch=sequence.epoch,
+            base_sequence=sequence.base_sequence)
         last_error: errors.TideMQError | None = None
         attempt = failovers = 0
         while attempt <= retries:
@@ -401,7 +422,7 @@ class Producer:
                     Spliced(broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id,
                                                    record_count=len(unique_ids),
                                                    transaction_prepared=transaction_prepared,
-                                                   scheduled=scheduled),
+                                                   scheduled=scheduled, sequence=sequenced),
                             "records", records),  # the batch is not copied into the request
                     timeout=remaining, abandon=self._master_moved(topic, mq.broker_name, addr),
                     check_every_s=MASTER_CHECK_S,

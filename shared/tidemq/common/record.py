@@ -540,6 +540,9 @@ PROP_PRODUCER_ID = "PRODUCER_ID"
 # a revived pop's retry copy keeps its message's UNIQ_KEY (every delivery of a message is one
 # message) but is deduplicated per revive, "<checkpoint>:<queue offset>" of the delivery.
 PROP_IDEMPOTENCE_KEY = "IDEMPOTENCE_KEY"
+# Sequenced idempotent sends (Kafka's idempotent producer, docs/idempotence.md): on a batch's
+# first record, "<producer id>:<epoch>:<first sequence>:<last sequence>" of the whole batch.
+PROP_PRODUCER_SEQUENCE = "PRODUCER_SEQUENCE"
 
 
 def retarget(raw: bytes | bytearray | memoryview, topic: str, *, queue_id: int = 0,

@@ -40,7 +40,7 @@ TRANSACTION_COMMIT: TransactionResolution
 TRANSACTION_ROLLBACK: TransactionResolution
 
 class SendRequest(_message.Message):
-    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared", "scheduled", "producer_id", "idempotent")
+    __slots__ = ("topic", "queue_id", "records", "record_count", "transaction_prepared", "scheduled", "producer_id", "idempotent", "sequence")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class SendRequest(_message.Message):
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     records: bytes
@@ -57,7 +58,18 @@ class SendRequest(_message.Message):
     scheduled: bool
     producer_id: str
     idempotent: bool
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ..., producer_id: _Optional[str] = ..., idempotent: _Optional[bool] = ...) -> None: ...
+    sequence: ProducerSequence
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., transaction_prepared: _Optional[bool] = ..., scheduled: _Optional[bool] = ..., producer_id: _Optional[str] = ..., idempotent: _Optional[bool] = ..., sequence: _Optional[_Union[ProducerSequence, _Mapping]] = ...) -> None: ...
+
+class ProducerSequence(_message.Message):
+    __slots__ = ("producer_id", "epoch", "base_sequence")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    epoch: int
+    base_sequence: int
+    def __init__(self, producer_id: _Optional[int] = ..., epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ...) -> None: ...
 
 class RecallMessageRequest(_message.Message):
     __slots__ = ("topic", "unique_id")

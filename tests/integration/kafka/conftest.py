@@ -13,7 +13,7 @@ from tests.support.cluster import (
 
 # topic -> queues per broker group (two groups: twice as many partitions)
 TOPICS = {"k-roundtrip": 1, "k-group": 2, "k-offsets": 1, "k-interop": 1, "k-native": 1,
-          "k-confluent": 1}
+          "k-confluent": 1, "k-idempotent": 1, "k-fence": 1}
 
 
 @pytest.fixture(scope="package")

@@ -1,5 +1,6 @@
 """confluent-kafka 2.16.1 (librdkafka), unmodified, against gateway-kafka: idempotent produce
-(its default here: enable.idempotence), null headers, and a group consumer that commits."""
+(its default here: enable.idempotence), null headers, every codec, and a group consumer that
+commits."""
 
 from __future__ import annotations
 
@@ -39,3 +40,32 @@ def test_round_trip_and_group_commit(bootstrap):
     committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)
     assert committed[0].offset == len(sent)
     consumer.close()
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+def test_each_codec_round_trips(bootstrap, codec):
+    topic = "k-confluent"
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "compression.type": codec, "linger.ms": 20})
+    sent = [(b"key-%d" % i, bytes([i % 256]) * (100 + i * 37)) for i in range(40)]
+    offsets, failures = [], []
+
+    def delivered(err, msg):
+        if err:
+            failures.append(err)
+        else:
+            offsets.append(msg.offset())
+    for key, value in sent:
+        producer.produce(topic, key=key, value=value, partition=1, on_delivery=delivered)
+    assert producer.flush(20) == 0 and not failures
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"k-codec-{codec}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 1, min(offsets))])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            got.append((message.key(), message.value()))
+    consumer.close()
+    assert got == sent

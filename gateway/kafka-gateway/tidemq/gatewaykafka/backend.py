@@ -21,6 +21,7 @@ from tidemq.client import (
     MessageQueue,
     NameServerClient,
     Producer,
+    ProducerSequence,
     PullConsumer,
     PullStatus,
     RouteCache,
@@ -99,9 +100,12 @@ class KafkaBackend:
 
     # -- produce and fetch ---------------------------------------------------------------------
 
-    def produce(self, mq: MessageQueue, messages: Sequence[Message]) -> int:
-        """Store the messages on `mq`, all or none; the queue offset of the first."""
-        results = self.producer.send_batch(messages, queue=mq)
+    def produce(self, mq: MessageQueue, messages: Sequence[Message],
+                sequence: ProducerSequence | None = None) -> int:
+        """Store the messages on `mq`, all or none; the queue offset of the first. With an
+        idempotent producer's `sequence` the broker stores a repeat once (answered with the
+        first offsets) and refuses gaps, fenced epochs and producers it lost."""
+        results = self.producer.send_batch(messages, queue=mq, sequence=sequence)
         return results[0].queue_offset
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
@@ -133,8 +137,11 @@ class KafkaBackend:
                 self._group_readers.move_to_end(group)
             return reader
 
-    def commit(self, group: str, mq: MessageQueue, offset: int) -> None:
-        self.group_reader(group).commit(mq, offset)
+    def commit(self, group: str, mq: MessageQueue, offset: int, generation_id: int = -1,
+               member_id: str = "") -> None:
+        """Commit on the queue's broker, fenced there by generation and member (>= 0)."""
+        self.group_reader(group).commit(mq, offset, generation_id=generation_id,
+                                        member_id=member_id)
 
     def committed(self, group: str, mq: MessageQueue) -> int | None:
         return self.group_reader(group).committed(mq)

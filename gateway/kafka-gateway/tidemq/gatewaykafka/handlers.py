@@ -159,13 +159,13 @@ class KafkaApis:
         """(error code, base offset) of one partition's record set."""
         try:
             mq = self.backend.partition(topic, index)
-            messages = []
-            for raw in records.split_batches(record_set or b""):
-                batch = records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
-                messages += [records.to_message(topic, r) for r in batch.records]
+            batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
+                       for raw in records.split_batches(record_set or b"")]
+            sequence = records.batches_sequence(batches)
+            messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            return 0, self.backend.produce(mq, messages)
+            return 0, self.backend.produce(mq, messages, sequence)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1
@@ -293,25 +293,19 @@ class KafkaApis:
     async def offset_commit(self, request, version: int, conn: Connection) -> dict:
         group = request.group_id
         generation = request.generation_id_or_member_epoch
-        fenced = 0
-        if generation is not None and generation >= 0:
-            # the brokers do not fence commits by generation yet: the member's generation
-            # is checked with the coordinator first (the window between is a known gap)
-            try:
-                await self._run(self.coordination.heartbeat, group, generation,
-                                request.member_id)
-            except errors.TideMQError as exc:
-                fenced = kafka_code(exc, GROUP_CODES)
+        if generation is None or generation < 0:
+            generation = -1   # a consumer outside the group protocol (assign()): not fenced
 
         async def one(topic: str, part) -> dict:
-            if fenced:
-                return {"partition_index": part.partition_index, "error_code": fenced}
+            # the queue's broker takes the commit only from a member of the group's current
+            # generation: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / REBALANCE_IN_PROGRESS
             try:
                 mq = await self._run(self.backend.partition, topic, part.partition_index)
-                await self._run(self.backend.commit, group, mq, part.committed_offset)
+                await self._run(self.backend.commit, group, mq, part.committed_offset,
+                                generation, request.member_id or "")
                 code = 0
             except errors.TideMQError as exc:
-                code = kafka_code(exc)
+                code = kafka_code(exc, GROUP_CODES)
             return {"partition_index": part.partition_index, "error_code": code}
 
         return {"throttle_time_ms": 0, "topics": [

@@ -21,12 +21,16 @@ import base64
 import binascii
 import json
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import cramjam
+import lz4.frame
+import zstandard
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from tidemq.client import Message, MessageExt
+from tidemq.client import Message, MessageExt, ProducerSequence
 
 PROP_KEY = "KAFKA_KEY"
 PROP_HEADERS = "KAFKA_HEADERS"
@@ -40,9 +44,11 @@ PLACEHOLDER_BODY = b"\x00"   # the body of a null or empty value (docs/kafka.md)
 BATCH_OVERHEAD = 61          # base offset .. records count, the smallest batch
 LENGTH_OFFSET = 8            # int32 batch length, after the int64 base offset
 MAGIC_OFFSET = 16
-CODEC_NONE, CODEC_GZIP = 0, 1
-SUPPORTED_CODECS = frozenset({CODEC_NONE, CODEC_GZIP})
+ATTRIBUTES_OFFSET = 21       # int16: the codec in its low three bits
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
+SUPPORTED_CODECS = frozenset({CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD})
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+XERIAL_HEADER = b"\x82SNAPPY\x00"   # the Java client's snappy framing (then 8 bytes, blocks)
 
 
 class RecordError(ValueError):
@@ -99,9 +105,25 @@ def decode_batch(raw: bytes | memoryview, *, max_uncompressed: int) -> ProducedB
     if batch.is_control_batch or batch.is_transactional:
         raise RecordError("INVALID_RECORD", "transactional batches are not accepted")
     if batch.compression_type not in SUPPORTED_CODECS:
-        name = CODEC_NAMES.get(batch.compression_type, str(batch.compression_type))
         raise RecordError("UNSUPPORTED_COMPRESSION_TYPE",
-                          f"compression {name} is not accepted (none and gzip are)")
+                          f"compression type {batch.compression_type} is not Kafka's")
+    if batch.compression_type != CODEC_NONE:
+        # undone here, never past `max_uncompressed` (a small batch may inflate to gigabytes),
+        # and handed to the library as the same batch uncompressed (the CRC is checked above)
+        raw = bytes(raw)
+        try:
+            records_bytes = decompress(batch.compression_type, raw[BATCH_OVERHEAD:],
+                                       max_uncompressed)
+        except RecordError:
+            raise
+        except Exception as exc:   # each codec library raises its own errors
+            raise RecordError("CORRUPT_MESSAGE", f"{CODEC_NAMES[batch.compression_type]} "
+                              f"records do not decompress: {exc}") from None
+        header = bytearray(raw[:BATCH_OVERHEAD])
+        struct.pack_into(">i", header, LENGTH_OFFSET, BATCH_OVERHEAD - 12 + len(records_bytes))
+        attributes = struct.unpack_from(">h", header, ATTRIBUTES_OFFSET)[0]
+        struct.pack_into(">h", header, ATTRIBUTES_OFFSET, attributes & ~0x07)
+        batch = DefaultRecordBatch(bytes(header) + records_bytes)
     records, size = [], 0
     try:
         for record in batch:
@@ -123,6 +145,73 @@ def decode_batch(raw: bytes | memoryview, *, max_uncompressed: int) -> ProducedB
     if len(records) != batch.records_count:
         raise RecordError("CORRUPT_MESSAGE", "record count does not match the batch header")
     return ProducedBatch(records, batch.producer_id, batch.producer_epoch, batch.base_sequence)
+
+
+def decompress(codec: int, data: bytes, limit: int) -> bytes:
+    """A batch's records decompressed, MESSAGE_TOO_LARGE past `limit` bytes (found while
+    decompressing: no more than `limit` + a block is ever produced)."""
+    if codec == CODEC_GZIP:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = inflater.decompress(data, limit + 1)
+    elif codec == CODEC_SNAPPY:
+        out = _snappy(data, limit)
+    elif codec == CODEC_LZ4:
+        out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+    else:
+        chunks, size = [], 0
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+            while size <= limit and (chunk := reader.read(min(limit + 1 - size, 1 << 20))):
+                chunks.append(chunk)
+                size += len(chunk)
+        out = b"".join(chunks)
+    if len(out) > limit:
+        raise RecordError("MESSAGE_TOO_LARGE", f"the batch decompresses past {limit} bytes")
+    return out
+
+
+def _snappy(data: bytes, limit: int) -> bytes:
+    """Raw snappy (librdkafka), or the Java client's xerial framing: blocks of [int32 size,
+    raw snappy]; each block's size is read from its header before it is decompressed."""
+    if not data.startswith(XERIAL_HEADER):
+        blocks = [data]
+    else:
+        blocks, pos = [], 16
+        while pos < len(data):
+            (size,) = struct.unpack_from(">i", data, pos)
+            if size < 0 or pos + 4 + size > len(data):
+                raise RecordError("CORRUPT_MESSAGE", "a snappy block is cut short")
+            blocks.append(data[pos + 4:pos + 4 + size])
+            pos += 4 + size
+    out, total = [], 0
+    for block in blocks:
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > limit:
+            raise RecordError("MESSAGE_TOO_LARGE", f"the batch decompresses past {limit} bytes")
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
+    return b"".join(out)
+
+
+def batches_sequence(batches: Sequence[ProducedBatch]) -> ProducerSequence | None:
+    """The sequence a partition's batches are sent under (the brokers check it: a repeat is
+    stored once, a gap refused), None for a producer that is not idempotent. Several batches
+    of one partition must be one producer's consecutive sequences (one send)."""
+    if not batches or batches[0].producer_id < 0:
+        if any(b.producer_id >= 0 for b in batches):
+            raise RecordError("INVALID_RECORD", "idempotent and plain batches mixed")
+        return None
+    first = batches[0]
+    expected = first.base_sequence
+    for batch in batches:
+        if (batch.producer_id, batch.producer_epoch) != (first.producer_id,
+                                                          first.producer_epoch):
+            raise RecordError("INVALID_RECORD", "batches of several producers in one partition")
+        if batch.base_sequence != expected:
+            raise RecordError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                              f"batch sequence {batch.base_sequence}, expected {expected}")
+        expected = (expected + len(batch.records)) % (1 << 31)
+    if first.base_sequence < 0 or first.producer_epoch < 0:
+        raise RecordError("INVALID_RECORD", "an idempotent batch without sequence or epoch")
+    return ProducerSequence(first.producer_id, first.producer_epoch, first.base_sequence)
 
 
 def to_message(topic: str, record: KafkaRecord) -> Message:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tidemq.broker import metrics
 from tidemq.broker.allocator import keep_freed_memory
+from tidemq.broker.commit_fence import CommitFence
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from tidemq.broker.dynamic import DynamicSettings
 from tidemq.broker.group_manager import SubscriptionGroupManager
@@ -72,6 +73,7 @@ def idempotent_settings(settings: BrokerSettings) -> IdempotentSettings:
     return IdempotentSettings(window_ms=settings.idempotence_window_ms,
                               window_messages=settings.idempotence_window_messages,
                               max_producers=settings.idempotence_max_producers,
+                              max_sequenced=settings.idempotence_max_sequenced,
                               rebuild_bytes=int(settings.idempotence_rebuild_mib * (1 << 20)))
 
 
@@ -179,7 +181,10 @@ class BrokerApp:
                                         QueueLocks(self.topic_writer, settings.broker_name),
                                         self.replication.read_advisor if self.replication
                                         else None, self.transactions, self.schedule,
-                                        idempotence, self.recalls)
+                                        idempotence, self.recalls,
+                                        CommitFence(settings.broker_name,
+                                                    self.groups.coordinator,
+                                                    settings.name_servers))
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server, self.servicer,
                          "tidemq.v1.BrokerService")
         self.wire: WireServer | None = None

@@ -6,6 +6,7 @@ import functools
 
 from opentelemetry import trace
 from tidemq.broker import metrics
+from tidemq.broker.commit_fence import CommitFence
 from tidemq.broker.deadlines import call_deadline
 from tidemq.broker.group_listing import POP, PULL, PUSH, list_groups
 from tidemq.broker.group_manager import SubscriptionGroupManager
@@ -88,7 +89,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  transactions: TransactionService | None = None,
                  schedule: ScheduleService | None = None,
                  idempotence: IdempotentSends | None = None,
-                 recalls: Recalls | None = None) -> None:
+                 recalls: Recalls | None = None,
+                 commit_fence: CommitFence | None = None) -> None:
+        self.commit_fence = commit_fence  # generation-fenced commits (commit_fence.py)
         self.recalls = recalls  # recalling scheduled messages (schedule/recall.py)
         self.idempotence = idempotence  # idempotent sends' dedup table (idempotence/)
         self.transactions = transactions  # transactional messages (transactions/)
@@ -110,7 +113,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     async def Send(self, request, context):
         # A producer marks a half message or a batch holding a delayed message; only those
         # are looked into (the SDK refuses a delayed transactional message).
-        if request.idempotent:  # dedup by unique id: only batches that ask pay for it
+        sequenced = request.HasField("sequence")   # Kafka's idempotent producer
+        if request.idempotent or sequenced:  # dedup: only batches that ask pay for it
             send = self._idempotent_send(request)
         elif request.transaction_prepared:
             send = self.transactions.prepare
@@ -129,7 +133,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             physical_offsets=result.physical_offsets,
             store_host=self.messaging.store.store_host,
         )
-        if request.idempotent:
+        if request.idempotent or sequenced:
             self.idempotence.describe(result, reply)
         return reply
 
@@ -149,6 +153,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                      code="IDEMPOTENCE_DISABLED")
         if request.transaction_prepared or request.scheduled:
             raise InvalidArgument("an idempotent send cannot carry half or scheduled messages")
+        if request.HasField("sequence"):
+            if request.idempotent:
+                raise InvalidArgument("a send is idempotent by unique id or by sequence, "
+                                      "not both")
+            return functools.partial(self.idempotence.send_sequenced, request.sequence)
         return functools.partial(self.idempotence.send, request.producer_id)
 
     async def Pull(self, request, context):
@@ -241,8 +250,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.group_table.check_consume(request.consumer_group)
         for entry in request.offsets:
             self.messaging.topic(entry.topic)
-        self.offsets.commit(request.consumer_group,
-                            [(e.topic, e.queue_id, e.offset) for e in request.offsets])
+        entries = [(e.topic, e.queue_id, e.offset) for e in request.offsets]
+
+        def commit() -> None:
+            self.offsets.commit(request.consumer_group, entries)
+        if request.generation_id < 0 or self.commit_fence is None:
+            commit()   # not a coordinated member's commit: not fenced
+        else:          # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID as Kafka's (commit_fence.py)
+            self.commit_fence.commit(request.consumer_group, request.generation_id,
+                                     request.member_id, commit)
         return broker_pb2.CommitOffsetsResponse()
 
     def QueryOffsets(self, request, context):

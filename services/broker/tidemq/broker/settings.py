@@ -92,6 +92,10 @@ class BrokerSettings(ServiceSettings):
         100_000, "idempotent sends: unique ids remembered per producer id (oldest go first)")
     idempotence_max_producers: int = setting(
         1000, "idempotent sends: producer ids remembered (the least recently written go)")
+    idempotence_max_sequenced: int = setting(
+        100_000, "sequenced idempotent sends (Kafka producers): (producer, queue) states kept; "
+                 "when full the least recently written goes, and that producer's next batch "
+                 "there is UNKNOWN_PRODUCER_ID (docs/idempotence.md)")
     idempotence_rebuild_mib: float = setting(
         256.0, "idempotent sends: CommitLog tail (MiB) scanned to rebuild the table after a "
                "restart or a promotion")
@@ -173,9 +177,11 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError(f"wire_port must be -1 (port + 2), 0 (a free port) or a port "
                                 f"number, got {self.wire_port}")
         if min(self.idempotence_window_ms, self.idempotence_window_messages,
-               self.idempotence_max_producers) <= 0 or self.idempotence_rebuild_mib < 0:
-            raise SettingsError("idempotence_window_ms, idempotence_window_messages and "
-                                "idempotence_max_producers must be > 0, "
+               self.idempotence_max_producers, self.idempotence_max_sequenced) <= 0 \
+                or self.idempotence_rebuild_mib < 0:
+            raise SettingsError("idempotence_window_ms, idempotence_window_messages, "
+                                "idempotence_max_producers and idempotence_max_sequenced "
+                                "must be > 0, "
                                 "idempotence_rebuild_mib >= 0")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")

@@ -308,6 +308,20 @@ class GroupCoordinator:
         with group.lock:
             return describe(group)
 
+    def under_group_lock(self, group_id: str,
+                         action: Callable[[GroupDescription], None]) -> None:
+        """`action(snapshot)` with the group's lock held, so no join, sync or expiry changes
+        the group until it returns (a fenced offset commit: check, then commit). An unknown
+        group's snapshot is Dead with no members."""
+        with self._groups_lock:
+            self._check_coordinating(group_id)
+            group = self._groups.get(group_id)
+        if group is None:
+            action(GroupDescription(group_id, GroupState.DEAD, 0, "", "", "", ()))
+            return
+        with group.lock:
+            action(describe(group))
+
     def list_groups(self) -> list[GroupOverview]:
         with self._groups_lock:
             groups = sorted(self._groups.values(), key=lambda g: g.group_id)

@@ -11,6 +11,11 @@ The table lives in memory and is rebuilt from the CommitLog tail (`rebuild_bytes
 time it is needed on a master: after a restart, and after a promotion (the replica's log is the
 old master's, so it holds the old master's idempotent records). Batches without the flag never
 come here: no per-message work for them.
+
+Sequenced sends (Kafka's idempotent producer, sequences.py) come here too: a batch naming a
+numeric producer id, epoch and base sequence is checked against that producer's state on the
+queue (kept in `sequences`, rebuilt from the same CommitLog tail from the PRODUCER_SEQUENCE
+property of each batch's first record); the bodies are never looked at.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tidemq.broker.idempotence.sequences import (
+    SequenceTable,
+    StoredBatch,
+    last_sequence,
+)
 from tidemq.broker.idempotence.table import ProducerTable, StoredAt
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.store import AppendStatus
@@ -30,7 +40,7 @@ from tidemq.broker.store.commitlog import CommitLog
 from tidemq.common import record
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.logs import get_logger
-from tidemq.common.record import PROP_PRODUCER_ID
+from tidemq.common.record import PROP_PRODUCER_ID, PROP_PRODUCER_SEQUENCE
 
 log = get_logger(__name__)
 
@@ -45,6 +55,7 @@ class IdempotentSettings:
     window_messages: int = 100_000
     max_producers: int = 1000
     rebuild_bytes: int = 256 << 20
+    max_sequenced: int = 100_000   # (producer, queue) entries of sequenced sends kept
 
 
 class IdempotentResult(NamedTuple):
@@ -81,10 +92,31 @@ def batch_unique_ids(records: bytes, record_count: int, producer_id: str) -> lis
     return out
 
 
+class SequencedAt(NamedTuple):
+    """A sequenced batch found in the log (its first record's PRODUCER_SEQUENCE)."""
+
+    producer_id: int
+    epoch: int
+    topic: str
+    queue_id: int
+    batch: StoredBatch
+
+
+def parse_sequence(value: str) -> tuple[int, int, int, int]:
+    """(producer id, epoch, first sequence, last sequence) of a PRODUCER_SEQUENCE value."""
+    producer_id, epoch, first, last = (int(part) for part in value.split(":"))
+    return producer_id, epoch, first, last
+
+
+def format_sequence(producer_id: int, epoch: int, first: int, last: int) -> str:
+    return f"{producer_id}:{epoch}:{first}:{last}"
+
+
 def scan_idempotent(commitlog: CommitLog, start: int, end: int
-                    ) -> Iterator[tuple[str, str, StoredAt]]:
-    """(producer id, unique id, where) of each idempotent record stored in [start, end),
-    in log order; `start` is a segment base or record boundary."""
+                    ) -> Iterator[tuple[str, str, StoredAt] | SequencedAt]:
+    """(producer id, unique id, where) of each idempotent record stored in [start, end), and
+    a SequencedAt for each sequenced batch, in log order; `start` is a segment base or record
+    boundary."""
     for segment in list(commitlog.segments):
         pos = max(start, segment.base_offset)
         limit = min(end, segment.end_offset)
@@ -106,9 +138,11 @@ def scan_idempotent(commitlog: CommitLog, start: int, end: int
             pos, size = pos + consumed, _READ_CHUNK
 
 
-def _scan_chunk(chunk: bytes, base: int) -> tuple[int, list[tuple[str, str, StoredAt]]]:
+def _scan_chunk(chunk: bytes, base: int
+                ) -> tuple[int, list[tuple[str, str, StoredAt] | SequencedAt]]:
     """(bytes of whole records consumed, records found); 0 consumed = stop in this segment."""
     i, found, marker = 0, [], f"\x02{PROP_PRODUCER_ID}\x01".encode()
+    sequenced = f"{PROP_PRODUCER_SEQUENCE}\x01".encode()
     while i + 8 <= len(chunk):
         total, magic = _SIZE_MAGIC.unpack_from(chunk, i)
         if magic != record.MESSAGE_MAGIC or total < record.HEADER_SIZE:
@@ -124,6 +158,17 @@ def _scan_chunk(chunk: bytes, base: int) -> tuple[int, list[tuple[str, str, Stor
                 topic = record.topic_at(chunk, i, header)
                 found.append((producer_id, unique_id, StoredAt(
                     topic, header[3], header[5], base + i, header[record.H_STORE_TIMESTAMP])))
+        elif chunk.find(sequenced, i, i + total) >= 0:
+            value = record.property_at(chunk, i, header, PROP_PRODUCER_SEQUENCE)
+            try:
+                producer, epoch, first, last = parse_sequence(value or "")
+            except ValueError:
+                log.warning("unreadable PRODUCER_SEQUENCE skipped", value=value, at=base + i)
+            else:
+                count = (last - first) % (1 << 31) + 1
+                found.append(SequencedAt(producer, epoch, record.topic_at(chunk, i, header),
+                                         header[3], StoredBatch(first, last, header[5],
+                                                                base + i, count)))
         i += total
     return i, found
 
@@ -137,6 +182,7 @@ class IdempotentSends:
         self.table = ProducerTable(window_ms=settings.window_ms,
                                    window_messages=settings.window_messages,
                                    max_producers=settings.max_producers)
+        self.sequences = SequenceTable(settings.max_sequenced)
         self._built_for: int | None = None    # the epoch the table was rebuilt for
         self._build_lock: asyncio.Lock | None = None
         self._stripes: list[asyncio.Lock] | None = None
@@ -194,6 +240,53 @@ class IdempotentSends:
                                 [w.physical_offset for w in where], duplicates,
                                 [w.queue_offset for w in where])
 
+    async def send_sequenced(self, sequence, topic: str, queue_id: int, records: bytes,
+                             record_count: int, *,
+                             deadline: float | None = None) -> IdempotentResult:
+        """A sequenced batch (`sequence`: producer_id, epoch, base_sequence): appended whole,
+        answered as the duplicate of a kept batch, or refused (sequences.py)."""
+        producer_id, epoch, first = sequence.producer_id, sequence.epoch, sequence.base_sequence
+        if producer_id < 0:
+            raise InvalidArgument("a sequenced send must name its producer id (>= 0)")
+        self.messaging.writable_queue(topic, queue_id)
+        if record_count <= 0 or not records:
+            raise InvalidArgument("a send must carry at least one record and record_count >= 1")
+        last = last_sequence(first, record_count)
+        _check_sequence_property(records, format_sequence(producer_id, epoch, first, last))
+        await self._ensure_built()
+        key = (producer_id, topic, queue_id)
+        async with self._stripe(str(producer_id)):
+            original = self.sequences.check(key, epoch, first, record_count)
+            if original is not None:
+                log.info("sequenced send answered as a duplicate", producer_id=producer_id,
+                         epoch=epoch, sequence=first, topic=topic, queue_id=queue_id,
+                         queue_offset=original.first_queue_offset)
+                offsets = list(range(original.first_queue_offset,
+                                     original.first_queue_offset + original.count))
+                return IdempotentResult(AppendStatus.PUT_OK, original.first_queue_offset,
+                                        self._physical_offsets(original), original.count,
+                                        offsets)
+            result = await self.messaging.send(topic, queue_id, records, record_count,
+                                               deadline=deadline)
+            self.sequences.record(key, epoch, StoredBatch(
+                first, last, result.first_queue_offset, result.physical_offsets[0],
+                record_count))
+            return IdempotentResult(result.status, result.first_queue_offset,
+                                    list(result.physical_offsets), 0, [])
+
+    def _physical_offsets(self, batch: StoredBatch) -> list[int]:
+        """Where each record of a stored batch is: one append, so its records are contiguous
+        from the first (those no longer in the log are left out)."""
+        commitlog = self.messaging.store.commitlog
+        out, pos = [], batch.first_physical_offset
+        for _ in range(batch.count):
+            head = commitlog.read(pos, 4)
+            if head is None:
+                break
+            out.append(pos)
+            pos += int.from_bytes(head, "big")
+        return out
+
     def describe(self, result: IdempotentResult, reply) -> None:
         """Fill the SendResponse fields that say what was dropped."""
         if result.duplicates:
@@ -230,11 +323,30 @@ class IdempotentSends:
         start -= start % commitlog.segment_size    # a segment base: a record boundary
         started = time.monotonic()
         self.table.clear()
+        self.sequences.clear()
         now, found = self.now_ms(), 0
-        for producer_id, unique_id, stored in scan_idempotent(commitlog, start, end):
-            self.table.record(producer_id, unique_id, stored, now)
+        for item in scan_idempotent(commitlog, start, end):
+            if isinstance(item, SequencedAt):
+                self.sequences.restore((item.producer_id, item.topic, item.queue_id),
+                                       item.epoch, item.batch)
+            else:
+                producer_id, unique_id, stored = item
+                self.table.record(producer_id, unique_id, stored, now)
             found += 1
         log.info("idempotent producer table rebuilt", scan_from=start, scan_to=end,
-                 records=found, kept=len(self.table),
+                 records=found, kept=len(self.table), sequenced=len(self.sequences),
                  elapsed_ms=round((time.monotonic() - started) * 1000, 1))
         return found
+
+
+def _check_sequence_property(records: bytes, expected: str) -> None:
+    """The batch's first record must carry PRODUCER_SEQUENCE = the request's sequence, so the
+    state can be rebuilt from the log; only that record's properties are read."""
+    try:
+        header = record.checked_header(memoryview(records), 0, verify_crc=False)
+        found = record.property_at(records, 0, header, PROP_PRODUCER_SEQUENCE)
+    except record.RecordFormatError as exc:
+        raise InvalidArgument(f"rejected sequenced batch: {exc}") from None
+    if found != expected:
+        raise InvalidArgument(f"the first record of a sequenced batch must carry "
+                              f"{PROP_PRODUCER_SEQUENCE}={expected!r}, not {found!r}")
