@@ -243,7 +243,8 @@ class BrokerApp:
 
     def _start_wire(self) -> None:
         """The wire protocol (tidemq.common.wire) on the gRPC server's loop, before the gRPC
-        port opens: a client that asks GetBrokerInfo learns a port that already listens."""
+        port opens and before the first registration: a client that learns the port from a
+        route or from GetBrokerInfo learns a port that already listens."""
         settings = self.settings
         if not settings.wire_enabled:
             return
@@ -267,6 +268,7 @@ class BrokerApp:
             self.wire = None
             return
         self.runtime.ready_extra["wire_port"] = settings.wire_port
+        self.registrar.wire_port = settings.wire_port  # routes carry it to clients
         log.info("serving the wire protocol", port=settings.wire_port)
 
     def stop(self) -> None:
