@@ -1,6 +1,7 @@
-"""The wire protocol (tidemq.common.wire) against a real broker: the SDK's hot calls take it,
-answer exactly what gRPC answers, share one connection between threads, keep their deadlines,
-and a broker that goes away fails the calls in flight at once and is reconnected to after."""
+"""The wire protocol (tidemq.common.wire) against a real broker: the SDK's hot calls take it
+(through the broker channel, tidemq.common.channel), answer exactly what gRPC answers, share
+one connection between threads, keep their deadlines, and a broker that goes away fails the
+calls in flight at once and is reconnected to after."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
 from tidemq.client.message import decode_records
 from tidemq.common import errors, rpc
+from tidemq.common.channel import link, ports
 from tidemq.common.wire import client as wire
-from tidemq.common.wire import endpoints, frames
+from tidemq.common.wire import frames
 from tidemq.common.wire.methods import BROKER_METHODS
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -64,8 +66,7 @@ def test_the_broker_offers_its_wire_port_and_the_sdk_uses_it(cluster):
                               message="the message to be popped")
         assert [m.body for m in received] == [b"over the wire"]
         assert all(result.ok for result in consumer.ack_many(received))
-    endpoint = endpoints.broker_endpoint(broker_addr(cluster))
-    assert endpoint._connection is not None and endpoint._connection.alive
+    assert link.link_for(broker_addr(cluster), rpc.client_security()).connected
 
 
 def test_errors_are_what_grpc_answers(cluster):
@@ -184,20 +185,20 @@ def test_dialling_a_grpc_port_is_a_clear_error(cluster):
 def test_a_wire_port_that_names_another_broker_is_not_used(cluster):
     """A broker restarted on other ports may leave its old wire port to another broker: the
     greeting's name tells the client before it sends anything there."""
-    elsewhere = wire.WireEndpoint("127.0.0.1:1", lambda _: cluster.brokers["broker-a"].info[
-        "wire_port"])
-    assert elsewhere.connection("Pop", 5) is None
+    elsewhere = link.WireLink("127.0.0.1:1", discover=lambda _: ports.WirePort(
+        cluster.brokers["broker-a"].info["wire_port"]))
+    assert elsewhere.connection(5) is None
 
 
 def test_a_broker_that_dies_fails_calls_in_flight_and_is_reconnected_after_restart(
         tmp_path, monkeypatch):
     """A private cluster: its broker is killed and restarted."""
-    monkeypatch.setattr(wire, "RETRY_AFTER_S", 0.2)
+    monkeypatch.setattr(link, "RETRY_AFTER_S", 0.2)
     with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
         create_topic_in_config_center(cluster, TOPIC, 1)
         wait_for_route(cluster, TOPIC, 1)
         broker = cluster.brokers["broker-a"]
-        endpoint = wire.WireEndpoint(broker.addr, lambda timeout_s: endpoints._offered_port(
+        endpoint = link.WireLink(broker.addr, discover=lambda timeout_s: ports.ask_broker(
             broker.addr, timeout_s))
         request = broker_pb2.PopRequest(consumer_group="wire-kill", topic=TOPIC, max_messages=1,
                                         invisible_duration_ms=10_000, wait_ms=30_000)
@@ -220,7 +221,7 @@ def test_a_broker_that_dies_fails_calls_in_flight_and_is_reconnected_after_resta
 
 def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(cluster):
     """Spark's Python workers are forked: an inherited connection has no reader thread there."""
-    endpoint = endpoints.broker_endpoint(broker_addr(cluster))
+    endpoint = link.link_for(broker_addr(cluster), rpc.client_security())
     request = broker_pb2.PullRequest(consumer_group="wire-fork", topic=EMPTY, queue_id=0,
                                      max_messages=1)
     assert endpoint.call("Pull", request, 10) is not None
