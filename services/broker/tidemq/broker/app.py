@@ -257,7 +257,7 @@ class BrokerApp:
         handlers = {method.number: (method, getattr(self.servicer, method.name))
                     for method in BROKER_METHODS.values()}
         self.wire = WireServer(self.runtime.transport.loop, handlers,
-                               name=self.identity.broker_addr, auth=self.runtime.auth)
+                               name=self.identity.broker_addr, pipeline=self.runtime.pipeline)
         try:
             settings.wire_port = self.servicer.wire_port = self.wire.start(settings.host, port)
         except OSError as exc:
