@@ -338,3 +338,71 @@ def test_blocking_callers_futures_and_late_callers_share_one_connection(cluster)
         assert connection.alive
     finally:
         connection.close()
+
+
+def calls(method: str, transport: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("tidemq_rpc_calls_total",
+                                     {"method": method, "transport": transport}) or 0.0
+
+
+@pytest.fixture
+def fresh_links():
+    """No wire connection nor learnt port in this process: as a client just started."""
+    link.close_links()
+    ports.forget_all()
+    yield
+    link.close_links()
+
+
+def test_routes_carry_the_wire_port_so_the_first_call_asks_no_broker(cluster, fresh_links,
+                                                                     monkeypatch):
+    from tidemq.client.routes import NameServerClient
+    from tidemq.common.channel import BrokerChannel
+
+    route = NameServerClient(cluster.namesrv_addrs).route(TOPIC)
+    addr = broker_addr(cluster)
+    assert ports.known(addr) == ports.WirePort(cluster.brokers["broker-a"].info["wire_port"])
+    assert route.brokers["broker-a"].master_addr == addr
+
+    def no_question(*_):
+        raise AssertionError("GetBrokerInfo asked though the route named the port")
+    monkeypatch.setattr(ports, "ask_broker", no_question)
+    before = calls("Pull", "wire")
+    reply = BrokerChannel(addr).call("Pull", broker_pb2.PullRequest(
+        consumer_group="wire-route", topic=EMPTY, queue_id=0, max_messages=1), timeout=10)
+    assert reply.status == broker_pb2.PullStatus.NO_NEW_MSG
+    assert calls("Pull", "wire") == before + 1
+
+
+def test_an_old_route_falls_back_to_get_broker_info(cluster, fresh_links):
+    from tidemq.common.channel import BrokerChannel
+
+    channel = BrokerChannel(broker_addr(cluster))
+    channel.call("Pull", broker_pb2.PullRequest(consumer_group="wire-old-route", topic=EMPTY,
+                                                queue_id=0, max_messages=1), timeout=10)
+    assert channel.wire_connected  # the port was asked of the broker
+    assert ports.known(broker_addr(cluster)).port == cluster.brokers["broker-a"].info["wire_port"]
+
+
+def test_with_tidemq_wire_0_every_call_goes_by_grpc(cluster, fresh_links, monkeypatch):
+    """The gRPC-only setting: same answers, none over the wire, counted as gRPC."""
+    from tidemq.common.channel import BrokerChannel
+
+    monkeypatch.setenv("TIDEMQ_WIRE", "0")
+    before = (calls("Send", "wire"), calls("Send", "grpc"), calls("Pop", "grpc"))
+    with Producer(cluster.namesrv_addrs) as producer:
+        producer.send(Message(f"{TOPIC}3", b"over gRPC only"))
+    with SimpleConsumer(cluster.namesrv_addrs, "wire-off", f"{TOPIC}3") as consumer:
+        seen: list[bytes] = []
+
+        def popped() -> bool:
+            received = consumer.receive(32, wait_s=1)
+            assert all(result.ok for result in consumer.ack_many(received))
+            seen.extend(m.body for m in received)
+            return b"over gRPC only" in seen
+        wait_until(popped, 30, message="the message to be popped")
+    assert calls("Send", "wire") == before[0]
+    assert calls("Send", "grpc") >= before[1] + 1 and calls("Pop", "grpc") > before[2]
+    assert not BrokerChannel(broker_addr(cluster)).wire_connected
