@@ -371,6 +371,11 @@ def _cmd_status(deployment: LocalDeployment) -> int:
     print("\n".join(etcd_cluster.status_lines(deployment.topology, deployment.placement,
                                               credentials=credentials)))
     print("\n".join(config_center_lines(deployment.topology, deployment.placement)))
+    from tidemq.common.channel.metrics import wire_share_line  # tidemq_rpc_calls_total
+
+    print(wire_share_line({s.name: f"http://{deployment.placement.addr(s, 'metrics')}/metrics"
+                           for s in deployment.topology.services.values()
+                           if s.name.startswith("gateway") and "metrics" in s.ports}))
     print("\n".join(entry_point_urls(deployment.topology, deployment.placement)))
     return 0 if healthy else 1
 

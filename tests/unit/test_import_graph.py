@@ -1,10 +1,12 @@
-"""No import circles in the product code.
+"""No import circles in the product code, and callers reach brokers only through the channel.
 
 The graph is read with the standard library's `ast` from every module of the workspace's
 `tidemq.*` packages (generated protobuf code left out): every `import` and `from ... import`
 counts, at module level, inside functions and under `if TYPE_CHECKING:` alike, because each
 is a place where one module needs another. A circle is reported as the modules it passes
-through, so the failure says which imports to look at. Run alone:
+through, so the failure says which imports to look at. Callers of brokers (the SDK, the
+gateways, the Spark source and sink) import neither the wire protocol nor the BrokerService
+stubs: the broker channel (tidemq.common.channel) alone chooses how a call travels. Run alone:
 
     uv run pytest -q tests/unit/test_import_graph.py
 """
@@ -149,3 +151,44 @@ def test_the_common_library_imports_nothing_above_it():
              if module.startswith("tidemq.common") for target in targets
              if not target.startswith("tidemq.common")}
     assert not above, "tidemq.common imports packages above it:\n  " + "\n  ".join(sorted(above))
+
+
+CALLERS = ("tidemq.client", "tidemq.gateway", "tidemq.gatewaygrpc", "tidemq.analytics")
+TRANSPORTS = ("tidemq.common.wire", "tidemq.v1.broker_pb2_grpc")
+
+
+def asked_for(path: Path) -> Iterator[str]:
+    """Every dotted name an import in `path` asks for, generated modules included: `from pkg
+    import name` asks for `pkg` and for `pkg.name`."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def transport_imports(modules: dict[str, Path]) -> set[str]:
+    return {f"{module} -> {name}" for module, path in modules.items()
+            if module.startswith(CALLERS) for name in asked_for(path)
+            if name.startswith(TRANSPORTS)}
+
+
+def test_callers_reach_brokers_only_through_the_channel():
+    found = transport_imports(product_modules())
+    assert not found, ("import the broker channel (tidemq.common.channel) instead of a "
+                       "transport:\n  " + "\n  ".join(sorted(found)))
+
+
+def test_a_caller_importing_a_transport_is_found(tmp_path):
+    wired = tmp_path / "wired.py"
+    wired.write_text("from tidemq.common.wire.client import WireConnection\n")
+    stubbed = tmp_path / "stubbed.py"
+    stubbed.write_text("from tidemq.v1 import broker_pb2, broker_pb2_grpc\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("from tidemq.v1 import broker_pb2\nfrom tidemq.common import channel\n")
+    assert transport_imports({"tidemq.client.wired": wired, "tidemq.gateway.stubbed": stubbed,
+                              "tidemq.analytics.plain": plain}) == {
+        "tidemq.client.wired -> tidemq.common.wire.client",
+        "tidemq.client.wired -> tidemq.common.wire.client.WireConnection",
+        "tidemq.gateway.stubbed -> tidemq.v1.broker_pb2_grpc"}

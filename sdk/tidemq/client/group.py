@@ -19,14 +19,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
-import grpc
 from tidemq.client.message import MessageQueue
 from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache
 from tidemq.common import errors
 from tidemq.common.assignors import DEFAULT_ASSIGNOR, QueueRef, get_assignor
+from tidemq.common.channel import BrokerChannel, BrokerChannels
 from tidemq.common.logs import get_logger
 from tidemq.common.placement import coordinator_for
 from tidemq.common.protocol import (
@@ -36,10 +36,7 @@ from tidemq.common.protocol import (
     encode_assignment,
     encode_subscription,
 )
-from tidemq.common.rpc import default_pool
-from tidemq.common.wire.endpoints import broker_endpoint
-from tidemq.common.wire.spliced import whole
-from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from tidemq.v1 import broker_pb2
 
 log = get_logger(__name__)
 
@@ -48,52 +45,27 @@ JOIN_DEADLINE_MARGIN_S = 5.0  # Kafka adds 5 s to the rebalance timeout for the 
 INITIAL_DELAY_ALLOWANCE_S = 3.0  # the coordinator's initial rebalance delay (ref)
 
 
-class DirectClient:
-    """A broker stub with deadlines and TideMQError mapping but no circuit breaker.
+class DirectClient(BrokerChannel):
+    """A broker channel without a circuit breaker or retries.
 
-    Why not RpcClient: long polls and JoinGroups parked in a rebalance legitimately run to their
-    deadline, which a breaker would count as transport failures; and `start` gives a
-    cancellable future so shutdown can end a parked call at once.
+    Why: long polls and JoinGroups parked in a rebalance legitimately run to their deadline,
+    which a breaker would count as transport failures; `start` gives a cancellable future so
+    shutdown can end a parked call at once.
     """
 
     def __init__(self, addr: str, timeout: float = 3.0) -> None:
-        self.addr = addr
-        self.timeout = timeout
-        self._stub = broker_pb2_grpc.BrokerServiceStub(default_pool.get(addr))
-        self._wire = broker_endpoint(addr)  # the hot calls, when it can (tidemq.common.wire)
-
-    def call(self, method: str, request: Any, *, timeout: float | None = None,
-             idempotent: bool = False) -> Any:
-        timeout = timeout or self.timeout
-        answer = self._wire.call(method, request, timeout)
-        if answer is not None:
-            return answer
-        try:
-            return getattr(self._stub, method)(whole(request), timeout=timeout)
-        except grpc.RpcError as exc:
-            raise errors.from_rpc_error(exc) from None
-
-    def start(self, method: str, request: Any, *, timeout: float | None = None) -> Future:
-        """The call as a future (cancel() ends it at once, e.g. a JoinGroup at shutdown): a
-        grpc.Future, or a concurrent.futures one for a call the wire carries."""
-        timeout = timeout or self.timeout
-        return (self._wire.start(method, request, timeout)
-                or getattr(self._stub, method).future(whole(request), timeout=timeout))
+        super().__init__(addr, timeout=timeout, guarded=False, retries=0)
 
 
-class DirectClients:
+class DirectClients(BrokerChannels):
     """`BrokerClients`-compatible pool of DirectClient (plugs into PullConsumer.brokers)."""
 
     def __init__(self, timeout: float = 3.0) -> None:
+        super().__init__(timeout=timeout, guarded=False, retries=0)
         self._timeout = timeout
-        self._lock = threading.Lock()
-        self._clients: dict[str, DirectClient] = {}
 
-    def get(self, addr: str) -> DirectClient:
-        with self._lock:
-            if addr not in self._clients:
-                self._clients[addr] = DirectClient(addr, self._timeout)
-            return self._clients[addr]
+    def _make(self, addr: str) -> DirectClient:
+        return DirectClient(addr, self._timeout)
 
 
 QueuesCallback = Callable[[list[MessageQueue]], None]
@@ -128,7 +100,7 @@ class GroupMember:
         self._wanted: list[str] = []  # every subscribed topic, routed or not (yet)
         self._stopping = threading.Event()
         self._stable = threading.Event()
-        self._inflight: grpc.Future | None = None
+        self._inflight: Future | None = None
         self._last_heartbeat_ok = 0.0  # monotonic time of the last answered heartbeat
         self.last_error_code = ""  # why the member last had to rejoin (for tests and logs)
         self._thread = threading.Thread(target=self._run, name=f"group-{group}", daemon=True)
@@ -286,15 +258,9 @@ class GroupMember:
             if self._stopping.is_set():
                 future.cancel()
             return future.result()
-        except grpc.FutureCancelledError:
+        except CancelledError:
             raise errors.ServiceUnavailable(f"{method} cancelled: the consumer is stopping",
                                             code="CONSUMER_STOPPING") from None
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.CANCELLED:
-                raise errors.ServiceUnavailable(
-                    f"{method} cancelled: the consumer is stopping", code="CONSUMER_STOPPING"
-                ) from None
-            raise errors.from_rpc_error(exc) from None
         finally:
             self._inflight = None
 

@@ -46,7 +46,6 @@ from tidemq.common.logs import get_logger
 from tidemq.common.recall import RecallHandle
 from tidemq.common.rpc import BreakerSettings
 from tidemq.common.tracing import MESSAGING_SYSTEM, get_tracer, inject_context
-from tidemq.common.wire.spliced import Spliced
 from tidemq.v1 import broker_pb2
 
 log = get_logger(__name__)
@@ -419,11 +418,11 @@ class Producer:
                 addr = route.master_addr(mq.broker_name)
                 response = self.brokers.get(addr).call_unless(
                     "Send",
-                    Spliced(broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id,
-                                                   record_count=len(unique_ids),
-                                                   transaction_prepared=transaction_prepared,
-                                                   scheduled=scheduled, sequence=sequenced),
-                            "records", records),  # the batch is not copied into the request
+                    broker_pb2.SendRequest(topic=topic, queue_id=mq.queue_id,
+                                           record_count=len(unique_ids),
+                                           transaction_prepared=transaction_prepared,
+                                           scheduled=scheduled, sequence=sequenced),
+                    bulk=records,  # the channel carries the batch without copying it
                     timeout=remaining, abandon=self._master_moved(topic, mq.broker_name, addr),
                     check_every_s=MASTER_CHECK_S,
                 )

@@ -17,6 +17,7 @@ from typing import Any
 
 from tidemq.client.message import MessageQueue
 from tidemq.common import errors
+from tidemq.common.channel import learn_route
 from tidemq.common.rpc import BreakerSettings, RpcClient, forgive_endpoint
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
@@ -159,13 +160,16 @@ class NameServerClient:
     def route(self, topic: str, *, timeout: float | None = None) -> TopicRoute:
         data = self.call("GetRouteInfo", nameserver_pb2.GetRouteInfoRequest(topic=topic),
                          timeout=timeout)
+        learn_route(data)  # each broker's wire port: its first call needs no GetBrokerInfo
         return TopicRoute.from_proto(topic, data)
 
     def topics(self) -> list[str]:
         return sorted(self.call("GetAllTopics", nameserver_pb2.GetAllTopicsRequest()).topics)
 
     def cluster_info(self) -> nameserver_pb2.ClusterInfo:
-        return self.call("GetClusterInfo", nameserver_pb2.GetClusterInfoRequest())
+        info = self.call("GetClusterInfo", nameserver_pb2.GetClusterInfoRequest())
+        learn_route(info)
+        return info
 
 
 def _forgive_new_masters(before: TopicRoute, after: TopicRoute) -> None:

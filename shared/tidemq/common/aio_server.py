@@ -7,7 +7,8 @@ with one loop wake-up. Handlers written as `async def` run on the loop and must 
 plain `def` handlers (the quick or blocking calls: admin, offsets, groups) run on a thread
 pool with the caller's contextvars, so their trace spans nest as before.
 
-TideMQError → gRPC status + `tidemq-code` mapping is the same as on the threaded server.
+Calls go through the same call pipeline (tidemq.common.pipeline) as on the threaded server
+and the broker's wire server: authenticate → authorize → run → map errors.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
+from tidemq.common.pipeline import CallPipeline, admitted
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -35,58 +37,104 @@ async def _abort(context: grpc.aio.ServicerContext, exc: errors.TideMQError) -> 
     await context.abort(exc.grpc_status, exc.message)
 
 
-class AsyncErrorMappingInterceptor(grpc.aio.ServerInterceptor):
-    """Servicers raise TideMQError; callers see its gRPC status plus the `tidemq-code`. Plain
-    (non-async) unary handlers are run on `pool`, so they may block."""
+def _answered(exc: BaseException, _context: Any) -> bool:
+    return isinstance(exc, grpc.aio.AbortError)  # the handler aborted the call itself
 
-    def __init__(self, pool: futures.ThreadPoolExecutor) -> None:
+
+class AsyncPipelineInterceptor(grpc.aio.ServerInterceptor):
+    """Every call of the grpc.aio server through the call pipeline (tidemq.common.pipeline):
+    servicers raise TideMQError; callers see its gRPC status plus the `tidemq-code`. Plain
+    (non-async) unary handlers run on `pool` (the whole pipeline with them), so they may
+    block."""
+
+    def __init__(self, pipeline: CallPipeline, pool: futures.ThreadPoolExecutor) -> None:
+        self.pipeline = pipeline
         self.pool = pool
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
+        pipeline = self.pipeline
+        method, metadata = handler_call_details.method, handler_call_details.invocation_metadata
         if handler.unary_unary:
-            return handler._replace(unary_unary=self._guard(handler.unary_unary))
+            behavior = handler.unary_unary
+            if inspect.iscoroutinefunction(behavior):
+                async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    try:
+                        return await pipeline.run_async(method, metadata, context, request,
+                                                        behavior, _answered)
+                    except errors.TideMQError as exc:
+                        await _abort(context, exc)
+            else:
+                pool = self.pool
+
+                async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    call = contextvars.copy_context().run
+                    try:
+                        return await asyncio.get_running_loop().run_in_executor(
+                            pool, call, pipeline.run, method, metadata, context, request,
+                            behavior, _answered)
+                    except errors.TideMQError as exc:
+                        await _abort(context, exc)
+            return handler._replace(unary_unary=unary)
         if handler.unary_stream and inspect.isasyncgenfunction(handler.unary_stream):
-            return handler._replace(unary_stream=_guard_stream(handler.unary_stream))
-        return handler
+            streaming = handler.unary_stream
 
-    def _guard(self, behavior: Callable) -> Callable:
-        if not inspect.iscoroutinefunction(behavior):
-            behavior = self._on_pool(behavior)
+            async def stream(request: Any, context: grpc.aio.ServicerContext):
+                try:
+                    async for reply in pipeline.run_stream_async(method, metadata, context,
+                                                                 request, streaming):
+                        yield reply
+                except errors.TideMQError as exc:
+                    await _abort(context, exc)
+            return handler._replace(unary_stream=stream)
+        if pipeline.guard is None:
+            return handler
+        kind = next(kind for kind in ("unary_stream", "stream_unary", "stream_stream")
+                    if getattr(handler, kind) is not None)
+        return handler._replace(**{kind: _admitted(pipeline, method, metadata, kind,
+                                                   getattr(handler, kind))})
 
-        async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+
+def _admitted(pipeline: CallPipeline, method: str, metadata: Any, kind: str,
+              behavior: Callable) -> Callable:
+    """Other handlers (plain streams, streamed requests) admitted before they run: on the
+    method's needs alone for a streamed request."""
+    streamed_request = kind.startswith("stream")
+    if inspect.isasyncgenfunction(behavior):
+        async def stream(request: Any, context: Any):
             try:
-                return await behavior(request, context)
+                pipeline.admit(method, metadata, context, None if streamed_request else request)
             except errors.TideMQError as exc:
                 await _abort(context, exc)
-            except (grpc.aio.AbortError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                log.exception("unhandled error in handler")
-                await _abort(context, errors.Internal(
-                    f"internal error: {type(exc).__name__}: {exc}"))
+            async for reply in behavior(request, context):
+                yield reply
+        return stream
+    if inspect.iscoroutinefunction(behavior):
+        async def unary(request: Any, context: Any) -> Any:
+            try:
+                pipeline.admit(method, metadata, context, None if streamed_request else request)
+            except errors.TideMQError as exc:
+                await _abort(context, exc)
+            return await behavior(request, context)
+        return unary
+    if streamed_request:
+        return admitted(pipeline, method, metadata, kind, behavior, _abort_sync)
 
-        return handler
-
-    def _on_pool(self, behavior: Callable) -> Callable:
-        async def run(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            call = contextvars.copy_context().run
-            return await asyncio.get_running_loop().run_in_executor(
-                self.pool, call, behavior, request, context)
-        return run
-
-
-def _guard_stream(behavior: Callable) -> Callable:
-    async def handler(request: Any, context: grpc.aio.ServicerContext):
+    def plain_stream(request: Any, context: Any) -> Any:
         try:
-            async for response in behavior(request, context):
-                yield response
+            pipeline.admit(method, metadata, context, request)
         except errors.TideMQError as exc:
-            await _abort(context, exc)
+            _abort_sync(context, exc)
+        yield from behavior(request, context)
+    return plain_stream
 
-    return handler
+
+def _abort_sync(context: Any, exc: errors.TideMQError) -> None:
+    """For plain handlers, which grpc.aio gives its synchronous context."""
+    context.set_trailing_metadata(((errors.CODE_METADATA_KEY, exc.code),))
+    context.abort(exc.grpc_status, exc.message)
 
 
 class AsyncioGrpcServer:
@@ -94,8 +142,8 @@ class AsyncioGrpcServer:
     `add_insecure_port` / `start` / `stop` of a threaded server."""
 
     def __init__(self, name: str, *, max_workers: int, options: list,
-                 auth: Any = None) -> None:
-        self._auth = auth  # a tidemq.common.auth.AuthGuard, or None
+                 pipeline: CallPipeline) -> None:
+        self._pipeline = pipeline
         self.pool = futures.ThreadPoolExecutor(max_workers=max_workers,
                                                thread_name_prefix=name)
         # uvloop: its call scheduling and callbacks are C, which the store's SYNC_FLUSH
@@ -109,12 +157,8 @@ class AsyncioGrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
     async def _create(self, options: list) -> grpc.aio.Server:
-        interceptors: list = [AsyncErrorMappingInterceptor(self.pool)]
-        if self._auth is not None:
-            from tidemq.common.auth_grpc import AsyncAuthInterceptor
-
-            interceptors.append(AsyncAuthInterceptor(self._auth))
-        return grpc.aio.server(interceptors=interceptors, options=options)
+        return grpc.aio.server(
+            interceptors=[AsyncPipelineInterceptor(self._pipeline, self.pool)], options=options)
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run `coroutine` on the server's loop and wait for its result."""

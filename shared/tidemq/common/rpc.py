@@ -1,5 +1,8 @@
 """gRPC client plumbing: pooled channels, a deadline on every call, a breaker per endpoint.
 
+gRPC only: calls to a broker go through the broker channel (tidemq.common.channel), which
+builds on RpcClient and alone chooses between gRPC and the wire protocol.
+
 Why a breaker per endpoint: when a broker dies, callers should fail in microseconds instead of
 each waiting for a connect timeout, and producers should steer traffic elsewhere
 (`is_endpoint_open`). Only transport failures (UNAVAILABLE, DEADLINE_EXCEEDED) count against
@@ -24,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,11 +35,9 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from tidemq.common import errors, tls
 from tidemq.common.auth.signature import Credentials, signed_metadata
-from tidemq.common.wire.spliced import whole
 
 if TYPE_CHECKING:
     import pybreaker
-    from tidemq.common.wire.client import WireEndpoint
 
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -328,25 +329,25 @@ class RpcClient:
         breaker: BreakerSettings | None = None,
         pool: ChannelPool | None = None,
         retries: int = 2,
-        wire: WireEndpoint | None = None,
+        guarded: bool = True,
     ) -> None:
-        """`wire`: the broker's wire endpoint (tidemq.common.wire.client), which the hot calls
-        it carries take instead of gRPC when it can."""
+        """`guarded=False`: no circuit breaker (calls that legitimately run to their deadline,
+        such as long polls and JoinGroups parked in a rebalance, are not failures)."""
         self.addr = addr
         self.timeout = timeout
         self.retries = retries
-        self.wire = wire
         self._stub = stub_class((pool or default_pool).get(addr))
-        self._breaker = breaker_for(addr, breaker or BreakerSettings())
+        self._breaker = breaker_for(addr, breaker or BreakerSettings()) if guarded else None
 
     def call(self, method: str, request: Any, *, timeout: float | None = None,
-             idempotent: bool = False) -> Any:
+             idempotent: bool = False, metadata: Mapping[str, str] | None = None) -> Any:
+        """`metadata`: call metadata besides the signature (trace context, for one)."""
         deadline = time.monotonic() + (timeout or self.timeout)
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
             self._admit()
             try:
-                result = self._invoke(method, request, deadline)
+                result = self._invoke(method, request, deadline, metadata)
             except errors.TideMQError as exc:
                 self._record(exc)
                 remaining = deadline - time.monotonic()
@@ -359,42 +360,6 @@ class RpcClient:
             return result
         raise AssertionError("unreachable")
 
-    def call_unless(self, method: str, request: Any, *, timeout: float,
-                    abandon: Callable[[], bool], check_every_s: float = 0.5) -> Any:
-        """One non-idempotent call that is abandoned (ServiceUnavailable) as soon as
-        `abandon()` says its answer no longer matters — asked every `check_every_s` while the
-        call is outstanding, never for a call answered sooner. A frozen endpoint otherwise holds
-        the caller for its whole deadline (a producer whose group elected a new master)."""
-        deadline = time.monotonic() + timeout
-        self._admit()
-        wired = self.wire.start(method, request, timeout) if self.wire is not None else None
-        future = wired or getattr(self._stub, method).future(whole(request), timeout=timeout)
-        while True:
-            try:
-                result = future.result(
-                    timeout=max(0.01, min(check_every_s, deadline - time.monotonic())))
-                break
-            except (grpc.FutureTimeoutError, TimeoutError):
-                if wired is not None and time.monotonic() >= deadline:
-                    future.cancel()  # a gRPC future ends itself at its deadline
-                    failure: errors.TideMQError = errors.DeadlineExceeded(
-                        f"{method} on {self.addr} (wire): no answer within {timeout:.3g} s")
-                elif abandon():
-                    future.cancel()
-                    raise errors.ServiceUnavailable(
-                        f"{method} on {self.addr} abandoned: its answer no longer "
-                        "matters") from None
-                else:
-                    continue
-            except grpc.RpcError as exc:
-                failure = with_tls_hint(errors.from_rpc_error(exc))
-            except errors.TideMQError as exc:  # the wire's answer
-                failure = exc
-            self._record(failure)
-            raise failure from None
-        self._record(None)
-        return result
-
     # The RPC itself runs outside the breaker: pybreaker's `call` holds the breaker's lock for
     # the whole guarded call, which would serialise every call to one endpoint (a held long
     # poll would block the send that should wake it). So admission and outcome are two short
@@ -403,7 +368,7 @@ class RpcClient:
     def _admit(self) -> None:
         import pybreaker  # imported already, by breaker_for (a dictionary look-up)
 
-        if self._breaker.current_state != pybreaker.STATE_OPEN:
+        if self._breaker is None or self._breaker.current_state != pybreaker.STATE_OPEN:
             return
         opened_at = self._breaker._state_storage.opened_at  # no public accessor in pybreaker
         if opened_at and datetime.now(UTC) < opened_at + timedelta(
@@ -413,6 +378,8 @@ class RpcClient:
     def _record(self, failure: errors.TideMQError | None) -> None:
         import pybreaker  # imported already, by breaker_for (a dictionary look-up)
 
+        if self._breaker is None:
+            return
         try:
             if failure is None:
                 self._breaker.call(_succeed)
@@ -430,16 +397,14 @@ class RpcClient:
             f"calls fail fast for up to {self._breaker.reset_timeout:g} s"
         )
 
-    def _invoke(self, method: str, request: Any, deadline: float) -> Any:
+    def _invoke(self, method: str, request: Any, deadline: float,
+                metadata: Mapping[str, str] | None = None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise errors.DeadlineExceeded(f"deadline passed before calling {method} on {self.addr}")
-        if self.wire is not None:
-            answer = self.wire.call(method, request, remaining)
-            if answer is not None:  # None: this call goes by gRPC
-                return answer
         try:
-            return getattr(self._stub, method)(whole(request), timeout=remaining)
+            return getattr(self._stub, method)(
+                request, timeout=remaining, metadata=tuple(metadata.items()) if metadata else None)
         except grpc.RpcError as exc:
             raise with_tls_hint(errors.from_rpc_error(exc)) from None
 

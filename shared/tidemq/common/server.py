@@ -22,8 +22,8 @@ from tidemq.common import errors, rpc, tls
 from tidemq.common.aio_server import AsyncioGrpcServer
 from tidemq.common.auth.guard import AclSource, AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
-from tidemq.common.auth_grpc import AuthInterceptor
 from tidemq.common.logs import configure_logging, get_logger
+from tidemq.common.pipeline import CallPipeline, admitted
 from tidemq.common.rpc import SERVER_GRPC_OPTIONS
 from tidemq.common.settings import ServiceSettings
 from tidemq.common.stopsignal import StopSignal
@@ -37,43 +37,45 @@ def _abort(context: grpc.ServicerContext, exc: errors.TideMQError) -> None:
     context.abort(exc.grpc_status, exc.message)
 
 
-def _guard_unary(behavior: Callable) -> Callable:
-    def handler(request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            return behavior(request, context)
-        except errors.TideMQError as exc:
-            _abort(context, exc)
-        except Exception as exc:
-            if isinstance(exc, grpc.RpcError) or context.code() is not None:
-                raise  # already aborted by the handler or by _abort
-            log.exception("unhandled error in handler")
-            _abort(context, errors.Internal(f"internal error: {type(exc).__name__}: {exc}"))
-
-    return handler
+def _answered(exc: BaseException, context: grpc.ServicerContext) -> bool:
+    """The handler aborted the call itself (grpc raises a plain Exception after abort)."""
+    return isinstance(exc, grpc.RpcError) or context.code() is not None
 
 
-def _guard_stream(behavior: Callable) -> Callable:
-    def handler(request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            yield from behavior(request, context)
-        except errors.TideMQError as exc:
-            _abort(context, exc)
+class PipelineInterceptor(grpc.ServerInterceptor):
+    """Every call of the threaded server through the call pipeline (tidemq.common.pipeline):
+    servicers raise TideMQError; callers see its gRPC status plus the `tidemq-code`."""
 
-    return handler
-
-
-class ErrorMappingInterceptor(grpc.ServerInterceptor):
-    """Servicers raise TideMQError; callers see its gRPC status plus the `tidemq-code`."""
+    def __init__(self, pipeline: CallPipeline) -> None:
+        self.pipeline = pipeline
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
+        pipeline = self.pipeline
+        method, metadata = handler_call_details.method, handler_call_details.invocation_metadata
         if handler.unary_unary:
-            return handler._replace(unary_unary=_guard_unary(handler.unary_unary))
+            behavior = handler.unary_unary
+
+            def unary(request: Any, context: grpc.ServicerContext) -> Any:
+                try:
+                    return pipeline.run(method, metadata, context, request, behavior, _answered)
+                except errors.TideMQError as exc:
+                    _abort(context, exc)
+            return handler._replace(unary_unary=unary)
         if handler.unary_stream:
-            return handler._replace(unary_stream=_guard_stream(handler.unary_stream))
-        return handler
+            streaming = handler.unary_stream
+
+            def stream(request: Any, context: grpc.ServicerContext) -> Any:
+                try:
+                    yield from pipeline.run_stream(method, metadata, context, request, streaming)
+                except errors.TideMQError as exc:
+                    _abort(context, exc)
+            return handler._replace(unary_stream=stream)
+        kind = "stream_unary" if handler.stream_unary else "stream_stream"
+        return handler._replace(**{kind: admitted(pipeline, method, metadata, kind,
+                                                  getattr(handler, kind), _abort)})
 
 
 class ThreadedGrpcServer:
@@ -81,13 +83,10 @@ class ThreadedGrpcServer:
     tidemq.common.aio_server.AsyncioGrpcServer, so ServiceRuntime drives either alike."""
 
     def __init__(self, name: str, *, max_workers: int, options: list,
-                 auth: AuthGuard | None = None) -> None:
-        interceptors: list = [ErrorMappingInterceptor()]
-        if auth is not None:
-            interceptors.append(AuthInterceptor(auth))
+                 pipeline: CallPipeline) -> None:
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name),
-            interceptors=interceptors, options=options)
+            interceptors=[PipelineInterceptor(pipeline)], options=options)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
@@ -160,9 +159,12 @@ class ServiceRuntime:
         self.acl = acl or StaticAcl()
         self.auth = AuthGuard(name, self.acl, skew_s=settings.auth_skew_s,
                               trusted=credentials) if settings.auth_enabled else None
+        # authenticate → authorize → run → map errors, for every transport this process
+        # serves (the broker's wire server takes it too)
+        self.pipeline = CallPipeline(self.auth)
         server_class = AsyncioGrpcServer if aio else ThreadedGrpcServer
         self.transport = server_class(name, max_workers=max_workers, options=SERVER_GRPC_OPTIONS,
-                                      auth=self.auth)
+                                      pipeline=self.pipeline)
         self.server = self.transport.server  # what generated add_*_to_server functions take
         self.port = 0
         self.metrics_port = 0

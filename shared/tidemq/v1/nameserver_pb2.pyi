@@ -18,7 +18,7 @@ REPLICA_MASTER: ReplicaRole
 REPLICA_SLAVE: ReplicaRole
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "data_version", "topics", "replica_id", "role", "epoch")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "data_version", "topics", "wire_port", "wire_tls", "replica_id", "role", "epoch")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,8 @@ class RegisterBrokerRequest(_message.Message):
     HA_SERVER_ADDR_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
+    WIRE_TLS_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -36,10 +38,12 @@ class RegisterBrokerRequest(_message.Message):
     ha_server_addr: str
     data_version: _common_pb2.DataVersion
     topics: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]
+    wire_port: int
+    wire_tls: bool
     replica_id: int
     role: ReplicaRole
     epoch: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., replica_id: _Optional[int] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., wire_port: _Optional[int] = ..., wire_tls: _Optional[bool] = ..., replica_id: _Optional[int] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("master_addr", "ha_server_addr")
@@ -86,7 +90,7 @@ class QueueData(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., topic_sys_flag: _Optional[int] = ...) -> None: ...
 
 class BrokerData(_message.Message):
-    __slots__ = ("cluster", "broker_name", "broker_addrs")
+    __slots__ = ("cluster", "broker_name", "broker_addrs", "wire_ports")
     class BrokerAddrsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,13 +98,30 @@ class BrokerData(_message.Message):
         key: int
         value: str
         def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    class WirePortsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: WirePort
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[WirePort, _Mapping]] = ...) -> None: ...
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDRS_FIELD_NUMBER: _ClassVar[int]
+    WIRE_PORTS_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     broker_name: str
     broker_addrs: _containers.ScalarMap[int, str]
-    def __init__(self, cluster: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addrs: _Optional[_Mapping[int, str]] = ...) -> None: ...
+    wire_ports: _containers.MessageMap[str, WirePort]
+    def __init__(self, cluster: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addrs: _Optional[_Mapping[int, str]] = ..., wire_ports: _Optional[_Mapping[str, WirePort]] = ...) -> None: ...
+
+class WirePort(_message.Message):
+    __slots__ = ("port", "tls")
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    tls: bool
+    def __init__(self, port: _Optional[int] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class TopicRouteData(_message.Message):
     __slots__ = ("queue_datas", "broker_datas", "order_topic_conf")
@@ -123,7 +144,7 @@ class BrokerNames(_message.Message):
     def __init__(self, broker_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BrokerLiveInfo(_message.Message):
-    __slots__ = ("broker_addr", "last_update_ms", "data_version", "ha_server_addr", "broker_name", "broker_id", "replica_id", "role", "epoch")
+    __slots__ = ("broker_addr", "last_update_ms", "data_version", "ha_server_addr", "broker_name", "broker_id", "replica_id", "role", "epoch", "wire_port", "wire_tls")
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
     LAST_UPDATE_MS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +154,8 @@ class BrokerLiveInfo(_message.Message):
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
+    WIRE_TLS_FIELD_NUMBER: _ClassVar[int]
     broker_addr: str
     last_update_ms: int
     data_version: _common_pb2.DataVersion
@@ -142,7 +165,9 @@ class BrokerLiveInfo(_message.Message):
     replica_id: int
     role: ReplicaRole
     epoch: int
-    def __init__(self, broker_addr: _Optional[str] = ..., last_update_ms: _Optional[int] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., ha_server_addr: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., replica_id: _Optional[int] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ...) -> None: ...
+    wire_port: int
+    wire_tls: bool
+    def __init__(self, broker_addr: _Optional[str] = ..., last_update_ms: _Optional[int] = ..., data_version: _Optional[_Union[_common_pb2.DataVersion, _Mapping]] = ..., ha_server_addr: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., replica_id: _Optional[int] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ..., wire_port: _Optional[int] = ..., wire_tls: _Optional[bool] = ...) -> None: ...
 
 class ClusterInfo(_message.Message):
     __slots__ = ("broker_addr_table", "cluster_addr_table", "live_brokers")

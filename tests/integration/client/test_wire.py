@@ -1,6 +1,7 @@
-"""The wire protocol (tidemq.common.wire) against a real broker: the SDK's hot calls take it,
-answer exactly what gRPC answers, share one connection between threads, keep their deadlines,
-and a broker that goes away fails the calls in flight at once and is reconnected to after."""
+"""The wire protocol (tidemq.common.wire) against a real broker: the SDK's hot calls take it
+(through the broker channel, tidemq.common.channel), answer exactly what gRPC answers, share
+one connection between threads, keep their deadlines, and a broker that goes away fails the
+calls in flight at once and is reconnected to after."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from tidemq.client import Message, Producer, SimpleConsumer
 from tidemq.client.message import decode_records
 from tidemq.common import errors, rpc
+from tidemq.common.channel import link, ports
 from tidemq.common.wire import client as wire
-from tidemq.common.wire import endpoints, frames
+from tidemq.common.wire import frames
 from tidemq.common.wire.methods import BROKER_METHODS
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
 
@@ -64,8 +66,7 @@ def test_the_broker_offers_its_wire_port_and_the_sdk_uses_it(cluster):
                               message="the message to be popped")
         assert [m.body for m in received] == [b"over the wire"]
         assert all(result.ok for result in consumer.ack_many(received))
-    endpoint = endpoints.broker_endpoint(broker_addr(cluster))
-    assert endpoint._connection is not None and endpoint._connection.alive
+    assert link.link_for(broker_addr(cluster), rpc.client_security()).connected
 
 
 def test_errors_are_what_grpc_answers(cluster):
@@ -184,20 +185,20 @@ def test_dialling_a_grpc_port_is_a_clear_error(cluster):
 def test_a_wire_port_that_names_another_broker_is_not_used(cluster):
     """A broker restarted on other ports may leave its old wire port to another broker: the
     greeting's name tells the client before it sends anything there."""
-    elsewhere = wire.WireEndpoint("127.0.0.1:1", lambda _: cluster.brokers["broker-a"].info[
-        "wire_port"])
-    assert elsewhere.connection("Pop", 5) is None
+    elsewhere = link.WireLink("127.0.0.1:1", discover=lambda _: ports.WirePort(
+        cluster.brokers["broker-a"].info["wire_port"]))
+    assert elsewhere.connection(5) is None
 
 
 def test_a_broker_that_dies_fails_calls_in_flight_and_is_reconnected_after_restart(
         tmp_path, monkeypatch):
     """A private cluster: its broker is killed and restarted."""
-    monkeypatch.setattr(wire, "RETRY_AFTER_S", 0.2)
+    monkeypatch.setattr(link, "RETRY_AFTER_S", 0.2)
     with running_cluster(tmp_path, broker_names=("broker-a",)) as cluster:
         create_topic_in_config_center(cluster, TOPIC, 1)
         wait_for_route(cluster, TOPIC, 1)
         broker = cluster.brokers["broker-a"]
-        endpoint = wire.WireEndpoint(broker.addr, lambda timeout_s: endpoints._offered_port(
+        endpoint = link.WireLink(broker.addr, discover=lambda timeout_s: ports.ask_broker(
             broker.addr, timeout_s))
         request = broker_pb2.PopRequest(consumer_group="wire-kill", topic=TOPIC, max_messages=1,
                                         invisible_duration_ms=10_000, wait_ms=30_000)
@@ -220,7 +221,7 @@ def test_a_broker_that_dies_fails_calls_in_flight_and_is_reconnected_after_resta
 
 def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(cluster):
     """Spark's Python workers are forked: an inherited connection has no reader thread there."""
-    endpoint = endpoints.broker_endpoint(broker_addr(cluster))
+    endpoint = link.link_for(broker_addr(cluster), rpc.client_security())
     request = broker_pb2.PullRequest(consumer_group="wire-fork", topic=EMPTY, queue_id=0,
                                      max_messages=1)
     assert endpoint.call("Pull", request, 10) is not None
@@ -337,3 +338,71 @@ def test_blocking_callers_futures_and_late_callers_share_one_connection(cluster)
         assert connection.alive
     finally:
         connection.close()
+
+
+def calls(method: str, transport: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("tidemq_rpc_calls_total",
+                                     {"method": method, "transport": transport}) or 0.0
+
+
+@pytest.fixture
+def fresh_links():
+    """No wire connection nor learnt port in this process: as a client just started."""
+    link.close_links()
+    ports.forget_all()
+    yield
+    link.close_links()
+
+
+def test_routes_carry_the_wire_port_so_the_first_call_asks_no_broker(cluster, fresh_links,
+                                                                     monkeypatch):
+    from tidemq.client.routes import NameServerClient
+    from tidemq.common.channel import BrokerChannel
+
+    route = NameServerClient(cluster.namesrv_addrs).route(TOPIC)
+    addr = broker_addr(cluster)
+    assert ports.known(addr) == ports.WirePort(cluster.brokers["broker-a"].info["wire_port"])
+    assert route.brokers["broker-a"].master_addr == addr
+
+    def no_question(*_):
+        raise AssertionError("GetBrokerInfo asked though the route named the port")
+    monkeypatch.setattr(ports, "ask_broker", no_question)
+    before = calls("Pull", "wire")
+    reply = BrokerChannel(addr).call("Pull", broker_pb2.PullRequest(
+        consumer_group="wire-route", topic=EMPTY, queue_id=0, max_messages=1), timeout=10)
+    assert reply.status == broker_pb2.PullStatus.NO_NEW_MSG
+    assert calls("Pull", "wire") == before + 1
+
+
+def test_an_old_route_falls_back_to_get_broker_info(cluster, fresh_links):
+    from tidemq.common.channel import BrokerChannel
+
+    channel = BrokerChannel(broker_addr(cluster))
+    channel.call("Pull", broker_pb2.PullRequest(consumer_group="wire-old-route", topic=EMPTY,
+                                                queue_id=0, max_messages=1), timeout=10)
+    assert channel.wire_connected  # the port was asked of the broker
+    assert ports.known(broker_addr(cluster)).port == cluster.brokers["broker-a"].info["wire_port"]
+
+
+def test_with_tidemq_wire_0_every_call_goes_by_grpc(cluster, fresh_links, monkeypatch):
+    """The gRPC-only setting: same answers, none over the wire, counted as gRPC."""
+    from tidemq.common.channel import BrokerChannel
+
+    monkeypatch.setenv("TIDEMQ_WIRE", "0")
+    before = (calls("Send", "wire"), calls("Send", "grpc"), calls("Pop", "grpc"))
+    with Producer(cluster.namesrv_addrs) as producer:
+        producer.send(Message(f"{TOPIC}3", b"over gRPC only"))
+    with SimpleConsumer(cluster.namesrv_addrs, "wire-off", f"{TOPIC}3") as consumer:
+        seen: list[bytes] = []
+
+        def popped() -> bool:
+            received = consumer.receive(32, wait_s=1)
+            assert all(result.ok for result in consumer.ack_many(received))
+            seen.extend(m.body for m in received)
+            return b"over gRPC only" in seen
+        wait_until(popped, 30, message="the message to be popped")
+    assert calls("Send", "wire") == before[0]
+    assert calls("Send", "grpc") >= before[1] + 1 and calls("Pop", "grpc") > before[2]
+    assert not BrokerChannel(broker_addr(cluster)).wire_connected

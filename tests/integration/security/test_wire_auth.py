@@ -11,7 +11,7 @@ from tidemq.client.encoding import BatchEncoder
 from tidemq.common import errors, rpc
 from tidemq.common.auth.acl import Rule, User
 from tidemq.common.auth.signature import Credentials, signed_metadata
-from tidemq.common.wire import endpoints
+from tidemq.common.channel import link
 from tidemq.common.wire.client import WireConnection
 from tidemq.common.wire.methods import BROKER_METHODS
 from tidemq.configclient.acl import AclAdmin
@@ -102,8 +102,8 @@ def test_the_sdk_signs_its_wire_calls(auth_cluster):
     before = stored(auth_cluster)
     with Producer(auth_cluster.namesrv_addrs) as producer:  # the admin's credentials
         producer.send(Message(TOPIC, b"signed by the sdk"))
-    endpoint = endpoints.broker_endpoint(auth_cluster.brokers["broker-a"].addr)
-    assert endpoint._connection is not None and endpoint._connection.alive
+    assert link.link_for(auth_cluster.brokers["broker-a"].addr,
+                         rpc.client_security()).connected
     assert stored(auth_cluster) == before + 1
 
 

@@ -52,10 +52,12 @@ class Brokers:
         brokers = self
 
         class Client:
-            def call_unless(self, method, request, *, timeout, abandon, check_every_s):
+            def call_unless(self, method, request, *, timeout, abandon, check_every_s,
+                            bulk=b""):
+                request.records = bulk  # what the channel carries beside the request
                 if addr in brokers.frozen:
                     brokers.sent.append((addr, request.records))
-                    while not abandon():   # as RpcClient.call_unless asks while outstanding
+                    while not abandon():   # as BrokerChannel.call_unless asks while outstanding
                         brokers.abandon_checks += 1
                         assert brokers.abandon_checks < 100, "never abandoned"
                     raise errors.ServiceUnavailable("abandoned")

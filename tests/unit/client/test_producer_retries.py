@@ -49,7 +49,8 @@ class StubBrokers:
         stub = self
 
         class Client:
-            def call_unless(self, method, request, *, timeout, abandon, check_every_s):
+            def call_unless(self, method, request, *, timeout, abandon, check_every_s,
+                            bulk=b""):
                 return self.call(method, request, timeout)
 
             def call(self, method, request, timeout=None, idempotent=False):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tidemq.common.wire.spliced import Spliced, whole
+from tidemq.common.channel.payload import Spliced, whole
 from tidemq.v1 import broker_pb2
 
 requests = st.builds(

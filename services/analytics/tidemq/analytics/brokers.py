@@ -1,9 +1,9 @@
-"""The gRPC side of the Spark source: routes, queue offsets and ranged pulls.
+"""The broker side of the Spark source: routes, queue offsets and ranged pulls.
 
-A thin adapter over the raw stubs (tidemq.common.rpc.RpcClient: deadlines, breakers, retries
-of idempotent calls); every answer is turned into the planning types of `offsets`.
-Channels are process-wide (the default ChannelPool), so executors open them lazily inside
-`read()` and nothing gRPC-related is ever pickled.
+A thin adapter over the name servers' RpcClient and the broker channel
+(tidemq.common.channel: deadlines, breakers, retries of idempotent calls, the wire protocol
+for pulls); every answer is turned into the planning types of `offsets`. Connections are
+process-wide, so executors open them lazily inside `read()` and nothing of them is pickled.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from tidemq.analytics.offsets import QueueBounds, QueueKey
 from tidemq.common import errors
+from tidemq.common.channel import BrokerChannel, learn_route
 from tidemq.common.rpc import RpcClient
-from tidemq.common.wire.endpoints import broker_endpoint
-from tidemq.v1 import broker_pb2, broker_pb2_grpc, nameserver_pb2, nameserver_pb2_grpc
+from tidemq.v1 import broker_pb2, nameserver_pb2, nameserver_pb2_grpc
 
 PERM_READ = 2  # TopicConfig.perm bit: readable (see common.proto)
 
@@ -48,9 +48,11 @@ def fetch_route(namesrv_addrs: Sequence[str], topic: str, timeout: float) -> lis
 
 def fetch_route_data(namesrv_addrs: Sequence[str], topic: str,
                      timeout: float) -> nameserver_pb2.TopicRouteData:
-    return _ask_name_servers(namesrv_addrs, "GetRouteInfo",
-                             nameserver_pb2.GetRouteInfoRequest(topic=topic), timeout,
-                             f"for topic {topic!r}")
+    route = _ask_name_servers(namesrv_addrs, "GetRouteInfo",
+                              nameserver_pb2.GetRouteInfoRequest(topic=topic), timeout,
+                              f"for topic {topic!r}")
+    learn_route(route)  # the brokers' wire ports: no GetBrokerInfo before the first pull
+    return route
 
 
 def list_topics(namesrv_addrs: Sequence[str], timeout: float) -> list[str]:
@@ -124,9 +126,7 @@ def call_any(addrs: Sequence[str], method: str, request, timeout: float):
     last: errors.TideMQError | None = None
     for addr in addrs:
         try:
-            client = RpcClient(addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout,
-                               wire=broker_endpoint(addr))  # pulls: tidemq.common.wire
-            return client.call(method, request, idempotent=True)
+            return BrokerChannel(addr, timeout=timeout).call(method, request, idempotent=True)
         except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
             last = exc
     assert last is not None, "call_any needs at least one address"

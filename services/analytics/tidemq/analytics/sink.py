@@ -38,9 +38,8 @@ from tidemq.common import errors, record
 # The network modules are imported with the writer, not at its first send: a stream's first
 # micro-batch, which often writes nothing, then loads them into the Python worker, and the
 # first batch with messages does not wait for them (docs/analytics.md, Performance).
-from tidemq.common.rpc import RpcClient
-from tidemq.common.wire.endpoints import broker_endpoint
-from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
+from tidemq.common.channel import BrokerChannel
+from tidemq.v1 import broker_pb2, common_pb2
 
 PERM_WRITE = 4
 # Spark's local properties of a micro-batch's jobs (StreamExecution / MicroBatchExecution).
@@ -158,7 +157,7 @@ class PartitionWriter:
         self.report = WriteReport()
         self._routes: dict[str, list[WriteQueue]] = {}
         self._pending: dict[tuple[str, WriteQueue], _Pending] = {}
-        self._clients: dict[str, object] = {}
+        self._clients: dict[str, BrokerChannel] = {}
 
     def _queues(self, topic: str) -> list[WriteQueue]:
         queues = self._routes.get(topic)
@@ -228,15 +227,15 @@ class PartitionWriter:
         topic, queue = target
         client = self._clients.get(queue.addr)
         if client is None:
-            client = self._clients[queue.addr] = RpcClient(
-                queue.addr, broker_pb2_grpc.BrokerServiceStub, timeout=self.opts.timeout,
-                wire=broker_endpoint(queue.addr))
+            client = self._clients[queue.addr] = BrokerChannel(queue.addr,
+                                                               timeout=self.opts.timeout)
         request = broker_pb2.SendRequest(
-            topic=topic, queue_id=queue.queue_id, records=b"".join(pending.records),
+            topic=topic, queue_id=queue.queue_id,
             record_count=len(pending.records), idempotent=self.opts.exactly_once,
             producer_id=self.producer_id if self.opts.exactly_once else "")
         # an idempotent send may be retried: the broker drops what it already stored
-        reply = client.call("Send", request, idempotent=self.opts.exactly_once)
+        reply = client.call("Send", request, bulk=b"".join(pending.records),
+                            idempotent=self.opts.exactly_once)
         if reply.status != common_pb2.SEND_OK:
             raise errors.ServiceUnavailable(
                 f"send to {queue.broker}/{queue.queue_id} of {topic!r} answered "

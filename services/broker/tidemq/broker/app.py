@@ -249,7 +249,8 @@ class BrokerApp:
 
     def _start_wire(self) -> None:
         """The wire protocol (tidemq.common.wire) on the gRPC server's loop, before the gRPC
-        port opens: a client that asks GetBrokerInfo learns a port that already listens."""
+        port opens and before the first registration: a client that learns the port from a
+        route or from GetBrokerInfo learns a port that already listens."""
         settings = self.settings
         if not settings.wire_enabled:
             return
@@ -262,7 +263,7 @@ class BrokerApp:
         handlers = {method.number: (method, getattr(self.servicer, method.name))
                     for method in BROKER_METHODS.values()}
         self.wire = WireServer(self.runtime.transport.loop, handlers,
-                               name=self.identity.broker_addr, auth=self.runtime.auth)
+                               name=self.identity.broker_addr, pipeline=self.runtime.pipeline)
         try:
             settings.wire_port = self.servicer.wire_port = self.wire.start(settings.host, port)
         except OSError as exc:
@@ -273,6 +274,7 @@ class BrokerApp:
             self.wire = None
             return
         self.runtime.ready_extra["wire_port"] = settings.wire_port
+        self.registrar.wire_port = settings.wire_port  # routes carry it to clients
         log.info("serving the wire protocol", port=settings.wire_port)
 
     def stop(self) -> None:

@@ -61,6 +61,7 @@ class BrokerRegistrar:
         self.role = ""
         self.epoch = 0
         self.registered_id = identity.broker_id
+        self.wire_port = 0  # the wire protocol's port once it listens, published in routes
 
     def start(self) -> None:
         self.register_all()
@@ -111,7 +112,7 @@ class BrokerRegistrar:
             broker_id=self.registered_id, broker_addr=ident.broker_addr,
             ha_server_addr=ident.ha_server_addr,
             replica_id=ident.broker_id if self.role else 0, role=_ROLE_PB[self.role],
-            epoch=self.epoch,
+            epoch=self.epoch, wire_port=self.wire_port,
             data_version=common_pb2.DataVersion(timestamp=version.timestamp,
                                                 counter=version.counter),
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,

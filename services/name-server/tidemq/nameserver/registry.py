@@ -53,6 +53,7 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
+    wire_ports: dict[str, tuple[int, bool]] = field(default_factory=dict)  # addr -> (port, tls)
 
 
 @dataclass(slots=True)
@@ -66,6 +67,8 @@ class BrokerLiveInfo:
     replica_id: int = 0
     role: str = ""  # MASTER | SLAVE; "" = a broker without replication
     epoch: int = 0
+    wire_port: int = 0  # 0 = not offered
+    wire_tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class Registration:
     replica_id: int = 0
     role: str = ""
     epoch: int = 0
+    wire_port: int = 0
+    wire_tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,7 @@ class RouteRegistry:
             self.broker_live_table[reg.broker_addr] = BrokerLiveInfo(
                 reg.cluster_name, reg.broker_name, reg.broker_id, self._clock(),
                 reg.data_version, reg.ha_server_addr, reg.replica_id, reg.role, reg.epoch,
+                reg.wire_port, reg.wire_tls,
             )
             if reg.broker_id == MASTER_ID:
                 return RegisterResult("", "")
@@ -274,7 +280,7 @@ class RouteRegistry:
                 raise TopicNotExist(f"no route for topic {topic!r}: no live broker serves it")
             names = sorted(queues)
             broker_datas = [
-                BrokerData(bd.cluster, bd.broker_name, dict(bd.broker_addrs))
+                self._published(bd)
                 for name in names if (bd := self.broker_addr_table.get(name)) is not None
             ]
             order = self._order_conf.get(topic) or {}
@@ -286,14 +292,23 @@ class RouteRegistry:
     def cluster_info(self) -> ClusterSnapshot:
         with self._lock:
             return ClusterSnapshot(
-                {name: BrokerData(bd.cluster, bd.broker_name, dict(bd.broker_addrs))
-                 for name, bd in self.broker_addr_table.items()},
+                {name: self._published(bd) for name, bd in self.broker_addr_table.items()},
                 {cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
                 {addr: BrokerLiveInfo(live.cluster, live.broker_name, live.broker_id,
                                       live.last_update_ms, live.data_version, live.ha_server_addr,
-                                      live.replica_id, live.role, live.epoch)
+                                      live.replica_id, live.role, live.epoch,
+                                      live.wire_port, live.wire_tls)
                  for addr, live in self.broker_live_table.items()},
             )
+
+    def _published(self, data: BrokerData) -> BrokerData:
+        """A copy of `data` for a reply, with the wire port of each of its brokers that
+        offers one (clients connect to it without asking the broker first)."""
+        wire_ports = {addr: (live.wire_port, live.wire_tls)
+                      for addr in data.broker_addrs.values()
+                      if (live := self.broker_live_table.get(addr)) is not None
+                      and live.wire_port}
+        return BrokerData(data.cluster, data.broker_name, dict(data.broker_addrs), wire_ports)
 
     def topics(self) -> list[str]:
         with self._lock:

@@ -37,12 +37,16 @@ def registration_from_proto(request: nameserver_pb2.RegisterBrokerRequest) -> Re
         replica_id=request.replica_id,
         role=ROLE_NAMES.get(request.role, ""),
         epoch=request.epoch,
+        wire_port=request.wire_port,
+        wire_tls=request.wire_tls,
     )
 
 
 def _broker_data_pb(data: BrokerData) -> nameserver_pb2.BrokerData:
     return nameserver_pb2.BrokerData(
-        cluster=data.cluster, broker_name=data.broker_name, broker_addrs=data.broker_addrs
+        cluster=data.cluster, broker_name=data.broker_name, broker_addrs=data.broker_addrs,
+        wire_ports={addr: nameserver_pb2.WirePort(port=port, tls=tls)
+                    for addr, (port, tls) in data.wire_ports.items()},
     )
 
 
@@ -105,7 +109,7 @@ class NameServerServicer(nameserver_pb2_grpc.NameServerServiceServicer):
                     ha_server_addr=live.ha_server_addr, broker_name=live.broker_name,
                     broker_id=live.broker_id, replica_id=live.replica_id,
                     role=ROLE_VALUES.get(live.role, nameserver_pb2.REPLICA_ROLE_UNSPECIFIED),
-                    epoch=live.epoch,
+                    epoch=live.epoch, wire_port=live.wire_port, wire_tls=live.wire_tls,
                 )
                 for addr, live in sorted(snapshot.live_brokers.items())
             ],

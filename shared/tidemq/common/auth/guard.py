@@ -1,6 +1,6 @@
 """AuthGuard: authenticate a call's signature, then authorize what it needs against the ACL.
 
-Transport-free: the gRPC interceptor (tidemq.common.auth_grpc) and the HTTP gateway's
+Transport-free: the call pipeline (tidemq.common.pipeline) and the HTTP gateway's
 hook hand it the two credential values, the peer address and the permissions, and map its
 errors.Unauthenticated / errors.PermissionDenied to a status. Failures are counted in
 `tidemq_<service>_auth_failures_total{reason}` and logged with the access key only.

@@ -4,8 +4,9 @@ Keyed by the full gRPC method name. Each entry reads names from the request with
 this module needs no generated code and also covers RocketMQ 5's
 `apache.rocketmq.v2.MessagingService` (served by gateway-grpc). A method listed in
 AUTHENTICATED_ONLY needs a valid signature and nothing else (routes, metadata reads,
-heartbeats); a method not listed at all needs ADMIN on `cluster:<method>`, so a new RPC is
-closed until someone maps it. Health checks are never authenticated (supervisors probe them).
+heartbeats); one in ADMIN_ONLY needs ADMIN on `cluster:<method>`, as does a method not listed
+at all, so a new RPC is closed until someone maps it. Every BrokerService RPC is listed in one
+of the three (tests/unit/common/test_broker_rpc_tables.py; checklist in docs/wire-protocol.md). Health checks are never authenticated (supervisors probe them).
 """
 
 from __future__ import annotations
@@ -119,8 +120,7 @@ RULES: dict[str, Needs] = {
 
 AUTHENTICATED_ONLY = frozenset({
     _BROKER + name for name in (
-        # not ViewMessage (any message by its offset) nor GetAllConsumerOffsets (a replica's
-        # copy of every group's offsets): those are ADMIN, as unmapped methods
+        # not ViewMessage nor GetAllConsumerOffsets: those are ADMIN_ONLY
         "GetQueueOffsets", "SearchOffset", "GetBrokerInfo", "DescribeGroup", "ListGroups",
         "GetSubscriptionGroups", "EndTransaction", "ProducerHeartbeat", "TransactionChecks")
 } | {
@@ -135,6 +135,13 @@ AUTHENTICATED_ONLY = frozenset({
 } | {
     # every service exports its spans to the trace collector with its own credentials
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+})
+
+
+# Listed to say so: what an unmapped method needs anyway (ADMIN on cluster:<method>)
+ADMIN_ONLY = frozenset({
+    # any message by its offset; a replica's copy of every group's offsets
+    _BROKER + name for name in ("ViewMessage", "GetAllConsumerOffsets")
 })
 
 

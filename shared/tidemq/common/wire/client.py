@@ -1,18 +1,10 @@
-"""The client side of the wire protocol: one multiplexed connection per broker, and the choice
-between it and gRPC for each call.
+"""The client side of the wire protocol: one multiplexed connection to a broker's wire port.
 
-A call goes over the wire when all of these hold, and over gRPC otherwise (same request, same
-answer, same errors):
-- the method is one of `methods.BROKER_METHODS`;
-- the broker offers a wire port (GetBrokerInfo's `wire_port`, asked once over gRPC);
-- the process trusts no TLS CA (the wire protocol is plaintext: a TLS deployment keeps gRPC);
-- the call is not made inside a recording trace span: a traced call keeps gRPC, whose
-  instrumentation carries the trace to the broker's server span;
-- `TIDEMQ_WIRE` is not `0`.
-
-A connection that cannot be made, or that was lost, sends the next calls over gRPC and is tried
-again after `RETRY_AFTER_S`; a call already on a lost connection fails SERVICE_UNAVAILABLE, as
-a gRPC call on a lost channel does (its outcome unknown), so callers retry it as they would.
+This module only carries frames. Whether a call takes it or gRPC, which port a broker offers,
+deadlines, breakers and retries are the broker channel's (tidemq.common.channel), the one place
+that chooses. A call already on a lost connection fails SERVICE_UNAVAILABLE, as a gRPC call on
+a lost channel does (its outcome unknown); one never written fails `NotSent`, which the channel
+sends over gRPC instead.
 """
 
 from __future__ import annotations
@@ -29,17 +21,10 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from opentelemetry import trace
 from tidemq.common import errors
-from tidemq.common.auth.signature import signed_metadata
-from tidemq.common.logs import get_logger
 from tidemq.common.wire import frames
-from tidemq.common.wire.methods import BROKER_METHODS, Method
-from tidemq.common.wire.spliced import Spliced
+from tidemq.common.wire.methods import Method
 
-log = get_logger(__name__)
-
-RETRY_AFTER_S = 5.0      # after a failed connect or a lost connection, gRPC for this long
 CONNECT_TIMEOUT_S = 1.0  # TCP connect + the server's greeting
 READ_BUFFER = 1 << 16
 
@@ -165,8 +150,10 @@ class WireConnection:
 
     def start(self, method: Method, request: Any, timeout_s: float,
               metadata: Sequence[tuple[str, str]] = ()) -> WireCall:
-        parts = (request.wire_parts() if type(request) is Spliced
-                 else (request.SerializeToString(),))
+        """`request`: the protobuf message, or its encoding as a sequence of byte strings
+        written one after another without being joined (a batch of records uncopied)."""
+        parts = ((request.SerializeToString(),) if hasattr(request, "SerializeToString")
+                 else tuple(request))
         with self._write_lock:
             if not self.alive:
                 raise NotSent(self._closed.message)
@@ -298,92 +285,3 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-
-
-def wire_disabled() -> bool:
-    return os.environ.get("TIDEMQ_WIRE", "1") == "0"
-
-
-class WireEndpoint:
-    """The wire side of one broker address: which port it offers and the connection to it.
-    `discover()` → the broker's wire port (0 = none offered), asked over gRPC."""
-
-    def __init__(self, addr: str, discover: Callable[[float], int], *,
-                 credentials: Any = None, tls: bool = False) -> None:
-        self.addr = addr
-        self._discover = discover
-        self._credentials = credentials
-        self._off = tls or wire_disabled()
-        self._lock = threading.Lock()
-        self._connection: WireConnection | None = None
-        self._port = 0  # the broker's wire port, once learnt
-        self._retry_at = 0.0
-
-    def connection(self, method: str, timeout_s: float) -> tuple[WireConnection, Method] | None:
-        """The connection and method for this call, or None: use gRPC."""
-        found = BROKER_METHODS.get(method)
-        if found is None or self._off or trace.get_current_span().is_recording():
-            return None
-        connection = self._connection
-        if connection is not None and connection.alive:
-            return connection, found
-        if time.monotonic() < self._retry_at:
-            return None
-        with self._lock:
-            connection = self._connection
-            if connection is None or not connection.alive:
-                connection = self._connection = self._connect(min(timeout_s,
-                                                                  CONNECT_TIMEOUT_S))
-        return (connection, found) if connection is not None else None
-
-    def _connect(self, timeout_s: float) -> WireConnection | None:
-        """A connection to the broker's wire port: asked over gRPC the first time, and again
-        after the port it gave fails (a broker restarted on other ports)."""
-        try:
-            if not self._port:
-                self._port = self._discover(timeout_s)
-            if not self._port:
-                self._retry_at = time.monotonic() + 60 * RETRY_AFTER_S
-                return None
-            host = self.addr.rpartition(":")[0]
-            try:
-                connection = WireConnection(f"{host}:{self._port}", connect_timeout_s=timeout_s)
-            except OSError:
-                self._port = 0
-                raise
-            if connection.server_name != self.addr:
-                connection.close()
-                self._port = 0
-                raise OSError(f"wire port {connection.addr} is served by "
-                              f"{connection.server_name!r}, not by {self.addr}")
-            return connection
-        except (OSError, errors.TideMQError) as exc:
-            log.info("wire transport unavailable; calls use gRPC", broker=self.addr,
-                     error=str(exc), retry_in_s=RETRY_AFTER_S)
-            self._retry_at = time.monotonic() + RETRY_AFTER_S
-            return None
-
-    def metadata(self) -> Sequence[tuple[str, str]]:
-        return signed_metadata(self._credentials) if self._credentials else ()
-
-    def call(self, method: str, request: Any, timeout_s: float) -> Any:
-        """The response over the wire, or None when this call should go by gRPC."""
-        started = self.start(method, request, timeout_s)
-        return None if started is None else started.answer(timeout_s)
-
-    def start(self, method: str, request: Any, timeout_s: float) -> WireCall | None:
-        """The call started over the wire, or None when it should go by gRPC."""
-        chosen = self.connection(method, timeout_s)
-        if chosen is None:
-            return None
-        connection, found = chosen
-        try:
-            return connection.start(found, request, timeout_s, self.metadata())
-        except NotSent:
-            return None  # the connection was found closed: gRPC takes this call
-
-    def close(self) -> None:
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None

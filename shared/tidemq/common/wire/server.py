@@ -1,6 +1,8 @@
 """The broker side of the wire protocol: an asyncio protocol on the gRPC server's event loop.
 
-Each request becomes a task that runs the servicer's own `async def` method, so a long poll
+Each request becomes a task that runs the servicer's own `async def` method through the
+service's call pipeline (tidemq.common.pipeline: the same authentication, ACL check and error
+mapping as its gRPC calls), so a long poll
 parks as a coroutine here as it does under grpc.aio, and answers leave in the order they are
 ready. A connection that closes cancels its calls (a consumer gone ends its long poll). A
 connection with `MAX_IN_FLIGHT` calls running, or whose answers the peer does not read, stops
@@ -16,10 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tidemq.common import errors
-from tidemq.common.auth.guard import AuthGuard, peer_ip
-from tidemq.common.auth.permissions import needs_authentication, required_permissions
-from tidemq.common.auth.signature import AUTHORIZATION, DATE_TIME
 from tidemq.common.logs import get_logger
+from tidemq.common.pipeline import CallPipeline
 from tidemq.common.wire import frames
 from tidemq.common.wire.methods import Method
 
@@ -50,10 +50,12 @@ class WireServer:
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  handlers: dict[int, tuple[Method, Handler]], *, name: str,
-                 auth: AuthGuard | None = None) -> None:
+                 pipeline: CallPipeline | None = None) -> None:
         """`name`: what the greeting tells clients this server is (the broker's advertised
-        gRPC address, which clients know it by)."""
-        self.loop, self.handlers, self.auth = loop, handlers, auth
+        gRPC address, which clients know it by). `pipeline`: the service's call pipeline
+        (authenticate → authorize → run → map errors), the one its gRPC server uses."""
+        self.loop, self.handlers = loop, handlers
+        self.pipeline = pipeline or CallPipeline()
         self.greeting = frames.greeting(name)
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
@@ -192,29 +194,13 @@ class _Connection(asyncio.Protocol):
     async def _serve(self, request_id: int, method: Method, handler: Handler, request: Any,
                      metadata: list[tuple[str, str]], deadline: float | None) -> None:
         try:
-            self._authorize(method, request, metadata)
-            reply = await handler(request, CallContext(deadline, self._peer))
+            reply = await self.server.pipeline.run_async(
+                method.full_name, metadata, CallContext(deadline, self._peer), request, handler)
             payload = reply.SerializeToString()
             answer: tuple[bytes, ...] = (frames.ok_head(request_id, len(payload)), payload)
-        except errors.TideMQError as exc:
+        except errors.TideMQError as exc:  # the pipeline maps every failure to one
             answer = (frames.error(request_id, exc),)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - answered, as the gRPC server does
-            log.exception("unhandled error in wire handler", method=method.name)
-            answer = (frames.error(request_id, errors.Internal(
-                f"internal error: {type(exc).__name__}: {exc}")),)
         self._write(*answer)
-
-    def _authorize(self, method: Method, request: Any,
-                   metadata: list[tuple[str, str]]) -> None:
-        guard = self.server.auth
-        if guard is None or not needs_authentication(method.full_name):
-            return
-        found = dict(metadata)
-        user = guard.authenticate(found.get(AUTHORIZATION), found.get(DATE_TIME))
-        guard.authorize(user, peer_ip(self._peer),
-                        required_permissions(method.full_name, request))
 
     def _write(self, *parts: bytes) -> None:
         transport = self._transport

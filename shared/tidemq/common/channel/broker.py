@@ -1,0 +1,197 @@
+"""BrokerChannel: one broker's calls, whatever carries them.
+
+Built on RpcClient (tidemq.common.rpc: deadlines, breaker, retries of idempotent calls), whose
+one gRPC step it replaces with the choice: the wire link when the call is hot and the link
+can take it (`link`), gRPC otherwise. A call the wire never wrote goes over gRPC in the same
+attempt. Either way the caller gets the same response or the same TideMQError, and a started
+call is a concurrent.futures.Future that fails with a TideMQError: no transport type leaves
+this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+import grpc
+from tidemq.common import errors, rpc
+from tidemq.common.channel import metrics
+from tidemq.common.channel.link import link_for
+from tidemq.common.channel.payload import compose, whole
+from tidemq.common.channel.table import BROKER_CALLS, GRPC_ONLY
+from tidemq.v1 import broker_pb2_grpc
+
+
+class _GrpcCall(Future):
+    """A grpc.Future seen as a concurrent.futures.Future whose failure is a TideMQError."""
+
+    def __init__(self, inner: grpc.Future) -> None:
+        super().__init__()
+        self._inner = inner
+        inner.add_done_callback(self._settle)
+
+    def _settle(self, inner: grpc.Future) -> None:
+        if inner.cancelled():
+            super().cancel()
+            return
+        exc = inner.exception()
+        if exc is None:
+            self.set_result(inner.result())
+        elif isinstance(exc, grpc.RpcError):
+            self.set_exception(rpc.with_tls_hint(errors.from_rpc_error(exc)))
+        else:
+            self.set_exception(exc)
+
+    def cancel(self) -> bool:
+        self._inner.cancel()
+        return super().cancel()
+
+
+def _grpc_metadata(metadata: Mapping[str, str] | None) -> tuple | None:
+    return tuple(metadata.items()) if metadata else None
+
+
+class BrokerChannel(rpc.RpcClient):
+    """The calls to the broker at `addr` (its gRPC address).
+
+    >>> channel = BrokerChannel("127.0.0.1:10911")  # doctest: +SKIP
+    >>> channel.call("Send", SendRequest(topic="orders", queue_id=0, record_count=n),
+    ...              bulk=records)  # doctest: +SKIP
+
+    `guarded=False`: no circuit breaker, for calls that legitimately run to their deadline
+    (long polls, a JoinGroup parked in a rebalance). `metadata` on any call: entries carried
+    beside the signature by either framing (the hook for trace context)."""
+
+    def __init__(self, addr: str, *, timeout: float = 3.0,
+                 breaker: rpc.BreakerSettings | None = None, retries: int = 1,
+                 guarded: bool = True, pool: rpc.ChannelPool | None = None) -> None:
+        super().__init__(addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout,
+                         breaker=breaker, pool=pool, retries=retries, guarded=guarded)
+        self._wire = link_for(addr, rpc.client_security())
+
+    def call(self, method: str, request: Any, *, timeout: float | None = None,
+             idempotent: bool = False, bulk: bytes | None = None,
+             metadata: Mapping[str, str] | None = None) -> Any:
+        """The response. `bulk`: the bytes of the method's bulk field (a send's records),
+        carried without being copied into `request`."""
+        return super().call(method, self._compose(method, request, bulk), timeout=timeout,
+                            idempotent=idempotent, metadata=metadata)
+
+    def start(self, method: str, request: Any, *, timeout: float | None = None,
+              bulk: bytes | None = None,
+              metadata: Mapping[str, str] | None = None) -> Future:
+        """The call as a future: `cancel()` ends it at once (the broker stops a long poll), and
+        it ends by its deadline even if nobody waits on it."""
+        self._admit()
+        future = self._start(method, self._compose(method, request, bulk),
+                             timeout or self.timeout, metadata)
+        if self._breaker is not None:
+            future.add_done_callback(self._record_outcome)
+        return future
+
+    def call_unless(self, method: str, request: Any, *, timeout: float,
+                    abandon: Callable[[], bool], check_every_s: float = 0.5,
+                    bulk: bytes | None = None,
+                    metadata: Mapping[str, str] | None = None) -> Any:
+        """One non-idempotent call that is abandoned (ServiceUnavailable) as soon as
+        `abandon()` says its answer no longer matters — asked every `check_every_s` while the
+        call is outstanding, never for a call answered sooner. A frozen endpoint otherwise holds
+        the caller for its whole deadline (a producer whose group elected a new master)."""
+        deadline = time.monotonic() + timeout
+        self._admit()
+        future = self._start(method, self._compose(method, request, bulk), timeout, metadata)
+        while True:
+            try:
+                result = future.result(
+                    timeout=max(0.01, min(check_every_s, deadline - time.monotonic())))
+                break
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    future.cancel()
+                    failure: errors.TideMQError = errors.DeadlineExceeded(
+                        f"{method} on {self.addr}: no answer within {timeout:.3g} s")
+                elif abandon():
+                    future.cancel()
+                    raise errors.ServiceUnavailable(
+                        f"{method} on {self.addr} abandoned: its answer no longer "
+                        "matters") from None
+                else:
+                    continue
+            except errors.TideMQError as exc:
+                failure = exc
+            self._record(failure)
+            raise failure from None
+        self._record(None)
+        return result
+
+    @property
+    def wire_connected(self) -> bool:
+        """Whether this broker's wire connection is open (tests, diagnostics)."""
+        return self._wire.connected
+
+    # -- the choice
+
+    @staticmethod
+    def _compose(method: str, request: Any, bulk: bytes | None) -> Any:
+        return compose(request, BROKER_CALLS.get(method, GRPC_ONLY).bulk, bulk)
+
+    def _invoke(self, method: str, request: Any, deadline: float,
+                metadata: Mapping[str, str] | None = None) -> Any:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise errors.DeadlineExceeded(f"deadline passed before calling {method} on {self.addr}")
+        if BROKER_CALLS.get(method, GRPC_ONLY).hot:
+            started = self._wire.start(method, request, remaining, metadata)
+            if started is not None:  # None: this call goes by gRPC
+                metrics.counted(method, metrics.WIRE)
+                return started.answer(remaining)
+        metrics.counted(method, metrics.GRPC)
+        return super()._invoke(method, whole(request), deadline, metadata)
+
+    def _start(self, method: str, request: Any, timeout: float,
+               metadata: Mapping[str, str] | None) -> Future:
+        if BROKER_CALLS.get(method, GRPC_ONLY).hot:
+            started = self._wire.start(method, request, timeout, metadata)
+            if started is not None:
+                metrics.counted(method, metrics.WIRE)
+                return started
+        metrics.counted(method, metrics.GRPC)
+        return _GrpcCall(getattr(self._stub, method).future(
+            whole(request), timeout=timeout, metadata=_grpc_metadata(metadata)))
+
+    def _record_outcome(self, future: Future) -> None:
+        if future.cancelled():
+            return
+        failure = future.exception()
+        with contextlib.suppress(errors.BreakerOpen):  # the caller sees its own failure
+            self._record(failure if isinstance(failure, errors.TideMQError) else None)
+
+
+class BrokerChannels:
+    """A process's channels by broker address, made on first use (one per address)."""
+
+    def __init__(self, *, timeout: float = 3.0, breaker: rpc.BreakerSettings | None = None,
+                 guarded: bool = True, retries: int = 1) -> None:
+        self._options = {"timeout": timeout, "breaker": breaker, "guarded": guarded,
+                         "retries": retries}
+        self._lock = threading.Lock()
+        self._channels: dict[str, BrokerChannel] = {}
+
+    def get(self, addr: str) -> BrokerChannel:
+        with self._lock:
+            channel = self._channels.get(addr)
+            if channel is None:
+                channel = self._channels[addr] = self._make(addr)
+            return channel
+
+    def _make(self, addr: str) -> BrokerChannel:
+        return BrokerChannel(addr, **self._options)
+
+    @staticmethod
+    def is_open(addr: str) -> bool:
+        """True while the breaker for `addr` is open: route traffic elsewhere."""
+        return bool(addr) and rpc.is_endpoint_open(addr)
