@@ -153,7 +153,8 @@ def test_the_common_library_imports_nothing_above_it():
     assert not above, "tidemq.common imports packages above it:\n  " + "\n  ".join(sorted(above))
 
 
-CALLERS = ("tidemq.client", "tidemq.gateway", "tidemq.gatewaygrpc", "tidemq.analytics")
+CALLERS = ("tidemq.client", "tidemq.gateway", "tidemq.gatewaygrpc", "tidemq.gatewaykafka",
+           "tidemq.analytics")
 TRANSPORTS = ("tidemq.common.wire", "tidemq.v1.broker_pb2_grpc")
 
 

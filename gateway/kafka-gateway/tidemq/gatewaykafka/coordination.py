@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from tidemq.client import NameServerClient
 from tidemq.common import errors
+from tidemq.common.channel import BrokerChannels
 from tidemq.common.placement import coordinator_for
-from tidemq.common.rpc import default_pool
-from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from tidemq.v1 import broker_pb2
 
 PROTOCOL_PREFIX = "kafka/"
 MASTER_ID = 0
@@ -41,6 +40,10 @@ def kafka_protocol(wire_name: str) -> str:
     if not wire_name.startswith(PROTOCOL_PREFIX):
         return ""
     return wire_name[len(PROTOCOL_PREFIX):].partition("/")[2]
+
+
+# The coordinator calls are not idempotent: the channel repeats one only when it was never written.
+_channels = BrokerChannels()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +116,11 @@ class GroupCoordination:
     def _call(self, group: str, method: str, request: Any, *,
               timeout: float | None = None) -> Any:
         addr = self.coordinator(group)
-        stub = broker_pb2_grpc.BrokerServiceStub(default_pool.get(addr))
         try:
-            return getattr(stub, method)(request, timeout=timeout or self.rpc_timeout_s)
-        except grpc.RpcError as exc:
-            error = errors.from_rpc_error(exc)
+            return _channels.get(addr).call(method, request,
+                                            timeout=timeout or self.rpc_timeout_s)
+        except errors.TideMQError as error:
             if error.code in LOST_COORDINATOR or isinstance(error, errors.ServiceUnavailable):
                 with self._lock:
                     self._coordinators.pop(group, None)
-            raise error from None
+            raise
