@@ -424,9 +424,7 @@ def log_names(topology: Topology, service: str | None) -> list[str] | None:
     `SERVICE=etcd`: every member); None for a name that is neither."""
     if not service:
         return list(topology.services)
-    if service in topology.services:
-        return [service]
-    return [s.name for s in topology.members(service)] or None
+    return topology.named(service) or None
 
 
 def _cmd_logs(deployment: LocalDeployment, service: str | None) -> int:

@@ -105,6 +105,14 @@ class Topology:
         """The services expanded from one topology entry (config-center-1, -2...)."""
         return [s for s in self.services.values() if s.group == group]
 
+    def named(self, name: str) -> list[str]:
+        """The services a name given on a command line means: that service (`broker-a-1`), or
+        every instance of an expanded entry (`broker-a`: broker-a-0..2; `etcd`: every member);
+        [] for neither."""
+        if name in self.services:
+            return [name]
+        return [s.name for s in self.members(name)]
+
     def etcd_members(self) -> list[Service]:
         """The etcd cluster's members (etcd-1, etcd-2, ...), in order."""
         return [s for s in self.services.values() if s.is_etcd]
