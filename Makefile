@@ -57,7 +57,7 @@ down: ## stop everything `make up` started (SIGTERM, graceful drain)
 status: ## supervisor status, a health probe of every service, each etcd member (leader, raft term and index, lag), the config centers (same REPLICAS=/ETCD= as up)
 	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local status
 
-logs: ## tail the service logs (one service: SERVICE=broker-a make logs)
+logs: ## tail the service logs (one service: SERVICE=broker-a-0 make logs; SERVICE=broker-a: every replica of the group)
 	@TIDEMQ_REPLICAS=$(REPLICAS) TIDEMQ_ETCD=$(ETCD) TIDEMQ_OBSERVABILITY=$(OBSERVABILITY) TIDEMQ_ANALYTICS=$(ANALYTICS) .venv/bin/python -m deploy.local logs $(SERVICE)
 
 images: sync ## build every service image (no registry needed; see docs/deployment.md; ANALYTICS=1 OBSERVABILITY=1: and those profiles' images)

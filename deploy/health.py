@@ -2,7 +2,7 @@
 as synchronisation: each probe is a real request, repeated until it answers or time is up).
 
     python -m deploy.health                      # probe every service of `make up`
-    python -m deploy.health --port-offset 100 broker-a
+    python -m deploy.health --port-offset 100 broker-a-1   # one replica; broker-a: all three
 
 gRPC services answer grpc.health.v1 Check, HTTP ones GET /healthz, etcd members GET /health
 (200 and {"health":"true"} only while the cluster has a leader), Redis PING.
@@ -121,16 +121,18 @@ def wait_healthy(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.health", description=__doc__)
-    parser.add_argument("services", nargs="*", help="service names (default: all)")
+    parser.add_argument("services", nargs="*", help="service names, or a group's (broker-a: "
+                        "its replicas; default: all)")
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)
     topology: Topology = load(**env_overrides(os.environ), profiles=enabled_profiles(os.environ))
     placement = Placement(port_offset=args.port_offset)
-    unknown = [n for n in args.services if n not in topology.services]
+    unknown = [n for n in args.services if not topology.named(n)]
     if unknown:
         print(f"unknown services {unknown}; known: {sorted(topology.services)}", file=sys.stderr)
         return 2
-    names = args.services or list(topology.services)
+    names = [n for given in args.services for n in topology.named(given)] \
+        or list(topology.services)
     healthy = True
     for name in names:
         ok, reason = probe(topology.services[name], placement)

@@ -5,7 +5,7 @@ supervisord (from the dev dependencies) owns every process and restarts any that
 tier to be healthy before the next, so a broken service is reported by name with its log.
 
     python -m deploy.local up [--port-offset N] [--run-dir D] [--data-dir D]
-    python -m deploy.local down | status | logs [SERVICE]
+    python -m deploy.local down | status | logs [SERVICE | GROUP]
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from deploy.topology import (
     env_overrides,
     load,
     published_urls,
+    replica_name,
 )
 
 DEFAULT_DATA_DIR = REPO_ROOT / ".data"
@@ -138,6 +139,20 @@ class LocalDeployment:
         """The running supervisord's PID; None for a stale pid file (pidfiles.py)."""
         return recorded_pid(self.run_dir / "supervisord.pid", "supervisord")
 
+    def adopt_legacy_data_dirs(self, progress=print) -> None:
+        """Before issue #41 a group's replica 0 ran as the group's own name (`broker-a`) and
+        kept its store in `<data>/broker-a`; it is `broker-a-0` now. An old directory is
+        renamed to the replica's, so that replica starts on its own store (only while
+        supervisord is down: nothing then runs on it)."""
+        for service in self.topology.services.values():
+            legacy = self.data_dir / service.group
+            current = self.data_dir / service.name
+            if (service.group != service.name and service.name == replica_name(service.group, 0)
+                    and legacy.is_dir() and not current.exists()):
+                legacy.rename(current)
+                progress(f"moved {legacy} to {current} (replica 0 of {service.group} is "
+                         f"{service.name} now)")
+
     def _write_config(self, programs: dict[str, str]) -> None:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for service in self.topology.services.values():
@@ -221,6 +236,8 @@ class LocalDeployment:
                 "`make up`? `make compose-down`?) or use `python -m deploy.local up --port-offset N`"
             )
         self.check_store_profile()
+        if self.supervisord_pid() is None:
+            self.adopt_legacy_data_dirs(progress)
         self.start_supervisord(programs)
         progress(f"supervisord running (config {self.config_file})")
         for tier in self.topology.start_order():
@@ -406,11 +423,23 @@ def config_center_lines(topology: Topology, placement: Placement,
     return lines
 
 
+def log_names(topology: Topology, service: str | None) -> list[str] | None:
+    """The services `make logs` tails: every one, one (`SERVICE=broker-a-1`), or every
+    instance of an expanded entry (`SERVICE=broker-a`: its replicas broker-a-0..2;
+    `SERVICE=etcd`: every member); None for a name that is neither."""
+    if not service:
+        return list(topology.services)
+    return topology.named(service) or None
+
+
 def _cmd_logs(deployment: LocalDeployment, service: str | None) -> int:
-    if service and service not in deployment.topology.services:
-        print(f"unknown service {service!r}; known: {', '.join(deployment.topology.services)}")
+    names = log_names(deployment.topology, service)
+    if names is None:
+        groups = sorted({s.group for s in deployment.topology.services.values()
+                         if s.group != s.name})
+        print(f"unknown service {service!r}; known: {', '.join(deployment.topology.services)} "
+              f"(and the groups {', '.join(groups)})")
         return 2
-    names = [service] if service else list(deployment.topology.services)
     files = [str(deployment.log_file(n)) for n in names if deployment.log_file(n).exists()]
     if not files:
         print(f"no logs under {deployment.run_dir / 'logs'} yet")
@@ -421,7 +450,8 @@ def _cmd_logs(deployment: LocalDeployment, service: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.local", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status", "logs"])
-    parser.add_argument("service", nargs="?", help="for logs: one service (default: all)")
+    parser.add_argument("service", nargs="?", help="for logs: one service, or a group's "
+                        "instances (broker-a: broker-a-0..2); default: all")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args(argv)

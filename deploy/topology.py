@@ -105,6 +105,14 @@ class Topology:
         """The services expanded from one topology entry (config-center-1, -2...)."""
         return [s for s in self.services.values() if s.group == group]
 
+    def named(self, name: str) -> list[str]:
+        """The services a name given on a command line means: that service (`broker-a-1`), or
+        every instance of an expanded entry (`broker-a`: broker-a-0..2; `etcd`: every member);
+        [] for neither."""
+        if name in self.services:
+            return [name]
+        return [s.name for s in self.members(name)]
+
     def etcd_members(self) -> list[Service]:
         """The etcd cluster's members (etcd-1, etcd-2, ...), in order."""
         return [s for s in self.services.values() if s.is_etcd]
@@ -215,9 +223,10 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
 @dataclasses.dataclass(frozen=True)
 class Replication:
     """How every `replica_group` service (a broker group) runs: `replicas` processes of one
-    broker_name (1 = a single broker, no replication). Replica r is the service `<name>-<r>`
-    (replica 0 keeps the plain name), with broker id r and every port shifted by
-    r * port_step."""
+    broker_name (1 = a single broker, no replication). Replica r (0..replicas-1, the same in
+    every group) is the service `<name>-<r>` with broker id r — its replica id, which it keeps
+    whichever role it has — and every port shifted by r * port_step. The group's name stays
+    the broker name clients and routes know."""
 
     replicas: int = 1
     broker_role: str = "SYNC_MASTER"
@@ -235,22 +244,32 @@ class Replication:
         return replication
 
 
+def replica_name(group: str, replica: int) -> str:
+    """The service (supervisord program, compose service, container, volume stem, log file,
+    data directory) of one replica of a broker group: `<group>-<replica id>`, never a role —
+    any replica may be the master."""
+    return f"{group}-{replica}"
+
+
 def expand_replica_groups(services: dict, replication: Replication) -> dict:
-    """Raw services with every `replica_group` service turned into its replicas."""
+    """Raw services with every `replica_group` service turned into its replicas
+    `<name>-0` .. `<name>-<replicas - 1>` (one replica, `<name>-0`, when replicas is 1); a
+    dependency on a group becomes a dependency on every replica of it."""
+    groups = {name for name, raw in services.items() if raw.get("replica_group")}
     expanded: dict = {}
     for name, raw in services.items():
         raw = dict(raw)
+        if raw.get("depends_on"):
+            raw["depends_on"] = [replica_name(dep, r) if dep in groups else dep
+                                 for dep in raw["depends_on"]
+                                 for r in range(replication.replicas if dep in groups else 1)]
         if not raw.pop("replica_group", False):
             expanded[name] = raw
             continue
-        if replication.replicas == 1:
-            raw["ports"] = {k: v for k, v in raw["ports"].items() if k != "ha"}
-            expanded[name] = raw
-            continue
-        if "ha" not in (raw.get("ports") or {}):
+        if replication.replicas > 1 and "ha" not in (raw.get("ports") or {}):
             raise TopologyError(f"replica group {name!r} needs an 'ha' port")
         for replica in range(replication.replicas):
-            expanded[name if replica == 0 else f"{name}-{replica}"] = {
+            expanded[replica_name(name, replica)] = {
                 **_replica(raw, replica, replication), "group": name}
     return expanded
 
@@ -260,6 +279,9 @@ def _replica(raw: dict, replica: int, replication: Replication) -> dict:
     if "--broker-id" not in args:
         raise TopologyError("a replica group's args must give --broker-id")
     args[args.index("--broker-id") + 1] = str(replica)
+    if replication.replicas == 1:  # a single broker: no replication, no HA port
+        return {**raw, "ports": {k: v for k, v in raw["ports"].items() if k != "ha"},
+                "args": args}
     args += ["--replication-enabled", "true", "--broker-role", replication.broker_role,
              "--min-in-sync-replicas", str(replication.min_in_sync_replicas),
              "--ha-port", "{port:ha}"]

@@ -136,13 +136,20 @@ def test_local_topology_comes_up_and_fails_over(tmp_path):
 
         wait_until(lambda: len(masters()) == 2, 60, interval=0.2,
                    message="both groups have a master with 2 in sync")
+        # issue #41: every replica is the process <group>-<replica id>, ids 0..2 in each group
+        # whichever replica won, and `cluster list`'s id is that replica id
+        with Admin(namesrv, config_center=config_center) as admin:
+            entries = admin.cluster_info()
+        for group in ("broker-a", "broker-b"):
+            assert [(b.id, b.addr) for b in entries if b.broker_name == group] == [
+                (r, placement.addr(topology.services[f"{group}-{r}"])) for r in range(3)]
         with Admin(namesrv, config_center=config_center) as admin:
             admin.create_topic("replicated", queues=2)
         with Producer(namesrv, send_timeout=30) as producer:
             assert producer.send(Message("replicated", b"one")).status is SendStatus.SEND_OK
             victim_addr = masters()["broker-a"]
-            victim = next(s.name for s in topology.services.values()
-                          if s.module and placement.addr(s) == victim_addr)
+            victim = next(s.name for s in topology.members("broker-a")
+                          if placement.addr(s) == victim_addr)
             first_pid = deployment.pid(victim)
             os.kill(first_pid, signal.SIGKILL)
             sent = [producer.send(Message("replicated", f"after-{i}".encode()))

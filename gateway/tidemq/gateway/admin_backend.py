@@ -26,7 +26,7 @@ class AdminBackend:
     def cluster(self) -> dict:
         brokers = self.admin.cluster_info()
         return {
-            "brokers": [{**vars(b), "role": b.role.upper()} for b in brokers],
+            "brokers": [{**vars(b), "id": b.id, "role": b.role.upper()} for b in brokers],
             "replication": self.admin.replication(),
         }
 

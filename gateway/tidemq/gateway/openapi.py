@@ -59,7 +59,8 @@ def _ref(name: str) -> dict[str, str]:
 OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
     "Cluster": _obj(
         brokers=_array(_obj(
-            cluster=_STR, broker_name=_STR, broker_id=_INT, addr=_STR, last_update_ms=_INT,
+            cluster=_STR, broker_name=_STR, id=_INT, broker_id=_INT, addr=_STR,
+            last_update_ms=_INT,
             role={"type": "string", "enum": ["MASTER", "SLAVE"]}, replica_id=_INT, epoch=_INT,
             in_sync={"type": ["boolean", "null"]}, lag_bytes={"type": ["integer", "null"]},
             lag_s={"type": ["number", "null"]})),

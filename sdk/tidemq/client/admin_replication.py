@@ -16,7 +16,8 @@ PROGRESS_TIMEOUT_S = 2.0
 def replica_entries(info: nameserver_pb2.ClusterInfo, brokers: BrokerClients,
                     in_sync: dict[str, set[int]] | None = None,
                     replication: dict | None = None) -> list[BrokerEntry]:
-    """One entry per registered address, sorted by cluster, group and registered id.
+    """One entry per registered address, sorted by cluster, group and replica id
+    (BrokerEntry.id: fixed, unlike the registered id that says the role).
     `in_sync`: each group's in-sync set as the controller recorded it (DescribeReplication);
     without it, membership is what the master reports. `replication` (describe_replication's
     answer) adds each replica's incarnation and what a waiting group waits for."""
@@ -49,7 +50,7 @@ def replica_entries(info: nameserver_pb2.ClusterInfo, brokers: BrokerClients,
                     incarnation=incarnations.get((data.broker_name, seen.replica_id), ""),
                     group_waiting_for=waiting.get(data.broker_name, ())))
             entries.append(entry)
-    return sorted(entries, key=lambda b: (b.cluster, b.broker_name, b.broker_id))
+    return sorted(entries, key=lambda b: (b.cluster, b.broker_name, b.id, b.broker_id))
 
 
 def _with_replication(entry: BrokerEntry, seen: nameserver_pb2.BrokerLiveInfo,

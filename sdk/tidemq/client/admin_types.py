@@ -35,6 +35,15 @@ class BrokerEntry:
     def role(self) -> str:
         return "master" if self.broker_id == MASTER_ID else "slave"
 
+    @property
+    def id(self) -> int:
+        """What this broker is within its group, whatever its role: its replica id (0..n-1,
+        the same in every group, the `-<id>` of its process name broker-a-<id>), or the
+        configured broker id of a broker without replication. `broker_id` is the id routes
+        know it by instead — RocketMQ's convention, 0 while master and replica id + 1 while
+        slave — so it moves with every election (issue #41)."""
+        return self.replica_id if self.replica_id >= 0 else self.broker_id
+
 
 @dataclass(frozen=True)
 class TopicSummary:

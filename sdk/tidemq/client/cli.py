@@ -163,19 +163,21 @@ def cluster_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     """Every broker registered with the name servers: cluster, group, id, role, address.
 
     \b
+    The id is the replica id (0..n-1 in every group, whichever replica is master; the
+    `-<id>` of its process broker-a-<id>), or the configured broker id without replication.
+    -o json also has `broker_id`, the id routes know it by (0 = the master).
     See also: tidemq cluster control-plane (the config centers and their Redis)."""
     with admin_session(ctx) as admin:
         brokers = admin.cluster_info()
     if json_mode(ctx, output):
-        return emit_json([{**vars(b), "role": b.role} for b in brokers])
+        return emit_json([{**vars(b), "id": b.id, "role": b.role} for b in brokers])
     now = int(time.time() * 1000)
     # Replication columns only where some broker replicates (keeps the table narrow otherwise).
     replicated = any(b.replica_id >= 0 for b in brokers)
-    extra = (["replica", "epoch", "in sync", "lag bytes", "lag s", "incarnation"]
-             if replicated else [])
+    extra = ["epoch", "in sync", "lag bytes", "lag s", "incarnation"] if replicated else []
     out.print(table("Brokers", ["broker", "id", "role", "address", "cluster", "last seen",
                                 *extra], [
-        [b.broker_name, b.broker_id, b.role, b.addr, b.cluster,
+        [b.broker_name, b.id, b.role, b.addr, b.cluster,
          f"{(now - b.last_update_ms) / 1000:.1f} s ago" if b.last_update_ms else None,
          *(_replication_cells(b) if replicated else [])]
         for b in brokers]))
@@ -198,10 +200,10 @@ def short_incarnation(incarnation: str) -> str | None:
 
 def _replication_cells(b) -> list:
     if b.replica_id < 0:
-        return [None] * 6
+        return [None] * 5
     in_sync = None if b.in_sync is None else ("yes" if b.in_sync else
                                               "rebuilding" if b.rebuilding else "no")
-    return [b.replica_id, b.epoch, in_sync, b.lag_bytes,
+    return [b.epoch, in_sync, b.lag_bytes,
             None if b.lag_s is None else f"{b.lag_s:.1f}", short_incarnation(b.incarnation)]
 
 

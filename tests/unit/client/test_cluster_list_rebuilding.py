@@ -21,11 +21,11 @@ def slave_entry(rebuilding: bool) -> BrokerEntry:
 def test_a_rebuilding_slave_shows_as_rebuilding_with_its_lag():
     entry = slave_entry(rebuilding=True)
     assert entry.rebuilding and entry.in_sync is False
-    assert _replication_cells(entry) == [1, 3, "rebuilding", 900, "2.5", None]
+    assert _replication_cells(entry) == [3, "rebuilding", 900, "2.5", None]
 
 
 def test_an_ordinary_lagging_slave_shows_as_out_of_sync():
-    assert _replication_cells(slave_entry(rebuilding=False))[2] == "no"
+    assert _replication_cells(slave_entry(rebuilding=False))[1] == "no"
 
 
 def test_a_replica_shows_its_incarnation_short_and_json_has_it_whole():

@@ -158,7 +158,7 @@ def test_more_members_are_more_services_and_every_follower_lists_the_config_cent
     assert [s.name for s in topology.etcd_members()] == [f"etcd-{n}" for n in range(1, 6)]
     assert topology.services["etcd-5"].ports == {"client": 2387, "peer": 2388}
     compose = yaml.safe_load(render_compose(topology))["services"]
-    assert flag(compose["broker-b"]["command"], "--config-center").count(",") == 2
+    assert flag(compose["broker-b-0"]["command"], "--config-center").count(",") == 2
     assert flag(compose["config-center-3"]["command"], "--etcd-endpoints").count(",") == 4
 
 

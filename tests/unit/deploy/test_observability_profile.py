@@ -93,13 +93,13 @@ def test_docker_compose_accepts_the_observability_profile():
     listed = subprocess.run(["docker-compose", "-f", str(COMPOSE_FILE), "config", "--services"],
                             capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     assert listed.returncode == 0, listed.stderr
-    assert {"prometheus", "grafana", "broker-a"} <= set(listed.stdout.split())
+    assert {"prometheus", "grafana", "broker-a-0"} <= set(listed.stdout.split())
     full = subprocess.run(["docker-compose", "-f", str(COMPOSE_FILE), "config"],
                           capture_output=True, text=True, cwd=REPO_ROOT, env={"PATH": env["PATH"]})
     assert full.returncode == 0, full.stderr
     services = yaml.safe_load(full.stdout)["services"]
     assert services["prometheus"]["profiles"] == services["grafana"]["profiles"] == [PROFILE]
-    assert "profiles" not in services["broker-a"]
+    assert "profiles" not in services["broker-a-0"]
 
 
 def test_make_up_runs_prometheus_under_supervisord_with_the_local_scrape_config(tmp_path: Path):

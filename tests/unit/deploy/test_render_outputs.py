@@ -66,9 +66,9 @@ def test_compose_etcd_and_redis_keep_their_data_and_stateful_services_have_named
 
 
 def test_compose_addresses_use_service_names():
-    command = yaml.safe_load(render_compose(load()))["services"]["broker-a"]["command"]
+    command = yaml.safe_load(render_compose(load()))["services"]["broker-a-0"]["command"]
     assert command[command.index("--namesrv-addrs") + 1] == "namesrv-1:9876;namesrv-2:9877"
-    assert command[command.index("--advertised-host") + 1] == "broker-a"
+    assert command[command.index("--advertised-host") + 1] == "broker-a-0"
     assert command[command.index("--otlp-endpoint") + 1] == "trace-collector:4317"
 
 
@@ -76,7 +76,7 @@ def test_compose_addresses_use_service_names():
 # every service that follows the config center (dynamic settings, ACL): --config-center, or
 # gateway-grpc's --auth-config-center
 FOLLOWERS = {"namesrv-1": "--config-center", "namesrv-2": "--config-center",
-             "trace-collector": "--config-center", "broker-a": "--config-center",
+             "trace-collector": "--config-center", "broker-a-0": "--config-center",
              "broker-a-2": "--config-center", "gateway-http": "--config-center",
              "gateway-grpc": "--auth-config-center"}
 
@@ -128,8 +128,8 @@ def test_supervisor_config_runs_every_service_with_autorestart(tmp_path: Path):
         assert section["autorestart"] == "true"
         assert section["stopasgroup"] == "true"
         assert str(tmp_path / name) in section["command"]
-    assert "--port 11421" in config["program:broker-b"]["command"]  # 10921 + 500
-    assert "'127.0.0.1:10376;127.0.0.1:10377'" in config["program:broker-b"]["command"]
+    assert "--port 11421" in config["program:broker-b-0"]["command"]  # 10921 + 500
+    assert "'127.0.0.1:10376;127.0.0.1:10377'" in config["program:broker-b-0"]["command"]
 
 
 def test_priorities_follow_dependencies(tmp_path: Path):

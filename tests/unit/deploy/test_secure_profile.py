@@ -30,9 +30,9 @@ def test_secure_env_is_created_once_and_kept(tmp_path):
 
 def test_certificates_name_the_service_and_local_addresses(tmp_path):
     ca = certs.create_ca(tmp_path)
-    cert = x509.load_pem_x509_certificate(certs.issue(tmp_path, "broker-a", ca).read_bytes())
+    cert = x509.load_pem_x509_certificate(certs.issue(tmp_path, "broker-a-0", ca).read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert {"broker-a", "localhost"} <= set(names.get_values_for_type(x509.DNSName))
+    assert {"broker-a-0", "localhost"} <= set(names.get_values_for_type(x509.DNSName))
     assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     cert.verify_directly_issued_by(ca[0])
 

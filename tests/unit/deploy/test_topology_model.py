@@ -29,8 +29,8 @@ def test_walking_skeleton_services_and_ports():
     services = load(replicas=1, etcd="single").services
     assert {n: s.ports[s.main_port] for n, s in services.items()} == {
         "etcd-1": 2379, "redis": 6379, "trace-collector": 4317, "config-center-1": 7070,
-        "config-center-2": 7071, "namesrv-1": 9876, "namesrv-2": 9877, "broker-a": 10911,
-        "broker-b": 10921, "gateway-http": 8080, "gateway-grpc": 8081, "gateway-kafka": 9092,
+        "config-center-2": 7071, "namesrv-1": 9876, "namesrv-2": 9877, "broker-a-0": 10911,
+        "broker-b-0": 10921, "gateway-http": 8080, "gateway-grpc": 8081, "gateway-kafka": 9092,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
 
@@ -49,26 +49,26 @@ def test_by_default_the_control_plane_runs_three_etcd_members_and_two_config_cen
 def test_by_default_each_broker_group_runs_three_replicas():
     services = load().services
     assert {n: s.ports[s.main_port] for n, s in services.items() if n.startswith("broker")} == {
-        "broker-a": 10911, "broker-a-1": 11011, "broker-a-2": 11111,
-        "broker-b": 10921, "broker-b-1": 11021, "broker-b-2": 11121,
+        "broker-a-0": 10911, "broker-a-1": 11011, "broker-a-2": 11111,
+        "broker-b-0": 10921, "broker-b-1": 11021, "broker-b-2": 11121,
     }  # fmt: skip
 
 
 def test_local_placement_shifts_every_port_and_overrides_win():
-    broker = load().services["broker-a"]
-    placement = Placement(port_offset=1000, port_overrides={"broker-a.metrics": 5})
+    broker = load().services["broker-a-0"]
+    placement = Placement(port_offset=1000, port_overrides={"broker-a-0.metrics": 5})
     assert placement.addr(broker) == "127.0.0.1:11911"
     assert placement.port(broker, "metrics") == 5
 
 
 def test_compose_placement_uses_service_names_and_unshifted_ports():
-    broker = load().services["broker-a"]
-    assert Placement(compose=True, port_offset=1000).addr(broker) == "broker-a:10911"
+    broker = load().services["broker-a-0"]
+    assert Placement(compose=True, port_offset=1000).addr(broker) == "broker-a-0:10911"
 
 
 def test_expand_resolves_addresses_of_other_services():
     topology = load()
-    broker = topology.services["broker-a"]
+    broker = topology.services["broker-a-0"]
     text = "{addr:namesrv-1};{addr:namesrv-2} {port:metrics} {port:trace-collector:http}"
     assert expand(text, broker, topology, Placement(port_offset=1)) == (
         "127.0.0.1:9877;127.0.0.1:9878 20912 16687"

@@ -177,6 +177,8 @@ def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(clie
     backend.admin.cluster = lambda: replicated
     page = re.sub(r">\s+<", "><", client.get("/console/cluster").get_data(as_text=True))
     assert 'class="role-slave">SLAVE<' in page and "<td>512</td><td>1.5</td>" in page
+    # its replica id, not the id routes know a slave by (replica id + 1; issue #41)
+    assert '<td>broker-a</td><td>1</td><td class="role-slave">' in page
     assert "active controller: 127.0.0.1:9876" in page and "<td>0, 2</td>" in page
     assert "<td>4096</td>" in page and "no-controller" not in page
 
