@@ -172,7 +172,7 @@ class LocalDeployment:
             )
         )
         self.prometheus_file.write_text(render_prometheus(self.topology, self.placement))
-        if self.topology.tracing:  # where `tidemq` sends its spans (sdk: client_tracing.py)
+        if self.topology.tracing in self.topology.services:  # where `tidemq` sends spans
             (self.run_dir / "otlp-endpoint").write_text(
                 self.placement.addr(self.topology.services[self.topology.tracing]) + "\n")
 
