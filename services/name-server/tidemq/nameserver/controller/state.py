@@ -13,12 +13,19 @@ offset its master reported. A member that comes back under another store id (a w
 restarted below the confirmed offset (a lost unflushed tail), has left the set; no election
 picks a candidate below the confirmed offset — the group waits instead, unless an operator
 forces an unclean election.
+
+An automatic election also needs a *proof of life* (`reconcile`): a candidate's live key must
+have been written after the controller saw the master lost. A live key outlives its process
+by up to the lease TTL and shows the incarnation it was written under, so a replica killed
+(and its disk wiped) just before the master's loss still looks live, in sync and complete;
+brokers rewrite their key at every refresh, a killed one never again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tidemq.common import errors
 from tidemq.configclient.replication import NO_MASTER, GroupState, store_id_of
@@ -160,7 +167,8 @@ def _best(candidates: Mapping[int, int]) -> int:
 
 def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
           preferred: int | None = None, epoch_floor: int = 0,
-          incarnations: Mapping[int, str] | None = None) -> Election:
+          incarnations: Mapping[int, str] | None = None,
+          alive: Iterable[int] | None = None) -> Election:
     """Choose a new master among `live` (replica id -> log end) and bump the epoch — above
     the stored one and above `epoch_floor`, the highest epoch a live replica reports (so an
     epoch the store forgot it granted is never granted again).
@@ -170,19 +178,25 @@ def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
     with the largest log end. Unclean (only when `unclean`): the live replica with the largest
     log end; the confirmed offset then restarts at its log end. The new in-sync set keeps the
     old members that still qualify plus the new master. Raises NoEligibleReplica when nobody
-    qualifies."""
+    qualifies.
+
+    `alive`: the live replicas that may become master (default: all of `live`) — those that
+    proved they are alive since the master was lost (`proven`); the others that qualify stay
+    in the set (they hold the copy) but are not elected."""
     incarnations = incarnations or {}
-    candidates = eligible(state, live, incarnations)
+    electable = set(live) if alive is None else set(alive) & set(live)
+    qualified = eligible(state, live, incarnations)
+    candidates = {r: end for r, end in qualified.items() if r in electable}
     clean = bool(candidates)
     if not clean:
-        if not unclean or not live:
+        if not unclean or not electable:
             raise NoEligibleReplica(
                 f"no live in-sync replica holds the confirmed offset {state.confirmed_offset} "
-                f"(in-sync {sorted(state.in_sync)}, live {sorted(live)}) and unclean "
+                f"(in-sync {sorted(state.in_sync)}, live {sorted(electable)}) and unclean "
                 f"election is {'enabled but nobody is live' if unclean else 'disabled'}")
-        candidates = dict(live)
+        candidates = {r: live[r] for r in electable}
     master = preferred if preferred in candidates else _best(candidates)
-    members = {master} | (set(eligible(state, live, incarnations)) if clean else set())
+    members = {master} | (set(qualified) if clean else set())
     recorded = {r: incarnations.get(r) or state.incarnations.get(r, "") for r in members}
     new = GroupState(master, max(state.epoch, epoch_floor) + 1, frozenset(members),
                      incarnations={r: inc for r, inc in recorded.items() if inc},
@@ -191,12 +205,15 @@ def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
                     lost_bytes=0 if clean else max(0, state.confirmed_offset - live[master]))
 
 
-def wait(state: GroupState, live: Mapping[int, int], epoch_floor: int = 0) -> GroupState:
+def wait(state: GroupState, live: Mapping[int, int], epoch_floor: int = 0,
+         present: Iterable[int] | None = None) -> GroupState:
     """No live replica may be elected: record who the group waits for. A disqualified master
-    that is live (a wiped master back under its id) is deposed — master -1 at a new epoch —
-    so it never serves the group from an empty log."""
+    that is live (a wiped master back under its id; `present`: the replicas with a live key,
+    default `live`) is deposed — master -1 at a new epoch — so it never serves the group from
+    an empty log."""
     waiting = frozenset(r for r in state.in_sync if r not in live) or state.in_sync
-    if disqualified(state) and state.master in live:
+    present = set(live) if present is None else set(present)
+    if disqualified(state) and state.master in present:
         return state.replace(master=NO_MASTER, epoch=max(state.epoch, epoch_floor) + 1,
                              master_addr="", master_ha_addr="", waiting_for=waiting)
     return state.replace(waiting_for=waiting)
@@ -288,3 +305,79 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
         if incarnation:
             recorded[replica] = incarnation
     return state.replace(in_sync=proposed, incarnations=recorded)
+
+
+class LiveKey(Protocol):
+    """What `reconcile` reads of a replica's live key (`store.LiveReplica`)."""
+
+    log_end: int
+    epoch: int
+    fence_ms: int        # > 0: a broker that rewrites its key at every refresh
+    incarnation: str
+    confirmed: int
+    quorum_acks: bool
+    mod_revision: int    # the revision of its last write
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`reconcile`'s answer: the state to store (None = nothing to store yet), the election
+    made if any, and — when the group has no serving master afterwards (`needs_master`) — why:
+    `waiting` (nobody may be elected) or `pending` (in-sync candidates whose live keys have
+    not been rewritten since the master was lost: the next rewrite elects, an expiry ends
+    their candidacy)."""
+
+    state: GroupState | None
+    election: Election | None = None
+    needs_master: bool = False
+    waiting: str = ""
+    pending: frozenset[int] = frozenset()
+
+
+def proven(live: Mapping[int, LiveKey], lost_at: int) -> dict[int, int]:
+    """Live replicas that showed they were alive after revision `lost_at` (the master's loss),
+    id -> log end: their live key was written after it. A key outlives its process by up to
+    its lease TTL, but a killed process writes nothing; a replica that does not rewrite its key
+    (`fence_ms` 0, an older broker) cannot prove it and counts as live while its key lasts."""
+    return {r: key.log_end for r, key in live.items()
+            if key.mod_revision > lost_at or key.fence_ms <= 0}
+
+
+def reconcile(state: GroupState | None, live: Mapping[int, LiveKey], *, lost_at: int,
+              unclean: bool = False) -> Decision:
+    """The controller's rule for one group given every live key (the core of the loop):
+
+    - a group seen for the first time is initialised (`initial`);
+    - what live replicas say is folded in (`refresh`, with the live master's confirmed
+      offset);
+    - a live master that still holds the copy, at an epoch no live replica is above, keeps
+      the group (`waiting_for` cleared);
+    - otherwise a master is elected (`elect`) among the replicas that proved they are alive
+      since `lost_at`, the revision at which the controller first saw the group without a
+      serving master. While an in-sync candidate has not proved it yet, nothing is decided
+      (not even an unclean election): its next rewrite, or its key's expiry, decides. With
+      nobody to elect, the group waits (`wait`)."""
+    ends = {r: key.log_end for r, key in live.items()}
+    incarnations = {r: key.incarnation for r, key in live.items() if key.incarnation}
+    floor = max((key.epoch for key in live.values()), default=0)
+    if state is None:
+        return Decision(initial(ends, floor, incarnations) if live else None)
+    master = live.get(state.master)
+    confirmed = master.confirmed if master is not None and master.epoch == state.epoch \
+        and master.confirmed >= 0 else None
+    state = refresh(state, ends, incarnations, confirmed)
+    if master is not None and not disqualified(state) and floor <= state.epoch:
+        return Decision(state.replace(waiting_for=frozenset()))
+    if not live:
+        return Decision(state, needs_master=True)
+    alive = proven(live, lost_at)
+    pending = frozenset(eligible(state, ends, incarnations)) - set(alive)
+    try:
+        election = elect(state, ends, unclean and not pending, epoch_floor=floor,
+                         incarnations=incarnations, alive=alive)
+    except NoEligibleReplica as exc:
+        if pending:
+            return Decision(state, needs_master=True, pending=pending)
+        return Decision(wait(state, alive, floor, present=ends), needs_master=True,
+                        waiting=str(exc))
+    return Decision(election.state, election)
