@@ -134,8 +134,12 @@ class Controller:
             def decide(current: StoredGroup | None) -> GroupState:
                 if current is None:
                     raise errors.NotFound(f"replica group {broker_name!r} is unknown")
+                # a shrink that leaves a quorum master alone keeps the removed members as
+                # eligible leaders (its live key says whether it acknowledges with a quorum)
+                key = self._view.live.get(broker_name, {}).get(master)
                 return rules.alter_in_sync(current.state, epoch, master, in_sync, incarnations,
-                                           self._view.incarnations(broker_name))
+                                           self._view.incarnations(broker_name),
+                                           quorum=key is not None and key.quorum_acks)
 
             stored = self._write(broker_name, known, decide)
             if stored.mod_revision != known.mod_revision:

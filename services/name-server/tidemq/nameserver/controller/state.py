@@ -19,6 +19,14 @@ have been written after the controller saw the master lost. A live key outlives 
 by up to the lease TTL and shows the incarnation it was written under, so a replica killed
 (and its disk wiped) just before the master's loss still looks live, in sync and complete;
 brokers rewrite their key at every refresh, a killed one never again.
+
+A group never waits for nobody while a complete copy survives (Kafka KIP-966's eligible
+leader replicas): when a change of the set leaves the master alone in it and the master
+acknowledges only with a quorum (SYNC_MASTER, `min_in_sync_replicas` >= 2), nothing can be
+acknowledged until the set grows again, so the members it removed — a dead old master above
+all — still hold every acknowledged byte. The group keeps them, with their incarnation, in
+`eligible_leaders`: they are electable as members are (`holds_copy`), named in `waiting_for`,
+and forgotten as soon as the set has two members again (acknowledgements resume).
 """
 
 from __future__ import annotations
@@ -94,16 +102,26 @@ def initial(live: Iterable[int] | Mapping[int, int], epoch_floor: int = 0,
                       incarnations=recorded)
 
 
+def recorded_copy(state: GroupState, replica: int) -> str | None:
+    """The incarnation under which the group counts `replica` as holding its copy: as an
+    in-sync member ("" = recorded by an older controller) or as an eligible leader; None =
+    neither."""
+    if replica in state.in_sync:
+        return state.incarnations.get(replica, "")
+    return state.eligible_leaders.get(replica)
+
+
 def holds_copy(state: GroupState, replica: int, log_end: int,
                incarnation: str | None) -> bool:
-    """Whether a live in-sync member still holds what the set recorded it for: under the
-    incarnation it was counted with (the same process: every byte it acknowledged is in its
-    page cache, whatever its last published log end), or — restarted — under the same store
-    id and at least the confirmed offset. A new store id (a wiped disk) never qualifies.
-    `incarnation` None = not known (an older replica): the log end alone decides."""
-    if replica not in state.in_sync:
+    """Whether a live in-sync member (or eligible leader) still holds what the group recorded
+    it for: under the incarnation it was counted with (the same process: every byte it
+    acknowledged is in its page cache, whatever its last published log end), or — restarted —
+    under the same store id and at least the confirmed offset. A new store id (a wiped disk)
+    never qualifies. `incarnation` None = not known (an older replica): the log end alone
+    decides."""
+    recorded = recorded_copy(state, replica)
+    if recorded is None:
         return False
-    recorded = state.incarnations.get(replica, "")
     if incarnation is not None and recorded:
         if incarnation == recorded:
             return True
@@ -113,14 +131,18 @@ def holds_copy(state: GroupState, replica: int, log_end: int,
 
 
 def refresh(state: GroupState, live: Mapping[int, int],
-            incarnations: Mapping[int, str], confirmed: int | None = None) -> GroupState:
+            incarnations: Mapping[int, str], confirmed: int | None = None,
+            quorum: bool | None = None) -> GroupState:
     """The group state once what live replicas now say is folded in (no epoch change):
 
     - a member live under another incarnation leaves the in-sync set at once unless it still
       holds the copy (`holds_copy`); if it does, the set records its new incarnation;
     - a member recorded without an incarnation gets its live one;
     - `confirmed` (the live master's report) raises the recorded confirmed offset, never
-      lowers it.
+      lowers it;
+    - an eligible leader back under another incarnation stays one only if it still holds the
+      copy; all are forgotten when the live master says it acknowledges without a quorum
+      (`quorum` False).
     The master may leave the set here (a wiped master back under its id); the caller then
     elects (`disqualified`)."""
     in_sync, recorded = set(state.in_sync), dict(state.incarnations)
@@ -133,10 +155,22 @@ def refresh(state: GroupState, live: Mapping[int, int],
         else:
             in_sync.discard(replica)
             recorded.pop(replica, None)
+    leaders = dict(state.eligible_leaders)
+    for replica, counted in sorted(state.eligible_leaders.items()):
+        incarnation = incarnations.get(replica)
+        if replica not in live or incarnation is None or counted == incarnation:
+            continue
+        if holds_copy(state, replica, live[replica], incarnation):
+            leaders[replica] = incarnation
+        else:
+            del leaders[replica]
+    if quorum is False:
+        leaders = {}
     offset = state.confirmed_offset if confirmed is None else max(state.confirmed_offset,
                                                                   confirmed)
     return state.replace(in_sync=frozenset(in_sync), incarnations=recorded,
-                         confirmed_offset=offset)
+                         confirmed_offset=offset,
+                         eligible_leaders=_kept(frozenset(in_sync), leaders))
 
 
 def disqualified(state: GroupState) -> bool:
@@ -146,18 +180,49 @@ def disqualified(state: GroupState) -> bool:
 
 def eligible(state: GroupState, live: Mapping[int, int],
              incarnations: Mapping[int, str] | None = None) -> dict[int, int]:
-    """Live replicas that may be elected cleanly: members that hold the copy (id -> log end)."""
+    """Live replicas that may be elected cleanly: members and eligible leaders that hold the
+    copy (id -> log end)."""
     incarnations = incarnations or {}
     return {r: end for r, end in live.items()
             if holds_copy(state, r, end, incarnations.get(r))}
 
 
+def _holders(state: GroupState) -> frozenset[int]:
+    """Every replica the group counts as holding its copy: members and eligible leaders."""
+    return state.in_sync | frozenset(state.eligible_leaders)
+
+
 def waiting_message(broker_name: str, state: GroupState, live: Mapping[int, int]) -> str:
     """The sentence a group without an electable replica is known by (logs, refusals)."""
-    missing = sorted(r for r in state.in_sync if r not in live) or sorted(state.in_sync)
+    holders = _holders(state)
+    missing = sorted(state.waiting_for) or sorted(r for r in holders if r not in live) \
+        or sorted(holders)
+    if not missing:
+        return (f"broker group {broker_name} has no master: no replica that held its confirmed "
+                f"offset {state.confirmed_offset} is left (every one lost its copy); only an "
+                f"operator's unclean election ends the wait")
     return (f"broker group {broker_name} has no master: no live replica holds its confirmed "
             f"offset {state.confirmed_offset} under an in-sync incarnation; waiting for "
             f"replica(s) {missing} to return (or an operator's unclean election)")
+
+
+def _kept(in_sync: frozenset[int], leaders: Mapping[int, str]) -> dict[int, str]:
+    """The eligible leaders a set keeps: none once it has two members (acknowledgements may
+    resume), never a member itself, never one without an incarnation."""
+    if len(in_sync) >= 2:
+        return {}
+    return {r: inc for r, inc in leaders.items() if r not in in_sync and inc}
+
+
+def _left_holding(state: GroupState, new_set: frozenset[int], master: int,
+                  quorum: Iterable[int]) -> dict[int, str]:
+    """The eligible leaders after the set becomes `new_set` under `master`: the old ones and
+    the members it removes, each under the incarnation it was counted with — only if `master`
+    acknowledges with a quorum (else it may acknowledge alone and nobody else is complete)."""
+    if master not in set(quorum):
+        return {}
+    removed = {r: state.incarnations.get(r, "") for r in state.in_sync - new_set}
+    return _kept(new_set, {**state.eligible_leaders, **removed})
 
 
 def _best(candidates: Mapping[int, int]) -> int:
@@ -168,7 +233,7 @@ def _best(candidates: Mapping[int, int]) -> int:
 def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
           preferred: int | None = None, epoch_floor: int = 0,
           incarnations: Mapping[int, str] | None = None,
-          alive: Iterable[int] | None = None) -> Election:
+          alive: Iterable[int] | None = None, quorum: Iterable[int] = ()) -> Election:
     """Choose a new master among `live` (replica id -> log end) and bump the epoch — above
     the stored one and above `epoch_floor`, the highest epoch a live replica reports (so an
     epoch the store forgot it granted is never granted again).
@@ -182,7 +247,9 @@ def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
 
     `alive`: the live replicas that may become master (default: all of `live`) — those that
     proved they are alive since the master was lost (`proven`); the others that qualify stay
-    in the set (they hold the copy) but are not elected."""
+    in the set (they hold the copy) but are not elected. `quorum`: the replicas that
+    acknowledge only with a quorum — a clean election that leaves such a master alone in the
+    set keeps the members it removes as eligible leaders (`eligible_leaders`)."""
     incarnations = incarnations or {}
     electable = set(live) if alive is None else set(alive) & set(live)
     qualified = eligible(state, live, incarnations)
@@ -196,22 +263,26 @@ def elect(state: GroupState, live: Mapping[int, int], unclean: bool = False,
                 f"election is {'enabled but nobody is live' if unclean else 'disabled'}")
         candidates = {r: live[r] for r in electable}
     master = preferred if preferred in candidates else _best(candidates)
-    members = {master} | (set(qualified) if clean else set())
-    recorded = {r: incarnations.get(r) or state.incarnations.get(r, "") for r in members}
-    new = GroupState(master, max(state.epoch, epoch_floor) + 1, frozenset(members),
+    members = frozenset({master} | (set(qualified) if clean else set()))
+    recorded = {r: incarnations.get(r) or recorded_copy(state, r) or "" for r in members}
+    new = GroupState(master, max(state.epoch, epoch_floor) + 1, members,
                      incarnations={r: inc for r, inc in recorded.items() if inc},
-                     confirmed_offset=state.confirmed_offset if clean else live[master])
+                     confirmed_offset=state.confirmed_offset if clean else live[master],
+                     eligible_leaders=_left_holding(state, members, master, quorum)
+                     if clean else {})
     return Election(new, state.master, clean, dict(live),
                     lost_bytes=0 if clean else max(0, state.confirmed_offset - live[master]))
 
 
 def wait(state: GroupState, live: Mapping[int, int], epoch_floor: int = 0,
          present: Iterable[int] | None = None) -> GroupState:
-    """No live replica may be elected: record who the group waits for. A disqualified master
+    """No live replica may be elected: record who the group waits for — the members and
+    eligible leaders that are not live (all of them if they all are). A disqualified master
     that is live (a wiped master back under its id; `present`: the replicas with a live key,
     default `live`) is deposed — master -1 at a new epoch — so it never serves the group from
     an empty log."""
-    waiting = frozenset(r for r in state.in_sync if r not in live) or state.in_sync
+    holders = _holders(state)
+    waiting = frozenset(r for r in holders if r not in live) or holders
     present = set(live) if present is None else set(present)
     if disqualified(state) and state.master in present:
         return state.replace(master=NO_MASTER, epoch=max(state.epoch, epoch_floor) + 1,
@@ -268,7 +339,8 @@ def elect_preferred(state: GroupState, live: Mapping[int, int],
 
 def alter_in_sync(state: GroupState, epoch: int, master: int,
                   new_set: Iterable[int], incarnations: Mapping[int, str] | None = None,
-                  live_incarnations: Mapping[int, str] | None = None) -> GroupState:
+                  live_incarnations: Mapping[int, str] | None = None,
+                  quorum: bool = False) -> GroupState:
     """The master's proposal of a new in-sync set, accepted only from the current master at
     the current epoch (a deposed master's late shrink must never shrink the new master's set),
     and only if the master stays in it. The epoch does not change.
@@ -277,7 +349,11 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
     joining member proposed under an incarnation other than the one its live key shows
     (`live_incarnations`) is refused: the master has not seen that copy catch up. Members that
     stay keep what the set recorded (`refresh` follows their restarts), so a shrink is never
-    refused for a member the master cannot reach."""
+    refused for a member the master cannot reach.
+
+    `quorum`: the master acknowledges only with a quorum. A shrink that leaves it alone keeps
+    the removed members as eligible leaders (nothing can be acknowledged until the set grows
+    again); a set of two or more forgets them (acknowledgements resume)."""
     proposed = frozenset(new_set)
     incarnations, live_incarnations = incarnations or {}, live_incarnations or {}
     if epoch != state.epoch:
@@ -304,7 +380,9 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
             incarnation = counted or current
         if incarnation:
             recorded[replica] = incarnation
-    return state.replace(in_sync=proposed, incarnations=recorded)
+    return state.replace(in_sync=proposed, incarnations=recorded,
+                         eligible_leaders=_left_holding(state, proposed, master,
+                                                        {master} if quorum else ()))
 
 
 class LiveKey(Protocol):
@@ -365,7 +443,8 @@ def reconcile(state: GroupState | None, live: Mapping[int, LiveKey], *, lost_at:
     master = live.get(state.master)
     confirmed = master.confirmed if master is not None and master.epoch == state.epoch \
         and master.confirmed >= 0 else None
-    state = refresh(state, ends, incarnations, confirmed)
+    state = refresh(state, ends, incarnations, confirmed,
+                    None if master is None else master.quorum_acks)
     if master is not None and not disqualified(state) and floor <= state.epoch:
         return Decision(state.replace(waiting_for=frozenset()))
     if not live:
@@ -374,7 +453,8 @@ def reconcile(state: GroupState | None, live: Mapping[int, LiveKey], *, lost_at:
     pending = frozenset(eligible(state, ends, incarnations)) - set(alive)
     try:
         election = elect(state, ends, unclean and not pending, epoch_floor=floor,
-                         incarnations=incarnations, alive=alive)
+                         incarnations=incarnations, alive=alive,
+                         quorum={r for r, key in live.items() if key.quorum_acks})
     except NoEligibleReplica as exc:
         if pending:
             return Decision(state, needs_master=True, pending=pending)
