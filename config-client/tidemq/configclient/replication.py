@@ -37,7 +37,11 @@ class GroupState:
     `incarnations`: the incarnation under which each in-sync member was counted (a member
     without one was recorded by an older controller). `confirmed_offset`: the last confirmed
     offset the master reported — no election goes below it. `waiting_for`: set while the
-    group has no electable replica, the replicas that could end the wait."""
+    group has no electable replica, the replicas that could end the wait.
+    `eligible_leaders` (Kafka KIP-966's ELR): members a change of the set removed while they
+    still held every acknowledged byte, with the incarnation they held it under — kept only
+    while the set has one member and its master acknowledges only with a quorum (nothing can
+    be acknowledged then), so they may still be elected cleanly when they return."""
 
     master: int
     epoch: int
@@ -47,13 +51,16 @@ class GroupState:
     incarnations: Mapping[int, str] = field(default_factory=dict, hash=False)
     confirmed_offset: int = 0
     waiting_for: frozenset[int] = frozenset()
+    eligible_leaders: Mapping[int, str] = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict:
         return {"master": self.master, "epoch": self.epoch, "in_sync": sorted(self.in_sync),
                 "master_addr": self.master_addr, "master_ha_addr": self.master_ha_addr,
                 "incarnations": {str(r): inc for r, inc in sorted(self.incarnations.items())},
                 "confirmed_offset": self.confirmed_offset,
-                "waiting_for": sorted(self.waiting_for)}
+                "waiting_for": sorted(self.waiting_for),
+                "eligible_leaders": {str(r): inc for r, inc
+                                     in sorted(self.eligible_leaders.items())}}
 
     @classmethod
     def from_json(cls, value: Mapping) -> GroupState:
@@ -63,7 +70,9 @@ class GroupState:
                    str(value.get("master_addr", "")), str(value.get("master_ha_addr", "")),
                    {int(r): str(inc) for r, inc in dict(value.get("incarnations", {})).items()},
                    int(value.get("confirmed_offset", 0)),
-                   frozenset(int(i) for i in value.get("waiting_for", ())))
+                   frozenset(int(i) for i in value.get("waiting_for", ())),
+                   {int(r): str(inc)
+                    for r, inc in dict(value.get("eligible_leaders", {})).items()})
 
     def with_addrs(self, addr: str, ha_addr: str) -> GroupState:
         return self.replace(master_addr=addr, master_ha_addr=ha_addr)

@@ -110,7 +110,8 @@ def test_group_initialised_then_in_sync_master_elected_when_master_dies(pair, co
     # confirmed yet (its first report as master raises it); nobody waited for.
     assert state == {"master": 0, "epoch": 1, "in_sync": [0], "master_addr": "10.0.0.1:10911",
                      "master_ha_addr": "10.0.0.1:10912", "incarnations": {"0": "store-a0:1"},
-                     "confirmed_offset": 0, "waiting_for": []}
+                     "confirmed_offset": 0, "waiting_for": [],
+                     "eligible_leaders": {}}
     replicas.append(Replica(config, "broker-a", 1, 100, incarnation="store-a1:1"))
     replicas[0].report(100, epoch=1, confirmed=100)  # as master of epoch 1
     state = wait_group(config, "broker-a", "the master's confirmed offset recorded",
@@ -130,7 +131,8 @@ def test_group_initialised_then_in_sync_master_elected_when_master_dies(pair, co
     # new master under the incarnation it was counted with; the dead master leaves the set.
     assert state == {"master": 1, "epoch": 2, "in_sync": [1], "master_addr": "10.0.0.2:10911",
                      "master_ha_addr": "10.0.0.2:10912", "incarnations": {"1": "store-a1:1"},
-                     "confirmed_offset": 100, "waiting_for": []}
+                     "confirmed_offset": 100, "waiting_for": [],
+                     "eligible_leaders": {}}
     line = wait_until(lambda: next((line for line in active.log.read_text().splitlines()
                                     if "master elected" in line), None), 10,
                       message="the election to be logged")

@@ -118,10 +118,11 @@ def test_json_round_trip_matches_the_contract_shape():
     state = GroupState(1, 7, frozenset({2, 1}), "h:10911", "h:10912")
     assert state.to_json() == {"master": 1, "epoch": 7, "in_sync": [1, 2],
                                "master_addr": "h:10911", "master_ha_addr": "h:10912",
-                               "incarnations": {}, "confirmed_offset": 0, "waiting_for": []}
+                               "incarnations": {}, "confirmed_offset": 0, "waiting_for": [],
+                               "eligible_leaders": {}}
     assert GroupState.from_json(state.to_json()) == state
     counted = state.replace(incarnations={1: "s1:3", 2: "s2:1"}, confirmed_offset=4096,
-                            waiting_for=frozenset({2}))
+                            waiting_for=frozenset({2}), eligible_leaders={0: "s0:2"})
     assert GroupState.from_json(counted.to_json()) == counted
     # a value an older controller wrote reads as "no incarnation recorded, nothing confirmed"
     assert GroupState.from_json({"master": 1, "epoch": 7, "in_sync": [1, 2],

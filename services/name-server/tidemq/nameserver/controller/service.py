@@ -29,7 +29,7 @@ from tidemq.nameserver.controller import state as rules
 from tidemq.nameserver.controller.detection import DetectionSettings, Evidence
 from tidemq.nameserver.controller.lease import LEADER_KEY, Leadership, NotController
 from tidemq.nameserver.controller.probe import MasterProber
-from tidemq.nameserver.controller.state import Election, GroupState, NoEligibleReplica
+from tidemq.nameserver.controller.state import Election, GroupState
 from tidemq.nameserver.controller.store import (
     REPLICATION_ROOT,
     LiveReplica,
@@ -81,6 +81,8 @@ class Controller:
         self.elections = 0
         self._on_election = on_election
         self._view = ReplicationView()
+        # group -> the view's revision when it was first seen without a serving master
+        self._lost_at: dict[str, int] = {}
         self.detection = detection or DetectionSettings()
         self._probe_targets: set[str] = set()   # the masters' addresses (replaced, not mutated)
         self.prober = MasterProber(lambda: self._probe_targets,
@@ -132,8 +134,12 @@ class Controller:
             def decide(current: StoredGroup | None) -> GroupState:
                 if current is None:
                     raise errors.NotFound(f"replica group {broker_name!r} is unknown")
+                # a shrink that leaves a quorum master alone keeps the removed members as
+                # eligible leaders (its live key says whether it acknowledges with a quorum)
+                key = self._view.live.get(broker_name, {}).get(master)
                 return rules.alter_in_sync(current.state, epoch, master, in_sync, incarnations,
-                                           self._view.incarnations(broker_name))
+                                           self._view.incarnations(broker_name),
+                                           quorum=key is not None and key.quorum_acks)
 
             stored = self._write(broker_name, known, decide)
             if stored.mod_revision != known.mod_revision:
@@ -245,6 +251,7 @@ class Controller:
         view = self.store.snapshot()
         with self._lock:
             self._view = view
+            self._lost_at = {}   # what this view cannot vouch for: proofs start over
             self._active = True  # RPCs are answered from here on: the view is loaded
             for name in sorted(view.names()):
                 self._reconsider(name)
@@ -309,55 +316,50 @@ class Controller:
                     slaves={r: (c.silent_s, c.gone) if c else None
                             for r, c in evidence.slaves.items()})
         self._view.live.get(broker_name, {}).pop(master.replica_id, None)
+        self._lost_at[broker_name] = max(result.revision,
+                                         self._lost_at.get(broker_name, 0))
         self._reconsider(broker_name, reason=reason)
 
     # -- decisions --------------------------------------------------------------------------
     def _reconsider(self, broker_name: str, reason: str = "master not live") -> None:
-        """Bring one group's stored state in line with who is live (the core rule)."""
+        """Bring one group's stored state in line with who is live (the core rule:
+        `rules.reconcile`). The first time the group is seen without a serving master, the
+        view's revision is remembered: only replicas whose live key was written after it may
+        be elected (a key outlives a killed process by up to its lease TTL)."""
         known = self._view.groups.get(broker_name)
         if known is None and not self._view.live.get(broker_name):
             return
-        outcome: list[Election] = []
-        waiting: list[str] = []
+        lost_at = self._lost_at.get(broker_name, self._view.revision)
+        decisions: list[rules.Decision] = []
 
         def decide(current: StoredGroup | None) -> GroupState | None:
-            outcome.clear()
-            waiting.clear()
-            live = self._view.log_ends(broker_name)
-            incarnations = self._view.incarnations(broker_name)
-            floor = self._view.max_epoch(broker_name)
-            if current is None:
-                return self._addressed(broker_name, rules.initial(
-                    live, floor, incarnations)) if live else None
-            # Members back under another incarnation leave the set unless they still hold
-            # the copy; the live master's confirmed offset is recorded (never lowered).
-            state = rules.refresh(current.state, live, incarnations,
-                                  self._view.master_confirmed(broker_name, current.state))
-            if state.master in live and not rules.disqualified(state) and floor <= state.epoch:
-                return self._addressed(broker_name, state.replace(waiting_for=frozenset()))
-            # The master is gone or lost its copy, or a replica served under an epoch the
-            # store no longer has (it lost the write that granted it): elect above every
-            # epoch a replica knows — never below the confirmed offset.
-            if not live:
-                return state
-            try:
-                election = rules.elect(state, live, self._unclean(broker_name),
-                                       epoch_floor=floor, incarnations=incarnations)
-            except NoEligibleReplica as exc:
-                waiting.append(rules.waiting_message(broker_name, state, live) + f" ({exc})")
-                return rules.wait(state, live, floor)
-            outcome.append(election)
-            return self._addressed(broker_name, election.state)
+            decision = rules.reconcile(current.state if current else None,
+                                       self._view.live.get(broker_name, {}), lost_at=lost_at,
+                                       unclean=self._unclean(broker_name))
+            decisions[:] = [decision]
+            return None if decision.state is None else self._addressed(broker_name,
+                                                                       decision.state)
 
         stored = self._write(broker_name, known, decide)
-        if waiting:
+        decision = decisions[0] if decisions else None
+        if decision is not None and decision.needs_master:
+            self._lost_at.setdefault(broker_name, lost_at)
+        else:
+            self._lost_at.pop(broker_name, None)
+        if decision is not None and decision.pending:
+            log.info("master lost; electing once an in-sync replica proves it is alive (its "
+                     "live key rewritten since)", group=broker_name, lost_at=lost_at,
+                     pending=sorted(decision.pending))
+        if decision is not None and decision.waiting and stored is not None:
             log.warning("group has no eligible replica; waiting", group=broker_name,
-                        reason=waiting[0])
+                        reason=rules.waiting_message(broker_name, stored.state,
+                                                     self._view.log_ends(broker_name))
+                        + f" ({decision.waiting})")
         if known is None and stored is not None:
             log.info("replica group initialised", group=broker_name,
                      master=stored.state.master, epoch=stored.state.epoch)
-        if outcome:
-            self._announce(broker_name, outcome[0], reason=reason)
+        if decision is not None and decision.election is not None:
+            self._announce(broker_name, decision.election, reason=reason)
 
     def _write(self, broker_name: str, known: StoredGroup | None,
                decide: Callable[[StoredGroup | None], GroupState | None]) -> StoredGroup | None:

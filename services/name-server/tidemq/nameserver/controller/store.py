@@ -151,13 +151,6 @@ class ReplicationView:
         return {r: live.incarnation for r, live in self.live.get(broker_name, {}).items()
                 if live.incarnation}
 
-    def master_confirmed(self, broker_name: str, state: GroupState) -> int | None:
-        """The confirmed offset the group's live master reports for the group's epoch."""
-        master = self.live.get(broker_name, {}).get(state.master)
-        if master is None or master.epoch != state.epoch or master.confirmed < 0:
-            return None
-        return master.confirmed
-
     def max_epoch(self, broker_name: str) -> int:
         """The highest epoch any live replica of the group reports (0 = none)."""
         return max((live.epoch for live in self.live.get(broker_name, {}).values()), default=0)
