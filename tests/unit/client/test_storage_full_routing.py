@@ -78,8 +78,10 @@ def test_send_many_reports_per_message_outcomes_when_one_group_refuses():
 def test_the_old_except_clause_still_catches_a_partial_failure():
     producer = stubs.make_producer({"b:1": errors.ServiceUnavailable("down")})
     route = producer.routes.get("t")
-    group = next(g for g in (f"g{i}" for i in range(100))
-                 if group_queue(route, g).broker_name == "broker-b")
+    on_b, on_a = (next(g for g in (f"g{i}" for i in range(100))
+                       if group_queue(route, g).broker_name == name)
+                  for name in ("broker-b", "broker-a"))
     with pytest.raises(errors.ServiceUnavailable) as refused:
-        producer.send_many([Message("t", b"a", message_group=group), Message("t", b"b")])
+        producer.send_many([Message("t", b"a", message_group=on_b),
+                            Message("t", b"b", message_group=on_a)])
     assert isinstance(refused.value, SendManyError) and refused.value.sent == [1]
