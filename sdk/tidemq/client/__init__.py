@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what type checkers and the import-graph test see; _SOURCES 
         ProducerSequence,
         PullResult,
         PullStatus,
+        SendManyError,
         SendResult,
         SendStatus,
     )
@@ -57,7 +58,7 @@ _SOURCES = {
     "DeadLetters": "dead_letters",
     "LatencyFaultTolerance": "fault",
     **dict.fromkeys(["Message", "MessageExt", "MessageQueue", "ProducerSequence", "PullResult",
-                     "PullStatus", "SendResult", "SendStatus"], "message"),
+                     "PullStatus", "SendManyError", "SendResult", "SendStatus"], "message"),
     "Producer": "producer",
     **dict.fromkeys(["ConsumeFrom", "ConsumeStatus", "MessageModel", "PushConsumer"],
                     "push_consumer"),
@@ -73,7 +74,8 @@ __all__ = [
     "AckResult", "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "ProducerSequence", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
-    "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendResult",
+    "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendManyError",
+    "SendResult",
     "SendStatus", "SimpleConsumer", "TopicRoute", "TransactionEnd", "TransactionProducer",
     "TransactionResolution", "TransactionSendResult",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tidemq.client import compression
 from tidemq.common import record
 from tidemq.common.delays import DELAY_LEVEL_COUNT
-from tidemq.common.errors import InvalidArgument, PayloadTooLarge
+from tidemq.common.errors import InvalidArgument, PayloadTooLarge, TideMQError
 from tidemq.common.recall import RecallHandle
 from tidemq.common.topic_names import validate_topic_name
 
@@ -197,6 +197,53 @@ def send_results(status: SendStatus, msg_ids: list[str], unique_ids: list[str], 
         set_offset(result, offset)
         results.append(result)
     return results
+
+
+class SendManyError(TideMQError):
+    """`Producer.send_many` stored some messages but not others (a broker group refused its
+    batch, e.g. STORAGE_FULL, and no other group took it within the retries): per-message
+    outcomes instead of one error for all.
+
+    `results[i]` is message i's SendResult, or None where it was not stored; `errors[i]` is
+    the error of message i's batch, or None where it was stored. `code`, `grpc_status` and
+    `http_status` are those of the first failure, and the error raised is also an instance of
+    that failure's class (`except errors.ServiceUnavailable` catches it as before).
+    """
+
+    def __init__(self, message: str, *, results: Sequence[SendResult | None],
+                 errors: Sequence[TideMQError | None], code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.results = list(results)
+        self.errors = list(errors)
+
+    @property
+    def sent(self) -> list[int]:
+        """Indexes (in the input) of the messages that were stored."""
+        return [i for i, result in enumerate(self.results) if result is not None]
+
+    @property
+    def failed(self) -> list[int]:
+        """Indexes (in the input) of the messages that were not stored."""
+        return [i for i, error in enumerate(self.errors) if error is not None]
+
+    @classmethod
+    def of(cls, results: Sequence[SendResult | None],
+           errors: Sequence[TideMQError | None]) -> SendManyError:
+        """The error to raise for these outcomes: a SendManyError that is also an instance of
+        the first failure's class, with its code and statuses."""
+        first = next(error for error in errors if error is not None)
+        kind = _SEND_MANY_KINDS.get(type(first))
+        if kind is None:
+            kind = _SEND_MANY_KINDS[type(first)] = type(
+                f"SendManyError[{type(first).__name__}]", (cls, type(first)),
+                {"grpc_status": first.grpc_status, "http_status": first.http_status})
+        failed = sum(error is not None for error in errors)
+        return kind(f"{failed} of {len(errors)} messages were not sent "
+                    f"({len(errors) - failed} were): {first.message}",
+                    results=results, errors=errors, code=first.code)
+
+
+_SEND_MANY_KINDS: dict[type, type] = {}
 
 
 _FIELDS = ("topic", "body", "tags", "keys", "properties", "broker_name", "queue_id",

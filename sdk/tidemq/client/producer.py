@@ -34,6 +34,7 @@ from tidemq.client.message import (
     Message,
     MessageQueue,
     ProducerSequence,
+    SendManyError,
     SendResult,
     SendStatus,
     send_results,
@@ -163,8 +164,12 @@ class Producer:
         messages keep their input order in that queue, and are retried only there).
 
         Results are in input order. Every batch is encoded (so every message checked) before
-        any is sent: one invalid message sends nothing. Batches already stored stay stored if
-        a later batch fails to send (at-least-once; the error is raised).
+        any is sent: one invalid message sends nothing. A batch a group refuses (STORAGE_FULL,
+        NOT_MASTER, a dead broker) is retried on another group within the retries; one that
+        still fails does not fail the others: every batch is sent, and then `SendManyError`
+        is raised with each message's result or error (`.results`, `.errors`, `.sent`,
+        `.failed`). It is also an instance of the first failure's class, with its code, so an
+        `except` written for the error this raised before still catches it.
         """
         topic = _one_topic(messages)
         route = self.routes.get(topic)
@@ -210,8 +215,15 @@ class Producer:
         for mq, indexes in items:
             by_broker.setdefault(mq.broker_name, []).append((mq, indexes))
 
-        def send_broker(batches: list[tuple[MessageQueue, list[int]]]) -> list[list[SendResult]]:
-            return [send_group(mq, indexes) for mq, indexes in batches]
+        def send_broker(batches: list[tuple[MessageQueue, list[int]]],
+                        ) -> list[list[SendResult] | errors.TideMQError]:
+            outcomes: list[list[SendResult] | errors.TideMQError] = []
+            for mq, indexes in batches:   # one batch failing does not stop the next
+                try:
+                    outcomes.append(send_group(mq, indexes))
+                except errors.TideMQError as exc:
+                    outcomes.append(exc)
+            return outcomes
 
         if len(by_broker) == 1:
             per_broker = [send_broker(items)]
@@ -223,9 +235,16 @@ class Producer:
         items = [item for batches in by_broker.values() for item in batches]
         outcomes = [outcome for outcomes in per_broker for outcome in outcomes]
         results: list[SendResult | None] = [None] * len(messages)
+        failures: list[errors.TideMQError | None] = [None] * len(messages)
         for (_, indexes), outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, errors.TideMQError):
+                for index in indexes:
+                    failures[index] = outcome
+                continue
             for index, result in zip(indexes, outcome, strict=True):
                 results[index] = result
+        if any(failure is not None for failure in failures):
+            raise SendManyError.of(results, failures)
         return results  # type: ignore[return-value]
 
     def send_async(self, message: Message, callback: Callable[[Future], None] | None = None,
@@ -502,9 +521,12 @@ def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
 
 def _awaits_new_master(route: TopicRoute, broker_name: str, exc: errors.TideMQError) -> bool:
     """True when the failure means "this replica group is changing masters": a refusal by a
-    replica that is not master, or a dead master of a group that has slaves to promote."""
+    replica that is not master, or a dead master of a group that has slaves to promote (not a
+    master that answered STORAGE_FULL: its group stays as it is, another group takes it)."""
     if exc.code == "NOT_MASTER":
         return True
+    if isinstance(exc, errors.StorageFull):
+        return False
     group = route.brokers.get(broker_name)
     has_slaves = group is not None and any(broker_id != 0 for broker_id in group.addrs)
     return has_slaves and isinstance(exc, RETRIABLE)

@@ -88,6 +88,17 @@ class ResourceExhausted(ServiceUnavailable):
     retry_after_s = 1
 
 
+class StorageFull(ServiceUnavailable):
+    """A broker whose disk is at its high-water mark (`disk_full_ratio`) refuses sends:
+    nothing was stored, another broker group may take the message (Kafka's
+    KAFKA_STORAGE_ERROR, RocketMQ's "disk full"). gRPC RESOURCE_EXHAUSTED (its documented
+    case: "the entire file system is out of space"), HTTP 507 Insufficient Storage."""
+
+    code = "STORAGE_FULL"
+    grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
+    http_status = 507
+
+
 class BreakerOpen(ServiceUnavailable):
     code = "CIRCUIT_OPEN"
 
@@ -137,6 +148,7 @@ _BY_CODE: dict[str, type[TideMQError]] = {
     PayloadTooLarge.code: PayloadTooLarge,
     BreakerOpen.code: BreakerOpen,
     ResourceExhausted.code: ResourceExhausted,
+    StorageFull.code: StorageFull,
 }
 
 

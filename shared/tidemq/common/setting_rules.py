@@ -77,6 +77,8 @@ COLLECTOR_MAX_MB = 1_048_576.0  # one TiB
 BROKER_RULES: Mapping[str, Rule] = {
     "retention_hours": Rule(float, lambda v: v > 0, "a number of hours above 0"),
     "disk_max_used_ratio": Rule(float, lambda v: 0 < v <= 1, "a ratio in (0, 1]"),
+    "disk_warn_ratio": Rule(float, lambda v: 0 < v <= 1, "a ratio in (0, 1]"),
+    "disk_full_ratio": Rule(float, lambda v: 0 < v <= 1, "a ratio in (0, 1]"),
     "delete_when_hour": Rule(_hour, lambda v: v is None or 0 <= v <= 23,
                              "an hour 0..23, or -1 for any time"),
     TRACE_QUIET_OPERATIONS: QUIET_OPERATIONS_RULE,

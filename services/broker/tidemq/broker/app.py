@@ -28,7 +28,14 @@ from tidemq.broker.schedule import Deliverer, ScheduleService, TimingWheel
 from tidemq.broker.schedule.recall import RecallLedger, Recalls
 from tidemq.broker.servicer import BrokerServicer
 from tidemq.broker.settings import BrokerSettings
-from tidemq.broker.store import FlushMode, MessageStore, MetadataFile, StoreConfig, StoreError
+from tidemq.broker.store import (
+    DiskState,
+    FlushMode,
+    MessageStore,
+    MetadataFile,
+    StoreConfig,
+    StoreError,
+)
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_manager import TopicManager
@@ -63,6 +70,10 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
         retention_hours=settings.retention_hours,
         delete_when_hour=None if settings.delete_when_hour < 0 else settings.delete_when_hour,
         retention_check_interval_ms=settings.retention_check_interval_ms,
+        disk_max_used_ratio=settings.disk_max_used_ratio,
+        disk_warn_ratio=settings.disk_warn_ratio,
+        disk_full_ratio=settings.disk_full_ratio,
+        disk_check_interval_ms=settings.disk_check_interval_ms,
         consume_queue_units_per_file=settings.consume_queue_units_per_file,
         index_slots=settings.index_slots,
         index_entries=settings.index_entries,
@@ -125,7 +136,8 @@ class BrokerApp:
                                    max_pull_bytes=settings.max_pull_bytes,
                                    enable_property_filter=settings.enable_property_filter,
                                    # with replication the store refuses: NOT_MASTER
-                                   accepts_writes=replicated or settings.broker_id == 0)
+                                   accepts_writes=replicated or settings.broker_id == 0,
+                                   broker_name=settings.broker_name)
         self.replication = (replication_wiring.build(settings, self.identity, self.store,
                                                      self.registrar, self.offsets,
                                                      self.runtime.transport.call)
@@ -190,6 +202,10 @@ class BrokerApp:
         self.wire: WireServer | None = None
         metrics.HELD_PULLS.set_function(self.holds.held_count)
         metrics.OPEN_TRANSACTIONS.set_function(lambda: len(self.transactions.book.pending))
+        # A FULL disk registers the group read-only, so producers send elsewhere; the
+        # registrar's thread re-registers (the guard's thread never waits for name servers).
+        self.store.disk.add_listener(
+            lambda state, _usage: self.registrar.set_writable(state is not DiskState.FULL))
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_schedule(self.deliverer)
         metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,

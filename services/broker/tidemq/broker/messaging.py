@@ -26,6 +26,7 @@ from tidemq.broker.store import (
     MessageNotFound,
     MessageStore,
     MessageTooLarge,
+    StorageFull,
     StoreError,
 )
 from tidemq.broker.topic_table import TopicConfig, TopicTable
@@ -38,6 +39,7 @@ from tidemq.common.errors import (
     ServiceUnavailable,
     TopicNotExist,
 )
+from tidemq.common.errors import StorageFull as StorageFullError
 
 # Store refusals of a replica group (store/ha): not (or no longer) the master; too few in-sync
 # replicas. Both leave nothing stored and reach the client as FAILED_PRECONDITION + the code.
@@ -127,8 +129,10 @@ def _outcome(result: GetResult, offset: int) -> PullOutcome:
 class Messaging:
     def __init__(self, store: MessageStore, topics: TopicTable, holds: PullRequestHoldService,
                  *, long_poll_max_ms: int, max_pull_messages: int, max_pull_bytes: int,
-                 accepts_writes: bool = True, enable_property_filter: bool = True) -> None:
+                 accepts_writes: bool = True, enable_property_filter: bool = True,
+                 broker_name: str = "") -> None:
         self.store = store
+        self.broker_name = broker_name   # named in a STORAGE_FULL refusal
         self.accepts_writes = accepts_writes  # False on a slave: it only takes replicated bytes
         self.topics = topics
         self.holds = holds
@@ -166,6 +170,24 @@ class Messaging:
         self._queue(topic, queue_id)
         return topic
 
+    def admit_send(self) -> None:
+        """A producer's send (Send RPC) on a FULL disk is refused here, before anything is
+        appended (docs/storage.md, "A full disk"); the broker's own writes — acks, pop
+        checkpoints, retries, scheduled deliveries, transaction ends — are not, so consumers
+        keep consuming. One attribute read per send."""
+        if self.store.disk.refuses_writes:
+            metrics.SEND_ERRORS.labels(StorageFullError.code).inc()
+            raise self.storage_full(self.store.disk.refusal())
+
+    def storage_full(self, exc: StorageFull) -> StorageFullError:
+        """The client's STORAGE_FULL: which broker, where, how much is free, what next."""
+        config = self.store.config
+        return StorageFullError(
+            f"broker {self.broker_name or '(unnamed)'} refuses sends, its storage is full: "
+            f"{exc}. Retention is deleting the oldest CommitLog segments; sends resume by "
+            f"themselves once use is below {config.disk_full_ratio:.0%} (send to another "
+            f"broker group meanwhile)")
+
     @metrics.counts_send_errors
     async def send(self, topic_name: str, queue_id: int, records: bytes,
                    record_count: int, *, deadline: float | None = None) -> AppendResult:
@@ -181,6 +203,8 @@ class Messaging:
                 topic.name, queue_id, records, record_count, answer_within_deadline(deadline))
         except MessageTooLarge as exc:
             raise PayloadTooLarge(f"rejected batch: {exc}") from None
+        except StorageFull as exc:   # no room for the next segment (ENOSPC), nothing stored
+            raise self.storage_full(exc) from None
         except StoreError as exc:
             if exc.code == "SERVICE_UNAVAILABLE":
                 raise ServiceUnavailable(f"broker store unavailable: {exc}") from None

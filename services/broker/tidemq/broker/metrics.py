@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from tidemq.broker.store.disk import disk_usage
 from tidemq.common.errors import TideMQError
 
 MESSAGES_IN = Counter("tidemq_broker_messages_in_total", "Records appended, by topic", ["topic"])
@@ -31,7 +31,7 @@ MESSAGES_CONSUMED = Counter("tidemq_broker_messages_consumed_total",
 SEND_ERRORS = Counter("tidemq_broker_send_errors_total", "Send batches refused, by error code",
                       ["code"])
 for _code in ("NO_PERMISSION", "NOT_MASTER", "NOT_ENOUGH_REPLICAS", "TOPIC_NOT_EXIST",
-              "INVALID_ARGUMENT", "MESSAGE_TOO_LARGE", "SERVICE_UNAVAILABLE"):
+              "INVALID_ARGUMENT", "MESSAGE_TOO_LARGE", "SERVICE_UNAVAILABLE", "STORAGE_FULL"):
     SEND_ERRORS.labels(_code)  # zero-valued series exist, so error panels show 0, not "no data"
 HELD_PULLS = Gauge("tidemq_broker_held_pulls", "Pulls currently held by long polling")
 TRANSACTIONS = Counter(
@@ -188,25 +188,36 @@ class ConsumerLagCollector(Collector):
 
 
 class DiskCollector(Collector):
-    """How full the file system holding the store is, read at scrape time (alert: disk use)."""
+    """How full the file system holding the store is, read at scrape time (alert: disk use),
+    and the store's disk state as its guard last saw it (store/disk.py): 0 OK, 1 WARN (at
+    `disk_warn_ratio`), 2 FULL (sends refused with STORAGE_FULL)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, guard=None) -> None:
         self.data_dir = data_dir
+        self.guard = guard
 
     def collect(self):
-        where = self.data_dir
-        while not where.exists() and where != where.parent:  # not created yet: its parent's
-            where = where.parent
-        usage = shutil.disk_usage(where)
+        usage = disk_usage(self.data_dir)
         yield GaugeMetricFamily("tidemq_broker_disk_used_ratio",
-                                "Used fraction of the file system holding the broker's data",
-                                value=usage.used / usage.total if usage.total else 0.0)
+                                "Used fraction of the file system holding the broker's data "
+                                "(used / (used + free to the broker))",
+                                value=usage.used_ratio)
         yield GaugeMetricFamily("tidemq_broker_disk_free_bytes",
                                 "Free bytes on the file system holding the broker's data",
-                                value=usage.free)
+                                value=usage.free_bytes)
+        guard = self.guard
+        if guard is not None:
+            yield GaugeMetricFamily("tidemq_broker_disk_state",
+                                    "The store's disk state: 0 OK, 1 WARN (disk_warn_ratio "
+                                    "reached), 2 FULL (sends refused with STORAGE_FULL)",
+                                    value=int(guard.state))
+            for name, ratio in (("warn", guard.config.disk_warn_ratio),
+                                ("full", guard.config.disk_full_ratio)):
+                yield GaugeMetricFamily(f"tidemq_broker_disk_{name}_ratio",
+                                        f"The configured disk_{name}_ratio", value=ratio)
 
 
 def watch_consumers(offsets, store, is_master: Callable[[], bool], data_dir: Path,
                     pop_progress: Callable[[], dict] = dict) -> None:
     REGISTRY.register(ConsumerLagCollector(offsets, store, is_master, pop_progress))
-    REGISTRY.register(DiskCollector(data_dir))
+    REGISTRY.register(DiskCollector(data_dir, getattr(store, "disk", None)))

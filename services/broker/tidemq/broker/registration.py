@@ -33,6 +33,7 @@ class BrokerIdentity:
 
 MASTER = "MASTER"
 SLAVE = "SLAVE"
+PERM_WRITE = 4   # TopicConfig.perm: 2 read, 4 write
 _ROLE_PB = {"": nameserver_pb2.REPLICA_ROLE_UNSPECIFIED, MASTER: nameserver_pb2.REPLICA_MASTER,
             SLAVE: nameserver_pb2.REPLICA_SLAVE}
 
@@ -62,6 +63,9 @@ class BrokerRegistrar:
         self.epoch = 0
         self.registered_id = identity.broker_id
         self.wire_port = 0  # the wire protocol's port once it listens, published in routes
+        # False while the store's disk is FULL: every topic is registered without the write
+        # permission, so routes steer producers to other groups (docs/storage.md).
+        self.writable = True
 
     def start(self) -> None:
         self.register_all()
@@ -82,6 +86,17 @@ class BrokerRegistrar:
             self.trigger()
             return -1
         return self.register_all()
+
+    def set_writable(self, writable: bool) -> None:
+        """Register the topics with (True) or without (False) the write permission, at once:
+        a new data version makes the name servers rebuild this group's routes."""
+        if writable == self.writable:
+            return
+        self.writable = writable
+        self.topics.touch()
+        log.warning("registering topics " + ("writable again" if writable else
+                                             "read-only: the disk is full"))
+        self.trigger()
 
     def trigger(self) -> None:
         """Re-register now (topic table changed)."""
@@ -106,6 +121,7 @@ class BrokerRegistrar:
 
     def _request(self) -> nameserver_pb2.RegisterBrokerRequest:
         version, topics = self.topics.snapshot()
+        perm_mask = ~0 if self.writable else ~PERM_WRITE
         ident = self.identity
         return nameserver_pb2.RegisterBrokerRequest(
             cluster_name=ident.cluster_name, broker_name=ident.broker_name,
@@ -116,7 +132,8 @@ class BrokerRegistrar:
             data_version=common_pb2.DataVersion(timestamp=version.timestamp,
                                                 counter=version.counter),
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,
-                                           write_queue_nums=t.queues, perm=t.perm, order=t.order)
+                                           write_queue_nums=t.queues, perm=t.perm & perm_mask,
+                                           order=t.order)
                     for t in topics],
         )
 

@@ -111,6 +111,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.wire_port = 0  # the wire protocol's port, once it listens (0 = not offered)
 
     async def Send(self, request, context):
+        # A full disk refuses producers' sends before anything else (docs/storage.md).
+        self.messaging.admit_send()
         # A producer marks a half message or a batch holding a delayed message; only those
         # are looked into (the SDK refuses a delayed transactional message).
         sequenced = request.HasField("sequence")   # Kafka's idempotent producer

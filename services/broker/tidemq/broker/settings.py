@@ -43,6 +43,19 @@ class BrokerSettings(ServiceSettings):
     delete_when_hour: int = setting(4, "local hour of the daily age-based deletion; -1 = any time")
     retention_check_interval_ms: int = setting(
         10_000, "how often retention looks for CommitLog segments to delete (tests lower it)")
+    disk_max_used_ratio: float = setting(
+        0.75, "above this used fraction of the data dir's file system, retention deletes the "
+              "oldest CommitLog segments at once, expired or not (RocketMQ's "
+              "diskMaxUsedSpaceRatio)")
+    disk_warn_ratio: float = setting(
+        0.75, "from this used fraction of the data dir's file system the broker warns: log, "
+              "tidemq_broker_disk_state 1, the console (docs/storage.md, \"A full disk\")")
+    disk_full_ratio: float = setting(
+        0.85, "from this used fraction the broker refuses sends with STORAGE_FULL and its "
+              "routes turn unwritable, until use falls below it again; reads, acks and "
+              "replication go on (RocketMQ's diskSpaceCleanForciblyRatio)")
+    disk_check_interval_ms: int = setting(
+        1000, "how often the file system's use is looked at (one statvfs; ms)")
     consume_queue_units_per_file: int = setting(300_000, "ConsumeQueue units per file")
     index_slots: int = setting(5_000_000, "IndexFile hash slots")
     index_entries: int = setting(20_000_000, "IndexFile entries")
@@ -183,6 +196,15 @@ class BrokerSettings(ServiceSettings):
                                 "idempotence_max_producers and idempotence_max_sequenced "
                                 "must be > 0, "
                                 "idempotence_rebuild_mib >= 0")
+        if not 0 < self.disk_warn_ratio <= self.disk_full_ratio <= 1:
+            raise SettingsError(f"disk_warn_ratio and disk_full_ratio must satisfy 0 < "
+                                f"disk_warn_ratio <= disk_full_ratio <= 1, got "
+                                f"{self.disk_warn_ratio} and {self.disk_full_ratio}")
+        if not 0 < self.disk_max_used_ratio <= 1:
+            raise SettingsError(f"disk_max_used_ratio must be in (0, 1], got "
+                                f"{self.disk_max_used_ratio}")
+        if self.disk_check_interval_ms < 1:
+            raise SettingsError("disk_check_interval_ms must be >= 1")
         if not self.name_servers:
             raise SettingsError("namesrv_addrs names no name server")
 

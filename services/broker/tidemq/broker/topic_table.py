@@ -60,6 +60,14 @@ class TopicTable:
     def data_version(self) -> DataVersion:
         return self._version
 
+    def touch(self) -> DataVersion:
+        """A new data version without a topic change: what this broker registers changed
+        otherwise (its writability, docs/storage.md "A full disk"), so the name servers must
+        rebuild its routes."""
+        with self._lock:
+            self._version = DataVersion(self._version.timestamp, self._version.counter + 1)
+            return self._version
+
     def apply(self, upserts: list[TopicConfig], deletes: list[str], revision: int, *,
               replace_all: bool = False) -> bool:
         """Apply a batch of changes seen at `revision`; True if any topic changed.

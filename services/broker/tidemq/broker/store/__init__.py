@@ -16,16 +16,18 @@ from .config import (
     NotEnoughReplicas,
     NotMaster,
     ReplicationGap,
+    StorageFull,
     StoreClosed,
     StoreConfig,
     StoreError,
 )
+from .disk import DiskGuard, DiskState, DiskUsage
 from .metadata import MetadataFile
 from .store import MessageStore, StartupReport
 
 __all__ = [
-    "AppendResult", "AppendStatus", "FlushFailed", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
+    "AppendResult", "AppendStatus", "DiskGuard", "DiskState", "DiskUsage", "FlushFailed", "FlushMode", "GetResult", "GetStatus", "InvalidBatch",
     "MessageNotFound", "MessageStore", "MessageTooLarge", "MetadataFile", "NotEnoughReplicas",
     "NotMaster", "ReplicationGap", "StartupReport",
-    "StoreClosed", "StoreConfig", "StoreError",
+    "StoreClosed", "StoreConfig", "StoreError", "StorageFull",
 ]

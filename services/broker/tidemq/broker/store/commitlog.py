@@ -9,13 +9,15 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import record
 from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN, is_topic_name
 
-from .config import InvalidBatch, ReplicationGap, StoreError
+from .config import InvalidBatch, ReplicationGap, StorageFull, StoreError
+from .disk import NO_SPACE_ERRNOS
 from .ha.records import complete_prefix
 from .loops import stamp_batch
 from .segment import Segment, parse_segment_name, segment_name
@@ -77,6 +79,11 @@ class CommitLog:
         self._topic_fields: dict[str, bytes] = {}   # valid topic -> length byte + name
         self._prepare_next_at = 0   # past this offset, ask for the next segment to be prepared
         self._replica_tail = b""    # a slave: replicated bytes of a record not yet complete
+        # A segment that cannot be allocated for lack of space (ENOSPC): the StorageFull to
+        # raise; the store points this at its DiskGuard, which also turns FULL (disk.py).
+        self.no_space: Callable[[OSError], StorageFull] = lambda exc: StorageFull(
+            f"no space left on the file system holding {self.directory} for the next "
+            f"CommitLog segment ({exc.strerror})", path=str(self.directory))
 
     # -- lifecycle -------------------------------------------------------------------------
     def load(self) -> None:
@@ -296,7 +303,12 @@ class CommitLog:
             base = phys - phys % self.segment_size
             if self.allocator is not None:
                 self.allocator.claim(base)
-            segment = Segment(self.directory / segment_name(base), base, self.segment_size)
+            try:
+                segment = Segment(self.directory / segment_name(base), base, self.segment_size)
+            except OSError as exc:   # the write fails whole: nothing of the group is appended
+                if exc.errno not in NO_SPACE_ERRNOS:
+                    raise
+                raise self.no_space(exc) from None
             self.segments = [*self.segments, segment]
         return segment
 

@@ -38,6 +38,13 @@ class StoreConfig:
     delete_when_hour: int | None = 4          # local hour for age-based deletion; None = any time
     disk_max_used_ratio: float = 0.75         # above this disk use, delete oldest segments now
     retention_check_interval_ms: int = 10_000
+    # The disk guard (disk.py): statvfs every disk_check_interval_ms, not per append. At
+    # disk_warn_ratio the store warns (log, metrics, console); at disk_full_ratio it refuses
+    # producers' sends with STORAGE_FULL (reads, acks and replication go on) until use falls
+    # below it again (RocketMQ's diskSpaceWarningLevelRatio / diskSpaceCleanForciblyRatio).
+    disk_warn_ratio: float = 0.75
+    disk_full_ratio: float = 0.85
+    disk_check_interval_ms: int = 1000
     max_message_size: int = record.DEFAULT_MAX_MESSAGE_SIZE
     normal_recovery_segments: int = 3         # clean start: CRC-check this many last segments
     # Zero-fill the next segment in the background so fsync converts no unwritten extents
@@ -61,6 +68,11 @@ class StoreConfig:
             self.cpu_affinity = frozenset(self.cpu_affinity)
             if not self.cpu_affinity:
                 raise ValueError("cpu_affinity must name at least one CPU (or be None)")
+        if not 0 < self.disk_warn_ratio <= self.disk_full_ratio <= 1:
+            raise ValueError(f"disk ratios must satisfy 0 < disk_warn_ratio <= disk_full_ratio "
+                             f"<= 1, got {self.disk_warn_ratio} and {self.disk_full_ratio}")
+        if self.disk_check_interval_ms < 1:
+            raise ValueError("disk_check_interval_ms must be >= 1")
         if self.consume_queue_units_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
             raise ValueError("consume queue units, index slots and index entries must be positive")
 
@@ -153,6 +165,19 @@ class NotEnoughReplicas(StoreError):
     """Fewer in-sync replicas than min_in_sync_replicas: nothing was appended."""
 
     code = "NOT_ENOUGH_REPLICAS"
+
+
+class StorageFull(StoreError):
+    """The file system holding the store is at or above `disk_full_ratio`, or a write found
+    no space left (ENOSPC): nothing was appended. `path`, `free_bytes` and `used_ratio` say
+    where and how full (disk.py); the message is a sentence for an operator."""
+
+    code = "STORAGE_FULL"
+
+    def __init__(self, message: str, *, path: str = "", free_bytes: int = 0,
+                 used_ratio: float = 0.0) -> None:
+        super().__init__(message)
+        self.path, self.free_bytes, self.used_ratio = path, free_bytes, used_ratio
 
 
 class ReplicationGap(StoreError):

@@ -19,7 +19,7 @@ from typing import Any
 from tidemq.common.logs import get_logger
 
 from .commitlog import Appended, AppendRequest, CommitLog
-from .config import FlushFailed, FlushMode, StoreConfig, StoreError
+from .config import FlushFailed, FlushMode, StorageFull, StoreConfig, StoreError
 
 log = get_logger(__name__)
 PAGE_SIZE = 4096
@@ -80,6 +80,8 @@ class FlushService:
     def _append_group(self, requests: list[AppendRequest]) -> list[Appended | StoreError]:
         try:
             return self.commitlog.append_group(requests, self.store_host)
+        except StorageFull as exc:   # no room for the next segment: a state, not a fault
+            return [exc] * len(requests)
         except Exception as exc:
             log.exception("commitlog write failed")
             failure = FlushFailed(f"commitlog write failed ({exc}); nothing was appended")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ class MappedFile:
         self.path = path
         self.size = size
         self.dirty = False
+        existed = os.path.exists(path)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             actual = os.fstat(self._fd).st_size
@@ -27,6 +29,9 @@ class MappedFile:
             self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
+            if not existed:   # a file half made (ENOSPC) would fail the next start's load
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             raise
 
     @property

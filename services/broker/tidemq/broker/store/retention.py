@@ -8,7 +8,6 @@ start go with it, and queue minimum offsets move up.
 
 from __future__ import annotations
 
-import shutil
 import struct
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from tidemq.common.logs import get_logger
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueTable
+from .disk import DiskGuard, disk_usage
 from .index import IndexService
 
 log = get_logger(__name__)
@@ -27,15 +27,17 @@ _STORE_TS = struct.Struct(">q")
 
 
 def disk_used_ratio(path: Path) -> float:
-    usage = shutil.disk_usage(path)
-    return usage.used / usage.total if usage.total else 0.0
+    """df's Use% of the file system holding `path` (disk.DiskUsage.used_ratio)."""
+    return disk_usage(path).used_ratio
 
 
 class Retention:
     def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable,
                  index: IndexService,
-                 used_ratio: Callable[[Path], float] = disk_used_ratio) -> None:
+                 used_ratio: Callable[[Path], float] = disk_used_ratio,
+                 guard: DiskGuard | None = None) -> None:
         self.config = config
+        self.guard = guard   # FULL for want of a segment's room: delete until one fits
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -53,6 +55,16 @@ class Retention:
             return int(segments[position].path.stat().st_mtime * 1000)
         return _STORE_TS.unpack_from(header, record.OFF_STORE_TIMESTAMP)[0]
 
+    def over_disk(self) -> bool:
+        """Forced clean-up (RocketMQ's cleanImmediately): the disk is fuller than
+        `disk_max_used_ratio` or than the guard's `disk_full_ratio` (whichever is lower), or
+        an append found no room for the next segment and there still is none."""
+        config = self.config
+        limit = min(config.disk_max_used_ratio, config.disk_full_ratio)
+        if self.used_ratio(config.data_dir) > limit:
+            return True
+        return self.guard is not None and self.guard.short_of_segment()
+
     def run_once(self, now_ms: int | None = None) -> int:
         """Delete what is due now; returns the number of segments removed."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -63,7 +75,7 @@ class Retention:
         while len(self.commitlog.segments) > 1:
             finished = self.finished_at_ms(0)
             expired = age_allowed and finished is not None and now_ms - finished >= max_age_ms
-            over_disk = self.used_ratio(self.config.data_dir) > self.config.disk_max_used_ratio
+            over_disk = self.over_disk()
             if not (expired or over_disk):
                 break
             segment = self.commitlog.remove_oldest()

@@ -38,6 +38,7 @@ from .config import (
     StoreError,
 )
 from .consume_queue import ConsumeQueueTable
+from .disk import DiskGuard, DiskState
 from .dispatcher import ArrivalListener, Dispatcher, deleted_topic_at
 from .flush import FlushService
 from .ha.epoch import EpochFile
@@ -87,7 +88,12 @@ class MessageStore:
                                      config.max_message_size)
         self.flusher = FlushService(self.commitlog, config, store_host)
         self.reader = StoreReader(self.commitlog, self.queues, self.index)
-        self.retention = Retention(config, self.commitlog, self.queues, self.index)
+        # A full disk is a state (disk.py): checked on the housekeeping thread's timer; an
+        # append that finds no room for the next segment turns it FULL at once.
+        self.disk = DiskGuard(config)
+        self.commitlog.no_space = self.disk.no_space
+        self.retention = Retention(config, self.commitlog, self.queues, self.index,
+                                   guard=self.disk)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
@@ -154,6 +160,7 @@ class MessageStore:
             self._confirmed = min(state.confirmed, end)
         self.abort_marker.create()
         self._write_checkpoint()
+        self.disk.check()   # a store started on a full disk refuses sends from the start
         self.dispatcher.start()
         self.flusher.start()
         self._housekeeper = threading.Thread(target=self._housekeep, name="store-housekeeping",
@@ -218,15 +225,28 @@ class MessageStore:
                                                   self.confirmed_offset()))
 
     def _housekeep(self) -> None:
-        checkpoint_s = self.config.checkpoint_interval_ms / 1000
-        retention_s = self.config.retention_check_interval_ms / 1000
-        next_retention = time.monotonic() + retention_s
-        while not self._stop.wait(checkpoint_s):
+        """Checkpoints, the disk guard's look at the file system, and retention, each on its
+        own period; while the disk is FULL, retention runs at every disk check (forced
+        clean-up) and the disk is looked at again once it deleted something."""
+        config = self.config
+        periods = (config.checkpoint_interval_ms / 1000, config.disk_check_interval_ms / 1000,
+                   config.retention_check_interval_ms / 1000)
+        now = time.monotonic()
+        due = [now + periods[0], now + periods[1], now + periods[2]]
+        while not self._stop.wait(max(0.0, min(due) - time.monotonic())):
+            now = time.monotonic()
             try:
-                self._write_checkpoint()
-                if time.monotonic() >= next_retention:
-                    next_retention = time.monotonic() + retention_s
-                    self.retention.run_once()
+                if now >= due[0]:
+                    due[0] = now + periods[0]
+                    self._write_checkpoint()
+                if now >= due[1]:
+                    due[1] = now + periods[1]
+                    if self.disk.check() is DiskState.FULL:
+                        due[2] = now   # reclaim space now, not at the next retention run
+                if now >= due[2]:
+                    due[2] = now + periods[2]
+                    if self.retention.run_once() and self.disk.state is not DiskState.OK:
+                        self.disk.check()   # sends resume as soon as the space is back
             except Exception:
                 log.exception("store housekeeping failed")
 
