@@ -59,6 +59,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     20: (1, 3),    # DeleteTopics
     22: (0, 1),    # InitProducerId
     32: (1, 3),    # DescribeConfigs
+    37: (0, 1),    # CreatePartitions
 }
 API_VERSIONS = 18
 

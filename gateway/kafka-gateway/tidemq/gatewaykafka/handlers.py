@@ -85,7 +85,7 @@ class KafkaApis:
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
-            22: self.init_producer_id, 32: self.describe_configs,
+            22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
         }
         assert set(self.table) == set(codec.SUPPORTED)
 
@@ -370,6 +370,28 @@ class KafkaApis:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             answers.append(answer)
         return {"throttle_time_ms": 0, "topics": answers}
+
+    async def create_partitions(self, request, version: int, conn: Connection) -> dict:
+        results = []
+        for topic in request.topics:
+            result = {"name": topic.name, "error_code": 0, "error_message": None}
+            try:
+                if topic.assignments:
+                    raise errors.InvalidArgument("replica assignments are not accepted: "
+                                                 "TideMQ places queues itself",
+                                                 code="INVALID_REQUEST")
+                if request.validate_only:
+                    have = len(await self._run(self.backend.partitions, topic.name))
+                    if topic.count <= have:
+                        raise errors.InvalidArgument(
+                            f"topic {topic.name!r} has {have} partitions: partitions can only "
+                            f"be added, ask for more than {have}", code="INVALID_PARTITIONS")
+                else:
+                    await self._run(self.backend.create_partitions, topic.name, topic.count)
+            except errors.TideMQError as exc:
+                result.update(error_code=kafka_code(exc), error_message=exc.message)
+            results.append(result)
+        return {"throttle_time_ms": 0, "results": results}
 
     async def delete_topics(self, request, version: int, conn: Connection) -> dict:
         answers = []
