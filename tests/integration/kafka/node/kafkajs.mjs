@@ -68,9 +68,14 @@ async function main() {
     const first = await member("a", result.received, result.assigned);
     const second = await member("b", result.received, result.assigned);
     await consume(2, count, result.received);
-    // let both members settle into the same generation before leaving
+    // let both members settle into one generation (disjoint, covering every partition)
+    const settled = () => {
+      const a = result.assigned.a ?? [], b = result.assigned.b ?? [];
+      return a.length && b.length && !a.some((p) => b.includes(p)) &&
+        a.length + b.length === partitions;
+    };
     const deadline = Date.now() + timeoutMs;
-    while ((!result.assigned.a?.length || !result.assigned.b?.length) && Date.now() < deadline) await sleep(100);
+    while (!settled() && Date.now() < deadline) await sleep(100);
     await sleep(1000);   // one more auto-commit round
     await first.disconnect();
     await second.disconnect();
