@@ -15,10 +15,10 @@ sync: ## install the locked environment (uv, every workspace member, dev tools),
 	$(UV) sync --frozen --all-packages --compile-bytecode
 	$(PY) -m compileall -q -j 0 */tidemq services/*/tidemq gateway/grpc-gateway/tidemq gateway/kafka-gateway/tidemq
 
-NODE_CONFORMANCE := tests/integration/rocketmq/node
-node-deps: ## install the locked official RocketMQ Node.js client for its conformance suite (needs node + npm)
+NODE_CONFORMANCE := tests/integration/rocketmq/node tests/integration/kafka/node
+node-deps: ## install the locked Node.js clients the tests drive: RocketMQ's official one, kafkajs (needs node + npm)
 	@command -v npm >/dev/null || { echo "npm is not installed (Debian: apt-get install nodejs npm)" >&2; exit 1; }
-	npm ci --prefix $(NODE_CONFORMANCE) --no-audit --no-fund
+	for dir in $(NODE_CONFORMANCE); do npm ci --prefix $$dir --no-audit --no-fund || exit 1; done
 
 proto: sync ## regenerate gRPC code from shared/proto
 	$(PY) -m grpc_tools.protoc -I shared/proto --python_out=shared --pyi_out=shared \

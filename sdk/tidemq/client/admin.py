@@ -168,14 +168,19 @@ class Admin:
 
     # -- topics --------------------------------------------------------------------------
 
-    def create_topic(self, name: str, queues: int, order: bool = False, wait: bool = True, *,
+    def create_topic(self, name: str, queues: int = 0, order: bool = False, wait: bool = True,
+                     *, partitions: list[tuple[str, int]] | None = None,
                      wait_timeout: float = ROUTE_WAIT_S,
                      progress: Progress | None = None) -> TopicRoute | None:
         """Define the topic in config-center (fails with AlreadyExists if it is defined) and,
-        with `wait`, return its route once a name server has one."""
+        with `wait`, return its route once a name server has one.
+
+        `queues` on every broker group, or `partitions`: a partition map of (broker group,
+        queue id) pairs, each group then serving the queues the map names (a group it does
+        not name serves none; docs/kafka.md)."""
         validate_topic_name(name)
         revision = self._config_call(lambda: TopicDefinitions(self.config).create(
-            name, queues, order=order))
+            name, queues, order=order, partitions=partitions))
         if not wait:
             return None
         if progress:

@@ -140,3 +140,36 @@ def test_a_deletion_event_calls_on_deleted_and_a_resync_never_does(config_center
         assert names(table) == {"c": 1} and deleted == ["a"]
     finally:
         manager.stop()
+
+
+def test_per_group_queue_counts(config_center, tmp_path):
+    """A definition with group_queues is served with this group's count; a group it does not
+    name does not serve the topic; an old definition is served everywhere."""
+    config = Config(config_center.addr)
+    config.put("even", 2)
+    config.put("split", raw=json.dumps({"name": "split", "queues": 2, "perm": 6,
+                                        "group_queues": {"broker-a": 2, "broker-b": 1}}).encode())
+    tables = {}
+    managers = []
+    try:
+        for group in ("broker-a", "broker-b", "broker-c"):
+            tables[group] = TopicTable(MetadataFile(tmp_path / f"{group}.json"))
+            managers.append(TopicManager(tables[group], config_center.addr, broker_name=group))
+            assert managers[-1].start(10)
+        assert names(tables["broker-a"]) == {"even": 2, "split": 2}
+        assert names(tables["broker-b"]) == {"even": 2, "split": 1}
+        assert names(tables["broker-c"]) == {"even": 2}
+        # extended to broker-c by a watch event; a group dropped from the map stops serving
+        config.put("split", raw=json.dumps({"name": "split", "queues": 3, "perm": 6,
+                                            "group_queues": {"broker-a": 3, "broker-c": 1}
+                                            }).encode())
+        wait_until(lambda: names(tables["broker-c"]) == {"even": 2, "split": 1}, 10,
+                   message="broker-c serving the extended topic")
+        wait_until(lambda: names(tables["broker-b"]) == {"even": 2}, 10,
+                   message="broker-b no longer named")
+        assert names(tables["broker-a"]) == {"even": 2, "split": 3}
+    finally:
+        for manager in managers:
+            manager.stop()
+    reloaded = TopicTable(MetadataFile(tmp_path / "broker-a.json"))
+    assert names(reloaded) == {"even": 2, "split": 3}

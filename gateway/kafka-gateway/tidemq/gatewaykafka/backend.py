@@ -1,7 +1,11 @@
 """What gateway-kafka does, over TideMQ's client library: no Kafka type here.
 
-Partitions: a topic's partitions are its readable queues, (broker group, queue id) sorted, so
-partition i is the i-th of them (docs/kafka.md). Sends go through one Producer (a batch per
+Partitions: a topic's partition map in the config center (tidemq.configclient.topics) names
+partition i's (broker group, queue id); it is only ever extended, so a partition keeps its
+queue even while its group is out of the route. A topic created here is created with one; a
+topic without one (created natively, or before maps) gets one from its routed queues, sorted,
+the first time the gateway sees it, and a queue that shows up later in the route (a new broker
+group) is appended (docs/kafka.md). Sends go through one Producer (a batch per
 partition: all stored or none, on that queue); reads and queue offsets through one
 PullConsumer; committed offsets through a PullConsumer of the consumer group; topics through
 Admin; group membership through the group coordinator (coordination.py); producer ids from a
@@ -11,6 +15,7 @@ config-center counter.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,12 +34,16 @@ from tidemq.client import (
 from tidemq.client.admin import Admin
 from tidemq.common import errors
 from tidemq.common.system_topics import is_system_topic
+from tidemq.configclient.topics import TopicDefinitionError, TopicDefinitions, spread
 
 GATEWAY_GROUP = "tidemq-gateway-kafka"   # the gateway's producer group and its reads' group
 PRODUCER_ID_KEY = "/tidemq/kafka/next-producer-id"
 PRODUCER_ID_BLOCK = 1000                 # ids taken from the config center per write
+MAX_CACHED_MAPS = 10_000                 # topics whose partition maps are kept
 MAX_GROUP_READERS = 1024                 # PullConsumers kept for committed offsets
 ROUTE_REFRESH_S = 5.0                    # a new topic's partitions show within this
+MAP_REFRESH_S = 5.0                      # a partition map is read again after this
+CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,7 @@ class KafkaBackend:
         self._group_readers: OrderedDict[str, PullConsumer] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = range(0)
+        self._maps: dict[str, tuple[float, list[MessageQueue]]] = {}   # topic -> (until, map)
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -68,9 +78,42 @@ class KafkaBackend:
         return [t for t in self.namesrv.topics() if not is_system_topic(t)]
 
     def partitions(self, topic: str) -> list[MessageQueue]:
-        """Partition i = the i-th readable queue, by (broker group, queue id)."""
-        return sorted(self.routes.get(topic).read_queues(),
-                      key=lambda mq: (mq.broker_name, mq.queue_id))
+        """Partition i = the i-th entry of the topic's partition map."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._maps.get(topic)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        queues = self._read_map(topic)
+        with self._lock:
+            self._maps[topic] = (now + MAP_REFRESH_S, queues)
+            if len(self._maps) > MAX_CACHED_MAPS:
+                self._maps.pop(next(iter(self._maps)))
+        return queues
+
+    def _read_map(self, topic: str) -> list[MessageQueue]:
+        definitions = TopicDefinitions(self.admin.config)
+        try:
+            routed = self.routes.get(topic).read_queues()
+        except errors.NotFound:
+            routed = []
+        pairs = sorted((mq.broker_name, mq.queue_id) for mq in routed)
+        try:
+            _, current = definitions.partition_map(topic)
+            if current is None or not set(pairs) <= set(current):
+                # first sight of a topic without a map, or a queue the map lacks: appended
+                current = definitions.extend_partitions(topic, lambda _, cur: [
+                    p for p in pairs if p not in set(cur or [])])
+        except errors.TopicNotExist:
+            if not routed:
+                raise
+            current = pairs     # routed but not defined in the config center: not kept
+        except TopicDefinitionError as exc:
+            raise errors.InvalidArgument(str(exc), code="INVALID_TOPIC") from None
+        if not current:
+            raise errors.ServiceUnavailable(f"topic {topic!r} is defined but no broker serves "
+                                            "it yet", code="SERVICE_UNAVAILABLE")
+        return [MessageQueue(topic, group, queue) for group, queue in current]
 
     def partition(self, topic: str, index: int) -> MessageQueue:
         queues = self.partitions(topic)
@@ -84,19 +127,60 @@ class KafkaBackend:
         return sorted(name for name, data in info.broker_addr_table.items() if data.broker_addrs)
 
     def create_topic(self, name: str, partitions: int) -> None:
-        """A topic of `partitions` partitions: the same number of queues on every broker
-        group, so `partitions` must be a multiple of the broker groups' count."""
-        groups = len(self.broker_groups()) or 1
-        if partitions % groups:
+        """A topic of `partitions` partitions spread over the broker groups (each partition
+        to the group with the fewest so far), its partition map written with it; returns once
+        the name servers route every queue."""
+        pairs = spread(self.broker_groups(), partitions)
+        self.admin.create_topic(name, partitions=pairs, wait=False)
+        self._forget(name)
+        self._wait_routed(name, pairs)
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """Extend the topic to `count` partitions: new queues on the groups holding the fewest,
+        appended to its partition map (the existing partitions keep their queues)."""
+        have = len(self.partitions(name))
+        if count <= have:
             raise errors.InvalidArgument(
-                f"{partitions} partitions cannot be spread evenly over {groups} broker groups: "
-                f"ask for a multiple of {groups}", code="INVALID_PARTITIONS")
-        self.admin.create_topic(name, partitions // groups, wait=True)
+                f"topic {name!r} has {have} partitions: partitions can only be added, ask for "
+                f"more than {have}", code="INVALID_PARTITIONS")
+        groups = self.broker_groups()
+
+        def extend(definition, current):
+            current = current or []
+            if len(current) >= count:
+                return []
+            start = {g: definition.queues_on(g) for g in groups}
+            return spread(groups, count - len(current), start)
+
+        pairs = TopicDefinitions(self.admin.config).extend_partitions(name, extend)
+        self._forget(name)
+        self._wait_routed(name, pairs)
+
+    def _wait_routed(self, name: str, pairs: list[tuple[str, int]]) -> None:
+        deadline = time.monotonic() + CREATE_WAIT_S
+        while True:
+            self.routes.invalidate(name)
+            try:
+                routed = {(mq.broker_name, mq.queue_id)
+                          for mq in self.routes.get(name).read_queues()}
+            except errors.NotFound:
+                routed = set()
+            if set(pairs) <= routed:
+                return
+            if time.monotonic() > deadline:
+                raise errors.DeadlineExceeded(
+                    f"topic {name!r}: the brokers did not serve its new queues within "
+                    f"{CREATE_WAIT_S:.0f} s", code="DEADLINE_EXCEEDED")
+            time.sleep(0.1)
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._maps.pop(name, None)
         self.routes.invalidate(name)
 
     def delete_topic(self, name: str) -> None:
         self.admin.delete_topic(name, wait=True)
-        self.routes.invalidate(name)
+        self._forget(name)
 
     # -- produce and fetch ---------------------------------------------------------------------
 

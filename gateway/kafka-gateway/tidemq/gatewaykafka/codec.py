@@ -59,8 +59,24 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     20: (1, 3),    # DeleteTopics
     22: (0, 1),    # InitProducerId
     32: (1, 3),    # DescribeConfigs
+    37: (0, 1),    # CreatePartitions
 }
 API_VERSIONS = 18
+
+# The next-generation group protocols (KIP-848 consumer groups, KIP-932 share groups) are
+# refused with a sentence naming the classic protocol, answered here by hand (kafka-python has
+# no classes for them). ConsumerGroupHeartbeat v0-1 is advertised: librdkafka (2.16) with
+# group.protocol=consumer sends only v1, and when the broker lacks it marks the coordinator
+# dead and looks for another one for ever, never telling the application; v0 and v1 answers
+# have the same fields. ShareGroupHeartbeat is answered the same way, never advertised.
+CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
+NEW_GROUP_PROTOCOLS = {CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
+                       SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat"}
+ADVERTISED_ONLY = {CONSUMER_GROUP_HEARTBEAT: (0, 1)}   # answered, never served
+NEW_PROTOCOL_REFUSAL = (
+    "gateway-kafka serves the classic consumer group protocol only (JoinGroup/SyncGroup/"
+    "Heartbeat): set group.protocol=classic (the default), not the KIP-848 'consumer' "
+    "protocol or share groups")
 
 
 def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiMessage]]]:
@@ -77,7 +93,8 @@ def _message_classes() -> tuple[dict[int, type[ApiMessage]], dict[int, type[ApiM
 
 
 REQUESTS, RESPONSES = _message_classes()
-API_NAMES = {key: REQUESTS[key].name.removesuffix("Request") for key in SUPPORTED}
+API_NAMES = {key: REQUESTS[key].name.removesuffix("Request") for key in SUPPORTED} | \
+    NEW_GROUP_PROTOCOLS
 
 
 class FrameError(ValueError):
@@ -164,4 +181,35 @@ def unsupported_version_response(frame: RequestFrame) -> bytes | None:
 def api_versions_body(error_code: int = 0) -> dict[str, Any]:
     return {"error_code": error_code, "throttle_time_ms": 0,
             "api_keys": [{"api_key": key, "min_version": low, "max_version": high}
-                         for key, (low, high) in sorted(SUPPORTED.items())]}
+                         for key, (low, high) in sorted((SUPPORTED | ADVERTISED_ONLY).items())]}
+
+
+def _compact_string(text: str | None) -> bytes:
+    if text is None:
+        return b"\x00"
+    data = text.encode()
+    return _uvarint(len(data) + 1) + data
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def new_group_protocol_refusal(frame: RequestFrame, error_code: int,
+                               message: str = NEW_PROTOCOL_REFUSAL) -> bytes | None:
+    """The framed answer to a ConsumerGroupHeartbeat (v0-1) or ShareGroupHeartbeat (v0-1):
+    `error_code` and `message`, no member. Both are flexible from v0 and share this layout:
+    header v1 (correlation id, no tagged fields); throttle time, error code, error message,
+    member id (null), member epoch (-1), heartbeat interval, assignment (null), no tagged
+    fields. None for a version with no known layout (the connection is then closed)."""
+    if frame.api_key not in NEW_GROUP_PROTOCOLS or not 0 <= frame.api_version <= 1:
+        return None
+    header = struct.pack(">i", frame.correlation_id) + b"\x00"
+    body = (struct.pack(">ih", 0, error_code) + _compact_string(message) + _compact_string(None)
+            + struct.pack(">iib", -1, 5000, -1) + b"\x00")
+    return struct.pack(">i", len(header) + len(body)) + header + body

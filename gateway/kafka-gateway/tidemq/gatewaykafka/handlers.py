@@ -38,6 +38,9 @@ GROUP_CODES = {                 # ... and on group calls, where unavailability i
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
     "DEADLINE_EXCEEDED": "COORDINATOR_NOT_AVAILABLE",
 }
+TRANSACTIONS_REFUSAL = (
+    "gateway-kafka does not serve Kafka transactions: drop transactional.id (the idempotent "
+    "producer is served), or use TideMQ's transactional messages through its own SDK")
 # DescribeConfigs: what a topic answers (docs/kafka.md; the per-topic settings table is later)
 TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
                  "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
@@ -85,7 +88,7 @@ class KafkaApis:
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
-            22: self.init_producer_id, 32: self.describe_configs,
+            22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
         }
         assert set(self.table) == set(codec.SUPPORTED)
 
@@ -123,9 +126,12 @@ class KafkaApis:
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
         here = self.endpoint()
         if request.key_type not in (0, None):   # 1 = a transaction coordinator
-            return {"throttle_time_ms": 0, "error_code": codec.ERRORS["COORDINATOR_NOT_AVAILABLE"],
-                    "error_message": "transactions are not served by this gateway",
-                    "node_id": -1, "host": "", "port": -1}
+            # fatal in every client (not retried until a timeout), with the sentence where
+            # the client shows it (librdkafka does; kafka-python raises the bare error)
+            return {"throttle_time_ms": 0,
+                    "error_code": codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"],
+                    "error_message": TRANSACTIONS_REFUSAL, "node_id": -1, "host": "",
+                    "port": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "node_id": NODE_ID, "host": here.host, "port": here.port}
 
@@ -134,7 +140,8 @@ class KafkaApis:
     async def produce(self, request, version: int, conn: Connection) -> dict | None:
         if request.transactional_id is not None:
             answer = codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]
-            return self._produce_answer(request, lambda t, p: (answer, -1))
+            return self._produce_answer(request, lambda t, p: (answer, -1),
+                                        TRANSACTIONS_REFUSAL)
         results: dict[tuple[str, int], tuple[int, int]] = {}
         jobs = [(topic.name, part.index, part.records)
                 for topic in request.topic_data for part in topic.partition_data]
@@ -147,12 +154,13 @@ class KafkaApis:
         return self._produce_answer(request, lambda t, p: results[(t, p)])
 
     @staticmethod
-    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int]]) -> dict:
+    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int]],
+                        message: str | None = None) -> dict:
         return {"throttle_time_ms": 0, "responses": [
             {"name": topic.name, "partition_responses": [
                 {"index": part.index, "error_code": outcome(topic.name, part.index)[0],
                  "base_offset": outcome(topic.name, part.index)[1], "log_append_time_ms": -1,
-                 "log_start_offset": -1, "record_errors": [], "error_message": None}
+                 "log_start_offset": -1, "record_errors": [], "error_message": message}
                 for part in topic.partition_data]} for topic in request.topic_data]}
 
     def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int]:
@@ -370,6 +378,28 @@ class KafkaApis:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             answers.append(answer)
         return {"throttle_time_ms": 0, "topics": answers}
+
+    async def create_partitions(self, request, version: int, conn: Connection) -> dict:
+        results = []
+        for topic in request.topics:
+            result = {"name": topic.name, "error_code": 0, "error_message": None}
+            try:
+                if topic.assignments:
+                    raise errors.InvalidArgument("replica assignments are not accepted: "
+                                                 "TideMQ places queues itself",
+                                                 code="INVALID_REQUEST")
+                if request.validate_only:
+                    have = len(await self._run(self.backend.partitions, topic.name))
+                    if topic.count <= have:
+                        raise errors.InvalidArgument(
+                            f"topic {topic.name!r} has {have} partitions: partitions can only "
+                            f"be added, ask for more than {have}", code="INVALID_PARTITIONS")
+                else:
+                    await self._run(self.backend.create_partitions, topic.name, topic.count)
+            except errors.TideMQError as exc:
+                result.update(error_code=kafka_code(exc), error_message=exc.message)
+            results.append(result)
+        return {"throttle_time_ms": 0, "results": results}
 
     async def delete_topics(self, request, version: int, conn: Connection) -> dict:
         answers = []

@@ -89,6 +89,8 @@ class KafkaServer:
         """The framed answer, None (no answer: acks=0) or False (close the connection)."""
         frame = codec.peek_header(payload)
         api = codec.API_NAMES.get(frame.api_key, str(frame.api_key))
+        if frame.api_key in codec.NEW_GROUP_PROTOCOLS:
+            return self._refuse_new_group_protocol(frame, api, conn, peer)
         if not codec.supported(frame.api_key, frame.api_version):
             metrics.UNSUPPORTED.labels(str(frame.api_key), str(frame.api_version)).inc()
             answer = codec.unsupported_version_response(frame)
@@ -118,6 +120,24 @@ class KafkaServer:
         finally:
             metrics.LATENCY.labels(api).observe(time.perf_counter() - started)
         metrics.REQUESTS.labels(api, "error" if _has_error(fields) else "ok").inc()
+        return answer
+
+    def _refuse_new_group_protocol(self, frame: codec.RequestFrame, api: str, conn: Connection,
+                                   peer) -> bytes | bool:
+        """A KIP-848 or share-group heartbeat: refused at once, with a sentence naming the
+        classic protocol. librdkafka shows a heartbeat's error message to the application only
+        for TOPIC_AUTHORIZATION_FAILED (every other code is either retried silently or made
+        fatal with the code's own text), so a librdkafka client gets that code; others get
+        UNSUPPORTED_VERSION, which the Java client turns into its own 'use classic' error."""
+        librdkafka = "rdkafka" in conn.client_software.lower()
+        code = codec.ERRORS["TOPIC_AUTHORIZATION_FAILED" if librdkafka else "UNSUPPORTED_VERSION"]
+        answer = codec.new_group_protocol_refusal(frame, code)
+        if answer is None:
+            self._bad("unsupported", peer, f"API {frame.api_key} v{frame.api_version}")
+            return False
+        metrics.REQUESTS.labels(api, "error").inc()
+        log.info("kafka_group_protocol_refused", api=api, client=conn.client_id,
+                 software=conn.client_software)
         return answer
 
     @staticmethod

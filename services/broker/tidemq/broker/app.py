@@ -129,7 +129,8 @@ class BrokerApp:
                                          settings.register_timeout_s)
         self.topic_manager = TopicManager(self.topics, settings.config_center,
                                           on_change=self.registrar.trigger,
-                                          on_deleted=self._drop_deleted_topic)
+                                          on_deleted=self._drop_deleted_topic,
+                                          broker_name=settings.broker_name)
         self.messaging = Messaging(self.store, self.topics, self.holds,
                                    long_poll_max_ms=settings.long_poll_max_ms,
                                    max_pull_messages=settings.max_pull_messages,

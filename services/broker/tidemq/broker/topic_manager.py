@@ -8,6 +8,9 @@ so routes follow within one round-trip, not one 30 s period); a topic deleted by
 also calls `on_deleted(name)` (the broker puts its messages out of reach). A topic missing from
 a full resync is dropped from the table only: a config center that lost its data must not
 delete every topic's messages.
+
+A definition with per-group queue counts is served with this broker group's count; one that
+gives this group none is not served here (as if absent: nothing is dropped).
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ class TopicManager:
     def __init__(self, table: TopicTable, config_center: str,
                  on_change: Callable[[], None] = lambda: None, *,
                  on_deleted: Callable[[str], None] = lambda name: None,
-                 call_timeout_s: float = 3.0) -> None:
+                 broker_name: str = "", call_timeout_s: float = 3.0) -> None:
         self.table = table
+        self.broker_name = broker_name
         self.on_change = on_change
         self.on_deleted = on_deleted
         self._client = ConfigClient(config_center, timeout=call_timeout_s)
@@ -80,7 +84,17 @@ class TopicManager:
                     log.exception("topic deletion callback failed", topic=name)
         else:
             topic = self._parse(event.kv.key, event.kv.value)
+            if topic is None and self._served_elsewhere(event.kv.key, event.kv.value):
+                self._apply([], [name], event.revision)   # not ours (any more): not served
+                return
             self._apply([topic] if topic is not None else [], [], event.revision)
+
+    def _served_elsewhere(self, key: str, value: bytes) -> bool:
+        try:
+            return parse_topic_definition(topic_name(key), value).for_group(
+                self.broker_name) is None
+        except TopicDefinitionError:
+            return False
 
     def _apply(self, upserts: list[TopicConfig], deletes: list[str], revision: int, *,
                replace_all: bool = False) -> None:
@@ -93,13 +107,13 @@ class TopicManager:
             except Exception:
                 log.exception("topic change callback failed")
 
-    @staticmethod
-    def _parse(key: str, value: bytes) -> TopicConfig | None:
+    def _parse(self, key: str, value: bytes) -> TopicConfig | None:
+        """What this broker serves of the definition (None: nothing, or it does not parse)."""
         name = topic_name(key)
         if not name or "/" in name:
             return None
         try:
-            return parse_topic_definition(name, value)
+            return parse_topic_definition(name, value).for_group(self.broker_name)
         except TopicDefinitionError as exc:
             log.warning("ignoring invalid topic definition", key=key, error=str(exc))
             return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.configclient.topics import TopicConfig
@@ -46,7 +46,7 @@ class TopicTable:
 
     def _persist(self) -> None:
         doc = {"revision": self.revision,
-               "topics": [asdict(t) for t in sorted(self._topics.values(), key=lambda t: t.name)]}
+               "topics": [t.to_json() for t in sorted(self._topics.values(), key=lambda t: t.name)]}
         self._file.write(json.dumps(doc, indent=1).encode())
 
     def get(self, name: str) -> TopicConfig | None:
