@@ -300,10 +300,15 @@ class Controller:
                    evidence: Evidence) -> None:
         """Delete the master's live key at the revision judged (a renewal since cancels it:
         the master then still serves), then elect as for a master that is not live."""
-        self.leadership.check()
-        result = self.client.delete(live_key(broker_name, master.replica_id),
-                                    expected_revision=master.mod_revision)
+        key = live_key(broker_name, master.replica_id)
+        fence = self.leadership.fence()  # like every controller write: only while ours
+        result = self.client.txn([(key, "mod", master.mod_revision), fence], {}, [key])
         if not result.succeeded:
+            held = result.compared.get(fence[0])
+            if held is None or held.create_revision != fence[2]:
+                log.info("not fencing out: this controller's claim is gone",
+                         group=broker_name, master=master.replica_id)
+                return
             log.info("master renewed while judged failed; kept", group=broker_name,
                      master=master.replica_id, reason=reason)
             return
