@@ -1,8 +1,8 @@
 """The chaos suite: seeded fault schedules against a 3-replica SYNC_MASTER group and its
 control plane (a 3-member etcd cluster and two config centers over it).
 
-CI runs one short schedule with a fixed seed that draws every fault kind once
-(schedule.CI_SEED, `every_kind`); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N weighted random
+CI runs one short schedule with a fixed seed that draws every fault kind once, with quick holds
+(schedule.CI_SEED, `every_kind`, `quick`; CHAOS_QUICK=0 for the full holds); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N weighted random
 schedules of M faults each (seeds S, S+1, ...), printing one summary line per run. A failure
 names its seed; `make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it (CHAOS_EVERY_KIND=1 for
 the CI kind of schedule). A run fails on a lost acknowledged message, diverged replicas, a lost
