@@ -352,7 +352,14 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                        outages={kind: (message_outages[kind], config_outages[kind])
                                 for kind in message_outages},
                        elections=elections, masterless=masterless)
-        line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
+        # A wait naming nobody (the controller bug branch fix36b fixes: an election from a
+        # killed replica's stale live key): reported, with the seed.
+        nobody = sum(n.log.read_text(errors="replace").count("waiting for replica(s) []")
+                     for n in group.namesrvs if n.log.exists())
+        if nobody:
+            log(f"chaos seed={seed} the controller waited for replica(s) [] {nobody} times")
+        line += (f" waiting_for_nobody={nobody} broker_crashes={len(group.crashes)} "
+                 + consumption_summary(consumers))
         _explain_consumers(consumers, stored, windows, seed, log)
         for problem in [*watchers.errors, *masters.errors]:
             log(f"chaos seed={seed} {problem}")
