@@ -184,15 +184,18 @@ class Watchers(_Threads):
 
 def replay(client, prefix: str, start_revision: int, upto: int, timeout_s: float = 120) -> list:
     """Every change (config client Event) under `prefix` in [start_revision, upto], read from
-    the store by a fresh watch: a stream, so a long run's history is no single reply."""
+    the store by a fresh watch: a stream, so a long run's history is no single reply. Ends at
+    the first change past `upto` (a prefix still written to, such as the live keys' renewals,
+    never goes quiet) or once the watch has covered `upto`."""
     changes = []
     deadline = time.monotonic() + timeout_s
     with client.watch(prefix, start_revision=start_revision) as watch:
         while time.monotonic() < deadline:
             event = watch.poll(0.5)
             if event is not None:
-                if event.revision <= upto:
-                    changes.append(event)
+                if event.revision > upto:   # handed in revision order: all before it are in
+                    return changes
+                changes.append(event)
             elif watch.revision is not None and watch.revision >= upto:
                 # Events are queued before the revision they cover is: drain them.
                 while (event := watch.poll(0.05)) is not None:

@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos.verify import controller_writes, master_grants
+from tests.chaos.verify import controller_writes, master_grants, store_master_ends
 from tests.support.cluster import (
     BROKER_TEST_FLAGS,
     CONTROLLER_TEST_FLAGS,
     REPLICATION_TEST_FLAGS,
     process_group,
 )
+from tests.support.damage import lose_tail, written_end
 from tests.support.etcd import EtcdCluster, EtcdMember
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import ServiceProcess, free_port, freeze, wait_until
@@ -48,8 +51,13 @@ class Replica:
     paused: bool = False
 
     @property
+    def store_dir(self) -> Path:
+        """The broker's store (CommitLog, queues, epochs, its store id): what a disk holds."""
+        return self.process.workdir / "data" / "store"
+
+    @property
     def commitlog_dir(self) -> Path:
-        return self.process.workdir / "data" / "store" / "commitlog"
+        return self.store_dir / "commitlog"
 
     @property
     def running(self) -> bool:
@@ -66,6 +74,9 @@ class ChaosGroup:
     # Brokers that died on their own while restarting (a signal or an error exit): each is
     # started once more so the run reaches its verdicts, and the run fails on them at the end.
     crashes: list[str] = field(default_factory=list)
+    # (monotonic time, replica id) of every kill and planned stop: when a master was gone
+    # (verify.masterless_spans), before the controller can know it.
+    downs: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def config_center(self) -> ServiceProcess:
@@ -199,6 +210,14 @@ class ChaosGroup:
         return [grant for replica in self.replicas if replica.process.log.exists()
                 for grant in master_grants(replica.process.log.read_text(errors="replace"))]
 
+    def store_master_ends(self) -> dict[tuple[int, int], int]:
+        """(replica, epoch) -> the log end its store had when it became master of that epoch
+        (its logs: restarts append)."""
+        return {(replica.replica_id, epoch): end for replica in self.replicas
+                if replica.process.log.exists()
+                for epoch, end in store_master_ends(
+                    replica.process.log.read_text(errors="replace")).items()}
+
     def controller_writes(self) -> list[tuple[int, int]]:
         """(revision, lease) of every write the name servers' logs record (restarts append)."""
         return [write for namesrv in self.namesrvs if namesrv.log.exists()
@@ -246,6 +265,7 @@ class ChaosGroup:
     # -- faults ------------------------------------------------------------------------------
     def kill(self, replica: Replica) -> None:
         replica.process.kill()
+        self.downs.append((time.monotonic(), replica.replica_id))
 
     def restart(self, replica: Replica) -> None:
         if replica.running:
@@ -259,6 +279,56 @@ class ChaosGroup:
                                 f"{replica.process.proc.returncode} while restarting: "
                                 f"{str(exc).splitlines()[-1]} (log: {replica.process.log})")
             replica.process.start(timeout=60)
+
+    def stop(self, replica: Replica) -> None:
+        """A planned stop: SIGTERM, the broker drains and revokes its lease."""
+        self.downs.append((time.monotonic(), replica.replica_id))   # it serves no more
+        replica.process.stop()
+
+    def wipe(self, replica: Replica) -> None:
+        """Its disk replaced: the store deleted (a new store id at the next start). Only a
+        replica that is down."""
+        assert not replica.running, f"replica-{replica.replica_id} is running"
+        shutil.rmtree(replica.store_dir, ignore_errors=True)
+
+    def drop_tail(self, replica: Replica, length: int) -> int:
+        """A power loss: the last `length` bytes of its active CommitLog segment never reached
+        the disk (zeroed). Only a replica that is down. Returns the bytes dropped."""
+        assert not replica.running, f"replica-{replica.replica_id} is running"
+        return lose_tail(replica.commitlog_dir, written_end(replica.commitlog_dir), length)
+
+    def wait_out_of_sync(self, replica: Replica, timeout: float = 30.0) -> None:
+        """Until the recorded in-sync set no longer holds it (a stopped slave: the master
+        shrinks the set after `replica_lag_max_ms` and writes go on without it)."""
+        def out() -> bool:
+            try:
+                return replica.replica_id not in self.state().get("in_sync", ())
+            except Exception:
+                return False
+
+        wait_until(out, timeout, interval=0.1,
+                   message=f"replica-{replica.replica_id} out of the in-sync set")
+
+    def incarnation(self, replica: Replica) -> str | None:
+        """The incarnation its live key shows (None: no live key, or unreadable)."""
+        try:
+            return self.live().get(replica.replica_id, {}).get("incarnation")
+        except Exception:
+            return None
+
+    def wait_new_incarnation(self, replica: Replica, old: str | None,
+                             timeout: float = 30.0) -> str:
+        """Until its live key shows an incarnation other than `old`: the controller has seen
+        the restarted replica (what the faults that kill a master after a restart wait for,
+        as an operator's sequence would)."""
+        return wait_until(lambda: (found := self.incarnation(replica)) not in (None, old)
+                          and found, timeout, interval=0.1,
+                          message=f"replica-{replica.replica_id}'s new live key")
+
+    def restart_all(self, replicas: list[Replica]) -> None:
+        """`restart` of each, at the same time."""
+        with ThreadPoolExecutor(max(1, len(replicas))) as pool:
+            list(pool.map(self.restart, replicas))
 
     def pause(self, replica: Replica) -> None:
         os.kill(replica.process.pid, signal.SIGSTOP)
@@ -276,6 +346,14 @@ class ChaosGroup:
     def heal(self, replica: Replica) -> None:
         for proxy in replica.proxies:
             proxy.heal()
+
+    def cut_ha(self, replica: Replica) -> None:
+        """Its slaves cut off its HA stream only (it keeps its lease and the controller): a
+        replica that restarts empty cannot copy from it, as a disk replaced in production
+        takes minutes to fill, not the milliseconds of loopback."""
+        for proxy in replica.proxies:
+            if proxy.name == "ha":
+                proxy.cut()
 
     def undo_all(self) -> None:
         for member in self.etcd.members if self.etcd is not None else ():

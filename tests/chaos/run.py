@@ -22,11 +22,13 @@ from tests.chaos.config_load import PREFIX, KeyWriters, Register, Watchers, repl
 from tests.chaos.consumers import OffsetReader, PopReader, drained
 from tests.chaos.faults import BY_NAME
 from tests.chaos.group import GROUP, ChaosGroup, start_group
+from tests.chaos.masters import ReplicationWatch, group_key, history, live_prefix
 from tests.chaos.schedule import Fault, schedule
 from tests.chaos.verify import (
     Ack,
     ConsumerVerdict,
     ControllerVerdict,
+    ElectionVerdict,
     EpochVerdict,
     KeyVerdict,
     RegisterVerdict,
@@ -35,13 +37,16 @@ from tests.chaos.verify import (
     check_acks,
     check_consumption,
     check_controllers,
+    check_elections,
     check_epochs,
     check_key_writes,
     check_register,
     check_replicas,
     check_watch,
     consumption_summary,
+    masterless_spans,
     outages_by_kind,
+    spans_by_kind,
     summary,
 )
 from tests.support.processes import wait_until
@@ -121,6 +126,8 @@ class Outcome:
     watches: list[WatchVerdict]
     epochs: EpochVerdict
     controllers: ControllerVerdict
+    elections: ElectionVerdict
+    masterless: dict[str, float]   # fault kind -> longest time the group had no master
     consumers: list[ConsumerVerdict]
     crashes: list[str]
     line: str
@@ -248,7 +255,9 @@ def _store_verdicts(group: ChaosGroup, writers: KeyWriters, register: Register,
                          for e in replay(client, LEADER_KEY, 1, upto)]
         controllers = check_controllers(leader_events, group.controller_writes(),
                                         [e.revision for e in group_history if e.type == "PUT"])
-    return keys, chain, watches, epochs, controllers
+        elections = check_elections(history(client, GROUP, upto), group_key(GROUP),
+                                    live_prefix(GROUP), group.store_master_ends())
+    return keys, chain, watches, epochs, controllers, elections
 
 
 def _watchers_caught_up(watchers: Watchers, writers: KeyWriters) -> bool:
@@ -257,8 +266,10 @@ def _watchers_caught_up(watchers: Watchers, writers: KeyWriters) -> bool:
 
 
 def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
-              lease_ttl_s: float = CHAOS_LEASE_TTL_S, every_kind: bool = False) -> Outcome:
-    faults = schedule(seed, fault_count, lease_ttl_s=lease_ttl_s, every_kind=every_kind)
+              lease_ttl_s: float = CHAOS_LEASE_TTL_S, every_kind: bool = False,
+              quick: bool = False) -> Outcome:
+    faults = schedule(seed, fault_count, lease_ttl_s=lease_ttl_s, every_kind=every_kind,
+                      quick=quick)
     log(f"chaos seed={seed} schedule: {', '.join(map(str, faults))}")
     rng = random.Random(seed ^ 0x5EED)
     with ExitStack() as stack:
@@ -279,6 +290,8 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         stack.callback(writer.stop)
         register = Register(group.config_addrs).start()
         stack.callback(register.stop)
+        masters = ReplicationWatch(group.config_addrs, GROUP).start()
+        stack.callback(masters.stop)
         wait_until(lambda: workload.acks and writer.acks and register.acks, 60,
                    message="the first acknowledged send, config write and register write")
         windows: list[tuple[str, float]] = []
@@ -310,6 +323,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         if not _poll(lambda: _watchers_caught_up(watchers, writer), DRAIN_TIMEOUT_S):
             log(f"chaos seed={seed} watchers not caught up after {DRAIN_TIMEOUT_S}s")
         watchers.stop()
+        masters.stop()
         if not _poll(lambda: drained(readers, workload.acks, pop), DRAIN_TIMEOUT_S):
             log(f"chaos seed={seed} consumers not drained after {DRAIN_TIMEOUT_S}s")
         for reader in readers:
@@ -323,18 +337,37 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         verdict = check_acks(workload.acks, stored[TOPIC])
         verdict.diverged = check_replicas(
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
-        keys, chain, watches, epochs, controllers = _store_verdicts(group, writer, register,
-                                                                    watchers)
+        keys, chain, watches, epochs, controllers, elections = _store_verdicts(
+            group, writer, register, watchers)
+        masterless = spans_by_kind(masterless_spans(masters.events, group_key(GROUP),
+                                                    live_prefix(GROUP), end, group.downs),
+                                   windows)
+        if not masters.events:   # nothing timed: the figures say nothing (test_chaos fails)
+            masterless = {}
         message_outages = outages_by_kind(workload.ack_times, windows, end)
         config_outages = outages_by_kind(writer.ack_times, windows, end)
         line = summary(seed, len(faults), verdict, workload.longest_outage_s,
                        workload.unacknowledged, keys=keys, register=chain, watches=watches,
                        epochs=epochs, controllers=controllers,
                        outages={kind: (message_outages[kind], config_outages[kind])
-                                for kind in message_outages})
-        line += f" broker_crashes={len(group.crashes)} " + consumption_summary(consumers)
+                                for kind in message_outages},
+                       elections=elections, masterless=masterless)
+        # A wait naming nobody (the controller bug branch fix36b fixes: an election from a
+        # killed replica's stale live key): reported, with the seed.
+        nobody = sum(n.log.read_text(errors="replace").count("waiting for replica(s) []")
+                     for n in group.namesrvs if n.log.exists())
+        if nobody:
+            log(f"chaos seed={seed} the controller waited for replica(s) [] {nobody} times")
+        line += (f" waiting_for_nobody={nobody} broker_crashes={len(group.crashes)} "
+                 + consumption_summary(consumers))
         _explain_consumers(consumers, stored, windows, seed, log)
-        for problem in watchers.errors:
+        for problem in [*watchers.errors, *masters.errors]:
             log(f"chaos seed={seed} {problem}")
+        for election in [*elections.below, *elections.gone][:5]:
+            log(f"chaos seed={seed} election at revision {election.revision}: replica "
+                f"{election.master} at epoch {election.epoch}, log end {election.held} "
+                f"({election.incarnation or 'no incarnation'}), confirmed "
+                f"offset before {election.floor}"
+                f"{' (its process was gone)' if election in elections.gone else ''}")
         return Outcome(seed, faults, verdict, keys, chain, watches, epochs, controllers,
-                       consumers, group.crashes, line)
+                       elections, masterless, consumers, group.crashes, line)

@@ -40,11 +40,13 @@ class Fault:
         return f"{self.kind}({self.hold_s:.1f}s)"
 
 
-def schedule(seed: int, count: int, *, lease_ttl_s: float,
-             every_kind: bool = False) -> list[Fault]:
+def schedule(seed: int, count: int, *, lease_ttl_s: float, every_kind: bool = False,
+             quick: bool = False) -> list[Fault]:
     """`count` faults drawn from `seed`, each held for a time in its kind's range.
     `every_kind`: the first len(FAULTS) faults are every kind once, in a seeded order (then
-    weighted draws); what CI runs, so each kind is exercised on every CI run."""
+    weighted draws); what CI runs, so each kind is exercised on every CI run. `quick` (CI too):
+    short holds up to faults.QUICK_SHORT_S and settles of 0.2-0.6 s, so every kind fits in
+    CI's time."""
     rng = random.Random(seed)
     kinds: list[str] = []
     if every_kind:
@@ -54,7 +56,7 @@ def schedule(seed: int, count: int, *, lease_ttl_s: float,
     kinds += rng.choices(KINDS, WEIGHTS, k=count - len(kinds))
     faults = []
     for kind in kinds:
-        low, high = BY_NAME[kind].hold.bounds(lease_ttl_s)
+        low, high = BY_NAME[kind].hold.bounds(lease_ttl_s, quick)
         faults.append(Fault(kind, round(rng.uniform(low, high), 2),
-                            round(rng.uniform(0.2, 1.5), 2)))
+                            round(rng.uniform(0.2, 0.6 if quick else 1.5), 2)))
     return faults

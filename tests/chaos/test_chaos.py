@@ -1,15 +1,17 @@
 """The chaos suite: seeded fault schedules against a 3-replica SYNC_MASTER group and its
 control plane (a 3-member etcd cluster and two config centers over it).
 
-CI runs one short schedule with a fixed seed that draws every fault kind once
-(schedule.CI_SEED, `every_kind`); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N weighted random
+CI runs one short schedule with a fixed seed that draws every fault kind once, with quick holds
+(schedule.CI_SEED, `every_kind`, `quick`; CHAOS_QUICK=0 for the full holds); `make chaos RUNS=N FAULTS=M [SEED=S]` runs N weighted random
 schedules of M faults each (seeds S, S+1, ...), printing one summary line per run. A failure
 names its seed; `make chaos RUNS=1 SEED=<seed> FAULTS=<m>` replays it (CHAOS_EVERY_KIND=1 for
 the CI kind of schedule). A run fails on a lost acknowledged message, diverged replicas, a lost
 acknowledged config write (or revisions acknowledged out of order to one writer), a
 compare-and-set register whose history is not one chain holding every acknowledged write, a
 watcher that skipped a revision, an epoch granted twice, a controller writing outside its own
-term, or — for each consumer group (pop, offset) — an acknowledged message it never got after
+term, a master elected below the confirmed offset recorded before it (a group that waits for
+a complete replica instead is fine), a run ending without a live master, or — for each
+consumer group (pop, offset) — an acknowledged message it never got after
 the drain, a record it was handed that the final log does not hold at that queue offset (a
 phantom read), a message the pop group left unacked that never came back, or an acknowledged
 pop handed out again; and on a broker that died on its own while restarting (restarted once
@@ -30,6 +32,8 @@ RUNS = int(os.environ.get("CHAOS_RUNS", "1"))
 FAULTS = int(os.environ.get("CHAOS_FAULTS", str(CI_FAULTS)))
 # Without CHAOS_FAULTS (CI): the first faults are every kind once.
 EVERY_KIND = os.environ.get("CHAOS_EVERY_KIND", "" if "CHAOS_FAULTS" in os.environ else "1") == "1"
+# ...with short holds and settles (schedule.schedule's `quick`), so every kind fits in CI's time.
+QUICK = os.environ.get("CHAOS_QUICK", "" if "CHAOS_FAULTS" in os.environ else "1") == "1"
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +41,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(600 + 120 * FAULTS)
 @pytest.mark.parametrize("seed", [SEED + run for run in range(RUNS)])
 def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
-    outcome = run_chaos(tmp_path, seed, FAULTS, every_kind=EVERY_KIND)
+    outcome = run_chaos(tmp_path, seed, FAULTS, every_kind=EVERY_KIND, quick=QUICK)
     with capsys.disabled():
         print(f"\n{outcome.line}")
     assert not outcome.verdict.losses, (
@@ -86,6 +90,16 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
     assert not controllers.outside_term, (
         f"controllers wrote outside their own term (seed {seed}; revision, lease): "
         f"{controllers.outside_term[:5]}")
+    elections = outcome.elections
+    assert elections.elections, f"no election in the group key's history: nothing judged " \
+        f"(seed {seed})"
+    assert not elections.below, (
+        f"masters elected below the confirmed offset (seed {seed}; revision, epoch, replica, "
+        f"log end, confirmed offset): "
+        f"{[(e.revision, e.epoch, e.master, e.held, e.floor) for e in elections.below[:5]]}")
+    assert elections.ended_with_master, f"the run ended without a live master (seed {seed})"
+    assert outcome.masterless, (
+        f"the replication watch saw no change: no masterless time measured (seed {seed})")
     assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
     for consumer in outcome.consumers:
         assert not consumer.losses, (

@@ -16,7 +16,12 @@ the replicas hold (no process, no network here, so the checks themselves are uni
   brokers' "role change" log lines);
 - never two controllers writing (`check_controllers`: every write a controller logged falls
   in its own term of the leader key's history);
-- the longest write outage (messages, config writes) per fault kind (`outages_by_kind`).
+- never a master elected below the confirmed offset (`check_elections`: the group key's
+  history with the live keys', each election's master against the confirmed offset recorded
+  before it); a group that waits for a complete replica is fine, and counted;
+- the longest write outage (messages, config writes) per fault kind (`outages_by_kind`), and
+  how long the group stayed without a master per fault kind (`masterless_spans`,
+  `spans_by_kind`).
 
 Every verdict fails when it found nothing to judge (no acknowledged write, no event, no
 grant, no term): a run that exercised nothing, or a log format that no longer parses, must
@@ -371,8 +376,11 @@ def summary(seed: int, faults: int, verdict: Verdict, longest_outage_s: float,
             register: RegisterVerdict | None = None,
             watches: Sequence[WatchVerdict] = (), epochs: EpochVerdict | None = None,
             controllers: ControllerVerdict | None = None,
-            outages: Mapping[str, tuple[float, float]] | None = None) -> str:
-    """One line; `outages`: kind -> (longest message outage, longest config-write outage)."""
+            outages: Mapping[str, tuple[float, float]] | None = None,
+            elections: ElectionVerdict | None = None,
+            masterless: Mapping[str, float] | None = None) -> str:
+    """One line; `outages`: kind -> (longest message outage, longest config-write outage);
+    `masterless`: kind -> longest time the group had no master."""
     line = (f"chaos seed={seed} faults={faults} acks={verdict.acks} "
             f"losses={len(verdict.losses)} duplicates={verdict.duplicates} "
             f"diverged={len(verdict.diverged)} unacknowledged_sends={failed_sends} "
@@ -396,6 +404,15 @@ def summary(seed: int, faults: int, verdict: Verdict, longest_outage_s: float,
         line += (f" controller_terms={controllers.terms} controller_writes="
                  f"{controllers.writes} writes_outside_term={len(controllers.outside_term)} "
                  f"unattributed_group_writes={controllers.unattributed}")
+    if elections is not None:
+        line += (f" elections={elections.elections} below_confirmed={len(elections.below)} "
+                 f"judged_by_store={elections.by_store} "
+                 f"judged_by_incarnation={elections.by_incarnation} waits={elections.waits} "
+                 f"deposed={elections.deposed} elected_gone={len(elections.gone)} "
+                 f"ended_with_master={elections.ended_with_master}")
+    if masterless is not None:
+        line += " masterless=" + ",".join(
+            f"{kind}:{seconds:.2f}s" for kind, seconds in sorted(masterless.items()))
     if outages:
         line += " outages(msg/config)=" + ",".join(
             f"{kind}:{message:.2f}/{config_write:.2f}s"
@@ -487,3 +504,220 @@ def consumption_summary(verdicts: Iterable[ConsumerVerdict]) -> str:
         f"acked_handed_again={len(v.acked_handed_again)} unacked={v.unacked} "
         f"unacked_not_returned={len(v.not_returned)} "
         f"returned_across_promotion={v.returned_across_promotion}" for v in verdicts)
+
+
+# -- elections and masterless time (issue #36) ---------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReplicationEvent:
+    """One change of the group key or of a live key, in store order: `value` the JSON written
+    (None: deleted); `at` when the run's watch was handed it (monotonic; 0 when replayed)."""
+
+    revision: int
+    key: str
+    value: Mapping | None
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Election:
+    """A master granted at `revision`: `held` the log end it was judged by (its store's when
+    it took the grant, else its live key's; -1: none known), `floor` the confirmed offset
+    recorded before."""
+
+    revision: int
+    epoch: int
+    master: int
+    held: int
+    floor: int
+    incarnation: str = ""
+
+
+@dataclass
+class ElectionVerdict:
+    elections: int = 0                # grants after the first (new master or new epoch)
+    by_store: int = 0                 # judged by the log end the master's store took it at
+    by_incarnation: int = 0           # judged by the in-sync incarnation (never acted on)
+    below: list[Election] = field(default_factory=list)   # elected below the floor: failing
+    waits: int = 0                    # times the group started waiting (waiting_for set)
+    deposed: int = 0                  # times a master was deposed with nobody elected
+    gone: list[Election] = field(default_factory=list)   # elected from a dead process's key
+    ended_with_master: bool = False   # the last state names a master whose live key is up
+
+    @property
+    def ok(self) -> bool:
+        return self.elections > 0 and not self.below and self.ended_with_master
+
+
+_STORE_MASTER = re.compile(r"\bstore is master\b(?P<fields>.*)$")
+
+
+def store_master_ends(log_text: str) -> dict[int, int]:
+    """epoch -> the log end a broker's store had when it became master of that epoch (its
+    "store is master epoch=E log_end=N" lines; the first of an epoch: a restart that takes the
+    same epoch again logs a later end)."""
+    ends: dict[int, int] = {}
+    for line in log_text.splitlines():
+        found = _STORE_MASTER.search(line)
+        if found:
+            fields = dict(_FIELD.findall(found["fields"]))
+            if "epoch" in fields and "log_end" in fields:
+                ends.setdefault(int(fields["epoch"]), int(fields["log_end"]))
+    return ends
+
+
+def _live_replica(key: str, live_prefix: str) -> int | None:
+    tail = key[len(live_prefix):] if key.startswith(live_prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def check_elections(events: Sequence[ReplicationEvent], group_key: str, live_prefix: str,
+                    store_ends: Mapping[tuple[int, int], int] | None = None) -> ElectionVerdict:
+    """Never a master elected below the confirmed offset. `events`: the group key's and its
+    live keys' whole history (`live_prefix` + replica id), in store order; `store_ends`:
+    (replica, epoch) -> the log end its store had when it became master of that epoch (the
+    brokers' logs, `store_master_ends`).
+
+    Every write of the group key that grants a master — another replica, or a new epoch — after
+    the first is an election. Its floor is the `confirmed_offset` of the state before it, and
+    the master must have held at least that:
+    - a master that took the grant is judged by its store's log end at that moment (the
+      truth: nothing the controller saw or believed);
+    - a grant nobody acted on (the process was gone, or refused to serve a copy it no longer
+      holds) is judged by what the controller saw: its live key's log end at the election (its
+      last one, if the key was deleted just before) — and, as that end is published once per
+      renewal and may lag the log, a master live under the very incarnation the set before the
+      election counted it with (the same process, a member that acknowledged every confirmed
+      byte) qualifies by that (`by_incarnation`).
+    Anything else — a wiped replica (another store id), one back from a lost tail below the
+    floor — is an election below the confirmed offset. A group that waits (`waiting_for` set,
+    or a master deposed to -1) elected nobody: counted, never a failure.
+
+    Also reported (not judged): `gone`, masters whose process had already died when elected,
+    known afterwards because the replica's next live key came under another incarnation with
+    no renewal under the elected one in between (the controller trusted a dead process's key).
+    Fails with no election to judge, or when the history ends without a live master."""
+    store_ends = store_ends or {}
+    verdict = ElectionVerdict()
+    live: dict[int, Mapping] = {}       # last value each replica published (kept on delete)
+    up: set[int] = set()
+    state: Mapping | None = None
+    pending: list[Election] = []        # elections whose master has not renewed since
+    for event in events:
+        replica = _live_replica(event.key, live_prefix)
+        if replica is not None:
+            if event.value is None:
+                up.discard(replica)
+                continue
+            up.add(replica)
+            live[replica] = event.value
+            for election in [e for e in pending if e.master == replica]:
+                pending.remove(election)
+                if event.value.get("incarnation", "") != election.incarnation:
+                    verdict.gone.append(election)
+            continue
+        if event.key != group_key or event.value is None:
+            continue
+        new, old = event.value, state
+        state = new
+        if old is None:
+            continue
+        if new.get("waiting_for") and not old.get("waiting_for"):
+            verdict.waits += 1
+        master = int(new.get("master", -1))
+        if master < 0:
+            if int(old.get("master", -1)) >= 0:
+                verdict.deposed += 1
+            continue
+        epoch = int(new.get("epoch", 0))
+        if (master, epoch) == (int(old.get("master", -1)), int(old.get("epoch", 0))):
+            continue
+        shown = live.get(master, {})
+        incarnation = str(shown.get("incarnation", ""))
+        floor = int(old.get("confirmed_offset", 0))
+        verdict.elections += 1
+        if incarnation:
+            pending.append(Election(event.revision, epoch, master, -1, floor, incarnation))
+        if (master, epoch) in store_ends:
+            verdict.by_store += 1
+            held = store_ends[(master, epoch)]
+            if held < floor:
+                verdict.below.append(Election(event.revision, epoch, master, held, floor,
+                                              incarnation))
+            continue
+        held = int(shown.get("log_end", -1))
+        if held >= floor:
+            continue
+        counted = dict(old.get("incarnations", {})).get(str(master), "")
+        if master in old.get("in_sync", ()) and incarnation and counted == incarnation:
+            verdict.by_incarnation += 1
+        else:
+            verdict.below.append(Election(event.revision, epoch, master, held, floor,
+                                          incarnation))
+    if state is not None:
+        verdict.ended_with_master = int(state.get("master", -1)) in up \
+            and not state.get("waiting_for")
+    return verdict
+
+
+def masterless_spans(events: Sequence[ReplicationEvent], group_key: str, live_prefix: str,
+                     end: float, downs: Sequence[tuple[float, int]] = ()
+                     ) -> list[tuple[float, float]]:
+    """(from, until) of every time the group had no master, by the watch's clock: the group
+    key names none (-1), names one that is not up, or waits (`waiting_for` set). A replica is
+    up from a live key written by a running process: `downs` = (when, replica) of every kill
+    or stop the run made, so a killed master counts as gone from its kill, not from when the
+    controller noticed — its old key (and a renewal the watch hands over late) no longer
+    counts; its next process's key (another incarnation) does. A frozen or cut-off master
+    counts as gone once the controller fences it out (its key deleted). A span still open at
+    `end` closes there; nothing after `end` is read."""
+    spans: list[tuple[float, float]] = []
+    up: set[int] = set()
+    shown: dict[int, str] = {}      # the incarnation of each replica's last key
+    dead: dict[int, str] = {}       # the incarnation a kill or stop ended
+    state: Mapping | None = None
+    since: float | None = None
+    timeline = sorted([(event.at, 0, event) for event in events if event.at <= end]
+                      + [(at, 1, replica) for at, replica in downs if at <= end],
+                      key=lambda item: item[:2])
+    for at, is_down, item in timeline:
+        if is_down:
+            up.discard(item)
+            dead[item] = shown.get(item, "")
+        elif (replica := _live_replica(item.key, live_prefix)) is not None:
+            if item.value is None:
+                up.discard(replica)
+            else:
+                shown[replica] = str(item.value.get("incarnation", ""))
+                if dead.get(replica) != shown[replica]:
+                    up.add(replica)
+                    dead.pop(replica, None)
+        elif item.key == group_key and item.value is not None:
+            state = item.value
+        else:
+            continue
+        if state is None:
+            continue
+        has_master = int(state.get("master", -1)) in up and not state.get("waiting_for")
+        if not has_master and since is None:
+            since = at
+        elif has_master and since is not None:
+            spans.append((since, at))
+            since = None
+    if since is not None:
+        spans.append((since, end))
+    return spans
+
+
+def spans_by_kind(spans: Sequence[tuple[float, float]], faults: Sequence[tuple[str, float]]
+                  ) -> dict[str, float]:
+    """The longest span per fault kind, each counted for the fault in whose window it began
+    (from the fault's start to the next one's); spans before the first fault are not
+    counted. A kind whose faults left the group a master throughout has 0."""
+    worst = {kind: 0.0 for kind, _ in faults}
+    starts = [start for _, start in faults]
+    for began, ended in spans:
+        index = bisect_right(starts, began) - 1
+        if index >= 0:
+            kind = faults[index][0]
+            worst[kind] = max(worst[kind], ended - began)
+    return worst

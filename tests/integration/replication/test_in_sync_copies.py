@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 from tidemq.client import Message, Producer
@@ -37,6 +36,7 @@ from tests.integration.replication.replica_group import (
     wait_in_sync,
 )
 from tests.support.cli import TIDEMQ
+from tests.support.damage import lose_tail
 from tests.support.faultproxy import FaultProxy
 from tests.support.processes import free_port, wait_until
 
@@ -142,18 +142,6 @@ def test_a_sync_send_is_never_acknowledged_for_a_wiped_slave_catching_up(cluster
         acked[(result.queue_id, result.queue_offset)] = b"after"
         wait_until(lambda: not lost(acked, read_all(group.replicas[wiped].addr)), 30,
                    interval=0.2, message="every acknowledged message on the replaced replica")
-
-
-def lose_tail(commitlog: Path, end: int, length: int) -> None:
-    """What a power loss does to an ASYNC_FLUSH replica's unflushed tail: the last `length`
-    bytes below log end `end` never reached the disk (zeros, as the preallocated segment
-    held before; the cut lands inside a record, so recovery also drops that torn record)."""
-    segments = sorted((int(p.name), p) for p in commitlog.iterdir() if p.name.isdigit())
-    base, path = max((s for s in segments if s[0] < end), key=lambda s: s[0])
-    cut = max(0, end - length - base)
-    with open(path, "r+b") as f:
-        f.seek(cut)
-        f.write(bytes(end - base - cut))
 
 
 def test_a_slave_that_lost_its_unflushed_tail_is_out_until_caught_up(cluster):

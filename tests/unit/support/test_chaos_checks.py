@@ -22,10 +22,12 @@ from tests.chaos.verify import (
     CasAck,
     Delivery,
     KeyAck,
+    ReplicationEvent,
     Verdict,
     check_acks,
     check_consumption,
     check_controllers,
+    check_elections,
     check_epochs,
     check_key_writes,
     check_register,
@@ -35,10 +37,14 @@ from tests.chaos.verify import (
     controller_writes,
     epoch_conflicts,
     master_grants,
+    masterless_spans,
     outages_by_kind,
     register_value,
+    spans_by_kind,
+    store_master_ends,
     summary,
 )
+from tests.support.damage import lose_tail, written_end
 
 
 def test_every_ack_found_is_clean_and_a_retried_copy_is_a_duplicate():
@@ -69,29 +75,41 @@ def test_replicas_compared_byte_for_byte_below_the_confirmed_offset(tmp_path):
     assert check_replicas(logs, 2001) == ["b"]
 
 
-@given(st.integers(0, 2**32), st.integers(0, 40), st.booleans())
-def test_a_seed_replays_the_same_schedule(seed, count, every_kind):
-    first = schedule(seed, count, lease_ttl_s=5, every_kind=every_kind)
-    assert first == schedule(seed, count, lease_ttl_s=5, every_kind=every_kind)
+@given(st.integers(0, 2**32), st.integers(0, 40), st.booleans(), st.booleans())
+def test_a_seed_replays_the_same_schedule(seed, count, every_kind, quick):
+    first = schedule(seed, count, lease_ttl_s=5, every_kind=every_kind, quick=quick)
+    assert first == schedule(seed, count, lease_ttl_s=5, every_kind=every_kind, quick=quick)
     assert len(first) == count and all(f.kind in KINDS for f in first)
     for fault in first:
-        low, high = BY_NAME[fault.kind].hold.bounds(5)
+        low, high = BY_NAME[fault.kind].hold.bounds(5, quick)
         assert low - 0.01 <= fault.hold_s <= high + 0.01
+        assert 0.2 <= fault.settle_s <= (0.6 if quick else 1.5)
     assert all(f.hold_s > 5 for f in first if f.kind in HELD_PAST_LEASE)
     if every_kind and count >= len(KINDS):
         assert {f.kind for f in first[:len(KINDS)]} == set(KINDS)
 
 
 def test_the_ci_schedule_draws_every_fault_kind():
-    kinds = [f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=5, every_kind=True)]
+    kinds = [f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=5, every_kind=True,
+                                      quick=True)]
     assert sorted(kinds) == sorted(KINDS)
+    assert {"wipe_slave", "wipe_master_after_kill", "drop_unflushed_tail",
+            "slave_stopped_slave_wiped_master_killed"} <= set(kinds)
+
+
+def test_quick_holds_shorten_only_the_short_range():
+    assert Hold.SHORT.bounds(5, quick=True) == (0.2, 1.5)
+    for hold in (Hold.PAST_LEASE, Hold.ELECTION, Hold.DETECTION, Hold.WAIT):
+        assert hold.bounds(5, quick=True) == hold.bounds(5)
+    assert Hold.WAIT.bounds(5)[0] >= 2.0   # past a killed master's detection (~1 s)
 
 
 def test_the_fault_table_has_one_row_per_kind_with_what_it_needs():
     assert len(BY_NAME) == len(FAULTS) == len(KINDS)
     for kind in FAULTS:
         assert kind.weight > 0 and callable(kind.apply) and callable(kind.undo)
-        assert kind.plane in ("broker", "store")
+        assert kind.plane in ("broker", "disk", "store")
+    assert {kind.plane for kind in FAULTS} == {"broker", "disk", "store"}
     assert Hold.ELECTION.bounds(5) == (1.2, 2.5)   # just past etcd's 1 s election timeout
     low, high = Hold.DETECTION.bounds(5)
     assert 3.6 <= low < high < 5                    # around detection, below the lease
@@ -263,7 +281,11 @@ def test_the_summary_line_names_every_verdict():
                    watches=[check_watch("watcher0", [(3, "/a")], [(3, "/a")])],
                    epochs=check_epochs([(1, 0)], [(0, 1)]),
                    controllers=check_controllers([(1, 5)], [(2, 5)], [2]),
-                   outages={"kill_etcd_leader": (1.5, 2.25)})
+                   outages={"kill_etcd_leader": (1.5, 2.25)},
+                   elections=check_elections(history_of(
+                       live(0, 0), (GROUP_KEY, state(0, 1)), live(1, 0),
+                       (GROUP_KEY, state(1, 2))), GROUP_KEY, LIVE),
+                   masterless={"wipe_slave": 0.0, "kill_master": 1.25})
     assert line.startswith("chaos seed=7 faults=2 acks=5 losses=0")
     assert "config_acks=1 config_lost=0 revisions_out_of_order=0" in line
     assert "register_acks=1 register_writes=1 chain_breaks=0 register_missing=0" in line
@@ -271,6 +293,9 @@ def test_the_summary_line_names_every_verdict():
     assert "epoch_grants=1/1 epoch_conflicts=0 epochs_unrecorded=0" in line
     assert "controller_terms=1 controller_writes=1 writes_outside_term=0" in line
     assert "kill_etcd_leader:1.50/2.25s" in line
+    assert ("elections=1 below_confirmed=0 judged_by_store=0 judged_by_incarnation=0 waits=0 "
+            "deposed=0 elected_gone=0 ended_with_master=True") in line
+    assert "masterless=kill_master:1.25s,wipe_slave:0.00s" in line
 
 
 def handed(body: bytes, at: float, queue_offset: int = 0, topic: str = "chaos") -> Delivery:
@@ -360,3 +385,146 @@ def test_the_key_writers_final_read_covers_every_key_in_bounded_ranges():
                               CHUNK_DIGITS=KeyWriters.CHUNK_DIGITS)
     assert KeyWriters.final(writers, SimpleNamespace(range=range_)) == keys
     assert len(asked) == 4
+
+
+# -- disks ---------------------------------------------------------------------------------
+def test_a_lost_tail_zeroes_the_end_of_the_active_segment(tmp_path):
+    log = tmp_path / "commitlog"
+    _write_log(log, bytes(range(1, 256)) * 12, 1024)   # 3060 bytes, no zero: 3 segments
+    assert written_end(log) == 3060
+    assert lose_tail(log, written_end(log), 100) == 100
+    assert written_end(log) == 2960
+    assert lose_tail(log, 2960, 5000) == 2960 - 2048   # only the active segment is cut
+    assert written_end(log) == 2048
+    assert lose_tail(tmp_path / "commitlog", 0, 10) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert written_end(empty) == 0
+
+
+# -- elections and masterless time ----------------------------------------------------------
+GROUP_KEY, LIVE = "/r/groups/g", "/r/live/g/"
+
+
+def state(master, epoch, in_sync=(0, 1, 2), confirmed=0, waiting=(), incarnations=None):
+    return {"master": master, "epoch": epoch, "in_sync": list(in_sync),
+            "confirmed_offset": confirmed, "waiting_for": list(waiting),
+            "incarnations": incarnations if incarnations is not None
+            else {str(r): f"s{r}:1" for r in in_sync}}
+
+
+def live(replica, log_end, incarnation=None):
+    return (f"{LIVE}{replica}", {"log_end": log_end,
+                                 "incarnation": incarnation or f"s{replica}:1"})
+
+
+def history_of(*changes, first=1):
+    """(key, value) changes -> events from revision `first`, one revision and 1 s apart each
+    (revision r at time r)."""
+    return [ReplicationEvent(rev, key, value, float(rev))
+            for rev, (key, value) in enumerate(changes, first)]
+
+
+def test_an_election_at_or_above_the_confirmed_offset_passes():
+    events = history_of(live(0, 0), live(1, 0), live(2, 0), (GROUP_KEY, state(0, 1)),
+                        (GROUP_KEY, state(0, 1, confirmed=500)), live(1, 500), live(2, 400),
+                        (f"{LIVE}0", None), (GROUP_KEY, state(1, 2, (1, 2), confirmed=500)),
+                        live(1, 700))
+    verdict = check_elections(events, GROUP_KEY, LIVE)
+    assert verdict.ok and verdict.elections == 1 and not verdict.gone
+
+
+def test_a_wiped_replica_elected_is_below_the_confirmed_offset():
+    """Issue #36: the replica back with an empty disk (another store id) elected."""
+    events = history_of(live(0, 0), live(1, 0), (GROUP_KEY, state(0, 1, (0, 1))),
+                        (GROUP_KEY, state(0, 1, (0, 1), confirmed=900)),
+                        live(1, 0, "t1:1"), (f"{LIVE}0", None),
+                        (GROUP_KEY, state(1, 2, (1,), confirmed=900)), live(1, 50, "t1:1"))
+    verdict = check_elections(events, GROUP_KEY, LIVE)
+    assert not verdict.ok and [(e.master, e.epoch, e.held, e.floor) for e in verdict.below] \
+        == [(1, 2, 0, 900)]
+
+
+def test_a_lagging_live_key_of_the_counted_incarnation_is_no_failure():
+    """The slave's last renewal showed 400, the master confirmed 500 since: the same process
+    acknowledged it, so it holds it (`by_incarnation`) — unless its store says otherwise."""
+    events = history_of(live(0, 0), live(1, 400), (GROUP_KEY, state(0, 1, (0, 1))),
+                        (GROUP_KEY, state(0, 1, (0, 1), confirmed=500)), (f"{LIVE}0", None),
+                        (GROUP_KEY, state(1, 2, (1,), confirmed=500)), live(1, 600))
+    verdict = check_elections(events, GROUP_KEY, LIVE)
+    assert verdict.ok and verdict.by_incarnation == 1
+    lost = check_elections(events, GROUP_KEY, LIVE, store_ends={(1, 2): 450})
+    assert lost.by_store == 1 and [e.held for e in lost.below] == [450] and not lost.ok
+    held = check_elections(events, GROUP_KEY, LIVE, store_ends={(1, 2): 520})
+    assert held.ok and held.by_store == 1 and held.by_incarnation == 0
+
+
+def test_a_group_that_waits_is_no_failure_but_must_end_with_a_master():
+    waiting = history_of(live(0, 0), live(1, 0), (GROUP_KEY, state(0, 1, (0, 1))),
+                         (GROUP_KEY, state(0, 1, (0,), confirmed=900)), live(1, 0, "t1:1"),
+                         (f"{LIVE}0", None),
+                         (GROUP_KEY, state(0, 1, (0,), confirmed=900, waiting=(0,))))
+    verdict = check_elections(waiting, GROUP_KEY, LIVE)
+    assert verdict.waits == 1 and not verdict.below and not verdict.ended_with_master
+    back = history_of(live(0, 900, "s0:2"), (GROUP_KEY, state(0, 1, (0,), confirmed=900)),
+                      (GROUP_KEY, state(0, 2, (0,), confirmed=900)), first=len(waiting) + 1)
+    verdict = check_elections(waiting + back, GROUP_KEY, LIVE)
+    assert verdict.ok and verdict.waits == 1 and verdict.elections == 1
+
+
+def test_the_election_verdict_fails_with_nothing_to_judge():
+    assert not check_elections(history_of(live(0, 0), (GROUP_KEY, state(0, 1))), GROUP_KEY,
+                               LIVE).ok
+
+
+def test_a_master_elected_from_a_dead_process_key_is_reported():
+    """The controller elected replica 1 from the key its killed process left: its next key
+    comes under another incarnation, with no renewal under the elected one between."""
+    events = history_of(live(0, 0), live(1, 0), (GROUP_KEY, state(0, 1, (0, 1))),
+                        (f"{LIVE}0", None), (GROUP_KEY, state(1, 2, (1,))),
+                        live(1, 0, "t1:1"))
+    verdict = check_elections(events, GROUP_KEY, LIVE)
+    assert [(e.master, e.epoch) for e in verdict.gone] == [(1, 2)]
+
+
+def test_store_master_ends_are_read_from_the_brokers_logs():
+    text = ("2026-11-27T15:24:58.89Z [info     ] store is master                epoch=6 "
+            "log_end=2214116\n"
+            "2026-11-27T15:25:58.89Z [info     ] store is master                epoch=6 "
+            "log_end=2300000\n"
+            "2026-11-27T15:25:59.89Z [info     ] store is slave                 epoch=7 "
+            "log_end=2300100\n")
+    assert store_master_ends(text) == {6: 2214116}
+
+
+def test_masterless_spans_follow_the_group_key_and_the_masters_live_key():
+    events = history_of(live(0, 0), live(1, 0), (GROUP_KEY, state(0, 1)),   # t=1..3
+                        (f"{LIVE}0", None),                                  # t=4: gone
+                        (GROUP_KEY, state(1, 2, (1,))),                       # t=5: elected
+                        (GROUP_KEY, state(1, 2, (1,), waiting=(0,))),         # t=6: waits
+                        (GROUP_KEY, state(-1, 3, (1,))),                      # t=7
+                        (GROUP_KEY, state(1, 4, (1,))),                       # t=8
+                        (f"{LIVE}1", None))                                   # t=9
+    assert masterless_spans(events, GROUP_KEY, LIVE, end=12.0) == [(4, 5), (6, 8), (9, 12.0)]
+    assert masterless_spans(events, GROUP_KEY, LIVE, end=6.5) == [(4, 5), (6, 6.5)]
+    faults = [("kill_master", 3.5), ("wipe_slave", 5.5), ("kill_master", 8.5)]
+    assert spans_by_kind(masterless_spans(events, GROUP_KEY, LIVE, end=12.0), faults) == {
+        "kill_master": 3.0, "wipe_slave": 2.0}
+    assert spans_by_kind([(1.0, 2.0)], faults) == {"kill_master": 0.0, "wipe_slave": 0.0}
+
+
+def test_a_killed_master_is_gone_from_its_kill_until_a_new_process_or_master_is_up():
+    """Its key stays until the controller notices; a renewal written before the kill but
+    handed over after it does not bring it back; its restarted process (another incarnation)
+    does."""
+    events = history_of(live(0, 0), live(1, 0), (GROUP_KEY, state(0, 1)),   # t=1..3
+                        live(0, 10),                                          # t=4, late
+                        (f"{LIVE}0", None),                                   # t=5: fenced
+                        (GROUP_KEY, state(0, 1, waiting=(0,))),                # t=6: waits
+                        live(0, 10, "s0:2"),                                  # t=7: back
+                        (GROUP_KEY, state(0, 1)))                              # t=8
+    assert masterless_spans(events, GROUP_KEY, LIVE, end=10.0, downs=[(3.5, 0)]) == [
+        (3.5, 8.0)]
+    assert masterless_spans(events, GROUP_KEY, LIVE, end=10.0) == [(5.0, 8.0)]
+    assert masterless_spans(events, GROUP_KEY, LIVE, end=10.0, downs=[(3.5, 1)]) == [
+        (5.0, 8.0)]   # a slave's kill is no master's loss
