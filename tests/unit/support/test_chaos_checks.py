@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.chaos.consumers import drained
-from tests.chaos.faults import BY_NAME, FAULTS, Hold
+from tests.chaos.faults import ALL_FAULTS, BY_NAME, FAULTS, Hold
 from tests.chaos.schedule import (
     CI_FAULTS,
     CI_SEED,
@@ -93,8 +93,10 @@ def test_the_ci_schedule_draws_every_fault_kind():
     kinds = [f.kind for f in schedule(CI_SEED, CI_FAULTS, lease_ttl_s=5, every_kind=True,
                                       quick=True)]
     assert sorted(kinds) == sorted(KINDS)
-    assert {"wipe_slave", "wipe_master_after_kill", "drop_unflushed_tail",
-            "slave_stopped_slave_wiped_master_killed"} <= set(kinds)
+    disk = {"wipe_slave", "wipe_master_after_kill", "drop_unflushed_tail",
+            "slave_stopped_slave_wiped_master_killed"}
+    # the disk rows only with CHAOS_DISK=1 (faults.FAULTS: a broker bug they found is open)
+    assert disk <= set(kinds) if any(k.plane == "disk" for k in FAULTS) else not disk & set(kinds)
 
 
 def test_quick_holds_shorten_only_the_short_range():
@@ -105,11 +107,11 @@ def test_quick_holds_shorten_only_the_short_range():
 
 
 def test_the_fault_table_has_one_row_per_kind_with_what_it_needs():
-    assert len(BY_NAME) == len(FAULTS) == len(KINDS)
-    for kind in FAULTS:
+    assert len(BY_NAME) == len(ALL_FAULTS) and len(FAULTS) == len(KINDS)
+    for kind in ALL_FAULTS:
         assert kind.weight > 0 and callable(kind.apply) and callable(kind.undo)
         assert kind.plane in ("broker", "disk", "store")
-    assert {kind.plane for kind in FAULTS} == {"broker", "disk", "store"}
+    assert {kind.plane for kind in ALL_FAULTS} == {"broker", "disk", "store"}
     assert Hold.ELECTION.bounds(5) == (1.2, 2.5)   # just past etcd's 1 s election timeout
     low, high = Hold.DETECTION.bounds(5)
     assert 3.6 <= low < high < 5                    # around detection, below the lease
