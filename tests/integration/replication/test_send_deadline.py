@@ -26,7 +26,10 @@ from tests.integration.replication.replica_group import (
 )
 from tests.support.processes import freeze, wait_until
 
-CALL_DEADLINE_S = 1.0
+# Below the broker's replica wait (5 s), long enough that the broker's margin (10 %, 0.3 s)
+# covers a loaded machine's scheduling delays: at 1 s (0.1 s of margin) a loaded CI machine
+# saw the client's deadline first.
+CALL_DEADLINE_S = 3.0
 
 
 def send_request(body: bytes) -> broker_pb2.SendRequest:
