@@ -5,10 +5,14 @@ A call goes over the wire when all of these hold, and over gRPC otherwise (same 
 answer, same errors):
 - the call is hot (`table.BROKER_CALLS`) and has a wire number (`wire.methods.BROKER_METHODS`);
 - the broker offers a wire port (from its route, else GetBrokerInfo: `ports`);
-- the port is plaintext and the process trusts no TLS CA (a TLS deployment keeps gRPC);
-- the call is not made inside a recording trace span: a traced call keeps gRPC, whose
-  instrumentation carries the trace to the broker's server span;
+- the port's TLS matches the process's: a process that trusts a TLS CA speaks TLS to a TLS
+  port (verifying the broker as its gRPC channels do), one that trusts none speaks plaintext
+  to a plaintext port; a client never downgrades to plaintext;
 - `TIDEMQ_WIRE` is not `0`.
+
+Tracing never chooses: a call inside a recording span takes the wire like any other, with
+the CLIENT span and the trace context gRPC's instrumentation would have given it
+(`tidemq.common.wire.spans`).
 
 A connection that cannot be made, or that was lost, sends the next calls over gRPC and is tried
 again after `RETRY_AFTER_S`.
@@ -22,12 +26,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.common.auth.signature import signed_metadata
 from tidemq.common.channel import ports
 from tidemq.common.channel.payload import wire_payload
 from tidemq.common.logs import get_logger
+from tidemq.common.wire import spans
 from tidemq.common.wire.client import CONNECT_TIMEOUT_S, NotSent, WireCall, WireConnection
 from tidemq.common.wire.methods import BROKER_METHODS, Method
 
@@ -56,7 +60,7 @@ class WireLink:
     def method(self, name: str) -> Method | None:
         """The wire method for this call now, or None: it goes by gRPC."""
         found = BROKER_METHODS.get(name)
-        if found is None or self._off or trace.get_current_span().is_recording():
+        if found is None or self._off:
             return None
         return found
 
@@ -114,11 +118,17 @@ class WireLink:
         connection = self.connection(timeout_s)
         if connection is None:
             return None
+        entries = self._metadata(metadata)
+        span = None
+        if spans.client_calls_traced():  # the span and context gRPC's instrumentation makes
+            span, entries = spans.start_client_span(method, entries)
         try:
-            return connection.start(method, wire_payload(request), timeout_s,
-                                    self._metadata(metadata))
-        except NotSent:
-            return None  # the connection was found closed: gRPC takes this call
+            call = connection.start(method, wire_payload(request), timeout_s, entries)
+        except NotSent:  # the connection was found closed: gRPC takes this call, with
+            return None  # its own span (this one is never ended, so never exported)
+        if span is not None:
+            spans.follow(span, call)
+        return call
 
     def call(self, name: str, request: Any, timeout_s: float,
              metadata: Mapping[str, str] | None = None) -> Any:

@@ -60,10 +60,16 @@ class WireCall(Future):
         try:
             return self.result(timeout_s)
         except FutureTimeout:
-            self.cancel()
-            raise errors.DeadlineExceeded(
-                f"{self.method.name} on {self.connection.addr} (wire): no answer within "
-                f"{timeout_s:.3g} s") from None
+            pass
+        self.connection._cancel(self.request_id)  # the broker stops it (a long poll ends)
+        failure = errors.DeadlineExceeded(
+            f"{self.method.name} on {self.connection.addr} (wire): no answer within "
+            f"{timeout_s:.3g} s")
+        try:
+            self.set_exception(failure)  # what its trace span and callbacks see too
+        except InvalidStateError:
+            return self.result(0)  # answered meanwhile
+        raise failure
 
 
 _callbacks: ThreadPoolExecutor | None = None

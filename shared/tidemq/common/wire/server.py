@@ -20,7 +20,7 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.common.pipeline import CallPipeline
-from tidemq.common.wire import frames
+from tidemq.common.wire import frames, spans
 from tidemq.common.wire.methods import Method
 
 log = get_logger(__name__)
@@ -193,14 +193,27 @@ class _Connection(asyncio.Protocol):
 
     async def _serve(self, request_id: int, method: Method, handler: Handler, request: Any,
                      metadata: list[tuple[str, str]], deadline: float | None) -> None:
+        if spans.server_calls_traced():  # the SERVER span gRPC's instrumentation would make
+            with spans.server_span(method, metadata, self._peer) as span:
+                answer = await self._answer(request_id, method, handler, request, metadata,
+                                            deadline, span)
+        else:
+            answer = await self._answer(request_id, method, handler, request, metadata,
+                                        deadline, None)
+        self._write(*answer)
+
+    async def _answer(self, request_id: int, method: Method, handler: Handler, request: Any,
+                      metadata: list[tuple[str, str]], deadline: float | None,
+                      span: Any) -> tuple[bytes, ...]:
         try:
             reply = await self.server.pipeline.run_async(
                 method.full_name, metadata, CallContext(deadline, self._peer), request, handler)
             payload = reply.SerializeToString()
-            answer: tuple[bytes, ...] = (frames.ok_head(request_id, len(payload)), payload)
+            return frames.ok_head(request_id, len(payload)), payload
         except errors.TideMQError as exc:  # the pipeline maps every failure to one
-            answer = (frames.error(request_id, exc),)
-        self._write(*answer)
+            if span is not None:
+                spans.answered_with(span, exc)
+            return (frames.error(request_id, exc),)
 
     def _write(self, *parts: bytes) -> None:
         transport = self._transport
