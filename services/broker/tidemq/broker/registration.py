@@ -62,6 +62,7 @@ class BrokerRegistrar:
         self.epoch = 0
         self.registered_id = identity.broker_id
         self.wire_port = 0  # the wire protocol's port once it listens, published in routes
+        self.wire_tls = False  # whether it serves TLS
 
     def start(self) -> None:
         self.register_all()
@@ -112,7 +113,7 @@ class BrokerRegistrar:
             broker_id=self.registered_id, broker_addr=ident.broker_addr,
             ha_server_addr=ident.ha_server_addr,
             replica_id=ident.broker_id if self.role else 0, role=_ROLE_PB[self.role],
-            epoch=self.epoch, wire_port=self.wire_port,
+            epoch=self.epoch, wire_port=self.wire_port, wire_tls=self.wire_tls,
             data_version=common_pb2.DataVersion(timestamp=version.timestamp,
                                                 counter=version.counter),
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,

@@ -21,6 +21,7 @@ again after `RETRY_AFTER_S`.
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,15 +45,29 @@ def wire_disabled() -> bool:
     return os.environ.get("TIDEMQ_WIRE", "1") == "0"
 
 
-class WireLink:
-    """`discover(timeout_s)` → the broker's WirePort (default: `ports.port_of`)."""
+def client_context(security: Any) -> ssl.SSLContext:
+    """The TLS context of a wire connection for `security` (a rpc.ClientSecurity): the
+    servers verified against its CA, its certificate shown to one that asks (mutual TLS), the
+    same files as its gRPC channels (read at each connection, so a rotation applies to the
+    next)."""
+    context = ssl.create_default_context(cafile=security.ca_file)
+    if security.cert_file and security.key_file:
+        context.load_cert_chain(security.cert_file, security.key_file)
+    return context
 
-    def __init__(self, addr: str, *, credentials: Any = None, tls: bool = False,
+
+class WireLink:
+    """`discover(timeout_s)` → the broker's WirePort (default: `ports.port_of`). `security`
+    (a rpc.ClientSecurity, or None: plaintext): with a CA, the link speaks TLS to a TLS port
+    and verifies the broker as gRPC does (`server_name`, else the host dialled)."""
+
+    def __init__(self, addr: str, *, credentials: Any = None, security: Any = None,
                  discover: Callable[[float], ports.WirePort] | None = None) -> None:
         self.addr = addr
         self._discover = discover or (lambda timeout_s: ports.port_of(addr, timeout_s))
         self._credentials = credentials
-        self._off = tls or wire_disabled()
+        self._security = security if security is not None and security.ca_file else None
+        self._off = wire_disabled()
         self._lock = threading.Lock()
         self._connection: WireConnection | None = None
         self._retry_at = 0.0
@@ -82,13 +97,21 @@ class WireLink:
         attempt asks again (a broker restarted on other ports)."""
         try:
             offered = self._discover(timeout_s)
-            if not offered.port or offered.tls:  # TLS on the wire: not spoken yet
+            tls = self._security is not None
+            if not offered.port or offered.tls != tls:
+                # none offered; or a TLS port and no CA to verify it with (gRPC says what to
+                # set); or a plaintext port for a client that trusts a CA: never downgrade
                 self._retry_at = time.monotonic() + 60 * RETRY_AFTER_S
+                if offered.port:
+                    log.info("wire port not used: its TLS does not match this client's; calls "
+                             "use gRPC", broker=self.addr, port_tls=offered.tls, client_tls=tls)
                 return None
             host = self.addr.rpartition(":")[0]
             try:
-                connection = WireConnection(f"{host}:{offered.port}",
-                                            connect_timeout_s=timeout_s)
+                connection = WireConnection(
+                    f"{host}:{offered.port}", connect_timeout_s=timeout_s,
+                    tls=client_context(self._security) if tls else None,
+                    tls_server_name=self._security.server_name if tls else "")
             except OSError:
                 ports.forget(self.addr)
                 raise
@@ -159,7 +182,7 @@ def link_for(addr: str, security: Any) -> WireLink:
         link = _links.get(key)
         if link is None:
             link = _links[key] = WireLink(addr, credentials=security.credentials,
-                                          tls=bool(security.ca_file))
+                                          security=security)
         return link
 
 

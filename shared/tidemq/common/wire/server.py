@@ -20,6 +20,7 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.common.pipeline import CallPipeline
+from tidemq.common.tls import ReloadingContext
 from tidemq.common.wire import frames, spans
 from tidemq.common.wire.methods import Method
 
@@ -58,19 +59,34 @@ class WireServer:
         self.pipeline = pipeline or CallPipeline()
         self.greeting = frames.greeting(name)
         self.port = 0
+        self.tls: ReloadingContext | None = None
+        self._refresh_at = 0.0
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[_Connection] = set()
 
     def _run(self, coroutine, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def start(self, host: str, port: int) -> int:
+    def start(self, host: str, port: int, tls: ReloadingContext | None = None) -> int:
+        """`tls`: serve TLS with this context (the broker's gRPC certificate; with a client CA,
+        mutual TLS: a client without a certificate that CA signed is refused at the handshake).
+        Rotated files load for the connections accepted after they changed."""
+        self.tls = tls
+
         async def listen():
-            return await self.loop.create_server(lambda: _Connection(self), host, port,
-                                                 reuse_address=True)
+            return await self.loop.create_server(
+                self._accept, host, port, reuse_address=True,
+                ssl=tls.context if tls is not None else None)
         self._server = self._run(listen())
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
+
+    def _accept(self) -> _Connection:
+        tls = self.tls
+        if tls is not None and time.monotonic() >= self._refresh_at:  # at most once a second
+            self._refresh_at = time.monotonic() + 1.0
+            tls.refresh()
+        return _Connection(self)
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting; let running calls finish for up to `grace_s`; close every
