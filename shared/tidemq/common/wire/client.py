@@ -224,10 +224,18 @@ class WireConnection:
             try:
                 channel: Any = _Tls(sock, tls, tls_server_name or host.strip("[]")) if tls \
                     else _Plain(sock)
+            except (ssl.SSLError, ConnectionResetError) as exc:
+                raise ConnectionError(tls_failure(addr, exc)) from None
+            try:
                 channel.write((frames.HELLO,))
                 greeting = _receive(channel, len(frames.HELLO) + frames.NAME_LENGTH.size)
             except ssl.SSLError as exc:  # a mutual-TLS refusal comes with the first read
                 raise ConnectionError(tls_failure(addr, exc)) from None
+            except (ConnectionResetError, BrokenPipeError):
+                if not tls:
+                    raise
+                greeting = b""  # a TLS 1.3 server refuses a client's certificate after the
+                # client's handshake is done: an alert, or just a reset
             if len(greeting) < len(frames.HELLO) + frames.NAME_LENGTH.size or \
                     not greeting.startswith(frames.HELLO):
                 raise ConnectionError(self._not_wire(addr, greeting, tls is not None))
