@@ -296,7 +296,7 @@ class WireConnection:
                 self._channel.write((frames.request_head(
                     request_id, method.number, max(1, int(timeout_s * 1000)), metadata,
                     sum(len(part) for part in parts)), *parts))
-            except OSError as exc:  # ssl.SSLError is one  # a frame not wholly written is never served
+            except OSError as exc:  # (ssl.SSLError too) a frame not wholly written is never served
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")
                 raise NotSent(f"{method.name} to {self.addr} not sent: {exc}") from None
