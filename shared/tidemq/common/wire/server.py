@@ -197,8 +197,9 @@ class _Connection(asyncio.Protocol):
                 f"{method.name}: the request is not a {method.request.__name__}: {exc}")))
             return
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        serve = self._serve_traced if spans.server_calls_traced() else self._serve
         task = self.server.loop.create_task(
-            self._serve(request_id, method, handler, request, metadata, deadline))
+            serve(request_id, method, handler, request, metadata, deadline))
         self.tasks[request_id] = task
         task.add_done_callback(lambda _: self._finished(request_id))
         self._update_reading()
@@ -208,28 +209,25 @@ class _Connection(asyncio.Protocol):
         self._update_reading()
 
     async def _serve(self, request_id: int, method: Method, handler: Handler, request: Any,
-                     metadata: list[tuple[str, str]], deadline: float | None) -> None:
-        if spans.server_calls_traced():  # the SERVER span gRPC's instrumentation would make
-            with spans.server_span(method, metadata, self._peer) as span:
-                answer = await self._answer(request_id, method, handler, request, metadata,
-                                            deadline, span)
-        else:
-            answer = await self._answer(request_id, method, handler, request, metadata,
-                                        deadline, None)
-        self._write(*answer)
-
-    async def _answer(self, request_id: int, method: Method, handler: Handler, request: Any,
-                      metadata: list[tuple[str, str]], deadline: float | None,
-                      span: Any) -> tuple[bytes, ...]:
+                     metadata: list[tuple[str, str]], deadline: float | None,
+                     span: Any = None) -> None:
         try:
             reply = await self.server.pipeline.run_async(
                 method.full_name, metadata, CallContext(deadline, self._peer), request, handler)
             payload = reply.SerializeToString()
-            return frames.ok_head(request_id, len(payload)), payload
+            answer: tuple[bytes, ...] = (frames.ok_head(request_id, len(payload)), payload)
         except errors.TideMQError as exc:  # the pipeline maps every failure to one
             if span is not None:
                 spans.answered_with(span, exc)
-            return (frames.error(request_id, exc),)
+            answer = (frames.error(request_id, exc),)
+        self._write(*answer)
+
+    async def _serve_traced(self, request_id: int, method: Method, handler: Handler,
+                            request: Any, metadata: list[tuple[str, str]],
+                            deadline: float | None) -> None:
+        """`_serve` inside the SERVER span gRPC's instrumentation would make."""
+        with spans.server_span(method, metadata, self._peer) as span:
+            await self._serve(request_id, method, handler, request, metadata, deadline, span)
 
     def _write(self, *parts: bytes) -> None:
         transport = self._transport

@@ -20,6 +20,7 @@ instrumentation marks as errors, an ERROR status.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -46,8 +47,6 @@ _tracer = trace.get_tracer("tidemq.common.wire")
 def _instrumented(class_name: str) -> bool:
     """Whether gRPC's instrumentor `class_name` is on in this process (without importing it:
     a process that never instrumented gRPC pays one dictionary look-up)."""
-    import sys
-
     module = sys.modules.get("opentelemetry.instrumentation.grpc")
     if module is None:
         return False
