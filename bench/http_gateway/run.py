@@ -17,7 +17,10 @@ request (user + system of the gunicorn arbiter and its workers, from /proc, over
 phase), with the ratio to the bare app's. Targets (issue #37): gateway CPU per request
 <= 1.5x the bare app's at the same concurrency; HTTP pop 32 + batch ack >= 0.4x the SDK's
 ack_many. `--traced` adds a trace collector every service exports to (the deployed set-up:
-the gateway's Flask instrumentation on).
+the gateway's Flask instrumentation on). Before the pops, `--http-sends` one-message sends go
+through the gateway; the last lines give the gateway's broker calls by method and transport
+(its `tidemq_rpc_calls_total`) and their share on the wire protocol (target, issue #37: >= 95 %
+with tracing at its default sampling).
 """
 
 from __future__ import annotations
@@ -77,12 +80,12 @@ class Client:
     def __init__(self, port: int) -> None:
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
-    def post(self, path: str, document: dict) -> dict:
+    def post(self, path: str, document: dict, expect: int = 200) -> dict:
         self.connection.request("POST", path, json.dumps(document).encode(),
                                 {"Content-Type": "application/json"})
         response = self.connection.getresponse()
         payload = response.read()
-        if response.status != 200:
+        if response.status != expect:
             raise SystemExit(f"POST {path}: {response.status} {payload[:300]!r}")
         return json.loads(payload)
 
@@ -157,6 +160,36 @@ def sdk_ack_many(cluster, group: str, messages: int) -> float:
         return seen / (time.perf_counter() - started)
 
 
+def http_sends(port: int, count: int) -> None:
+    """`count` one-message sends through the gateway (a traced send is what once left the
+    wire: issue #37)."""
+    client = Client(port)
+    try:
+        for n in range(count):
+            client.post(f"/v1/topics/{TOPIC}/messages",
+                        {"messages": [{"body": f"http send {n}", "key": f"k{n}"}]}, expect=201)
+    finally:
+        client.close()
+
+
+def calls_by_transport(metrics_port: int) -> dict[str, dict[str, float]]:
+    """The gateway's tidemq_rpc_calls_total (its workers summed) as {method: {transport: n}}."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",  # noqa: S310
+                                timeout=10) as reply:
+        page = reply.read().decode()
+    calls: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            if sample.name == "tidemq_rpc_calls_total":
+                calls.setdefault(sample.labels["method"], {})[sample.labels["transport"]] = \
+                    sample.value
+    return calls
+
+
 def summed(rounds: list[dict]) -> dict:
     total = {key: sum(r[key] for r in rounds) for key in ("seconds", "requests", "msgs", "cpu_s")}
     total["msgs_per_s"] = total["msgs"] / total["seconds"]
@@ -174,6 +207,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="6000 messages, 2 rounds")
     parser.add_argument("--traced", action="store_true",
                         help="every service exports spans to a trace collector (as deployed)")
+    parser.add_argument("--http-sends", type=int, default=200,
+                        help="one-message sends through the gateway before the pops")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 4],
                         help="client threads (concurrency) to measure")
     parser.add_argument("--gateway-flag", action="append", default=[],
@@ -200,6 +235,7 @@ def main() -> None:
             for start in range(0, total, 256):
                 producer.send_many([Message(TOPIC, b"x" * 256)
                                     for _ in range(min(256, total - start))])
+        http_sends(gateway.port, args.http_sends)
         warm = Client(gateway.port)
         warm.post(f"/v1/groups/bench-warm/topics/{TOPIC}/pop", {"max": BATCH})
         warm.close()
@@ -212,6 +248,7 @@ def main() -> None:
                 rows["bare"].append(measured(bare.info["pid"], lambda g=group, t=threads:
                                              http_pop_ack(bare.port, g, per_round, t)))
         sdk = sdk_ack_many(cluster, "bench-sdk-batch", per_round)
+        calls = calls_by_transport(gateway.info["metrics_port"])
     print(f"HTTP pop {BATCH} + one batch ack; {per_round} messages x {rounds} rounds per row, "
           f"alternated; server CPU = gunicorn arbiter + workers (/proc)"
           f"{'; traced' if args.traced else ''}")
@@ -232,6 +269,16 @@ def main() -> None:
     ratio = one["msgs_per_s"] / sdk
     verdicts.append(f"HTTP pop {BATCH} + batch ack at {min(results)} client(s) / SDK ack_many: "
                     f"{ratio:.2f}x (target >= 0.4x: {'met' if ratio >= 0.4 else 'NOT met'})")
+    wire = sum(by.get("wire", 0) for by in calls.values())
+    total = sum(sum(by.values()) for by in calls.values())
+    print("broker calls from the gateway (tidemq_rpc_calls_total, both workers): " + ", ".join(
+        f"{method} {by.get('wire', 0):.0f} wire / {by.get('grpc', 0):.0f} gRPC"
+        for method, by in sorted(calls.items())))
+    share = wire / total if total else 0.0
+    verdicts.append(f"share of the gateway's broker calls on the wire: {share:.1%} "
+                    f"({'traced, default sampling' if args.traced else 'untraced'}; target >= "
+                    f"95 % with tracing at its default sampling: "
+                    f"{'met' if share >= 0.95 else 'NOT met'})")
     for verdict in verdicts:
         print(verdict)
 

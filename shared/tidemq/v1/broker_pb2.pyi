@@ -228,7 +228,7 @@ class GetBrokerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetBrokerInfoResponse(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "wire_tls", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +238,7 @@ class GetBrokerInfoResponse(_message.Message):
     COMMITLOG_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    WIRE_TLS_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -252,12 +253,13 @@ class GetBrokerInfoResponse(_message.Message):
     commitlog_max_offset: int
     wire_port: int
     consumed: _containers.RepeatedCompositeFieldContainer[TopicCount]
+    wire_tls: bool
     replica_id: int
     role: str
     epoch: int
     confirmed_offset: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., wire_tls: _Optional[bool] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
 
 class TopicCount(_message.Message):
     __slots__ = ("topic", "count")

@@ -1,7 +1,8 @@
 """A cluster whose every gRPC server requires a client certificate (`tls_client_ca_file`):
 services call each other with their own certificates (brokers register, routes appear), a
 client presenting one of the cluster's CA works, and a client without one is refused at the
-handshake with a sentence naming what to set. The HTTP gateway's HTTPS asks the same."""
+handshake with a sentence naming what to set, on gRPC and on the wire protocol's TLS port (which
+the SDK takes with its certificate). The HTTP gateway's HTTPS asks the same."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import requests
 from tidemq.client import Message, Producer
 from tidemq.common import errors, rpc
 from tidemq.common.auth.bearer import make_token
+from tidemq.common.channel import link
 from tidemq.common.healthcheck import http_healthy
+from tidemq.common.wire.client import WireConnection
 from tidemq.v1 import nameserver_pb2, nameserver_pb2_grpc
 
 from tests.integration.security.conftest import ADMIN, secure_env
@@ -47,6 +50,14 @@ def test_every_server_requires_a_certificate_of_the_clusters_ca(tmp_path, monkey
             wait_for_route(cluster, TOPIC, 1)  # the broker registered with its certificate
             with Producer(cluster.namesrv_addrs) as producer:
                 assert producer.send(Message(TOPIC, b"mutual")).broker_name == "broker-a"
+            # ... over the wire protocol, whose port asks for the same client certificate
+            broker = cluster.brokers["broker-a"]
+            endpoint = link.link_for(broker.addr, rpc.client_security())
+            assert broker.info["wire_tls"] and endpoint.connected and endpoint._connection.tls
+            wire_port = f"127.0.0.1:{broker.info['wire_port']}"
+            with pytest.raises(ConnectionError, match="TIDEMQ_TLS_CERT_FILE"):
+                WireConnection(wire_port, tls=link.client_context(rpc.ClientSecurity(
+                    ADMIN, ca_file)))
             anonymous = rpc.RpcClient(cluster.namesrvs[0].addr,
                                       nameserver_pb2_grpc.NameServerServiceStub,
                                       pool=_Pool(rpc.ClientSecurity(ADMIN, ca_file)), retries=0)

@@ -1,7 +1,6 @@
 """The wire protocol under auth (a plaintext cluster with `auth_enabled`): every request is
 checked as its gRPC call would be, with the same signature and the same ACL, and refused with
-the same errors; a TLS broker does not offer it at all (tests/integration/security/conftest.py's
-cluster serves TLS)."""
+the same errors. The same over TLS: test_wire_tls.py."""
 
 from __future__ import annotations
 
@@ -105,13 +104,3 @@ def test_the_sdk_signs_its_wire_calls(auth_cluster):
     assert link.link_for(auth_cluster.brokers["broker-a"].addr,
                          rpc.client_security()).connected
     assert stored(auth_cluster) == before + 1
-
-
-def test_a_tls_broker_offers_no_wire_port(secure_cluster, cert_dir):
-    # its own channel: this module's auth cluster set the process's security to plaintext
-    security = rpc.ClientSecurity(ADMIN, str(cert_dir / "ca.pem"))
-    with rpc.open_channel(secure_cluster.brokers["broker-a"].addr, security) as channel:
-        info = broker_pb2_grpc.BrokerServiceStub(channel).GetBrokerInfo(
-            broker_pb2.GetBrokerInfoRequest(), timeout=10)
-    assert info.wire_port == 0
-    assert "wire_port" not in secure_cluster.brokers["broker-a"].info

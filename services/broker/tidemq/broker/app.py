@@ -44,6 +44,7 @@ from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
 from tidemq.common.logs import get_logger
 from tidemq.common.server import ServiceRuntime
+from tidemq.common.tls import ReloadingContext
 from tidemq.common.wire.methods import BROKER_METHODS
 from tidemq.common.wire.server import WireServer
 from tidemq.configclient.acl import follow_acl
@@ -271,9 +272,10 @@ class BrokerApp:
         settings = self.settings
         if not settings.wire_enabled:
             return
-        if settings.tls_cert_file:
-            log.info("wire protocol not served: it is plaintext and this broker serves TLS")
-            return
+        tls = None
+        if settings.tls_cert_file:  # TLS on the wire too, with gRPC's certificate and client CA
+            tls = ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
+                                   settings.tls_client_ca_file)
         port = settings.wire_port
         if port == -1:
             port = 0 if self._free_ports else settings.port + 2
@@ -282,7 +284,8 @@ class BrokerApp:
         self.wire = WireServer(self.runtime.transport.loop, handlers,
                                name=self.identity.broker_addr, pipeline=self.runtime.pipeline)
         try:
-            settings.wire_port = self.servicer.wire_port = self.wire.start(settings.host, port)
+            settings.wire_port = self.servicer.wire_port = self.wire.start(settings.host, port,
+                                                                           tls)
         except OSError as exc:
             if settings.wire_port != -1:  # a port asked for by name must be had
                 raise
@@ -291,8 +294,11 @@ class BrokerApp:
             self.wire = None
             return
         self.runtime.ready_extra["wire_port"] = settings.wire_port
+        self.runtime.ready_extra["wire_tls"] = tls is not None
+        self.servicer.wire_tls = self.registrar.wire_tls = tls is not None
         self.registrar.wire_port = settings.wire_port  # routes carry it to clients
-        log.info("serving the wire protocol", port=settings.wire_port)
+        log.info("serving the wire protocol", port=settings.wire_port, tls=tls is not None,
+                 client_certificates=bool(tls is not None and settings.tls_client_ca_file))
 
     def stop(self) -> None:
         """Graceful stop: leave the replica group and the routes first, answer held pulls,

@@ -66,6 +66,7 @@ class BrokerRegistrar:
         # False while the store's disk is FULL: every topic is registered without the write
         # permission, so routes steer producers to other groups (docs/storage.md).
         self.writable = True
+        self.wire_tls = False  # whether it serves TLS
 
     def start(self) -> None:
         self.register_all()
@@ -128,7 +129,7 @@ class BrokerRegistrar:
             broker_id=self.registered_id, broker_addr=ident.broker_addr,
             ha_server_addr=ident.ha_server_addr,
             replica_id=ident.broker_id if self.role else 0, role=_ROLE_PB[self.role],
-            epoch=self.epoch, wire_port=self.wire_port,
+            epoch=self.epoch, wire_port=self.wire_port, wire_tls=self.wire_tls,
             data_version=common_pb2.DataVersion(timestamp=version.timestamp,
                                                 counter=version.counter),
             topics=[common_pb2.TopicConfig(topic_name=t.name, read_queue_nums=t.queues,

@@ -109,6 +109,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         self.messaging = messaging
         self.offsets = offsets
         self.wire_port = 0  # the wire protocol's port, once it listens (0 = not offered)
+        self.wire_tls = False
 
     async def Send(self, request, context):
         # A full disk refuses producers' sends before anything else (docs/storage.md).
@@ -220,7 +221,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                     for t in topics],
             commitlog_min_offset=store.commitlog_min_offset(),
             commitlog_max_offset=store.commitlog_max_offset(),
-            wire_port=self.wire_port,
+            wire_port=self.wire_port, wire_tls=self.wire_tls,
             consumed=[broker_pb2.TopicCount(topic=t, count=n)
                       for t, n in sorted(metrics.consumed_by_topic().items())],
             **self._replication_info(),

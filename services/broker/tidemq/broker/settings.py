@@ -129,7 +129,8 @@ class BrokerSettings(ServiceSettings):
         10000, "a slave not caught up for this long leaves the in-sync set (ms)")
     wire_enabled: bool = setting(
         True, "serve the wire protocol: send, pull, pop and ack as framed TCP beside gRPC, "
-              "several times cheaper per call (plaintext: off when TLS is served)")
+              "several times cheaper per call (TLS, and mutual TLS, with the gRPC settings "
+              "when tls_cert_file is set)")
     wire_port: int = setting(
         -1, "wire protocol port: -1 = port + 2 (a free port when port is 0), 0 = pick a free "
             "port")

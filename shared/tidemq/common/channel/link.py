@@ -5,10 +5,14 @@ A call goes over the wire when all of these hold, and over gRPC otherwise (same 
 answer, same errors):
 - the call is hot (`table.BROKER_CALLS`) and has a wire number (`wire.methods.BROKER_METHODS`);
 - the broker offers a wire port (from its route, else GetBrokerInfo: `ports`);
-- the port is plaintext and the process trusts no TLS CA (a TLS deployment keeps gRPC);
-- the call is not made inside a recording trace span: a traced call keeps gRPC, whose
-  instrumentation carries the trace to the broker's server span;
+- the port's TLS matches the process's: a process that trusts a TLS CA speaks TLS to a TLS
+  port (verifying the broker as its gRPC channels do), one that trusts none speaks plaintext
+  to a plaintext port; a client never downgrades to plaintext;
 - `TIDEMQ_WIRE` is not `0`.
+
+Tracing never chooses: a call inside a recording span takes the wire like any other, with
+the CLIENT span and the trace context gRPC's instrumentation would have given it
+(`tidemq.common.wire.spans`).
 
 A connection that cannot be made, or that was lost, sends the next calls over gRPC and is tried
 again after `RETRY_AFTER_S`.
@@ -17,17 +21,18 @@ again after `RETRY_AFTER_S`.
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.common.auth.signature import signed_metadata
 from tidemq.common.channel import ports
 from tidemq.common.channel.payload import wire_payload
 from tidemq.common.logs import get_logger
+from tidemq.common.wire import spans
 from tidemq.common.wire.client import CONNECT_TIMEOUT_S, NotSent, WireCall, WireConnection
 from tidemq.common.wire.methods import BROKER_METHODS, Method
 
@@ -40,15 +45,29 @@ def wire_disabled() -> bool:
     return os.environ.get("TIDEMQ_WIRE", "1") == "0"
 
 
-class WireLink:
-    """`discover(timeout_s)` → the broker's WirePort (default: `ports.port_of`)."""
+def client_context(security: Any) -> ssl.SSLContext:
+    """The TLS context of a wire connection for `security` (a rpc.ClientSecurity): the
+    servers verified against its CA, its certificate shown to one that asks (mutual TLS), the
+    same files as its gRPC channels (read at each connection, so a rotation applies to the
+    next)."""
+    context = ssl.create_default_context(cafile=security.ca_file)
+    if security.cert_file and security.key_file:
+        context.load_cert_chain(security.cert_file, security.key_file)
+    return context
 
-    def __init__(self, addr: str, *, credentials: Any = None, tls: bool = False,
+
+class WireLink:
+    """`discover(timeout_s)` → the broker's WirePort (default: `ports.port_of`). `security`
+    (a rpc.ClientSecurity, or None: plaintext): with a CA, the link speaks TLS to a TLS port
+    and verifies the broker as gRPC does (`server_name`, else the host dialled)."""
+
+    def __init__(self, addr: str, *, credentials: Any = None, security: Any = None,
                  discover: Callable[[float], ports.WirePort] | None = None) -> None:
         self.addr = addr
         self._discover = discover or (lambda timeout_s: ports.port_of(addr, timeout_s))
         self._credentials = credentials
-        self._off = tls or wire_disabled()
+        self._security = security if security is not None and security.ca_file else None
+        self._off = wire_disabled()
         self._lock = threading.Lock()
         self._connection: WireConnection | None = None
         self._retry_at = 0.0
@@ -56,7 +75,7 @@ class WireLink:
     def method(self, name: str) -> Method | None:
         """The wire method for this call now, or None: it goes by gRPC."""
         found = BROKER_METHODS.get(name)
-        if found is None or self._off or trace.get_current_span().is_recording():
+        if found is None or self._off:
             return None
         return found
 
@@ -78,13 +97,21 @@ class WireLink:
         attempt asks again (a broker restarted on other ports)."""
         try:
             offered = self._discover(timeout_s)
-            if not offered.port or offered.tls:  # TLS on the wire: not spoken yet
+            tls = self._security is not None
+            if not offered.port or offered.tls != tls:
+                # none offered; or a TLS port and no CA to verify it with (gRPC says what to
+                # set); or a plaintext port for a client that trusts a CA: never downgrade
                 self._retry_at = time.monotonic() + 60 * RETRY_AFTER_S
+                if offered.port:
+                    log.info("wire port not used: its TLS does not match this client's; calls "
+                             "use gRPC", broker=self.addr, port_tls=offered.tls, client_tls=tls)
                 return None
             host = self.addr.rpartition(":")[0]
             try:
-                connection = WireConnection(f"{host}:{offered.port}",
-                                            connect_timeout_s=timeout_s)
+                connection = WireConnection(
+                    f"{host}:{offered.port}", connect_timeout_s=timeout_s,
+                    tls=client_context(self._security) if tls else None,
+                    tls_server_name=self._security.server_name if tls else "")
             except OSError:
                 ports.forget(self.addr)
                 raise
@@ -114,11 +141,17 @@ class WireLink:
         connection = self.connection(timeout_s)
         if connection is None:
             return None
+        entries = self._metadata(metadata)
+        span = None
+        if spans.client_calls_traced():  # the span and context gRPC's instrumentation makes
+            span, entries = spans.start_client_span(method, entries)
         try:
-            return connection.start(method, wire_payload(request), timeout_s,
-                                    self._metadata(metadata))
-        except NotSent:
-            return None  # the connection was found closed: gRPC takes this call
+            call = connection.start(method, wire_payload(request), timeout_s, entries)
+        except NotSent:  # the connection was found closed: gRPC takes this call, with
+            return None  # its own span (this one is never ended, so never exported)
+        if span is not None:
+            spans.follow(span, call)
+        return call
 
     def call(self, name: str, request: Any, timeout_s: float,
              metadata: Mapping[str, str] | None = None) -> Any:
@@ -149,7 +182,7 @@ def link_for(addr: str, security: Any) -> WireLink:
         link = _links.get(key)
         if link is None:
             link = _links[key] = WireLink(addr, credentials=security.credentials,
-                                          tls=bool(security.ca_file))
+                                          security=security)
         return link
 
 

@@ -20,7 +20,7 @@ from tidemq.v1 import broker_pb2, broker_pb2_grpc
 @dataclass(frozen=True)
 class WirePort:
     port: int         # 0: none offered
-    tls: bool = False  # the port serves TLS (no broker does yet: a TLS broker offers none)
+    tls: bool = False  # the port serves TLS (a broker serving TLS on gRPC does on the wire)
 
 
 _known: dict[str, WirePort] = {}
@@ -68,7 +68,7 @@ def ask_broker(addr: str, timeout_s: float) -> WirePort:
         info = stub.GetBrokerInfo(broker_pb2.GetBrokerInfoRequest(), timeout=timeout_s)
     except grpc.RpcError as exc:
         raise errors.from_rpc_error(exc) from None
-    return WirePort(info.wire_port)
+    return WirePort(info.wire_port, info.wire_tls)
 
 
 def forget_all() -> None:

@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import os
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -60,10 +61,16 @@ class WireCall(Future):
         try:
             return self.result(timeout_s)
         except FutureTimeout:
-            self.cancel()
-            raise errors.DeadlineExceeded(
-                f"{self.method.name} on {self.connection.addr} (wire): no answer within "
-                f"{timeout_s:.3g} s") from None
+            pass
+        self.connection._cancel(self.request_id)  # the broker stops it (a long poll ends)
+        failure = errors.DeadlineExceeded(
+            f"{self.method.name} on {self.connection.addr} (wire): no answer within "
+            f"{timeout_s:.3g} s")
+        try:
+            self.set_exception(failure)  # what its trace span and callbacks see too
+        except InvalidStateError:
+            return self.result(0)  # answered meanwhile
+        raise failure
 
 
 _callbacks: ThreadPoolExecutor | None = None
@@ -94,21 +101,119 @@ def _send(sock: socket.socket, *parts: bytes) -> None:
         sent = 0
 
 
-def _receive(sock: socket.socket, size: int) -> bytes:
+class _Plain:
+    """A plaintext connection's reads and writes: the socket's own."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.read = sock.makefile("rb", buffering=READ_BUFFER).read  # exactly n, or at EOF
+
+    def write(self, parts: Sequence[bytes]) -> None:
+        _send(self._sock, *parts)
+
+
+class _Tls:
+    """TLS over the blocking socket through memory BIOs, so the reader thread and the writers
+    never use the SSL object at once: OpenSSL forbids it, and CPython's SSLSocket would do it
+    (a recv in one thread, a send in another). The SSL object is touched only under `_lock`;
+    the socket is read by the reader thread alone and written by one writer at a time (the
+    connection's write lock), each writer sending the records it made before the next may
+    make any, so records leave in the order they were sealed."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_name: str) -> None:
+        self._sock = sock
+        self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing,
+                                     server_hostname=server_name)
+        self._lock = threading.Lock()
+        self._plain = bytearray()
+        while True:  # the handshake, under the socket's connect timeout
+            try:
+                self._ssl.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = sock.recv(READ_BUFFER)
+                if not data:
+                    raise ssl.SSLEOFError(ssl.SSL_ERROR_EOF, "the peer closed the connection "
+                                          "during the TLS handshake") from None
+                self._incoming.write(data)
+        self._flush()
+
+    def _flush(self) -> None:
+        data = self._outgoing.read()
+        if data:
+            self._sock.sendall(data)
+
+    def write(self, parts: Sequence[bytes]) -> None:
+        with self._lock:
+            for part in parts:
+                self._ssl.write(part)
+            sealed = self._outgoing.read()  # with anything a read left (post-handshake)
+        self._sock.sendall(sealed)
+
+    def _fill(self) -> bool:
+        """Decrypt what the next read of the socket brings; False at the end of the stream."""
+        data = self._sock.recv(READ_BUFFER)
+        with self._lock:
+            if data:
+                self._incoming.write(data)
+            else:
+                self._incoming.write_eof()
+            try:
+                while True:
+                    chunk = self._ssl.read(READ_BUFFER)
+                    if not chunk:
+                        return False  # the peer's close_notify
+                    self._plain += chunk
+            except ssl.SSLWantReadError:
+                return bool(data)
+            except ssl.SSLEOFError:
+                return False
+
+    def read(self, size: int) -> bytes:
+        """`size` bytes, or fewer at the end of the stream."""
+        while len(self._plain) < size and self._fill():
+            pass
+        taken = bytes(self._plain[:size])
+        del self._plain[:size]
+        return taken
+
+
+def _receive(channel: Any, size: int) -> bytes:
     received = b""
     while len(received) < size:
-        chunk = sock.recv(size - len(received))
+        chunk = channel.read(size - len(received))
         if not chunk:
             break
         received += chunk
     return received
 
 
+def tls_failure(addr: str, exc: BaseException) -> str:
+    """A sentence for a TLS connection that failed, naming what is probably wrong."""
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return (f"{addr}: the broker's wire certificate does not verify ({text}): is it signed "
+                "by the CA in TIDEMQ_TLS_CA_FILE / tls_ca_file, and does it name the host "
+                "dialled (else set TIDEMQ_TLS_SERVER_NAME / tls_server_name)?")
+    if "certificate required" in text.lower() or "alert" in text.lower():
+        return (f"{addr}: the broker refused this client's certificate ({text}): it requires "
+                "one its CA signed (TIDEMQ_TLS_CERT_FILE and TIDEMQ_TLS_KEY_FILE, or "
+                "tls_cert_file and tls_key_file)")
+    return (f"{addr}: the TLS handshake failed ({text}): does this port serve TLS? (a broker "
+            "serves TLS on its wire port exactly when it serves TLS on gRPC)")
+
+
 class WireConnection:
     """One TCP connection to a broker's wire port; any number of threads call through it at
     once, each answer matched to its call by request id (a reader thread completes them)."""
 
-    def __init__(self, addr: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    def __init__(self, addr: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 tls: ssl.SSLContext | None = None, tls_server_name: str = "") -> None:
+        """`tls`: speak TLS (the port serves it), verifying the broker's certificate against
+        the context's CA and the name `tls_server_name` (default: the host dialled), and
+        presenting the context's certificate to a broker that asks for one."""
         self.addr = addr
         host, _, port = addr.rpartition(":")
         sock = socket.create_connection((host.strip("[]"), int(port)),
@@ -116,20 +221,34 @@ class WireConnection:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            sock.sendall(frames.HELLO)
-            greeting = _receive(sock, len(frames.HELLO) + frames.NAME_LENGTH.size)
+            try:
+                channel: Any = _Tls(sock, tls, tls_server_name or host.strip("[]")) if tls \
+                    else _Plain(sock)
+            except (ssl.SSLError, ConnectionResetError) as exc:
+                raise ConnectionError(tls_failure(addr, exc)) from None
+            try:
+                channel.write((frames.HELLO,))
+                greeting = _receive(channel, len(frames.HELLO) + frames.NAME_LENGTH.size)
+            except ssl.SSLError as exc:  # a mutual-TLS refusal comes with the first read
+                raise ConnectionError(tls_failure(addr, exc)) from None
+            except (ConnectionResetError, BrokenPipeError):
+                if not tls:
+                    raise
+                greeting = b""  # a TLS 1.3 server refuses a client's certificate after the
+                # client's handshake is done: an alert, or just a reset
             if len(greeting) < len(frames.HELLO) + frames.NAME_LENGTH.size or \
                     not greeting.startswith(frames.HELLO):
-                raise OSError(f"{addr} did not answer as a TideMQ wire endpoint "
-                              f"(greeting {greeting[:16]!r})")
+                raise ConnectionError(self._not_wire(addr, greeting, tls is not None))
             (length,) = frames.NAME_LENGTH.unpack_from(greeting, len(frames.HELLO))
-            self.server_name = _receive(sock, length).decode(errors="replace")
+            self.server_name = _receive(channel, length).decode(errors="replace")
             sock.settimeout(None)
         except BaseException:
             sock.close()
             raise
         self._sock = sock
-        self._reader = sock.makefile("rb", buffering=READ_BUFFER)
+        self.tls = tls is not None
+        self._channel = channel
+        self._reader = channel
         self._write_lock = threading.Lock()
         self._pending: dict[int, WireCall] = {}
         self._ids = itertools.count(1)
@@ -138,6 +257,19 @@ class WireConnection:
         threading.Thread(target=self._read_answers, name=f"tidemq-wire-{addr}",
                          daemon=True).start()
         _sweeper.watch(self)
+
+    @staticmethod
+    def _not_wire(addr: str, greeting: bytes, tls: bool) -> str:
+        if not tls and (not greeting or greeting[:1] in (b"\x15", b"\x16")):
+            # a TLS server answers the plaintext greeting with an alert, or just closes
+            return (f"{addr} did not answer the plaintext greeting (greeting {greeting[:16]!r}): "
+                    "the port probably serves TLS, so this client needs the CA that signs the "
+                    "broker (TIDEMQ_TLS_CA_FILE or the tls_ca_file setting)")
+        if tls and not greeting:  # the handshake passed, then the broker hung up
+            return (f"{addr} closed the TLS connection before greeting: it probably requires a "
+                    "client certificate its CA signed (TIDEMQ_TLS_CERT_FILE and "
+                    "TIDEMQ_TLS_KEY_FILE, or tls_cert_file and tls_key_file)")
+        return f"{addr} did not answer as a TideMQ wire endpoint (greeting {greeting[:16]!r})"
 
     @property
     def alive(self) -> bool:
@@ -161,10 +293,10 @@ class WireConnection:
             call = self._pending[request_id] = WireCall(self, request_id, method,
                                                         time.monotonic() + timeout_s)
             try:
-                _send(self._sock, frames.request_head(
+                self._channel.write((frames.request_head(
                     request_id, method.number, max(1, int(timeout_s * 1000)), metadata,
-                    sum(len(part) for part in parts)), *parts)
-            except OSError as exc:  # a frame not wholly written is never served
+                    sum(len(part) for part in parts)), *parts))
+            except OSError as exc:  # (ssl.SSLError too) a frame not wholly written is never served
                 self._pending.pop(request_id, None)
                 self._close_now(f"write failed: {exc}")
                 raise NotSent(f"{method.name} to {self.addr} not sent: {exc}") from None
@@ -182,7 +314,7 @@ class WireConnection:
         if self._pending.pop(request_id, None) is None or not self.alive:
             return
         with self._write_lock, contextlib.suppress(OSError):  # a lost connection cancels all
-            self._sock.sendall(frames.request(request_id, frames.CANCEL, 0, (), b""))
+            self._channel.write((frames.request(request_id, frames.CANCEL, 0, (), b""),))
 
     def _expire(self, now: float) -> None:
         """Fail the calls whose deadline passed without an answer (a started call may be

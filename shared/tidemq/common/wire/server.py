@@ -20,7 +20,8 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.common.pipeline import CallPipeline
-from tidemq.common.wire import frames
+from tidemq.common.tls import ReloadingContext
+from tidemq.common.wire import frames, spans
 from tidemq.common.wire.methods import Method
 
 log = get_logger(__name__)
@@ -58,19 +59,34 @@ class WireServer:
         self.pipeline = pipeline or CallPipeline()
         self.greeting = frames.greeting(name)
         self.port = 0
+        self.tls: ReloadingContext | None = None
+        self._refresh_at = 0.0
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[_Connection] = set()
 
     def _run(self, coroutine, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def start(self, host: str, port: int) -> int:
+    def start(self, host: str, port: int, tls: ReloadingContext | None = None) -> int:
+        """`tls`: serve TLS with this context (the broker's gRPC certificate; with a client CA,
+        mutual TLS: a client without a certificate that CA signed is refused at the handshake).
+        Rotated files load for the connections accepted after they changed."""
+        self.tls = tls
+
         async def listen():
-            return await self.loop.create_server(lambda: _Connection(self), host, port,
-                                                 reuse_address=True)
+            return await self.loop.create_server(
+                self._accept, host, port, reuse_address=True,
+                ssl=tls.context if tls is not None else None)
         self._server = self._run(listen())
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
+
+    def _accept(self) -> _Connection:
+        tls = self.tls
+        if tls is not None and time.monotonic() >= self._refresh_at:  # at most once a second
+            self._refresh_at = time.monotonic() + 1.0
+            tls.refresh()
+        return _Connection(self)
 
     def stop(self, grace_s: float) -> None:
         """Stop accepting; let running calls finish for up to `grace_s`; close every
@@ -181,8 +197,9 @@ class _Connection(asyncio.Protocol):
                 f"{method.name}: the request is not a {method.request.__name__}: {exc}")))
             return
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        serve = self._serve_traced if spans.server_calls_traced() else self._serve
         task = self.server.loop.create_task(
-            self._serve(request_id, method, handler, request, metadata, deadline))
+            serve(request_id, method, handler, request, metadata, deadline))
         self.tasks[request_id] = task
         task.add_done_callback(lambda _: self._finished(request_id))
         self._update_reading()
@@ -192,15 +209,25 @@ class _Connection(asyncio.Protocol):
         self._update_reading()
 
     async def _serve(self, request_id: int, method: Method, handler: Handler, request: Any,
-                     metadata: list[tuple[str, str]], deadline: float | None) -> None:
+                     metadata: list[tuple[str, str]], deadline: float | None,
+                     span: Any = None) -> None:
         try:
             reply = await self.server.pipeline.run_async(
                 method.full_name, metadata, CallContext(deadline, self._peer), request, handler)
             payload = reply.SerializeToString()
             answer: tuple[bytes, ...] = (frames.ok_head(request_id, len(payload)), payload)
         except errors.TideMQError as exc:  # the pipeline maps every failure to one
+            if span is not None:
+                spans.answered_with(span, exc)
             answer = (frames.error(request_id, exc),)
         self._write(*answer)
+
+    async def _serve_traced(self, request_id: int, method: Method, handler: Handler,
+                            request: Any, metadata: list[tuple[str, str]],
+                            deadline: float | None) -> None:
+        """`_serve` inside the SERVER span gRPC's instrumentation would make."""
+        with spans.server_span(method, metadata, self._peer) as span:
+            await self._serve(request_id, method, handler, request, metadata, deadline, span)
 
     def _write(self, *parts: bytes) -> None:
         transport = self._transport
