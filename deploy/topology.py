@@ -450,8 +450,9 @@ def published_urls(topology: Topology, placement: Placement) -> list[str]:
     lines = []
     for service in topology.services.values():
         for port_name in service.publish:
-            scheme = ("http" if port_name == "http" or service.is_etcd  # etcd's client URL
+            scheme = ("http" if port_name in ("http", "metrics") or service.is_etcd
                       else "redis" if service.is_redis
+                      else "kafka" if port_name == "kafka"  # Kafka's own protocol, not gRPC
                       else "spark" if port_name == "spark" else "grpc")
             url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
             label = service.labels.get(port_name, port_name)
