@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -134,7 +135,7 @@ class EtcdCluster:
                     raise RuntimeError(f"etcd would not start:\n{logs}") from None
                 for member in self.members:  # a port was taken: start again, elsewhere
                     with contextlib.suppress(FileNotFoundError):
-                        _remove_tree(member.data_dir)
+                        shutil.rmtree(member.data_dir, ignore_errors=True)
                         member.log.unlink()
         raise AssertionError("unreachable")
 
@@ -179,12 +180,6 @@ class EtcdCluster:
             member.kill()
 
 
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def start_etcd(tmp_path: Path, size: int = 1) -> EtcdCluster:
     return EtcdCluster(Path(tmp_path), size).start()
 
@@ -196,21 +191,3 @@ def etcd_cluster(tmp_path: Path, size: int = 1) -> Iterator[EtcdCluster]:
         yield cluster
     finally:
         cluster.kill()
-
-
-def wait_writable(cluster: EtcdCluster, timeout: float = 15.0) -> None:
-    """Until a put through some member is answered (a quorum and a leader)."""
-    def put() -> bool:
-        for member in cluster.members:
-            if not member.running:
-                continue
-            with grpc.insecure_channel(member.addr) as channel:
-                try:
-                    etcd_grpc.KVStub(channel).Put(etcd.PutRequest(key=b"/tests/probe",
-                                                                  value=b"x"), timeout=1)
-                    return True
-                except grpc.RpcError:
-                    continue
-        return False
-
-    wait_until(put, timeout, message="an etcd write to be answered")

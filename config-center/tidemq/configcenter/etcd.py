@@ -200,7 +200,7 @@ class EtcdConnection:
             except grpc.RpcError as exc:
                 tried.append(member.endpoint)
                 detail = (exc.details() or "").lower()
-                if "invalid auth token" in detail or "invalid auth" in detail:
+                if "invalid auth" in detail:
                     self._forget_token(token)
                 if exc.code() not in _MOVE_ON and "invalid auth" not in detail:
                     raise translate(exc, member.endpoint) from None

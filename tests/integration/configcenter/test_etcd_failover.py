@@ -159,6 +159,7 @@ def test_no_acknowledged_config_write_is_lost_to_etcd_faults(etcd3, services):
           + ", ".join(f"{name}: {gap:.2f} s" for name, gap in gaps.items()))
 
     with ConfigClient(centers[1].addr, timeout=5) as client:
+        assert writers.acknowledged, "no write was acknowledged: nothing to judge"
         stored = {kv.key: kv.text for kv in client.range("/w/").kvs}
         lost = {k for k, v in writers.acknowledged.items() if stored.get(k) != v}
         assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
