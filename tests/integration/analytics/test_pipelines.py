@@ -123,9 +123,9 @@ def test_source_parity_options(spark, cluster, tmp_path):
     try:
         query.processAllAvailable()
         # Spark commits a batch's source offsets when it plans the next batch: one more
-        # message per queue makes batch 1, which commits batch 0's end
-        cluster.send(topic, {q: [rec.encode_message(rec.OutgoingMessage(topic, b"next"))[0]]
-                             for q in range(2)})
+        # message makes batch 1, which commits batch 0's end. One message to one queue: a send
+        # to each queue could be split over batches 1 and 2, and batch 2 commits batch 1's end
+        cluster.send(topic, {0: [rec.encode_message(rec.OutgoingMessage(topic, b"next"))[0]]})
         query.processAllAvailable()
     finally:
         query.stop()
