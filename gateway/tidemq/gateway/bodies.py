@@ -283,6 +283,11 @@ class InvisibleRequest(RequestBody):
 class RedriveRequest(RequestBody):
     """POST /v1/groups/{group}/dlq/redrive: `msg_ids` or `"all": true`."""
 
+    model_config = ConfigDict(**RequestBody.model_config, json_schema_extra={"anyOf": [
+        {"required": ["msg_ids"],
+         "properties": {"msg_ids": {"minItems": 1}, "all": {"const": False}}},
+        {"required": ["all"],
+         "properties": {"all": {"const": True}, "msg_ids": {"maxItems": 0}}}]})
     msg_ids: Annotated[list[str], Field(description="dead letters to re-drive (non-empty "
                                                     "unless all)")] = []
     all: Annotated[bool, Field(description="re-drive every listed dead letter")] = False

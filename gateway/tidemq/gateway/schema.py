@@ -70,6 +70,37 @@ class RequestBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     error_code: ClassVar[str] = "INVALID_REQUEST"
+    _int_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._int_fields = tuple(name for name, field in cls.model_fields.items()
+                                if _holds_int(field.annotation))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, values: Any) -> Any:
+        """JSON does not tell 537 from 537.0 (JSON Schema's "integer" takes both): an integer
+        field given an integral number written with a fraction takes that integer. Strings
+        and booleans stay refused ("4" and true are not 4)."""
+        if isinstance(values, dict):
+            for name in cls._int_fields:
+                value = values.get(name)
+                if type(value) is float and value.is_integer():
+                    values = {**values, name: int(value)}
+        return values
+
+
+def _holds_int(annotation: Any) -> bool:
+    """`int`, `int | None`, `Annotated[int, ...]` (not bool, not a list of ints)."""
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _holds_int(typing.get_args(annotation)[0])
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return any(_holds_int(arg) for arg in typing.get_args(annotation))
+    return False
 
 
 class QueryParameters(BaseModel):

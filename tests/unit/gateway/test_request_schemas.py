@@ -85,7 +85,7 @@ def test_a_misspelt_field_is_reported_before_the_field_it_makes_missing(client):
 
 @pytest.mark.parametrize(("method", "path", "document", "code", "named"), [
     ("post", "/v1/topics", {"name": 5}, "INVALID_TOPIC", "name"),
-    ("post", "/v1/topics", {"name": "ok", "queues": 2.0}, "INVALID_QUEUE_COUNT", "queues"),
+    ("post", "/v1/topics", {"name": "ok", "queues": 2.5}, "INVALID_QUEUE_COUNT", "queues"),
     ("post", "/v1/topics/orders/messages", {"messages": {"body": "x"}}, "INVALID_REQUEST",
      "messages"),
     ("post", "/v1/topics/orders/messages", {"messages": [{"body": "x", "keys": "k"}]},
@@ -280,3 +280,19 @@ def test_any_unknown_field_in_any_message_is_named_with_its_place(name, count, d
         schema.parse(bodies.SendRequest, {"messages": messages})
     assert refused.value.code == "UNKNOWN_FIELD"
     assert refused.value.message.startswith(f'unknown field "{name}" in messages[{index}]; ')
+
+
+def test_an_integral_number_written_with_a_fraction_is_that_integer():
+    """JSON Schema's "integer" takes 537.0; strings, booleans and true fractions stay refused."""
+    assert bodies.TopicCreateRequest.model_validate({"name": "t", "queues": 4.0}).queues == 4
+    message = bodies.SendRequest.model_validate(
+        {"messages": [{"body": "x", "delay_ms": 1037.0}]}).messages[0]
+    assert message.delay_ms == 1037 and type(message.delay_ms) is int
+    for bad in (4.5, "4", True):
+        with pytest.raises(ValueError):
+            bodies.TopicCreateRequest.model_validate({"name": "t", "queues": bad})
+
+
+def test_the_redrive_schema_says_msg_ids_or_all():
+    choices = bodies.RedriveRequest.model_json_schema()["anyOf"]
+    assert [c["required"] for c in choices] == [["msg_ids"], ["all"]]
