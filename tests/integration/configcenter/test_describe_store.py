@@ -3,12 +3,14 @@
 One member behind a config center; a dead second config center reported unreachable, not
 skipped; the CLI's report. Three members: the leader first, every member's raft term and
 lag, a killed follower and then a killed leader reported as such (no leader: no quorum)
-while the config center still answers the description.
+while the config center still answers the description; a member of another cluster (a wrong
+--initial-cluster-token) named with both cluster ids.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 
 import pytest
@@ -18,7 +20,7 @@ from tidemq.configclient.client import ConfigClient
 from typer.testing import CliRunner
 
 from tests.support.etcd import start_etcd
-from tests.support.processes import dead_endpoint, wait_until
+from tests.support.processes import dead_endpoint, free_port, wait_until
 
 
 def test_one_member_is_described_with_the_leader(config_center, etcd_server):
@@ -109,3 +111,77 @@ def test_three_members_then_a_lost_follower_then_a_lost_quorum(services, tmp_pat
 def _with_unreachable(client: ConfigClient, count: int):
     store = client.describe_store()
     return store if sum(not m.reachable for m in store.members) == count else None
+
+
+def _other_cluster_row(client: ConfigClient, endpoint: str):
+    store = client.describe_store()
+    row = next(m for m in store.members if m.endpoint == endpoint)
+    return (store, row) if "another etcd cluster" in row.error else None
+
+
+def test_a_member_started_with_another_cluster_token_is_named_with_the_mismatch(
+        services, tmp_path):
+    """m3's disk replaced and the member started again with a wrong --initial-cluster-token:
+    etcd's members refuse its peer traffic ("request cluster ID mismatch") and it waits
+    forever to join, its client port answering nothing. The control plane names it and the
+    two cluster ids (read from its peer URL), `make status` shows the same sentence, the
+    CLI prints it, and the two others keep serving writes. Then m3 as a one-member cluster
+    of its own (it answers Status, for another cluster): named the same way, never counted
+    as a member."""
+    cluster = start_etcd(tmp_path, size=3)
+    try:
+        center = services("tidemq.configcenter", ["--etcd-endpoints", cluster.endpoints])
+        stray = cluster.members[2]
+        with ConfigClient(center.addr, timeout=5) as client:
+            ours = client.describe_store().cluster_id
+            stray.kill()
+            shutil.rmtree(stray.data_dir)
+            stray.launch(cluster.initial_cluster, "another-token")
+            store, row = wait_until(lambda: _other_cluster_row(client, stray.addr), timeout=30,
+                                    message="the member of another cluster reported as such")
+            assert (row.name, row.reachable, row.leader) == ("m3", False, False)
+            assert f"this cluster's is {ours}" in row.error, row.error
+            assert "another --initial-cluster-token" in row.error
+            theirs = row.error.split("(cluster id ", 1)[1].split(",", 1)[0]
+            assert theirs != ours and store.cluster_id == ours
+            assert store.leader and sum(m.reachable for m in store.members) == 2
+            client.put("/d/k", "two of three still serve")   # a quorum without m3
+            assert "request cluster ID mismatch" in cluster.members[0].log.read_text()
+
+            shown = CliRunner().invoke(app, ["--config-center", center.addr, "cluster",
+                                             "control-plane"], terminal_width=400)
+            assert shown.exit_code == 0, shown.output
+            text = " ".join(shown.stdout.split())
+            assert f"m3: the member at {stray.addr}" in text, text
+            assert f"belongs to another etcd cluster (cluster id {theirs}" in text
+            assert "2 of 3 members answer (quorum 2): losing one more stops writes" in text
+            status = "\n".join(_status_lines(center.addr))
+            assert f"etcd member m3 {stray.addr} not serving" in status, status
+            assert f"belongs to another etcd cluster (cluster id {theirs}" in status, status
+
+            stray.kill()   # now a cluster of its own, which answers clients
+            shutil.rmtree(stray.data_dir)
+            stray.launch(f"m3={stray.peer_url}", "a-cluster-of-its-own")
+            wait_until(lambda: stray.status(), timeout=30, message="the lone member serving")
+            store, row = wait_until(lambda: _other_cluster_row(client, stray.addr), timeout=30,
+                                    message="the lone member reported as another cluster's")
+            assert store.cluster_id == ours and not row.reachable, row
+            assert f"this cluster's is {ours}" in row.error
+            assert store.leader == cluster.wait_leader().name != "m3"
+    finally:
+        cluster.kill()
+
+
+def _status_lines(addr: str) -> list[str]:
+    """`make status`'s config-center lines, with config-center-1 at `addr` (and -2 down)."""
+    import yaml
+
+    from deploy.local import config_center_lines
+    from deploy.topology import TOPOLOGY_FILE, Placement, parse
+
+    topology = parse(yaml.safe_load(TOPOLOGY_FILE.read_text()))
+    first, second = topology.members("config-center")[:2]
+    port = int(addr.rpartition(":")[2])
+    placement = Placement(port_overrides={f"{first.name}.grpc": port,
+                                          f"{second.name}.grpc": free_port()})
+    return config_center_lines(topology, placement, timeout=5)
