@@ -168,8 +168,29 @@ def test_a_member_started_with_another_cluster_token_is_named_with_the_mismatch(
             assert store.cluster_id == ours and not row.reachable, row
             assert f"this cluster's is {ours}" in row.error
             assert store.leader == cluster.wait_leader().name != "m3"
+            members = _etcd_status_lines(cluster)   # make status's own probe of each member
+            assert members[0].startswith("etcd members (2/3 answering, leader"), members
+            stray_line = " ".join(members[3].split())
+            assert stray_line.startswith(f"etcd-3 {stray.addr} DOWN answers for another etcd "
+                                         "cluster (cluster id "), members
+            assert f"the others' {ours})" in stray_line, members
     finally:
         cluster.kill()
+
+
+def _etcd_status_lines(cluster) -> list[str]:
+    """`make status`'s etcd section, with the default topology's etcd-1..3 at `cluster`'s
+    members."""
+    import yaml
+
+    from deploy.etcd_cluster import status_lines
+    from deploy.topology import TOPOLOGY_FILE, Placement, parse
+
+    topology = parse(yaml.safe_load(TOPOLOGY_FILE.read_text()))
+    placement = Placement(port_overrides={
+        f"{service.name}.client": member.client_port
+        for service, member in zip(topology.etcd_members(), cluster.members, strict=True)})
+    return status_lines(topology, placement)
 
 
 def _status_lines(addr: str) -> list[str]:
