@@ -6,12 +6,20 @@ does. Reads move freely (a read applies nothing); a write moves only when etcd c
 applied it (the member refused it before proposing, or it was never sent), because a write
 that timed out may still commit and must not be applied twice. Whatever fails in the end
 surfaces as SERVICE_UNAVAILABLE naming every member tried, within the call's deadline.
+
+Every endpoint must be a member of one cluster. A member started with another
+`--initial-cluster-token` that formed a cluster of its own would answer calls — and take
+writes — from another data set, so the connection learns the cluster id that more than half
+of its endpoints answer for (a background Status sweep, repeated while it runs) and never uses
+an endpoint answering for another: such a reply is refused and the call moves on (it changed
+nothing in this cluster), and streams (watches, keep-alives) are not opened on it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +41,7 @@ _NOT_APPLIED = ("no leader", "failed to connect", "connection refused", "not cap
                 "too many requests", "unhealthy cluster", "leader changed")
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.UNKNOWN}
+CLUSTER_SWEEP_S = 5.0   # how often every endpoint is asked which cluster it answers for
 
 
 @dataclass(frozen=True)
@@ -133,10 +142,52 @@ class EtcdConnection:
         self._preferred = 0
         self._token = ""
         self._token_lock = threading.Lock()
+        self._clusters: dict[str, int] = {}   # endpoint -> the cluster id it last answered for
+        self.cluster_id = 0                   # the one most endpoints answer for (0: unknown)
+        self._closed = threading.Event()
+        if len(self.members) > 1:
+            threading.Thread(target=self._sweep, daemon=True, name="etcd-cluster-id").start()
 
     def close(self) -> None:
+        self._closed.set()
         for member in self.members:
             member.channel.close()
+
+    # -- one cluster ---------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Ask every endpoint which cluster it answers for, now and every CLUSTER_SWEEP_S
+        (every second until more than half of them agree)."""
+        while not self._closed.is_set():
+            for member in self.members:
+                try:
+                    reply = member.maintenance.Status(etcd.StatusRequest(), timeout=1.0)
+                except (grpc.RpcError, ValueError):  # ValueError: the channel was closed
+                    continue
+                self._heard(member, reply.header.cluster_id)
+            self._closed.wait(CLUSTER_SWEEP_S if self.cluster_id else 1.0)
+
+    def _heard(self, member: Member, cluster_id: int) -> bool:
+        """Record the cluster `member` answered for; False when it is not this one."""
+        if not cluster_id:
+            return True
+        self._clusters[member.endpoint] = cluster_id
+        votes = Counter(self._clusters.values())
+        leading, count = votes.most_common(1)[0]
+        if 2 * count > len(self.members):
+            self.cluster_id = leading
+        return not self.cluster_id or cluster_id == self.cluster_id
+
+    def foreign(self, member: Member) -> bool:
+        """Whether `member` last answered for another cluster than this connection's."""
+        seen = self._clusters.get(member.endpoint, 0)
+        return bool(self.cluster_id and seen and seen != self.cluster_id)
+
+    def other_cluster(self, member: Member) -> str:
+        return (f"{member.endpoint} answers for another etcd cluster (cluster id "
+                f"{self._clusters.get(member.endpoint, 0):x}, not {self.cluster_id:x}): it was "
+                "started with another --initial-cluster-token or on another cluster's data "
+                "directory")
 
     # -- authentication ------------------------------------------------------------------
 
@@ -170,9 +221,12 @@ class EtcdConnection:
     # -- calls ---------------------------------------------------------------------------
 
     def order(self) -> list[Member]:
-        """Members in the order to try: the one that answered last first."""
+        """Members in the order to try: the one that answered last first; none that answers
+        for another cluster (unless every one does: then the calls say so)."""
         first = self._preferred
-        return [self.members[(first + i) % len(self.members)] for i in range(len(self.members))]
+        members = [self.members[(first + i) % len(self.members)]
+                   for i in range(len(self.members))]
+        return [m for m in members if not self.foreign(m)] or members
 
     def answered(self, member: Member) -> None:
         """`member` served a call made outside `call` (a stream): try it first next time."""
@@ -184,6 +238,7 @@ class EtcdConnection:
         deadline = time.monotonic() + (timeout or self.timeout)
         tried: list[str] = []
         last: grpc.RpcError | None = None
+        refused = ""
         members = self.order()
         for index, member in enumerate(members):
             left = deadline - time.monotonic()
@@ -208,10 +263,16 @@ class EtcdConnection:
                 if mutation and not any(text in detail for text in _NOT_APPLIED):
                     break  # it may have been applied: the caller decides whether to repeat it
                 continue
+            header = getattr(reply, "header", None)
+            if header is not None and not self._heard(member, header.cluster_id):
+                tried.append(member.endpoint)   # it changed nothing in this cluster: move on
+                refused = self.other_cluster(member)
+                continue
             self._preferred = self.members.index(member)
             return reply
         self._preferred = (self.members.index(members[0]) + 1) % len(self.members)
-        reason = (last.details() or last.code().name) if last is not None else "deadline spent"
+        reason = ((last.details() or last.code().name) if last is not None
+                  else refused or "deadline spent")
         raise ServiceUnavailable(
             f"no etcd member served the call (tried {', '.join(tried) or 'none'} of "
             f"{', '.join(self.target.endpoints)}): {reason}; the cluster may have lost its "

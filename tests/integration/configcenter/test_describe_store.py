@@ -116,7 +116,8 @@ def _with_unreachable(client: ConfigClient, count: int):
 def _other_cluster_row(client: ConfigClient, endpoint: str):
     store = client.describe_store()
     row = next(m for m in store.members if m.endpoint == endpoint)
-    return (store, row) if "another etcd cluster" in row.error else None
+    # (a leader too: m3 may have led, and the other two elect once it is gone)
+    return (store, row) if "another etcd cluster" in row.error and store.leader else None
 
 
 def test_a_member_started_with_another_cluster_token_is_named_with_the_mismatch(
@@ -168,6 +169,7 @@ def test_a_member_started_with_another_cluster_token_is_named_with_the_mismatch(
             assert store.cluster_id == ours and not row.reachable, row
             assert f"this cluster's is {ours}" in row.error
             assert store.leader == cluster.wait_leader().name != "m3"
+            _calls_never_reach(stray, cluster, ours)
             members = _etcd_status_lines(cluster)   # make status's own probe of each member
             assert members[0].startswith("etcd members (2/3 answering, leader"), members
             stray_line = " ".join(members[3].split())
@@ -176,6 +178,39 @@ def test_a_member_started_with_another_cluster_token_is_named_with_the_mismatch(
             assert f"the others' {ours})" in stray_line, members
     finally:
         cluster.kill()
+
+
+def _calls_never_reach(stray, cluster, ours: str) -> None:
+    """A connection given the stray member first learns the cluster most endpoints answer for
+    and never writes to, reads from or watches on the stray: its writes land in the cluster."""
+    from tidemq.configcenter.etcd import EtcdTarget
+    from tidemq.configcenter.store import ConfigStore
+
+    others = [m.addr for m in cluster.members if m is not stray]
+    store = ConfigStore(EtcdTarget.parse(",".join([stray.addr, *others])))
+    try:
+        wait_until(lambda: store.etcd.cluster_id, timeout=15, message="the cluster id learnt")
+        assert f"{store.etcd.cluster_id:x}" == ours
+        assert stray.addr not in [m.endpoint for m in store.etcd.order()]
+        written = store.put("/d/not-on-the-stray", b"v")
+        assert written.succeeded
+        assert _raw_get(cluster.members[0].addr, b"/d/not-on-the-stray") == b"v"
+        assert _raw_get(stray.addr, b"/d/not-on-the-stray") is None
+        events = [e.kv.key for batch in store.watch("/d/", written.revision,
+                                                     until=written.revision)
+                  for e in batch.events]
+        assert events == ["/d/not-on-the-stray"]
+    finally:
+        store.close()
+
+
+def _raw_get(addr: str, key: bytes) -> bytes | None:
+    import grpc
+    from tidemq.etcd import rpc_pb2, rpc_pb2_grpc
+
+    with grpc.insecure_channel(addr) as channel:
+        reply = rpc_pb2_grpc.KVStub(channel).Range(rpc_pb2.RangeRequest(key=key), timeout=5)
+    return reply.kvs[0].value if reply.kvs else None
 
 
 def _etcd_status_lines(cluster) -> list[str]:
