@@ -34,7 +34,8 @@ class PeerNetwork:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.tag = f"{os.getpid() % 100000:x}{random.randrange(16 ** 3):03x}"
+        # the creating process's id (hex) first: remove_stale() finds what a killed run left
+        self.tag = f"{os.getpid():x}-{random.randrange(16 ** 3):03x}"
         self.block = 0
         self.created: list[str] = []
 
@@ -55,7 +56,26 @@ class PeerNetwork:
     def host(self, index: int) -> str:
         return f"10.{self.block}.{index + 1}.2"
 
+    @staticmethod
+    def remove_stale() -> None:
+        """Delete the namespaces (and with them their links) of test runs that were killed
+        before they could: named tidemq-<pid>-..., whose process no longer runs."""
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                timeout=30).stdout
+        for line in listed.splitlines():
+            name = line.split(" ", 1)[0]
+            parts = name.split("-")
+            if len(parts) != 4 or parts[0] != "tidemq":
+                continue
+            try:
+                os.kill(int(parts[1], 16), 0)
+            except ProcessLookupError:
+                subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
+            except (ValueError, PermissionError):
+                continue
+
     def create(self) -> None:
+        self.remove_stale()
         used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
                               check=True).stdout
         free = [b for b in range(100, 250) if f" 10.{b}." not in used]
@@ -64,7 +84,7 @@ class PeerNetwork:
         self.block = random.choice(free)
         try:
             for i in range(self.size):
-                ns, link = self.namespace(i), f"tq{self.tag}{i + 1}"
+                ns, link = self.namespace(i), f"tq{self.tag.replace('-', '')}{i + 1}"
                 _run("ip", "netns", "add", ns)
                 self.created.append(ns)
                 _run("ip", "-n", ns, "link", "set", "lo", "up")
