@@ -143,7 +143,10 @@ class EtcdConnection:
         self._token = ""
         self._token_lock = threading.Lock()
         self._clusters: dict[str, int] = {}   # endpoint -> the cluster id it last answered for
-        self.cluster_id = 0                   # the one most endpoints answer for (0: unknown)
+        self._clusters_lock = threading.Lock()
+        # the one more than half of the endpoints answer for (0: not known yet); it follows
+        # a majority that changes (a cluster restored from a snapshot has a new id)
+        self.cluster_id = 0
         self._closed = threading.Event()
         if len(self.members) > 1:
             threading.Thread(target=self._sweep, daemon=True, name="etcd-cluster-id").start()
@@ -171,12 +174,12 @@ class EtcdConnection:
         """Record the cluster `member` answered for; False when it is not this one."""
         if not cluster_id:
             return True
-        self._clusters[member.endpoint] = cluster_id
-        votes = Counter(self._clusters.values())
-        leading, count = votes.most_common(1)[0]
-        if 2 * count > len(self.members):
-            self.cluster_id = leading
-        return not self.cluster_id or cluster_id == self.cluster_id
+        with self._clusters_lock:
+            self._clusters[member.endpoint] = cluster_id
+            leading, count = Counter(self._clusters.values()).most_common(1)[0]
+            if 2 * count > len(self.members):
+                self.cluster_id = leading
+            return not self.cluster_id or cluster_id == self.cluster_id
 
     def foreign(self, member: Member) -> bool:
         """Whether `member` last answered for another cluster than this connection's."""
