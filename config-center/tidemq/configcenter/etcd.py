@@ -42,6 +42,15 @@ _NOT_APPLIED = ("no leader", "failed to connect", "connection refused", "not cap
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.UNKNOWN}
 CLUSTER_SWEEP_S = 5.0   # how often every endpoint is asked which cluster it answers for
+# Every call and stream asks the member to require a leader (etcd's "hasleader" metadata, as
+# etcd's own client does for watches): a member that has lost its leader — the partitioned
+# old leader once it steps down, a partitioned follower — answers "no leader" at once (and ends
+# such a watch) instead of holding the call until its deadline, so the call moves on.
+REQUIRE_LEADER = ("hasleader", "true")
+# Answers that say the cluster is electing: the call goes round the members again after
+# ELECTION_PAUSE_S while its deadline lasts, as it used to wait on one member for the election.
+_ELECTING = ("no leader", "leader changed")
+ELECTION_PAUSE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -194,20 +203,25 @@ class EtcdConnection:
 
     # -- authentication ------------------------------------------------------------------
 
-    def metadata(self, member: Member, deadline: float) -> tuple[tuple[str, str], ...] | None:
+    def metadata(self, member: Member, deadline: float, *,
+                 require_leader: bool = True) -> tuple[tuple[str, str], ...] | None:
+        """The call's metadata: the member must have a leader (unless `require_leader` is
+        False: what a member reports of itself), and the auth token when etcd has users."""
+        leader = (REQUIRE_LEADER,) if require_leader else ()
         if not self.target.user:
-            return None
+            return leader or None
         with self._token_lock:
             if not self._token:
                 reply = member.auth.Authenticate(
                     etcd.AuthenticateRequest(name=self.target.user, password=self.target.password),
                     timeout=max(0.05, deadline - time.monotonic()))
                 self._token = reply.token
-            return (("token", self._token),)
+            return (("token", self._token), *leader)
 
-    def _forget_token(self, token: tuple | None) -> None:
+    def _forget_token(self, metadata: tuple | None) -> None:
+        token = dict(metadata or ()).get("token")
         with self._token_lock:
-            if token and self._token == token[0][1]:
+            if token and self._token == token:
                 self._token = ""
 
     def token_refused(self, exc: grpc.RpcError | str) -> bool:
@@ -236,48 +250,58 @@ class EtcdConnection:
         self._preferred = self.members.index(member)
 
     def call(self, service: str, method: str, request: Any, *, mutation: bool,
-             timeout: float | None = None) -> Any:
+             timeout: float | None = None, require_leader: bool = True) -> Any:
         """`service`.`method`(request) on the first member that serves it."""
         deadline = time.monotonic() + (timeout or self.timeout)
         tried: list[str] = []
         last: grpc.RpcError | None = None
         refused = ""
-        members = self.order()
-        for index, member in enumerate(members):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            # Leave the other members some of the deadline: a stalled member answers nothing.
-            others = len(members) - index - 1
-            attempt = left if not others else max(min(left, 1.0), left / (others + 1))
-            token = None
-            try:
-                token = self.metadata(member, time.monotonic() + attempt)
-                reply = getattr(getattr(member, service), method)(
-                    request, timeout=attempt, metadata=token)
-            except grpc.RpcError as exc:
-                tried.append(member.endpoint)
-                detail = (exc.details() or "").lower()
-                if "invalid auth" in detail:
-                    self._forget_token(token)
-                if exc.code() not in _MOVE_ON and "invalid auth" not in detail:
-                    raise translate(exc, member.endpoint) from None
-                last = exc
-                if mutation and not any(text in detail for text in _NOT_APPLIED):
-                    break  # it may have been applied: the caller decides whether to repeat it
-                continue
-            header = getattr(reply, "header", None)
-            if header is not None and not self._heard(member, header.cluster_id):
-                tried.append(member.endpoint)   # it changed nothing in this cluster: move on
-                refused = self.other_cluster(member)
-                continue
-            self._preferred = self.members.index(member)
-            return reply
+        electing = True
+        while electing:
+            electing = waiting = False   # waiting: a member answered that they elect
+            members = self.order()
+            for index, member in enumerate(members):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                # Leave the other members some of the deadline: a stalled member answers
+                # nothing.
+                others = len(members) - index - 1
+                attempt = left if not others else max(min(left, 1.0), left / (others + 1))
+                token = None
+                try:
+                    token = self.metadata(member, time.monotonic() + attempt,
+                                          require_leader=require_leader)
+                    reply = getattr(getattr(member, service), method)(
+                        request, timeout=attempt, metadata=token)
+                except grpc.RpcError as exc:
+                    tried.append(member.endpoint)
+                    detail = (exc.details() or "").lower()
+                    if "invalid auth" in detail:
+                        self._forget_token(token)
+                    if exc.code() not in _MOVE_ON and "invalid auth" not in detail:
+                        raise translate(exc, member.endpoint) from None
+                    last = exc
+                    waiting = waiting or any(text in detail for text in _ELECTING)
+                    if mutation and not any(text in detail for text in _NOT_APPLIED):
+                        break  # it may have been applied: the caller decides whether to repeat
+                    continue
+                header = getattr(reply, "header", None)
+                if header is not None and not self._heard(member, header.cluster_id):
+                    tried.append(member.endpoint)   # it changed nothing in this cluster
+                    refused = self.other_cluster(member)
+                    continue
+                self._preferred = self.members.index(member)
+                return reply
+            else:   # every member refused the call: round again while they elect
+                if waiting and deadline - time.monotonic() > 2 * ELECTION_PAUSE_S:
+                    time.sleep(ELECTION_PAUSE_S)
+                    electing = True
         self._preferred = (self.members.index(members[0]) + 1) % len(self.members)
         reason = ((last.details() or last.code().name) if last is not None
                   else refused or "deadline spent")
         raise ServiceUnavailable(
-            f"no etcd member served the call (tried {', '.join(tried) or 'none'} of "
+            f"no etcd member served the call (tried {', '.join(dict.fromkeys(tried)) or 'none'} of "
             f"{', '.join(self.target.endpoints)}): {reason}; the cluster may have lost its "
             "quorum or be electing a leader")
 

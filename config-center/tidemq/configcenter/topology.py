@@ -95,7 +95,8 @@ class TopologyReader:
         listed_by = 0
         try:
             members = self.connection.call("cluster", "MemberList", etcd.MemberListRequest(),
-                                           mutation=False, timeout=2 * STATUS_TIMEOUT_S)
+                                           mutation=False, timeout=2 * STATUS_TIMEOUT_S,
+                                           require_leader=False)   # names without a quorum too
             listed, listed_by = list(members.members), members.header.cluster_id
         except Exception:  # noqa: BLE001 - no quorum: describe what the endpoints say
             listed = []
