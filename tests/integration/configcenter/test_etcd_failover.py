@@ -259,6 +259,7 @@ def test_no_acknowledged_config_write_is_lost_when_the_leader_is_partitioned(ser
                                  message="a leader elected among the other two")
                 wait_until(lambda: _not_leading(old), timeout=30,
                            message=f"the partitioned {old.name} stepping down")
+                _refuses_without_a_leader(old)
                 wait_until(lambda: writers.acknowledged_since(mark + 0.5), timeout=30,
                            message="writes acknowledged during the partition")
                 wait_until(lambda: _put(through_a, "/partition/through-a"), timeout=30,
@@ -277,6 +278,21 @@ def test_no_acknowledged_config_write_is_lost_when_the_leader_is_partitioned(ser
         _judge(writers, b.addr)
     finally:
         cluster.kill()
+
+
+def _refuses_without_a_leader(member) -> None:
+    """The cut-off member, asked to require a leader, says it has none (it would otherwise
+    hold a call to its deadline: "Deadline Exceeded")."""
+    from tidemq.configcenter.etcd import EtcdTarget
+    from tidemq.configcenter.store import ConfigStore
+
+    store = ConfigStore(EtcdTarget.parse(member.addr), timeout=1.0)
+    try:
+        with pytest.raises(errors.ServiceUnavailable) as refused:
+            store.put("/partition/on-the-cut-off-member", b"never")
+        assert "etcdserver: no leader" in refused.value.message, refused.value.message
+    finally:
+        store.close()
 
 
 def _new_leader(cluster: EtcdCluster, old, term: int):
