@@ -412,11 +412,12 @@ def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
                 proxied: bool = True, lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
     master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
-    `proxied=False` wires the brokers directly (no partitions possible): what benchmarks
-    measure, without the proxies' extra hop and CPU."""
+    `proxied=False` wires the brokers directly and runs the etcd members on 127.0.0.1 (no
+    partitions possible): what benchmarks measure, without the proxies' extra hop and CPU."""
     # Members in network namespaces where they can be partitioned (faults.PARTITION_UNAVAILABLE
-    # says why not): the partition_etcd_leader row needs it.
-    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS, network=not PARTITION_UNAVAILABLE)
+    # says why not): the partition_etcd_leader row needs it; unproxied, on loopback as well.
+    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS,
+                       network=proxied and not PARTITION_UNAVAILABLE)
     stack.callback(etcd.kill)
     etcd.start()
     start = stack.enter_context(process_group(tmp_path))
