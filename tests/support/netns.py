@@ -117,8 +117,11 @@ class PeerNetwork:
                  "  chain in { type filter hook input priority -300; iifname \"p*\" drop; }\n"
                  "  chain out { type filter hook output priority -300; oifname \"p*\" drop; }\n"
                  "}\n")
-        subprocess.run(["ip", "netns", "exec", self.namespace(index), "nft", "-f", "-"],
-                       input=rules, text=True, capture_output=True, check=True, timeout=30)
+        done = subprocess.run(["ip", "netns", "exec", self.namespace(index), "nft", "-f", "-"],
+                              input=rules, text=True, capture_output=True, timeout=30)
+        if done.returncode:
+            raise RuntimeError(f"nft in {self.namespace(index)} refused the partition "
+                               f"({done.returncode}): {done.stderr.strip()}")
 
     def heal(self, index: int) -> None:
         _run("ip", "netns", "exec", self.namespace(index), "nft", "delete", "table", "inet",
