@@ -14,6 +14,7 @@ member's committed and applied index and how far it trails the leader.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import grpc
 from tidemq.etcd import rpc_pb2, rpc_pb2_grpc
@@ -88,6 +89,7 @@ class MemberState:
     version: str = ""
     alarms: tuple[str, ...] = ()  # etcd's errors, e.g. "etcdserver: mvcc: database space exceeded"
     revision: int = 0
+    cluster_id: int = 0
 
     @property
     def leader(self) -> bool:
@@ -130,7 +132,17 @@ def observe(topology: Topology, placement: Placement, timeout: float = 1.0,
             leader_id=status.leader, raft_term=status.raftTerm, raft_index=status.raftIndex,
             raft_applied_index=status.raftAppliedIndex, db_size=status.dbSize,
             version=status.version, alarms=tuple(status.errors),
-            revision=status.header.revision))
+            revision=status.header.revision, cluster_id=status.header.cluster_id))
+    # A member answering for another cluster than most (another --initial-cluster-token, or
+    # another cluster's data directory) is no member of this one: the others refuse its peers.
+    votes = Counter(m.cluster_id for m in members if m.reachable)
+    ours = max(votes, key=lambda c: votes[c]) if len(votes) > 1 else None
+    members = [m if ours is None or not m.reachable or m.cluster_id == ours else MemberState(
+        m.name, m.addr, False, error=(
+            f"answers for another etcd cluster (cluster id {m.cluster_id:x}, the others' "
+            f"{ours:x}): started with another --initial-cluster-token or on another "
+            "cluster's data directory; it is no member of this cluster"))
+        for m in members]
     leaders = {m.leader_id for m in members if m.reachable and m.leader_id}
     leader = next((m.name for m in members if m.leader and len(leaders) == 1), None)
     return ClusterState(members, leader)

@@ -400,7 +400,8 @@ def _cmd_status(deployment: LocalDeployment) -> int:
 def config_center_lines(topology: Topology, placement: Placement,
                         timeout: float = 2.0) -> list[str]:
     """Each config center as `make status` shows it: reachable or not, its version, and the
-    etcd endpoints it stores in (ConfigService.DescribeStore, asked of each on its own)."""
+    etcd endpoints it stores in (ConfigService.DescribeStore, asked of each on its own); then
+    each etcd member that does not serve, and why (down, or of another cluster)."""
     from tidemq.configclient.client import ConfigClient
 
     centers = topology.members("config-center")
@@ -420,6 +421,12 @@ def config_center_lines(topology: Topology, placement: Placement,
             lines.append(f"{where} up        version {store.version or '?'}, store "
                          f"{store.target or '?'}, leader {store.leader or 'none'}, "
                          f"revision {store.revision}")
+    described = next((i for i in instances if i.store is not None), None)
+    if described is not None:  # the members that do not serve, as the first instance sees them
+        for member in described.store.members:
+            if not member.reachable:
+                lines.append(f"  etcd member {member.name or '?'} {member.endpoint} not "
+                             f"serving (as {described.address} sees it): {member.error}")
     return lines
 
 

@@ -7,8 +7,9 @@ both config centers. Each broker reaches each config center and each name server
 own FaultProxy, and its HA endpoint is advertised through one too, so `partition(i)` cuts
 replica i off from the controller, the routes and its peers while producers can still reach
 it (the gray failure of a deposed master). etcd members are stopped (SIGSTOP), resumed and
-killed by their process ids. Everything on 127.0.0.1 with ephemeral ports and temporary data
-dirs. (`tests.support.cluster.ReplicaGroup` is the plain group the integration tests start;
+killed by their process ids, and partitioned from each other where they run in network
+namespaces of their own (root, `ip`, `nft`: tests/support/netns.py; else on 127.0.0.1).
+Everything else on 127.0.0.1 with ephemeral ports and temporary data dirs. (`tests.support.cluster.ReplicaGroup` is the plain group the integration tests start;
 this one adds the fault proxies and reads the controller's keys.)
 """
 
@@ -24,6 +25,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.chaos.faults import PARTITION_UNAVAILABLE
 from tests.chaos.verify import controller_writes, master_grants, store_master_ends
 from tests.support.cluster import (
     BROKER_TEST_FLAGS,
@@ -71,6 +73,7 @@ class ChaosGroup:
     replicas: list[Replica] = field(default_factory=list)
     etcd: EtcdCluster | None = None   # None: a store the run does not fault
     stopped_members: set[str] = field(default_factory=set)   # etcd members under SIGSTOP
+    partitioned_members: set[str] = field(default_factory=set)   # cut from the other members
     # Brokers that died on their own while restarting (a signal or an error exit): each is
     # started once more so the run reaches its verdicts, and the run fails on them at the end.
     crashes: list[str] = field(default_factory=list)
@@ -137,6 +140,8 @@ class ChaosGroup:
             return None
         if self.stopped_members:
             return f"etcd members stopped: {sorted(self.stopped_members)}"
+        if self.partitioned_members:
+            return f"etcd members partitioned: {sorted(self.partitioned_members)}"
         leaders = {}
         for member in self.etcd.members:
             if not member.running:
@@ -182,6 +187,18 @@ class ChaosGroup:
         if member.name in self.stopped_members:
             member.signal(signal.SIGCONT)
             self.stopped_members.discard(member.name)
+
+    def partition_member(self, member: EtcdMember) -> None:
+        """Cut `member` from the other members (it runs, its clients still reach it)."""
+        assert self.etcd is not None
+        self.etcd.partition(member)
+        self.partitioned_members.add(member.name)
+
+    def heal_member(self, member: EtcdMember) -> None:
+        if member.name in self.partitioned_members:
+            assert self.etcd is not None
+            self.etcd.heal(member)
+            self.partitioned_members.discard(member.name)
 
     def kill_member(self, member: EtcdMember) -> None:
         member.kill()   # SIGCONT first, so a stopped member dies too
@@ -255,6 +272,7 @@ class ChaosGroup:
         parts.append(f"control plane: {self.control_plane_problem() or 'whole'}")
         for member in self.etcd.members if self.etcd is not None else ():
             state = ("stopped" if member.name in self.stopped_members
+                     else "partitioned" if member.name in self.partitioned_members
                      else "running" if member.running else "down")
             tail = member.log.read_text(errors="replace").splitlines()[-8:] \
                 if member.log.exists() else []
@@ -358,6 +376,7 @@ class ChaosGroup:
     def undo_all(self) -> None:
         for member in self.etcd.members if self.etcd is not None else ():
             self.resume_member(member)
+            self.heal_member(member)
             self.restart_member(member)
         for process in [*self.config_centers, *self.namesrvs]:
             if process.proc is None or process.proc.poll() is not None:
@@ -393,9 +412,12 @@ def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
                 proxied: bool = True, lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
     """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
     master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
-    `proxied=False` wires the brokers directly (no partitions possible): what benchmarks
-    measure, without the proxies' extra hop and CPU."""
-    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS)
+    `proxied=False` wires the brokers directly and runs the etcd members on 127.0.0.1 (no
+    partitions possible): what benchmarks measure, without the proxies' extra hop and CPU."""
+    # Members in network namespaces where they can be partitioned (faults.PARTITION_UNAVAILABLE
+    # says why not): the partition_etcd_leader row needs it; unproxied, on loopback as well.
+    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS,
+                       network=proxied and not PARTITION_UNAVAILABLE)
     stack.callback(etcd.kill)
     etcd.start()
     start = stack.enter_context(process_group(tmp_path))

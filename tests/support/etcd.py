@@ -1,5 +1,11 @@
 """Real etcd clusters for tests: one member or several, on 127.0.0.1 with ephemeral ports and
-their own data directories, started, stopped, frozen and killed by their process ids."""
+their own data directories, started, stopped, frozen and killed by their process ids.
+
+`EtcdCluster(..., network=True)` runs each member in a network namespace of its own
+(tests/support/netns.py; root, `ip` and `nft` needed: `PeerNetwork.unavailable()` says why
+not), so one member can be cut from the others — a partition, silence on the wire — while
+clients still reach every member.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import grpc
 from tidemq.etcd import rpc_pb2 as etcd
 from tidemq.etcd import rpc_pb2_grpc as etcd_grpc
 
+from tests.support.netns import PeerNetwork
 from tests.support.processes import free_port, wait_until
 
 ETCD = os.environ.get("TIDEMQ_TEST_ETCD", "etcd")
@@ -38,22 +45,24 @@ class EtcdMember:
     peer_port: int = 0
     proc: subprocess.Popen | None = None
     extra_args: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    wrap: list[str] = field(default_factory=list)   # e.g. ip netns exec NS
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"http://{self.host}:{self.peer_port}"
 
     @property
     def log(self) -> Path:
         return self.data_dir.parent / f"{self.name}.log"
 
     def command(self, initial_cluster: str, token: str, state: str) -> list[str]:
-        client = f"http://127.0.0.1:{self.client_port}"
-        return [ETCD, "--name", self.name, "--data-dir", str(self.data_dir),
+        client = f"http://{self.addr}"
+        return [*self.wrap, ETCD, "--name", self.name, "--data-dir", str(self.data_dir),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", self.peer_url,
                 "--initial-advertise-peer-urls", self.peer_url,
@@ -104,12 +113,32 @@ class EtcdMember:
 class EtcdCluster:
     """`size` members; `endpoints` is what a config center's --etcd-endpoints takes."""
 
-    def __init__(self, root: Path, size: int = 1, token: str = "") -> None:
+    def __init__(self, root: Path, size: int = 1, token: str = "", *,
+                 network: bool = False) -> None:
         index = next(_counter)
         self.root = Path(root) / f"etcd-{index}"
         self.token = token or f"tidemq-test-{os.getpid()}-{index}"
         self.members = [EtcdMember(f"m{i + 1}", self.root / f"m{i + 1}.data")
                         for i in range(size)]
+        self.network: PeerNetwork | None = None
+        if network:
+            reason = PeerNetwork.unavailable()
+            if reason:
+                raise RuntimeError(reason)
+            self.network = PeerNetwork(size)
+            self.network.create()
+            for i, member in enumerate(self.members):
+                member.host = self.network.host(i)
+                member.wrap = self.network.wrap(i, [])
+
+    def partition(self, member: EtcdMember) -> None:
+        """Cut `member` from every other member (both ways); clients still reach it."""
+        assert self.network is not None, "EtcdCluster(network=True) partitions members"
+        self.network.cut(self.members.index(member))
+
+    def heal(self, member: EtcdMember) -> None:
+        assert self.network is not None
+        self.network.heal(self.members.index(member))
 
     @property
     def endpoints(self) -> str:
@@ -130,7 +159,8 @@ class EtcdCluster:
                 return self
             except (TimeoutError, RuntimeError):
                 logs = "\n".join(_tail(m.log, 8) for m in self.members)
-                self.kill()
+                for member in self.members:
+                    member.kill()
                 if "address already in use" not in logs or attempt == 3:
                     raise RuntimeError(f"etcd would not start:\n{logs}") from None
                 for member in self.members:  # a port was taken: start again, elsewhere
@@ -178,10 +208,17 @@ class EtcdCluster:
     def kill(self) -> None:
         for member in self.members:
             member.kill()
+        if self.network is not None:
+            self.network.destroy()
 
 
-def start_etcd(tmp_path: Path, size: int = 1) -> EtcdCluster:
-    return EtcdCluster(Path(tmp_path), size).start()
+def start_etcd(tmp_path: Path, size: int = 1, *, network: bool = False) -> EtcdCluster:
+    cluster = EtcdCluster(Path(tmp_path), size, network=network)
+    try:
+        return cluster.start()
+    except BaseException:
+        cluster.kill()
+        raise
 
 
 @contextlib.contextmanager

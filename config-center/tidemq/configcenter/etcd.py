@@ -6,12 +6,20 @@ does. Reads move freely (a read applies nothing); a write moves only when etcd c
 applied it (the member refused it before proposing, or it was never sent), because a write
 that timed out may still commit and must not be applied twice. Whatever fails in the end
 surfaces as SERVICE_UNAVAILABLE naming every member tried, within the call's deadline.
+
+Every endpoint must be a member of one cluster. A member started with another
+`--initial-cluster-token` that formed a cluster of its own would answer calls — and take
+writes — from another data set, so the connection learns the cluster id that more than half
+of its endpoints answer for (a background Status sweep, repeated while it runs) and never uses
+an endpoint answering for another: such a reply is refused and the call moves on (it changed
+nothing in this cluster), and streams (watches, keep-alives) are not opened on it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +41,16 @@ _NOT_APPLIED = ("no leader", "failed to connect", "connection refused", "not cap
                 "too many requests", "unhealthy cluster", "leader changed")
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.UNKNOWN}
+CLUSTER_SWEEP_S = 5.0   # how often every endpoint is asked which cluster it answers for
+# Every call and stream asks the member to require a leader (etcd's "hasleader" metadata, as
+# etcd's own client does for watches): a member that has lost its leader — the partitioned
+# old leader once it steps down, a partitioned follower — answers "no leader" at once (and ends
+# such a watch) instead of holding the call until its deadline, so the call moves on.
+REQUIRE_LEADER = ("hasleader", "true")
+# Answers that say the cluster is electing: the call goes round the members again after
+# ELECTION_PAUSE_S while its deadline lasts, as it used to wait on one member for the election.
+_ELECTING = ("no leader", "leader changed")
+ELECTION_PAUSE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -133,27 +151,77 @@ class EtcdConnection:
         self._preferred = 0
         self._token = ""
         self._token_lock = threading.Lock()
+        self._clusters: dict[str, int] = {}   # endpoint -> the cluster id it last answered for
+        self._clusters_lock = threading.Lock()
+        # the one more than half of the endpoints answer for (0: not known yet); it follows
+        # a majority that changes (a cluster restored from a snapshot has a new id)
+        self.cluster_id = 0
+        self._closed = threading.Event()
+        if len(self.members) > 1:
+            threading.Thread(target=self._sweep, daemon=True, name="etcd-cluster-id").start()
 
     def close(self) -> None:
+        self._closed.set()
         for member in self.members:
             member.channel.close()
 
+    # -- one cluster ---------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Ask every endpoint which cluster it answers for, now and every CLUSTER_SWEEP_S
+        (every second until more than half of them agree)."""
+        while not self._closed.is_set():
+            for member in self.members:
+                try:
+                    reply = member.maintenance.Status(etcd.StatusRequest(), timeout=1.0)
+                except (grpc.RpcError, ValueError):  # ValueError: the channel was closed
+                    continue
+                self._heard(member, reply.header.cluster_id)
+            self._closed.wait(CLUSTER_SWEEP_S if self.cluster_id else 1.0)
+
+    def _heard(self, member: Member, cluster_id: int) -> bool:
+        """Record the cluster `member` answered for; False when it is not this one."""
+        if not cluster_id:
+            return True
+        with self._clusters_lock:
+            self._clusters[member.endpoint] = cluster_id
+            leading, count = Counter(self._clusters.values()).most_common(1)[0]
+            if 2 * count > len(self.members):
+                self.cluster_id = leading
+            return not self.cluster_id or cluster_id == self.cluster_id
+
+    def foreign(self, member: Member) -> bool:
+        """Whether `member` last answered for another cluster than this connection's."""
+        seen = self._clusters.get(member.endpoint, 0)
+        return bool(self.cluster_id and seen and seen != self.cluster_id)
+
+    def other_cluster(self, member: Member) -> str:
+        return (f"{member.endpoint} answers for another etcd cluster (cluster id "
+                f"{self._clusters.get(member.endpoint, 0):x}, not {self.cluster_id:x}): it was "
+                "started with another --initial-cluster-token or on another cluster's data "
+                "directory")
+
     # -- authentication ------------------------------------------------------------------
 
-    def metadata(self, member: Member, deadline: float) -> tuple[tuple[str, str], ...] | None:
+    def metadata(self, member: Member, deadline: float, *,
+                 require_leader: bool = True) -> tuple[tuple[str, str], ...] | None:
+        """The call's metadata: the member must have a leader (unless `require_leader` is
+        False: what a member reports of itself), and the auth token when etcd has users."""
+        leader = (REQUIRE_LEADER,) if require_leader else ()
         if not self.target.user:
-            return None
+            return leader or None
         with self._token_lock:
             if not self._token:
                 reply = member.auth.Authenticate(
                     etcd.AuthenticateRequest(name=self.target.user, password=self.target.password),
                     timeout=max(0.05, deadline - time.monotonic()))
                 self._token = reply.token
-            return (("token", self._token),)
+            return (("token", self._token), *leader)
 
-    def _forget_token(self, token: tuple | None) -> None:
+    def _forget_token(self, metadata: tuple | None) -> None:
+        token = dict(metadata or ()).get("token")
         with self._token_lock:
-            if token and self._token == token[0][1]:
+            if token and self._token == token:
                 self._token = ""
 
     def token_refused(self, exc: grpc.RpcError | str) -> bool:
@@ -170,50 +238,70 @@ class EtcdConnection:
     # -- calls ---------------------------------------------------------------------------
 
     def order(self) -> list[Member]:
-        """Members in the order to try: the one that answered last first."""
+        """Members in the order to try: the one that answered last first; none that answers
+        for another cluster (unless every one does: then the calls say so)."""
         first = self._preferred
-        return [self.members[(first + i) % len(self.members)] for i in range(len(self.members))]
+        members = [self.members[(first + i) % len(self.members)]
+                   for i in range(len(self.members))]
+        return [m for m in members if not self.foreign(m)] or members
 
     def answered(self, member: Member) -> None:
         """`member` served a call made outside `call` (a stream): try it first next time."""
         self._preferred = self.members.index(member)
 
     def call(self, service: str, method: str, request: Any, *, mutation: bool,
-             timeout: float | None = None) -> Any:
+             timeout: float | None = None, require_leader: bool = True) -> Any:
         """`service`.`method`(request) on the first member that serves it."""
         deadline = time.monotonic() + (timeout or self.timeout)
         tried: list[str] = []
         last: grpc.RpcError | None = None
-        members = self.order()
-        for index, member in enumerate(members):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            # Leave the other members some of the deadline: a stalled member answers nothing.
-            others = len(members) - index - 1
-            attempt = left if not others else max(min(left, 1.0), left / (others + 1))
-            token = None
-            try:
-                token = self.metadata(member, time.monotonic() + attempt)
-                reply = getattr(getattr(member, service), method)(
-                    request, timeout=attempt, metadata=token)
-            except grpc.RpcError as exc:
-                tried.append(member.endpoint)
-                detail = (exc.details() or "").lower()
-                if "invalid auth" in detail:
-                    self._forget_token(token)
-                if exc.code() not in _MOVE_ON and "invalid auth" not in detail:
-                    raise translate(exc, member.endpoint) from None
-                last = exc
-                if mutation and not any(text in detail for text in _NOT_APPLIED):
-                    break  # it may have been applied: the caller decides whether to repeat it
-                continue
-            self._preferred = self.members.index(member)
-            return reply
+        refused = ""
+        electing = True
+        while electing:
+            electing = waiting = False   # waiting: a member answered that they elect
+            members = self.order()
+            for index, member in enumerate(members):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                # Leave the other members some of the deadline: a stalled member answers
+                # nothing.
+                others = len(members) - index - 1
+                attempt = left if not others else max(min(left, 1.0), left / (others + 1))
+                token = None
+                try:
+                    token = self.metadata(member, time.monotonic() + attempt,
+                                          require_leader=require_leader)
+                    reply = getattr(getattr(member, service), method)(
+                        request, timeout=attempt, metadata=token)
+                except grpc.RpcError as exc:
+                    tried.append(member.endpoint)
+                    detail = (exc.details() or "").lower()
+                    if "invalid auth" in detail:
+                        self._forget_token(token)
+                    if exc.code() not in _MOVE_ON and "invalid auth" not in detail:
+                        raise translate(exc, member.endpoint) from None
+                    last = exc
+                    waiting = waiting or any(text in detail for text in _ELECTING)
+                    if mutation and not any(text in detail for text in _NOT_APPLIED):
+                        break  # it may have been applied: the caller decides whether to repeat
+                    continue
+                header = getattr(reply, "header", None)
+                if header is not None and not self._heard(member, header.cluster_id):
+                    tried.append(member.endpoint)   # it changed nothing in this cluster
+                    refused = self.other_cluster(member)
+                    continue
+                self._preferred = self.members.index(member)
+                return reply
+            else:   # every member refused the call: round again while they elect
+                if waiting and deadline - time.monotonic() > 2 * ELECTION_PAUSE_S:
+                    time.sleep(ELECTION_PAUSE_S)
+                    electing = True
         self._preferred = (self.members.index(members[0]) + 1) % len(self.members)
-        reason = (last.details() or last.code().name) if last is not None else "deadline spent"
+        reason = ((last.details() or last.code().name) if last is not None
+                  else refused or "deadline spent")
         raise ServiceUnavailable(
-            f"no etcd member served the call (tried {', '.join(tried) or 'none'} of "
+            f"no etcd member served the call (tried {', '.join(dict.fromkeys(tried)) or 'none'} of "
             f"{', '.join(self.target.endpoints)}): {reason}; the cluster may have lost its "
             "quorum or be electing a leader")
 

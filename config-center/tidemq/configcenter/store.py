@@ -371,7 +371,8 @@ class ConfigStore:
         while active():
             if until and covered >= until:
                 return
-            member = self.etcd.order()[attempt % len(self.etcd.members)]
+            members = self.etcd.order()
+            member = members[attempt % len(members)]
             try:
                 for batch in self._watch_on(member, raw, covered + 1, exact_key, active):
                     attempt = 0
