@@ -152,6 +152,11 @@ def _plain(value: float) -> int | float:
     return int(value) if value == int(value) else value
 
 
+def shown(value: float) -> str:
+    """A quota value as people read it: 1048576, 2.5 (never 1.04858e+06)."""
+    return str(_plain(value))
+
+
 # -- resolution ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from tidemq.common.quotas import (
     QuotaTable,
     RateBucket,
     current_caller,
+    shown,
 )
 
 LABELS = ["quota", "entity"]
@@ -93,7 +94,7 @@ class QuotaEnforcer:
         if hold > 0 and deadline is not None and now + hold > deadline - DEADLINE_MARGIN_S:
             REFUSED.labels(holder.quota, holder.entity).inc()
             raise Throttled(
-                f"{holder.entity} is over its {holder.quota} quota of {holder.rate:g} "
+                f"{holder.entity} is over its {holder.quota} quota of {shown(holder.rate)} "
                 f"{UNITS[holder.quota]} ({holder.source}): {method or 'the request'} would "
                 f"wait {hold * 1000:.0f} ms, past its deadline; retry after that",
                 retry_after_s=hold)
