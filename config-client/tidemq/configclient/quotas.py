@@ -9,6 +9,7 @@ assignment: a change applies on the next request, without a restart.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 
 from tidemq.common import errors
@@ -58,7 +59,9 @@ class QuotaFollower:
         for problem in problems:
             log.warning("quota entry skipped", problem=problem)
         self._on_table(table)
-        log.info("quotas loaded", entities=len(table.entries), revision=revision)
+        # pid: a gateway's workers each follow (and log) on their own
+        log.info("quotas loaded", entities=len(table.entries), revision=revision,
+                 pid=os.getpid())
         return revision
 
     def _on_event(self, event: Event) -> None:
