@@ -173,7 +173,7 @@ class BrokerChannel(rpc.RpcClient):
 
     def _note_throttle(self, method: str, response: Any) -> None:
         if method in QUOTA_CALLS:
-            throttle_ms = response.throttle_time_ms
+            throttle_ms = getattr(response, "throttle_time_ms", 0)  # stand-ins lack it
             if throttle_ms > 0:
                 self.throttled_until = max(self.throttled_until,
                                            time.monotonic() + throttle_ms / 1000)
