@@ -7,6 +7,7 @@
     tidemq quota list -o json
     tidemq quota delete --client orders-svc request_rate    # one quota
     tidemq quota delete --user alice                         # all of alice's
+    tidemq quota throttled                                   # who is throttled now, per broker
 
 Brokers and HTTP gateways follow the quotas live: a change applies to the next request. With
 auth on, these commands need an admin credential (TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY).
@@ -17,7 +18,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from tidemq.client.cli_common import OutputOpt, emit_json, expected_errors, json_mode, out, table
+from tidemq.client.cli_common import (
+    OutputOpt,
+    admin_session,
+    emit_json,
+    expected_errors,
+    json_mode,
+    out,
+    table,
+)
 from tidemq.common.quotas import CLIENT, DEFAULT, QUOTA_NAMES, UNITS, USER, shown
 
 if TYPE_CHECKING:  # config-center's client is imported by the commands that use it
@@ -118,3 +127,19 @@ def quota_list(ctx: typer.Context, output: OutputOpt = None) -> None:
                     [[e.kind, "(default)" if e.name == DEFAULT else e.name,
                       *(shown(e.values[q]) if q in e.values else "" for q in QUOTA_NAMES)]
                      for e in entries]))
+
+
+@quota_app.command("throttled")
+def quota_throttled(ctx: typer.Context, output: OutputOpt = None) -> None:
+    """Who is throttled now on each broker: the entity, the quota, and how long its next
+    request waits (its throttle time)."""
+    with admin_session(ctx) as admin:
+        rows, unanswered = admin.throttled()
+    if json_mode(ctx, output):
+        emit_json({"throttled": rows, "unanswered": unanswered})
+        return
+    out.print(table("throttled now", ["broker", "entity", "quota", "waits (ms)"],
+                    [[r["broker_name"], r["entity"], r["quota"], str(r["owed_ms"])]
+                     for r in rows]))
+    for line in unanswered:
+        out.print(f"[yellow]no answer[/yellow]: {line}")

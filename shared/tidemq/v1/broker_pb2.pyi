@@ -232,7 +232,7 @@ class GetBrokerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetBrokerInfoResponse(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "wire_tls", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "wire_tls", "throttled", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +243,7 @@ class GetBrokerInfoResponse(_message.Message):
     WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
     WIRE_TLS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -258,12 +259,23 @@ class GetBrokerInfoResponse(_message.Message):
     wire_port: int
     consumed: _containers.RepeatedCompositeFieldContainer[TopicCount]
     wire_tls: bool
+    throttled: _containers.RepeatedCompositeFieldContainer[ThrottledEntity]
     replica_id: int
     role: str
     epoch: int
     confirmed_offset: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., wire_tls: _Optional[bool] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., wire_tls: _Optional[bool] = ..., throttled: _Optional[_Iterable[_Union[ThrottledEntity, _Mapping]]] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class ThrottledEntity(_message.Message):
+    __slots__ = ("quota", "entity", "owed_ms")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OWED_MS_FIELD_NUMBER: _ClassVar[int]
+    quota: str
+    entity: str
+    owed_ms: int
+    def __init__(self, quota: _Optional[str] = ..., entity: _Optional[str] = ..., owed_ms: _Optional[int] = ...) -> None: ...
 
 class TopicCount(_message.Message):
     __slots__ = ("topic", "count")

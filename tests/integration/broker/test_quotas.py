@@ -18,6 +18,7 @@ from collections.abc import Callable
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 from tidemq.client import Message, Producer, PullConsumer
+from tidemq.client.admin import Admin
 from tidemq.common import errors, record
 from tidemq.common.quotas import CLIENT_ID_METADATA
 from tidemq.common.rpc import GRPC_OPTIONS
@@ -138,6 +139,14 @@ def test_a_capped_producer_is_held_to_its_rate_live_while_another_is_unaffected(
                              entity="client:free-app") == 0
         assert broker_metric(broker, "tidemq_broker_quota_held_seconds_total",
                              entity="client:capped-app") < 1.0, "the SDK waits: no holds"
+        with Admin(cluster.namesrv_addrs) as operator:   # who is throttled (console, CLI)
+            wait_until(lambda: any(row["entity"] == "client:capped-app"
+                                   and row["quota"] == "producer_byte_rate"
+                                   and row["broker_name"] == "broker-a"
+                                   for row in operator.throttled()[0]),
+                       30, message="the broker to list the capped client as throttled")
+            assert not any(row["entity"] == "client:free-app"
+                           for row in operator.throttled()[0])
 
         # Lowered live: the running broker applies it without a restart.
         admin.set("client", "capped-app", {"producer_byte_rate": MIB // 4})

@@ -237,6 +237,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             wire_port=self.wire_port, wire_tls=self.wire_tls,
             consumed=[broker_pb2.TopicCount(topic=t, count=n)
                       for t, n in sorted(metrics.consumed_by_topic().items())],
+            throttled=[broker_pb2.ThrottledEntity(quota=q, entity=e, owed_ms=int(owed * 1000))
+                       for owed, q, e in sorted(((o, q, e) for q, e, o
+                                                 in self.quotas.buckets.throttled()),
+                                                reverse=True)],
             **self._replication_info(),
         )
 
