@@ -83,9 +83,11 @@ class GatewayBackend:
         self.producer = Producer(settings.namesrv_addrs, producer_group=GATEWAY_GROUP,
                                  send_timeout=settings.send_timeout_s,
                                  retries=settings.send_retries,
-                                 max_message_size=settings.max_message_size, breaker=breaker)
+                                 max_message_size=settings.max_message_size, breaker=breaker,
+                                 client_id=GATEWAY_GROUP)   # its broker quotas' entity
         self.consumer = PullConsumer(settings.namesrv_addrs, consumer_group=GATEWAY_GROUP,
-                                     timeout=settings.rpc_timeout_s, breaker=breaker)
+                                     timeout=settings.rpc_timeout_s, breaker=breaker,
+                                     client_id=GATEWAY_GROUP)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
         self.topics = TopicDefinitions(self.config)
         self._breaker = breaker
@@ -226,7 +228,8 @@ class GatewayBackend:
             self._poppers[key] = SimpleConsumer(self.settings.namesrv_addrs, group, topic,
                                                 tag_expression=tags,
                                                 expression_type=expression_type,
-                                                timeout=self.settings.rpc_timeout_s)
+                                                timeout=self.settings.rpc_timeout_s,
+                                                client_id=GATEWAY_GROUP)
         return self._poppers[key]
 
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,

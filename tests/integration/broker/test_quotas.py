@@ -164,9 +164,11 @@ def test_a_capped_producer_is_held_to_its_rate_live_while_another_is_unaffected(
 
 
 def test_a_client_ignoring_the_throttle_is_held_by_the_broker(cluster):
-    """Four threads resend at once whatever the answer says: the broker holds (or, past the
-    call's deadline, refuses) their requests, so the stored rate stays at the quota."""
-    broker = start(cluster, "ignored")
+    """Four threads resend at once whatever the answer says, with deadlines long enough that
+    nothing is refused: the broker holds their requests, so the stored rate stays at the quota
+    (a broker that only answered throttle times would store all they send) — and a bystander
+    producing to the same broker meanwhile is not starved."""
+    broker = start(cluster, "ignored", "bystander")
     QuotaAdmin(ConfigClient(cluster.config_center.addr)).set(
         "client", "rude", {"producer_byte_rate": MIB})
     body = os.urandom(BODY)
@@ -182,7 +184,7 @@ def test_a_client_ignoring_the_throttle_is_held_by_the_broker(cluster):
                                          record_count=BATCH)
         while not stop.is_set():
             try:
-                reply = stub.Send(request, timeout=2,
+                reply = stub.Send(request, timeout=30,
                                   metadata=((CLIENT_ID_METADATA, "rude"),))
                 outcomes["ok"] += 1
                 outcomes["throttle_ms"] = max(outcomes["throttle_ms"], reply.throttle_time_ms)
@@ -196,10 +198,15 @@ def test_a_client_ignoring_the_throttle_is_held_by_the_broker(cluster):
             thread.start()
         wait_until(lambda: charged(broker, "client:rude") > 0, 30, message="quota loaded")
         time.sleep(2)
-        rate = measure(lambda: stored(broker, "ignored") * BODY)
-        print(f"ignoring client: {rate / MIB:.3f} MiB/s, {outcomes}")
+        with Sending(cluster, "bystander", "bystander-app") as bystander:
+            rate = measure(lambda: stored(broker, "ignored") * BODY)
+            others = measure(lambda: stored(broker, "bystander") * BODY, 3.0)
+        print(f"ignoring client: {rate / MIB:.3f} MiB/s, {outcomes}; bystander "
+              f"{others / MIB:.3f} MiB/s")
+        assert not bystander.failures, bystander.failures[:3]
+        assert others > PACE / 2, f"the bystander only got {others / MIB:.2f} MiB/s"
         assert rate <= ALLOWED * MIB, f"a client ignoring the throttle got {rate / MIB:.2f} MiB/s"
-        assert outcomes["throttle_ms"] > 0
+        assert outcomes["throttle_ms"] > 0 and outcomes["throttled"] == 0, outcomes
         assert broker_metric(broker, "tidemq_broker_quota_held_seconds_total",
                              entity="client:rude") > 1.0, "the broker held its requests"
     finally:
