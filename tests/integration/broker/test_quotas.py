@@ -265,3 +265,33 @@ def _quota_loaded(broker: ServiceProcess) -> bool:
     finally:
         channel.close()
     return charged(broker, "client:reader", "consumer_byte_rate") > 0
+
+
+def test_a_request_rate_quota_paces_a_client_spinning_on_empty_pulls(cluster):
+    """request_rate (Kafka's request_percentage, counted in requests): a consumer pulling an
+    empty queue without long polling is held to 10 requests a second."""
+    broker = start(cluster, "empty")
+    QuotaAdmin(ConfigClient(cluster.config_center.addr)).set(
+        "client", "spinner", {"request_rate": 10})
+    stop = threading.Event()
+    pulls = {"done": 0}
+
+    def spin() -> None:
+        with PullConsumer(cluster.namesrv_addrs, consumer_group="g", client_id="spinner") as c:
+            mq = c.fetch_queues("empty")[0]
+            while not stop.is_set():
+                c.pull(mq, 0, max_messages=1)
+                pulls["done"] += 1
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: charged(broker, "client:spinner", "request_rate") > 0, 30,
+                   message="quota loaded")
+        time.sleep(2)
+        rate = measure(lambda: charged(broker, "client:spinner", "request_rate"), 5.0)
+        print(f"request_rate 10/s: {rate:.2f} pulls/s charged ({pulls['done']} done)")
+        assert 5 <= rate <= ALLOWED * 10
+    finally:
+        stop.set()
+        thread.join(timeout=30)
