@@ -9,6 +9,7 @@ the inside of the reads that bound it, so a slow test process can only overstate
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -19,12 +20,14 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 from tidemq.client import Message, Producer, PullConsumer
 from tidemq.client.admin import Admin
+from tidemq.client.cli import app
 from tidemq.common import errors, record
 from tidemq.common.quotas import CLIENT_ID_METADATA
 from tidemq.common.rpc import GRPC_OPTIONS
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.quotas import QuotaAdmin
 from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from typer.testing import CliRunner
 
 from tests.integration.broker.conftest import Cluster, broker_client, wait_route
 from tests.support.processes import ServiceProcess, wait_until
@@ -108,6 +111,14 @@ def start(cluster: Cluster, *topics: str) -> ServiceProcess:
     return broker
 
 
+def cli_throttled(cluster: Cluster) -> set[str]:
+    """The entities `tidemq quota throttled -o json` lists."""
+    result = CliRunner().invoke(app, ["--namesrv", cluster.namesrv_addrs, "-o", "json",
+                                      "quota", "throttled"])
+    assert result.exit_code == 0, result.output
+    return {row["entity"] for row in json.loads(result.stdout)["throttled"]}
+
+
 def charged(broker: ServiceProcess, entity: str, quota: str = "producer_byte_rate") -> float:
     return broker_metric(broker, "tidemq_broker_quota_charged_total", quota=quota, entity=entity)
 
@@ -147,6 +158,8 @@ def test_a_capped_producer_is_held_to_its_rate_live_while_another_is_unaffected(
                        30, message="the broker to list the capped client as throttled")
             assert not any(row["entity"] == "client:free-app"
                            for row in operator.throttled()[0])
+        wait_until(lambda: "client:capped-app" in cli_throttled(cluster), 30,
+                   message="tidemq quota throttled to list the capped client")
 
         # Lowered live: the running broker applies it without a restart.
         admin.set("client", "capped-app", {"producer_byte_rate": MIB // 4})
