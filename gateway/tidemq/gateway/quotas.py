@@ -35,7 +35,10 @@ log = get_logger(__name__)
 WINDOW_S = 10            # Kafka measures over 11 one-second samples; one 10 s sliding window here
 CLIENT_ID_HEADER = "X-TideMQ-Client-Id"
 USER = "tidemq_user"     # flask.g: the authenticated user's access key (auth.py)
-LABELS = ["quota", "entity"]
+# Labelled by the stored entry a limit came from (`client:<default>` for every caller under the
+# default), not the caller: callers without a client id are counted by IP address, and a
+# worker's multiprocess metrics cannot drop a series, so per-caller series would grow forever.
+LABELS = ["quota", "source"]
 THROTTLED = Counter("tidemq_gateway_quota_throttled_total",
                     "Requests answered 429 because the caller is over a quota", LABELS)
 CHARGED = Counter("tidemq_gateway_quota_charged_total",
@@ -110,7 +113,7 @@ class HttpQuotas:
             log.warning("quota store failed: request let through", error=str(exc.storage_error))
             return True
         if hit:
-            CHARGED.labels(limit.quota, limit.entity).inc(cost)
+            CHARGED.labels(limit.quota, limit.source).inc(cost)
         return hit
 
     def _remaining(self, limit: Limit) -> int:
@@ -122,7 +125,7 @@ class HttpQuotas:
             return 1
 
     def _refuse(self, limit: Limit, cost: int) -> None:
-        THROTTLED.labels(limit.quota, limit.entity).inc()
+        THROTTLED.labels(limit.quota, limit.source).inc()
         item = self._item(limit)
         remaining = max(0, self._remaining(limit))
         wait_s = min(WINDOW_S, max(1, math.ceil((min(cost, item.amount) - remaining)

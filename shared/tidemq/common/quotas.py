@@ -272,9 +272,15 @@ class Buckets:
         return bucket
 
     def _prune(self) -> None:
-        now = self.clock()
-        for key in [k for k, b in self._buckets.items() if b.ready_at < now]:
-            del self._buckets[key]
+        self.expire(self.clock())
+
+    def expire(self, before: float) -> list[tuple[str, str]]:
+        """Drop the buckets whose debt was paid before `before` (monotonic): an entity
+        that comes back starts with a full burst, as it would have anyway. The keys dropped."""
+        expired = [k for k, b in list(self._buckets.items()) if b.ready_at < before]
+        for key in expired:
+            self._buckets.pop(key, None)
+        return expired
 
     def throttled(self) -> list[tuple[str, str, float]]:
         """(quota, entity, seconds still owed beyond the burst) of every throttled entity."""

@@ -143,3 +143,28 @@ def test_the_enforcer_holds_reserves_refuses_past_the_deadline_and_answers_throt
         assert await enforcer.admit(PRODUCE, 10**9, None) is None  # no quota: not charged
 
     asyncio.run(scenario())
+
+
+def test_idle_entities_lose_their_bucket_and_metric_series():
+    from prometheus_client import REGISTRY
+
+    enforcer = QuotaEnforcer(burst_s=0.1)
+    enforcer.table = QuotaTable([QuotaEntry(CLIENT, DEFAULT, {PRODUCE: 1_000_000.0})])
+
+    def series(entity: str) -> float | None:
+        return REGISTRY.get_sample_value("tidemq_broker_quota_charged_total",
+                                         {"quota": PRODUCE, "entity": entity})
+
+    async def charge(client_id: str):
+        CALLER.set(Caller("", client_id))
+        await enforcer.admit(PRODUCE, 100, None)
+
+    asyncio.run(charge("short-lived-1"))
+    asyncio.run(charge("short-lived-2"))
+    assert series("client:short-lived-1") == 100
+    now = time.monotonic()
+    assert enforcer.expire_idle(now, idle_s=3600) == 0   # recent: kept
+    assert enforcer.expire_idle(now + 7200, idle_s=3600) == 2
+    assert series("client:short-lived-1") is None and series("client:short-lived-2") is None
+    asyncio.run(charge("short-lived-1"))   # comes back: counted afresh
+    assert series("client:short-lived-1") == 100

@@ -16,9 +16,11 @@ swapped in one assignment; a broker with no quotas pays one truth test per call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily
@@ -52,6 +54,24 @@ REFUSED = Counter("tidemq_broker_quota_refused_total",
                   "Requests refused THROTTLED: the hold would have outlasted their deadline",
                   LABELS)
 DEADLINE_MARGIN_S = 0.25  # a hold ends this long before the caller's deadline, or is refused
+# An entity idle this long loses its bucket and its metric series (Kafka expires its quota
+# sensors after an hour too): short-lived client ids under a default quota must not grow the
+# broker's memory and its /metrics page without bound.
+IDLE_EXPIRY_S = 3600.0
+EXPIRY_CHECK_S = 60.0
+COUNTERS = (CHARGED, THROTTLE, THROTTLED_ANSWERS, HELD, REFUSED)
+
+_children: dict[tuple[Counter, str, str], Any] = {}  # labels() takes a lock and builds a key
+
+
+def _count(counter: Counter, limit: Limit, amount: float = 1) -> None:
+    key = (counter, limit.quota, limit.entity)
+    child = _children.get(key)
+    if child is None:
+        if len(_children) > 40_000:   # many short-lived client ids: start over
+            _children.clear()
+        child = _children[key] = counter.labels(limit.quota, limit.entity)
+    child.inc(amount)
 
 
 def _first(pair: tuple[float, Limit]) -> float:
@@ -69,6 +89,7 @@ class QuotaEnforcer:
     def __init__(self, burst_s: float = 1.0) -> None:
         self.table = QuotaTable()
         self.buckets = Buckets(burst_s)
+        self._next_expiry = time.monotonic() + EXPIRY_CHECK_S
         _THROTTLED_NOW.enforcer = self
 
     async def admit(self, byte_quota: str, cost: int, deadline: float | None,
@@ -90,9 +111,11 @@ class QuotaEnforcer:
         if not charged:
             return None
         now = time.monotonic()
+        if now >= self._next_expiry:
+            self.expire_idle(now)
         hold, holder = max(((bucket.wait(now), limit) for limit, bucket in charged), key=_first)
         if hold > 0 and deadline is not None and now + hold > deadline - DEADLINE_MARGIN_S:
-            REFUSED.labels(holder.quota, holder.entity).inc()
+            _count(REFUSED, holder)
             raise Throttled(
                 f"{holder.entity} is over its {holder.quota} quota of {shown(holder.rate)} "
                 f"{UNITS[holder.quota]} ({holder.source}): {method or 'the request'} would "
@@ -102,9 +125,9 @@ class QuotaEnforcer:
             units = cost if limit.quota == byte_quota else 1
             if units:
                 bucket.reserve(units, now)
-                CHARGED.labels(limit.quota, limit.entity).inc(units)
+                _count(CHARGED, limit, units)
         if hold > 0:
-            HELD.labels(holder.quota, holder.entity).inc(hold)
+            _count(HELD, holder, hold)
             await asyncio.sleep(hold)
         return Admission(charged)
 
@@ -116,7 +139,7 @@ class QuotaEnforcer:
         for limit, bucket in admission.charged:
             if limit.quota == byte_quota:
                 bucket.reserve(cost, now)
-                CHARGED.labels(limit.quota, limit.entity).inc(cost)
+                _count(CHARGED, limit, cost)
 
     def throttle_ms(self, admission: Admission | None) -> int:
         """The throttle time to answer: until the caller's most indebted bucket allows its
@@ -128,9 +151,21 @@ class QuotaEnforcer:
                           key=_first)
         if wait <= 0:
             return 0
-        THROTTLE.labels(limit.quota, limit.entity).inc(wait)
-        THROTTLED_ANSWERS.labels(limit.quota, limit.entity).inc()
+        _count(THROTTLE, limit, wait)
+        _count(THROTTLED_ANSWERS, limit)
         return math.ceil(wait * 1000)
+
+
+    def expire_idle(self, now: float, idle_s: float = IDLE_EXPIRY_S) -> int:
+        """Forget the buckets and metric series of entities idle for `idle_s`; how many."""
+        self._next_expiry = now + EXPIRY_CHECK_S
+        expired = self.buckets.expire(now - idle_s)
+        for quota, entity in expired:
+            for counter in COUNTERS:
+                _children.pop((counter, quota, entity), None)
+                with contextlib.suppress(KeyError):   # never counted there
+                    counter.remove(quota, entity)
+        return len(expired)
 
 
 class _ThrottledNow(Collector):
