@@ -79,6 +79,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/config/run.py --quick
 	$(PY) bench/config/run.py --quick --members 1
 	$(PY) bench/consumption/run.py --quick
+	$(PY) bench/quota/run.py --quick
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
 	$(PY) bench/rocketmq_compat/run.py --quick

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from importlib import metadata
 
 from tidemq.common.errors import ResourceExhausted
+from tidemq.common.quotas import check_quota_write
 from tidemq.common.setting_rules import check_setting_write
 from tidemq.configcenter.model import (
     Event,
@@ -113,6 +114,7 @@ class ConfigServicer(config_pb2_grpc.ConfigServiceServicer):
 
     def Put(self, request, context):
         check_setting_write(request.key, request.value)
+        check_quota_write(request.key, request.value)
         result = self.store.put(request.key, request.value, lease=request.lease,
                                 expected_mod_revision=_expected(request))
         return pb.PutResponse(succeeded=result.succeeded, revision=result.revision,

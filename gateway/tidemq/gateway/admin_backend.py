@@ -40,6 +40,11 @@ class AdminBackend:
         counts, unanswered = self.admin.consumed()
         return {"consumed": counts, "unanswered": unanswered}
 
+    def throttled(self) -> dict:
+        """Who client quotas throttle now, per broker (Admin.throttled, docs/quotas.md)."""
+        rows, unanswered = self.admin.throttled()
+        return {"throttled": rows, "unanswered": unanswered}
+
     # -- consumer groups -----------------------------------------------------------------
 
     def consumer_groups(self) -> list[dict]:

@@ -4,6 +4,7 @@ for scripts and for the web console. Thin views: parse → one AdminBackend call
   GET  /v1/cluster                                 brokers, roles, replication state
   GET  /v1/cluster/control-plane                   config centers and their etcd members
   GET  /v1/cluster/consumed                        messages consumed per topic and broker group
+  GET  /v1/cluster/throttled                       who client quotas throttle now, per broker
   GET  /v1/consumer-groups                         every group that consumed (push/pop/pull)
   GET  /v1/consumer-groups/<group>                 members, assignment, offsets and lag
   POST /v1/consumer-groups/<group>/reset-offsets   {"topic", "timestamp_ms"}
@@ -109,6 +110,26 @@ def consumed():
         "503": {$ref: "#/components/responses/Problem"}
     """
     return jsonify(_admin().consumed())
+
+
+@admin_bp.get("/v1/cluster/throttled")
+def throttled():
+    """Who client quotas throttle now (docs/quotas.md): on every registered broker, each
+    entity (`user:<name>` or `client:<id>`) whose next request would wait, the quota, and how
+    long (its throttle time), most owed first. A broker that did not answer is named in
+    `unanswered`.
+    ---
+    get:
+      summary: Entities throttled by client quotas now, per broker
+      responses:
+        "200":
+          description: the throttled entities
+          content:
+            application/json:
+              schema: Throttled
+        "503": {$ref: "#/components/responses/Problem"}
+    """
+    return jsonify(_admin().throttled())
 
 
 @admin_bp.get("/v1/consumer-groups")

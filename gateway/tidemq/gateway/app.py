@@ -27,7 +27,7 @@ from opentelemetry import trace
 from tidemq.common import problems
 from tidemq.common.auth.guard import AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
-from tidemq.gateway import auth, config_routes, metrics, topic_routes
+from tidemq.gateway import auth, config_routes, metrics, quotas, topic_routes
 from tidemq.gateway.admin_routes import admin_bp
 from tidemq.gateway.config_routes import config_bp
 from tidemq.gateway.console import console_bp
@@ -116,6 +116,8 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
         acl = getattr(backend, "acl", None) or StaticAcl()
         auth.install(app, AuthGuard("gateway-http", acl, skew_s=settings.auth_skew_s,
                                     trusted=Credentials(settings.access_key, settings.secret_key)))
+    if getattr(backend, "quotas", None) is not None:  # after auth: it charges the user
+        quotas.install(app, backend.quotas)
     for blueprint in (ops_bp, topics_bp, groups_bp, consume_bp, transactions_bp, config_bp,
                       openapi_bp, admin_bp, console_bp):
         app.register_blueprint(blueprint)

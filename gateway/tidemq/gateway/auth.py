@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, Response, redirect, request, url_for
+from flask import Flask, Response, g, redirect, request, url_for
 from tidemq.common import errors
 from tidemq.common.auth.acl import Action, Permission
 from tidemq.common.auth.guard import AuthGuard
@@ -89,6 +89,7 @@ def install(app: Flask, guard: AuthGuard) -> None:
             raise
         guard.authorize(user, request.remote_addr or "", http_permissions(
             request.method, request.url_rule.rule, request.view_args or {}))
+        g.tidemq_user = user.access_key   # whom client quotas charge (quotas.py)
         return None
 
     @app.after_request

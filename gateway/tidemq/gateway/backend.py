@@ -34,10 +34,12 @@ from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
 from tidemq.configclient.acl import AclFollower
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.quotas import QuotaFollower
 from tidemq.configclient.topics import PERM_READ_WRITE, TopicDefinitions
 from tidemq.gateway.admin_backend import AdminBackend
 from tidemq.gateway.dynamic import follow_breaker_settings
 from tidemq.gateway.long_polls import LongPolls
+from tidemq.gateway.quotas import HttpQuotas, storage_for
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.transactions import HttpTransactions
 
@@ -81,9 +83,11 @@ class GatewayBackend:
         self.producer = Producer(settings.namesrv_addrs, producer_group=GATEWAY_GROUP,
                                  send_timeout=settings.send_timeout_s,
                                  retries=settings.send_retries,
-                                 max_message_size=settings.max_message_size, breaker=breaker)
+                                 max_message_size=settings.max_message_size, breaker=breaker,
+                                 client_id=GATEWAY_GROUP)   # its broker quotas' entity
         self.consumer = PullConsumer(settings.namesrv_addrs, consumer_group=GATEWAY_GROUP,
-                                     timeout=settings.rpc_timeout_s, breaker=breaker)
+                                     timeout=settings.rpc_timeout_s, breaker=breaker,
+                                     client_id=GATEWAY_GROUP)
         self.config = ConfigClient(settings.config_center, timeout=settings.rpc_timeout_s)
         self.topics = TopicDefinitions(self.config)
         self._breaker = breaker
@@ -96,6 +100,12 @@ class GatewayBackend:
         self.acl = StaticAcl()  # users and rules, followed live when auth is on
         self.acl_follower = (AclFollower(self.config, self.acl).start()
                              if settings.auth_enabled else None)
+        # Client quotas (quotas.py): the config center's, counted in the breakers' Redis.
+        redis_auth = _redis_auth(settings)
+        self.quotas = HttpQuotas(storage_for(settings.redis_url, redis_auth["redis_password"],
+                                             redis_auth["redis_ca_file"]))
+        self.quota_follower = QuotaFollower(
+            self.config, lambda table: setattr(self.quotas, "table", table)).start()
         # Breaker thresholds from the config center, applied live in this worker.
         self.dynamic = follow_breaker_settings(settings) if settings.dynamic_settings else None
 
@@ -218,7 +228,8 @@ class GatewayBackend:
             self._poppers[key] = SimpleConsumer(self.settings.namesrv_addrs, group, topic,
                                                 tag_expression=tags,
                                                 expression_type=expression_type,
-                                                timeout=self.settings.rpc_timeout_s)
+                                                timeout=self.settings.rpc_timeout_s,
+                                                client_id=GATEWAY_GROUP)
         return self._poppers[key]
 
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,
@@ -259,6 +270,7 @@ class GatewayBackend:
             self.dynamic.stop()
         if self.acl_follower is not None:
             self.acl_follower.close()
+        self.quota_follower.close()
         self.transactions.close()
         self.admin.close()
         self.producer.close()

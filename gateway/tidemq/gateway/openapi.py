@@ -86,6 +86,10 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
         consumed={"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}},
         unanswered=_array(_STR)), "required": ["consumed", "unanswered"]},
+    "Throttled": {**_obj(
+        throttled=_array(_obj(broker_name=_STR, broker_addr=_STR, quota=_STR, entity=_STR,
+                              owed_ms={"type": "integer", "minimum": 0})),
+        unanswered=_array(_STR)), "required": ["throttled", "unanswered"]},
     "ConsumerGroups": _obj(groups=_array(_obj(
         group_id=_STR, state=_STR, protocol_name=_STR, generation_id=_INT, members=_INT,
         coordinator=_STR, consume_type=CONSUME_TYPE, defined=_BOOL))),

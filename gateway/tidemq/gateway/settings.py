@@ -16,7 +16,8 @@ class GatewaySettings(ServiceSettings):
     port: int = setting(8080, "HTTP port (0 = pick a free port)")
     namesrv_addrs: str = setting("127.0.0.1:9876", "name servers, 'host:port;host:port'")
     config_center: str = setting("127.0.0.1:7070", "config-center address(es), 'h:p,h:p'")
-    redis_url: str = setting("", "Redis for circuit-breaker state shared by workers ('' = per worker); "
+    redis_url: str = setting("", "Redis for circuit-breaker state and client-quota counters shared "
+                             "by workers ('' = per worker); "
                              "rediss://host:port/db for TLS")
     redis_password_file: str = setting("", "file holding the Redis password (its requirepass); "
                                        "keeps it off the command line and out of the URL")

@@ -149,6 +149,25 @@ class Admin:
                 by_broker[broker.broker_name] = by_broker.get(broker.broker_name, 0) + entry.count
         return counts, unanswered
 
+    def throttled(self) -> tuple[list[dict], list[str]]:
+        """Who is throttled by client quotas now (docs/quotas.md), on every registered broker:
+        {broker_name, broker_addr, quota, entity, owed_ms}, most owed first; and the brokers
+        that did not answer."""
+        rows: list[dict] = []
+        unanswered: list[str] = []
+        for broker in self.cluster_info():
+            try:
+                info = self._broker(broker.addr, "GetBrokerInfo",
+                                    broker_pb2.GetBrokerInfoRequest())
+            except errors.TideMQError as exc:
+                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
+                continue
+            rows.extend({"broker_name": broker.broker_name, "broker_addr": broker.addr,
+                         "quota": t.quota, "entity": t.entity, "owed_ms": t.owed_ms}
+                        for t in info.throttled)
+        rows.sort(key=lambda row: -row["owed_ms"])
+        return rows, unanswered
+
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""
         return {b.broker_name: b.addr for b in self.cluster_info() if b.broker_id == MASTER_ID}

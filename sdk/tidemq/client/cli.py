@@ -51,6 +51,7 @@ from tidemq.client.cli_common import (
 )
 from tidemq.client.cli_config import config_app
 from tidemq.client.cli_dlq import dlq_app
+from tidemq.client.cli_quota import quota_app
 from tidemq.client.cli_txn import txn_app
 from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
 
@@ -89,6 +90,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(txn_app, name="txn")
 app.add_typer(acl_app, name="acl")
+app.add_typer(quota_app, name="quota")
 
 
 

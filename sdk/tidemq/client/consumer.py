@@ -58,7 +58,7 @@ class PullConsumer:
 
     def __init__(self, namesrv_addrs: str | Sequence[str], *, consumer_group: str = "DEFAULT_CONSUMER",
                  timeout: float = 3.0, breaker: BreakerSettings | None = None,
-                 route_refresh_s: float = 30.0) -> None:
+                 route_refresh_s: float = 30.0, client_id: str = "") -> None:
         if not consumer_group:
             raise errors.InvalidArgument("consumer_group must not be empty")
         client_tracing.start_export()  # before any channel: its calls carry the trace
@@ -66,7 +66,8 @@ class PullConsumer:
         self.timeout = timeout
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout, breaker=breaker),
                                  refresh_interval=route_refresh_s)
-        self.brokers = BrokerClients(timeout=timeout, breaker=breaker)
+        # client_id: the entity client quotas charge (docs/quotas.md); '' = <host>@<pid>
+        self.brokers = BrokerClients(timeout=timeout, breaker=breaker, client_id=client_id)
         # queue -> registered broker id its replica group advised pulling from (absent: master)
         self.read_from: dict[MessageQueue, int] = {}
 

@@ -60,8 +60,8 @@ class DirectClient(BrokerChannel):
 class DirectClients(BrokerChannels):
     """`BrokerClients`-compatible pool of DirectClient (plugs into PullConsumer.brokers)."""
 
-    def __init__(self, timeout: float = 3.0) -> None:
-        super().__init__(timeout=timeout, guarded=False, retries=0)
+    def __init__(self, timeout: float = 3.0, client_id: str = "") -> None:
+        super().__init__(timeout=timeout, guarded=False, retries=0, client_id=client_id)
         self._timeout = timeout
 
     def _make(self, addr: str) -> DirectClient:

@@ -88,6 +88,7 @@ class Producer:
         async_workers: int = 4,
         route_refresh_s: float = 30.0,
         client_host: str = "",
+        client_id: str = "",
     ) -> None:
         if retries < 0 or send_timeout <= 0:
             raise errors.InvalidArgument("retries must be >= 0 and send_timeout > 0")
@@ -101,7 +102,8 @@ class Producer:
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=send_timeout,
                                                   breaker=breaker),
                                  refresh_interval=route_refresh_s)
-        self.brokers = BrokerClients(timeout=send_timeout, breaker=breaker)
+        # client_id: the entity client quotas charge (docs/quotas.md); '' = <host>@<pid>
+        self.brokers = BrokerClients(timeout=send_timeout, breaker=breaker, client_id=client_id)
         self.faults = LatencyFaultTolerance() if fault_avoidance else None
         self._master_addrs: dict[str, str] = {}
         self._picker = RoundRobinPicker(self.faults, self._is_broker_open)

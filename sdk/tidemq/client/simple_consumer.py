@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from tidemq.client import client_tracing
 from tidemq.client.acks import AckLanes
+from tidemq.client.brokers import default_client_id
 from tidemq.client.consume_spans import record_receive
 from tidemq.client.consumer import RPC_MARGIN_S, checked_subscription
 from tidemq.client.group import DirectClients
@@ -78,7 +79,8 @@ def _locate_handle(text: str) -> tuple[str, str]:
 class SimpleConsumer:
     def __init__(self, namesrv_addrs: str | Sequence[str], group: str, topic: str, *,
                  tag_expression: str = "*", invisible_duration_s: float = 30.0,
-                 timeout: float = 3.0, expression_type: str = "TAG") -> None:
+                 timeout: float = 3.0, expression_type: str = "TAG",
+                 client_id: str = "") -> None:
         if not group or not topic:
             raise errors.InvalidArgument("group and topic must not be empty")
         self.group, self.topic, self.tag_expression = group, topic, tag_expression
@@ -87,7 +89,8 @@ class SimpleConsumer:
         self.invisible_duration_s, self.timeout = invisible_duration_s, timeout
         client_tracing.start_export()  # before any channel: its calls carry the trace
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
-        self.brokers = DirectClients(timeout)  # long pops must not trip a breaker
+        # long pops must not trip a breaker; client_id: what client quotas charge (quotas.md)
+        self.brokers = DirectClients(timeout, client_id or default_client_id())
         self._turn = itertools.count()
         self._acks = AckLanes(self.brokers.get)
 

@@ -88,6 +88,21 @@ class ResourceExhausted(ServiceUnavailable):
     retry_after_s = 1
 
 
+class Throttled(ResourceExhausted):
+    """A caller over its quota (docs/quotas.md) whose request would have to wait past its
+    deadline: nothing was done; retry after `retry_after_s`. Kafka answers throttled requests
+    with a throttle time rather than an error; TideMQ does too (`throttle_time_ms`) and uses
+    this only where waiting is not possible (the HTTP gateway's 429, a broker hold that
+    would outlast the call)."""
+
+    code = "THROTTLED"
+
+    def __init__(self, message: str, *, code: str | None = None,
+                 retry_after_s: float = 1.0) -> None:
+        super().__init__(message, code=code)
+        self.retry_after_s = max(1, int(-(-retry_after_s // 1)))  # whole seconds, rounded up
+
+
 class StorageFull(ServiceUnavailable):
     """A broker whose disk is at its high-water mark (`disk_full_ratio`) refuses sends:
     nothing was stored, another broker group may take the message (Kafka's
@@ -148,6 +163,7 @@ _BY_CODE: dict[str, type[TideMQError]] = {
     PayloadTooLarge.code: PayloadTooLarge,
     BreakerOpen.code: BreakerOpen,
     ResourceExhausted.code: ResourceExhausted,
+    Throttled.code: Throttled,
     StorageFull.code: StorageFull,
 }
 

@@ -11,6 +11,8 @@ TideMQError the pipeline raises into their own answer (a gRPC abort, an error fr
 
 `run` and `run_async` are the one pipeline's blocking and coroutine forms; `admit` is its
 first two steps, for calls whose request is a stream (checked with the method's needs only).
+`admit` also says who is calling — the signed user and the `tidemq-client-id` metadata — in
+tidemq.common.quotas.CALLER, which client quotas are charged to (docs/quotas.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tidemq.common.auth.guard import AuthGuard, peer_ip
 from tidemq.common.auth.permissions import needs_authentication, required_permissions
 from tidemq.common.auth.signature import AUTHORIZATION, DATE_TIME
 from tidemq.common.logs import get_logger
+from tidemq.common.quotas import ANONYMOUS, CALLER, CLIENT_ID_METADATA, Caller
 
 log = get_logger(__name__)
 
@@ -50,16 +53,22 @@ class CallPipeline:
         """Authenticate, then authorize: raises Unauthenticated / PermissionDenied.
         `request`: the request message, or None for a streamed request."""
         guard = self.guard
-        if guard is None or not needs_authentication(method):
-            return
         authorization = date_time = None
+        client_id = ""
         for key, value in metadata or ():
             if key == AUTHORIZATION:
                 authorization = value
             elif key == DATE_TIME:
                 date_time = value
+            elif key == CLIENT_ID_METADATA:
+                client_id = value
+        if guard is None or not needs_authentication(method):
+            # set on every call: a pooled thread must not keep the previous call's caller
+            CALLER.set(Caller("", client_id) if client_id else ANONYMOUS)
+            return
         user = guard.authenticate(authorization, date_time)
         guard.authorize(user, peer_ip(context.peer()), required_permissions(method, request))
+        CALLER.set(Caller(user.access_key, client_id))
 
     def failure(self, method: str, exc: Exception) -> errors.TideMQError:
         """The answer to an exception a handler raised: a TideMQError as it is, anything

@@ -86,7 +86,7 @@ class RecallMessageResponse(_message.Message):
     def __init__(self, delivery_ms: _Optional[int] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "duplicates", "queue_offsets")
+    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "duplicates", "queue_offsets", "throttle_time_ms")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class SendResponse(_message.Message):
     STORE_HOST_FIELD_NUMBER: _ClassVar[int]
     DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     status: _common_pb2.SendStatus
     broker_name: str
     queue_id: int
@@ -103,7 +104,8 @@ class SendResponse(_message.Message):
     store_host: bytes
     duplicates: int
     queue_offsets: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ..., duplicates: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ..., duplicates: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting", "expression_type")
@@ -130,7 +132,7 @@ class PullRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., suspend_timeout_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., broadcasting: _Optional[bool] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PullResponse(_message.Message):
-    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave", "suggested_broker_id")
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "records", "record_count", "suggest_pull_from_slave", "suggested_broker_id", "throttle_time_ms")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     NEXT_BEGIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +141,7 @@ class PullResponse(_message.Message):
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     SUGGEST_PULL_FROM_SLAVE_FIELD_NUMBER: _ClassVar[int]
     SUGGESTED_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     status: PullStatus
     next_begin_offset: int
     min_offset: int
@@ -147,7 +150,8 @@ class PullResponse(_message.Message):
     record_count: int
     suggest_pull_from_slave: bool
     suggested_broker_id: int
-    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., suggest_pull_from_slave: _Optional[bool] = ..., suggested_broker_id: _Optional[int] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, status: _Optional[_Union[PullStatus, str]] = ..., next_begin_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., suggest_pull_from_slave: _Optional[bool] = ..., suggested_broker_id: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class GetQueueOffsetsRequest(_message.Message):
     __slots__ = ("topic",)
@@ -228,7 +232,7 @@ class GetBrokerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetBrokerInfoResponse(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "wire_tls", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "topics", "commitlog_min_offset", "commitlog_max_offset", "wire_port", "consumed", "wire_tls", "throttled", "replica_id", "role", "epoch", "confirmed_offset", "replicas")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +243,7 @@ class GetBrokerInfoResponse(_message.Message):
     WIRE_PORT_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
     WIRE_TLS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -254,12 +259,23 @@ class GetBrokerInfoResponse(_message.Message):
     wire_port: int
     consumed: _containers.RepeatedCompositeFieldContainer[TopicCount]
     wire_tls: bool
+    throttled: _containers.RepeatedCompositeFieldContainer[ThrottledEntity]
     replica_id: int
     role: str
     epoch: int
     confirmed_offset: int
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., wire_tls: _Optional[bool] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[_common_pb2.TopicConfig, _Mapping]]] = ..., commitlog_min_offset: _Optional[int] = ..., commitlog_max_offset: _Optional[int] = ..., wire_port: _Optional[int] = ..., consumed: _Optional[_Iterable[_Union[TopicCount, _Mapping]]] = ..., wire_tls: _Optional[bool] = ..., throttled: _Optional[_Iterable[_Union[ThrottledEntity, _Mapping]]] = ..., replica_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class ThrottledEntity(_message.Message):
+    __slots__ = ("quota", "entity", "owed_ms")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OWED_MS_FIELD_NUMBER: _ClassVar[int]
+    quota: str
+    entity: str
+    owed_ms: int
+    def __init__(self, quota: _Optional[str] = ..., entity: _Optional[str] = ..., owed_ms: _Optional[int] = ...) -> None: ...
 
 class TopicCount(_message.Message):
     __slots__ = ("topic", "count")
@@ -678,14 +694,16 @@ class PopRequest(_message.Message):
     def __init__(self, consumer_group: _Optional[str] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ..., invisible_duration_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., tag_expression: _Optional[str] = ..., expression_type: _Optional[str] = ...) -> None: ...
 
 class PopResponse(_message.Message):
-    __slots__ = ("records", "record_count", "receipt_handles")
+    __slots__ = ("records", "record_count", "receipt_handles", "throttle_time_ms")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     records: bytes
     record_count: int
     receipt_handles: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, records: _Optional[bytes] = ..., record_count: _Optional[int] = ..., receipt_handles: _Optional[_Iterable[str]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class AckRequest(_message.Message):
     __slots__ = ("consumer_group", "receipt_handle", "receipt_handles")

@@ -104,3 +104,42 @@ def test_the_sdk_signs_its_wire_calls(auth_cluster):
     assert link.link_for(auth_cluster.brokers["broker-a"].addr,
                          rpc.client_security()).connected
     assert stored(auth_cluster) == before + 1
+
+
+def test_a_users_quota_follows_the_signed_user_over_its_client_ids_quota(auth_cluster):
+    """Kafka's precedence: the signed user's quota applies, whatever client id it sends; the
+    answer carries the throttle time and a request that could only be served past its deadline
+    is refused THROTTLED (docs/quotas.md)."""
+    from tidemq.common.quotas import CLIENT_ID_METADATA
+    from tidemq.common.wire.client import WireConnection as Connection
+    from tidemq.configclient.quotas import QuotaAdmin
+
+    carol = Credentials("carol", "carol-secret")
+    config = ConfigClient(auth_cluster.config_center.addr)
+    AclAdmin(config).add_user(User(carol.access_key, carol.secret_key))
+    AclAdmin(config).add_rule(Rule.create("carol-pub", "carol", f"topic:{TOPIC}", ["PUB"]))
+    quotas = QuotaAdmin(config)
+    quotas.set("client", "carol-app", {"producer_byte_rate": 1 << 30})   # would never throttle
+    quotas.set("user", "carol", {"producer_byte_rate": 1000})            # 1 kB/s
+    records, ids = ENCODER.encode([Message(TOPIC, b"x" * 5000)])
+    request = broker_pb2.SendRequest(topic=TOPIC, queue_id=0, records=records,
+                                     record_count=len(ids))
+    connection = Connection(f"127.0.0.1:{auth_cluster.brokers['broker-a'].info['wire_port']}")
+
+    def send(timeout_s: float):
+        metadata = [*signed_metadata(carol), (CLIENT_ID_METADATA, "carol-app")]
+        return connection.call(SEND, request, timeout_s, metadata)
+
+    try:
+        # 5 kB against 1 kB/s with 1 s of burst: about 4 s to wait once the quota is read
+        wait_until(lambda: send(10).throttle_time_ms > 2000, 30,
+                   message="the broker to read carol's user quota and throttle her")
+        with pytest.raises(errors.TideMQError) as refused:
+            send(1.0)   # not waited out: would be held past its 1 s deadline
+        assert refused.value.code == "THROTTLED"
+        assert "user:carol is over its producer_byte_rate quota of 1000 bytes/s" in \
+            refused.value.message
+    finally:
+        connection.close()
+        quotas.delete("user", "carol")
+        quotas.delete("client", "carol-app")

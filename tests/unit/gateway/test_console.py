@@ -57,6 +57,9 @@ class StubAdmin:
     def control_plane(self):
         return control_plane_json()
 
+    def throttled(self):
+        return {"throttled": [], "unanswered": []}
+
     def cluster(self):
         return {"brokers": [{"cluster": "c", "broker_name": HOSTILE, "broker_id": 0,
                              "addr": "h:1", "last_update_ms": 0, "replica_id": -1, "epoch": 0,
@@ -183,6 +186,18 @@ def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(clie
     assert "<td>4096</td>" in page and "no-controller" not in page
 
 
+def test_the_cluster_page_shows_who_is_throttled(client, backend):
+    page = client.get("/console/cluster").get_data(as_text=True)
+    assert 'id="none-throttled"' in page
+    backend.admin.throttled = lambda: {"throttled": [
+        {"broker_name": "broker-a", "broker_addr": "h:1", "quota": "producer_byte_rate",
+         "entity": f"client:{HOSTILE}", "owed_ms": 740}], "unanswered": []}
+    page = client.get("/console/cluster").get_data(as_text=True)
+    flat = re.sub(r">\s+<", "><", page)
+    assert HOSTILE not in page
+    assert "<td>producer_byte_rate</td><td>740</td>" in flat
+
+
 def test_the_cluster_page_shows_the_control_plane_escaped(client):
     page = client.get("/console/cluster").get_data(as_text=True)
     assert HOSTILE not in page
@@ -232,7 +247,8 @@ def test_the_api_calls_carry_the_users_headers(backend):
                           environ_base={"REMOTE_ADDR": "10.1.2.3"})
     assert seen == [("/console/cluster", "Bearer t0ken", "10.1.2.3"),
                     ("/v1/cluster", "Bearer t0ken", "10.1.2.3"),
-                    ("/v1/cluster/control-plane", "Bearer t0ken", "10.1.2.3")]
+                    ("/v1/cluster/control-plane", "Bearer t0ken", "10.1.2.3"),
+                    ("/v1/cluster/throttled", "Bearer t0ken", "10.1.2.3")]
 
 
 def test_an_api_problem_is_shown_with_its_status(client):

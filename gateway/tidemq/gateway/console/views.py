@@ -90,8 +90,12 @@ def cluster():
         plane, plane_problem = api.get("/v1/cluster/control-plane"), None
     except ApiProblem as problem:  # no config center answers: the brokers still show
         plane, plane_problem = None, problem
+    try:
+        throttled = api.get("/v1/cluster/throttled")
+    except ApiProblem:  # the brokers' answers are shown above; this table is a nicety
+        throttled = None
     return render_template("console/cluster.html", cluster=brokers, plane=plane,
-                           plane_problem=plane_problem, charts=True)
+                           plane_problem=plane_problem, throttled=throttled, charts=True)
 
 
 @console_bp.get("/series")

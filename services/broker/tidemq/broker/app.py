@@ -21,6 +21,7 @@ from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService, revive_topic
 from tidemq.broker.queue_locks import QueueLocks
+from tidemq.broker.quotas import QuotaEnforcer
 from tidemq.broker.registration import MASTER, BrokerIdentity, BrokerRegistrar
 from tidemq.broker.replication import metrics as replication_metrics  # noqa: F401 (families)
 from tidemq.broker.retry import RetryService
@@ -49,6 +50,7 @@ from tidemq.common.wire.methods import BROKER_METHODS
 from tidemq.common.wire.server import WireServer
 from tidemq.configclient.acl import follow_acl
 from tidemq.configclient.client import ConfigClient
+from tidemq.configclient.quotas import QuotaFollower
 from tidemq.configclient.topics import TopicDefinitions
 from tidemq.v1 import broker_pb2_grpc
 
@@ -188,6 +190,9 @@ class BrokerApp:
                 timeout_ms=settings.transaction_timeout_ms,
                 interval_ms=settings.transaction_check_interval_ms,
                 max_checks=settings.transaction_check_max), idempotence=idempotence)
+        self.quotas = QuotaEnforcer(settings.quota_burst_s)
+        self.quota_follower = QuotaFollower(settings.config_center,
+                                            lambda table: setattr(self.quotas, "table", table))
         self.servicer = BrokerServicer(self.identity, self.messaging, self.offsets, self.groups,
                                         self.group_manager,
                                         self.replication.host if self.replication else None,
@@ -198,7 +203,8 @@ class BrokerApp:
                                         idempotence, self.recalls,
                                         CommitFence(settings.broker_name,
                                                     self.groups.coordinator,
-                                                    settings.name_servers))
+                                                    settings.name_servers),
+                                        quotas=self.quotas)
         self.runtime.add(broker_pb2_grpc.add_BrokerServiceServicer_to_server, self.servicer,
                          "tidemq.v1.BrokerService")
         self.wire: WireServer | None = None
@@ -249,6 +255,7 @@ class BrokerApp:
         self.store.add_arrival_listener(self.holds.notify_arrival)
         self.store.add_visibility_listener(self.holds.notify_visible)
         self.dynamic.start()
+        self.quota_follower.start()  # no quotas until the first read: nobody is throttled
         self.offsets.start(self.settings.offset_flush_interval_s)
         sync_deadline = time.monotonic() + self.settings.topic_sync_wait_s
         self.group_manager.start()
@@ -306,7 +313,7 @@ class BrokerApp:
         leave_group = self.replication.stop if self.replication is not None else (lambda: None)
         for step in (leave_group, lambda: self.registrar.stop(unregister=True),
                      self.topic_manager.stop,
-                     self.group_manager.stop, self.dynamic.stop,
+                     self.group_manager.stop, self.dynamic.stop, self.quota_follower.close,
                      self.holds.shutdown, self.transactions.stop, self._stop_wire,
                      self.runtime.stop,
                      self.pop.stop, self.deliverer.stop, self.topic_writer.close,

@@ -16,6 +16,7 @@ from tidemq.broker.messaging import Messaging
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop import PopService
 from tidemq.broker.queue_locks import QueueLocks
+from tidemq.broker.quotas import FETCH, PRODUCE, QuotaEnforcer
 from tidemq.broker.registration import BrokerIdentity
 from tidemq.broker.replication.read_advice import ReadAdvisor
 from tidemq.broker.retry import RetryService
@@ -90,7 +91,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  schedule: ScheduleService | None = None,
                  idempotence: IdempotentSends | None = None,
                  recalls: Recalls | None = None,
-                 commit_fence: CommitFence | None = None) -> None:
+                 commit_fence: CommitFence | None = None,
+                 quotas: QuotaEnforcer | None = None) -> None:
+        self.quotas = quotas or QuotaEnforcer()  # client quotas (quotas.py, docs/quotas.md)
         self.commit_fence = commit_fence  # generation-fenced commits (commit_fence.py)
         self.recalls = recalls  # recalling scheduled messages (schedule/recall.py)
         self.idempotence = idempotence  # idempotent sends' dedup table (idempotence/)
@@ -114,6 +117,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     async def Send(self, request, context):
         # A full disk refuses producers' sends before anything else (docs/storage.md).
         self.messaging.admit_send()
+        # Charged on arrival (the batch's bytes): a caller that did not wait out its last
+        # throttle time is held here until its debt is paid (quotas.py).
+        admission = await self.quotas.admit(PRODUCE, len(request.records),
+                                            call_deadline(context), "Send")
         # A producer marks a half message or a batch holding a delayed message; only those
         # are looked into (the SDK refuses a delayed transactional message).
         sequenced = request.HasField("sequence")   # Kafka's idempotent producer
@@ -138,6 +145,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
         if request.idempotent or sequenced:
             self.idempotence.describe(result, reply)
+        reply.throttle_time_ms = self.quotas.throttle_ms(admission)
         return reply
 
     async def RecallMessage(self, request, context):
@@ -166,6 +174,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     async def Pull(self, request, context):
         """A caller that cancels or disconnects cancels this coroutine, ending its hold."""
         self.group_table.check_consume(request.consumer_group, broadcasting=request.broadcasting)
+        quotas = self.quotas
+        admission = await quotas.admit(FETCH, 0, call_deadline(context), "Pull")
         outcome = await self.messaging.pull(
             request.topic, request.queue_id, request.queue_offset, request.max_messages,
             request.max_bytes, _hold_ms(request.suspend_timeout_ms, context),
@@ -177,6 +187,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             max_offset=outcome.max_offset, records=outcome.records,
             record_count=outcome.record_count,
         )
+        if admission is not None:   # a fetch's bytes are known once read
+            quotas.charge(admission, FETCH, len(outcome.records))
+            reply.throttle_time_ms = quotas.throttle_ms(admission)
         advisor = self.read_advisor
         if advisor is not None and outcome.records:
             suggested = advisor.advise(outcome.records)
@@ -224,6 +237,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             wire_port=self.wire_port, wire_tls=self.wire_tls,
             consumed=[broker_pb2.TopicCount(topic=t, count=n)
                       for t, n in sorted(metrics.consumed_by_topic().items())],
+            throttled=[broker_pb2.ThrottledEntity(quota=q, entity=e, owed_ms=int(owed * 1000))
+                       for owed, q, e in sorted(((o, q, e) for q, e, o
+                                                 in self.quotas.buckets.throttled()),
+                                                reverse=True)],
             **self._replication_info(),
         )
 
@@ -354,13 +371,19 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             topic=moved.topic, queue_id=moved.queue_id, queue_offset=moved.queue_offset)
 
     async def Pop(self, request, context):
+        quotas = self.quotas
+        admission = await quotas.admit(FETCH, 0, call_deadline(context), "Pop")
         popped = await self.pop.pop(
             request.consumer_group, request.topic, request.max_messages,
             request.invisible_duration_ms,
             _hold_ms(request.wait_ms, context), request.tag_expression,
             request.expression_type)
-        return broker_pb2.PopResponse(records=popped.records, record_count=len(popped.handles),
-                                      receipt_handles=popped.handles)
+        reply = broker_pb2.PopResponse(records=popped.records, record_count=len(popped.handles),
+                                       receipt_handles=popped.handles)
+        if admission is not None:
+            quotas.charge(admission, FETCH, len(popped.records))
+            reply.throttle_time_ms = quotas.throttle_ms(admission)
+        return reply
 
     async def Ack(self, request, context):
         if not request.receipt_handles:

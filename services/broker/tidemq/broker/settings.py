@@ -37,6 +37,9 @@ class BrokerSettings(ServiceSettings):
     segment_size_mib: float = setting(1024.0, "CommitLog segment file size in MiB (ref 1 GiB)")
     max_message_size: int = setting(record.DEFAULT_MAX_MESSAGE_SIZE, "largest record in bytes")
     long_poll_max_ms: int = setting(15000, "longest a pull with nothing new is held (ref 15 s)")
+    quota_burst_s: float = setting(
+        1.0, "client quotas (docs/quotas.md): seconds of a quota's rate an entity may spend "
+        "at once before it is throttled")
     max_pull_messages: int = setting(32, "records per pull when the request asks for 0")
     max_pull_bytes: int = setting(4 * 1024 * 1024, "bytes per pull when the request asks for 0")
     retention_hours: float = setting(72.0, "delete CommitLog segments older than this (ref 72 h)")
@@ -187,6 +190,9 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("max_delay_ms must be >= 0")
         if self.schedule_tick_ms < 1:
             raise SettingsError("schedule_tick_ms must be >= 1")
+        if not 0 < self.quota_burst_s <= 3600:
+            raise SettingsError(f"quota_burst_s must be > 0 and <= 3600 s, got "
+                                f"{self.quota_burst_s}")
         if not -1 <= self.wire_port <= 65535:
             raise SettingsError(f"wire_port must be -1 (port + 2), 0 (a free port) or a port "
                                 f"number, got {self.wire_port}")

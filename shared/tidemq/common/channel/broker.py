@@ -6,6 +6,12 @@ can take it (`link`), gRPC otherwise. A call the wire never wrote goes over gRPC
 attempt. Either way the caller gets the same response or the same TideMQError, and a started
 call is a concurrent.futures.Future that fails with a TideMQError: no transport type leaves
 this package.
+
+Client quotas (docs/quotas.md): every call carries the channel's `client_id` in the
+`tidemq-client-id` metadata (Kafka's client.id), and an answer's `throttle_time_ms` makes the
+channel wait that long before its next Send, Pull or Pop to this broker (Kafka's client mutes
+its connection to a throttling broker the same way); other calls (commits, heartbeats) go at
+once.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from tidemq.common.channel import metrics
 from tidemq.common.channel.link import link_for
 from tidemq.common.channel.payload import compose, whole
 from tidemq.common.channel.table import BROKER_CALLS, GRPC_ONLY
+from tidemq.common.quotas import CLIENT_ID_METADATA
 from tidemq.v1 import broker_pb2_grpc
 
 
@@ -51,6 +58,9 @@ class _GrpcCall(Future):
         return super().cancel()
 
 
+QUOTA_CALLS = frozenset({"Send", "Pull", "Pop"})  # the calls a broker throttles
+
+
 def _grpc_metadata(metadata: Mapping[str, str] | None) -> tuple | None:
     return tuple(metadata.items()) if metadata else None
 
@@ -72,14 +82,28 @@ class BrokerChannel(rpc.RpcClient):
         super().__init__(addr, broker_pb2_grpc.BrokerServiceStub, timeout=timeout,
                          breaker=breaker, pool=pool, retries=retries, guarded=guarded)
         self._wire = link_for(addr, rpc.client_security())
+        self._identity: dict[str, str] = {}
+        self.throttled_until = 0.0  # monotonic: no quota call to this broker before it
+
+    @property
+    def client_id(self) -> str:
+        return self._identity.get(CLIENT_ID_METADATA, "")
+
+    @client_id.setter
+    def client_id(self, value: str) -> None:
+        self._identity = {CLIENT_ID_METADATA: value} if value else {}
 
     def call(self, method: str, request: Any, *, timeout: float | None = None,
              idempotent: bool = False, bulk: bytes | None = None,
              metadata: Mapping[str, str] | None = None) -> Any:
         """The response. `bulk`: the bytes of the method's bulk field (a send's records),
         carried without being copied into `request`."""
-        return super().call(method, self._compose(method, request, bulk), timeout=timeout,
-                            idempotent=idempotent, metadata=metadata)
+        if method in QUOTA_CALLS:
+            self._wait_throttle()
+        response = super().call(method, self._compose(method, request, bulk), timeout=timeout,
+                                idempotent=idempotent, metadata=self._identified(metadata))
+        self._note_throttle(method, response)
+        return response
 
     def start(self, method: str, request: Any, *, timeout: float | None = None,
               bulk: bytes | None = None,
@@ -88,7 +112,7 @@ class BrokerChannel(rpc.RpcClient):
         it ends by its deadline even if nobody waits on it."""
         self._admit()
         future = self._start(method, self._compose(method, request, bulk),
-                             timeout or self.timeout, metadata)
+                             timeout or self.timeout, self._identified(metadata))
         if self._breaker is not None:
             future.add_done_callback(self._record_outcome)
         return future
@@ -101,9 +125,12 @@ class BrokerChannel(rpc.RpcClient):
         `abandon()` says its answer no longer matters — asked every `check_every_s` while the
         call is outstanding, never for a call answered sooner. A frozen endpoint otherwise holds
         the caller for its whole deadline (a producer whose group elected a new master)."""
+        if method in QUOTA_CALLS:
+            self._wait_throttle()
         deadline = time.monotonic() + timeout
         self._admit()
-        future = self._start(method, self._compose(method, request, bulk), timeout, metadata)
+        future = self._start(method, self._compose(method, request, bulk), timeout,
+                             self._identified(metadata))
         while True:
             try:
                 result = future.result(
@@ -126,7 +153,30 @@ class BrokerChannel(rpc.RpcClient):
             self._record(failure)
             raise failure from None
         self._record(None)
+        self._note_throttle(method, result)
         return result
+
+    # -- client quotas
+
+    def _identified(self, metadata: Mapping[str, str] | None) -> Mapping[str, str] | None:
+        if not self._identity:
+            return metadata
+        return {**metadata, **self._identity} if metadata else self._identity
+
+    def _wait_throttle(self) -> None:
+        """Wait out the last throttle time this broker answered (a sleep, not a busy loop:
+        the broker said how long)."""
+        wait = self.throttled_until - time.monotonic()
+        if wait > 0:
+            metrics.throttled(wait)
+            time.sleep(wait)
+
+    def _note_throttle(self, method: str, response: Any) -> None:
+        if method in QUOTA_CALLS:
+            throttle_ms = getattr(response, "throttle_time_ms", 0)  # stand-ins lack it
+            if throttle_ms > 0:
+                self.throttled_until = max(self.throttled_until,
+                                           time.monotonic() + throttle_ms / 1000)
 
     @property
     def wire_connected(self) -> bool:
@@ -175,9 +225,10 @@ class BrokerChannels:
     """A process's channels by broker address, made on first use (one per address)."""
 
     def __init__(self, *, timeout: float = 3.0, breaker: rpc.BreakerSettings | None = None,
-                 guarded: bool = True, retries: int = 1) -> None:
+                 guarded: bool = True, retries: int = 1, client_id: str = "") -> None:
         self._options = {"timeout": timeout, "breaker": breaker, "guarded": guarded,
                          "retries": retries}
+        self.client_id = client_id  # sent with every call (docs/quotas.md)
         self._lock = threading.Lock()
         self._channels: dict[str, BrokerChannel] = {}
 
@@ -186,6 +237,7 @@ class BrokerChannels:
             channel = self._channels.get(addr)
             if channel is None:
                 channel = self._channels[addr] = self._make(addr)
+                channel.client_id = self.client_id
             return channel
 
     def _make(self, addr: str) -> BrokerChannel:

@@ -1,7 +1,7 @@
-"""The channel's one metric: calls by method and by the transport that carried them, in every
+"""The channel's metrics: calls by method and by the transport that carried them, in every
 process that calls brokers (SDK users, both gateways, the Spark source and sink). Under
 gunicorn (PROMETHEUS_MULTIPROC_DIR set) each worker writes its own samples and the gateway's
-/metrics sums them."""
+/metrics sums them. And the time spent waiting out brokers' throttle times (quotas)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ CALLS = Counter("tidemq_rpc_calls_total",
                 "broker calls made by this process, by method and transport (wire | grpc)",
                 ["method", "transport"])
 WIRE, GRPC = "wire", "grpc"
+THROTTLE_WAIT = Counter("tidemq_rpc_quota_throttle_wait_seconds",
+                        "time this process waited before a Send, Pull or Pop because the "
+                        "broker answered a throttle time (client quotas, docs/quotas.md)")
 
 _children: dict[tuple[str, str], object] = {}  # labels() takes a lock and builds a tuple
 
@@ -20,6 +23,10 @@ def counted(method: str, transport: str) -> None:
     if child is None:
         child = _children[method, transport] = CALLS.labels(method, transport)
     child.inc()
+
+
+def throttled(seconds: float) -> None:
+    THROTTLE_WAIT.inc(seconds)
 
 
 def transport_totals(exposition: str) -> dict[str, float]:
