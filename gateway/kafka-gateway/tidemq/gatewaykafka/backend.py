@@ -230,6 +230,19 @@ class KafkaBackend:
     def committed(self, group: str, mq: MessageQueue) -> int | None:
         return self.group_reader(group).committed(mq)
 
+    # -- groups (DescribeGroups, ListGroups) ---------------------------------------------------
+
+    def groups(self) -> list[tuple[str, str, str]]:
+        """(group id, coordinator state, coordinator protocol name) of every group that
+        consumed anywhere: joined a coordinator, popped, or committed offsets (what `tidemq
+        group list` shows; state and protocol are "" for a group that never joined)."""
+        return [(g.group_id, g.state, g.protocol_name) for g in self.admin.group_list()
+                if g.group_id != GATEWAY_GROUP]
+
+    def has_offsets(self, group: str) -> bool:
+        """True when some broker holds an offset the group committed (or a pop cursor)."""
+        return any(o.committed is not None for o in self.admin.group_offsets(group))
+
     # -- producer ids --------------------------------------------------------------------------
 
     def next_producer_id(self) -> int:

@@ -18,7 +18,12 @@ from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.gatewaykafka import codec, records
 from tidemq.gatewaykafka.backend import KafkaBackend
-from tidemq.gatewaykafka.coordination import GroupCoordination
+from tidemq.gatewaykafka.coordination import (
+    NATIVE_PROTOCOL_TYPE,
+    Described,
+    GroupCoordination,
+    split_protocol,
+)
 
 log = get_logger(__name__)
 
@@ -87,6 +92,7 @@ class KafkaApis:
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            15: self.describe_groups, 16: self.list_groups,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
         }
@@ -297,6 +303,54 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "error_code": 0 if version >= 3 else codes[0],
                 "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
                             for m, c in zip(member_ids, codes, strict=True)]}
+
+    async def describe_groups(self, request, version: int, conn: Connection) -> dict:
+        """Each group as its coordinator sees it. A group the coordinator does not know is
+        Dead, as in Kafka, unless it committed offsets (a consumer using assign(), a native
+        pull or pop group): then Empty with no protocol type, Kafka's "simple" group. A
+        native group's members are listed without their (TideMQ-encoded) metadata and
+        assignment, which Kafka tools would misread."""
+        async def one(group: str) -> dict:
+            answer = {"error_code": 0, "group_id": group, "group_state": "Dead",
+                      "protocol_type": "", "protocol_data": "", "members": []}
+            if not group:
+                answer["error_code"] = codec.ERRORS["INVALID_GROUP_ID"]
+                return answer
+            try:
+                described = await self._run(self.coordination.describe, group)
+                if described.state == "Dead" and await self._run(self.backend.has_offsets,
+                                                                 group):
+                    described = Described("Empty", "", "", [])
+            except errors.TideMQError as exc:
+                answer["error_code"] = kafka_code(exc, GROUP_CODES)
+                return answer
+            kafka_group = described.protocol_type not in ("", NATIVE_PROTOCOL_TYPE)
+            answer.update(
+                group_state=described.state, protocol_type=described.protocol_type,
+                protocol_data=described.protocol,
+                members=[{"member_id": member_id, "group_instance_id": None,
+                          "client_id": client_id, "client_host": host,
+                          "member_metadata": metadata if kafka_group else b"",
+                          "member_assignment": assignment if kafka_group else b""}
+                         for member_id, client_id, host, metadata, assignment
+                         in described.members])
+            return answer
+
+        groups = await asyncio.gather(*(one(g) for g in request.groups))
+        return {"throttle_time_ms": 0, "groups": list(groups)}
+
+    async def list_groups(self, request, version: int, conn: Connection) -> dict:
+        """Every group that consumed, by any client: Kafka groups with their protocol type
+        ("consumer"), native push groups as type "tidemq", and groups that only committed
+        offsets or popped (or whose members all left) with no type, Kafka's "simple" groups."""
+        try:
+            listed = await self._run(self.backend.groups)
+        except errors.TideMQError as exc:
+            return {"throttle_time_ms": 0, "error_code": kafka_code(exc, GROUP_CODES),
+                    "groups": []}
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+            {"group_id": group, "protocol_type": split_protocol(protocol)[0]}
+            for group, _, protocol in listed]}
 
     async def offset_commit(self, request, version: int, conn: Connection) -> dict:
         group = request.group_id
