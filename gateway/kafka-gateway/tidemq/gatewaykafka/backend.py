@@ -199,6 +199,13 @@ class KafkaBackend:
         messages = [] if out_of_range else list(result.messages)
         return FetchedQueue(messages, result.max_offset, result.min_offset, out_of_range)
 
+    def wait_for_data(self, mq: MessageQueue, offset: int, timeout_s: float) -> bool:
+        """Hold on the broker's long poll until `mq` has a message at or after `offset` or
+        `timeout_s` passes; True when there is one (the caller reads it with `fetch`)."""
+        result = self.reader.pull(mq, offset, max_messages=1, max_bytes=1,
+                                  long_poll=timeout_s)
+        return bool(result.messages) or result.max_offset > offset
+
     def offsets(self, mq: MessageQueue) -> tuple[int, int]:
         """(log start, high watermark) of a partition."""
         return self.reader.queue_offsets(mq.topic, mq.broker_name).get(mq.queue_id, (0, 0))

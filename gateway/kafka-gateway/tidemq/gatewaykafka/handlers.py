@@ -24,12 +24,12 @@ from tidemq.gatewaykafka.coordination import (
     GroupCoordination,
     split_protocol,
 )
+from tidemq.gatewaykafka.fetch_wait import FetchWaits
 
 log = get_logger(__name__)
 
 NODE_ID = 0
 EARLIEST, LATEST = -2, -1
-FETCH_POLL_S = 0.05             # a Fetch that found nothing looks again this often
 KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "TOPIC_NOT_EXIST": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_TOPIC": "INVALID_TOPIC_EXCEPTION",
     "MESSAGE_TOO_LARGE": "MESSAGE_TOO_LARGE", "TOPIC_ALREADY_EXISTS": "TOPIC_ALREADY_EXISTS",
@@ -88,6 +88,7 @@ class KafkaApis:
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
+        self.waits = FetchWaits(backend, self._run)
         self.table: dict[int, Handler] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
@@ -187,6 +188,8 @@ class KafkaApis:
     # -- fetch and offsets ---------------------------------------------------------------------
 
     async def fetch(self, request, version: int, conn: Connection) -> dict:
+        """Read every wanted partition; when that finds less than `min_bytes` (and no error),
+        wait up to `max_wait_ms` on the brokers' long polls for data, then read again."""
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in request.topics for p in t.partitions]
@@ -194,10 +197,16 @@ class KafkaApis:
             answers = await asyncio.gather(*(self._run(self._fetch_partition, *w)
                                              for w in wanted))
             size = sum(len(a["records"] or b"") for a in answers)
-            if size >= max(request.min_bytes, 1) or time.monotonic() >= deadline or \
+            remaining = deadline - time.monotonic()
+            if size >= max(request.min_bytes, 1) or remaining <= 0 or \
                     any(a["error_code"] for a in answers):
                 break
-            await asyncio.sleep(min(FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+            # wait where each partition ends now: past data already found when min_bytes asks
+            # for more than there is
+            await self.waits.wait(
+                [(topic, index, max(offset, answer["high_watermark"]))
+                 for (topic, index, offset, _), answer in zip(wanted, answers, strict=True)],
+                remaining)
         by_topic: dict[str, list[dict]] = {}
         for (topic, *_), answer in zip(wanted, answers, strict=True):
             by_topic.setdefault(topic, []).append(answer)
