@@ -17,7 +17,12 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.gatewaykafka import codec, records
-from tidemq.gatewaykafka.backend import KafkaBackend
+from tidemq.gatewaykafka.backend import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    TIMESTAMP_TYPE,
+    KafkaBackend,
+)
 from tidemq.gatewaykafka.coordination import (
     NATIVE_PROTOCOL_TYPE,
     Described,
@@ -46,9 +51,33 @@ GROUP_CODES = {                 # ... and on group calls, where unavailability i
 TRANSACTIONS_REFUSAL = (
     "gateway-kafka does not serve Kafka transactions: drop transactional.id (the idempotent "
     "producer is served), or use TideMQ's transactional messages through its own SDK")
-# DescribeConfigs: what a topic answers (docs/kafka.md; the per-topic settings table is later)
+# DescribeConfigs: what a topic answers (docs/kafka.md); a topic's definition may set those
+# in SETTABLE_CONFIGS (its `config` object), the rest are fixed
 TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
-                 "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
+                 TIMESTAMP_TYPE: CREATE_TIME, "max.message.bytes": "4194304"}
+SETTABLE_CONFIGS = {TIMESTAMP_TYPE: (CREATE_TIME, LOG_APPEND_TIME)}   # at CreateTopics
+TOPIC_CONFIG_SOURCE, DEFAULT_SOURCE = 1, 5   # DescribeConfigs' config_source values
+
+
+def topic_settings(configs) -> dict[str, str]:
+    """The settings a CreateTopics asks for that the definition keeps. A fixed one asked at
+    its fixed value is accepted and not kept; anything else is INVALID_CONFIG, named."""
+    kept: dict[str, str] = {}
+    for entry in configs or []:
+        name, value = entry.name, entry.value
+        if name in SETTABLE_CONFIGS:
+            if value not in SETTABLE_CONFIGS[name]:
+                raise errors.InvalidArgument(
+                    f"{name} must be one of {', '.join(SETTABLE_CONFIGS[name])}, got {value!r}",
+                    code="INVALID_CONFIG")
+            kept[name] = value
+        elif TOPIC_CONFIGS.get(name) != value:
+            fixed = ", ".join(f"{k}={v}" for k, v in TOPIC_CONFIGS.items()
+                              if k not in SETTABLE_CONFIGS)
+            raise errors.InvalidArgument(
+                f"topic setting {name}={value!r} is not served by gateway-kafka: a topic may set "
+                f"{', '.join(SETTABLE_CONFIGS)}; {fixed} are fixed", code="INVALID_CONFIG")
+    return kept
 
 
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
@@ -147,9 +176,9 @@ class KafkaApis:
     async def produce(self, request, version: int, conn: Connection) -> dict | None:
         if request.transactional_id is not None:
             answer = codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]
-            return self._produce_answer(request, lambda t, p: (answer, -1),
+            return self._produce_answer(request, lambda t, p: (answer, -1, -1),
                                         TRANSACTIONS_REFUSAL)
-        results: dict[tuple[str, int], tuple[int, int]] = {}
+        results: dict[tuple[str, int], tuple[int, int, int]] = {}
         jobs = [(topic.name, part.index, part.records)
                 for topic in request.topic_data for part in topic.partition_data]
         outcomes = await asyncio.gather(*(self._run(self._produce_partition, *job)
@@ -161,17 +190,20 @@ class KafkaApis:
         return self._produce_answer(request, lambda t, p: results[(t, p)])
 
     @staticmethod
-    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int]],
+    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int, int]],
                         message: str | None = None) -> dict:
         return {"throttle_time_ms": 0, "responses": [
             {"name": topic.name, "partition_responses": [
                 {"index": part.index, "error_code": outcome(topic.name, part.index)[0],
-                 "base_offset": outcome(topic.name, part.index)[1], "log_append_time_ms": -1,
+                 "base_offset": outcome(topic.name, part.index)[1],
+                 "log_append_time_ms": outcome(topic.name, part.index)[2],
                  "log_start_offset": -1, "record_errors": [], "error_message": message}
                 for part in topic.partition_data]} for topic in request.topic_data]}
 
-    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int]:
-        """(error code, base offset) of one partition's record set."""
+    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int, int]:
+        """(error code, base offset, log append time or -1) of one partition's record set;
+        the append time (a LogAppendTime topic's) is the first message's store time, read
+        back from its broker."""
         try:
             mq = self.backend.partition(topic, index)
             batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
@@ -180,10 +212,17 @@ class KafkaApis:
             messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            return 0, self.backend.produce(mq, messages, sequence)
+            offset = self.backend.produce(mq, messages, sequence)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
-            return kafka_code(exc), -1
+            return kafka_code(exc), -1, -1
+        try:
+            appended = (self.backend.append_time(mq, offset)
+                        if self.backend.log_append_time(topic) else -1)
+        except errors.TideMQError as exc:   # stored: the time is what could not be read
+            log.info("append_time_unread", topic=topic, partition=index, error=str(exc))
+            appended = -1
+        return 0, offset, appended
 
     # -- fetch and offsets ---------------------------------------------------------------------
 
@@ -220,6 +259,7 @@ class KafkaApis:
         try:
             mq = self.backend.partition(topic, index)
             fetched = self.backend.fetch(mq, offset, max_bytes)
+            log_append_time = bool(fetched.messages) and self.backend.log_append_time(topic)
         except errors.TideMQError as exc:
             answer["error_code"] = kafka_code(exc)
             return answer
@@ -229,7 +269,7 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            answer["records"] = records.encode_messages(fetched.messages)
+            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:
@@ -435,8 +475,9 @@ class KafkaApis:
                 if partitions < 1:
                     raise errors.InvalidArgument("num_partitions must be >= 1",
                                                  code="INVALID_PARTITIONS")
+                config = topic_settings(topic.configs)
                 if not request.validate_only:
-                    await self._run(self.backend.create_topic, topic.name, partitions)
+                    await self._run(self.backend.create_topic, topic.name, partitions, config)
             except errors.TideMQError as exc:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             answers.append(answer)
@@ -504,9 +545,17 @@ class KafkaApis:
                     results.append(result)
                     continue
                 keys = resource.configuration_keys
+                try:
+                    own = await self._run(self.backend.topic_config, resource.resource_name)
+                except errors.TideMQError as exc:
+                    result.update(error_code=kafka_code(exc), error_message=exc.message)
+                    results.append(result)
+                    continue
                 result["configs"] = [
-                    {"name": name, "value": value, "read_only": True, "config_source": 5,
-                     "is_default": True, "is_sensitive": False, "synonyms": []}
+                    {"name": name, "value": own.get(name, value),
+                     "read_only": name not in SETTABLE_CONFIGS,
+                     "config_source": TOPIC_CONFIG_SOURCE if name in own else DEFAULT_SOURCE,
+                     "is_default": name not in own, "is_sensitive": False, "synonyms": []}
                     for name, value in TOPIC_CONFIGS.items() if keys is None or name in keys]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
