@@ -92,6 +92,11 @@ chaos: sync ## seeded fault schedules against a 3-replica group and its etcd con
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) CHAOS_DISK=$${CHAOS_DISK:-1} \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 
+# --- Kafka conformance (docs/kafka.md) --------------------------------------------------------
+.PHONY: kafka-conformance
+kafka-conformance: sync ## kafka-python 3.0.12's own integration suite (from its PyPI sdist) against a TideMQ cluster + gateway-kafka; expected failures in tests/integration/kafka/conformance/expected_failures.txt (PYTEST_ARGS=... passed on)
+	$(PY) -m tests.integration.kafka.conformance.run $(PYTEST_ARGS)
+
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
 NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877

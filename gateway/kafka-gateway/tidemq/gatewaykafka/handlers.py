@@ -8,6 +8,7 @@ The gateway is node 0: leader of every partition and coordinator of every group.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -112,11 +113,13 @@ class Connection:
 class KafkaApis:
     def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
                  endpoint: Callable[[], Endpoint], *, pool: ThreadPoolExecutor,
-                 max_record_batch_bytes: int, cluster_id: str) -> None:
+                 max_record_batch_bytes: int, cluster_id: str,
+                 auto_create_partitions: int = 0) -> None:
         self.backend, self.coordination, self.endpoint = backend, coordination, endpoint
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
+        self.auto_create_partitions = auto_create_partitions   # 0: no auto-creation
         self.waits = FetchWaits(backend, self._run)
         self.table: dict[int, Handler] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
@@ -140,14 +143,23 @@ class KafkaApis:
 
     async def metadata(self, request, version: int, conn: Connection) -> dict:
         here = self.endpoint()
-        if request.topics is None or (version == 0 and not request.topics):
+        listed = request.topics is None or (version == 0 and not request.topics)
+        if listed:
             names = await self._run(self.backend.topics)
         else:
             names = [t.name for t in request.topics]
+        # v4+ says whether the client lets a topic be created; earlier versions always did
+        may_create = self.auto_create_partitions > 0 and not listed and (
+            version < 4 or request.allow_auto_topic_creation)
         topics = []
         for name in names:
             try:
-                queues = await self._run(self.backend.partitions, name)
+                try:
+                    queues = await self._run(self.backend.partitions, name)
+                except errors.TopicNotExist:
+                    if not may_create:
+                        raise
+                    queues = await self._auto_create(name)
             except errors.TideMQError as exc:
                 topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
                 continue
@@ -158,6 +170,14 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "brokers": [
             {"node_id": NODE_ID, "host": here.host, "port": here.port, "rack": None}],
             "cluster_id": self.cluster_id, "controller_id": NODE_ID, "topics": topics}
+
+    async def _auto_create(self, name: str) -> list:
+        """Create `name` with the gateway's default partition count (Kafka's auto-creation);
+        another request creating it first is fine. Its partitions, once routed."""
+        log.info("topic_auto_created", topic=name, partitions=self.auto_create_partitions)
+        with contextlib.suppress(errors.AlreadyExists):
+            await self._run(self.backend.create_topic, name, self.auto_create_partitions)
+        return await self._run(self.backend.partitions, name)
 
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
         here = self.endpoint()
