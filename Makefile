@@ -82,6 +82,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
 	$(PY) bench/rocketmq_compat/run.py --quick
+	$(PY) bench/kafka_compat/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
 .PHONY: chaos
