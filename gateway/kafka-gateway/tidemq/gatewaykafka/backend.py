@@ -50,6 +50,7 @@ MAX_GROUP_READERS = 1024                 # PullConsumers kept for committed offs
 ROUTE_REFRESH_S = 5.0                    # a new topic's partitions show within this
 MAP_REFRESH_S = 5.0                      # a partition map is read again after this
 CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
+FETCH_MAX_RECORDS = 1024                 # per partition and Fetch; the client's bytes bound it
 TIMESTAMP_TYPE = "message.timestamp.type"   # a topic setting (its definition's `config`)
 CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
 
@@ -228,7 +229,7 @@ class KafkaBackend:
         return results[0].queue_offset
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
-        result = self.reader.pull(mq, offset, max_messages=32, max_bytes=max_bytes)
+        result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS, max_bytes=max_bytes)
         out_of_range = (result.status is PullStatus.OFFSET_ILLEGAL
                         or not result.min_offset <= offset <= result.max_offset)
         messages = [] if out_of_range else list(result.messages)
