@@ -7,8 +7,9 @@ Takes the sdist once into .data/kafka-conformance/ (`pip download --no-binary :a
 broker groups) and gateway-kafka with the project's test support, and runs the suite's
 `test/integration` against it as the suite takes an external broker: KAFKA_URI (the
 gateway's listener) and KAFKA_VERSION. The clients are the project's kafka-python 3.0.12.
-The tests in expected_failures.txt are expected to fail (expected.py); `--ci` runs the subset
-CI runs (CI_FILES). The sdist ships the suite without `test/__init__.py` and `test/service.py`:
+The tests in expected_failures.txt are expected to fail (expected.py); `--ci` runs only the
+producer and consumer tests (CI_FILES), a quicker run (CI runs the whole suite: about two
+minutes). The sdist ships the suite without `test/__init__.py` and `test/service.py`:
 an empty package file and service_shim.py stand in (docs/kafka.md).
 """
 
