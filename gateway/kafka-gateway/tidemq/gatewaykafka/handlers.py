@@ -36,6 +36,8 @@ log = get_logger(__name__)
 
 NODE_ID = 0
 EARLIEST, LATEST = -2, -1
+TIME_SCAN_RECORDS = 10_000      # ListOffsets by time reads at most this many past its start
+TIME_SCAN_BYTES = 1 << 20       # ... this much per read
 KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "TOPIC_NOT_EXIST": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_TOPIC": "INVALID_TOPIC_EXCEPTION",
     "MESSAGE_TOO_LARGE": "MESSAGE_TOO_LARGE", "TOPIC_ALREADY_EXISTS": "TOPIC_ALREADY_EXISTS",
@@ -302,8 +304,8 @@ class KafkaApis:
                     low, high = await self._run(self.backend.offsets, mq)
                     answer["offset"] = low if part.timestamp == EARLIEST else high
                 else:
-                    answer["offset"] = await self._run(self.backend.offset_for_time, mq,
-                                                       part.timestamp)
+                    answer["offset"], answer["timestamp"] = await self._run(
+                        self._offset_for_time, topic, mq, part.timestamp)
             except errors.TideMQError as exc:
                 answer["error_code"] = kafka_code(exc)
             return answer
@@ -311,6 +313,29 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t.name, "partitions": list(await asyncio.gather(
                 *(one(t.name, p) for p in t.partitions)))} for t in request.topics]}
+
+    def _offset_for_time(self, topic: str, mq, target_ms: int) -> tuple[int, int]:
+        """(offset, timestamp) of the earliest record whose Kafka timestamp is >= target_ms,
+        (-1, -1) when none is, as Kafka answers. The brokers index store time: a record
+        stored at or after the target is the first candidate (a CreateTime is not later than
+        its store time when the producer's clock is not ahead of the broker's), and records
+        from there are read until one's timestamp reaches the target: only those created
+        before it and stored after it are passed over, at most TIME_SCAN_RECORDS of them."""
+        log_append_time = self.backend.log_append_time(topic)
+        offset = self.backend.offset_for_time(mq, target_ms)
+        scanned = 0
+        while scanned < TIME_SCAN_RECORDS:
+            fetched = self.backend.fetch(mq, offset, TIME_SCAN_BYTES)
+            if fetched.out_of_range or not fetched.messages:
+                return -1, -1
+            for message in fetched.messages:
+                stamp = (message.store_timestamp if log_append_time
+                         else records.from_message(message).timestamp)
+                if stamp >= target_ms:
+                    return message.queue_offset, stamp
+            offset = fetched.messages[-1].queue_offset + 1
+            scanned += len(fetched.messages)
+        return offset, -1   # gave up scanning: the next offset, no timestamp known
 
     # -- groups --------------------------------------------------------------------------------
 
