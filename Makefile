@@ -83,6 +83,7 @@ bench: sync ## quick run of every benchmark, each printing its same-run baseline
 	$(PY) bench/schedule/run.py --quick
 	$(PY) bench/filter/run.py --quick
 	$(PY) bench/rocketmq_compat/run.py --quick
+	$(PY) bench/kafka_compat/run.py --quick
 
 # --- chaos (tests/chaos, docs/replication.md) ------------------------------------------------
 .PHONY: chaos
@@ -92,6 +93,11 @@ SEED ?= $(shell date +%s)
 chaos: sync ## seeded fault schedules against a 3-replica group and its etcd control plane: RUNS runs of FAULTS faults from SEED
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) CHAOS_DISK=$${CHAOS_DISK:-1} \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
+
+# --- Kafka conformance (docs/kafka.md) --------------------------------------------------------
+.PHONY: kafka-conformance
+kafka-conformance: sync ## kafka-python 3.0.12's own integration suite (from its PyPI sdist) against a TideMQ cluster + gateway-kafka; expected failures in tests/integration/kafka/conformance/expected_failures.txt (PYTEST_ARGS=... passed on)
+	$(PY) -m tests.integration.kafka.conformance.run $(PYTEST_ARGS)
 
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics

@@ -11,6 +11,9 @@ written before per-group counts read so). With it, a group serves the count name
 group it does not name serves none (`queues` then holds the largest count, for readers that
 predate it). `TopicConfig.for_group` is what one broker serves.
 
+Settings by Kafka's names (`"config": {"message.timestamp.type": "LogAppendTime"}`, read by
+gateway-kafka and never by brokers) are kept as written.
+
 The partition map (`partitions`, read by gateway-kafka and never by brokers): partition i is
 the i-th (broker group, queue id) pair. It is written when a topic is created with one, and
 after that only ever extended (`TopicDefinitions.extend_partitions`), so a partition keeps its
@@ -175,11 +178,14 @@ class TopicDefinitions:
         self.config = config
 
     def create(self, name: str, queues: int = 0, *, order: bool = False,
-               partitions: list[tuple[str, int]] | None = None) -> int:
+               partitions: list[tuple[str, int]] | None = None,
+               config: dict[str, str] | None = None) -> int:
         """Define the topic; the revision of the write. AlreadyExists if it is defined.
 
         `queues` on every broker group, or `partitions`: the partition map, from which each
-        group's queue count follows (a group it does not name serves none)."""
+        group's queue count follows (a group it does not name serves none). `config`: settings
+        by Kafka's names, stored as the definition's `config` object (brokers ignore it;
+        gateway-kafka reads `message.timestamp.type`)."""
         if name in RESERVED:
             raise errors.InvalidArgument(f"topic name {name!r} is reserved for the brokers' own "
                                          "use; choose another", code="INVALID_TOPIC")
@@ -191,6 +197,8 @@ class TopicDefinitions:
             if not 1 <= queues <= MAX_QUEUES:
                 raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
             doc = TopicConfig(name, queues, PERM_READ_WRITE, order).to_json()
+        if config:
+            doc["config"] = dict(config)
         result = self.config.put(TOPIC_PREFIX + name, doc, expected_revision=0)
         if not result.succeeded:
             raise errors.AlreadyExists(f"topic {name!r} already exists",

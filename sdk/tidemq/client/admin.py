@@ -189,6 +189,7 @@ class Admin:
 
     def create_topic(self, name: str, queues: int = 0, order: bool = False, wait: bool = True,
                      *, partitions: list[tuple[str, int]] | None = None,
+                     config: dict[str, str] | None = None,
                      wait_timeout: float = ROUTE_WAIT_S,
                      progress: Progress | None = None) -> TopicRoute | None:
         """Define the topic in config-center (fails with AlreadyExists if it is defined) and,
@@ -196,10 +197,11 @@ class Admin:
 
         `queues` on every broker group, or `partitions`: a partition map of (broker group,
         queue id) pairs, each group then serving the queues the map names (a group it does
-        not name serves none; docs/kafka.md)."""
+        not name serves none; docs/kafka.md). `config`: settings by Kafka's names, kept in
+        the definition (gateway-kafka reads `message.timestamp.type`)."""
         validate_topic_name(name)
         revision = self._config_call(lambda: TopicDefinitions(self.config).create(
-            name, queues, order=order, partitions=partitions))
+            name, queues, order=order, partitions=partitions, config=config))
         if not wait:
             return None
         if progress:

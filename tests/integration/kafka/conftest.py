@@ -14,7 +14,9 @@ from tests.support.cluster import (
 # topic -> queues per broker group (two groups: twice as many partitions)
 TOPICS = {"k-roundtrip": 1, "k-group": 2, "k-offsets": 1, "k-interop": 1, "k-native": 1,
           "k-confluent": 1, "k-idempotent": 1, "k-fence": 1, "k-aiokafka": 1, "k-aio-group": 2,
-          "k-kafkajs": 1, "k-kafkajs-group": 2, "k-mixed": 4}
+          "k-kafkajs": 1, "k-kafkajs-group": 2, "k-mixed": 4,
+          "k-group-admin": 1, "k-longpoll": 1, "k-old-confluent": 1, "k-old-kafka-python": 1,
+          "k-old-aiokafka": 1, "k-time": 1}
 
 
 @pytest.fixture(scope="package")
@@ -28,10 +30,10 @@ def kafka_cluster(tmp_path_factory):
         yield cluster
 
 
-def start_kafka_gateway(cluster: Cluster):
+def start_kafka_gateway(cluster: Cluster, extra: list[str] | None = None):
     return cluster.start("tidemq.gatewaykafka", [
         "--namesrv-addrs", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr,
-        "--advertised-host", "127.0.0.1"])
+        "--advertised-host", "127.0.0.1", *(extra or [])])
 
 
 @pytest.fixture(scope="package")

@@ -189,3 +189,22 @@ def test_admin_creates_and_deletes_topics(bootstrap):
         admin.delete_topics(["k-created"])
     finally:
         admin.close()
+
+
+def test_offsets_for_times_answers_the_first_record_at_or_after_by_create_time(bootstrap):
+    """Kafka's ListOffsets by time: the earliest offset whose (Create)Time is >= the target,
+    with that record's timestamp; a target after every record answers none."""
+    topic, now = "k-time", int(time.time() * 1000)
+    producer = _producer(bootstrap)
+    early = producer.send(topic, value=b"early", partition=0, timestamp_ms=now - 2000).get(15)
+    late = producer.send(topic, value=b"late", partition=0, timestamp_ms=now).get(15)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(topic, 0)
+    found = consumer.offsets_for_times({tp: now - 2000})[tp]
+    assert (found.offset, found.timestamp) == (early.offset, now - 2000)
+    # both were stored after now - 1000; the first created at or after it is the late one
+    found = consumer.offsets_for_times({tp: now - 1000})[tp]
+    assert (found.offset, found.timestamp) == (late.offset, now)
+    assert consumer.offsets_for_times({tp: now + 3_600_000})[tp] is None
+    consumer.close()

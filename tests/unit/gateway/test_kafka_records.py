@@ -12,7 +12,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 from tidemq.client import MessageExt
 from tidemq.gatewaykafka import records
@@ -73,6 +73,25 @@ def test_batches_decode_and_fetch_encodes_consecutive_offsets(compression):
     assert struct.unpack_from(">q", again)[0] == 7
     assert [r.value for r in records.decode_batch(again, max_uncompressed=1 << 20).records] == \
         [b"a", b"b", b"c"]
+
+
+def test_log_append_time_batches_carry_each_store_time():
+    """A LogAppendTime topic's fetch: a batch per store time, flagged LogAppendTime, its max
+    timestamp the store time (what every record then reads with), CRC32C still valid."""
+    sent = [records.to_message("t", records.KafkaRecord(None, b"v%d" % i, (), 1000 + i))
+            for i in range(3)]
+    stored = [MessageExt("t", bytes(m.body), "", [], dict(m.properties), "broker-a", 0, 4 + i,
+                         "", "", 1000 + i, store, 0)
+              for i, (m, store) in enumerate(zip(sent, (5000, 5000, 6000), strict=True))]
+    batches = [DefaultRecordBatch(raw) for raw in
+               records.split_batches(records.encode_messages(stored, log_append_time=True))]
+    assert [b.validate_crc() for b in batches] == [True, True]
+    assert [[(r.offset, r.timestamp, r.timestamp_type, r.value) for r in b] for b in batches] \
+        == [[(4, 5000, 1, b"v0"), (5, 5000, 1, b"v1")], [(6, 6000, 1, b"v2")]]
+    (create_time,) = [DefaultRecordBatch(raw) for raw in
+                      records.split_batches(records.encode_messages(stored))]
+    assert [(r.timestamp, r.timestamp_type) for r in create_time] == \
+        [(1000, 0), (1001, 0), (1002, 0)]
 
 
 def test_a_flipped_byte_is_a_corrupt_message():

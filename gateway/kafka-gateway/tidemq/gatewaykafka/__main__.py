@@ -50,7 +50,9 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     endpoint = Endpoint(settings.advertised_host, settings.advertised_port)
     apis = KafkaApis(backend, coordination, lambda: endpoint, pool=pool,
                      max_record_batch_bytes=settings.max_batch_bytes,
-                     cluster_id=settings.cluster_id)
+                     cluster_id=settings.cluster_id,
+                     auto_create_partitions=(settings.default_partitions
+                                             if settings.auto_create_topics else 0))
     server = KafkaServer(apis, max_request_size=settings.max_request_size)
     port = await server.start(settings.host, settings.port)
     settings.port = port

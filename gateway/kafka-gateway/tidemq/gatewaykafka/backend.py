@@ -14,6 +14,7 @@ config-center counter.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -34,7 +35,12 @@ from tidemq.client import (
 from tidemq.client.admin import Admin
 from tidemq.common import errors
 from tidemq.common.system_topics import is_system_topic
-from tidemq.configclient.topics import TopicDefinitionError, TopicDefinitions, spread
+from tidemq.configclient.topics import (
+    TOPIC_PREFIX,
+    TopicDefinitionError,
+    TopicDefinitions,
+    spread,
+)
 
 GATEWAY_GROUP = "tidemq-gateway-kafka"   # the gateway's producer group and its reads' group
 PRODUCER_ID_KEY = "/tidemq/kafka/next-producer-id"
@@ -44,6 +50,9 @@ MAX_GROUP_READERS = 1024                 # PullConsumers kept for committed offs
 ROUTE_REFRESH_S = 5.0                    # a new topic's partitions show within this
 MAP_REFRESH_S = 5.0                      # a partition map is read again after this
 CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
+FETCH_MAX_RECORDS = 1024                 # per partition and Fetch; the client's bytes bound it
+TIMESTAMP_TYPE = "message.timestamp.type"   # a topic setting (its definition's `config`)
+CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,7 @@ class KafkaBackend:
         self._lock = threading.Lock()
         self._ids = range(0)
         self._maps: dict[str, tuple[float, list[MessageQueue]]] = {}   # topic -> (until, map)
+        self._configs: dict[str, tuple[float, dict[str, str]]] = {}    # topic -> (until, config)
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -115,6 +125,30 @@ class KafkaBackend:
                                             "it yet", code="SERVICE_UNAVAILABLE")
         return [MessageQueue(topic, group, queue) for group, queue in current]
 
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The settings the topic's definition names by Kafka's names ({} for none, or a topic
+        not defined in the config center); read again after MAP_REFRESH_S."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._configs.get(topic)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        kv = self.admin.config.get(TOPIC_PREFIX + topic)
+        try:
+            config = json.loads(kv.value).get("config") if kv is not None else None
+        except (ValueError, AttributeError):
+            config = None   # a definition that does not parse: the map's read reports it
+        config = {str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {}
+        with self._lock:
+            self._configs[topic] = (now + MAP_REFRESH_S, config)
+            if len(self._configs) > MAX_CACHED_MAPS:
+                self._configs.pop(next(iter(self._configs)))
+        return config
+
+    def log_append_time(self, topic: str) -> bool:
+        """True when the topic's records carry the time they were stored (LogAppendTime)."""
+        return self.topic_config(topic).get(TIMESTAMP_TYPE) == LOG_APPEND_TIME
+
     def partition(self, topic: str, index: int) -> MessageQueue:
         queues = self.partitions(topic)
         if not 0 <= index < len(queues):
@@ -126,12 +160,13 @@ class KafkaBackend:
         info = self.namesrv.cluster_info()
         return sorted(name for name, data in info.broker_addr_table.items() if data.broker_addrs)
 
-    def create_topic(self, name: str, partitions: int) -> None:
+    def create_topic(self, name: str, partitions: int,
+                     config: dict[str, str] | None = None) -> None:
         """A topic of `partitions` partitions spread over the broker groups (each partition
-        to the group with the fewest so far), its partition map written with it; returns once
-        the name servers route every queue."""
+        to the group with the fewest so far), its partition map and `config` written with it;
+        returns once the name servers route every queue."""
         pairs = spread(self.broker_groups(), partitions)
-        self.admin.create_topic(name, partitions=pairs, wait=False)
+        self.admin.create_topic(name, partitions=pairs, config=config, wait=False)
         self._forget(name)
         self._wait_routed(name, pairs)
 
@@ -176,6 +211,7 @@ class KafkaBackend:
     def _forget(self, name: str) -> None:
         with self._lock:
             self._maps.pop(name, None)
+            self._configs.pop(name, None)
         self.routes.invalidate(name)
 
     def delete_topic(self, name: str) -> None:
@@ -193,11 +229,23 @@ class KafkaBackend:
         return results[0].queue_offset
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
-        result = self.reader.pull(mq, offset, max_messages=32, max_bytes=max_bytes)
+        result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS, max_bytes=max_bytes)
         out_of_range = (result.status is PullStatus.OFFSET_ILLEGAL
                         or not result.min_offset <= offset <= result.max_offset)
         messages = [] if out_of_range else list(result.messages)
         return FetchedQueue(messages, result.max_offset, result.min_offset, out_of_range)
+
+    def append_time(self, mq: MessageQueue, offset: int) -> int:
+        """When the message at `offset` was stored (epoch ms; -1 if it cannot be read)."""
+        result = self.reader.pull(mq, offset, max_messages=1)
+        return result.messages[0].store_timestamp if result.messages else -1
+
+    def wait_for_data(self, mq: MessageQueue, offset: int, timeout_s: float) -> bool:
+        """Hold on the broker's long poll until `mq` has a message at or after `offset` or
+        `timeout_s` passes; True when there is one (the caller reads it with `fetch`)."""
+        result = self.reader.pull(mq, offset, max_messages=1, max_bytes=1,
+                                  long_poll=timeout_s)
+        return bool(result.messages) or result.max_offset > offset
 
     def offsets(self, mq: MessageQueue) -> tuple[int, int]:
         """(log start, high watermark) of a partition."""
@@ -229,6 +277,19 @@ class KafkaBackend:
 
     def committed(self, group: str, mq: MessageQueue) -> int | None:
         return self.group_reader(group).committed(mq)
+
+    # -- groups (DescribeGroups, ListGroups) ---------------------------------------------------
+
+    def groups(self) -> list[tuple[str, str, str]]:
+        """(group id, coordinator state, coordinator protocol name) of every group that
+        consumed anywhere: joined a coordinator, popped, or committed offsets (what `tidemq
+        group list` shows; state and protocol are "" for a group that never joined)."""
+        return [(g.group_id, g.state, g.protocol_name) for g in self.admin.group_list()
+                if g.group_id != GATEWAY_GROUP]
+
+    def has_offsets(self, group: str) -> bool:
+        """True when some broker holds an offset the group committed (or a pop cursor)."""
+        return any(o.committed is not None for o in self.admin.group_offsets(group))
 
     # -- producer ids --------------------------------------------------------------------------
 

@@ -54,6 +54,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     12: (0, 3),    # Heartbeat
     13: (0, 3),    # LeaveGroup
     14: (0, 3),    # SyncGroup
+    15: (0, 4),    # DescribeGroups
+    16: (0, 2),    # ListGroups
     18: (0, 3),    # ApiVersions
     19: (2, 4),    # CreateTopics
     20: (1, 3),    # DeleteTopics

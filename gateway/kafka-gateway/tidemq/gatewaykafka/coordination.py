@@ -25,6 +25,7 @@ from tidemq.common.placement import coordinator_for
 from tidemq.v1 import broker_pb2
 
 PROTOCOL_PREFIX = "kafka/"
+NATIVE_PROTOCOL_TYPE = "tidemq"   # what DescribeGroups/ListGroups name a native group's type
 MASTER_ID = 0
 JOIN_MARGIN_S = 8.0      # the initial rebalance delay (3 s ref) plus Kafka's 5 s call margin
 LOST_COORDINATOR = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
@@ -42,6 +43,18 @@ def kafka_protocol(wire_name: str) -> str:
     return wire_name[len(PROTOCOL_PREFIX):].partition("/")[2]
 
 
+def split_protocol(wire_name: str) -> tuple[str, str]:
+    """(Kafka protocol type, protocol name) of a coordinator protocol name: ("consumer",
+    "range") for "kafka/consumer/range"; a native TideMQ protocol is (NATIVE_PROTOCOL_TYPE,
+    its name); ("", "") when the group has none (no generation yet, or Empty)."""
+    if not wire_name:
+        return "", ""
+    if not wire_name.startswith(PROTOCOL_PREFIX):
+        return NATIVE_PROTOCOL_TYPE, wire_name
+    protocol_type, _, name = wire_name[len(PROTOCOL_PREFIX):].partition("/")
+    return protocol_type, name
+
+
 # The coordinator calls are not idempotent: the channel repeats one only when it was never written.
 _channels = BrokerChannels()
 
@@ -53,6 +66,14 @@ class Joined:
     leader_id: str
     member_id: str
     members: list[tuple[str, bytes]]   # (member id, metadata), the leader only
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    state: str             # Kafka's state names: Empty, PreparingRebalance, ..., Dead
+    protocol_type: str
+    protocol: str
+    members: list[tuple[str, str, str, bytes, bytes]]   # id, client id, host, metadata, assignment
 
 
 class GroupCoordination:
@@ -92,6 +113,15 @@ class GroupCoordination:
     def leave(self, group: str, member_id: str) -> None:
         self._call(group, "LeaveGroup", broker_pb2.LeaveGroupRequest(
             group_id=group, member_id=member_id))
+
+    def describe(self, group: str) -> Described:
+        """The coordinator's view of `group` (a group it never saw is Dead, no members)."""
+        reply = self._call(group, "DescribeGroup",
+                           broker_pb2.DescribeGroupRequest(group_id=group))
+        protocol_type, protocol = split_protocol(reply.protocol_name)
+        return Described(reply.state or "Dead", protocol_type, protocol,
+                         [(m.member_id, m.client_id, m.client_host, m.metadata, m.assignment)
+                          for m in reply.members])
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ The gateway is node 0: leader of every partition and coordinator of every group.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,14 +18,26 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.gatewaykafka import codec, records
-from tidemq.gatewaykafka.backend import KafkaBackend
-from tidemq.gatewaykafka.coordination import GroupCoordination
+from tidemq.gatewaykafka.backend import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    TIMESTAMP_TYPE,
+    KafkaBackend,
+)
+from tidemq.gatewaykafka.coordination import (
+    NATIVE_PROTOCOL_TYPE,
+    Described,
+    GroupCoordination,
+    split_protocol,
+)
+from tidemq.gatewaykafka.fetch_wait import FetchWaits
 
 log = get_logger(__name__)
 
 NODE_ID = 0
 EARLIEST, LATEST = -2, -1
-FETCH_POLL_S = 0.05             # a Fetch that found nothing looks again this often
+TIME_SCAN_RECORDS = 10_000      # ListOffsets by time reads at most this many past its start
+TIME_SCAN_BYTES = 1 << 20       # ... this much per read
 KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "TOPIC_NOT_EXIST": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_TOPIC": "INVALID_TOPIC_EXCEPTION",
     "MESSAGE_TOO_LARGE": "MESSAGE_TOO_LARGE", "TOPIC_ALREADY_EXISTS": "TOPIC_ALREADY_EXISTS",
@@ -41,9 +54,33 @@ GROUP_CODES = {                 # ... and on group calls, where unavailability i
 TRANSACTIONS_REFUSAL = (
     "gateway-kafka does not serve Kafka transactions: drop transactional.id (the idempotent "
     "producer is served), or use TideMQ's transactional messages through its own SDK")
-# DescribeConfigs: what a topic answers (docs/kafka.md; the per-topic settings table is later)
+# DescribeConfigs: what a topic answers (docs/kafka.md); a topic's definition may set those
+# in SETTABLE_CONFIGS (its `config` object), the rest are fixed
 TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
-                 "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
+                 TIMESTAMP_TYPE: CREATE_TIME, "max.message.bytes": "4194304"}
+SETTABLE_CONFIGS = {TIMESTAMP_TYPE: (CREATE_TIME, LOG_APPEND_TIME)}   # at CreateTopics
+TOPIC_CONFIG_SOURCE, DEFAULT_SOURCE = 1, 5   # DescribeConfigs' config_source values
+
+
+def topic_settings(configs) -> dict[str, str]:
+    """The settings a CreateTopics asks for that the definition keeps. A fixed one asked at
+    its fixed value is accepted and not kept; anything else is INVALID_CONFIG, named."""
+    kept: dict[str, str] = {}
+    for entry in configs or []:
+        name, value = entry.name, entry.value
+        if name in SETTABLE_CONFIGS:
+            if value not in SETTABLE_CONFIGS[name]:
+                raise errors.InvalidArgument(
+                    f"{name} must be one of {', '.join(SETTABLE_CONFIGS[name])}, got {value!r}",
+                    code="INVALID_CONFIG")
+            kept[name] = value
+        elif TOPIC_CONFIGS.get(name) != value:
+            fixed = ", ".join(f"{k}={v}" for k, v in TOPIC_CONFIGS.items()
+                              if k not in SETTABLE_CONFIGS)
+            raise errors.InvalidArgument(
+                f"topic setting {name}={value!r} is not served by gateway-kafka: a topic may set "
+                f"{', '.join(SETTABLE_CONFIGS)}; {fixed} are fixed", code="INVALID_CONFIG")
+    return kept
 
 
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
@@ -78,15 +115,19 @@ class Connection:
 class KafkaApis:
     def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
                  endpoint: Callable[[], Endpoint], *, pool: ThreadPoolExecutor,
-                 max_record_batch_bytes: int, cluster_id: str) -> None:
+                 max_record_batch_bytes: int, cluster_id: str,
+                 auto_create_partitions: int = 0) -> None:
         self.backend, self.coordination, self.endpoint = backend, coordination, endpoint
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
+        self.auto_create_partitions = auto_create_partitions   # 0: no auto-creation
+        self.waits = FetchWaits(backend, self._run)
         self.table: dict[int, Handler] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            15: self.describe_groups, 16: self.list_groups,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
         }
@@ -104,14 +145,23 @@ class KafkaApis:
 
     async def metadata(self, request, version: int, conn: Connection) -> dict:
         here = self.endpoint()
-        if request.topics is None or (version == 0 and not request.topics):
+        listed = request.topics is None or (version == 0 and not request.topics)
+        if listed:
             names = await self._run(self.backend.topics)
         else:
             names = [t.name for t in request.topics]
+        # v4+ says whether the client lets a topic be created; earlier versions always did
+        may_create = self.auto_create_partitions > 0 and not listed and (
+            version < 4 or request.allow_auto_topic_creation)
         topics = []
         for name in names:
             try:
-                queues = await self._run(self.backend.partitions, name)
+                try:
+                    queues = await self._run(self.backend.partitions, name)
+                except errors.TopicNotExist:
+                    if not may_create:
+                        raise
+                    queues = await self._auto_create(name)
             except errors.TideMQError as exc:
                 topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
                 continue
@@ -122,6 +172,14 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "brokers": [
             {"node_id": NODE_ID, "host": here.host, "port": here.port, "rack": None}],
             "cluster_id": self.cluster_id, "controller_id": NODE_ID, "topics": topics}
+
+    async def _auto_create(self, name: str) -> list:
+        """Create `name` with the gateway's default partition count (Kafka's auto-creation);
+        another request creating it first is fine. Its partitions, once routed."""
+        log.info("topic_auto_created", topic=name, partitions=self.auto_create_partitions)
+        with contextlib.suppress(errors.AlreadyExists):
+            await self._run(self.backend.create_topic, name, self.auto_create_partitions)
+        return await self._run(self.backend.partitions, name)
 
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
         here = self.endpoint()
@@ -140,9 +198,9 @@ class KafkaApis:
     async def produce(self, request, version: int, conn: Connection) -> dict | None:
         if request.transactional_id is not None:
             answer = codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]
-            return self._produce_answer(request, lambda t, p: (answer, -1),
+            return self._produce_answer(request, lambda t, p: (answer, -1, -1),
                                         TRANSACTIONS_REFUSAL)
-        results: dict[tuple[str, int], tuple[int, int]] = {}
+        results: dict[tuple[str, int], tuple[int, int, int]] = {}
         jobs = [(topic.name, part.index, part.records)
                 for topic in request.topic_data for part in topic.partition_data]
         outcomes = await asyncio.gather(*(self._run(self._produce_partition, *job)
@@ -154,17 +212,20 @@ class KafkaApis:
         return self._produce_answer(request, lambda t, p: results[(t, p)])
 
     @staticmethod
-    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int]],
+    def _produce_answer(request, outcome: Callable[[str, int], tuple[int, int, int]],
                         message: str | None = None) -> dict:
         return {"throttle_time_ms": 0, "responses": [
             {"name": topic.name, "partition_responses": [
                 {"index": part.index, "error_code": outcome(topic.name, part.index)[0],
-                 "base_offset": outcome(topic.name, part.index)[1], "log_append_time_ms": -1,
+                 "base_offset": outcome(topic.name, part.index)[1],
+                 "log_append_time_ms": outcome(topic.name, part.index)[2],
                  "log_start_offset": -1, "record_errors": [], "error_message": message}
                 for part in topic.partition_data]} for topic in request.topic_data]}
 
-    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int]:
-        """(error code, base offset) of one partition's record set."""
+    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int, int]:
+        """(error code, base offset, log append time or -1) of one partition's record set;
+        the append time (a LogAppendTime topic's) is the first message's store time, read
+        back from its broker."""
         try:
             mq = self.backend.partition(topic, index)
             batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
@@ -173,14 +234,23 @@ class KafkaApis:
             messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            return 0, self.backend.produce(mq, messages, sequence)
+            offset = self.backend.produce(mq, messages, sequence)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
-            return kafka_code(exc), -1
+            return kafka_code(exc), -1, -1
+        try:
+            appended = (self.backend.append_time(mq, offset)
+                        if self.backend.log_append_time(topic) else -1)
+        except errors.TideMQError as exc:   # stored: the time is what could not be read
+            log.info("append_time_unread", topic=topic, partition=index, error=str(exc))
+            appended = -1
+        return 0, offset, appended
 
     # -- fetch and offsets ---------------------------------------------------------------------
 
     async def fetch(self, request, version: int, conn: Connection) -> dict:
+        """Read every wanted partition; when that finds less than `min_bytes` (and no error),
+        wait up to `max_wait_ms` on the brokers' long polls for data, then read again."""
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in request.topics for p in t.partitions]
@@ -188,10 +258,16 @@ class KafkaApis:
             answers = await asyncio.gather(*(self._run(self._fetch_partition, *w)
                                              for w in wanted))
             size = sum(len(a["records"] or b"") for a in answers)
-            if size >= max(request.min_bytes, 1) or time.monotonic() >= deadline or \
+            remaining = deadline - time.monotonic()
+            if size >= max(request.min_bytes, 1) or remaining <= 0 or \
                     any(a["error_code"] for a in answers):
                 break
-            await asyncio.sleep(min(FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+            # wait where each partition ends now: past data already found when min_bytes asks
+            # for more than there is
+            await self.waits.wait(
+                [(topic, index, max(offset, answer["high_watermark"]))
+                 for (topic, index, offset, _), answer in zip(wanted, answers, strict=True)],
+                remaining)
         by_topic: dict[str, list[dict]] = {}
         for (topic, *_), answer in zip(wanted, answers, strict=True):
             by_topic.setdefault(topic, []).append(answer)
@@ -205,6 +281,7 @@ class KafkaApis:
         try:
             mq = self.backend.partition(topic, index)
             fetched = self.backend.fetch(mq, offset, max_bytes)
+            log_append_time = bool(fetched.messages) and self.backend.log_append_time(topic)
         except errors.TideMQError as exc:
             answer["error_code"] = kafka_code(exc)
             return answer
@@ -214,7 +291,7 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            answer["records"] = records.encode_messages(fetched.messages)
+            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:
@@ -227,8 +304,8 @@ class KafkaApis:
                     low, high = await self._run(self.backend.offsets, mq)
                     answer["offset"] = low if part.timestamp == EARLIEST else high
                 else:
-                    answer["offset"] = await self._run(self.backend.offset_for_time, mq,
-                                                       part.timestamp)
+                    answer["offset"], answer["timestamp"] = await self._run(
+                        self._offset_for_time, topic, mq, part.timestamp)
             except errors.TideMQError as exc:
                 answer["error_code"] = kafka_code(exc)
             return answer
@@ -236,6 +313,29 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t.name, "partitions": list(await asyncio.gather(
                 *(one(t.name, p) for p in t.partitions)))} for t in request.topics]}
+
+    def _offset_for_time(self, topic: str, mq, target_ms: int) -> tuple[int, int]:
+        """(offset, timestamp) of the earliest record whose Kafka timestamp is >= target_ms,
+        (-1, -1) when none is, as Kafka answers. The brokers index store time: a record
+        stored at or after the target is the first candidate (a CreateTime is not later than
+        its store time when the producer's clock is not ahead of the broker's), and records
+        from there are read until one's timestamp reaches the target: only those created
+        before it and stored after it are passed over, at most TIME_SCAN_RECORDS of them."""
+        log_append_time = self.backend.log_append_time(topic)
+        offset = self.backend.offset_for_time(mq, target_ms)
+        scanned = 0
+        while scanned < TIME_SCAN_RECORDS:
+            fetched = self.backend.fetch(mq, offset, TIME_SCAN_BYTES)
+            if fetched.out_of_range or not fetched.messages:
+                return -1, -1
+            for message in fetched.messages:
+                stamp = (message.store_timestamp if log_append_time
+                         else records.from_message(message).timestamp)
+                if stamp >= target_ms:
+                    return message.queue_offset, stamp
+            offset = fetched.messages[-1].queue_offset + 1
+            scanned += len(fetched.messages)
+        return offset, -1   # gave up scanning: the next offset, no timestamp known
 
     # -- groups --------------------------------------------------------------------------------
 
@@ -297,6 +397,54 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "error_code": 0 if version >= 3 else codes[0],
                 "members": [{"member_id": m, "group_instance_id": None, "error_code": c}
                             for m, c in zip(member_ids, codes, strict=True)]}
+
+    async def describe_groups(self, request, version: int, conn: Connection) -> dict:
+        """Each group as its coordinator sees it. A group the coordinator does not know is
+        Dead, as in Kafka, unless it committed offsets (a consumer using assign(), a native
+        pull or pop group): then Empty with no protocol type, Kafka's "simple" group. A
+        native group's members are listed without their (TideMQ-encoded) metadata and
+        assignment, which Kafka tools would misread."""
+        async def one(group: str) -> dict:
+            answer = {"error_code": 0, "group_id": group, "group_state": "Dead",
+                      "protocol_type": "", "protocol_data": "", "members": []}
+            if not group:
+                answer["error_code"] = codec.ERRORS["INVALID_GROUP_ID"]
+                return answer
+            try:
+                described = await self._run(self.coordination.describe, group)
+                if described.state == "Dead" and await self._run(self.backend.has_offsets,
+                                                                 group):
+                    described = Described("Empty", "", "", [])
+            except errors.TideMQError as exc:
+                answer["error_code"] = kafka_code(exc, GROUP_CODES)
+                return answer
+            kafka_group = described.protocol_type not in ("", NATIVE_PROTOCOL_TYPE)
+            answer.update(
+                group_state=described.state, protocol_type=described.protocol_type,
+                protocol_data=described.protocol,
+                members=[{"member_id": member_id, "group_instance_id": None,
+                          "client_id": client_id, "client_host": host,
+                          "member_metadata": metadata if kafka_group else b"",
+                          "member_assignment": assignment if kafka_group else b""}
+                         for member_id, client_id, host, metadata, assignment
+                         in described.members])
+            return answer
+
+        groups = await asyncio.gather(*(one(g) for g in request.groups))
+        return {"throttle_time_ms": 0, "groups": list(groups)}
+
+    async def list_groups(self, request, version: int, conn: Connection) -> dict:
+        """Every group that consumed, by any client: Kafka groups with their protocol type
+        ("consumer"), native push groups as type "tidemq", and groups that only committed
+        offsets or popped (or whose members all left) with no type, Kafka's "simple" groups."""
+        try:
+            listed = await self._run(self.backend.groups)
+        except errors.TideMQError as exc:
+            return {"throttle_time_ms": 0, "error_code": kafka_code(exc, GROUP_CODES),
+                    "groups": []}
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+            {"group_id": group, "protocol_type": split_protocol(protocol)[0]}
+            for group, _, protocol in listed]}
 
     async def offset_commit(self, request, version: int, conn: Connection) -> dict:
         group = request.group_id
@@ -372,8 +520,9 @@ class KafkaApis:
                 if partitions < 1:
                     raise errors.InvalidArgument("num_partitions must be >= 1",
                                                  code="INVALID_PARTITIONS")
+                config = topic_settings(topic.configs)
                 if not request.validate_only:
-                    await self._run(self.backend.create_topic, topic.name, partitions)
+                    await self._run(self.backend.create_topic, topic.name, partitions, config)
             except errors.TideMQError as exc:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             answers.append(answer)
@@ -441,9 +590,17 @@ class KafkaApis:
                     results.append(result)
                     continue
                 keys = resource.configuration_keys
+                try:
+                    own = await self._run(self.backend.topic_config, resource.resource_name)
+                except errors.TideMQError as exc:
+                    result.update(error_code=kafka_code(exc), error_message=exc.message)
+                    results.append(result)
+                    continue
                 result["configs"] = [
-                    {"name": name, "value": value, "read_only": True, "config_source": 5,
-                     "is_default": True, "is_sensitive": False, "synonyms": []}
+                    {"name": name, "value": own.get(name, value),
+                     "read_only": name not in SETTABLE_CONFIGS,
+                     "config_source": TOPIC_CONFIG_SOURCE if name in own else DEFAULT_SOURCE,
+                     "is_default": name not in own, "is_sensitive": False, "synonyms": []}
                     for name, value in TOPIC_CONFIGS.items() if keys is None or name in keys]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}

@@ -18,3 +18,8 @@ BAD_FRAMES = Counter("tidemq_gateway_kafka_bad_frames_total",
 CONNECTIONS = Gauge("tidemq_gateway_kafka_connections", "open Kafka client connections")
 RECORDS_PRODUCED = Counter("tidemq_gateway_kafka_records_produced_total",
                            "Kafka records stored through the gateway")
+FETCH_LONG_POLLS = Counter("tidemq_gateway_kafka_fetch_long_polls_total",
+                           "brokers' long polls a waiting Fetch held, by how they ended (data: a "
+                           "message arrived; empty: the hold ran out; failed)", ["outcome"])
+FETCH_HOLDS = Gauge("tidemq_gateway_kafka_fetch_long_polls_held",
+                    "long polls held on the brokers for waiting Fetches now")

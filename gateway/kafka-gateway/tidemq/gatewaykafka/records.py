@@ -9,7 +9,8 @@ hold as it is goes into reserved properties, binary-safe (base64) and lossless:
 * `KAFKA_HEADERS`: the headers in order, duplicates kept: JSON `[[name, base64 | null], ...]`.
 * `KAFKA_VALUE`: "null" or "empty" when the value is one of those; the body is then one zero
   byte, since a TideMQ message never has an empty body.
-* `KAFKA_TIMESTAMP`: the record's CreateTime (epoch ms).
+* `KAFKA_TIMESTAMP`: the record's CreateTime (epoch ms). A topic whose definition sets
+  `message.timestamp.type` to LogAppendTime reads with the message's store time instead.
 
 A message a native producer sent reads back with its first key as the Kafka key, its user
 properties as UTF-8 headers and its born time as the timestamp.
@@ -30,6 +31,7 @@ import lz4.frame
 import zstandard
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.util import calc_crc32c
 from tidemq.client import Message, MessageExt, ProducerSequence
 
 PROP_KEY = "KAFKA_KEY"
@@ -44,7 +46,10 @@ PLACEHOLDER_BODY = b"\x00"   # the body of a null or empty value (docs/kafka.md)
 BATCH_OVERHEAD = 61          # base offset .. records count, the smallest batch
 LENGTH_OFFSET = 8            # int32 batch length, after the int64 base offset
 MAGIC_OFFSET = 16
+CRC_OFFSET = 17              # uint32 CRC32C of everything from the attributes on
 ATTRIBUTES_OFFSET = 21       # int16: the codec in its low three bits
+MAX_TIMESTAMP_OFFSET = 35    # int64, after last offset delta and first timestamp
+LOG_APPEND_TIME_FLAG = 0x08  # the attributes' timestamp type bit
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
 SUPPORTED_CODECS = frozenset({CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD})
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -260,8 +265,11 @@ def from_message(message: MessageExt) -> KafkaRecord:
     return KafkaRecord(key, value, headers, timestamp)
 
 
-def encode_batch(base_offset: int, records: Sequence[KafkaRecord]) -> bytes:
-    """One uncompressed v2 batch of consecutive offsets from `base_offset`."""
+def encode_batch(base_offset: int, records: Sequence[KafkaRecord],
+                 log_append_time: int | None = None) -> bytes:
+    """One uncompressed v2 batch of consecutive offsets from `base_offset`. With
+    `log_append_time` (epoch ms) the batch says LogAppendTime and carries that time as its
+    max timestamp, which clients then give every record (as Kafka's broker writes it)."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=CODEC_NONE,
                                         is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1,
@@ -271,19 +279,26 @@ def encode_batch(base_offset: int, records: Sequence[KafkaRecord]) -> bytes:
                        headers=list(record.headers))
     raw = builder.build()
     struct.pack_into(">q", raw, 0, base_offset)   # not covered by the CRC (it starts later)
+    if log_append_time is not None:
+        (attributes,) = struct.unpack_from(">h", raw, ATTRIBUTES_OFFSET)
+        struct.pack_into(">h", raw, ATTRIBUTES_OFFSET, attributes | LOG_APPEND_TIME_FLAG)
+        struct.pack_into(">q", raw, MAX_TIMESTAMP_OFFSET, log_append_time)
+        struct.pack_into(">I", raw, CRC_OFFSET, calc_crc32c(bytes(raw[ATTRIBUTES_OFFSET:])))
     return bytes(raw)
 
 
-def encode_messages(messages: Sequence[MessageExt]) -> bytes:
-    """The record set of a fetch: one batch per run of consecutive queue offsets."""
-    out, run, base = [], [], -1
+def encode_messages(messages: Sequence[MessageExt], log_append_time: bool = False) -> bytes:
+    """The record set of a fetch: one batch per run of consecutive queue offsets (and, for a
+    LogAppendTime topic, of one store time: the batch carries it)."""
+    out, run, base, stored = [], [], -1, -1
     for message in messages:
-        if run and message.queue_offset != base + len(run):
-            out.append(encode_batch(base, run))
+        if run and (message.queue_offset != base + len(run)
+                    or (log_append_time and message.store_timestamp != stored)):
+            out.append(encode_batch(base, run, stored if log_append_time else None))
             run = []
         if not run:
-            base = message.queue_offset
+            base, stored = message.queue_offset, message.store_timestamp
         run.append(from_message(message))
     if run:
-        out.append(encode_batch(base, run))
+        out.append(encode_batch(base, run, stored if log_append_time else None))
     return b"".join(out)

@@ -26,6 +26,11 @@ class KafkaGatewaySettings(ServiceSettings):
                           "(bytes)")
     max_batch_bytes: int = setting(
         MAX_BATCH_BYTES, "largest decompressed record batch a Produce may carry (bytes)")
+    auto_create_topics: bool = setting(
+        False, "create a topic a Metadata request names and lets be created (Kafka's "
+               "auto.create.topics.enable; off: UNKNOWN_TOPIC_OR_PARTITION)")
+    default_partitions: int = setting(
+        1, "partitions of an auto-created topic (Kafka's num.partitions)")
     send_timeout_s: float = setting(3.0, "overall deadline of one send, retries included (s)")
     rpc_timeout_s: float = setting(3.0, "deadline of other calls to name servers and brokers (s)")
     max_workers: int = setting(
