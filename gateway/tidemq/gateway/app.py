@@ -33,6 +33,7 @@ from tidemq.gateway.config_routes import config_bp
 from tidemq.gateway.console import console_bp
 from tidemq.gateway.consume_routes import consume_bp
 from tidemq.gateway.group_routes import groups_bp
+from tidemq.gateway.jsonio import OrjsonProvider
 from tidemq.gateway.openapi import openapi_bp
 from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.topic_routes import topics_bp
@@ -106,7 +107,7 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     settings = settings or GatewaySettings()
     app = Flask("tidemq.gateway")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
-    app.json.sort_keys = False
+    app.json = OrjsonProvider(app)  # jsonio.py: orjson, answering what Flask's would
     app.extensions[topic_routes.BACKEND] = backend
     app.extensions[topic_routes.SETTINGS] = settings
     if getattr(backend, "config", None) is not None:
