@@ -120,7 +120,8 @@ class GatewayApplication(BaseApplication):
                      quiet_operations=self.settings.trace_quiet_operations,
                      tls_ca_file=self.settings.tls_ca_file,
                      tls_cert=(self.settings.tls_cert_file, self.settings.tls_key_file),
-                     credentials=Credentials(self.settings.access_key, self.settings.secret_key))
+                     credentials=Credentials(self.settings.access_key, self.settings.secret_key),
+                     record_unexported=False)  # '' = no tracing: no span is even recorded
 
     def _worker_exit(self, arbiter, worker) -> None:
         shutdown_tracing()  # flush this worker's pending spans
