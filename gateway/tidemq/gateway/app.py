@@ -39,6 +39,7 @@ from tidemq.gateway.settings import GatewaySettings
 from tidemq.gateway.topic_routes import topics_bp
 from tidemq.gateway.transaction_routes import transactions_bp
 
+MAX_SERIES = 1024  # (method, route, status) metric children kept per worker
 _CONVERTER = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 ops_bp = Blueprint("tidemq_ops", __name__)
 
@@ -125,15 +126,27 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
     def start_timer():
         g.started = time.perf_counter()
 
+    # (method, route, status) -> its request counter and latency histogram, looked up once
+    series: dict[tuple[str, str, int], tuple] = {}
+
     @app.after_request
     def observe(response: Response):
-        endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.REQUESTS.labels(request.method, endpoint, str(response.status_code)).inc()
-        metrics.LATENCY.labels(request.method, endpoint).observe(
-            time.perf_counter() - g.get("started", time.perf_counter()))
+        current = request._get_current_object()  # one proxy look-up, not one per attribute
+        rule = current.url_rule
+        key = (current.method, rule.rule if rule is not None else "unmatched",
+               response.status_code)
+        counted = series.get(key)
+        if counted is None:
+            counted = (metrics.REQUESTS.labels(key[0], key[1], str(key[2])),
+                       metrics.LATENCY.labels(key[0], key[1]))
+            if len(series) < MAX_SERIES:  # a client's made-up methods must not grow it
+                series[key] = counted
+        counted[0].inc()
+        started = g.get("started")
+        counted[1].observe(time.perf_counter() - started if started else 0.0)
         span = trace.get_current_span()
-        if request.url_rule is not None and span.is_recording():
-            span.update_name(f"{request.method} {readable_route(request.url_rule.rule)}")
+        if rule is not None and span.is_recording():
+            span.update_name(f"{current.method} {readable_route(rule.rule)}")
         context = span.get_span_context()
         if context.is_valid:
             response.headers["X-Trace-Id"] = f"{context.trace_id:032x}"
