@@ -24,7 +24,7 @@ import time
 
 from flask import Blueprint, Flask, Response, g, jsonify, redirect, request
 from opentelemetry import trace
-from tidemq.common import problems
+from tidemq.common import problems, tracing
 from tidemq.common.auth.guard import AuthGuard, StaticAcl
 from tidemq.common.auth.signature import Credentials
 from tidemq.gateway import auth, config_routes, metrics, topic_routes
@@ -148,8 +148,31 @@ def create_app(backend, settings: GatewaySettings | None = None) -> Flask:
         if rule is not None and span.is_recording():
             span.update_name(f"{current.method} {readable_route(rule.rule)}")
         context = span.get_span_context()
-        if context.is_valid:
+        if context.is_valid and context.trace_flags.sampled:  # a trace the collector will have
             response.headers["X-Trace-Id"] = f"{context.trace_id:032x}"
         return response
 
     return app
+
+
+def untraced_when_quiet(traced: Flask, plain: Flask):
+    """The WSGI app of a gateway that exports spans: a request whose root span the sampler
+    would drop (a quiet operation, e.g. `pop`, `healthz`: tidemq.common.sampling) and that
+    carries no trace context is served by `plain`, the same app over the same backend without
+    OpenTelemetry's Flask instrumentation; every other request by `traced`.
+
+    Why: the instrumentation builds a request's attributes, starts the span, extracts and
+    attaches its context and wraps the answer before the sampler's verdict matters, and a
+    dropped root drops every span under it anyway (the broker's Pop follows its unsampled
+    parent, or is itself a quiet root). That work cost a traced gateway about 80 µs of CPU per
+    pop that nobody sees (docs/http-api.md, "What a request costs"). A pop that found messages
+    still records its `receive` span, as a trace of its own; a client that sends `traceparent`
+    gets the traced app, and the quiet list is read live (`trace_quiet_operations`)."""
+
+    def serve(environ, start_response):
+        if "HTTP_TRACEPARENT" not in environ and tracing.quiet_root(
+                f"{environ.get('REQUEST_METHOD', '')} {environ.get('PATH_INFO', '')}"):
+            return plain(environ, start_response)
+        return traced(environ, start_response)
+
+    return serve

@@ -218,7 +218,9 @@ class GatewayBackend:
             self._poppers[key] = SimpleConsumer(self.settings.namesrv_addrs, group, topic,
                                                 tag_expression=tags,
                                                 expression_type=expression_type,
-                                                timeout=self.settings.rpc_timeout_s)
+                                                timeout=self.settings.rpc_timeout_s,
+                                                # the HTTP pop is quiet (sampling.py)
+                                                receive_trace_of_its_own=True)
         return self._poppers[key]
 
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,

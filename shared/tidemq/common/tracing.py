@@ -14,7 +14,12 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from tidemq.common.sampling import QUIET_BY_DEFAULT, QuietOperationsSampler, parse_operations
+from tidemq.common.sampling import (
+    QUIET_BY_DEFAULT,
+    QuietOperationsSampler,
+    is_quiet,
+    parse_operations,
+)
 
 _lock = threading.Lock()
 _initialised = False
@@ -103,6 +108,13 @@ def set_quiet_operations(quiet: Iterable[str]) -> bool:
         return False
     _sampler.quiet = frozenset(quiet)
     return True
+
+
+def quiet_root(span_name: str) -> bool:
+    """Whether this process's sampler drops a root span named `span_name` (a quiet operation,
+    the live `trace_quiet_operations`); False before init_tracing."""
+    sampler = _sampler
+    return sampler is not None and is_quiet(span_name, sampler.quiet)
 
 
 def exporting() -> bool:
