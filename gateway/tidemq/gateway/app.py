@@ -164,8 +164,8 @@ def untraced_when_quiet(traced: Flask, plain: Flask):
     Why: the instrumentation builds a request's attributes, starts the span, extracts and
     attaches its context and wraps the answer before the sampler's verdict matters, and a
     dropped root drops every span under it anyway (the broker's Pop follows its unsampled
-    parent, or is itself a quiet root). That work cost a traced gateway about 80 µs of CPU per
-    pop that nobody sees (docs/http-api.md, "What a request costs"). A pop that found messages
+    parent, or is itself a quiet root): about 80 µs per pop in the traced gateway's profile,
+    for nothing anyone sees (docs/http-api.md, "What a request costs"). A pop that found messages
     still records its `receive` span, as a trace of its own; a client that sends `traceparent`
     gets the traced app, and the quiet list is read live (`trace_quiet_operations`)."""
 
