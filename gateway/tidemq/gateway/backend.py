@@ -229,7 +229,9 @@ class GatewayBackend:
                                                 tag_expression=tags,
                                                 expression_type=expression_type,
                                                 timeout=self.settings.rpc_timeout_s,
-                                                client_id=GATEWAY_GROUP)
+                                                client_id=GATEWAY_GROUP,
+                                                # the HTTP pop is quiet (sampling.py)
+                                                receive_trace_of_its_own=True)
         return self._poppers[key]
 
     def pop(self, group: str, topic: str, max_messages: int, invisible_ms: int, wait_ms: int,

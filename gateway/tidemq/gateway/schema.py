@@ -28,7 +28,6 @@ tolerated (proxies and caches add their own), but a bad value is a 400.
 from __future__ import annotations
 
 import functools
-import json
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -39,6 +38,7 @@ from flask import request
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 from tidemq.common.errors import InvalidArgument, TideMQError
+from tidemq.gateway import jsonio
 
 M = TypeVar("M", bound=BaseModel)
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
@@ -221,7 +221,7 @@ def parse_json(raw: bytes) -> Any:
         raise InvalidArgument("the request body is empty; send a JSON document",
                               code="EMPTY_BODY")
     try:
-        return json.loads(raw)
+        return jsonio.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"the request body is not valid JSON: {exc}",
                               code="MALFORMED_JSON") from None

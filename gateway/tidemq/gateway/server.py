@@ -78,13 +78,15 @@ class GatewayApplication(BaseApplication):
     def load(self):
         """Runs in each worker (preload off): build the backend and the app there."""
         from opentelemetry.instrumentation.flask import FlaskInstrumentor
-        from tidemq.gateway.app import create_app
+        from tidemq.gateway.app import create_app, untraced_when_quiet
         from tidemq.gateway.backend import GatewayBackend
 
-        app = create_app(GatewayBackend(self.settings), self.settings)
-        if self.settings.otlp_endpoint:  # a span per request that nobody exports costs CPU
-            FlaskInstrumentor().instrument_app(app, excluded_urls="healthz,metrics")
-        return app
+        backend = GatewayBackend(self.settings)
+        app = create_app(backend, self.settings)
+        if not self.settings.otlp_endpoint:  # a span per request that nobody exports costs CPU
+            return app
+        FlaskInstrumentor().instrument_app(app, excluded_urls="healthz,metrics")
+        return untraced_when_quiet(app, create_app(backend, self.settings))
 
     def _when_ready(self, arbiter) -> None:
         port = arbiter.LISTENERS[0].sock.getsockname()[1]
@@ -120,7 +122,8 @@ class GatewayApplication(BaseApplication):
                      quiet_operations=self.settings.trace_quiet_operations,
                      tls_ca_file=self.settings.tls_ca_file,
                      tls_cert=(self.settings.tls_cert_file, self.settings.tls_key_file),
-                     credentials=Credentials(self.settings.access_key, self.settings.secret_key))
+                     credentials=Credentials(self.settings.access_key, self.settings.secret_key),
+                     record_unexported=False)  # '' = no tracing: no span is even recorded
 
     def _worker_exit(self, arbiter, worker) -> None:
         shutdown_tracing()  # flush this worker's pending spans

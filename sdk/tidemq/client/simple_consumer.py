@@ -80,13 +80,17 @@ class SimpleConsumer:
     def __init__(self, namesrv_addrs: str | Sequence[str], group: str, topic: str, *,
                  tag_expression: str = "*", invisible_duration_s: float = 30.0,
                  timeout: float = 3.0, expression_type: str = "TAG",
-                 client_id: str = "") -> None:
+                 client_id: str = "", receive_trace_of_its_own: bool = False) -> None:
+        """`receive_trace_of_its_own`: a receive that found messages records its span as a
+        trace of its own rather than under the current span (a server whose request span is
+        a quiet poll, like the HTTP gateway's pop, would otherwise drop it with its parent)."""
         if not group or not topic:
             raise errors.InvalidArgument("group and topic must not be empty")
         self.group, self.topic, self.tag_expression = group, topic, tag_expression
         # "SQL92": tag_expression is a SQL92 filter over the properties (docs/filters.md)
         self.expression_type = checked_subscription(tag_expression, expression_type)
         self.invisible_duration_s, self.timeout = invisible_duration_s, timeout
+        self._own_receive_trace = receive_trace_of_its_own
         client_tracing.start_export()  # before any channel: its calls carry the trace
         self.routes = RouteCache(NameServerClient(namesrv_addrs, timeout=timeout))
         # long pops must not trip a breaker; client_id: what client quotas charge (quotas.md)
@@ -123,7 +127,8 @@ class SimpleConsumer:
                 continue
             if reply.record_count:
                 messages = decode_records(reply.records, broker_name)
-                record_receive(self.topic, self.group, messages)
+                record_receive(self.topic, self.group, messages,
+                               own_trace=self._own_receive_trace)
                 return [ReceivedMessage(m, h)
                         for m, h in zip(messages, reply.receipt_handles, strict=True)]
         return []

@@ -14,7 +14,12 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from tidemq.common.sampling import QUIET_BY_DEFAULT, QuietOperationsSampler, parse_operations
+from tidemq.common.sampling import (
+    QUIET_BY_DEFAULT,
+    QuietOperationsSampler,
+    is_quiet,
+    parse_operations,
+)
 
 _lock = threading.Lock()
 _initialised = False
@@ -50,9 +55,14 @@ def _exporter(exporter_class: type, endpoint: str, ca_file: str, signer: object,
 def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc: bool = True,
                  instrument_grpc_servers: bool = True,
                  quiet_operations: str | None = None, tls_ca_file: str = "",
-                 credentials: object = None, tls_cert: tuple[str, str] = ("", "")) -> None:
+                 credentials: object = None, tls_cert: tuple[str, str] = ("", ""),
+                 record_unexported: bool = True) -> None:
     """Install the global tracer provider (idempotent per process). `quiet_operations`: the
     `trace_quiet_operations` setting (None: sampling.QUIET_BY_DEFAULT).
+    `record_unexported=False`: without `otlp_endpoint` install no provider at all, so every
+    span is OpenTelemetry's no-op (the HTTP gateway: recording spans that nobody exports cost
+    it about 40 µs of CPU per pop, docs/http-api.md); the process still counts as initialised,
+    so no client inside it installs an exporter of its own.
 
     gRPC calls are instrumented only when the spans go somewhere (`otlp_endpoint`): a span
     per call that nobody exports cost a broker about 200 µs of CPU on each Ack
@@ -75,7 +85,8 @@ def init_tracing(service_name: str, otlp_endpoint: str = "", *, instrument_grpc:
             _span_exporter = _exporter(OTLPSpanExporter, otlp_endpoint, tls_ca_file,
                                        credentials, tls_cert)
             provider.add_span_processor(BatchSpanProcessor(_span_exporter))
-        trace.set_tracer_provider(provider)
+        if otlp_endpoint or record_unexported:
+            trace.set_tracer_provider(provider)
         if instrument_grpc and otlp_endpoint:
             from opentelemetry.instrumentation.grpc import (
                 GrpcAioInstrumentorServer,
@@ -97,6 +108,13 @@ def set_quiet_operations(quiet: Iterable[str]) -> bool:
         return False
     _sampler.quiet = frozenset(quiet)
     return True
+
+
+def quiet_root(span_name: str) -> bool:
+    """Whether this process's sampler drops a root span named `span_name` (a quiet operation,
+    the live `trace_quiet_operations`); False before init_tracing."""
+    sampler = _sampler
+    return sampler is not None and is_quiet(span_name, sampler.quiet)
 
 
 def exporting() -> bool:

@@ -112,3 +112,23 @@ def test_a_known_head_with_any_tail_decodes_as_json_reads_it(broker, checkpoint,
 
 def forged_raw(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@given(names, counts, names, st.integers(0, 1023),
+       st.one_of(st.text(alphabet="0123456789]-+. e", max_size=8), st.text(max_size=12)))
+@example("broker-a", 7, "orders", 2, "07]").via("JSON has no leading zeros")
+@example("broker-a", 7, "orders", 2, "12]x").via("bytes after the bracket")
+def test_broker_of_answers_what_decode_answers(broker, checkpoint, topic, queue_id, tail):
+    """broker_of's inlined known-head path names the broker exactly when decode accepts the
+    handle, and refuses it as decode does otherwise."""
+    ReceiptHandle.decode(ReceiptHandle(broker, checkpoint, topic, queue_id, 0).encode())
+    head = json.dumps([1, broker, checkpoint, topic, queue_id], separators=(",", ":"))[:-1]
+    text = forged_raw(f"{head},{tail}".encode())
+    try:
+        expected = ReceiptHandle.decode(text).broker_name
+    except errors.InvalidArgument:
+        with pytest.raises(errors.InvalidArgument) as refused:
+            broker_of(text)
+        assert refused.value.code == "INVALID_RECEIPT_HANDLE"
+    else:
+        assert broker_of(text) == expected
