@@ -189,3 +189,29 @@ def test_admin_creates_and_deletes_topics(bootstrap):
         admin.delete_topics(["k-created"])
     finally:
         admin.close()
+
+
+def test_topic_settings_through_create_topics_and_describe_configs(bootstrap):
+    """CreateTopics' configs become the topic's settings (docs/topics.md); DescribeConfigs
+    answers each with its source; a bad one is INVALID_CONFIG naming it."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import InvalidConfigurationError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("k-settings", num_partitions=2, replication_factor=1,
+                                      topic_configs={"retention.ms": "60000",
+                                                     "cleanup.policy": "compact"})])
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "k-settings")], config_filter="all")
+        entries = next(iter(next(iter(described.values())).values()))
+        assert entries["retention.ms"]["value"] == "60000"
+        assert entries["cleanup.policy"]["value"] == "compact"
+        assert entries["delete.retention.ms"]["value"] == "86400000"
+        with pytest.raises(InvalidConfigurationError, match="retention.ms"):
+            admin.create_topics([NewTopic("k-settings-bad", num_partitions=1,
+                                          replication_factor=1,
+                                          topic_configs={"retention.ms": "soon"})])
+        admin.delete_topics(["k-settings"])
+    finally:
+        admin.close()

@@ -122,16 +122,20 @@ class KafkaBackend:
                                   code="UNKNOWN_TOPIC_OR_PARTITION")
         return queues[index]
 
+    def topic_config(self, topic: str) -> dict[str, dict]:
+        """Every per-topic setting's value and source (docs/topics.md)."""
+        return self.admin.topic_config(topic)
+
     def broker_groups(self) -> list[str]:
         info = self.namesrv.cluster_info()
         return sorted(name for name, data in info.broker_addr_table.items() if data.broker_addrs)
 
-    def create_topic(self, name: str, partitions: int) -> None:
+    def create_topic(self, name: str, partitions: int, config: dict | None = None) -> None:
         """A topic of `partitions` partitions spread over the broker groups (each partition
-        to the group with the fewest so far), its partition map written with it; returns once
-        the name servers route every queue."""
+        to the group with the fewest so far), its partition map and per-topic settings written
+        with it; returns once the name servers route every queue."""
         pairs = spread(self.broker_groups(), partitions)
-        self.admin.create_topic(name, partitions=pairs, wait=False)
+        self.admin.create_topic(name, partitions=pairs, wait=False, config=config)
         self._forget(name)
         self._wait_routed(name, pairs)
 

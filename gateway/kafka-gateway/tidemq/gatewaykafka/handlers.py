@@ -16,6 +16,7 @@ from typing import Any
 
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
+from tidemq.configclient import topic_settings
 from tidemq.gatewaykafka import codec, records
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
@@ -33,6 +34,7 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "SLAVE_NOT_AVAILABLE": "NOT_ENOUGH_REPLICAS", "SERVICE_UNAVAILABLE": "LEADER_NOT_AVAILABLE",
     "CIRCUIT_OPEN": "LEADER_NOT_AVAILABLE", "INVALID_MESSAGE": "INVALID_RECORD",
     "BROKER_NOT_FOUND": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_ARGUMENT": "INVALID_REQUEST",
+    "INVALID_TOPIC_CONFIG": "INVALID_CONFIG",
 }
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
@@ -41,9 +43,10 @@ GROUP_CODES = {                 # ... and on group calls, where unavailability i
 TRANSACTIONS_REFUSAL = (
     "gateway-kafka does not serve Kafka transactions: drop transactional.id (the idempotent "
     "producer is served), or use TideMQ's transactional messages through its own SDK")
-# DescribeConfigs: what a topic answers (docs/kafka.md; the per-topic settings table is later)
-TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
-                 "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
+# DescribeConfigs: besides the per-topic settings (topic_settings.py, from the definition),
+# what every topic answers and nothing changes (docs/kafka.md)
+TOPIC_CONFIGS = {"compression.type": "producer", "message.timestamp.type": "CreateTime"}
+CONFIG_SOURCE = {"topic": 1, "default": 5}   # DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
 
 
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
@@ -372,8 +375,10 @@ class KafkaApis:
                 if partitions < 1:
                     raise errors.InvalidArgument("num_partitions must be >= 1",
                                                  code="INVALID_PARTITIONS")
+                config = topic_settings.parse_settings(
+                    {c.name: c.value for c in topic.configs or []})
                 if not request.validate_only:
-                    await self._run(self.backend.create_topic, topic.name, partitions)
+                    await self._run(self.backend.create_topic, topic.name, partitions, config)
             except errors.TideMQError as exc:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             answers.append(answer)
@@ -436,14 +441,22 @@ class KafkaApis:
             if resource.resource_type == 2:   # a topic
                 try:
                     await self._run(self.backend.partitions, resource.resource_name)
+                    settings = await self._run(self.backend.topic_config,
+                                               resource.resource_name)
                 except errors.TideMQError as exc:
                     result.update(error_code=kafka_code(exc), error_message=exc.message)
                     results.append(result)
                     continue
                 keys = resource.configuration_keys
+                answered = [(name, str(v["value"]), False, v["source"])
+                            for name, v in settings.items()]
+                answered += [(name, value, True, "default")
+                             for name, value in TOPIC_CONFIGS.items()]
                 result["configs"] = [
-                    {"name": name, "value": value, "read_only": True, "config_source": 5,
-                     "is_default": True, "is_sensitive": False, "synonyms": []}
-                    for name, value in TOPIC_CONFIGS.items() if keys is None or name in keys]
+                    {"name": name, "value": value, "read_only": read_only,
+                     "config_source": CONFIG_SOURCE[source], "is_default": source == "default",
+                     "is_sensitive": False, "synonyms": []}
+                    for name, value, read_only, source in answered
+                    if keys is None or name in keys]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
