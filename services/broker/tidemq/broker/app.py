@@ -39,6 +39,7 @@ from tidemq.broker.store import (
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_manager import TopicManager
+from tidemq.broker.topic_retention import policy_of
 from tidemq.broker.topic_table import TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
@@ -118,6 +119,9 @@ class BrokerApp:
                                        broker_id=settings.broker_id,
                                        quiet_operations=settings.trace_quiet_operations)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
+        # retention per topic (topic_retention.py): read at each retention run, so a changed
+        # setting applies at the next one
+        self.store.retention.topic_policy = policy_of(self.topics.get)
         self.subscriptions = SubscriptionGroupTable(
             MetadataFile(data_dir / "subscription_groups.json"),
             auto_create=settings.auto_create_subscription_group)

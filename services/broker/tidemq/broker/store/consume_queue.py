@@ -209,6 +209,22 @@ class ConsumeQueue:
         for unit_file in self.files:
             unit_file.sync()
 
+    def expire_below(self, offset: int) -> bool:
+        """Retention per topic: nothing below `offset` (at most the max) is readable any more.
+        The floor is durable before files wholly below it go, so a restart keeps the
+        expiry. True if the minimum moved."""
+        offset = min(offset, self._max)
+        if offset <= self._min:
+            return False
+        self._write_floor(offset)
+        with self._lock:
+            self._min = offset
+        while len(self.files) > 1 and self._first_unit(self.files[1]) <= offset:
+            with self._lock:
+                first, self.files = self.files[0], self.files[1:]
+            first.delete()
+        return True
+
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Retention: forget files wholly below the CommitLog and skip units pointing there."""
         while len(self.files) > 1:

@@ -93,7 +93,8 @@ class MessageStore:
         self.disk = DiskGuard(config)
         self.commitlog.no_space = self.disk.no_space
         self.retention = Retention(config, self.commitlog, self.queues, self.index,
-                                   guard=self.disk)
+                                   guard=self.disk,
+                                   dispatched=lambda: self.dispatcher.reput_offset)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
