@@ -28,6 +28,12 @@ UNIT = struct.Struct(">qiq")  # commitlog_offset 8 | size 4 | tag_hash 8
 assert UNIT.size == CQ_UNIT_SIZE
 _EMPTY_UNIT = bytes(CQ_UNIT_SIZE)
 FLOOR_FILE = "floor"
+# The tag hash of a unit compaction removed (compaction.py): a gap every reader skips. Tag
+# hashes are CRC32s (0..2**32-1), so a negative one is never a real tag's.
+GAP_TAG = -1
+_TAG = struct.Struct(">q")
+_TAG_AT = 12      # the tag hash's byte within a unit
+GAPS_FILE = "gaps"   # present once a unit of the queue was ever marked a gap
 
 
 class ConsumeQueue:
@@ -43,6 +49,7 @@ class ConsumeQueue:
         self._max = 0   # next queue offset to be written
         self._min = 0
         self._floor = 0   # as persisted in FLOOR_FILE
+        self.has_gaps = False   # compaction marked units: readers take the gap-aware path
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -51,6 +58,7 @@ class ConsumeQueue:
         names = [path.name for path in self.directory.iterdir()]
         starts = sorted(start for name in names if (start := parse_segment_name(name)) is not None)
         floor = self._read_floor() if FLOOR_FILE in names else 0  # no extra open per queue
+        self.has_gaps = GAPS_FILE in names
         self._floor = floor
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
         while self.files and self._first_unit(self.files[0]) + self.units_per_file <= floor:
@@ -208,6 +216,37 @@ class ConsumeQueue:
     def flush(self) -> None:
         for unit_file in self.files:
             unit_file.sync()
+
+    def mark_gaps(self, ranges: list[tuple[int, int]]) -> int:
+        """Compaction: the units in these [start, end) ranges become gaps (their tag hash
+        GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
+        Idempotent. Returns how many units were marked."""
+        if not self.has_gaps:
+            MetadataFile(self.directory / GAPS_FILE).write(b"1")   # before the first gap
+            self.has_gaps = True
+        marked = 0
+        for start, end in ranges:
+            offset = max(start, 0)
+            end = min(end, self._max)
+            while offset < end:
+                unit_file = self._file_for(offset)
+                in_file = self.units_per_file - offset % self.units_per_file
+                if unit_file is None:
+                    offset += in_file
+                    continue
+                base = (offset % self.units_per_file) * CQ_UNIT_SIZE
+                for index in range(min(in_file, end - offset)):
+                    at = base + index * CQ_UNIT_SIZE
+                    if UNIT.unpack_from(unit_file.mm, at)[1] > 0:
+                        _TAG.pack_into(unit_file.mm, at + _TAG_AT, GAP_TAG)
+                        marked += 1
+                unit_file.dirty = True
+                offset += min(in_file, end - offset)
+        return marked
+
+    def is_gap(self, queue_offset: int) -> bool:
+        units = self.read_raw(queue_offset, 1)
+        return bool(units) and UNIT.unpack(units)[2] == GAP_TAG
 
     def expire_below(self, offset: int) -> bool:
         """Retention per topic: nothing below `offset` (at most the max) is readable any more.
