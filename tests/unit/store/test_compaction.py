@@ -41,8 +41,10 @@ def read_all(store, queue_id: int = 0, batch: int = 32) -> list[tuple[int, bytes
     return found
 
 
-def compact(store, policy=CompactionPolicy(min_lag_ms=0, delete_retention_ms=0),
-            now_ms: int | None = None) -> int:
+EAGER = CompactionPolicy(min_lag_ms=0, delete_retention_ms=0)
+
+
+def compact(store, policy=EAGER, now_ms: int | None = None) -> int:
     store.compactor.topic_policy = lambda topic: policy if topic == TOPIC else None
     assert store.wait_dispatched(10)
     return store.compactor.run_once(now_ms)
