@@ -158,6 +158,8 @@ class Compactor:
         tombstone_due = state.next_tombstone_ms is not None and now_ms >= state.next_tombstone_ms
         if end <= low or (end == state.end and low == state.min_offset and not tombstone_due):
             return 0
+        log.info("compacting queue", topic=queue.topic, queue_id=queue.queue_id,
+                 from_offset=low, to_offset=end)
         latest: dict[bytes, int] = {}
         tombstones: dict[int, int] = {}       # offset -> store time, of the latest per key
         superseded: list[int] = []
