@@ -34,6 +34,8 @@ GAP_TAG = -1
 _TAG = struct.Struct(">q")
 _TAG_AT = 12      # the tag hash's byte within a unit
 GAPS_FILE = "gaps"   # present once a unit of the queue was ever marked a gap
+_GAP_BYTE = _TAG.pack(GAP_TAG)[:1]
+assert _TAG.pack(GAP_TAG) == _GAP_BYTE * _TAG.size
 
 
 class ConsumeQueue:
@@ -234,14 +236,16 @@ class ConsumeQueue:
                 if unit_file is None:
                     offset += in_file
                     continue
-                base = (offset % self.units_per_file) * CQ_UNIT_SIZE
-                for index in range(min(in_file, end - offset)):
-                    at = base + index * CQ_UNIT_SIZE
-                    if UNIT.unpack_from(unit_file.mm, at)[1] > 0:
-                        _TAG.pack_into(unit_file.mm, at + _TAG_AT, GAP_TAG)
-                        marked += 1
+                # Units below the max are all written (a prefix): the tag fields of the run
+                # become GAP_TAG (all 0xFF bytes) in 8 strided copies, not a loop per unit.
+                count = min(in_file, end - offset)
+                at = (offset % self.units_per_file) * CQ_UNIT_SIZE + _TAG_AT
+                stop = at + count * CQ_UNIT_SIZE
+                for byte in range(_TAG.size):
+                    unit_file.mm[at + byte:stop + byte:CQ_UNIT_SIZE] = _GAP_BYTE * count
                 unit_file.dirty = True
-                offset += min(in_file, end - offset)
+                marked += count
+                offset += count
         return marked
 
     def is_gap(self, queue_offset: int) -> bool:
