@@ -54,9 +54,6 @@ from tidemq.client.cli_config import config_app
 from tidemq.client.cli_dlq import dlq_app
 from tidemq.client.cli_txn import txn_app
 from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
-from tidemq.common import errors
-from tidemq.configclient import topic_settings
-from tidemq.configclient.topic_settings import parse_assignments
 
 __all__ = ["app", "main", "parse_time"]
 
@@ -279,8 +276,10 @@ def topic_create(
     output: OutputOpt = None,
 ) -> None:
     """Define a topic in config-center and wait until the name servers route it."""
+    from tidemq.configclient import topic_settings
+
     with admin_session(ctx) as admin:
-        settings = parse_assignments(config or [])
+        settings = topic_settings.parse_assignments(config or [])
         route = admin.create_topic(name, queues, order=order, wait=not no_wait,
                                    progress=progress, config=settings)
     brokers = sorted({q.broker_name for q in route.queues}) if route else []
@@ -313,6 +312,9 @@ def topic_alter(
     output: OutputOpt = None,
 ) -> None:
     """Change per-topic settings live (brokers apply them as they see the definition)."""
+    from tidemq.common import errors
+    from tidemq.configclient.topic_settings import parse_assignments
+
     with admin_session(ctx) as admin:
         changes: dict[str, object] = dict(parse_assignments(config or []))
         changes.update({setting: None for setting in delete_config or []})
