@@ -136,3 +136,20 @@ def test_a_slave_replaying_the_log_reaches_the_same_state(tmp_path):
     finally:
         master.shutdown()
         slave.shutdown()
+
+
+def test_a_read_at_an_exact_offset_does_not_answer_the_record_after_a_gap(tmp_path):
+    """What a pop's revive and redelivery read (store.get_message_at): a compacted-away
+    record is gone, not replaced by the next live one."""
+    store = open_store(small_config(tmp_path))
+    try:
+        send(store, "k", b"old")
+        send(store, "k", b"new")
+        compact(store)
+        gone = store.get_message_at(TOPIC, 0, 0)
+        assert gone.status is GetStatus.NO_MATCHED_MESSAGE and gone.record_count == 0
+        kept = store.get_message_at(TOPIC, 0, 1)
+        assert kept.status is GetStatus.FOUND and kept.record_count == 1
+        assert store.get_messages(TOPIC, 0, 0, 1).next_begin_offset == 2   # a pull skips
+    finally:
+        store.shutdown()

@@ -32,6 +32,7 @@ from .config import (
     AppendResult,
     AppendStatus,
     GetResult,
+    GetStatus,
     InvalidBatch,
     NotMaster,
     StoreClosed,
@@ -667,6 +668,16 @@ class MessageStore:
                      property_filter: PropertyFilter | None = None) -> GetResult:
         return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
                                         tag_hashes, property_filter)
+
+    def get_message_at(self, topic: str, queue_id: int, queue_offset: int) -> GetResult:
+        """The record at exactly `queue_offset` (a pop's redelivery, revive): FOUND, or not
+        when compaction removed it (NO_MATCHED_MESSAGE), where `get_messages` would answer
+        the next record after the gap."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is not None and queue.has_gaps and queue.is_gap(queue_offset):
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, b"", 0, queue_offset + 1,
+                             queue.min_offset, queue.max_offset)
+        return self.reader.get_messages(topic, queue_id, queue_offset, 1, 4 << 20, None)
 
     def read_record(self, physical_offset: int) -> bytes:
         return self.reader.read_record(physical_offset)
