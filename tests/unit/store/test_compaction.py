@@ -153,3 +153,23 @@ def test_a_read_at_an_exact_offset_does_not_answer_the_record_after_a_gap(tmp_pa
         assert store.get_messages(TOPIC, 0, 0, 1).next_begin_offset == 2   # a pull skips
     finally:
         store.shutdown()
+
+
+def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
+    """A compact topic holds its segments past the global age, but one holding only gaps of
+    it (every record superseded) goes as a drained segment."""
+    from tidemq.broker.store.retention import QueueRetention
+
+    store = open_store(small_config(tmp_path, delete_when_hour=None))
+    try:
+        for i in range(300):     # about five 64 KiB segments, all of key "k"
+            send(store, "k", bytes([i % 251]) * 1000)
+        segments = len(store.commitlog.segments)
+        assert segments >= 4
+        store.retention.topic_policy = lambda topic: QueueRetention(holds=True)
+        assert store.retention.run_once() == 0         # all live: held
+        compact(store)
+        assert store.retention.run_once() == segments - 1   # all but the active one
+        assert [offset for offset, _ in read_all(store)] == [299]
+    finally:
+        store.shutdown()

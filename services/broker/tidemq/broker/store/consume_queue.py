@@ -248,6 +248,20 @@ class ConsumeQueue:
                 offset += count
         return marked
 
+    def first_live(self, queue_offset: int) -> int:
+        """The first offset from `queue_offset` that is not a gap (the max if none is)."""
+        if not self.has_gaps:
+            return queue_offset
+        while queue_offset < self._max:
+            raw = self.read_raw(queue_offset, 4096)
+            if not raw:
+                return queue_offset
+            for index, (_, _, tag) in enumerate(UNIT.iter_unpack(raw)):
+                if tag != GAP_TAG:
+                    return queue_offset + index
+            queue_offset += len(raw) // CQ_UNIT_SIZE
+        return queue_offset
+
     def is_gap(self, queue_offset: int) -> bool:
         units = self.read_raw(queue_offset, 1)
         return bool(units) and UNIT.unpack(units)[2] == GAP_TAG

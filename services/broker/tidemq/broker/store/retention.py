@@ -144,11 +144,13 @@ class Retention:
 
     # -- retention per topic ---------------------------------------------------------------
     def _holders(self, segment_end: int) -> list[ConsumeQueue]:
-        """The queues with a readable record below `segment_end` (their oldest one is)."""
+        """The queues with a readable record below `segment_end` (their oldest one is; gaps
+        of a compacted queue are not readable)."""
         holders = []
         for queue in self.queues.all():
-            if queue.min_offset < queue.max_offset:
-                physical = queue.physical_offset_of(queue.min_offset)
+            first = queue.first_live(queue.min_offset)
+            if first < queue.max_offset:
+                physical = queue.physical_offset_of(first)
                 if physical is not None and physical < segment_end:
                     holders.append(queue)
         return holders
