@@ -7,6 +7,9 @@ it was acknowledged at, and none of the deleted keys; a pop consumer receives ex
 
 from __future__ import annotations
 
+import re
+import urllib.request
+
 from tidemq.client import Message, Producer, SimpleConsumer
 from tidemq.client.message import MessageQueue, SendStatus
 from tidemq.common import errors, record
@@ -105,6 +108,11 @@ def test_compaction_survives_a_master_sigkill_and_is_identical_on_every_replica(
         wait_until(lambda addr=replica.addr: served(addr) == expected, 120, interval=0.5,
                    message=f"replica {replica.addr} compacted to one record per live key")
     assert "queue compacted" in group.replicas[new].log.read_text(errors="replace")
+    metrics = urllib.request.urlopen(
+        f"http://127.0.0.1:{group.replicas[new].metrics_port}/metrics").read().decode()
+    removed = re.search(r"^tidemq_broker_compaction_removed_records_total (\S+)$", metrics,
+                        re.MULTILINE)
+    assert removed and float(removed.group(1)) > 0, "the new master's compaction metric"
 
     # pop skips the gaps too: a new group pops exactly the live records
     popper = SimpleConsumer(cluster.namesrv_addrs, "compaction-popper", TOPIC, timeout=10)

@@ -216,6 +216,7 @@ class BrokerApp:
         self.store.disk.add_listener(
             lambda state, _usage: self.registrar.set_writable(state is not DiskState.FULL))
         metrics.watch_flusher(self.store.flusher)
+        metrics.watch_compaction(self.store.compactor)
         metrics.watch_schedule(self.deliverer)
         metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,
                                 self.pop.progress)
