@@ -193,8 +193,9 @@ def test_admin_creates_and_deletes_topics(bootstrap):
 
 def test_topic_settings_through_create_topics_and_describe_configs(bootstrap):
     """CreateTopics' configs become the topic's settings (docs/topics.md); DescribeConfigs
-    answers each with its source; a bad one is INVALID_CONFIG naming it."""
-    from kafka.admin import ConfigResource, ConfigResourceType
+    answers each with its source; IncrementalAlterConfigs sets and deletes them; a bad one is
+    INVALID_CONFIG naming it."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
     from kafka.errors import InvalidConfigurationError
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
@@ -208,6 +209,20 @@ def test_topic_settings_through_create_topics_and_describe_configs(bootstrap):
         assert entries["retention.ms"]["value"] == "60000"
         assert entries["cleanup.policy"]["value"] == "compact"
         assert entries["delete.retention.ms"]["value"] == "86400000"
+        altered = admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, "k-settings",
+            configs={"retention.ms": "120000", "cleanup.policy": (AlterConfigOp.DELETE, None)})])
+        assert all(not getattr(e, "errno", 0) for by_name in altered.values()
+                   for e in by_name.values()), altered
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "k-settings")], config_filter="all")
+        entries = next(iter(next(iter(described.values())).values()))
+        assert entries["retention.ms"]["value"] == "120000"
+        assert entries["cleanup.policy"]["value"] == "delete"     # back to the default
+        refused = admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, "k-settings", configs={"retention.ms": "soon"})],
+            raise_on_unknown=False)
+        assert "retention.ms" in str(refused), refused
         with pytest.raises(InvalidConfigurationError, match="retention.ms"):
             admin.create_topics([NewTopic("k-settings-bad", num_partitions=1,
                                           replication_factor=1,

@@ -123,6 +123,10 @@ class KafkaBackend:
                                   code="UNKNOWN_TOPIC_OR_PARTITION")
         return queues[index]
 
+    def alter_topic(self, topic: str, changes: dict) -> dict[str, dict]:
+        """Change per-topic settings (None: back to the default)."""
+        return self.admin.alter_topic(topic, changes)
+
     def topic_config(self, topic: str) -> dict[str, dict]:
         """Every per-topic setting's value and source (docs/topics.md)."""
         return self.admin.topic_config(topic)

@@ -92,6 +92,7 @@ class KafkaApis:
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
+            44: self.incremental_alter_configs,
         }
         assert set(self.table) == set(codec.SUPPORTED)
 
@@ -460,3 +461,38 @@ class KafkaApis:
                     if keys is None or name in keys]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
+
+    async def incremental_alter_configs(self, request, version: int, conn: Connection) -> dict:
+        """A topic's settings (docs/topics.md): SET and DELETE (back to the default); the
+        settings are not lists, so APPEND and SUBTRACT are INVALID_CONFIG."""
+        responses = []
+        for resource in request.resources:
+            answer = {"error_code": 0, "error_message": None,
+                      "resource_type": resource.resource_type,
+                      "resource_name": resource.resource_name}
+            try:
+                if resource.resource_type != 2:
+                    raise errors.InvalidArgument(
+                        "only topic settings (resource type 2) can be altered through "
+                        "gateway-kafka", code="INVALID_REQUEST")
+                changes = {c.name: _config_change(c) for c in resource.configs or []}
+                topic_settings.parse_settings(changes, allow_null=True)   # names the bad one
+                if request.validate_only:
+                    await self._run(self.backend.topic_config, resource.resource_name)
+                else:
+                    await self._run(self.backend.alter_topic, resource.resource_name, changes)
+            except errors.TideMQError as exc:
+                answer.update(error_code=kafka_code(exc), error_message=exc.message)
+            responses.append(answer)
+        return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _config_change(config) -> str | None:
+    """IncrementalAlterConfigs' operation on one setting: its value (SET) or None (DELETE)."""
+    if config.config_operation == 1:
+        return None
+    if config.config_operation != 0 or config.value is None:
+        raise errors.InvalidArgument(
+            f"topic setting {config.name!r}: only SET (with a value) and DELETE apply; it is "
+            f"not a list (operation {config.config_operation})", code="INVALID_TOPIC_CONFIG")
+    return config.value
