@@ -173,3 +173,24 @@ def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
         assert [offset for offset, _ in read_all(store)] == [299]
     finally:
         store.shutdown()
+
+
+def test_a_later_pass_reads_only_the_new_records_and_still_supersedes_old_ones(tmp_path):
+    store = open_store(small_config(tmp_path))
+    try:
+        for i in range(100):
+            send(store, f"k{i % 10}", b"x" * 500)
+        compact(store)
+        first = store.compactor.bytes_read
+        send(store, "k3", b"new k3")
+        send(store, "k3", b"\0", tombstone=True)      # deletes k3 (retention 0)
+        send(store, "fresh", b"fresh")
+        assert compact(store) == 3      # k3 at 93, its new value, the tombstone itself
+        assert store.compactor.bytes_read - first < 3 * 1000    # only the three new records
+        bodies = {body for _, body in read_all(store)}
+        assert b"new k3" not in bodies and b"fresh" in bodies and len(bodies) <= 10
+        store.compactor.reset()          # a new master: scans whole, decides nothing again
+        assert compact(store) == 0
+        assert [o for o, _ in read_all(store)] == [90, 91, 92, 94, 95, 96, 97, 98, 99, 102]
+    finally:
+        store.shutdown()

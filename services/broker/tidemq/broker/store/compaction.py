@@ -29,7 +29,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
@@ -88,9 +88,15 @@ def to_ranges(offsets: list[int]) -> list[tuple[int, int]]:
 
 @dataclass(slots=True)
 class _QueueState:
-    end: int = -1               # the eligible end of the last pass
-    min_offset: int = -1
-    next_tombstone_ms: int | None = None   # when the next kept tombstone may go
+    """What the last passes learned of one queue (Kafka's offset map): the latest offset of
+    every key among the records scanned [min, end), and the tombstones among them, so a pass
+    reads only the records that became eligible since. Rebuilt by a full scan whenever it
+    cannot be trusted (a new master, a truncation, a failed pass)."""
+
+    end: int = -1                  # scanned up to here (exclusive); -1: never
+    min_offset: int = 0
+    latest: dict[bytes, int] = field(default_factory=dict)
+    tombstones: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # off: (ms, key)
 
 
 class Compactor:
@@ -133,12 +139,16 @@ class Compactor:
             try:
                 if self.is_master():
                     self.run_once()
+            except InterruptedError:
+                return    # stopping
             except Exception:
                 log.exception("compaction failed")
 
     # -- a pass ----------------------------------------------------------------------------
     def run_once(self, now_ms: int | None = None) -> int:
-        """One pass over every compacted queue; returns the offsets newly marked removed."""
+        """One pass over every compacted queue; returns the offsets newly marked removed.
+        Each queue's records are read once: later passes read only those that became
+        eligible since (the queue's map, `_QueueState`)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         removed = 0
         for queue in self.queues.all():
@@ -151,31 +161,52 @@ class Compactor:
             removed += self.compact_queue(queue, policy, now_ms)
         return removed
 
+    def reset(self) -> None:
+        """Forget every queue's map: the next pass of each scans it whole (this replica
+        became master or slave, or its log was cut: what the maps saw may be gone)."""
+        self._states = {}
+
     def compact_queue(self, queue: ConsumeQueue, policy: CompactionPolicy, now_ms: int) -> int:
-        state = self._states.setdefault((queue.topic, queue.queue_id), _QueueState())
-        low = queue.min_offset
+        key = (queue.topic, queue.queue_id)
+        state = self._states.get(key)
+        low, high = queue.min_offset, queue.max_offset
+        if state is None or state.end < low or state.end > high:
+            state = self._states[key] = _QueueState(end=low, min_offset=low)
+        elif low > state.min_offset:    # retention moved the queue's start: forget below it
+            state.latest = {k: o for k, o in state.latest.items() if o >= low}
+            state.tombstones = {o: t for o, t in state.tombstones.items() if o >= low}
+            state.min_offset = low
         end = self._first_stored_after(queue, now_ms - policy.min_lag_ms)
-        tombstone_due = state.next_tombstone_ms is not None and now_ms >= state.next_tombstone_ms
-        if end <= low or (end == state.end and low == state.min_offset and not tombstone_due):
+        cutoff = now_ms - policy.delete_retention_ms
+        tombstone_due = any(stored <= cutoff for stored, _ in state.tombstones.values())
+        if end <= state.end and not tombstone_due:
             return 0
+        try:
+            return self._compact(queue, state, max(end, state.end), cutoff)
+        except BaseException:
+            self._states.pop(key, None)    # half-updated: scan it whole next time
+            raise
+
+    def _compact(self, queue: ConsumeQueue, state: _QueueState, end: int, cutoff: int) -> int:
         log.info("compacting queue", topic=queue.topic, queue_id=queue.queue_id,
-                 from_offset=low, to_offset=end)
-        latest: dict[bytes, int] = {}
-        tombstones: dict[int, int] = {}       # offset -> store time, of the latest per key
+                 from_offset=state.end, to_offset=end)
+        latest, tombstones = state.latest, state.tombstones
         superseded: list[int] = []
-        for offset, key, tombstone, stored in self._keyed_records(queue, low, end):
+        for offset, key, tombstone, stored in self._keyed_records(queue, state.end, end):
             previous = latest.get(key)
             if previous is not None:
                 superseded.append(previous)
                 tombstones.pop(previous, None)
             latest[key] = offset
             if tombstone:
-                tombstones[offset] = stored
-        cutoff = now_ms - policy.delete_retention_ms
-        expired = [offset for offset, stored in tombstones.items() if stored <= cutoff]
-        kept = [stored for stored in tombstones.values() if stored > cutoff]
-        state.end, state.min_offset = end, low
-        state.next_tombstone_ms = min(kept) + policy.delete_retention_ms if kept else None
+                tombstones[offset] = (stored, key)
+        if self._stop.is_set():
+            raise InterruptedError("the compactor is stopping")   # state dropped: rescanned
+        expired = [offset for offset, (stored, _) in tombstones.items() if stored <= cutoff]
+        for offset in expired:
+            _, key = tombstones.pop(offset)
+            del latest[key]
+        state.end = end
         ranges = to_ranges(superseded + expired)
         for at in range(0, len(ranges), MAX_RANGES_PER_MARKER):
             self.append_marker(queue.topic, queue.queue_id,

@@ -521,6 +521,7 @@ class MessageStore:
         if epoch > last:
             self.epochs.append(epoch, self.commitlog.max_offset)
         self.flusher.replicating = False
+        self.compactor.reset()   # its maps are of what this replica saw before: scan again
         self._slave = False
         self._install_read_fence()
         log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
@@ -532,6 +533,7 @@ class MessageStore:
             if self._fenced_master():   # a deposed master keeps serving what it confirmed
                 self._confirmed = self._gate.readable_end()
             self._slave = True
+            self.compactor.reset()
             self._install_read_fence()        # fenced at `_confirmed` (None: everything)
             self.flusher.replicating = True   # the periodic flush covers replicated bytes
             log.info("store is slave", epoch=self.epochs.last_epoch,
@@ -567,6 +569,7 @@ class MessageStore:
                             topics=sorted(undeleted))
         self.epochs.truncate_after(offset)
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self.compactor.reset()
         if self._confirmed is not None and self._confirmed > offset:
             # confirmed records are in every replica that can be elected: this should not be
             log.error("truncated below the confirmed offset: consumers may have read records "
@@ -608,6 +611,7 @@ class MessageStore:
     def _discard_data(self, offset: int) -> dict:
         """restart_at's deletions (the index loaded, the consume queues maybe not yet)."""
         segments = self.commitlog.restart_at(offset)
+        self.compactor.reset()
         queues = self.queues.forget_all()
         index_files = self.index.forget_all()
         self.dispatcher.reput_offset = offset
