@@ -175,8 +175,8 @@ class GatewayBackend:
                           for queue_id, (low, high) in sorted(offsets.items()))
         try:
             config = self.topic_config(topic)
-        except errors.TopicNotExist:
-            config = {}   # routed but no longer defined (being deleted)
+        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
+            config = {}   # being deleted, or the config center out of reach: the rest stands
         return {"name": topic, "brokers": brokers, "queues": queues,
                 "unavailable_brokers": unavailable, "config": config}
 

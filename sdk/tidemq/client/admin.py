@@ -238,8 +238,8 @@ class Admin:
                        for q in reply.queues]
         try:
             config = self.topic_config(name)
-        except errors.TopicNotExist:
-            config = {}   # routed but no longer defined (being deleted)
+        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
+            config = {}   # being deleted, or the config center out of reach: the rest stands
         return TopicDescription(name, route, sorted(queues, key=lambda q: (q.broker_name,
                                                                             q.queue_id)),
                                 config)
