@@ -73,6 +73,7 @@ compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 .PHONY: bench
 bench: sync ## quick run of every benchmark, each printing its same-run baseline (a few minutes)
 	$(PY) -m bench.store --quick
+	$(PY) -m bench.compaction --quick
 	$(PY) -m bench.replication --quick
 	$(PY) -m bench.failover --quick
 	$(PY) bench/e2e_latency/run.py --quick

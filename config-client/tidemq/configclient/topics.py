@@ -1,6 +1,7 @@
 """Topic definitions in the config center (`/tidemq/topics/<name>`, JSON), the one home.
 
-`{"name", "queues", "perm", "order"}`, optionally `"group_queues": {"broker-a": 2, ...}` and
+`{"name", "queues", "perm", "order"}`, optionally `"config": {"retention.ms": 60000, ...}` (per-
+topic settings with Kafka's names, topic_settings.py), `"group_queues": {"broker-a": 2, ...}` and
 `"partitions": [["broker-a", 0], ...]`: brokers parse what they watch with
 `parse_topic_definition` (and ignore, with a log line, what does not parse); the admin client
 and the HTTP gateway write through `TopicDefinitions`, a compare-and-set create, so both
@@ -10,9 +11,6 @@ Queue counts: without `group_queues` every broker group serves `queues` queues (
 written before per-group counts read so). With it, a group serves the count named for it and a
 group it does not name serves none (`queues` then holds the largest count, for readers that
 predate it). `TopicConfig.for_group` is what one broker serves.
-
-Settings by Kafka's names (`"config": {"message.timestamp.type": "LogAppendTime"}`, read by
-gateway-kafka and never by brokers) are kept as written.
 
 The partition map (`partitions`, read by gateway-kafka and never by brokers): partition i is
 the i-th (broker group, queue id) pair. It is written when a topic is created with one, and
@@ -34,6 +32,7 @@ from tidemq.common import errors
 from tidemq.common.jsondoc import load_object
 from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
 from tidemq.common.topic_names import TOPIC_NAME, is_topic_name
+from tidemq.configclient import topic_settings
 from tidemq.configclient.client import ConfigClient
 
 TOPIC_PREFIX = "/tidemq/topics/"
@@ -60,6 +59,8 @@ class TopicConfig:
     order: bool = False
     # (broker group, queues) by group name; () = `queues` on every group
     group_queues: tuple[tuple[str, int], ...] = ()
+    # the per-topic settings set on the topic (topic_settings.py), by name; the rest default
+    config: tuple[tuple[str, int | str], ...] = ()
 
     @property
     def readable(self) -> bool:
@@ -80,14 +81,28 @@ class TopicConfig:
         queues = self.queues_on(broker_group)
         if not queues:
             return None
-        return TopicConfig(self.name, queues, self.perm, self.order)
+        return TopicConfig(self.name, queues, self.perm, self.order, config=self.config)
+
+    def setting(self, name: str) -> int | str:
+        """The effective value of a per-topic setting (topic_settings.SETTINGS)."""
+        return topic_settings.value(dict(self.config), name)
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
-        del doc["group_queues"]
+        del doc["group_queues"], doc["config"]
         if self.group_queues:
             doc["group_queues"] = dict(self.group_queues)
+        if self.config:
+            doc["config"] = dict(self.config)
         return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TopicConfig:
+        """What `to_json` wrote (a broker's persisted table)."""
+        doc = dict(doc)
+        doc["group_queues"] = tuple(sorted(doc.pop("group_queues", {}).items()))
+        doc["config"] = tuple(sorted(doc.pop("config", {}).items()))
+        return cls(**doc)
 
 
 def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
@@ -106,8 +121,12 @@ def parse_topic_definition(key_name: str, raw: bytes) -> TopicConfig:
         raise TopicDefinitionError(f"topic {name!r}: queues must be 1..{MAX_QUEUES}, got {queues!r}")
     if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
         raise TopicDefinitionError(f"topic {name!r}: perm must be a 0..7 bit set, got {perm!r}")
+    try:
+        config = topic_settings.stored(doc.get("config"), name)
+    except ValueError as exc:
+        raise TopicDefinitionError(str(exc)) from None
     return TopicConfig(name, queues, perm, bool(order),
-                       _group_queues(name, doc.get("group_queues")))
+                       _group_queues(name, doc.get("group_queues")), tuple(sorted(config.items())))
 
 
 def _count(value: Any) -> bool:
@@ -179,26 +198,24 @@ class TopicDefinitions:
 
     def create(self, name: str, queues: int = 0, *, order: bool = False,
                partitions: list[tuple[str, int]] | None = None,
-               config: dict[str, str] | None = None) -> int:
+               config: dict[str, Any] | None = None) -> int:
         """Define the topic; the revision of the write. AlreadyExists if it is defined.
 
         `queues` on every broker group, or `partitions`: the partition map, from which each
-        group's queue count follows (a group it does not name serves none). `config`: settings
-        by Kafka's names, stored as the definition's `config` object (brokers ignore it;
-        gateway-kafka reads `message.timestamp.type`)."""
+        group's queue count follows (a group it does not name serves none). `config`: per-topic
+        settings (topic_settings.py; InvalidArgument INVALID_TOPIC_CONFIG naming a bad one)."""
         if name in RESERVED:
             raise errors.InvalidArgument(f"topic name {name!r} is reserved for the brokers' own "
                                          "use; choose another", code="INVALID_TOPIC")
+        settings = tuple(sorted(topic_settings.parse_settings(config or {}).items()))
         if partitions is not None:
-            definition = self._with_partitions(TopicConfig(name, 1, PERM_READ_WRITE, order),
-                                               list(partitions))
+            definition = self._with_partitions(
+                TopicConfig(name, 1, PERM_READ_WRITE, order, config=settings), list(partitions))
             doc = definition.to_json() | {"partitions": [list(p) for p in partitions]}
         else:
             if not 1 <= queues <= MAX_QUEUES:
                 raise errors.InvalidArgument(f"queues must be 1..{MAX_QUEUES}, got {queues}")
-            doc = TopicConfig(name, queues, PERM_READ_WRITE, order).to_json()
-        if config:
-            doc["config"] = dict(config)
+            doc = TopicConfig(name, queues, PERM_READ_WRITE, order, config=settings).to_json()
         result = self.config.put(TOPIC_PREFIX + name, doc, expected_revision=0)
         if not result.succeeded:
             raise errors.AlreadyExists(f"topic {name!r} already exists",
@@ -216,7 +233,39 @@ class TopicDefinitions:
                                          "queues of the topic", code="INVALID_PARTITIONS")
         counts = {g: n for g, n in counts.items() if n}
         return TopicConfig(topic.name, max(counts.values()), topic.perm, topic.order,
-                           tuple(sorted(counts.items())))
+                           tuple(sorted(counts.items())), topic.config)
+
+    def settings(self, name: str) -> dict[str, int | str]:
+        """The settings set on the topic (not the defaults). TopicNotExist if undefined."""
+        kv = self.config.get(TOPIC_PREFIX + name)
+        if kv is None:
+            raise errors.TopicNotExist(f"topic {name!r} does not exist")
+        return dict(parse_topic_definition(name, kv.value).config)
+
+    def alter(self, name: str, changes: dict[str, Any]) -> dict[str, int | str]:
+        """Change per-topic settings live (a value of None: back to its default), a
+        compare-and-set retried on conflict; the settings set on the topic afterwards.
+        InvalidArgument INVALID_TOPIC_CONFIG naming a bad setting; TopicNotExist."""
+        parsed = topic_settings.parse_settings(changes, allow_null=True)
+        key = TOPIC_PREFIX + name
+        for _ in range(50):
+            kv = self.config.get(key)
+            if kv is None:
+                raise errors.TopicNotExist(f"topic {name!r} does not exist")
+            doc = json.loads(kv.value)
+            current = dict(parse_topic_definition(name, kv.value).config)
+            for setting, value in parsed.items():
+                if value is None:
+                    current.pop(setting, None)
+                else:
+                    current[setting] = value
+            doc.pop("config", None)
+            if current:
+                doc["config"] = dict(sorted(current.items()))
+            if self.config.put(key, doc, expected_revision=kv.mod_revision).succeeded:
+                return current
+        raise errors.ServiceUnavailable(f"topic {name!r}: its definition kept changing "
+                                        "under the update", code="SERVICE_UNAVAILABLE")
 
     def partition_map(self, name: str) -> tuple[TopicConfig, list[tuple[str, int]] | None]:
         """The topic's definition and partition map (None: it has none yet).

@@ -32,6 +32,7 @@ from tidemq.common import errors, rpc
 from tidemq.common.auth.guard import StaticAcl
 from tidemq.common.polling import poll
 from tidemq.common.rpc import BreakerSettings
+from tidemq.configclient import topic_settings
 from tidemq.configclient.acl import AclFollower
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.quotas import QuotaFollower
@@ -111,8 +112,9 @@ class GatewayBackend:
 
     # -- topics --------------------------------------------------------------------------
 
-    def create_topic(self, name: str, queues: int, *, order: bool = False) -> TopicCreation:
-        self.topics.create(name, queues, order=order)
+    def create_topic(self, name: str, queues: int, *, order: bool = False,
+                     config: dict | None = None) -> TopicCreation:
+        self.topics.create(name, queues, order=order, config=config)
         visible, brokers = poll(lambda: self._route_complete(name),
                                 self.settings.topic_visible_timeout_s, interval=0.05,
                                 until=lambda outcome: outcome[0])
@@ -130,6 +132,14 @@ class GatewayBackend:
             return False, []
         serving = sorted({q.broker_name for q in route.queues})
         return bool(serving) and live <= set(serving), serving
+
+    def alter_topic(self, name: str, changes: dict) -> dict[str, dict]:
+        """Change per-topic settings (None: the default); every setting's value and source."""
+        return topic_settings.effective(self.topics.alter(name, changes))
+
+    def topic_config(self, name: str) -> dict[str, dict]:
+        """Every per-topic setting's value and source (TopicNotExist if undefined)."""
+        return topic_settings.effective(self.topics.settings(name))
 
     def delete_topic(self, name: str, *, keep_offsets: bool = False) -> list[str]:
         """Remove the definition (TopicNotExist if there is none); brokers drop the topic
@@ -173,8 +183,12 @@ class GatewayBackend:
             queues.extend({"broker_name": layout.broker_name, "queue_id": queue_id,
                            "min_offset": low, "max_offset": high}
                           for queue_id, (low, high) in sorted(offsets.items()))
+        try:
+            config = self.topic_config(topic)
+        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
+            config = {}   # being deleted, or the config center out of reach: the rest stands
         return {"name": topic, "brokers": brokers, "queues": queues,
-                "unavailable_brokers": unavailable}
+                "unavailable_brokers": unavailable, "config": config}
 
     def queue_offsets(self, topic: str, broker_name: str) -> dict[int, tuple[int, int]]:
         return self.consumer.queue_offsets(topic, broker_name)

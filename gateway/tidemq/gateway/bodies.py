@@ -22,7 +22,7 @@ from tidemq.common.topic_names import (
     TOPIC_NAME_ALPHABET,
     validate_topic_name,
 )
-from tidemq.configclient import groups
+from tidemq.configclient import groups, topic_settings
 from tidemq.gateway.schema import (
     ErrorCode,
     QueryParameters,
@@ -50,6 +50,13 @@ TopicName = Annotated[str, Field(json_schema_extra={
     AfterValidator(domain_check(validate_topic_name))]
 
 
+# Checked by topic_settings, which names the setting: unknown names, bad values.
+TopicSettings = Annotated[dict[str, Any] | None, Field(description=(
+    "per-topic settings with Kafka's names, e.g. {\"retention.ms\": 60000, "
+    "\"cleanup.policy\": \"compact\"} (docs/topics.md)")), ErrorCode("INVALID_TOPIC_CONFIG"),
+    AfterValidator(domain_check(lambda config: topic_settings.parse_settings(config or {})))]
+
+
 def within_setting(value: int, high: int, name: str, setting: str, code: str,
                    query: bool = False) -> int:
     """A request value checked against a limit the gateway's settings choose."""
@@ -74,6 +81,17 @@ class TopicCreateRequest(RequestBody):
         "an ordered (FIFO) topic, as `tidemq topic create --order`: orderly consumers "
         "lock its queues and RocketMQ 5 clients treat it as FIFO")),
                      ErrorCode("INVALID_ORDER")] = False
+    config: TopicSettings = None
+
+
+class TopicAlterRequest(RequestBody):
+    """PATCH /v1/topics/{topic}."""
+
+    config: Annotated[dict[str, Any], Field(description=(
+        "per-topic settings to change, with Kafka's names (docs/topics.md); null puts one "
+        "back to its default")), ErrorCode("INVALID_TOPIC_CONFIG"),
+        AfterValidator(domain_check(
+            lambda config: topic_settings.parse_settings(config, allow_null=True)))]
 
 
 class RecallRequest(RequestBody):

@@ -1,8 +1,9 @@
 """HTTP face of topics and messages: thin views (parse → one backend call → JSON).
 
-  POST /v1/topics                                create {"name", "queues"}
+  POST /v1/topics                                create {"name", "queues", "config"?}
   GET  /v1/topics                                list
-  GET  /v1/topics/<topic>                        route + per-queue min/max offsets
+  GET  /v1/topics/<topic>                        route + per-queue min/max offsets + config
+  PATCH /v1/topics/<topic>                       change settings {"config": {name: value}}
   DELETE /v1/topics/<topic>                      delete the definition (404 TOPIC_NOT_EXIST)
   POST /v1/topics/<topic>/messages               send {"messages": [...], "transaction_id"?}
   GET  /v1/topics/<topic>/queues/<broker>/<queue_id>/messages?offset=&max=&wait_ms=&tag=
@@ -15,11 +16,13 @@ from flask import Blueprint, current_app, jsonify
 from tidemq.common import errors
 from tidemq.common.recall import RecallHandle
 from tidemq.common.topic_names import validate_topic_name
+from tidemq.configclient import topic_settings
 from tidemq.gateway import metrics
 from tidemq.gateway.bodies import (
     FetchQuery,
     RecallRequest,
     SendRequest,
+    TopicAlterRequest,
     TopicCreateRequest,
     TopicDeleteQuery,
     within_setting,
@@ -46,8 +49,10 @@ def _settings() -> GatewaySettings:
 def create_topic(body: TopicCreateRequest):
     """Create a topic (a definition in the config center; brokers create its queues)."""
     name, queues = body.name, body.queues
-    created = _backend().create_topic(name, queues, order=body.order)
-    body = {"name": name, "queues": queues, "order": body.order, "brokers": created.brokers}
+    config = topic_settings.parse_settings(body.config or {})
+    created = _backend().create_topic(name, queues, order=body.order, config=config)
+    body = {"name": name, "queues": queues, "order": body.order, "brokers": created.brokers,
+            "config": topic_settings.effective(config)}
     if created.visible:
         return jsonify(body), 201, {"Location": f"/v1/topics/{name}"}
     body["note"] = ("the topic is defined in the config center but its route is not yet "
@@ -65,6 +70,15 @@ def list_topics():
 def describe_topic(topic: str):
     validate_topic_name(topic)
     return jsonify(_backend().describe_topic(topic))
+
+
+@topics_bp.patch("/v1/topics/<topic>")
+@accepts_body(TopicAlterRequest)
+def alter_topic(topic: str, body: TopicAlterRequest):
+    """Change per-topic settings live, as `tidemq topic alter` (null: back to the default);
+    answers every setting's effective value and source."""
+    validate_topic_name(topic)
+    return jsonify({"name": topic, "config": _backend().alter_topic(topic, body.config)})
 
 
 @topics_bp.delete("/v1/topics/<topic>")

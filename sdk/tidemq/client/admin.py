@@ -41,6 +41,7 @@ from tidemq.common import errors, record
 from tidemq.common.placement import coordinator_for
 from tidemq.common.polling import poll
 from tidemq.common.topic_names import validate_topic_name
+from tidemq.configclient import topic_settings
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.groups import (
     FIELDS,
@@ -189,16 +190,16 @@ class Admin:
 
     def create_topic(self, name: str, queues: int = 0, order: bool = False, wait: bool = True,
                      *, partitions: list[tuple[str, int]] | None = None,
-                     config: dict[str, str] | None = None,
                      wait_timeout: float = ROUTE_WAIT_S,
-                     progress: Progress | None = None) -> TopicRoute | None:
+                     progress: Progress | None = None,
+                     config: dict[str, object] | None = None) -> TopicRoute | None:
         """Define the topic in config-center (fails with AlreadyExists if it is defined) and,
         with `wait`, return its route once a name server has one.
 
         `queues` on every broker group, or `partitions`: a partition map of (broker group,
         queue id) pairs, each group then serving the queues the map names (a group it does
-        not name serves none; docs/kafka.md). `config`: settings by Kafka's names, kept in
-        the definition (gateway-kafka reads `message.timestamp.type`)."""
+        not name serves none; docs/kafka.md). `config`: per-topic settings with Kafka's names
+        (docs/topics.md), checked before anything is written."""
         validate_topic_name(name)
         revision = self._config_call(lambda: TopicDefinitions(self.config).create(
             name, queues, order=order, partitions=partitions, config=config))
@@ -219,6 +220,19 @@ class Admin:
                 progress(f"topic {name!r} removed from config-center; waiting for routes to go")
             self._wait_for(lambda: self._route_or_none(name) is None or None, wait_timeout,
                            f"name servers still route topic {name!r}")
+
+    def alter_topic(self, name: str, changes: dict[str, object]) -> dict[str, dict]:
+        """Change per-topic settings live (None: back to the default); brokers apply them as
+        their watch sees the definition. Every setting's effective value and source after."""
+        validate_topic_name(name)
+        current = self._config_call(lambda: TopicDefinitions(self.config).alter(name, changes))
+        return topic_settings.effective(current)
+
+    def topic_config(self, name: str) -> dict[str, dict]:
+        """Every per-topic setting: {"value", "source": "topic" | "default"}."""
+        validate_topic_name(name)
+        return topic_settings.effective(
+            self._config_call(lambda: TopicDefinitions(self.config).settings(name)))
 
     def list_topics(self) -> list[TopicSummary]:
         """Every topic defined in config-center, with the broker groups that serve it."""
@@ -241,8 +255,13 @@ class Admin:
                                  broker_pb2.GetQueueOffsetsRequest(topic=name))
             queues += [QueueStatus(broker_name, q.queue_id, q.min_offset, q.max_offset)
                        for q in reply.queues]
+        try:
+            config = self.topic_config(name)
+        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
+            config = {}   # being deleted, or the config center out of reach: the rest stands
         return TopicDescription(name, route, sorted(queues, key=lambda q: (q.broker_name,
-                                                                            q.queue_id)))
+                                                                            q.queue_id)),
+                                config)
 
     def route(self, topic: str) -> TopicRoute:
         try:

@@ -71,6 +71,8 @@ class TopicDescription:
     name: str
     route: TopicRoute
     queues: list[QueueStatus]
+    # every per-topic setting: {"value", "source": "topic" | "default"} (docs/topics.md)
+    config: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

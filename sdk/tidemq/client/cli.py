@@ -1,7 +1,8 @@
 """`tidemq`: administer a TideMQ cluster from the shell (like kafka-topics / mqadmin).
 
     tidemq cluster list
-    tidemq topic create orders --queues 8
+    tidemq topic create orders --queues 8 --config retention.ms=60000
+    tidemq topic alter orders --config cleanup.policy=compact
     tidemq send orders '{"id": 1}' --tag created --key order-1
     tidemq consume orders --from-beginning --max 10
     tidemq group describe billing -o json
@@ -58,6 +59,10 @@ from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
 __all__ = ["app", "main", "parse_time"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
+ConfigOpt = Annotated[list[str] | None, typer.Option(
+    "--config", "-c", metavar="NAME=VALUE",
+    help="a per-topic setting with Kafka's name, e.g. retention.ms=60000 (repeatable; "
+         "docs/topics.md)")]
 TABLE_BODY_CHARS = 200  # of a body in a table row; -o json has it whole
 
 app = typer.Typer(
@@ -269,15 +274,20 @@ def topic_create(
     order: Annotated[bool, typer.Option("--order", help="mark as an ordered topic")] = False,
     no_wait: Annotated[bool, typer.Option(
         "--no-wait", help="return once defined; don't wait for a broker to serve it")] = False,
+    config: ConfigOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Define a topic in config-center and wait until the name servers route it."""
+    from tidemq.configclient import topic_settings
+
     with admin_session(ctx) as admin:
+        settings = topic_settings.parse_assignments(config or [])
         route = admin.create_topic(name, queues, order=order, wait=not no_wait,
-                                   progress=progress)
+                                   progress=progress, config=settings)
     brokers = sorted({q.broker_name for q in route.queues}) if route else []
     if json_mode(ctx, output):
-        return emit_json({"name": name, "queues": queues, "order": order, "brokers": brokers})
+        return emit_json({"name": name, "queues": queues, "order": order, "brokers": brokers,
+                          "config": topic_settings.parse_settings(settings)})
     served = f"; served by {', '.join(brokers)}" if brokers else ""
     out.print(f"[green]created[/green] topic {name} with {queues} queues{served}")
 
@@ -293,6 +303,36 @@ def topic_list(ctx: typer.Context, output: OutputOpt = None) -> None:
     out.print(table("Topics", ["topic", "queues", "perm", "order", "brokers"], [
         [t.name, t.queues, t.perm, t.order,
          ", ".join(t.broker_names) or "(not routed yet)"] for t in topics]))
+
+
+@topic_app.command("alter")
+def topic_alter(
+    ctx: typer.Context, name: TopicArg, config: ConfigOpt = None,
+    delete_config: Annotated[list[str] | None, typer.Option(
+        "--delete-config", metavar="NAME",
+        help="put a setting back to its default (repeatable)")] = None,
+    output: OutputOpt = None,
+) -> None:
+    """Change per-topic settings live (brokers apply them as they see the definition)."""
+    from tidemq.common import errors
+    from tidemq.configclient.topic_settings import parse_assignments
+
+    with admin_session(ctx) as admin:
+        changes: dict[str, object] = dict(parse_assignments(config or []))
+        changes.update({setting: None for setting in delete_config or []})
+        if not changes:
+            raise errors.InvalidArgument("nothing to change: give --config NAME=VALUE or "
+                                         "--delete-config NAME", code="INVALID_TOPIC_CONFIG")
+        effective = admin.alter_topic(name, changes)
+    if json_mode(ctx, output):
+        return emit_json({"name": name, "config": effective})
+    out.print(f"[green]altered[/green] topic {name}")
+    _print_config(name, effective)
+
+
+def _print_config(name: str, config: dict[str, dict]) -> None:
+    out.print(table(f"Topic {name}: config", ["setting", "value", "source"],
+                    [[k, v["value"], v["source"]] for k, v in config.items()]))
 
 
 @topic_app.command("describe")
@@ -312,7 +352,8 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
                          "read_queue_nums": q.read_queue_nums,
                          "write_queue_nums": q.write_queue_nums, "perm": q.perm}
                         for q in route.queues],
-            "queues": [{**vars(q), "messages": q.messages} for q in description.queues]})
+            "queues": [{**vars(q), "messages": q.messages} for q in description.queues],
+            "config": description.config})
     out.print(table(f"Topic {name}: route", ["broker", "cluster", "read", "write", "perm",
                                               "master"], [
         [q.broker_name, route.brokers[q.broker_name].cluster if q.broker_name in route.brokers
@@ -322,6 +363,8 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
     out.print(table("Queues", ["broker", "queue", "min offset", "max offset", "messages"], [
         [q.broker_name, q.queue_id, q.min_offset, q.max_offset, q.messages]
         for q in description.queues]))
+    if description.config:
+        _print_config(name, description.config)
 
 
 @topic_app.command("delete")

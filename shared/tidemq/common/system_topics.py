@@ -16,12 +16,17 @@ REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"  # + cluster: pop checkpoints and acks
 # One record per topic deletion, its body the deleted topic's name: where it stands in the
 # CommitLog, every replica's dispatcher drops that topic's consume queues (store/dispatcher.py).
 DELETED_TOPICS_TOPIC = "TIDEMQ_SYS_DELETED_TOPICS"
+# One record per compaction decision (topic, queue id, the queue offsets it removes): where it
+# stands in the CommitLog, every replica's dispatcher marks those units as gaps
+# (broker/store/compaction.py).
+COMPACTION_TOPIC = "TIDEMQ_SYS_COMPACTION"
 # One record per recalled scheduled message (its unique id): the deliverer drops it when due
 # (broker/schedule/recall.py).
 RECALL_TOPIC = "TIDEMQ_SYS_RECALLED"
 
 _PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, REVIVE_PREFIX)
-_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC, RECALL_TOPIC})
+_NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC, RECALL_TOPIC,
+                    COMPACTION_TOPIC})
 
 
 def retry_topic(group: str) -> str:

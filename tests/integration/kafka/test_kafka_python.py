@@ -208,3 +208,75 @@ def test_offsets_for_times_answers_the_first_record_at_or_after_by_create_time(b
     assert (found.offset, found.timestamp) == (late.offset, now)
     assert consumer.offsets_for_times({tp: now + 3_600_000})[tp] is None
     consumer.close()
+
+
+def test_topic_settings_through_create_topics_and_describe_configs(bootstrap):
+    """CreateTopics' configs become the topic's settings (docs/topics.md); DescribeConfigs
+    answers each with its source; IncrementalAlterConfigs sets and deletes them; a bad one is
+    INVALID_CONFIG naming it."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+    from kafka.errors import InvalidConfigurationError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("k-settings", num_partitions=2, replication_factor=1,
+                                      topic_configs={"retention.ms": "60000",
+                                                     "cleanup.policy": "compact"})])
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "k-settings")], config_filter="all")
+        entries = next(iter(next(iter(described.values())).values()))
+        assert entries["retention.ms"]["value"] == "60000"
+        assert entries["cleanup.policy"]["value"] == "compact"
+        assert entries["delete.retention.ms"]["value"] == "86400000"
+        altered = admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, "k-settings",
+            configs={"retention.ms": "120000", "cleanup.policy": (AlterConfigOp.DELETE, None)})])
+        assert all(not getattr(e, "errno", 0) for by_name in altered.values()
+                   for e in by_name.values()), altered
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "k-settings")], config_filter="all")
+        entries = next(iter(next(iter(described.values())).values()))
+        assert entries["retention.ms"]["value"] == "120000"
+        assert entries["cleanup.policy"]["value"] == "delete"     # back to the default
+        refused = admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, "k-settings", configs={"retention.ms": "soon"})],
+            raise_on_unknown=False)
+        assert "retention.ms" in str(refused), refused
+        with pytest.raises(InvalidConfigurationError, match="retention.ms"):
+            admin.create_topics([NewTopic("k-settings-bad", num_partitions=1,
+                                          replication_factor=1,
+                                          topic_configs={"retention.ms": "soon"})])
+        admin.delete_topics(["k-settings"])
+    finally:
+        admin.close()
+
+
+def test_a_compacted_topic_keeps_the_latest_value_per_binary_key(bootstrap):
+    """cleanup.policy=compact through Kafka: binary keys, a null value as the tombstone; a
+    consumer reading from the beginning ends up with the latest value of each live key, at
+    its original offset, reading past the gaps (the brokers compact every 10 s)."""
+    from tests.support.processes import wait_until
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("k-compacted", num_partitions=1, replication_factor=1,
+                                      topic_configs={"cleanup.policy": "compact",
+                                                     "delete.retention.ms": "0"})])
+    finally:
+        admin.close()
+    producer = _producer(bootstrap)
+    keys = [bytes([0, k, 255]) for k in range(5)]        # not UTF-8: only KAFKA_KEY has them
+    sent = {}
+    for n in range(50):
+        key = keys[n % 5]
+        value = None if (n % 5 == 4 and n >= 45) else f"v{n}".encode()
+        sent[n] = (key, value, producer.send("k-compacted", key=key, value=value, partition=0))
+    producer.flush()
+    offsets = {n: future.get(timeout=15).offset for n, (_, _, future) in sent.items()}
+    producer.close()
+    expected = [(keys[k], f"v{45 + k}".encode(), offsets[45 + k]) for k in range(4)]
+
+    def compacted():
+        got = _read(bootstrap, "k-compacted", [0], 50, timeout_s=3)
+        return [(r.key, r.value, r.offset) for r in got] == expected
+    wait_until(compacted, 90, interval=0.5, message="the topic compacted as Kafka would")

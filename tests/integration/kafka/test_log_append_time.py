@@ -27,7 +27,7 @@ def test_a_log_append_time_topic_stamps_records_with_their_store_time(bootstrap)
         assert "LogAppendTime" in repr(described)
         with pytest.raises(InvalidConfigurationError):
             admin.create_topics([NewTopic("k-bad-config", num_partitions=1, replication_factor=1,
-                                          topic_configs={"retention.ms": "60000"})])
+                                          topic_configs={"segment.bytes": "1048576"})])
         with pytest.raises(InvalidConfigurationError):
             admin.create_topics([NewTopic("k-bad-config", num_partitions=1, replication_factor=1,
                                           topic_configs={"message.timestamp.type": "Now"})])

@@ -64,7 +64,7 @@ class StubAdmin:
         return TopicDescription(name, ROUTE, [QueueStatus("broker-a", 0, 0, 5),
                                               QueueStatus("broker-a", 1, 2, 2)])
 
-    def create_topic(self, name, queues, order=False, wait=True, progress=None):
+    def create_topic(self, name, queues, order=False, wait=True, progress=None, config=None):
         self._maybe_fail()
         self.calls.append(("create_topic", name, queues, order, wait))
         return ROUTE if wait else None
@@ -219,7 +219,8 @@ def test_a_bare_group_still_shows_its_help(run):
 def test_topic_create_passes_arguments_and_prints_json(run):
     body = json.loads(run("topic", "create", "orders", "--queues", "2", "--order",
                           "-o", "json").stdout)
-    assert body == {"name": "orders", "queues": 2, "order": True, "brokers": ["broker-a"]}
+    assert body == {"name": "orders", "queues": 2, "order": True, "brokers": ["broker-a"],
+                    "config": {}}
     assert ("create_topic", "orders", 2, True, True) in StubAdmin.calls
 
 

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tidemq.client.message import MessageExt
 from tidemq.common import errors
+from tidemq.configclient import topic_settings
 from tidemq.gateway.admin_routes import located_message_json, trace_id_of
 from tidemq.gateway.app import create_app
 from tidemq.gateway.console import pages
@@ -81,6 +82,9 @@ class StubAdmin:
         self.resets.append((group, topic, timestamp_ms))
         return [{"topic": topic, "broker_name": "broker-a", "queue_id": 0, "offset": 5}]
 
+    def offsets_at(self, topic, timestamp_ms):
+        return [{"broker_name": "broker-a", "queue_id": 0, "offset": 2}]
+
     def view_message(self, msg_id):
         return MessageExt("orders", HOSTILE.encode(), "t", [HOSTILE],
                           {"TRACE_CONTEXT": f"00-{TRACE_ID}-00f067aa0ba902b7-01"},
@@ -90,6 +94,12 @@ class StubAdmin:
 class StubBackend:
     def __init__(self) -> None:
         self.admin = StubAdmin()
+
+    def describe_topic(self, topic):
+        return {"name": topic, "brokers": [], "unavailable_brokers": [], "queues": [
+            {"broker_name": "broker-a", "queue_id": 0, "min_offset": 0, "max_offset": 5}],
+                "config": topic_settings.effective({"retention.ms": 60000,
+                                                    "cleanup.policy": HOSTILE})}
 
 
 @pytest.fixture
@@ -163,6 +173,13 @@ def test_pages_escape_what_they_show(client):
     assert HOSTILE not in page and page.count("&lt;script&gt;") >= 2
     assert f'href="{TRACE_UI}/messages?msg_id={MSG_ID}"' in page
     assert f'href="{TRACE_UI}/traces/{TRACE_ID}"' in page
+
+
+def test_the_topic_page_shows_its_settings_and_their_sources(client):
+    page = client.get("/console/topics/orders").get_data(as_text=True)
+    assert 'id="settings"' in page and "retention.ms" in page and "60000" in page
+    assert "delete.retention.ms" in page and "default" in page    # every setting shown
+    assert HOSTILE not in page                                     # escaped
 
 
 def test_the_cluster_page_shows_roles_and_the_controllers_replication_state(client, backend):

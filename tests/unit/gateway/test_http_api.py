@@ -18,6 +18,7 @@ from tidemq.client.encoding import BatchEncoder
 from tidemq.client.routes import BrokerGroup, QueueLayout, TopicRoute
 from tidemq.common import errors, record
 from tidemq.common.recall import RecallHandle
+from tidemq.configclient import topic_settings
 from tidemq.gateway.app import create_app
 from tidemq.gateway.backend import GatewayBackend, TopicCreation
 from tidemq.gateway.settings import GatewaySettings
@@ -36,7 +37,7 @@ class StubBackend:
         if self.failure:
             raise self.failure
 
-    def create_topic(self, name, queues, *, order=False):
+    def create_topic(self, name, queues, *, order=False, config=None):
         self._maybe_fail()
         if name in self.topics:
             raise errors.AlreadyExists(f"topic {name!r} already exists",
@@ -45,6 +46,15 @@ class StubBackend:
         if order:
             self.ordered.add(name)
         return TopicCreation(name, queues, visible=name != "slow", brokers=["broker-a"])
+
+    def topic_config(self, name):
+        return topic_settings.effective({})
+
+    def alter_topic(self, name, changes):
+        self._maybe_fail()
+        if name not in self.topics:
+            raise errors.TopicNotExist(f"topic {name!r} does not exist")
+        return topic_settings.effective({k: v for k, v in changes.items() if v is not None})
 
     def list_topics(self):
         return [{"name": n, "queues": q, "perm": 6, "order": False}

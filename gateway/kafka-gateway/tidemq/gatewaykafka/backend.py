@@ -48,6 +48,7 @@ PRODUCER_ID_BLOCK = 1000                 # ids taken from the config center per 
 MAX_CACHED_MAPS = 10_000                 # topics whose partition maps are kept
 MAX_GROUP_READERS = 1024                 # PullConsumers kept for committed offsets
 ROUTE_REFRESH_S = 5.0                    # a new topic's partitions show within this
+GAP_READS = 16   # pulls one Fetch makes past gaps of a compacted queue (16 000 units each)
 MAP_REFRESH_S = 5.0                      # a partition map is read again after this
 CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
 FETCH_MAX_RECORDS = 1024                 # per partition and Fetch; the client's bytes bound it
@@ -125,9 +126,10 @@ class KafkaBackend:
                                             "it yet", code="SERVICE_UNAVAILABLE")
         return [MessageQueue(topic, group, queue) for group, queue in current]
 
-    def topic_config(self, topic: str) -> dict[str, str]:
+    def _own_settings(self, topic: str) -> dict[str, str]:
         """The settings the topic's definition names by Kafka's names ({} for none, or a topic
-        not defined in the config center); read again after MAP_REFRESH_S."""
+        not defined in the config center), as strings; read again after MAP_REFRESH_S (the
+        fetch path asks per partition)."""
         now = time.monotonic()
         with self._lock:
             cached = self._configs.get(topic)
@@ -147,7 +149,7 @@ class KafkaBackend:
 
     def log_append_time(self, topic: str) -> bool:
         """True when the topic's records carry the time they were stored (LogAppendTime)."""
-        return self.topic_config(topic).get(TIMESTAMP_TYPE) == LOG_APPEND_TIME
+        return self._own_settings(topic).get(TIMESTAMP_TYPE) == LOG_APPEND_TIME
 
     def partition(self, topic: str, index: int) -> MessageQueue:
         queues = self.partitions(topic)
@@ -156,17 +158,24 @@ class KafkaBackend:
                                   code="UNKNOWN_TOPIC_OR_PARTITION")
         return queues[index]
 
+    def alter_topic(self, topic: str, changes: dict) -> dict[str, dict]:
+        """Change per-topic settings (None: back to the default)."""
+        return self.admin.alter_topic(topic, changes)
+
+    def topic_config(self, topic: str) -> dict[str, dict]:
+        """Every per-topic setting's value and source (docs/topics.md)."""
+        return self.admin.topic_config(topic)
+
     def broker_groups(self) -> list[str]:
         info = self.namesrv.cluster_info()
         return sorted(name for name, data in info.broker_addr_table.items() if data.broker_addrs)
 
-    def create_topic(self, name: str, partitions: int,
-                     config: dict[str, str] | None = None) -> None:
+    def create_topic(self, name: str, partitions: int, config: dict | None = None) -> None:
         """A topic of `partitions` partitions spread over the broker groups (each partition
-        to the group with the fewest so far), its partition map and `config` written with it;
-        returns once the name servers route every queue."""
+        to the group with the fewest so far), its partition map and per-topic settings written
+        with it; returns once the name servers route every queue."""
         pairs = spread(self.broker_groups(), partitions)
-        self.admin.create_topic(name, partitions=pairs, config=config, wait=False)
+        self.admin.create_topic(name, partitions=pairs, wait=False, config=config)
         self._forget(name)
         self._wait_routed(name, pairs)
 
@@ -230,6 +239,13 @@ class KafkaBackend:
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
         result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS, max_bytes=max_bytes)
+        for _ in range(GAP_READS):   # a compacted queue's long run of gaps: read past it
+            if (result.status is not PullStatus.NO_MATCHED_MSG
+                    or not offset < result.next_offset < result.max_offset):
+                break
+            offset = result.next_offset
+            result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS,
+                                      max_bytes=max_bytes)
         out_of_range = (result.status is PullStatus.OFFSET_ILLEGAL
                         or not result.min_offset <= offset <= result.max_offset)
         messages = [] if out_of_range else list(result.messages)

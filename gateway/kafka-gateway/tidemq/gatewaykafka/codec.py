@@ -62,6 +62,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     22: (0, 1),    # InitProducerId
     32: (1, 3),    # DescribeConfigs
     37: (0, 1),    # CreatePartitions
+    44: (0, 1),    # IncrementalAlterConfigs
 }
 API_VERSIONS = 18
 

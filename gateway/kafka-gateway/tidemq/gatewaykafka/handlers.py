@@ -17,13 +17,9 @@ from typing import Any
 
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
+from tidemq.configclient import topic_settings
 from tidemq.gatewaykafka import codec, records
-from tidemq.gatewaykafka.backend import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    TIMESTAMP_TYPE,
-    KafkaBackend,
-)
+from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import (
     NATIVE_PROTOCOL_TYPE,
     Described,
@@ -46,6 +42,7 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "SLAVE_NOT_AVAILABLE": "NOT_ENOUGH_REPLICAS", "SERVICE_UNAVAILABLE": "LEADER_NOT_AVAILABLE",
     "CIRCUIT_OPEN": "LEADER_NOT_AVAILABLE", "INVALID_MESSAGE": "INVALID_RECORD",
     "BROKER_NOT_FOUND": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_ARGUMENT": "INVALID_REQUEST",
+    "INVALID_TOPIC_CONFIG": "INVALID_CONFIG",
 }
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
@@ -54,33 +51,10 @@ GROUP_CODES = {                 # ... and on group calls, where unavailability i
 TRANSACTIONS_REFUSAL = (
     "gateway-kafka does not serve Kafka transactions: drop transactional.id (the idempotent "
     "producer is served), or use TideMQ's transactional messages through its own SDK")
-# DescribeConfigs: what a topic answers (docs/kafka.md); a topic's definition may set those
-# in SETTABLE_CONFIGS (its `config` object), the rest are fixed
-TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
-                 TIMESTAMP_TYPE: CREATE_TIME, "max.message.bytes": "4194304"}
-SETTABLE_CONFIGS = {TIMESTAMP_TYPE: (CREATE_TIME, LOG_APPEND_TIME)}   # at CreateTopics
-TOPIC_CONFIG_SOURCE, DEFAULT_SOURCE = 1, 5   # DescribeConfigs' config_source values
-
-
-def topic_settings(configs) -> dict[str, str]:
-    """The settings a CreateTopics asks for that the definition keeps. A fixed one asked at
-    its fixed value is accepted and not kept; anything else is INVALID_CONFIG, named."""
-    kept: dict[str, str] = {}
-    for entry in configs or []:
-        name, value = entry.name, entry.value
-        if name in SETTABLE_CONFIGS:
-            if value not in SETTABLE_CONFIGS[name]:
-                raise errors.InvalidArgument(
-                    f"{name} must be one of {', '.join(SETTABLE_CONFIGS[name])}, got {value!r}",
-                    code="INVALID_CONFIG")
-            kept[name] = value
-        elif TOPIC_CONFIGS.get(name) != value:
-            fixed = ", ".join(f"{k}={v}" for k, v in TOPIC_CONFIGS.items()
-                              if k not in SETTABLE_CONFIGS)
-            raise errors.InvalidArgument(
-                f"topic setting {name}={value!r} is not served by gateway-kafka: a topic may set "
-                f"{', '.join(SETTABLE_CONFIGS)}; {fixed} are fixed", code="INVALID_CONFIG")
-    return kept
+# DescribeConfigs: besides the per-topic settings (topic_settings.py, from the definition),
+# what every topic answers and nothing changes (docs/kafka.md)
+TOPIC_CONFIGS = {"compression.type": "producer"}
+CONFIG_SOURCE = {"topic": 1, "default": 5}   # DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
 
 
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
@@ -130,6 +104,7 @@ class KafkaApis:
             15: self.describe_groups, 16: self.list_groups,
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
+            44: self.incremental_alter_configs,
         }
         assert set(self.table) == set(codec.SUPPORTED)
 
@@ -520,7 +495,8 @@ class KafkaApis:
                 if partitions < 1:
                     raise errors.InvalidArgument("num_partitions must be >= 1",
                                                  code="INVALID_PARTITIONS")
-                config = topic_settings(topic.configs)
+                config = topic_settings.parse_settings(
+                    {c.name: c.value for c in topic.configs or []})
                 if not request.validate_only:
                     await self._run(self.backend.create_topic, topic.name, partitions, config)
             except errors.TideMQError as exc:
@@ -585,22 +561,57 @@ class KafkaApis:
             if resource.resource_type == 2:   # a topic
                 try:
                     await self._run(self.backend.partitions, resource.resource_name)
+                    settings = await self._run(self.backend.topic_config,
+                                               resource.resource_name)
                 except errors.TideMQError as exc:
                     result.update(error_code=kafka_code(exc), error_message=exc.message)
                     results.append(result)
                     continue
                 keys = resource.configuration_keys
-                try:
-                    own = await self._run(self.backend.topic_config, resource.resource_name)
-                except errors.TideMQError as exc:
-                    result.update(error_code=kafka_code(exc), error_message=exc.message)
-                    results.append(result)
-                    continue
+                answered = [(name, str(v["value"]), False, v["source"])
+                            for name, v in settings.items()]
+                answered += [(name, value, True, "default")
+                             for name, value in TOPIC_CONFIGS.items()]
                 result["configs"] = [
-                    {"name": name, "value": own.get(name, value),
-                     "read_only": name not in SETTABLE_CONFIGS,
-                     "config_source": TOPIC_CONFIG_SOURCE if name in own else DEFAULT_SOURCE,
-                     "is_default": name not in own, "is_sensitive": False, "synonyms": []}
-                    for name, value in TOPIC_CONFIGS.items() if keys is None or name in keys]
+                    {"name": name, "value": value, "read_only": read_only,
+                     "config_source": CONFIG_SOURCE[source], "is_default": source == "default",
+                     "is_sensitive": False, "synonyms": []}
+                    for name, value, read_only, source in answered
+                    if keys is None or name in keys]
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
+
+    async def incremental_alter_configs(self, request, version: int, conn: Connection) -> dict:
+        """A topic's settings (docs/topics.md): SET and DELETE (back to the default); the
+        settings are not lists, so APPEND and SUBTRACT are INVALID_CONFIG."""
+        responses = []
+        for resource in request.resources:
+            answer = {"error_code": 0, "error_message": None,
+                      "resource_type": resource.resource_type,
+                      "resource_name": resource.resource_name}
+            try:
+                if resource.resource_type != 2:
+                    raise errors.InvalidArgument(
+                        "only topic settings (resource type 2) can be altered through "
+                        "gateway-kafka", code="INVALID_REQUEST")
+                changes = {c.name: _config_change(c) for c in resource.configs or []}
+                topic_settings.parse_settings(changes, allow_null=True)   # names the bad one
+                if request.validate_only:
+                    await self._run(self.backend.topic_config, resource.resource_name)
+                else:
+                    await self._run(self.backend.alter_topic, resource.resource_name, changes)
+            except errors.TideMQError as exc:
+                answer.update(error_code=kafka_code(exc), error_message=exc.message)
+            responses.append(answer)
+        return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _config_change(config) -> str | None:
+    """IncrementalAlterConfigs' operation on one setting: its value (SET) or None (DELETE)."""
+    if config.config_operation == 1:
+        return None
+    if config.config_operation != 0 or config.value is None:
+        raise errors.InvalidArgument(
+            f"topic setting {config.name!r}: only SET (with a value) and DELETE apply; it is "
+            f"not a list (operation {config.config_operation})", code="INVALID_TOPIC_CONFIG")
+    return config.value

@@ -40,6 +40,7 @@ from tidemq.broker.store import (
 from tidemq.broker.subscription_groups import SubscriptionGroupTable
 from tidemq.broker.system_topics import SystemTopics
 from tidemq.broker.topic_manager import TopicManager
+from tidemq.broker.topic_retention import compaction_of, policy_of
 from tidemq.broker.topic_table import TopicTable
 from tidemq.broker.transactions import CheckSettings, TransactionService
 from tidemq.common import delays, record
@@ -73,6 +74,8 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
         retention_hours=settings.retention_hours,
         delete_when_hour=None if settings.delete_when_hour < 0 else settings.delete_when_hour,
         retention_check_interval_ms=settings.retention_check_interval_ms,
+        compaction_interval_ms=settings.compaction_interval_ms,
+        compaction_io_bytes_s=int(settings.compaction_io_mib_s * 1024 * 1024),
         disk_max_used_ratio=settings.disk_max_used_ratio,
         disk_warn_ratio=settings.disk_warn_ratio,
         disk_full_ratio=settings.disk_full_ratio,
@@ -120,6 +123,10 @@ class BrokerApp:
                                        broker_id=settings.broker_id,
                                        quiet_operations=settings.trace_quiet_operations)
         self.topics = TopicTable(MetadataFile(data_dir / "topics.json"))
+        # retention per topic (topic_retention.py): read at each retention run, so a changed
+        # setting applies at the next one
+        self.store.retention.topic_policy = policy_of(self.topics.get)
+        self.store.compactor.topic_policy = compaction_of(self.topics.get)
         self.subscriptions = SubscriptionGroupTable(
             MetadataFile(data_dir / "subscription_groups.json"),
             auto_create=settings.auto_create_subscription_group)
@@ -215,6 +222,7 @@ class BrokerApp:
         self.store.disk.add_listener(
             lambda state, _usage: self.registrar.set_writable(state is not DiskState.FULL))
         metrics.watch_flusher(self.store.flusher)
+        metrics.watch_compaction(self.store.compactor)
         metrics.watch_schedule(self.deliverer)
         metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,
                                 self.pop.progress)

@@ -197,6 +197,8 @@ class Messaging:
         topic = self.writable_queue(topic_name, queue_id)
         if record_count <= 0 or not records:
             raise InvalidArgument("a send must carry at least one record and record_count >= 1")
+        if topic.config and len(records) > (limit := topic.setting("max.message.bytes")):
+            _check_record_sizes(topic.name, records, limit)   # a batch under it cannot break it
         started = time.perf_counter()
         try:
             result = await self.store.append_batch_async(
@@ -299,3 +301,17 @@ class Messaging:
         end_ms = end_ms or int(time.time() * 1000) + 1
         return self.store.query_by_key(topic.name, key, begin_ms, end_ms,
                                        max_results if max_results > 0 else 32)
+
+
+def _check_record_sizes(topic: str, records: bytes, limit: int) -> None:
+    """PayloadTooLarge naming the topic's max.message.bytes if a record of the batch is larger
+    (only for a batch larger than the limit: one length read per record)."""
+    pos, index = 0, 0
+    while pos + 4 <= len(records):
+        total = int.from_bytes(records[pos:pos + 4], "big", signed=True)
+        if total > limit:
+            raise PayloadTooLarge(f"rejected batch: record {index} is {total} bytes; topic "
+                                  f"{topic!r} sets max.message.bytes={limit}")
+        if total <= 0:
+            return   # malformed: the store's validation names it
+        pos, index = pos + total, index + 1

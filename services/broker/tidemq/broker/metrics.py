@@ -102,6 +102,27 @@ def watch_flusher(flusher) -> None:
     REGISTRY.register(FlushCollector(flusher))
 
 
+class CompactionCollector(Collector):
+    """What the master's compactor did (store/compaction.py), read at scrape time."""
+
+    def __init__(self, compactor) -> None:
+        self.compactor = compactor
+
+    def collect(self):
+        yield CounterMetricFamily("tidemq_broker_compaction_read_bytes",
+                                  "Bytes of records compaction passes read (header and "
+                                  "properties of each; its I/O budget bounds the rate)",
+                                  value=self.compactor.bytes_read)
+        yield CounterMetricFamily("tidemq_broker_compaction_removed_records",
+                                  "Records compaction removed (superseded ones and expired "
+                                  "tombstones), as this replica decided them as master",
+                                  value=self.compactor.records_removed)
+
+
+def watch_compaction(compactor) -> None:
+    REGISTRY.register(CompactionCollector(compactor))
+
+
 class ReplicationCollector(Collector):
     """Replication gauges read at scrape time: the replica's epoch always; while it is master
     (`server` set to its HAServer by the role layer) each slave's lag in bytes and the size

@@ -46,6 +46,10 @@ class BrokerSettings(ServiceSettings):
     delete_when_hour: int = setting(4, "local hour of the daily age-based deletion; -1 = any time")
     retention_check_interval_ms: int = setting(
         10_000, "how often retention looks for CommitLog segments to delete (tests lower it)")
+    compaction_interval_ms: int = setting(
+        10_000, "how often the master compacts cleanup.policy=compact queues (tests lower it)")
+    compaction_io_mib_s: float = setting(
+        32.0, "records compaction reads per second at most, in MiB (its I/O budget; 0 = none)")
     disk_max_used_ratio: float = setting(
         0.75, "above this used fraction of the data dir's file system, retention deletes the "
               "oldest CommitLog segments at once, expired or not (RocketMQ's "

@@ -41,7 +41,7 @@ class TopicTable:
         if not raw:
             return
         doc = json.loads(raw)
-        self._topics = {t["name"]: TopicConfig(**t) for t in doc.get("topics", [])}
+        self._topics = {t["name"]: TopicConfig.from_json(t) for t in doc.get("topics", [])}
         self.revision = int(doc.get("revision", 0))
 
     def _persist(self) -> None:

@@ -330,7 +330,7 @@ class PopService:
             counts = [self.book.attempts.get((*key, off), 1) for off in offsets]
         copies = []
         for off, count in zip(offsets, counts, strict=True):
-            got = self.messaging.store.get_messages(source, q, off, 1)
+            got = self.messaging.store.get_message_at(source, q, off)
             if got.status is GetStatus.FOUND:
                 copies.append((off, record.with_reconsume_times(got.records, count)))
         if not copies:
@@ -459,8 +459,8 @@ class PopService:
             return
         now_ms = self._now_ms()
         for handle in handles[:trace_events.MAX_EVENTS_PER_BATCH]:
-            got = self.messaging.store.get_messages(handle.topic, handle.queue_id,
-                                                    handle.queue_offset, 1)
+            got = self.messaging.store.get_message_at(handle.topic, handle.queue_id,
+                                                      handle.queue_offset)
             if got.status is GetStatus.FOUND:
                 trace_events.message_settled(group, record.decode(got.records), acked, now_ms,
                                              invisible_ms)
@@ -554,7 +554,7 @@ class PopService:
                         offset=off, group=flight.group,
                         reason="its topic is not served here any more")
             return REVIVED
-        got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
+        got = self.messaging.store.get_message_at(flight.topic, flight.queue_id, off)
         if got.status is not GetStatus.FOUND:
             return REVIVED  # aged out of the store: nothing left to deliver
         raw = got.records

@@ -38,6 +38,10 @@ class StoreConfig:
     delete_when_hour: int | None = 4          # local hour for age-based deletion; None = any time
     disk_max_used_ratio: float = 0.75         # above this disk use, delete oldest segments now
     retention_check_interval_ms: int = 10_000
+    # Compaction of cleanup.policy=compact queues (compaction.py): a pass this often on the
+    # master, reading at most compaction_io_bytes_s bytes of records a second (0 = no limit).
+    compaction_interval_ms: int = 10_000
+    compaction_io_bytes_s: int = 32 << 20
     # The disk guard (disk.py): statvfs every disk_check_interval_ms, not per append. At
     # disk_warn_ratio the store warns (log, metrics, console); at disk_full_ratio it refuses
     # producers' sends with STORAGE_FULL (reads, acks and replication go on) until use falls

@@ -28,6 +28,14 @@ UNIT = struct.Struct(">qiq")  # commitlog_offset 8 | size 4 | tag_hash 8
 assert UNIT.size == CQ_UNIT_SIZE
 _EMPTY_UNIT = bytes(CQ_UNIT_SIZE)
 FLOOR_FILE = "floor"
+# The tag hash of a unit compaction removed (compaction.py): a gap every reader skips. Tag
+# hashes are CRC32s (0..2**32-1), so a negative one is never a real tag's.
+GAP_TAG = -1
+_TAG = struct.Struct(">q")
+_TAG_AT = 12      # the tag hash's byte within a unit
+GAPS_FILE = "gaps"   # present once a unit of the queue was ever marked a gap
+_GAP_BYTE = _TAG.pack(GAP_TAG)[:1]
+assert _TAG.pack(GAP_TAG) == _GAP_BYTE * _TAG.size
 
 
 class ConsumeQueue:
@@ -43,6 +51,7 @@ class ConsumeQueue:
         self._max = 0   # next queue offset to be written
         self._min = 0
         self._floor = 0   # as persisted in FLOOR_FILE
+        self.has_gaps = False   # compaction marked units: readers take the gap-aware path
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -51,6 +60,7 @@ class ConsumeQueue:
         names = [path.name for path in self.directory.iterdir()]
         starts = sorted(start for name in names if (start := parse_segment_name(name)) is not None)
         floor = self._read_floor() if FLOOR_FILE in names else 0  # no extra open per queue
+        self.has_gaps = GAPS_FILE in names
         self._floor = floor
         self.files = [MappedFile(self.directory / segment_name(s), self.file_size) for s in starts]
         while self.files and self._first_unit(self.files[0]) + self.units_per_file <= floor:
@@ -208,6 +218,69 @@ class ConsumeQueue:
     def flush(self) -> None:
         for unit_file in self.files:
             unit_file.sync()
+
+    def mark_gaps(self, ranges: list[tuple[int, int]]) -> int:
+        """Compaction: the units in these [start, end) ranges become gaps (their tag hash
+        GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
+        Idempotent. Returns how many units were marked."""
+        if not self.has_gaps:
+            MetadataFile(self.directory / GAPS_FILE).write(b"1")   # before the first gap
+            self.has_gaps = True
+        marked = 0
+        for start, end in ranges:
+            offset = max(start, 0)
+            end = min(end, self._max)
+            while offset < end:
+                unit_file = self._file_for(offset)
+                in_file = self.units_per_file - offset % self.units_per_file
+                if unit_file is None:
+                    offset += in_file
+                    continue
+                # Units below the max are all written (a prefix): the tag fields of the run
+                # become GAP_TAG (all 0xFF bytes) in 8 strided copies, not a loop per unit.
+                count = min(in_file, end - offset)
+                at = (offset % self.units_per_file) * CQ_UNIT_SIZE + _TAG_AT
+                stop = at + count * CQ_UNIT_SIZE
+                for byte in range(_TAG.size):
+                    unit_file.mm[at + byte:stop + byte:CQ_UNIT_SIZE] = _GAP_BYTE * count
+                unit_file.dirty = True
+                marked += count
+                offset += count
+        return marked
+
+    def first_live(self, queue_offset: int) -> int:
+        """The first offset from `queue_offset` that is not a gap (the max if none is)."""
+        if not self.has_gaps:
+            return queue_offset
+        while queue_offset < self._max:
+            raw = self.read_raw(queue_offset, 4096)
+            if not raw:
+                return queue_offset
+            for index, (_, _, tag) in enumerate(UNIT.iter_unpack(raw)):
+                if tag != GAP_TAG:
+                    return queue_offset + index
+            queue_offset += len(raw) // CQ_UNIT_SIZE
+        return queue_offset
+
+    def is_gap(self, queue_offset: int) -> bool:
+        units = self.read_raw(queue_offset, 1)
+        return bool(units) and UNIT.unpack(units)[2] == GAP_TAG
+
+    def expire_below(self, offset: int) -> bool:
+        """Retention per topic: nothing below `offset` (at most the max) is readable any more.
+        The floor is durable before files wholly below it go, so a restart keeps the
+        expiry. True if the minimum moved."""
+        offset = min(offset, self._max)
+        if offset <= self._min:
+            return False
+        self._write_floor(offset)
+        with self._lock:
+            self._min = offset
+        while len(self.files) > 1 and self._first_unit(self.files[1]) <= offset:
+            with self._lock:
+                first, self.files = self.files[0], self.files[1:]
+            first.delete()
+        return True
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Retention: forget files wholly below the CommitLog and skip units pointing there."""

@@ -7,6 +7,7 @@ same code rebuilds them.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,9 +15,10 @@ from contextlib import contextmanager
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
-from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
+from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC
 
 from .commitlog import CommitLog
+from .compaction import decode_marker
 from .config import CQ_UNIT_SIZE
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
@@ -28,6 +30,7 @@ log = get_logger(__name__)
 ArrivalListener = Callable[[str, int, int], None]
 _CHUNK = 8 * 1024 * 1024
 _DELETED_TOPICS = DELETED_TOPICS_TOPIC.encode()
+_COMPACTION = COMPACTION_TOPIC.encode()
 
 
 def deleted_topic_at(buf: bytes, pos: int) -> str:
@@ -85,6 +88,18 @@ class Dispatcher:
         deadline = time.monotonic() + timeout_s
         with self._progress:
             while self.reput_offset < target:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._wakeup.set()
+                self._progress.wait(remaining)
+        return True
+
+    def wait_past(self, offset: int, timeout_s: float) -> bool:
+        """Wait until the record at CommitLog `offset` is dispatched."""
+        deadline = time.monotonic() + timeout_s
+        with self._progress:
+            while self.reput_offset <= offset:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -155,6 +170,8 @@ class Dispatcher:
                 queue.put_units(first, units_view[unit_start:unit_end])  # one copy per run
                 if topic_raw == _DELETED_TOPICS:
                     self._drop_deleted(chunk, start, units_view[unit_start:unit_end])
+                elif topic_raw == _COMPACTION:
+                    self._apply_compaction(chunk, start, units_view[unit_start:unit_end])
         if entries:
             self.index.put_hashed(entries)
         self._advance(segment.end_offset if filler else start + pos, touched)
@@ -169,6 +186,22 @@ class Dispatcher:
             dropped = self.queues.drop_topic(topic)
             log.info("deleted topic's messages dropped from its consume queues", topic=topic,
                      queues=len(dropped), commitlog_offset=physical)
+
+    def _apply_compaction(self, chunk: bytes, start: int, units: memoryview) -> None:
+        """Compaction markers (compaction.py): the named queue's units become gaps, in log
+        order, so every replica and every recovery reaches the same compacted state."""
+        for physical, _, _ in UNIT.iter_unpack(units):
+            try:
+                header = record.checked_header(memoryview(chunk), physical - start,
+                                               verify_crc=False)
+                topic, queue_id, ranges = decode_marker(
+                    record.body_at(chunk, physical - start, header))
+            except (ValueError, struct.error, UnicodeDecodeError):
+                log.error("unreadable compaction marker skipped", commitlog_offset=physical)
+                continue
+            marked = self.queues.get_or_create(topic, queue_id).mark_gaps(ranges)
+            log.debug("compaction applied", topic=topic, queue_id=queue_id, gaps=marked,
+                      commitlog_offset=physical)
 
     def _advance(self, offset: int, touched: dict[ConsumeQueue, None]) -> None:
         with self._progress:

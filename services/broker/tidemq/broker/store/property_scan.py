@@ -14,7 +14,7 @@ from collections.abc import Callable
 from tidemq.common import record
 
 from .commitlog import CommitLog
-from .consume_queue import UNIT, ConsumeQueue
+from .consume_queue import GAP_TAG, UNIT, ConsumeQueue
 from .loops import extend_runs
 
 # Records whose properties one read may evaluate before answering NO_MATCHED_MESSAGE: the bound
@@ -48,7 +48,8 @@ def scan_properties(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int
                 break
             offset += 1
             scanned += 1
-            if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
+            if physical < floor or (tag_hashes is not None and tag not in tag_hashes) or (
+                    tag == GAP_TAG):
                 continue
             if not block_start <= physical < block_end:
                 end = _run_end(raw, index, physical + size, physical + BLOCK_MAX)

@@ -20,7 +20,7 @@ from tidemq.common import record
 
 from .commitlog import CommitLog
 from .config import CQ_UNIT_SIZE, GetResult, GetStatus, MessageNotFound
-from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
+from .consume_queue import GAP_TAG, UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
 from .loops import KEYS_NAME, UNIQ_NAME, extend_runs, property_value, unit_runs
 from .property_scan import PropertyFilter, scan_properties
@@ -104,7 +104,8 @@ class StoreReader:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
         if queue_offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
-        if tag_hashes is None and property_filter is None and max_messages > 0:
+        if (tag_hashes is None and property_filter is None and max_messages > 0
+                and not queue.has_gaps):
             found = self._unfiltered_runs(queue, queue_offset,
                                           min(max_messages, high - queue_offset), max_bytes)
             if found is not None:
@@ -133,7 +134,9 @@ class StoreReader:
               tag_hashes: frozenset[int] | None) -> tuple[list[list[int]], int, int]:
         """The units to answer with, by tag hash: ([start, end, record count] runs of
         records, next offset, units scanned)."""
-        scan_limit = max_messages if tag_hashes is None else max(max_messages, MAX_FILTER_SCAN)
+        gaps = queue.has_gaps   # a compacted queue: skip gaps (a tag filter skips them anyway)
+        scan_limit = max_messages if tag_hashes is None and not gaps else max(max_messages,
+                                                                               MAX_FILTER_SCAN)
         runs: list[list[int]] = []   # [start, end, record count]
         offset, count, total_bytes, scanned = queue_offset, 0, 0, 0
         floor = self.commitlog.min_offset
@@ -148,7 +151,8 @@ class StoreReader:
                     break
                 offset += 1
                 scanned += 1
-                if physical < floor or (tag_hashes is not None and tag not in tag_hashes):
+                if physical < floor or (tag_hashes is not None and tag not in tag_hashes) or (
+                        gaps and tag == GAP_TAG):
                     continue
                 extend_runs(runs, physical, size)
                 count += 1
@@ -234,7 +238,8 @@ class StoreReader:
         """A record of a deleted topic (before its floor), still in the CommitLog."""
         header = record.HEADER.unpack_from(data)
         queue = self.queues.get(topic, header[record.H_QUEUE_ID])
-        return queue is not None and header[record.H_QUEUE_OFFSET] < queue.min_offset
+        return queue is not None and (header[record.H_QUEUE_OFFSET] < queue.min_offset or (
+            queue.has_gaps and queue.is_gap(header[record.H_QUEUE_OFFSET])))
 
     @staticmethod
     def _matches(data: bytes, topic: bytes, key: bytes, begin_ms: int, end_ms: int) -> bool:

@@ -1,9 +1,22 @@
-"""Retention: delete the oldest CommitLog segments by age and by disk-use ratio (docs/storage.md).
+"""Retention: delete the oldest CommitLog segments by age and by disk-use ratio, and move the
+minimum offset of each queue whose topic has its own retention (docs/storage.md).
 
 A segment's age is taken from the store timestamp of the first record after it (the moment it
 was finished), so it does not depend on file mtimes that mmap writes do not reliably update.
 The active segment is never deleted. Consume queue and index files below the new CommitLog
 start go with it, and queue minimum offsets move up.
+
+Retention per topic over the one shared CommitLog ("Retention per topic" in storage.md): a
+queue whose topic sets `retention.ms` / `retention.bytes` has its own minimum offset moved
+past what expired (durably, its consume queue's floor), so its readers see the expiry on time
+while the shared segment stays for the other queues. The oldest segment then goes when
+
+* the global age rule passes (finished `retention_hours` ago, at `delete_when_hour`) and no
+  queue whose topic *holds* (a `retention.ms` of its own, or `cleanup.policy=compact`
+  without `delete`) still has a readable record in it; or
+* no queue has a readable record in it any more (every queue with records in it passed its
+  own retention; it is dispatched entirely); or
+* the disk is too full (forced clean-up ignores every topic).
 """
 
 from __future__ import annotations
@@ -11,6 +24,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq.common import record
@@ -18,12 +32,30 @@ from tidemq.common.logs import get_logger
 
 from .commitlog import CommitLog
 from .config import StoreConfig
-from .consume_queue import ConsumeQueueTable
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .disk import DiskGuard, disk_usage
 from .index import IndexService
 
 log = get_logger(__name__)
 _STORE_TS = struct.Struct(">q")
+_SIZE = struct.Struct(">8xi8x")   # the size field of a consume queue unit (UNIT)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRetention:
+    """What one topic's settings ask of retention (the broker derives it: tidemq.broker.
+    topic_retention). `ms` / `bytes`: expire a queue's records past them (None: the topic
+    sets none); `holds`: the topic keeps its records longer than the global age rule would
+    (its own retention.ms, or compaction without deletion), so a segment it still has
+    readable records in stays."""
+
+    ms: int | None = None
+    bytes: int | None = None
+    holds: bool = False
+
+
+DEFAULT = QueueRetention()
+TopicPolicy = Callable[[str], QueueRetention]
 
 
 def disk_used_ratio(path: Path) -> float:
@@ -35,8 +67,16 @@ class Retention:
     def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable,
                  index: IndexService,
                  used_ratio: Callable[[Path], float] = disk_used_ratio,
-                 guard: DiskGuard | None = None) -> None:
+                 guard: DiskGuard | None = None,
+                 dispatched: Callable[[], int] | None = None) -> None:
         self.config = config
+        # per topic (the broker sets it from its topic table; the store knows no topics)
+        self.topic_policy: TopicPolicy = lambda topic: DEFAULT
+        # the log offset up to which records are in the consume queues: a segment with
+        # records not dispatched yet is never "drained"
+        self.dispatched = dispatched or (lambda: 0)
+        # (topic, queue id) -> (min offset, end offset, bytes of units in between)
+        self._sizes: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.guard = guard   # FULL for want of a segment's room: delete until one fits
         self.commitlog = commitlog
         self.queues = queues
@@ -71,19 +111,27 @@ class Retention:
         hour = time.localtime(now_ms / 1000).tm_hour
         age_allowed = self.config.delete_when_hour is None or hour == self.config.delete_when_hour
         max_age_ms = self.config.retention_hours * 3600 * 1000
+        self.expire_queues(now_ms)
         removed = 0
         while len(self.commitlog.segments) > 1:
             finished = self.finished_at_ms(0)
             expired = age_allowed and finished is not None and now_ms - finished >= max_age_ms
             over_disk = self.over_disk()
+            reason = "disk_full" if over_disk else "expired"
+            if not over_disk:
+                holders = self._holders(self.commitlog.segments[1].base_offset)
+                if expired and any(self.topic_policy(q.topic).holds for q in holders):
+                    expired = False    # a topic keeping its records longer still reads it
+                if not expired and not holders and (
+                        self.commitlog.segments[1].base_offset <= self.dispatched()):
+                    expired, reason = True, "drained"
             if not (expired or over_disk):
                 break
             segment = self.commitlog.remove_oldest()
             if segment is None:
                 break
             removed += 1
-            log.info("commitlog segment deleted", segment=segment.path.name,
-                     reason="expired" if expired else "disk_full")
+            log.info("commitlog segment deleted", segment=segment.path.name, reason=reason)
         if removed or self._recorrect:
             # Once more at the next run: units the dispatcher wrote after this correction
             # may point below the new start too (a queue's minimum would stay below them).
@@ -93,3 +141,98 @@ class Retention:
                 queue.correct_min_offset(floor)
             self.index.delete_below(floor)
         return removed
+
+    # -- retention per topic ---------------------------------------------------------------
+    def _holders(self, segment_end: int) -> list[ConsumeQueue]:
+        """The queues with a readable record below `segment_end` (their oldest one is; gaps
+        of a compacted queue are not readable)."""
+        holders = []
+        for queue in self.queues.all():
+            first = queue.first_live(queue.min_offset)
+            if first < queue.max_offset:
+                physical = queue.physical_offset_of(first)
+                if physical is not None and physical < segment_end:
+                    holders.append(queue)
+        return holders
+
+    def expire_queues(self, now_ms: int) -> int:
+        """Move the minimum offset of every queue whose topic sets retention.ms or
+        retention.bytes past what expired; returns how many queues moved."""
+        moved = 0
+        for queue in self.queues.all():
+            policy = self.topic_policy(queue.topic)
+            if policy.ms is None and policy.bytes is None:
+                self._sizes.pop((queue.topic, queue.queue_id), None)
+                continue
+            floor = queue.min_offset
+            if policy.ms is not None:
+                floor = max(floor, self._first_stored_after(queue, now_ms - policy.ms))
+            if policy.bytes is not None:
+                floor = max(floor, self._first_within_bytes(queue, floor, policy.bytes))
+            if queue.expire_below(floor):
+                moved += 1
+                log.debug("queue records expired", topic=queue.topic, queue_id=queue.queue_id,
+                          min_offset=queue.min_offset)
+        return moved
+
+    def _store_ms(self, queue: ConsumeQueue, offset: int) -> int | None:
+        physical = queue.physical_offset_of(offset)
+        if physical is None:
+            return None
+        raw = self.commitlog.read(physical + record.OFF_STORE_TIMESTAMP, _STORE_TS.size)
+        return None if raw is None else _STORE_TS.unpack(raw)[0]
+
+    def _first_stored_after(self, queue: ConsumeQueue, cutoff_ms: int) -> int:
+        """The first offset whose record was stored after `cutoff_ms` (store times rise
+        with the log, so a binary search: one header read per step)."""
+        low, high = queue.min_offset, queue.max_offset
+        while low < high:
+            mid = (low + high) // 2
+            stored = self._store_ms(queue, mid)
+            if stored is not None and stored > cutoff_ms:
+                high = mid
+            else:   # expired, or its record is gone already
+                low = mid + 1
+        return low
+
+    def _first_within_bytes(self, queue: ConsumeQueue, start: int, limit: int) -> int:
+        """The first offset from which the queue's records add up to at most `limit` bytes.
+        The sum is kept per queue between runs: only units new since the last run are read,
+        and those that go are subtracted as they go."""
+        key, end = (queue.topic, queue.queue_id), queue.max_offset
+        low, high, total = self._sizes.get(key, (start, start, 0))
+        if low != start or high > end:
+            low, high, total = start, start, 0     # moved or cut meanwhile: sum again
+        total += self._unit_bytes(queue, high, end)
+        while total > limit and low < end:
+            step = min(end, low + 1024)
+            sizes = self._sizes_of(queue, low, step)
+            for size in sizes:
+                if total <= limit:
+                    break
+                total -= size
+                low += 1
+            if not sizes:
+                break
+        self._sizes[key] = (low, end, total)
+        return low
+
+    def _sizes_of(self, queue: ConsumeQueue, start: int, end: int) -> list[int]:
+        sizes: list[int] = []
+        while start < end:
+            raw = queue.read_raw(start, end - start)
+            if not raw:
+                break
+            sizes += [size for (size,) in _SIZE.iter_unpack(raw)]
+            start += len(raw) // _SIZE.size
+        return sizes
+
+    def _unit_bytes(self, queue: ConsumeQueue, start: int, end: int) -> int:
+        total = 0
+        while start < end:
+            raw = queue.read_raw(start, min(end - start, 65536))
+            if not raw:
+                break
+            total += sum(size for (size,) in _SIZE.iter_unpack(raw))
+            start += len(raw) // _SIZE.size
+        return total

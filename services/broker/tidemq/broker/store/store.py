@@ -22,15 +22,17 @@ from dataclasses import dataclass
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
-from tidemq.common.system_topics import DELETED_TOPICS_TOPIC
+from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC
 
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
 from .commitlog import CommitLog, RecoveryReport
+from .compaction import Compactor, decode_marker, encode_marker
 from .config import (
     AppendResult,
     AppendStatus,
     GetResult,
+    GetStatus,
     InvalidBatch,
     NotMaster,
     StoreClosed,
@@ -93,7 +95,13 @@ class MessageStore:
         self.disk = DiskGuard(config)
         self.commitlog.no_space = self.disk.no_space
         self.retention = Retention(config, self.commitlog, self.queues, self.index,
-                                   guard=self.disk)
+                                   guard=self.disk,
+                                   dispatched=lambda: self.dispatcher.reput_offset)
+        # compaction (compaction.py): decided here on the master, applied by the dispatcher
+        self.compactor = Compactor(self.commitlog, self.queues, self.append_compaction,
+                                   is_master=lambda: self._running and not self._slave,
+                                   interval_s=config.compaction_interval_ms / 1000,
+                                   budget_bytes_s=config.compaction_io_bytes_s)
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
@@ -167,6 +175,7 @@ class MessageStore:
                                              daemon=True)
         self._housekeeper.start()
         self._running = True
+        self.compactor.start()
         self.startup = StartupReport(abnormal, report, dropped, redispatched,
                                      (time.monotonic() - began) * 1000)
         log.info("store recovered", incarnation=self.incarnation, abnormal=abnormal, scan_from=report.start_offset,
@@ -184,6 +193,7 @@ class MessageStore:
             return
         self._running = False
         self._stop.set()
+        self.compactor.stop()
         if self._housekeeper is not None:
             self._housekeeper.join()
         with self._appenders_lock:
@@ -352,6 +362,26 @@ class MessageStore:
         self._notify_written()
         return outcome[1][0]
 
+    def append_compaction(self, topic: str, queue_id: int,
+                          ranges: list[tuple[int, int]]) -> int:
+        """Master: a compaction marker (compaction.py) removing the queue offsets in `ranges`
+        from `topic`'s queue, on every replica; returns once this replica's dispatcher applied
+        it (so the next pass does not decide it again). Its CommitLog offset."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        if self._slave:
+            raise NotMaster("a slave takes no compaction: its master's markers replicate")
+        marker = record.encode(COMPACTION_TOPIC, encode_marker(topic, queue_id, ranges))
+        outcome = self.commitlog.append_group([(COMPACTION_TOPIC, 0, marker, 1)],
+                                              self.store_host)[0]
+        if isinstance(outcome, StoreError):
+            raise outcome
+        self.dispatcher.wake()
+        self._notify_written()
+        offset = outcome[1][0]
+        self.dispatcher.wait_past(offset, 30.0)
+        return offset
+
     def add_write_listener(self, listener: Callable[[], None]) -> None:
         """`listener()` after every write to the log (once per group, on the writing thread:
         an event loop, the store loop, or an ASYNC_FLUSH appender): the HA server's wake-up."""
@@ -491,6 +521,7 @@ class MessageStore:
         if epoch > last:
             self.epochs.append(epoch, self.commitlog.max_offset)
         self.flusher.replicating = False
+        self.compactor.reset()   # its maps are of what this replica saw before: scan again
         self._slave = False
         self._install_read_fence()
         log.info("store is master", epoch=epoch, log_end=self.commitlog.max_offset)
@@ -502,6 +533,7 @@ class MessageStore:
             if self._fenced_master():   # a deposed master keeps serving what it confirmed
                 self._confirmed = self._gate.readable_end()
             self._slave = True
+            self.compactor.reset()
             self._install_read_fence()        # fenced at `_confirmed` (None: everything)
             self.flusher.replicating = True   # the periodic flush covers replicated bytes
             log.info("store is slave", epoch=self.epochs.last_epoch,
@@ -522,7 +554,7 @@ class MessageStore:
         units past it dropped, index hits past it hidden, re-dispatch from it, epochs that
         start past it dropped, queue offsets recomputed, a checkpoint written."""
         with self.dispatcher.paused():
-            undeleted = self._deletions_from(offset)
+            undeleted = self._deletions_from(offset) | self._compactions_from(offset)
             self.commitlog.truncate_to(offset)
             for queue in self.queues.all():
                 queue.truncate_beyond(offset)
@@ -532,10 +564,12 @@ class MessageStore:
                 for topic in undeleted:
                     self.queues.forget_topic(topic)
                 self.dispatcher.reput_offset = self.commitlog.min_offset
-                log.warning("topic deletions cut with the log; their queues are rebuilt",
+                log.warning("topic deletions or compactions cut with the log; their queues "
+                            "are rebuilt",
                             topics=sorted(undeleted))
         self.epochs.truncate_after(offset)
         self.commitlog.set_queue_offsets(self.queues.max_offsets())
+        self.compactor.reset()
         if self._confirmed is not None and self._confirmed > offset:
             # confirmed records are in every replica that can be elected: this should not be
             log.error("truncated below the confirmed offset: consumers may have read records "
@@ -577,6 +611,7 @@ class MessageStore:
     def _discard_data(self, offset: int) -> dict:
         """restart_at's deletions (the index loaded, the consume queues maybe not yet)."""
         segments = self.commitlog.restart_at(offset)
+        self.compactor.reset()
         queues = self.queues.forget_all()
         index_files = self.index.forget_all()
         self.dispatcher.reput_offset = offset
@@ -608,6 +643,22 @@ class MessageStore:
             topics.add(deleted_topic_at(self.reader.read_record(physical), 0))
         return topics
 
+    def _compactions_from(self, offset: int) -> set[str]:
+        """The topics named by compaction markers at or past `offset`: a truncation cuts them,
+        but their gaps are in the units before the cut, so those queues are rebuilt."""
+        markers = self.queues.get(COMPACTION_TOPIC, 0)
+        topics: set[str] = set()
+        position = markers.max_offset if markers else 0
+        while markers is not None and position > markers.min_offset:
+            position -= 1
+            physical = markers.physical_offset_of(position)
+            if physical is None or physical < offset:
+                break
+            data = self.reader.read_record(physical)
+            header = record.HEADER.unpack_from(data)
+            topics.add(decode_marker(record.body_at(data, 0, header))[0])
+        return topics
+
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.add_listener(listener)
 
@@ -621,6 +672,16 @@ class MessageStore:
                      property_filter: PropertyFilter | None = None) -> GetResult:
         return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
                                         tag_hashes, property_filter)
+
+    def get_message_at(self, topic: str, queue_id: int, queue_offset: int) -> GetResult:
+        """The record at exactly `queue_offset` (a pop's redelivery, revive): FOUND, or not
+        when compaction removed it (NO_MATCHED_MESSAGE), where `get_messages` would answer
+        the next record after the gap."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is not None and queue.has_gaps and queue.is_gap(queue_offset):
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, b"", 0, queue_offset + 1,
+                             queue.min_offset, queue.max_offset)
+        return self.reader.get_messages(topic, queue_id, queue_offset, 1, 4 << 20, None)
 
     def read_record(self, physical_offset: int) -> bytes:
         return self.reader.read_record(physical_offset)

@@ -1,0 +1,3 @@
+from bench.compaction.run import main
+
+main()
