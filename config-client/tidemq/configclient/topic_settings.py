@@ -36,10 +36,21 @@ class Setting:
     check: Callable[[str, Any], int | str]
     doc: str
 
+    @property
+    def integer(self) -> bool:
+        return getattr(self.check, "integer", False)
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON values it takes (the HTTP gateway's OpenAPI document): what `check` says."""
+        return getattr(self.check, "json_schema", {})
+
 
 def _integer(low: int, high: int, minus_one: bool = False) -> Callable[[str, Any], int]:
     def check(name: str, value: Any) -> int:
         number: int | None = None
+        if isinstance(value, float) and value.is_integer():   # JSON's 60000.0 is 60000
+            value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):
             number = value
         elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
@@ -49,6 +60,9 @@ def _integer(low: int, high: int, minus_one: bool = False) -> Callable[[str, Any
             raise errors.InvalidArgument(
                 f"topic setting {name!r} must be an integer {allowed}, got {value!r}", code=CODE)
         return number
+    ranged = {"type": "integer", "minimum": low, "maximum": high}
+    check.json_schema = {"anyOf": [ranged, {"const": -1}]} if minus_one else ranged
+    check.integer = True
     return check
 
 
@@ -67,6 +81,10 @@ def _timestamp_type(name: str, value: Any) -> str:
             f"topic setting {name!r} must be one of {', '.join(TIMESTAMP_TYPES)}, got {value!r}",
             code=CODE)
     return value
+
+
+_policy.json_schema = {"enum": list(POLICIES)}
+_timestamp_type.json_schema = {"enum": list(TIMESTAMP_TYPES)}
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
@@ -104,6 +122,28 @@ def parse_settings(changes: Mapping[str, Any], *, allow_null: bool = False
                 f"unknown topic setting {name!r}; known: {', '.join(SETTINGS)}", code=CODE)
         parsed[name] = None if value is None and allow_null else setting.check(name, value)
     return parsed
+
+
+def parse_json_settings(changes: Any, *, allow_null: bool = False) -> dict[str, int | str | None]:
+    """`parse_settings` for JSON documents (the HTTP gateway): an integer setting takes a JSON
+    number, not a string of digits (the CLI and Kafka send strings; JSON has numbers), so
+    the document's schema (`json_schema`) and the server agree."""
+    if isinstance(changes, Mapping):
+        for name, value in changes.items():
+            setting = SETTINGS.get(name)
+            if setting is not None and setting.integer and isinstance(value, str):
+                raise errors.InvalidArgument(
+                    f"topic setting {name!r} must be a JSON integer, got {value!r}", code=CODE)
+    return parse_settings(changes, allow_null=allow_null)
+
+
+def json_schema(*, allow_null: bool = False) -> dict[str, Any]:
+    """The `config` object's JSON schema: the known settings, each with its values."""
+    def one(setting: Setting) -> dict[str, Any]:
+        schema = {**setting.json_schema, "description": setting.doc}
+        return {"anyOf": [schema, {"type": "null"}]} if allow_null else schema
+    return {"type": "object", "additionalProperties": False,
+            "properties": {name: one(setting) for name, setting in SETTINGS.items()}}
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:

@@ -53,8 +53,10 @@ TopicName = Annotated[str, Field(json_schema_extra={
 # Checked by topic_settings, which names the setting: unknown names, bad values.
 TopicSettings = Annotated[dict[str, Any] | None, Field(description=(
     "per-topic settings with Kafka's names, e.g. {\"retention.ms\": 60000, "
-    "\"cleanup.policy\": \"compact\"} (docs/topics.md)")), ErrorCode("INVALID_TOPIC_CONFIG"),
-    AfterValidator(domain_check(lambda config: topic_settings.parse_settings(config or {})))]
+    "\"cleanup.policy\": \"compact\"} (docs/topics.md)"),
+    json_schema_extra={"anyOf": [topic_settings.json_schema(), {"type": "null"}]}),
+    ErrorCode("INVALID_TOPIC_CONFIG"),
+    AfterValidator(domain_check(lambda config: topic_settings.parse_json_settings(config or {})))]
 
 
 def within_setting(value: int, high: int, name: str, setting: str, code: str,
@@ -89,9 +91,10 @@ class TopicAlterRequest(RequestBody):
 
     config: Annotated[dict[str, Any], Field(description=(
         "per-topic settings to change, with Kafka's names (docs/topics.md); null puts one "
-        "back to its default")), ErrorCode("INVALID_TOPIC_CONFIG"),
+        "back to its default"), json_schema_extra=topic_settings.json_schema(allow_null=True)),
+        ErrorCode("INVALID_TOPIC_CONFIG"),
         AfterValidator(domain_check(
-            lambda config: topic_settings.parse_settings(config, allow_null=True)))]
+            lambda config: topic_settings.parse_json_settings(config, allow_null=True)))]
 
 
 class RecallRequest(RequestBody):
