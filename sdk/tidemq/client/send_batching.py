@@ -114,8 +114,7 @@ class SendCoalescer:
         try:
             queued[0][2].run(self._settle, broker,
                              [(message, future) for message, future, _ in queued])
-        finally:
-            time.sleep(0)  # as _run: the callers the answer woke send again first
+        finally:  # no sleep(0) as in _run: the only caller this answer woke is this thread
             self._start(self._done(key, broker))
 
     def _take(self, lanes: list[tuple[tuple[str, str], _Lane]]
