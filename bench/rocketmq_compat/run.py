@@ -18,6 +18,7 @@ signing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import statistics
 import sys
@@ -37,6 +38,8 @@ from tidemq.client import (  # noqa: E402
     TransactionResolution,
 )
 
+from bench.rocketmq_compat.ceiling import CeilingServer  # noqa: E402
+from bench.rocketmq_compat.floor import GATEWAY_WORKERS, FloorServer  # noqa: E402
 from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
 
 TOPIC = "BenchRmq"
@@ -180,11 +183,15 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=5_000, help="per way and per mode")
     parser.add_argument("--window", type=int, default=64, help="async sends in flight")
     parser.add_argument("--quick", action="store_true", help="500 messages per way and mode")
+    parser.add_argument("--gateway-only", action="store_true",
+                        help="the official client and the floor only (no native figures, no "
+                        "visibility latency): for profiling gateway-grpc")
     args = parser.parse_args()
     count = 500 if args.quick else args.messages
     logging.getLogger("rocketmq-python-client").setLevel(logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="bench-rmq-") as tmp, \
-            running_cluster(Path(tmp), broker_names=("broker-a",)) as cluster:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-rmq-"))
+        cluster = stack.enter_context(running_cluster(Path(tmp), broker_names=("broker-a",)))
         from tidemq.configclient.client import ConfigClient
         from tidemq.configclient.topics import TopicDefinitions
 
@@ -196,13 +203,29 @@ def main() -> None:
         gateway = cluster.start("tidemq.gatewaygrpc", ["--namesrv-addrs", cluster.namesrv_addrs])
         config = rocketmq.ClientConfiguration(gateway.addr, rocketmq.Credentials(),
                                               request_timeout=10)
-        native_sync, native_async, native_one_batch = native_produce(
-            cluster.namesrv_addrs, count, args.window)
-        rmq_sync, rmq_async = rmq_produce(config, count, args.window)
+        floor = stack.enter_context(FloorServer())
+        ceiling = rocketmq.ClientConfiguration(stack.enter_context(CeilingServer()).addr,
+                                               rocketmq.Credentials(), request_timeout=10)
+        ceilings = [rmq_produce(ceiling, count, args.window)[0]]
+        floors = [(floor.sync_rate(count), floor.aio_threadsafe_rate(count))]
         total = 2 * count  # of the 5 * count stored: each group reads 2 * count of them
-        native_recv = native_receive(cluster.namesrv_addrs, total)
+        if args.gateway_only:
+            native_sync = native_async = native_one_batch = native_recv = None
+            rmq_produce(config, total, args.window)   # what the receive reads
+        else:
+            native_sync, native_async, native_one_batch = native_produce(
+                cluster.namesrv_addrs, count, args.window)
+        rmq_sync, rmq_async = rmq_produce(config, count, args.window)
+        floors.append((floor.sync_rate(count), floor.aio_threadsafe_rate(count)))
+        if not args.gateway_only:
+            native_recv = native_receive(cluster.namesrv_addrs, total)
         rmq_recv = rmq_receive(config, total)
-        committed, plain = visibility_ms(cluster.namesrv_addrs, 50 if args.quick else 500)
+        floors.append((floor.sync_rate(count), floor.aio_threadsafe_rate(count)))
+        ceilings.append(rmq_receive(ceiling, total))
+        if not args.gateway_only:
+            committed, plain = visibility_ms(cluster.namesrv_addrs, 50 if args.quick else 500)
+    floor_sync = statistics.median(f[0] for f in floors)
+    floor_aio = statistics.median(f[1] for f in floors)
     rows = [("produce, sync, 1 thread", native_sync, rmq_sync),
             (f"produce, async, {args.window} in flight", native_async, rmq_async),
             ("  the same, 1 batch on the wire", native_one_batch, None),
@@ -210,13 +233,33 @@ def main() -> None:
     print(f"{'':<36}{'native TideMQ':>15}{'RocketMQ client':>17}{'ratio':>8}")
     print(f"{'':<36}{'(same run)':>15}{'via gateway-grpc':>17}")
     for name, native, rmq in rows:
-        if rmq is None:  # native only
+        if native is None:
+            if rmq is not None:
+                print(f"{name:<36}{'-':>15}{rmq:>15.0f}/s")
+        elif rmq is None:  # native only
             print(f"{name:<36}{native:>13.0f}/s{'-':>17}   (Producer(async_workers=1): one "
                   "batch on the wire for the whole producer; the default has one per group)")
         else:
             print(f"{name:<36}{native:>13.0f}/s{rmq:>15.0f}/s{rmq / native:>8.2f}")
     print(f"({count} messages of {len(BODY)} B per way and produce mode, {total} received per "
           "way; one broker group; ratio = gateway-grpc / native)")
+    print(f"same-run floor, a bare Python grpc.server (ThreadPoolExecutor({GATEWAY_WORKERS}), "
+          "the services' options) answering an empty unary call, 1 call in flight (the official "
+          "client's concurrency for a sync send and an ack each), median of 3 between the "
+          "phases above:")
+    print(f"  sync client {floor_sync:,.0f}/s; grpc.aio on a loop thread (the official "
+          f"client's stack) {floor_aio:,.0f}/s  "
+          f"[{', '.join(f'{a:.0f}/{b:.0f}' for a, b in floors)}]")
+    print("the official client against gateway-grpc's servicer over a proxy that answers at "
+          "once (ceiling.py: no broker; the client's own limit): produce, sync "
+          f"{ceilings[0]:,.0f}/s, receive, pop 32 + ack each {ceilings[1]:,.0f}/s")
+    for name, value, top in (("produce, sync", rmq_sync, ceilings[0]),
+                             ("receive, pop 32 + ack each", rmq_recv, ceilings[1])):
+        print(f"  {name:<28} {value:>7,.0f}/s = {value / floor_sync:.2f}x the sync floor, "
+              f"{value / floor_aio:.2f}x the aio floor (target >= 0.6x), "
+              f"{value / top:.2f}x the client's ceiling")
+    if args.gateway_only:
+        return
     print(f"committed transaction visible to a waiting SimpleConsumer: median "
           f"{statistics.median(committed):.1f} ms, p99 {p99(committed):.1f} ms (target p99 < "
           f"1000 ms); same run, plain send answered -> received: median "

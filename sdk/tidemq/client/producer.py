@@ -267,6 +267,13 @@ class Producer:
             future.add_done_callback(callback)
         return future
 
+    def send_shared(self, message: Message) -> SendResult:
+        """A blocking send that joins the batches of `send_async` (a server relaying many
+        clients' sends shares batch sends to the brokers): on the caller's thread when the
+        message leaves at once, else in the next batch of its topic."""
+        self._pool()  # refuses once closed
+        return self._coalescer.submit(message, waiting=True).result()
+
     def send_oneway(self, message: Message) -> None:
         """Fire and forget: one attempt, no result, failures only logged."""
         def attempt() -> None:

@@ -135,11 +135,13 @@ class ServiceRuntime:
     else kept current by `follow_acl` (the service passes the config center's follower: this
     library knows nothing above it); `tls_cert_file` / `tls_key_file` serve TLS (reloaded
     when the files change); `access_key` / `secret_key` / `tls_ca_file` are what this
-    process's own channels sign and trust."""
+    process's own channels sign and trust. `record_unexported=False`: with no
+    `otlp_endpoint`, no span is even recorded (tidemq.common.tracing.init_tracing)."""
 
     def __init__(self, name: str, settings: ServiceSettings, *, max_workers: int = 64,
                  tracing: bool = True, aio: bool = False, acl: StaticAcl | None = None,
-                 follow_acl: AclFollowing | None = None) -> None:
+                 follow_acl: AclFollowing | None = None,
+                 record_unexported: bool = True) -> None:
         self.name = name
         self.settings = settings
         configure_logging(name, settings.log_level, settings.log_format)
@@ -150,7 +152,8 @@ class ServiceRuntime:
             init_tracing(name, settings.otlp_endpoint, tls_ca_file=settings.tls_ca_file,
                          credentials=credentials, tls_cert=(settings.tls_cert_file,
                                                             settings.tls_key_file),
-                         quiet_operations=settings.trace_quiet_operations)
+                         quiet_operations=settings.trace_quiet_operations,
+                         record_unexported=record_unexported)
         # the ACL follower (start) swaps in each new table; a given `acl` is used as it is
         self._follow_acl = follow_acl if acl is None else None
         if settings.auth_enabled and acl is None and follow_acl is None:

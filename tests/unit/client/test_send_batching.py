@@ -245,3 +245,43 @@ def test_a_send_cancelled_while_it_waits_is_not_sent(pool):
     assert [f.result(timeout=5) for f in (first, rest[0], rest[2])] == [
         ("stored", b"first"), ("stored", b"a"), ("stored", b"c")]
     assert broker.batches == [[b"first"], [b"a", b"c"]]
+
+
+def test_a_waiting_send_that_leaves_alone_is_sent_on_the_callers_thread(pool):
+    threads: list[int] = []
+    broker = Broker()
+    original = broker.send_batch
+
+    def send_batch(messages, broker_name=""):
+        threads.append(threading.get_ident())
+        return original(messages, broker_name)
+
+    coalescer = SendCoalescer(send_batch, lambda: pool, in_flight=2)
+    future = coalescer.submit(Message("t", b"alone"), waiting=True)
+    assert future.done() and future.result() == ("stored", b"alone")
+    assert threads == [threading.get_ident()]
+    assert coalescer.batches_on_wire == 0
+
+
+def test_a_waiting_send_behind_a_batch_on_the_wire_joins_the_next_batch(pool):
+    broker = Broker(hold=True)
+    coalescer = SendCoalescer(broker.send_batch, lambda: pool, in_flight=1)
+    first = coalescer.submit(Message("t", b"m0"))
+    wait_until(lambda: len(broker.batches) == 1, 5, message="the first batch on the wire")
+    queued = [coalescer.submit(Message("t", b"m1"))]
+    waiting = pool.submit(lambda: coalescer.submit(Message("t", b"m2"), waiting=True).result(5))
+    wait_until(lambda: sum(len(lane.queued) for lane in coalescer._lanes.values()) == 2, 5,
+               message="both sends queued behind the batch on the wire")
+    broker.release.set()
+    assert first.result(5) == ("stored", b"m0") and queued[0].result(5) == ("stored", b"m1")
+    assert waiting.result(5) == ("stored", b"m2")
+    assert broker.batches == [[b"m0"], [b"m1", b"m2"]]
+
+
+def test_a_waiting_send_refused_fails_alone_and_frees_the_lane(pool):
+    broker = Broker()
+    coalescer = SendCoalescer(broker.send_batch, lambda: pool, in_flight=1)
+    with pytest.raises(errors.InvalidArgument):
+        coalescer.submit(Message("t", b"bad"), waiting=True).result()
+    assert coalescer.batches_on_wire == 0
+    assert coalescer.submit(Message("t", b"ok"), waiting=True).result() == ("stored", b"ok")

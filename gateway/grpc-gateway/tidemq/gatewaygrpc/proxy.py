@@ -105,8 +105,9 @@ class MessagingProxy:
 
     def send(self, message: Message) -> SendResult:
         """Sends of many clients at once share batch sends to the brokers (send_batching),
-        each answered with its own result."""
-        return self.producer.send_async(message).result()
+        each answered with its own result; a send that leaves alone is made on the calling
+        server thread (no hand-off to the producer's pool and back)."""
+        return self.producer.send_shared(message)
 
     def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """All stored, on one queue, or none."""
