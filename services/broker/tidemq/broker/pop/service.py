@@ -134,7 +134,7 @@ class PopService:
         start = store.min_offset(self.revive, 0)
         saved = [offset for _, _, offset in self.offsets.query(SNAPSHOT_GROUP, self.revive)]
         if saved and saved[0] >= start:
-            got = store.get_messages(self.revive, 0, saved[0], 1)
+            got = store.get_messages(self.revive, 0, saved[0], 1, fenced=False)
             if got.status is GetStatus.FOUND:
                 entry = json.loads(bytes(record.decode(got.records).body))
                 if entry.get("t") == SNAPSHOT:
@@ -146,10 +146,14 @@ class PopService:
         return PopBook(applied=start - 1)
 
     def _replay_into(self, book: PopBook) -> int:
-        """Fold the revive records after `book.applied`, in log order; how many."""
+        """Fold the revive records after `book.applied`, in log order; how many. Past the
+        read fence: the book is this broker's log, and a new master's last revive records
+        (a pop's checkpoint, an ack its old master confirmed) may lie above the confirmed
+        offset it knew as a slave — replayed short of them, it handed the checkpointed
+        messages out again and kept acked ones in flight (issue #36)."""
         store, offset, count = self.messaging.store, book.applied + 1, 0
         while True:
-            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE)
+            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE, fenced=False)
             if got.status is not GetStatus.FOUND:
                 return count
             for rec in record.iter_records(got.records):
@@ -330,7 +334,7 @@ class PopService:
             counts = [self.book.attempts.get((*key, off), 1) for off in offsets]
         copies = []
         for off, count in zip(offsets, counts, strict=True):
-            got = self.messaging.store.get_messages(source, q, off, 1)
+            got = self.messaging.store.get_messages(source, q, off, 1, fenced=False)
             if got.status is GetStatus.FOUND:
                 copies.append((off, record.with_reconsume_times(got.records, count)))
         if not copies:
@@ -554,7 +558,10 @@ class PopService:
                         offset=off, group=flight.group,
                         reason="its topic is not served here any more")
             return REVIVED
-        got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1)
+        # unfenced: handed out once, it is in the log even where a new master's fence is
+        # still below it ("not found" must mean aged out, or the message would be dropped)
+        got = self.messaging.store.get_messages(flight.topic, flight.queue_id, off, 1,
+                                                fenced=False)
         if got.status is not GetStatus.FOUND:
             return REVIVED  # aged out of the store: nothing left to deliver
         raw = got.records

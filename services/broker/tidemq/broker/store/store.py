@@ -618,9 +618,12 @@ class MessageStore:
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int = 32,
                      max_bytes: int = 4 << 20,
                      tag_hashes: frozenset[int] | None = None,
-                     property_filter: PropertyFilter | None = None) -> GetResult:
+                     property_filter: PropertyFilter | None = None, *,
+                     fenced: bool = True) -> GetResult:
+        """`fenced` False reads past the read fence (records not confirmed yet): only for
+        the broker's replays of its own log, never for consumers (reader.py)."""
         return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
-                                        tag_hashes, property_filter)
+                                        tag_hashes, property_filter, fenced=fenced)
 
     def read_record(self, physical_offset: int) -> bytes:
         return self.reader.read_record(physical_offset)
