@@ -182,7 +182,8 @@ class BrokerApp:
                               self.offsets, broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
                               revive_interval_s=settings.pop_revive_interval_ms / 1000,
-                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
+                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000,
+                              expired_kept_ms=settings.pop_expired_kept_ms)
         idempotence = IdempotentSends(self.messaging, idempotent_settings(settings))
         self.retry.idempotence = idempotence  # revived pops move idempotently (retry.move)
         self.transactions = TransactionService(
@@ -216,6 +217,7 @@ class BrokerApp:
             lambda state, _usage: self.registrar.set_writable(state is not DiskState.FULL))
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_schedule(self.deliverer)
+        metrics.watch_pop(self.pop.stats)
         metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,
                                 self.pop.progress)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker
