@@ -93,6 +93,12 @@ chaos: sync ## seeded fault schedules against a 3-replica group and its etcd con
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) CHAOS_DISK=$${CHAOS_DISK:-1} \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 
+# --- soak (tests/soak.py, docs/consumption.md "Pop state over time") -------------------------
+.PHONY: soak
+DURATION ?= 3600
+soak: sync ## pop/ack/nack/invisibility churn on a real cluster for DURATION s (an hour) from SEED: RSS, open files, pop state, restart time every 15 min, slope check after warm-up
+	$(PY) -m tests.soak --duration-s $(DURATION) --seed $(SEED) $(SOAK_ARGS)
+
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
 NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877

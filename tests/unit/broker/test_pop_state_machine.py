@@ -43,9 +43,9 @@ def pop_service(messaging, retry, topics, groups, offsets, clock) -> PopService:
 
 
 class PopMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="pop-sm-"))
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="pop-sm-"))
         self.broker = LocalBroker(self.dir, [TopicConfig(TOPIC, 2),
                                              TopicConfig(ORDERED, 2, order=True)])
         self.store, self.messaging = self.broker.store, self.broker.messaging
