@@ -121,7 +121,7 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
            "TIDEMQ_POP_EXPIRED_KEPT_MS": str(expired_kept_ms),
            "TIDEMQ_IDEMPOTENCE_WINDOW_MS": str(idempotence_window_ms),
            "TIDEMQ_RETENTION_HOURS": str(retention_hours),
-           "TIDEMQ_RETENTION_CHECK_INTERVAL_MS": "2000",
+           "TIDEMQ_RETENTION_CHECK_INTERVAL_MS": "2000", "TIDEMQ_DELETE_WHEN_HOUR": "-1",
            "TIDEMQ_OFFSET_FLUSH_INTERVAL_S": "1"}
     with running_cluster(workdir, broker_names=("broker-a",), env=env) as cluster:
         broker = cluster.brokers["broker-a"]
