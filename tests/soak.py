@@ -43,6 +43,7 @@ class Sample:
     data_mib: float
     produced: int
     popped: int
+    incarnation: int = 0  # restarts before this sample
 
 
 @dataclass
@@ -83,18 +84,21 @@ def _dir_mib(path: Path) -> float:
     return total / MIB
 
 
-def slope_per_min(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (seconds, value) points, per minute."""
-    if len(points) < 2:
-        return 0.0
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var == 0:
-        return 0.0
-    cov = sum((t - mean_t) * (v - mean_v) for t, v in points)
-    return cov / var * 60
+def slope_per_min(points: list[tuple[float, float]], groups: list[int] | None = None) -> float:
+    """Least-squares slope of (seconds, value) points, per minute; with `groups`, one line per
+    group sharing the slope (each its own intercept: a restarted process starts lower)."""
+    if groups is None:
+        groups = [0] * len(points)
+    cov = var = 0.0
+    for group in set(groups):
+        mine = [p for p, g in zip(points, groups, strict=True) if g == group]
+        if len(mine) < 2:
+            continue
+        mean_t = sum(t for t, _ in mine) / len(mine)
+        mean_v = sum(v for _, v in mine) / len(mine)
+        var += sum((t - mean_t) ** 2 for t, _ in mine)
+        cov += sum((t - mean_t) * (v - mean_v) for t, v in mine)
+    return cov / var * 60 if var else 0.0
 
 
 def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float = 10.0,
@@ -213,7 +217,8 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
                 seen.get('tidemq_broker_pop_handles{state="in_flight"}', -1),
                 seen.get('tidemq_broker_pop_handles{state="expired"}', -1),
                 seen.get("tidemq_broker_pop_revive_tail_records", -1),
-                _dir_mib(broker.workdir / "data"), counts["produced"], counts["popped"])
+                _dir_mib(broker.workdir / "data"), counts["produced"], counts["popped"],
+                len(result.restarts))
             result.samples.append(sample)
             print(f"{at:7.0f}  {rss:7.1f}  {anon:8.1f}  {fds:3d}  {sample.in_flight:9.0f}  "
                   f"{sample.expired:7.0f}  {sample.revive_tail:11.0f}  {sample.data_mib:8.1f}"
@@ -223,12 +228,16 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
         for thread in threads:
             thread.join(30)
         restart(time.monotonic() - began)
-    after = [s for s in result.samples if s.at_s >= warmup_s]
-    result.slope_mib_per_min = slope_per_min([(s.at_s, s.anon_mib) for s in after])
+    # after the warm-up, and not the first sample of a restarted process (its start-up)
+    after = [s for i, s in enumerate(result.samples) if s.at_s >= warmup_s
+             and (i == 0 or result.samples[i - 1].incarnation == s.incarnation)]
+    groups = [s.incarnation for s in after]
+    result.slope_mib_per_min = slope_per_min([(s.at_s, s.anon_mib) for s in after], groups)
     result.handles_slope_per_min = slope_per_min(
-        [(s.at_s, s.in_flight + s.expired) for s in after])
+        [(s.at_s, s.in_flight + s.expired) for s in after], groups)
     print(f"load average at the end {os.getloadavg()[0]:.1f}", file=out, flush=True)
-    print(f"after warm-up ({len(after)} samples): anonymous memory {result.slope_mib_per_min:+.2f}"
+    print(f"after warm-up ({len(after)} samples, {len(set(groups))} broker processes, one "
+          f"line each, one slope): anonymous memory {result.slope_mib_per_min:+.2f}"
           f" MiB/min, pop handles {result.handles_slope_per_min:+.0f}/min; "
           f"{len(result.errors)} client errors (restarts)", file=out, flush=True)
     return result
@@ -246,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idempotence-window-ms", type=int, default=600_000)
     parser.add_argument("--rate", type=int, default=1000, help="messages produced per second")
     parser.add_argument("--restart-every-s", type=float, default=900)
-    parser.add_argument("--max-growth-mib-per-min", type=float, default=1.0)
+    parser.add_argument("--max-growth-mib-per-min", type=float, default=2.0)
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="tidemq-soak-"))
     try:
