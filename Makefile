@@ -100,6 +100,12 @@ chaos: sync ## seeded fault schedules against a 3-replica group and its etcd con
 kafka-conformance: sync ## kafka-python 3.0.12's own integration suite (from its PyPI sdist) against a TideMQ cluster + gateway-kafka; expected failures in tests/integration/kafka/conformance/expected_failures.txt (PYTEST_ARGS=... passed on)
 	$(PY) -m tests.integration.kafka.conformance.run $(PYTEST_ARGS)
 
+# --- soak (tests/soak.py, docs/consumption.md "Pop state over time") -------------------------
+.PHONY: soak
+DURATION ?= 3600
+soak: sync ## pop/ack/nack/invisibility churn on a real cluster for DURATION s (an hour) from SEED: RSS, open files, pop state, restart time every 15 min, slope check after warm-up
+	$(PY) -m tests.soak --duration-s $(DURATION) --seed $(SEED) $(SOAK_ARGS)
+
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
 .PHONY: analytics
 NAMESRV ?= 127.0.0.1:9876;127.0.0.1:9877

@@ -219,6 +219,47 @@ def test_a_promoted_replica_pops_and_acks_from_the_replicated_state_at_once():
         replica.teardown()
 
 
+def test_a_new_master_replays_the_revive_records_above_its_read_fence():
+    """Issue #36 (chaos: acknowledged pops handed out again): a master's reads are fenced at
+    the confirmed offset it knew as a slave (a master back at its old epoch: at the one its
+    store recorded), and the revive log's last records — a pop's checkpoint, an ack — may lie
+    above it until its slaves have them. The pop book is this broker's log, not what
+    consumers may read: replayed through the fence, the new master handed the checkpointed
+    message out again and kept the acked one in flight (revived into the retry topic later:
+    an acked message delivered again)."""
+    from tidemq.broker.store.ha import InSyncTracker, ReplicationGate
+
+    master, replica = PopMachine(), PopMachine()
+    try:
+        replica.store.become_slave()
+        assert replica.run(replica.pop.revive_due()) == 0   # a slave: it leaves reviving be
+        master.send(3, 0)
+        _, first = pop_bodies(master, count=2, invisible_ms=60_000)
+        fence = master.store.commitlog_max_offset()   # all the slave knew confirmed
+        master.run(master.pop.ack(GROUP, first[0]))
+        [third], _ = pop_bodies(master, count=1, invisible_ms=60_000)
+        assert bytes(third.body) == b"m2"
+        end = master.store.commitlog_max_offset()
+        replica.store.append_replicated(0, master.store.commitlog.read(0, end))
+        assert replica.store.wait_dispatched(5)
+        replica.store.follow_confirmed(fence)
+        tracker = InSyncTracker(1, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+        replica.store.set_replication_gate(ReplicationGate(
+            tracker, replica.store.commitlog_max_offset, timeout_ms=300))
+        replica.store.become_master(2)
+        assert replica.store.confirmed_offset() == fence < end   # reads are fenced there
+        try:
+            popped, _ = pop_bodies(replica)
+        except errors.ServiceUnavailable as exc:   # it checkpointed something to hand out
+            popped = [str(exc)]
+        assert popped == [], "a message in flight was handed out again"
+        with pytest.raises(errors.PreconditionFailed, match="acked already"):
+            replica.run(replica.pop.change_invisible(GROUP, first[0], 1000))
+    finally:
+        master.teardown()
+        replica.teardown()
+
+
 def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answered(machine):
     """Many consumers acking at once (a gateway's clients): one revive-log append of one
     ACKS record for all, each call answered only once its ack is logged, a bad handle failing

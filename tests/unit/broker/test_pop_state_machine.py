@@ -43,9 +43,9 @@ def pop_service(messaging, retry, topics, groups, offsets, clock) -> PopService:
 
 
 class PopMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, directory: Path | None = None) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="pop-sm-"))
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="pop-sm-"))
         self.broker = LocalBroker(self.dir, [TopicConfig(TOPIC, 2),
                                              TopicConfig(ORDERED, 2, order=True)])
         self.store, self.messaging = self.broker.store, self.broker.messaging
@@ -194,6 +194,9 @@ class PopMachine(RuleBasedStateMachine):
         if snapshot is not None:  # only the snapshot record and what came after it is replayed
             assert replayed == self.store.max_offset(REVIVE, 0) - snapshot
         after = self.pop.book
+        now = self.pop._now_ms()  # what each remembers of expired handles, as of one time
+        before.prune_expired(now)
+        after.prune_expired(now)
         assert after.cursors == before.cursors
         assert after.in_flight == before.in_flight
         assert after.expired == before.expired

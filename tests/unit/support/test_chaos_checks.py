@@ -95,7 +95,7 @@ def test_the_ci_schedule_draws_every_fault_kind():
     assert sorted(kinds) == sorted(KINDS)
     disk = {"wipe_slave", "wipe_master_after_kill", "drop_unflushed_tail",
             "slave_stopped_slave_wiped_master_killed"}
-    # the disk rows only with CHAOS_DISK=1 (faults.FAULTS: a broker bug they found is open)
+    # the disk rows unless CHAOS_DISK=0 (faults.FAULTS)
     assert disk <= set(kinds) if any(k.plane == "disk" for k in FAULTS) else not disk & set(kinds)
 
 

@@ -189,7 +189,8 @@ class BrokerApp:
                               self.offsets, broker_name=settings.broker_name,
                               revive=revive_topic(settings.cluster_name),
                               revive_interval_s=settings.pop_revive_interval_ms / 1000,
-                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000)
+                              snapshot_interval_s=settings.pop_snapshot_interval_ms / 1000,
+                              expired_kept_ms=settings.pop_expired_kept_ms)
         idempotence = IdempotentSends(self.messaging, idempotent_settings(settings))
         self.retry.idempotence = idempotence  # revived pops move idempotently (retry.move)
         self.transactions = TransactionService(
@@ -224,6 +225,7 @@ class BrokerApp:
         metrics.watch_flusher(self.store.flusher)
         metrics.watch_compaction(self.store.compactor)
         metrics.watch_schedule(self.deliverer)
+        metrics.watch_pop(self.pop.stats)
         metrics.watch_consumers(self.offsets, self.store, self._is_master, data_dir,
                                 self.pop.progress)
         replication_gauges = metrics.watch_replication(self.store)  # epoch: every broker

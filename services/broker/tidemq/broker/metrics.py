@@ -238,6 +238,30 @@ class DiskCollector(Collector):
                                         f"The configured disk_{name}_ratio", value=ratio)
 
 
+class PopStateCollector(Collector):
+    """The pop book's size, read at scrape time (what `make soak` watches stay flat): handles in
+    flight, expired handles still remembered (an ack of one answers EXPIRED), and revive-log
+    records past the latest snapshot (what a restart replays)."""
+
+    def __init__(self, stats: Callable[[], dict]) -> None:
+        self.stats = stats
+
+    def collect(self):
+        stats = self.stats()
+        handles = GaugeMetricFamily("tidemq_broker_pop_handles", "Pop receipt handles the "
+                                    "broker's pop state holds, by state", labels=["state"])
+        for state in ("in_flight", "expired"):
+            handles.add_metric([state], stats[state])
+        yield handles
+        yield GaugeMetricFamily("tidemq_broker_pop_revive_tail_records",
+                                "Revive-log records after the latest pop snapshot (replayed "
+                                "at start)", value=stats["revive_tail"])
+
+
+def watch_pop(stats: Callable[[], dict]) -> None:
+    REGISTRY.register(PopStateCollector(stats))
+
+
 def watch_consumers(offsets, store, is_master: Callable[[], bool], data_dir: Path,
                     pop_progress: Callable[[], dict] = dict) -> None:
     REGISTRY.register(ConsumerLagCollector(offsets, store, is_master, pop_progress))

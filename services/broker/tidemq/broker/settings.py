@@ -87,6 +87,10 @@ class BrokerSettings(ServiceSettings):
     pop_snapshot_interval_ms: int = setting(
         60_000, "how often the pop state is written to the revive log as one snapshot, where "
                 "a restart's replay starts (ms)")
+    pop_expired_kept_ms: int = setting(
+        600_000, "an expired pop receipt handle is remembered this long (an ack of it answers "
+                 "RECEIPT_HANDLE_EXPIRED; later it answers as acked) and the pop state forgets it "
+                 "(ms; at most 100 000 are kept)")
     transaction_timeout_ms: int = setting(
         6000, "a half message not committed or rolled back this long after it was stored is "
               "checked back with a producer of its group (ms; RocketMQ's transactionTimeOut)")

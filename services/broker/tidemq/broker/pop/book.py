@@ -15,12 +15,23 @@ from one never issued (id beyond the last checkpoint).
 
 The log is compacted by SNAPSHOT records: the whole book as it stood after the revive record
 `upto`, so a replay starts at the latest snapshot instead of the queue's start, and the cursors
-and in-flight messages of old checkpoints survive the CommitLog's retention deleting them.
+and in-flight messages of old checkpoints survive the CommitLog's retention deleting them. A
+snapshot is a head record (JSON, `parts` = how many follow) and that many part records in the
+same append: the zlib-compressed JSON of the book cut to fit the store's message size (a part
+starts with a NUL byte, which `apply` skips), so a large book never fails to snapshot.
+
+What the book remembers stays bounded: acked handles leave nothing behind (DONE is "checkpoint
+known, not in flight"), and an expired handle is remembered for EXPIRED_KEPT_MS after it expired
+and at most MAX_EXPIRED_KEPT of them (oldest forgotten first; an ack of a forgotten one answers
+as for an acked one). Before this, every expired handle was kept for an hour and the live book
+never advanced past a snapshot record it had not applied: at 1 000 msgs/s with one message in
+ten left to expire the broker's anonymous memory grew by about 18 MiB a minute.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
 from typing import NamedTuple
 
@@ -28,9 +39,11 @@ CHECKPOINT = "ck"
 ACK = "ack"
 ACKS = "acks"  # the acks of one batch, `h` = [[checkpoint, queue offset], ...], all ACKED
 SNAPSHOT = "snap"
-# An expired handle is remembered this long past its invisible time (an ack then says EXPIRED;
-# later, DONE), so the set does not grow without bound.
-EXPIRED_KEPT_MS = 3600 * 1000
+# An expired handle is remembered this long after it expired (an ack then says EXPIRED; later,
+# DONE), and at most this many of them (the oldest forgotten first), so the set stays bounded.
+EXPIRED_KEPT_MS = 10 * 60 * 1000
+MAX_EXPIRED_KEPT = 100_000
+SNAPSHOT_PART = b"\0"  # the first byte of a snapshot part record (not JSON: `apply` skips it)
 # why an ACK record was written
 ACKED, REVIVED, MOVED = "acked", "revived", "moved"  # moved: change of invisible time
 REDO = "redo"  # an orderly message's invisible time passed: delivered again from its queue
@@ -72,17 +85,19 @@ def acks_entry(handles: list[tuple[int, int]]) -> dict:
     return {"t": ACKS, "h": [list(handle) for handle in handles]}
 
 
-def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str) -> dict:
-    """An ACK record that names its queue (the in-flight entry may be gone when it is applied)."""
+def closing_entry(checkpoint: int, flight: InFlight, queue_offset: int, why: str,
+                  at_ms: int) -> dict:
+    """An ACK record that names its queue (the in-flight entry may be gone when it is applied)
+    and when the handle expired (`at`: how long it is remembered counts from there)."""
     return {"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why, "g": flight.group,
-            "topic": flight.topic, "q": flight.queue_id}
+            "topic": flight.topic, "q": flight.queue_id, "at": at_ms}
 
 
 class PopBook:
     def __init__(self, applied: int = -1) -> None:
         self.cursors: dict[Key, int] = {}                  # where the next pop of a queue reads
         self.in_flight: dict[tuple[int, int], InFlight] = {}  # (checkpoint, queue offset)
-        self.expired: dict[tuple[int, int], int] = {}       # handle -> its invisible-until ms
+        self.expired: dict[tuple[int, int], int] = {}       # handle -> when it expired, ms
         self.last_checkpoint = -1
         # Orderly pop (topics defined with "order"): deliveries so far of each unacked message,
         # and per queue the expired offsets to hand out again before anything newer.
@@ -95,7 +110,10 @@ class PopBook:
         """Fold the revive record at `revive_offset` in (each offset at most once)."""
         if revive_offset <= self._applied or revive_offset in self._ahead:
             return
-        entry = json.loads(body) if isinstance(body, bytes | bytearray) else body
+        if isinstance(body, bytes | bytearray) and body[:1] == SNAPSHOT_PART:
+            entry = {}
+        else:
+            entry = json.loads(body) if isinstance(body, bytes | bytearray) else body
         if entry.get("t") == CHECKPOINT:
             key = (entry["g"], entry["topic"], entry["q"])
             self.cursors[key] = max(self.cursors.get(key, 0), entry["next"])
@@ -118,7 +136,8 @@ class PopBook:
             flight = self.in_flight.pop(handle, None)
             why = entry.get("why")
             if why in (REVIVED, MOVED, REDO):  # the handle is dead, not the message
-                self.expired.setdefault(handle, flight.invisible_until_ms if flight else 0)
+                self._remember_expired(
+                    handle, entry.get("at", flight.invisible_until_ms if flight else 0))
             key = ((entry["g"], entry["topic"], entry["q"]) if "g" in entry else
                    (flight.group, flight.topic, flight.queue_id) if flight else None)
             if why == REDO:
@@ -160,13 +179,21 @@ class PopBook:
         """Something of this queue is in flight (an orderly queue then hands out nothing)."""
         return any((f.group, f.topic, f.queue_id) == key for f in self.in_flight.values())
 
-    def take_for_revive(self, handle: tuple[int, int]) -> InFlight | None:
-        """Mark an in-flight message expired before it is moved (an ack racing the move gets
-        EXPIRED); `untake` puts it back if the move fails."""
+    def take_for_revive(self, handle: tuple[int, int], now_ms: int) -> InFlight | None:
+        """Mark an in-flight message expired (at `now_ms`, what its closing record says) before
+        it is moved (an ack racing the move gets EXPIRED); `untake` puts it back if the move
+        fails."""
         flight = self.in_flight.pop(handle, None)
         if flight is not None:
-            self.expired[handle] = flight.invisible_until_ms
+            self._remember_expired(handle, now_ms)
         return flight
+
+    def _remember_expired(self, handle: tuple[int, int], at_ms: int) -> None:
+        if handle in self.expired:
+            return
+        self.expired[handle] = at_ms  # insertion order is (about) expiry order
+        while len(self.expired) > MAX_EXPIRED_KEPT:
+            del self.expired[next(iter(self.expired))]
 
     def untake(self, handle: tuple[int, int], flight: InFlight) -> None:
         self.expired.pop(handle, None)
@@ -181,15 +208,17 @@ class PopBook:
 
     # -- snapshots ------------------------------------------------------------------------------
 
-    def prune_expired(self, now_ms: int) -> set[tuple[int, int]]:
-        """Forget handles expired longer than EXPIRED_KEPT_MS; the handles forgotten."""
-        old = {h for h, until in self.expired.items() if until < now_ms - EXPIRED_KEPT_MS}
-        self.forget_expired(old)
-        return old
-
-    def forget_expired(self, handles: set[tuple[int, int]]) -> None:
-        for handle in handles:
-            self.expired.pop(handle, None)
+    def prune_expired(self, now_ms: int, kept_ms: int = EXPIRED_KEPT_MS) -> int:
+        """Forget handles expired more than `kept_ms` ago; how many. Reads from the oldest and
+        stops at the first one kept: the cost is what is forgotten."""
+        cutoff, forgotten = now_ms - kept_ms, 0
+        while self.expired:
+            handle = next(iter(self.expired))
+            if self.expired[handle] >= cutoff:
+                break
+            del self.expired[handle]
+            forgotten += 1
+        return forgotten
 
     def snapshot(self) -> dict:
         """The whole book as a SNAPSHOT entry: it stands for every record up to `applied`."""
@@ -203,6 +232,25 @@ class PopBook:
             "redo": [[*key, sorted(offs)] for key, offs in self.redo.items() if offs],
         }
 
+    def snapshot_records(self, max_size: int) -> list[bytes]:
+        """The SNAPSHOT as revive records to append together: a JSON head naming how many
+        parts follow, then the zlib-compressed snapshot cut into parts under `max_size`."""
+        packed = zlib.compress(json.dumps(self.snapshot(), separators=(",", ":")).encode(), 6)
+        room = max(1024, max_size - 1024)  # the record's header and properties
+        parts = [SNAPSHOT_PART + packed[i:i + room] for i in range(0, len(packed), room)]
+        head = {"t": SNAPSHOT, "upto": self._applied, "parts": len(parts), "z": "zlib"}
+        return [json.dumps(head, separators=(",", ":")).encode(), *parts]
+
+    @staticmethod
+    def unpack_snapshot(head: dict, parts: list[bytes]) -> dict:
+        """The snapshot entry from its head and part records (a head without parts is a whole
+        snapshot, as older brokers wrote them)."""
+        if "parts" not in head:
+            return head
+        if len(parts) != head["parts"] or any(p[:1] != SNAPSHOT_PART for p in parts):
+            raise ValueError(f"snapshot has {len(parts)} of its {head['parts']} parts")
+        return json.loads(zlib.decompress(b"".join(p[1:] for p in parts)))
+
     @classmethod
     def from_snapshot(cls, entry: dict) -> PopBook:
         book = cls(applied=entry["upto"])
@@ -210,7 +258,7 @@ class PopBook:
         book.cursors = {(g, t, q): n for g, t, q, n in entry["cursors"]}
         book.in_flight = {(ck, off): InFlight(g, t, q, until, orderly)
                           for ck, off, g, t, q, until, orderly in entry["flight"]}
-        book.expired = {(ck, off): until for ck, off, until in entry["expired"]}
+        book.expired = {(ck, off): at for ck, off, at in entry["expired"]}
         book.attempts = {(g, t, q, off): n for g, t, q, off, n in entry["attempts"]}
         book.redo = {(g, t, q): set(offs) for g, t, q, offs in entry["redo"]}
         return book

@@ -6,9 +6,10 @@ handles. Ack and change of invisible time append ACK (and CHECKPOINT) records. A
 acked before its invisible time is revived: moved with `RetryService.move` into
 `%RETRY%{group}` with reconsume_times + 1 (or `%DLQ%{group}` past the group's limit), which the
 next pop reads — then an ACK(revived) record closes it. All state is the revive log folded by
-PopBook; `rebuild()` replays it at start, from the latest SNAPSHOT record (`compact()` writes
-one every `snapshot_interval_s` and saves its offset as a consumer offset of SNAPSHOT_GROUP, a
-replicated table). At least once: a crash between the move and its ACK revives the message
+PopBook; `rebuild()` replays it at start, from the latest SNAPSHOT (`compact()` writes one every
+`snapshot_interval_s`, a head record and its compressed parts in one append, and saves the head's
+offset as a consumer offset of SNAPSHOT_GROUP, a replicated table): start-up replays only the
+tail after it. Each revive round forgets expired handles past EXPIRED_KEPT_MS. At least once: a crash between the move and its ACK revives the message
 twice.
 
 Pops of one broker are serialised (one asyncio lock: the cursor is read, the checkpoint
@@ -22,6 +23,7 @@ import asyncio
 import json
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -30,13 +32,13 @@ from tidemq.broker import metrics, trace_events
 from tidemq.broker.messaging import Messaging, SubscriptionFilter
 from tidemq.broker.offsets import ConsumerOffsetManager
 from tidemq.broker.pop.book import (
+    EXPIRED_KEPT_MS,
     MOVED,
     REDO,
     REVIVED,
     SNAPSHOT,
     HandleState,
     PopBook,
-    ack_body,
     acks_entry,
     closing_entry,
 )
@@ -94,13 +96,14 @@ class PopService:
     def __init__(self, messaging: Messaging, retry: RetryService, topics: SystemTopics,
                  groups: SubscriptionGroupTable, offsets: ConsumerOffsetManager, *,
                  broker_name: str, revive: str, revive_interval_s: float = 0.2,
-                 snapshot_interval_s: float = 60.0,
+                 snapshot_interval_s: float = 60.0, expired_kept_ms: int = EXPIRED_KEPT_MS,
                  clock: Callable[[], float] = time.time) -> None:
         self.messaging, self.retry, self.topics, self.groups = messaging, retry, topics, groups
         self.offsets = offsets
         self.broker_name, self.revive = broker_name, revive
         self.revive_interval_s, self.clock = revive_interval_s, clock
         self.snapshot_interval_s = snapshot_interval_s
+        self.expired_kept_ms = expired_kept_ms
         self.book = PopBook()
         self._shadow = PopBook()  # the book folded in log order only: what a snapshot saves
         self._last_snapshot = -1
@@ -134,22 +137,45 @@ class PopService:
         start = store.min_offset(self.revive, 0)
         saved = [offset for _, _, offset in self.offsets.query(SNAPSHOT_GROUP, self.revive)]
         if saved and saved[0] >= start:
-            got = store.get_messages(self.revive, 0, saved[0], 1)
+            got = store.get_messages(self.revive, 0, saved[0], 1, fenced=False)
             if got.status is GetStatus.FOUND:
-                entry = json.loads(bytes(record.decode(got.records).body))
-                if entry.get("t") == SNAPSHOT:
-                    self._last_snapshot = saved[0]
-                    return PopBook.from_snapshot(entry)
+                head = json.loads(bytes(record.decode(got.records).body))
+                if head.get("t") == SNAPSHOT:
+                    parts = self._read_parts(saved[0] + 1, head.get("parts", 0))
+                    try:
+                        book = PopBook.from_snapshot(PopBook.unpack_snapshot(head, parts))
+                    except (ValueError, KeyError, zlib.error) as exc:
+                        # a torn snapshot (a power loss cut its parts): the whole log instead,
+                        # where every snapshot is a no-op — slower, nothing lost
+                        log.warning("pop_snapshot_unreadable", revive=self.revive,
+                                    saved=saved[0], error=str(exc))
+                        return PopBook(applied=start - 1)
+                    self._last_snapshot = saved[0] + len(parts)
+                    return book
         if saved:  # cannot happen while snapshots are taken far more often than retention
             log.warning("pop_snapshot_missing", revive=self.revive, saved=saved[0],
                         log_start=start)
         return PopBook(applied=start - 1)
 
+    def _read_parts(self, offset: int, count: int) -> list[bytes]:
+        parts: list[bytes] = []
+        while len(parts) < count:
+            got = self.messaging.store.get_messages(self.revive, 0, offset + len(parts),
+                                                    count - len(parts), fenced=False)
+            if got.status is not GetStatus.FOUND:
+                break
+            parts.extend(bytes(rec.body) for rec in record.iter_records(got.records))
+        return parts[:count]
+
     def _replay_into(self, book: PopBook) -> int:
-        """Fold the revive records after `book.applied`, in log order; how many."""
+        """Fold the revive records after `book.applied`, in log order; how many. Past the
+        read fence: the book is this broker's log, and a new master's last revive records
+        (a pop's checkpoint, an ack its old master confirmed) may lie above the confirmed
+        offset it knew as a slave — replayed short of them, it handed the checkpointed
+        messages out again and kept acked ones in flight (issue #36)."""
         store, offset, count = self.messaging.store, book.applied + 1, 0
         while True:
-            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE)
+            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE, fenced=False)
             if got.status is not GetStatus.FOUND:
                 return count
             for rec in record.iter_records(got.records):
@@ -158,25 +184,40 @@ class PopService:
             offset = got.next_begin_offset
 
     async def compact(self) -> int | None:
-        """Write a SNAPSHOT of the book as of the last record in the revive queue and save its
-        offset; None when nothing was logged since the last snapshot."""
+        """Write a SNAPSHOT of the book as of the last record in the revive queue (a head record
+        and its parts, one append) and save its offset; None when nothing was logged since the
+        last snapshot. Also forgets expired handles past EXPIRED_KEPT_MS, in the snapshot and
+        in the live book, and fills the live book's gaps (records it never applied)."""
         shadow = self._shadow
         await asyncio.to_thread(self._replay_into, shadow)
         if shadow.applied <= self._last_snapshot:
             return None
-        forgotten = shadow.prune_expired(self._now_ms())
-        body = json.dumps(shadow.snapshot(), separators=(",", ":")).encode()
-        if len(body) > self.messaging.store.config.max_message_size:
-            log.warning("pop_snapshot_too_large", bytes=len(body), in_flight=len(shadow.in_flight))
-            return None
-        offset, status = await self._append([body])
+        shadow.prune_expired(self._now_ms(), self.expired_kept_ms)
+        bodies = shadow.snapshot_records(self.messaging.store.config.max_message_size)
+        offset, status = await self._append(bodies)
+        with self._lock:  # its records are in the log: the live book moves past them
+            for i in range(len(bodies)):
+                self.book.apply(offset + i, {})
+        await asyncio.to_thread(self._catch_up)
         if status is not AppendStatus.PUT_OK:
             return None  # not confirmed: the next round writes a newer one
         self.offsets.commit(SNAPSHOT_GROUP, [(self.revive, 0, offset)])
-        self._last_snapshot = offset
-        with self._lock:
-            self.book.forget_expired(forgotten)
+        self._last_snapshot = offset + len(bodies) - 1
         return offset
+
+    def _catch_up(self) -> None:
+        """Apply to the live book whatever revive record it missed (each is applied once: what
+        it has applied already is skipped), so its in-order mark keeps up with the log and
+        the records it applied ahead of a gap are not held for ever."""
+        store, offset = self.messaging.store, self.book.applied + 1
+        while True:
+            got = store.get_messages(self.revive, 0, offset, REPLAY_PAGE, fenced=False)
+            if got.status is not GetStatus.FOUND:
+                return
+            with self._lock:
+                for rec in record.iter_records(got.records):
+                    self.book.apply(rec.queue_offset, bytes(rec.body))
+            offset = got.next_begin_offset
 
     async def _append(self, bodies: list[bytes]) -> tuple[int, AppendStatus]:
         """Append revive records (one batch: all or none); the first one's revive offset and
@@ -330,7 +371,7 @@ class PopService:
             counts = [self.book.attempts.get((*key, off), 1) for off in offsets]
         copies = []
         for off, count in zip(offsets, counts, strict=True):
-            got = self.messaging.store.get_message_at(source, q, off)
+            got = self.messaging.store.get_message_at(source, q, off, fenced=False)
             if got.status is GetStatus.FOUND:
                 copies.append((off, record.with_reconsume_times(got.records, count)))
         if not copies:
@@ -482,10 +523,11 @@ class PopService:
         ck = {"t": "ck", "g": group, "topic": handle.topic, "q": handle.queue_id,
               "offs": [handle.queue_offset], "next": cursor, "until": until,
               "ord": bool(flight and flight.orderly)}
-        ack = {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset, "why": MOVED}
+        ack = {"t": "ack", "ck": handle.checkpoint, "off": handle.queue_offset, "why": MOVED,
+               "at": until - invisible_ms}
         first = await self._record([
             (json.dumps(ck).encode(), ck),
-            (ack_body(handle.checkpoint, handle.queue_offset, MOVED), ack)])
+            (json.dumps(ack, separators=(",", ":")).encode(), ack)])
         self._trace_settled(group, [handle], acked=False, invisible_ms=invisible_ms)
         return ReceiptHandle(self.broker_name, first, handle.topic, handle.queue_id,
                              handle.queue_offset).encode()
@@ -495,15 +537,24 @@ class PopService:
         with self._lock:
             return self.book.progress()
 
+    def stats(self) -> dict[str, int]:
+        """The book's size (metrics.PopStateCollector): handles in flight, expired handles
+        remembered, revive records applied past the latest snapshot."""
+        with self._lock:
+            return {"in_flight": len(self.book.in_flight), "expired": len(self.book.expired),
+                    "revive_tail": max(0, self.book.applied - max(self._last_snapshot, -1))}
+
     # -- revive ---------------------------------------------------------------------------------
 
     async def revive_due(self) -> int:
         """Move every message whose invisible time passed; how many were moved."""
         if not self._serving_master():
             return 0  # a slave leaves reviving to its master
+        now = self._now_ms()
         with self._lock:
-            due = self.book.due(self._now_ms())
-            taken = [(ck, off, self.book.take_for_revive((ck, off))) for ck, off, _ in due]
+            self.book.prune_expired(now, self.expired_kept_ms)
+            due = self.book.due(now)
+            taken = [(ck, off, self.book.take_for_revive((ck, off), now)) for ck, off, _ in due]
         moved = 0
         for ck, off, flight in taken:
             try:
@@ -519,7 +570,7 @@ class PopService:
             # move is idempotent (its revive key), but an ack in between would succeed while
             # the retry copy is already stored and handed out again.
             try:
-                closing = closing_entry(ck, flight, off, why)
+                closing = closing_entry(ck, flight, off, why, now)
                 await self._record([(json.dumps(closing).encode(), closing)])
                 moved += 1
             except errors.TideMQError as exc:
@@ -554,7 +605,11 @@ class PopService:
                         offset=off, group=flight.group,
                         reason="its topic is not served here any more")
             return REVIVED
-        got = self.messaging.store.get_message_at(flight.topic, flight.queue_id, off)
+        # unfenced: handed out once, it is in the log even where a new master's fence is
+        # still below it ("not found" must mean aged out or compacted away, or the message
+        # would be dropped)
+        got = self.messaging.store.get_message_at(flight.topic, flight.queue_id, off,
+                                                  fenced=False)
         if got.status is not GetStatus.FOUND:
             return REVIVED  # aged out of the store: nothing left to deliver
         raw = got.records

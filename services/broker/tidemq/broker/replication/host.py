@@ -66,6 +66,9 @@ class BrokerRoleHost:
         self.lease_valid: Callable[[], bool] = lambda: True  # the manager's, set by the app
         # the incarnations the group state recorded for its in-sync members (the manager's)
         self.recorded_incarnations: Callable[[], Mapping[int, str]] = lambda: {}
+        # the confirmed offset the group state recorded (the manager's): a new mastership's
+        # tracker holds members and joining slaves to at least that much
+        self.recorded_confirmed: Callable[[], int] = lambda: 0
         self.role = ""
         self.epoch = 0
         self.gate: LeasedGate | None = None
@@ -93,7 +96,8 @@ class BrokerRoleHost:
         self._stop_following()
         config = self.ha_config
         tracker = InSyncTracker(self.replica_id, set(in_sync), config.replica_lag_max_ms,
-                                config.min_in_sync_replicas)
+                                config.min_in_sync_replicas,
+                                confirmed_floor=min(self.recorded_confirmed(), self.log_end()))
         tracker.incarnations.update(self.recorded_incarnations())
         tracker.incarnations[self.replica_id] = self.incarnation()
         gate = LeasedGate(tracker, self.store.commitlog_max_offset, sync=config.sync,

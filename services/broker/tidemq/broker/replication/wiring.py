@@ -91,6 +91,8 @@ def build(settings: BrokerSettings, identity: BrokerIdentity, store: MessageStor
     host.lease_valid = manager.may_serve
     host.recorded_incarnations = lambda: dict(manager.state.incarnations) \
         if manager.state is not None else {}
+    host.recorded_confirmed = lambda: manager.state.confirmed_offset \
+        if manager.state is not None else 0
     metrics.watch_replicas(host.progress)
     metrics.watch_rebuild(host.rebuild_progress)
     copier = OffsetCopier(offsets, lambda: manager.master_addr,

@@ -16,7 +16,10 @@ and a written group whose earliest `answer_by` comes first also waits in a heap 
 same timer. A failed fsync fails every append it covered. This is the
 one place where a SYNC_FLUSH append becomes acknowledged: with a replication gate set
 (store/ha/gate.py) a synced group is handed to the gate instead of answered, and the gate
-answers it once the in-sync replicas confirmed it (or FLUSH_SLAVE_TIMEOUT).
+answers it once the in-sync replicas confirmed it (or FLUSH_SLAVE_TIMEOUT). Only the gate it
+was written under may: a group whose fsync ends after that gate was deposed or replaced (its
+master stepped down meanwhile, and may be master again) answers FLUSH_SLAVE_TIMEOUT — stored,
+not confirmed — never PUT_OK (issue #36).
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class LoopAppender:
         self._unwritten: list[_Append] = []
         self._unwritten_since = 0.0   # loop time of the oldest unwritten append
         # (log end, its appends, their earliest answer_by)
-        self._syncing: deque[tuple[int, list[_Append], float]] = deque()
+        # (end, group, earliest answer_by, the replication gate it was written under)
+        self._syncing: deque[tuple[int, list[_Append], float, ReplicationGate | None]] = deque()
         self._synced_to = 0   # the greatest log end an fsync answered (or failed)
         # sync_flush_timeout, kept per written group (its appends arrived within one loop
         # iteration) with one timer for the oldest: no per-append timer or deadline entry.
@@ -135,7 +139,7 @@ class LoopAppender:
         end = self.commitlog.max_offset
         self.on_written()   # slaves fetch the group while it is fsynced here
         answer_by = min(pending.answer_by for pending in written)
-        self._syncing.append((end, written, answer_by))
+        self._syncing.append((end, written, answer_by, self.gate_of()))
         deadline = self._unwritten_since + self.timeout_s
         self._deadlines.append((deadline, written))
         if answer_by < deadline:
@@ -170,20 +174,27 @@ class LoopAppender:
             self.commitlog.mark_flushed(ticket)
             acknowledged = 0
             gate = self.gate_of()
-            for end, group, answer_by in self._synced(ticket):
-                if gate is None or not gate.sync:
-                    acknowledged += _settle(group, AppendStatus.PUT_OK if gate is None
-                                            else gate.ack_status())
+            for end, group, answer_by, written_under in self._synced(ticket):
+                if written_under is None:   # no replication when it was written
+                    acknowledged += _settle(group, AppendStatus.PUT_OK)
+                elif written_under is not gate or not written_under.master:
+                    # written by a master that stepped down (and maybe took mastership again,
+                    # with a new gate) while the fsync ran: stored here, not confirmed by the
+                    # replicas of the tenure it was written in — never PUT_OK (issue #36)
+                    acknowledged += _settle(group, AppendStatus.FLUSH_SLAVE_TIMEOUT)
+                elif not gate.sync:
+                    acknowledged += _settle(group, gate.ack_status())
                 else:   # answered by the gate once the in-sync replicas have the bytes
                     gate.hold(end, group, _settle, answer_by)
                     acknowledged += len(group)
             self.flusher.count_synced(acknowledged)
 
     def _fail(self, ticket: int, error: FlushFailed) -> None:
-        for _, group, _ in self._synced(ticket):
+        for _, group, _, _ in self._synced(ticket):
             _fail_waiting(group, error)
 
-    def _synced(self, ticket: int) -> list[tuple[int, list[_Append], float]]:
+    def _synced(self, ticket: int) -> list[tuple[int, list[_Append], float,
+                                                ReplicationGate | None]]:
         """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
         its answer: a retained future costs every garbage collection)."""
         syncing, deadlines, groups = self._syncing, self._deadlines, []
@@ -250,7 +261,7 @@ class LoopAppender:
         if self._timer is not None:
             self._timer.cancel()
             self._timer, self._timer_at = None, math.inf
-        waiting = [*self._unwritten, *(p for _, group, _ in self._syncing for p in group)]
+        waiting = [*self._unwritten, *(p for _, group, _, _ in self._syncing for p in group)]
         _fail_waiting(waiting, StoreClosed("the store shut down before this batch was known to "
                                            "be durable (it may be in the log)"))
         self._unwritten, self._syncing, self._deadlines = [], deque(), deque()

@@ -89,13 +89,15 @@ class StoreReader:
 
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
                      max_bytes: int, tag_hashes: frozenset[int] | None,
-                     property_filter: PropertyFilter | None = None) -> GetResult:
+                     property_filter: PropertyFilter | None = None, *,
+                     fenced: bool = True) -> GetResult:
         """Up to `max_messages` records from `queue_offset`: those whose ConsumeQueue tag hash
         is in `tag_hashes` (None: any) and whose properties `property_filter` accepts (None:
-        any; it sees the encoded properties only, never the body)."""
+        any; it sees the encoded properties only, never the body). `fenced` False: past the
+        read fence too — the broker's own state replays (pop's revive log), never readers."""
         queue = self.queues.get(topic, queue_id)
         low = queue.min_offset if queue else 0
-        high = self._visible_max(queue) if queue else 0
+        high = (self._visible_max(queue) if fenced else queue.max_offset) if queue else 0
         if queue is None or high == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, b"", 0, 0, low, high)
         if queue_offset < low:

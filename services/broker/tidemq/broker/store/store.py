@@ -669,19 +669,24 @@ class MessageStore:
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int = 32,
                      max_bytes: int = 4 << 20,
                      tag_hashes: frozenset[int] | None = None,
-                     property_filter: PropertyFilter | None = None) -> GetResult:
+                     property_filter: PropertyFilter | None = None, *,
+                     fenced: bool = True) -> GetResult:
+        """`fenced` False reads past the read fence (records not confirmed yet): only for
+        the broker's replays of its own log, never for consumers (reader.py)."""
         return self.reader.get_messages(topic, queue_id, queue_offset, max_messages, max_bytes,
-                                        tag_hashes, property_filter)
+                                        tag_hashes, property_filter, fenced=fenced)
 
-    def get_message_at(self, topic: str, queue_id: int, queue_offset: int) -> GetResult:
+    def get_message_at(self, topic: str, queue_id: int, queue_offset: int, *,
+                       fenced: bool = True) -> GetResult:
         """The record at exactly `queue_offset` (a pop's redelivery, revive): FOUND, or not
         when compaction removed it (NO_MATCHED_MESSAGE), where `get_messages` would answer
-        the next record after the gap."""
+        the next record after the gap. `fenced` as for `get_messages`."""
         queue = self.queues.get(topic, queue_id)
         if queue is not None and queue.has_gaps and queue.is_gap(queue_offset):
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, b"", 0, queue_offset + 1,
                              queue.min_offset, queue.max_offset)
-        return self.reader.get_messages(topic, queue_id, queue_offset, 1, 4 << 20, None)
+        return self.reader.get_messages(topic, queue_id, queue_offset, 1, 4 << 20, None,
+                                        fenced=fenced)
 
     def read_record(self, physical_offset: int) -> bytes:
         return self.reader.read_record(physical_offset)

@@ -129,9 +129,11 @@ class TransactionService:
         return halves, ops
 
     def _replay(self, topic: str, offset: int):
+        """This broker's log past the read fence too: a new master's last half and op
+        records may lie above the confirmed offset it knew as a slave (as pop's revive log)."""
         store = self.messaging.store
         while True:
-            got = store.get_messages(topic, 0, offset, REPLAY_PAGE)
+            got = store.get_messages(topic, 0, offset, REPLAY_PAGE, fenced=False)
             if got.status is not GetStatus.FOUND:
                 return
             yield from record.iter_records(got.records)

@@ -16,6 +16,14 @@ incarnation ("<store id>:<start>") each member was counted under. A member that 
 with another store id (a wiped disk) or below the confirmed offset (a lost unflushed tail)
 never caught up under its new incarnation: it leaves the set at the next review and rejoins,
 like any slave, once its log end reaches the confirmed offset.
+
+"The confirmed offset" a member is held to, and a slave must reach to join, is never below
+`confirmed_floor`: the highest offset known confirmed in this group — the group state's
+recorded confirmed offset when the mastership starts (a master back at its old epoch starts a
+fresh tracker that has heard no ack yet), raised by every confirmed offset this tracker
+computes with enough members. The smallest log end of the members may fall below it (a member
+that reconnects wiped reports 0 until it leaves); joining on that fallen value would let a
+slave that lacks acknowledged records into the set — electable — (issue #36).
 """
 
 from __future__ import annotations
@@ -25,8 +33,9 @@ from tidemq.configclient.replication import store_id_of
 
 class InSyncTracker:
     def __init__(self, master_id: int, in_sync: set[int] | frozenset[int], lag_max_ms: int,
-                 min_in_sync: int) -> None:
+                 min_in_sync: int, confirmed_floor: int = 0) -> None:
         self.master_id = master_id
+        self.confirmed_floor = max(0, confirmed_floor)   # highest offset known confirmed
         self.lag_max_ms = lag_max_ms
         self.min_in_sync = min_in_sync
         self.in_sync: frozenset[int] = frozenset(in_sync) | {master_id}
@@ -46,7 +55,7 @@ class InSyncTracker:
         known = self.incarnations.get(replica, "")
         other_copy = bool(known and incarnation
                           and store_id_of(known) != store_id_of(incarnation))
-        behind = confirmed is not None and offset < confirmed
+        behind = offset < max(self.confirmed_floor, confirmed or 0)
         if incarnation:
             self.incarnations[replica] = incarnation
         self.connected.add(replica)
@@ -83,12 +92,16 @@ class InSyncTracker:
 
     # -- questions ---------------------------------------------------------------------------
     def confirmed_offset(self, master_end: int) -> int:
+        """The smallest log end of the members (the master's own counting); with enough
+        members to confirm, it also raises `confirmed_floor`."""
         confirmed = master_end
         for replica in self.in_sync:
             if replica != self.master_id:
                 acked = self.acked.get(replica, 0)
                 if acked < confirmed:
                     confirmed = acked
+        if confirmed > self.confirmed_floor and len(self.in_sync) >= self.min_in_sync:
+            self.confirmed_floor = confirmed
         return confirmed
 
     def writable(self) -> bool:
@@ -101,9 +114,12 @@ class InSyncTracker:
                 and now_ms - self.caught_up_ms.get(replica, float("-inf")) > self.lag_max_ms}
 
     def expand_candidates(self, master_confirmed: int) -> set[int]:
-        """Connected non-members whose log end reached the confirmed offset."""
+        """Connected non-members whose log end reached the confirmed offset — and
+        `confirmed_floor`, whatever a member that came back without its copy did to the
+        smallest log end meanwhile."""
+        needed = max(master_confirmed, self.confirmed_floor)
         return {replica for replica in self.connected - self.in_sync
-                if self.acked.get(replica, -1) >= master_confirmed}
+                if self.acked.get(replica, -1) >= needed}
 
     def lag_ms(self, replica: int, master_end: int, now_ms: float) -> int:
         """How long `replica` has not had the master's log end (0 while it has it). One that

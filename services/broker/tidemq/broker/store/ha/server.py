@@ -310,6 +310,8 @@ class HAServer:
         clock = asyncio.get_running_loop().time
         while self._slaves.get(slave.replica_id) is slave:
             offset = await read_report(reader)
+            if self._slaves.get(slave.replica_id) is not slave:
+                return   # replaced by a newer connection (a restart): its reports are stale
             slave.heard = clock()
             tracker.on_ack(slave.replica_id, offset, commitlog.max_offset, _now_ms())
             target = self.rebuilding.get(slave.replica_id)
