@@ -100,10 +100,21 @@ class ChaosGroup:
 
         return ConfigClient(self.config_addrs, timeout=2.0)
 
-    def state(self) -> dict:
-        with self._config() as config:
-            kv = config.get(f"/tidemq/replication/groups/{GROUP}")
-        return json.loads(kv.value) if kv else {}
+    def state(self, timeout: float = 30.0) -> dict:
+        """The group state; a config center that does not answer yet (its etcd just got
+        its quorum back from the previous fault's undo) is asked again until `timeout`."""
+        from tidemq.common import errors
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self._config() as config:
+                    kv = config.get(f"/tidemq/replication/groups/{GROUP}")
+                return json.loads(kv.value) if kv else {}
+            except errors.TideMQError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)   # a poll interval, bounded by the deadline
 
     def live(self) -> dict[int, dict]:
         with self._config() as config:

@@ -166,6 +166,25 @@ def test_a_group_whose_fsync_ends_after_its_master_stepped_down_is_not_acknowled
     store.shutdown()
 
 
+def test_an_append_checked_before_its_master_stepped_down_and_written_after_is_not_acknowledged(
+        tmp_path):
+    """The same window one step earlier: an append is checked against the gate when it is
+    called and written in a later loop iteration (with the others of its group). A master
+    that steps down in between writes it under no gate: it must still not be PUT_OK."""
+    store, _, gate = gated_store(tmp_path, timeout_ms=60_000)
+
+    async def scenario():
+        held = store.append_batch_async("t", 0, one(), 1)   # checked under `gate`, not written
+        gate.depose()
+        store.become_slave()
+        store.set_replication_gate(None)
+        return await asyncio.wait_for(held, 10)
+
+    result = asyncio.run(scenario())
+    assert result.status is AppendStatus.FLUSH_SLAVE_TIMEOUT, result
+    store.shutdown()
+
+
 def test_end_offset_is_the_end_of_the_last_record_across_a_segment_roll(tmp_path):
     store = open_store(small_config(tmp_path, flush_mode=FlushMode.SYNC))
     results = [store.append_batch("t", 0, encode_batch("t", [b"r" * 3000] * 7)[0], 7)

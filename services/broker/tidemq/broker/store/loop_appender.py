@@ -50,14 +50,20 @@ EAGER_GROUP = 32
 
 
 class _Append:
-    __slots__ = ("request", "future", "outcome", "answer_by")
+    __slots__ = ("request", "future", "outcome", "answer_by", "gate")
 
     def __init__(self, request: AppendRequest, future: asyncio.Future,
-                 answer_by: float = math.inf) -> None:
+                 answer_by: float = math.inf, gate: ReplicationGate | None = None) -> None:
         self.request = request
         self.future = future
         self.outcome: Appended | StoreError | None = None   # set when written
         self.answer_by = answer_by   # loop time its caller must be answered by (inf: none)
+        self.gate = gate   # the replication gate it was checked against (None: none)
+
+
+# A written group with an append checked against another gate than the one it was written
+# under: its master stepped down between the two (answered FLUSH_SLAVE_TIMEOUT once synced).
+_STEPPED_DOWN = object()
 
 
 _tie = itertools.count()   # heap order among equal answer-by times
@@ -78,9 +84,8 @@ class LoopAppender:
         self.timeout_s = flusher.timeout_s
         self._unwritten: list[_Append] = []
         self._unwritten_since = 0.0   # loop time of the oldest unwritten append
-        # (log end, its appends, their earliest answer_by)
         # (end, group, earliest answer_by, the replication gate it was written under)
-        self._syncing: deque[tuple[int, list[_Append], float, ReplicationGate | None]] = deque()
+        self._syncing: deque[tuple[int, list[_Append], float, object]] = deque()
         self._synced_to = 0   # the greatest log end an fsync answered (or failed)
         # sync_flush_timeout, kept per written group (its appends arrived within one loop
         # iteration) with one timer for the oldest: no per-append timer or deadline entry.
@@ -95,18 +100,19 @@ class LoopAppender:
         self._closed = False
         loop.add_reader(self._notify_fd, self._on_synced)
 
-    def append(self, request: AppendRequest,
-               answer_by: float = math.inf) -> asyncio.Future[AppendResult]:
+    def append(self, request: AppendRequest, answer_by: float = math.inf,
+               gate: ReplicationGate | None = None) -> asyncio.Future[AppendResult]:
         """One producer batch; the future gets its AppendResult (PUT_OK once fsynced,
         FLUSH_DISK_TIMEOUT after the timeout or at `answer_by`, loop time, if sooner), or its
         StoreError, or FlushFailed if the fsync that covered it failed. A future, not a
-        coroutine: no frames to resume."""
+        coroutine: no frames to resume. `gate`: the replication gate the store checked it
+        against (its answer is that gate's, or FLUSH_SLAVE_TIMEOUT once that gate is gone)."""
         future = self.loop.create_future()
         if self._closed:
             future.set_exception(StoreClosed("the store is shutting down: not appended"))
             return future
         unwritten = self._unwritten
-        unwritten.append(_Append(request, future, answer_by))
+        unwritten.append(_Append(request, future, answer_by, gate))
         if len(unwritten) == 1:
             self._unwritten_since = self.loop.time()
             self.loop.call_soon(self._write)
@@ -139,7 +145,10 @@ class LoopAppender:
         end = self.commitlog.max_offset
         self.on_written()   # slaves fetch the group while it is fsynced here
         answer_by = min(pending.answer_by for pending in written)
-        self._syncing.append((end, written, answer_by, self.gate_of()))
+        written_under = self.gate_of()
+        if any(p.gate is not None and p.gate is not written_under for p in written):
+            written_under = _STEPPED_DOWN   # checked under a gate gone before the write
+        self._syncing.append((end, written, answer_by, written_under))
         deadline = self._unwritten_since + self.timeout_s
         self._deadlines.append((deadline, written))
         if answer_by < deadline:
@@ -193,8 +202,7 @@ class LoopAppender:
         for _, group, _, _ in self._synced(ticket):
             _fail_waiting(group, error)
 
-    def _synced(self, ticket: int) -> list[tuple[int, list[_Append], float,
-                                                ReplicationGate | None]]:
+    def _synced(self, ticket: int) -> list[tuple[int, list[_Append], float, object]]:
         """Take the groups an fsync up to `ticket` covered off both queues (none is kept past
         its answer: a retained future costs every garbage collection)."""
         syncing, deadlines, groups = self._syncing, self._deadlines, []

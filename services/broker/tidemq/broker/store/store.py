@@ -301,7 +301,7 @@ class MessageStore:
             appender = appenders[-1] if appenders else None
             if appender is None or appender.loop is not loop:   # a broker has one loop
                 appender = self._appender_for(loop)
-            return appender.append((topic, queue_id, records, record_count), answer_by)
+            return appender.append((topic, queue_id, records, record_count), answer_by, gate)
         future = loop.create_future()   # ASYNC_FLUSH: a copy into the page cache, done now
         try:
             if not self._running:
