@@ -22,7 +22,7 @@ from pydantic.json_schema import models_json_schema
 from tidemq.common.kv import KEY_CONTROL_CHARACTERS, MAX_KEY_BYTES
 from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN, TOPIC_NAME_ALPHABET
 from tidemq.configclient import groups
-from tidemq.gateway import auth
+from tidemq.gateway import auth, topic_routes
 from tidemq.gateway.schema import BODY_ATTR, BODY_REQUIRED_ATTR, QUERY_ATTR
 
 openapi_bp = Blueprint("tidemq_openapi", __name__)
@@ -285,5 +285,28 @@ def openapi_document():
     """The OpenAPI 3 description of this HTTP API (generated from the routes)."""
     document = current_app.extensions.get("tidemq_openapi")
     if document is None:
-        document = current_app.extensions["tidemq_openapi"] = build_spec(current_app)
+        document = build_spec(current_app)
+        settings = current_app.extensions.get(topic_routes.SETTINGS)
+        if settings is not None:
+            state_deployment_limits(document, settings)
+        current_app.extensions["tidemq_openapi"] = document
     return jsonify(document)
+
+
+PULL_PATH = "/v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages"
+
+
+def state_deployment_limits(document: dict[str, Any], settings) -> None:
+    """The limits this gateway's settings put below the models' own (`within_setting`: wait_ms
+    at most --max-pull-wait-ms, a pull's max at most --max-pull-messages), stated in the
+    document it serves, so a request the document allows is one this gateway takes."""
+    def cap(schema: dict[str, Any], high: int) -> None:
+        schema["maximum"] = min(schema.get("maximum", high), high)
+
+    schemas = document["components"]["schemas"]
+    cap(schemas["PopRequest"]["properties"]["wait_ms"], settings.max_pull_wait_ms)
+    for parameter in document["paths"][PULL_PATH]["get"]["parameters"]:
+        high = {"max": settings.max_pull_messages,
+                "wait_ms": settings.max_pull_wait_ms}.get(parameter["name"])
+        if high is not None:
+            cap(parameter["schema"], high)

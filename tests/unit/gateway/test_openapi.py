@@ -10,6 +10,9 @@ from apispec_webframeworks.flask import FlaskPlugin
 from flask import Blueprint
 from tidemq.gateway.app import create_app
 from tidemq.gateway.openapi import SKIPPED_ENDPOINTS
+from tidemq.gateway.settings import GatewaySettings
+
+from tests.unit.gateway.test_http_api import StubBackend
 
 
 def document(app) -> dict:
@@ -108,3 +111,15 @@ def test_path_parameters_state_the_rules_the_server_checks_them_with():
         assert valid("key", value) == (not has_control_character(value)), value
     assert valid("msg_id", "7F0000010000C0670000000000000000")
     assert not valid("msg_id", "7F00000100") and not valid("queue_id", -1)
+
+
+def test_the_served_document_states_this_gateways_pull_limits():
+    """--max-pull-wait-ms and --max-pull-messages bound wait_ms and max below the models'
+    own limits: the document a gateway serves says so (a request it allows is taken)."""
+    app = create_app(StubBackend(), GatewaySettings(max_pull_wait_ms=50, max_pull_messages=7))
+    document = app.test_client().get("/openapi.json").get_json()
+    assert document["components"]["schemas"]["PopRequest"]["properties"]["wait_ms"][
+        "maximum"] == 50
+    pull = document["paths"]["/v1/topics/{topic}/queues/{broker_name}/{queue_id}/messages"]
+    limits = {p["name"]: p["schema"].get("maximum") for p in pull["get"]["parameters"]}
+    assert limits["wait_ms"] == 50 and limits["max"] == 7
