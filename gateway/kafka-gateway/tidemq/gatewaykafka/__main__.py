@@ -10,13 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import prometheus_client
 from tidemq.common import rpc
+from tidemq.common.auth.guard import AuthGuard, StaticAcl
+from tidemq.common.auth.signature import Credentials
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.server import write_json_atomically
 from tidemq.common.settings import load_settings
+from tidemq.common.tls import ReloadingContext
 from tidemq.common.tracing import init_tracing, shutdown_tracing
+from tidemq.configclient.acl import AclFollower
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
 from tidemq.gatewaykafka.handlers import Endpoint, KafkaApis
+from tidemq.gatewaykafka.security import KafkaSecurity
 from tidemq.gatewaykafka.server import KafkaServer
 from tidemq.gatewaykafka.settings import KafkaGatewaySettings
 
@@ -51,7 +56,11 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     apis = KafkaApis(backend, coordination, lambda: endpoint, pool=pool,
                      max_record_batch_bytes=settings.max_batch_bytes,
                      cluster_id=settings.cluster_id)
-    server = KafkaServer(apis, max_request_size=settings.max_request_size)
+    security, acl_follower = kafka_security(settings)
+    tls = (ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
+                            settings.tls_client_ca_file) if settings.tls_cert_file else None)
+    server = KafkaServer(apis, max_request_size=settings.max_request_size, security=security,
+                         tls=tls)
     port = await server.start(settings.host, settings.port)
     settings.port = port
     endpoint = Endpoint(settings.advertised_host, settings.advertised_port or port)
@@ -65,7 +74,8 @@ async def serve(settings: KafkaGatewaySettings) -> None:
         write_json_atomically(settings.ready_file, {"port": port, "metrics_port": metrics_port,
                                                     "pid": os.getpid()})
     log.info("serving", service=SERVICE, addr=f"{settings.host}:{port}",
-             advertised=f"{endpoint.host}:{endpoint.port}", metrics_port=metrics_port)
+             advertised=f"{endpoint.host}:{endpoint.port}", metrics_port=metrics_port,
+             listener=("SASL_" if security.enabled else "") + ("SSL" if tls else "PLAINTEXT"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -75,9 +85,26 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     await server.stop(settings.shutdown_grace_s)
     pool.shutdown(wait=False, cancel_futures=True)
     backend.close()
+    if acl_follower is not None:
+        acl_follower.close()
     if metrics_server is not None:
         metrics_server.shutdown()
     log.info("stopped", service=SERVICE)
+
+
+def kafka_security(settings: KafkaGatewaySettings) -> tuple[KafkaSecurity, AclFollower | None]:
+    """SASL and the ACL when auth_enabled (the users and rules followed live from the config
+    center, as every service does); else neither."""
+    if not settings.auth_enabled:
+        return KafkaSecurity(None), None
+    acl = StaticAcl()
+    follower = AclFollower(settings.auth_config_center or settings.config_center, acl).start()
+    trusted = (Credentials(settings.access_key, settings.secret_key)
+               if settings.access_key and settings.secret_key else None)
+    guard = AuthGuard(SERVICE, acl, skew_s=settings.auth_skew_s, trusted=trusted)
+    mechanisms = tuple(m.strip().upper() for m in settings.sasl_mechanisms.split(",")
+                       if m.strip())
+    return KafkaSecurity(guard, mechanisms), follower
 
 
 if __name__ == "__main__":

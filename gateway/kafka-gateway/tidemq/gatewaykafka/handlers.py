@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.common import errors
@@ -19,6 +19,7 @@ from tidemq.common.logs import get_logger
 from tidemq.gatewaykafka import codec, records
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
+from tidemq.gatewaykafka.security import SaslState
 
 log = get_logger(__name__)
 
@@ -73,6 +74,8 @@ class Connection:
     peer_host: str
     client_id: str = ""
     client_software: str = ""
+    sasl: SaslState = field(default_factory=SaslState)   # security.py
+    close_after: bool = False   # close once this request's answer is written
 
 
 class KafkaApis:
@@ -90,7 +93,7 @@ class KafkaApis:
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
         }
-        assert set(self.table) == set(codec.SUPPORTED)
+        assert set(self.table) | codec.SASL_APIS == set(codec.SUPPORTED)
 
     async def _run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, function, *args)

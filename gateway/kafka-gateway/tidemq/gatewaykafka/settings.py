@@ -30,3 +30,6 @@ class KafkaGatewaySettings(ServiceSettings):
     rpc_timeout_s: float = setting(3.0, "deadline of other calls to name servers and brokers (s)")
     max_workers: int = setting(
         256, "threads for calls to TideMQ: each JoinGroup parked in a rebalance holds one")
+    sasl_mechanisms: str = setting(
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "SASL mechanisms offered when auth_enabled (comma-separated; docs/kafka.md#security)")
