@@ -18,9 +18,11 @@ from tidemq.common.settings import load_settings
 from tidemq.common.tls import ReloadingContext
 from tidemq.common.tracing import init_tracing, shutdown_tracing
 from tidemq.configclient.acl import AclFollower
+from tidemq.configclient.client import ConfigClient
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
-from tidemq.gatewaykafka.handlers import Endpoint, KafkaApis
+from tidemq.gatewaykafka.handlers import KafkaApis
+from tidemq.gatewaykafka.nodes import GatewayNodes, Node, derived_node_id
 from tidemq.gatewaykafka.security import KafkaSecurity
 from tidemq.gatewaykafka.server import KafkaServer
 from tidemq.gatewaykafka.settings import KafkaGatewaySettings
@@ -52,8 +54,8 @@ async def serve(settings: KafkaGatewaySettings) -> None:
                            rpc_timeout_s=settings.rpc_timeout_s)
     coordination = GroupCoordination(backend.namesrv, settings.rpc_timeout_s)
     pool = ThreadPoolExecutor(settings.max_workers, thread_name_prefix="kafka-call")
-    endpoint = Endpoint(settings.advertised_host, settings.advertised_port)
-    apis = KafkaApis(backend, coordination, lambda: endpoint, pool=pool,
+    nodes: GatewayNodes | None = None
+    apis = KafkaApis(backend, coordination, lambda: nodes, pool=pool,
                      max_record_batch_bytes=settings.max_batch_bytes,
                      cluster_id=settings.cluster_id)
     security, acl_follower = kafka_security(settings)
@@ -63,7 +65,13 @@ async def serve(settings: KafkaGatewaySettings) -> None:
                          tls=tls)
     port = await server.start(settings.host, settings.port)
     settings.port = port
-    endpoint = Endpoint(settings.advertised_host, settings.advertised_port or port)
+    advertised_port = settings.advertised_port or port
+    me = Node(settings.node_id if settings.node_id >= 0 else
+              derived_node_id(settings.advertised_host, advertised_port),
+              settings.advertised_host, advertised_port)
+    nodes = (GatewayNodes(me, ConfigClient(settings.config_center),
+                          ttl_s=settings.registration_ttl_s).start()
+             if settings.registration_ttl_s > 0 else GatewayNodes.single(me))
     metrics_port = 0
     metrics_server = None
     if settings.metrics_port >= 0:
@@ -74,7 +82,7 @@ async def serve(settings: KafkaGatewaySettings) -> None:
         write_json_atomically(settings.ready_file, {"port": port, "metrics_port": metrics_port,
                                                     "pid": os.getpid()})
     log.info("serving", service=SERVICE, addr=f"{settings.host}:{port}",
-             advertised=f"{endpoint.host}:{endpoint.port}", metrics_port=metrics_port,
+             advertised=f"{me.host}:{me.port}", node_id=me.node_id, metrics_port=metrics_port,
              listener=("SASL_" if security.enabled else "") + ("SSL" if tls else "PLAINTEXT"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -82,6 +90,7 @@ async def serve(settings: KafkaGatewaySettings) -> None:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("stopping", service=SERVICE, grace_s=settings.shutdown_grace_s)
+    nodes.close()   # deregistered first: clients move to the other instances at once
     await server.stop(settings.shutdown_grace_s)
     pool.shutdown(wait=False, cancel_futures=True)
     backend.close()

@@ -2,7 +2,8 @@
 
 A handler validates, calls the backend (blocking SDK calls run on the gateway's thread pool),
 and maps results and TideMQ errors to Kafka's fields and error codes; no TideMQ logic here.
-The gateway is node 0: leader of every partition and coordinator of every group.
+Partition leaders and group coordinators are spread over the live gateway instances
+(nodes.py); any instance serves any request.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from tidemq.common.logs import get_logger
 from tidemq.gatewaykafka import codec, records
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
+from tidemq.gatewaykafka.nodes import GatewayNodes
 from tidemq.gatewaykafka.security import SaslState
 
 log = get_logger(__name__)
 
-NODE_ID = 0
 EARLIEST, LATEST = -2, -1
 FETCH_POLL_S = 0.05             # a Fetch that found nothing looks again this often
 KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
@@ -60,12 +61,6 @@ def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
     return codec.ERRORS["UNKNOWN_SERVER_ERROR"]
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    host: str
-    port: int
-
-
 Handler = Callable[[Any, int, "Connection"], Awaitable[dict | None]]
 
 
@@ -80,9 +75,9 @@ class Connection:
 
 class KafkaApis:
     def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
-                 endpoint: Callable[[], Endpoint], *, pool: ThreadPoolExecutor,
+                 nodes: Callable[[], GatewayNodes], *, pool: ThreadPoolExecutor,
                  max_record_batch_bytes: int, cluster_id: str) -> None:
-        self.backend, self.coordination, self.endpoint = backend, coordination, endpoint
+        self.backend, self.coordination, self.nodes = backend, coordination, nodes
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
@@ -106,7 +101,7 @@ class KafkaApis:
         return codec.api_versions_body()
 
     async def metadata(self, request, version: int, conn: Connection) -> dict:
-        here = self.endpoint()
+        nodes = self.nodes()
         if request.topics is None or (version == 0 and not request.topics):
             names = await self._run(self.backend.topics)
         else:
@@ -118,16 +113,17 @@ class KafkaApis:
             except errors.TideMQError as exc:
                 topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
                 continue
+            leaders = [nodes.leader(name, i).node_id for i in range(len(queues))]
             topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": [
-                {"error_code": 0, "partition_index": i, "leader_id": NODE_ID,
-                 "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
-                 "offline_replicas": []} for i in range(len(queues))]})
+                {"error_code": 0, "partition_index": i, "leader_id": leader,
+                 "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader],
+                 "offline_replicas": []} for i, leader in enumerate(leaders)]})
+        live = nodes.live()
         return {"throttle_time_ms": 0, "brokers": [
-            {"node_id": NODE_ID, "host": here.host, "port": here.port, "rack": None}],
-            "cluster_id": self.cluster_id, "controller_id": NODE_ID, "topics": topics}
+            {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in live],
+            "cluster_id": self.cluster_id, "controller_id": live[0].node_id, "topics": topics}
 
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
-        here = self.endpoint()
         if request.key_type not in (0, None):   # 1 = a transaction coordinator
             # fatal in every client (not retried until a timeout), with the sentence where
             # the client shows it (librdkafka does; kafka-python raises the bare error)
@@ -135,8 +131,9 @@ class KafkaApis:
                     "error_code": codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"],
                     "error_message": TRANSACTIONS_REFUSAL, "node_id": -1, "host": "",
                     "port": -1}
+        node = self.nodes().coordinator(request.key or "")
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "node_id": NODE_ID, "host": here.host, "port": here.port}
+                "node_id": node.node_id, "host": node.host, "port": node.port}
 
     # -- produce -------------------------------------------------------------------------------
 
