@@ -69,6 +69,11 @@ compose-up: sync ## the same topology under docker compose: build, up -d, wait h
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
 
+# --- Kafka conformance (docs/kafka.md#librdkafkas-own-test-suite) ---------------------------
+.PHONY: kafka-conformance
+kafka-conformance: sync ## librdkafka's own tests (a curated subset) against two gateway-kafka instances (needs npm, a C compiler, libssl-dev; KAFKA_CONFORMANCE_TESTS=0012,0030: some)
+	$(PY) -m tests.conformance.librdkafka_suite
+
 # --- benchmarks (bench/README.md) -----------------------------------------------------------
 .PHONY: bench
 bench: sync ## quick run of every benchmark, each printing its same-run baseline (a few minutes)

@@ -57,7 +57,8 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     nodes: GatewayNodes | None = None
     apis = KafkaApis(backend, coordination, lambda: nodes, pool=pool,
                      max_record_batch_bytes=settings.max_batch_bytes,
-                     cluster_id=settings.cluster_id)
+                     cluster_id=settings.cluster_id,
+                     auto_create_partitions=settings.auto_create_partitions)
     security, acl_follower = kafka_security(settings)
     tls = (ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
                             settings.tls_client_ca_file) if settings.tls_cert_file else None)

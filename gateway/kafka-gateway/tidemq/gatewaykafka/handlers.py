@@ -9,6 +9,7 @@ Partition leaders and group coordinators are spread over the live gateway instan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -76,11 +77,13 @@ class Connection:
 class KafkaApis:
     def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
                  nodes: Callable[[], GatewayNodes], *, pool: ThreadPoolExecutor,
-                 max_record_batch_bytes: int, cluster_id: str) -> None:
+                 max_record_batch_bytes: int, cluster_id: str,
+                 auto_create_partitions: int = 0) -> None:
         self.backend, self.coordination, self.nodes = backend, coordination, nodes
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
+        self.auto_create_partitions = auto_create_partitions
         self.table: dict[int, Handler] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
@@ -107,9 +110,16 @@ class KafkaApis:
         else:
             names = [t.name for t in request.topics]
         topics = []
+        auto_create = self.auto_create_partitions > 0 and \
+            getattr(request, "allow_auto_topic_creation", True) is not False
         for name in names:
             try:
-                queues = await self._run(self.backend.partitions, name)
+                try:
+                    queues = await self._run(self.backend.partitions, name)
+                except errors.TopicNotExist:
+                    if not auto_create:
+                        raise
+                    queues = await self._run(self._auto_create, name)
             except errors.TideMQError as exc:
                 topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
                 continue
@@ -122,6 +132,13 @@ class KafkaApis:
         return {"throttle_time_ms": 0, "brokers": [
             {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in live],
             "cluster_id": self.cluster_id, "controller_id": live[0].node_id, "topics": topics}
+
+    def _auto_create(self, name: str) -> list:
+        """Kafka's auto.create.topics.enable (off by default: `auto_create_partitions`)."""
+        log.info("kafka_topic_auto_created", topic=name, partitions=self.auto_create_partitions)
+        with contextlib.suppress(errors.AlreadyExists):   # another request made it meanwhile
+            self.backend.create_topic(name, self.auto_create_partitions)
+        return self.backend.partitions(name)
 
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
         if request.key_type not in (0, None):   # 1 = a transaction coordinator

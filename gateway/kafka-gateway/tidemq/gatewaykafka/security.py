@@ -19,6 +19,7 @@ rule added or removed applies to open connections at their next request:
 | OffsetCommit | SUB on the group and on each topic |
 | CreateTopics, DeleteTopics, CreatePartitions | ADMIN on each topic |
 | ApiVersions, Metadata, FindCoordinator, InitProducerId, DescribeConfigs, ListGroups | an authenticated user |
+| Metadata creating an unknown topic (`auto_create_partitions`) | ADMIN on the topic |
 | any other API | ADMIN on `cluster:kafka/<API name>` |
 
 A refused topic answers TOPIC_AUTHORIZATION_FAILED for its partitions while the request's
@@ -51,7 +52,7 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 SCRAM_ITERATIONS = 4096   # Kafka's default (and its minimum)
 PRE_AUTH_APIS = frozenset({18, 17, 36})   # ApiVersions, SaslHandshake, SaslAuthenticate
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 AUTHENTICATED_ONLY = frozenset({3, 10, 16, 18, 22, 32})
 FAILED = "SASL_AUTHENTICATION_FAILED"
 
@@ -197,7 +198,14 @@ class KafkaSecurity:
                    handler: Handler) -> dict | None:
         """The handler's answer, with what the user may not do refused (the handler never sees
         a refused topic or group)."""
-        if self.guard is None or api_key in AUTHENTICATED_ONLY or api_key in PRE_AUTH_APIS:
+        if self.guard is None or api_key in PRE_AUTH_APIS:
+            return await handler(request, version, conn)
+        if api_key == METADATA and getattr(request, "allow_auto_topic_creation", False):
+            # creating a topic is ADMIN on it: without that, unknown topics stay unknown
+            needs = [Permission("topic", t.name, Action.ADMIN) for t in request.topics or []]
+            if not needs or self._refused(conn.sasl.user, conn.peer_host, needs) is not None:
+                request.allow_auto_topic_creation = False
+        if api_key in AUTHENTICATED_ONLY:
             return await handler(request, version, conn)
         rule = _RULES.get(api_key)
         user, ip = conn.sasl.user, conn.peer_host

@@ -38,3 +38,7 @@ class KafkaGatewaySettings(ServiceSettings):
     registration_ttl_s: int = setting(
         5, "lease of this instance's registration in the config center: a killed instance "
            "leaves Metadata within it (s; 0 = do not register: a single instance)")
+    auto_create_partitions: int = setting(
+        0, "Kafka's auto.create.topics.enable: a Metadata request naming an unknown topic (and "
+           "allowing auto-creation) creates it with this many partitions (0 = never; TideMQ "
+           "topics are defined by admins)")
