@@ -41,7 +41,6 @@ SUBSET = {
     "0002": "produce to an unknown partition fails per message",
     "0005": "per-partition produce order",
     "0008": "acks 0, 1 and all",
-    "0011": "produce batches",
     "0012": "produce then consume, several partitions",
     "0013": "null and empty keys and values",
     "0014": "consume, reconsume from stored offsets",
@@ -52,7 +51,6 @@ SUBSET = {
     "0021": "topic handle destroy",
     "0022": "consume batch",
     "0026": "consume pause and resume",
-    "0028": "long topic names",
     "0029": "assign with offsets",
     "0030": "offset commit: sync, async, auto",
     "0031": "query offsets and watermarks",
@@ -65,7 +63,6 @@ SUBSET = {
     "0056": "balanced consumer group, multi-threaded",
     "0082": "fetch max bytes per partition",
     "0094": "idempotent producer: message timeout",
-    "0099": "commit metadata",
 }
 
 
@@ -107,11 +104,16 @@ def run_one(tests_dir: Path, test: str) -> tuple[bool, float]:
     started = time.monotonic()
     log = tests_dir / f"tidemq-{test}.log"
     with open(log, "wb") as out:
-        code = subprocess.call(["./test-runner", "-p1"], cwd=tests_dir, env=env, stdout=out,
+        # -L: not the test number's local variants (mock cluster, no broker): not about us
+        code = subprocess.call(["./test-runner", "-p1", "-L"], cwd=tests_dir, env=env, stdout=out,
                                stderr=subprocess.STDOUT, timeout=1800)
     took = time.monotonic() - started
-    ok = code == 0
-    print(f"{test} {'PASS' if ok else 'FAIL'} {took:6.1f} s  {SUBSET.get(test, '')}"
+    summary = [line for line in log.read_text(errors="replace").splitlines()
+               if f" {test}_" in line and "|" in line]
+    skipped = bool(summary) and all("SKIPPED" in line for line in summary)
+    ok = code == 0 and not skipped   # a test the runner filtered out proves nothing
+    verdict = "SKIPPED" if skipped else "PASS" if ok else "FAIL"
+    print(f"{test} {verdict} {took:6.1f} s  {SUBSET.get(test, '')}"
           + ("" if ok else f"  (log: {log})"), flush=True)
     return ok, took
 

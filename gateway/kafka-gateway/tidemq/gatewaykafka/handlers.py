@@ -49,6 +49,30 @@ TOPIC_CONFIGS = {"cleanup.policy": "delete", "compression.type": "producer",
                  "message.timestamp.type": "CreateTime", "max.message.bytes": "4194304"}
 
 
+def _within(messages: list, max_bytes: int) -> list:
+    """A partition's messages up to its max_bytes (bodies and properties), the first always
+    (Kafka's soft limit: a record larger than the limit still makes progress)."""
+    size = 0
+    for count, message in enumerate(messages):
+        size += len(message.body) + sum(len(k) + len(v) for k, v in message.properties.items())
+        if count and size > max_bytes:
+            return messages[:count]
+    return messages
+
+
+def _fit_response(answers: list[dict], max_bytes: int) -> None:
+    """The request's max_bytes (fetch.max.bytes) over all partitions: partitions past it answer
+    no records this time (the client fetches them again from the same offset); the first
+    partition with records is always answered whole."""
+    used = 0
+    for answer in answers:
+        size = len(answer["records"] or b"")
+        if size and used and used + size > max_bytes:
+            answer["records"] = b""
+        else:
+            used += size
+
+
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
     if isinstance(exc, records.RecordError):
         return codec.ERRORS[exc.kafka_error]
@@ -199,7 +223,8 @@ class KafkaApis:
 
     async def fetch(self, request, version: int, conn: Connection) -> dict:
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        wanted = [(t.topic, p.partition, p.fetch_offset,
+                   min(p.partition_max_bytes, request.max_bytes))
                   for t in request.topics for p in t.partitions]
         while True:
             answers = await asyncio.gather(*(self._run(self._fetch_partition, *w)
@@ -209,6 +234,7 @@ class KafkaApis:
                     any(a["error_code"] for a in answers):
                 break
             await asyncio.sleep(min(FETCH_POLL_S, max(deadline - time.monotonic(), 0)))
+        _fit_response(answers, request.max_bytes)
         by_topic: dict[str, list[dict]] = {}
         for (topic, *_), answer in zip(wanted, answers, strict=True):
             by_topic.setdefault(topic, []).append(answer)
@@ -231,7 +257,8 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            answer["records"] = records.encode_messages(fetched.messages)
+            answer["records"] = records.encode_messages(
+                _within(fetched.messages, max_bytes))
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:
