@@ -2,7 +2,9 @@
 sync) behind gateway-kafka, confluent-kafka's idempotent `acks=all` producer and a consumer
 group running while the master is SIGKILLed, and while the next master is SIGSTOPped (frozen:
 its lease lapses, the controller elects another, and the frozen one, resumed, finds itself
-fenced). Every acknowledged record is stored once and consumed; the figures are printed."""
+fenced); and the control-plane store's (etcd's) leader SIGKILLed under two gateway-kafka
+instances, whose registrations live in it. Every acknowledged record is stored once and
+consumed; the figures are printed."""
 
 from __future__ import annotations
 
@@ -70,3 +72,28 @@ def test_master_failover_loses_and_duplicates_nothing(replicated, fault):
     assert not verdict.lost and not verdict.duplicated, (verdict.lost[:5],
                                                          verdict.duplicated[:5])
     assert not verdict.failures, verdict.failures[:5]
+
+
+def test_etcd_leader_kill_loses_and_duplicates_nothing(tmp_path):
+    with running_cluster(tmp_path, etcd_members=3) as cluster:
+        create_topic_in_config_center(cluster, TOPIC, 1)
+        wait_for_route(cluster, TOPIC, 2)
+        gateways = [cluster.start("tidemq.gatewaykafka", [
+            "--namesrv-addrs", cluster.namesrv_addrs, "--config-center",
+            cluster.config_center.addr, "--advertised-host", "127.0.0.1"]) for _ in range(2)]
+        load = KafkaLoad(",".join(g.addr for g in gateways), TOPIC, "kbf-etcd").start()
+        try:
+            load.wait_acked(PER_PHASE, 120)
+            load.wait_consumed(PER_PHASE // 2, 120)
+            leader = cluster.etcd.wait_leader()
+            load.mark_fault()
+            leader.kill()
+            cluster.etcd.wait_leader(60)
+            load.wait_acked(len(load.acked) + PER_PHASE, 120)
+        finally:
+            verdict = load.finish()
+        print(f"\n{verdict.line('etcd leader SIGKILL')}")
+        assert not verdict.lost and not verdict.duplicated
+        assert not verdict.failures, verdict.failures[:5]
+        for gateway in gateways:   # both instances still registered and serving
+            assert gateway.proc.poll() is None
