@@ -120,3 +120,21 @@ def test_leaders_and_coordinators_spread_deterministically():
     assert leaders[0] == leaders[1] == leaders[2]
     assert set(leaders[0]) == {3, 7, 11}      # six partitions go round three instances
     assert len({v.coordinator("billing").node_id for v in views}) == 1
+
+
+def test_metadata_creates_topics_only_for_a_user_with_admin_on_them():
+    security, _ = _security(users=(ALICE, User("root", "root-secret", admin=True)),
+                            rules=[Rule.create("a", "alice", "topic:alice-*", ["ADMIN"])])
+    seen = []
+
+    async def handler(request, version, conn):
+        seen.append(request.allow_auto_topic_creation)
+        return {}
+
+    for user, topic in ((ALICE, "alice-new"), (ALICE, "other"), (User("root", "x", True), "any")):
+        conn = Connection(peer_host="127.0.0.1")
+        conn.sasl.user = user
+        request = SimpleNamespace(allow_auto_topic_creation=True,
+                                  topics=[SimpleNamespace(name=topic)])
+        asyncio.run(security.call(3, request, 8, conn, handler))
+    assert seen == [True, False, True]

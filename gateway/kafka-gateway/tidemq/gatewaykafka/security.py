@@ -202,8 +202,11 @@ class KafkaSecurity:
             return await handler(request, version, conn)
         if api_key == METADATA and getattr(request, "allow_auto_topic_creation", False):
             # creating a topic is ADMIN on it: without that, unknown topics stay unknown
+            # (decided quietly: a client asks this on every Metadata, it is no refusal)
             needs = [Permission("topic", t.name, Action.ADMIN) for t in request.topics or []]
-            if not needs or self._refused(conn.sasl.user, conn.peer_host, needs) is not None:
+            user = conn.sasl.user
+            if not needs or not (user.admin or self.guard.acl.table.decide(
+                    user.access_key, conn.peer_host, needs).allowed):
                 request.allow_auto_topic_creation = False
         if api_key in AUTHENTICATED_ONLY:
             return await handler(request, version, conn)
