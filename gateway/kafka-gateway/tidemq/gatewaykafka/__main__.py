@@ -52,6 +52,7 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     backend = KafkaBackend(settings.namesrv_addrs, settings.config_center,
                            send_timeout_s=settings.send_timeout_s,
                            rpc_timeout_s=settings.rpc_timeout_s)
+    backend.follow_definitions()   # several instances: partitions added elsewhere show here
     coordination = GroupCoordination(backend.namesrv, settings.rpc_timeout_s)
     pool = ThreadPoolExecutor(settings.max_workers, thread_name_prefix="kafka-call")
     nodes: GatewayNodes | None = None

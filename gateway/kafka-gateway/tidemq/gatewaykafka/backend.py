@@ -34,7 +34,13 @@ from tidemq.client import (
 from tidemq.client.admin import Admin
 from tidemq.common import errors
 from tidemq.common.system_topics import is_system_topic
-from tidemq.configclient.topics import TopicDefinitionError, TopicDefinitions, spread
+from tidemq.configclient.follow import Follower
+from tidemq.configclient.topics import (
+    TOPIC_PREFIX,
+    TopicDefinitionError,
+    TopicDefinitions,
+    spread,
+)
 
 GATEWAY_GROUP = "tidemq-gateway-kafka"   # the gateway's producer group and its reads' group
 PRODUCER_ID_KEY = "/tidemq/kafka/next-producer-id"
@@ -70,6 +76,7 @@ class KafkaBackend:
         self._lock = threading.Lock()
         self._ids = range(0)
         self._maps: dict[str, tuple[float, list[MessageQueue]]] = {}   # topic -> (until, map)
+        self._follower: Follower | None = None
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -115,8 +122,24 @@ class KafkaBackend:
                                             "it yet", code="SERVICE_UNAVAILABLE")
         return [MessageQueue(topic, group, queue) for group, queue in current]
 
+    def follow_definitions(self) -> None:
+        """Forget a topic's cached partition map and route when its definition changes, so
+        partitions another gateway instance added (CreatePartitions there) show here within
+        the watch's latency, not MAP_REFRESH_S."""
+        def forget_all() -> int:
+            with self._lock:
+                self._maps.clear()
+            return self.admin.config.range(TOPIC_PREFIX, limit=1).revision
+
+        self._follower = Follower(self.admin.config, TOPIC_PREFIX, read=forget_all,
+                                  on_event=lambda e: self._forget(e.kv.key[len(TOPIC_PREFIX):]),
+                                  name="kafka-topic-definitions").start()
+
     def partition(self, topic: str, index: int) -> MessageQueue:
         queues = self.partitions(topic)
+        if index >= len(queues):   # a partition added since the map was cached?
+            self._forget(topic)
+            queues = self.partitions(topic)
         if not 0 <= index < len(queues):
             raise errors.NotFound(f"topic {topic!r} has no partition {index}",
                                   code="UNKNOWN_TOPIC_OR_PARTITION")
@@ -254,5 +277,7 @@ class KafkaBackend:
         return taken[0]
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
         self.producer.close()
         self.admin.close()
