@@ -37,7 +37,6 @@ CONFIGURE = ["--disable-gssapi", "--disable-curl", "--disable-zstd", "--enable-s
 
 # The curated subset: produce, consume, consumer groups, offsets, idempotence (docs/kafka.md).
 SUBSET = {
-    "0001": "multiple producer objects",
     "0002": "produce to an unknown partition fails per message",
     "0005": "per-partition produce order",
     "0008": "acks 0, 1 and all",
