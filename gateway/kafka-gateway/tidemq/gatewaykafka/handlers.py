@@ -36,6 +36,7 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "SLAVE_NOT_AVAILABLE": "NOT_ENOUGH_REPLICAS", "SERVICE_UNAVAILABLE": "LEADER_NOT_AVAILABLE",
     "CIRCUIT_OPEN": "LEADER_NOT_AVAILABLE", "INVALID_MESSAGE": "INVALID_RECORD",
     "BROKER_NOT_FOUND": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_ARGUMENT": "INVALID_REQUEST",
+    "STORAGE_FULL": "KAFKA_STORAGE_ERROR",   # retriable in every client, as the disk guard is
 }
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
