@@ -69,6 +69,16 @@ compose-up: sync ## the same topology under docker compose: build, up -d, wait h
 compose-down: ## docker-compose down (and stop a dockerd compose-up started)
 	$(PY) -m deploy.compose down
 
+# --- Kafka conformance (docs/kafka.md: kafka-python's suite, librdkafka's tests) -------------
+.PHONY: kafka-conformance kafka-conformance-python kafka-conformance-librdkafka
+kafka-conformance: kafka-conformance-python kafka-conformance-librdkafka ## both Kafka clients' own suites against gateway-kafka (below)
+
+kafka-conformance-python: sync ## kafka-python 3.0.12's own integration suite (from its PyPI sdist) against a TideMQ cluster + gateway-kafka; expected failures in tests/integration/kafka/conformance/expected_failures.txt (PYTEST_ARGS=... passed on)
+	$(PY) -m tests.integration.kafka.conformance.run $(PYTEST_ARGS)
+
+kafka-conformance-librdkafka: sync ## librdkafka's own tests (a curated subset) against two gateway-kafka instances (needs npm, a C compiler, libssl-dev; KAFKA_CONFORMANCE_TESTS=0012,0030: some)
+	$(PY) -m tests.conformance.librdkafka_suite
+
 # --- benchmarks (bench/README.md) -----------------------------------------------------------
 .PHONY: bench
 bench: sync ## quick run of every benchmark, each printing its same-run baseline (a few minutes)
@@ -94,11 +104,6 @@ SEED ?= $(shell date +%s)
 chaos: sync ## seeded fault schedules against a 3-replica group and its etcd control plane: RUNS runs of FAULTS faults from SEED
 	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) CHAOS_DISK=$${CHAOS_DISK:-1} \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
-
-# --- Kafka conformance (docs/kafka.md) --------------------------------------------------------
-.PHONY: kafka-conformance
-kafka-conformance: sync ## kafka-python 3.0.12's own integration suite (from its PyPI sdist) against a TideMQ cluster + gateway-kafka; expected failures in tests/integration/kafka/conformance/expected_failures.txt (PYTEST_ARGS=... passed on)
-	$(PY) -m tests.integration.kafka.conformance.run $(PYTEST_ARGS)
 
 # --- soak (tests/soak.py, docs/consumption.md "Pop state over time") -------------------------
 .PHONY: soak

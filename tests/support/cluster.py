@@ -201,13 +201,14 @@ def process_group(tmp_path: Path):
 
 
 @contextmanager
-def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None,
+def running_cluster(tmp_path: Path, *, env: dict[str, str] | None = None, etcd_members: int = 1,
                     **cluster_options) -> Iterator[Cluster]:
-    """etcd, Redis plus `start_cluster` in `tmp_path`; every process is killed on exit.
+    """etcd (`etcd_members` of them), Redis plus `start_cluster` in `tmp_path`; every process
+    is killed on exit.
 
     For module-scoped fixtures: `with running_cluster(tmp) as cluster: yield cluster`.
     `env` is given to every service process (e.g. shrunk coordinator timings)."""
-    etcd, redis = start_etcd(tmp_path), start_redis(tmp_path)
+    etcd, redis = start_etcd(tmp_path, etcd_members), start_redis(tmp_path)
     try:
         with process_group(tmp_path) as start:
             if env:

@@ -31,6 +31,7 @@ def test_walking_skeleton_services_and_ports():
         "etcd-1": 2379, "redis": 6379, "trace-collector": 4317, "config-center-1": 7070,
         "config-center-2": 7071, "namesrv-1": 9876, "namesrv-2": 9877, "broker-a-0": 10911,
         "broker-b-0": 10921, "gateway-http": 8080, "gateway-grpc": 8081, "gateway-kafka": 9092,
+        "gateway-kafka-2": 9093,
     }  # fmt: skip
     assert services["trace-collector"].ports["http"] == 16686
 

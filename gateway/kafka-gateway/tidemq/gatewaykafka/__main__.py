@@ -10,13 +10,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import prometheus_client
 from tidemq.common import rpc
+from tidemq.common.auth.guard import AuthGuard, StaticAcl
+from tidemq.common.auth.signature import Credentials
 from tidemq.common.logs import configure_logging, get_logger
 from tidemq.common.server import write_json_atomically
 from tidemq.common.settings import load_settings
+from tidemq.common.tls import ReloadingContext
 from tidemq.common.tracing import init_tracing, shutdown_tracing
+from tidemq.configclient.acl import AclFollower
+from tidemq.configclient.client import ConfigClient
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
-from tidemq.gatewaykafka.handlers import Endpoint, KafkaApis
+from tidemq.gatewaykafka.handlers import KafkaApis
+from tidemq.gatewaykafka.nodes import GatewayNodes, Node, derived_node_id
+from tidemq.gatewaykafka.security import KafkaSecurity
 from tidemq.gatewaykafka.server import KafkaServer
 from tidemq.gatewaykafka.settings import KafkaGatewaySettings
 
@@ -45,18 +52,29 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     backend = KafkaBackend(settings.namesrv_addrs, settings.config_center,
                            send_timeout_s=settings.send_timeout_s,
                            rpc_timeout_s=settings.rpc_timeout_s)
+    backend.follow_definitions()   # several instances: partitions added elsewhere show here
     coordination = GroupCoordination(backend.namesrv, settings.rpc_timeout_s)
     pool = ThreadPoolExecutor(settings.max_workers, thread_name_prefix="kafka-call")
-    endpoint = Endpoint(settings.advertised_host, settings.advertised_port)
-    apis = KafkaApis(backend, coordination, lambda: endpoint, pool=pool,
+    nodes: GatewayNodes | None = None
+    apis = KafkaApis(backend, coordination, lambda: nodes, pool=pool,
                      max_record_batch_bytes=settings.max_batch_bytes,
                      cluster_id=settings.cluster_id,
                      auto_create_partitions=(settings.default_partitions
                                              if settings.auto_create_topics else 0))
-    server = KafkaServer(apis, max_request_size=settings.max_request_size)
+    security, acl_follower = kafka_security(settings)
+    tls = (ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
+                            settings.tls_client_ca_file) if settings.tls_cert_file else None)
+    server = KafkaServer(apis, max_request_size=settings.max_request_size, security=security,
+                         tls=tls)
     port = await server.start(settings.host, settings.port)
     settings.port = port
-    endpoint = Endpoint(settings.advertised_host, settings.advertised_port or port)
+    advertised_port = settings.advertised_port or port
+    me = Node(settings.node_id if settings.node_id >= 0 else
+              derived_node_id(settings.advertised_host, advertised_port),
+              settings.advertised_host, advertised_port)
+    nodes = (GatewayNodes(me, ConfigClient(settings.config_center),
+                          ttl_s=settings.registration_ttl_s).start()
+             if settings.registration_ttl_s > 0 else GatewayNodes.single(me))
     metrics_port = 0
     metrics_server = None
     if settings.metrics_port >= 0:
@@ -67,19 +85,38 @@ async def serve(settings: KafkaGatewaySettings) -> None:
         write_json_atomically(settings.ready_file, {"port": port, "metrics_port": metrics_port,
                                                     "pid": os.getpid()})
     log.info("serving", service=SERVICE, addr=f"{settings.host}:{port}",
-             advertised=f"{endpoint.host}:{endpoint.port}", metrics_port=metrics_port)
+             advertised=f"{me.host}:{me.port}", node_id=me.node_id, metrics_port=metrics_port,
+             listener=("SASL_" if security.enabled else "") + ("SSL" if tls else "PLAINTEXT"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("stopping", service=SERVICE, grace_s=settings.shutdown_grace_s)
+    nodes.close()   # deregistered first: clients move to the other instances at once
     await server.stop(settings.shutdown_grace_s)
     pool.shutdown(wait=False, cancel_futures=True)
     backend.close()
+    if acl_follower is not None:
+        acl_follower.close()
     if metrics_server is not None:
         metrics_server.shutdown()
     log.info("stopped", service=SERVICE)
+
+
+def kafka_security(settings: KafkaGatewaySettings) -> tuple[KafkaSecurity, AclFollower | None]:
+    """SASL and the ACL when auth_enabled (the users and rules followed live from the config
+    center, as every service does); else neither."""
+    if not settings.auth_enabled:
+        return KafkaSecurity(None), None
+    acl = StaticAcl()
+    follower = AclFollower(settings.auth_config_center or settings.config_center, acl).start()
+    trusted = (Credentials(settings.access_key, settings.secret_key)
+               if settings.access_key and settings.secret_key else None)
+    guard = AuthGuard(SERVICE, acl, skew_s=settings.auth_skew_s, trusted=trusted)
+    mechanisms = tuple(m.strip().upper() for m in settings.sasl_mechanisms.split(",")
+                       if m.strip())
+    return KafkaSecurity(guard, mechanisms), follower
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from tidemq.client import (
 from tidemq.client.admin import Admin
 from tidemq.common import errors
 from tidemq.common.system_topics import is_system_topic
+from tidemq.configclient.follow import Follower
 from tidemq.configclient.topics import (
     TOPIC_PREFIX,
     TopicDefinitionError,
@@ -81,6 +82,7 @@ class KafkaBackend:
         self._ids = range(0)
         self._maps: dict[str, tuple[float, list[MessageQueue]]] = {}   # topic -> (until, map)
         self._configs: dict[str, tuple[float, dict[str, str]]] = {}    # topic -> (until, config)
+        self._follower: Follower | None = None
 
     # -- topics and partitions -----------------------------------------------------------------
 
@@ -150,9 +152,24 @@ class KafkaBackend:
     def log_append_time(self, topic: str) -> bool:
         """True when the topic's records carry the time they were stored (LogAppendTime)."""
         return self._own_settings(topic).get(TIMESTAMP_TYPE) == LOG_APPEND_TIME
+    def follow_definitions(self) -> None:
+        """Forget a topic's cached partition map and route when its definition changes, so
+        partitions another gateway instance added (CreatePartitions there) show here within
+        the watch's latency, not MAP_REFRESH_S."""
+        def forget_all() -> int:
+            with self._lock:
+                self._maps.clear()
+            return self.admin.config.range(TOPIC_PREFIX, limit=1).revision
+
+        self._follower = Follower(self.admin.config, TOPIC_PREFIX, read=forget_all,
+                                  on_event=lambda e: self._forget(e.kv.key[len(TOPIC_PREFIX):]),
+                                  name="kafka-topic-definitions").start()
 
     def partition(self, topic: str, index: int) -> MessageQueue:
         queues = self.partitions(topic)
+        if index >= len(queues):   # a partition added since the map was cached?
+            self._forget(topic)
+            queues = self.partitions(topic)
         if not 0 <= index < len(queues):
             raise errors.NotFound(f"topic {topic!r} has no partition {index}",
                                   code="UNKNOWN_TOPIC_OR_PARTITION")
@@ -331,5 +348,7 @@ class KafkaBackend:
         return taken[0]
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
         self.producer.close()
         self.admin.close()

@@ -30,12 +30,15 @@ ERRORS = {
     "INVALID_TOPIC_EXCEPTION": 17, "NOT_ENOUGH_REPLICAS": 19, "ILLEGAL_GENERATION": 22,
     "INCONSISTENT_GROUP_PROTOCOL": 23, "INVALID_GROUP_ID": 24, "UNKNOWN_MEMBER_ID": 25,
     "INVALID_SESSION_TIMEOUT": 26, "REBALANCE_IN_PROGRESS": 27, "TOPIC_AUTHORIZATION_FAILED": 29,
-    "GROUP_AUTHORIZATION_FAILED": 30, "UNSUPPORTED_VERSION": 35, "TOPIC_ALREADY_EXISTS": 36,
+    "GROUP_AUTHORIZATION_FAILED": 30, "CLUSTER_AUTHORIZATION_FAILED": 31,
+    "UNSUPPORTED_SASL_MECHANISM": 33, "ILLEGAL_SASL_STATE": 34, "UNSUPPORTED_VERSION": 35,
+    "TOPIC_ALREADY_EXISTS": 36,
     "INVALID_PARTITIONS": 37, "INVALID_REPLICATION_FACTOR": 38, "INVALID_CONFIG": 40,
     "INVALID_REQUEST": 42, "POLICY_VIOLATION": 44, "OUT_OF_ORDER_SEQUENCE_NUMBER": 45,
     "DUPLICATE_SEQUENCE_NUMBER": 46, "INVALID_PRODUCER_EPOCH": 47,
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53, "UNKNOWN_PRODUCER_ID": 59,
-    "KAFKA_STORAGE_ERROR": 56, "NON_EMPTY_GROUP": 68, "GROUP_ID_NOT_FOUND": 69,
+    "KAFKA_STORAGE_ERROR": 56, "SASL_AUTHENTICATION_FAILED": 58, "NON_EMPTY_GROUP": 68,
+    "GROUP_ID_NOT_FOUND": 69,
     "UNSUPPORTED_COMPRESSION_TYPE": 76, "INVALID_RECORD": 87,
 }
 
@@ -56,15 +59,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 3),    # SyncGroup
     15: (0, 4),    # DescribeGroups
     16: (0, 2),    # ListGroups
+    17: (1, 1),    # SaslHandshake (v1: tokens in SaslAuthenticate; security.py)
     18: (0, 3),    # ApiVersions
     19: (2, 4),    # CreateTopics
     20: (1, 3),    # DeleteTopics
     22: (0, 1),    # InitProducerId
     32: (1, 3),    # DescribeConfigs
+    36: (0, 2),    # SaslAuthenticate (security.py)
     37: (0, 1),    # CreatePartitions
     44: (0, 1),    # IncrementalAlterConfigs
 }
 API_VERSIONS = 18
+SASL_APIS = frozenset({17, 36})   # answered by security.py, not by handlers.py
 
 # The next-generation group protocols (KIP-848 consumer groups, KIP-932 share groups) are
 # refused with a sentence naming the classic protocol, answered here by hand (kafka-python has

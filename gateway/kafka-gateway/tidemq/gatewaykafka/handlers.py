@@ -2,7 +2,8 @@
 
 A handler validates, calls the backend (blocking SDK calls run on the gateway's thread pool),
 and maps results and TideMQ errors to Kafka's fields and error codes; no TideMQ logic here.
-The gateway is node 0: leader of every partition and coordinator of every group.
+Partition leaders and group coordinators are spread over the live gateway instances
+(nodes.py); any instance serves any request.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.common import errors
@@ -27,10 +28,11 @@ from tidemq.gatewaykafka.coordination import (
     split_protocol,
 )
 from tidemq.gatewaykafka.fetch_wait import FetchWaits
+from tidemq.gatewaykafka.nodes import GatewayNodes
+from tidemq.gatewaykafka.security import SaslState
 
 log = get_logger(__name__)
 
-NODE_ID = 0
 EARLIEST, LATEST = -2, -1
 TIME_SCAN_RECORDS = 10_000      # ListOffsets by time reads at most this many past its start
 TIME_SCAN_BYTES = 1 << 20       # ... this much per read
@@ -43,6 +45,7 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "CIRCUIT_OPEN": "LEADER_NOT_AVAILABLE", "INVALID_MESSAGE": "INVALID_RECORD",
     "BROKER_NOT_FOUND": "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_ARGUMENT": "INVALID_REQUEST",
     "INVALID_TOPIC_CONFIG": "INVALID_CONFIG",
+    "STORAGE_FULL": "KAFKA_STORAGE_ERROR",   # retriable in every client, as the disk guard is
 }
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
@@ -55,6 +58,30 @@ TRANSACTIONS_REFUSAL = (
 # what every topic answers and nothing changes (docs/kafka.md)
 TOPIC_CONFIGS = {"compression.type": "producer"}
 CONFIG_SOURCE = {"topic": 1, "default": 5}   # DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
+
+
+def _within(messages: list, max_bytes: int) -> list:
+    """A partition's messages up to its max_bytes (bodies and properties), the first always
+    (Kafka's soft limit: a record larger than the limit still makes progress)."""
+    size = 0
+    for count, message in enumerate(messages):
+        size += len(message.body) + sum(len(k) + len(v) for k, v in message.properties.items())
+        if count and size > max_bytes:
+            return messages[:count]
+    return messages
+
+
+def _fit_response(answers: list[dict], max_bytes: int) -> None:
+    """The request's max_bytes (fetch.max.bytes) over all partitions: partitions past it answer
+    no records this time (the client fetches them again from the same offset); the first
+    partition with records is always answered whole."""
+    used = 0
+    for answer in answers:
+        size = len(answer["records"] or b"")
+        if size and used and used + size > max_bytes:
+            answer["records"] = b""
+        else:
+            used += size
 
 
 def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
@@ -70,12 +97,6 @@ def kafka_code(exc: BaseException, table: dict[str, str] | None = None) -> int:
     return codec.ERRORS["UNKNOWN_SERVER_ERROR"]
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    host: str
-    port: int
-
-
 Handler = Callable[[Any, int, "Connection"], Awaitable[dict | None]]
 
 
@@ -84,18 +105,20 @@ class Connection:
     peer_host: str
     client_id: str = ""
     client_software: str = ""
+    sasl: SaslState = field(default_factory=SaslState)   # security.py
+    close_after: bool = False   # close once this request's answer is written
 
 
 class KafkaApis:
     def __init__(self, backend: KafkaBackend, coordination: GroupCoordination,
-                 endpoint: Callable[[], Endpoint], *, pool: ThreadPoolExecutor,
+                 nodes: Callable[[], GatewayNodes], *, pool: ThreadPoolExecutor,
                  max_record_batch_bytes: int, cluster_id: str,
                  auto_create_partitions: int = 0) -> None:
-        self.backend, self.coordination, self.endpoint = backend, coordination, endpoint
+        self.backend, self.coordination, self.nodes = backend, coordination, nodes
         self.pool = pool
         self.max_record_batch_bytes = max_record_batch_bytes
         self.cluster_id = cluster_id
-        self.auto_create_partitions = auto_create_partitions   # 0: no auto-creation
+        self.auto_create_partitions = auto_create_partitions
         self.waits = FetchWaits(backend, self._run)
         self.table: dict[int, Handler] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
@@ -106,7 +129,7 @@ class KafkaApis:
             22: self.init_producer_id, 32: self.describe_configs, 37: self.create_partitions,
             44: self.incremental_alter_configs,
         }
-        assert set(self.table) == set(codec.SUPPORTED)
+        assert set(self.table) | codec.SASL_APIS == set(codec.SUPPORTED)
 
     async def _run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, function, *args)
@@ -119,15 +142,16 @@ class KafkaApis:
         return codec.api_versions_body()
 
     async def metadata(self, request, version: int, conn: Connection) -> dict:
-        here = self.endpoint()
+        nodes = self.nodes()
         listed = request.topics is None or (version == 0 and not request.topics)
         if listed:
             names = await self._run(self.backend.topics)
         else:
             names = [t.name for t in request.topics]
         # v4+ says whether the client lets a topic be created; earlier versions always did
-        may_create = self.auto_create_partitions > 0 and not listed and (
-            version < 4 or request.allow_auto_topic_creation)
+        # (security.py may have said no for the user: it sets the field then)
+        may_create = self.auto_create_partitions > 0 and not listed and \
+            getattr(request, "allow_auto_topic_creation", True) is not False
         topics = []
         for name in names:
             try:
@@ -140,13 +164,15 @@ class KafkaApis:
             except errors.TideMQError as exc:
                 topics.append({"error_code": kafka_code(exc), "name": name, "partitions": []})
                 continue
+            leaders = [nodes.leader(name, i).node_id for i in range(len(queues))]
             topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": [
-                {"error_code": 0, "partition_index": i, "leader_id": NODE_ID,
-                 "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
-                 "offline_replicas": []} for i in range(len(queues))]})
+                {"error_code": 0, "partition_index": i, "leader_id": leader,
+                 "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader],
+                 "offline_replicas": []} for i, leader in enumerate(leaders)]})
+        live = nodes.live()
         return {"throttle_time_ms": 0, "brokers": [
-            {"node_id": NODE_ID, "host": here.host, "port": here.port, "rack": None}],
-            "cluster_id": self.cluster_id, "controller_id": NODE_ID, "topics": topics}
+            {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in live],
+            "cluster_id": self.cluster_id, "controller_id": live[0].node_id, "topics": topics}
 
     async def _auto_create(self, name: str) -> list:
         """Create `name` with the gateway's default partition count (Kafka's auto-creation);
@@ -157,7 +183,6 @@ class KafkaApis:
         return await self._run(self.backend.partitions, name)
 
     async def find_coordinator(self, request, version: int, conn: Connection) -> dict:
-        here = self.endpoint()
         if request.key_type not in (0, None):   # 1 = a transaction coordinator
             # fatal in every client (not retried until a timeout), with the sentence where
             # the client shows it (librdkafka does; kafka-python raises the bare error)
@@ -165,8 +190,9 @@ class KafkaApis:
                     "error_code": codec.ERRORS["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"],
                     "error_message": TRANSACTIONS_REFUSAL, "node_id": -1, "host": "",
                     "port": -1}
+        node = self.nodes().coordinator(request.key or "")
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "node_id": NODE_ID, "host": here.host, "port": here.port}
+                "node_id": node.node_id, "host": node.host, "port": node.port}
 
     # -- produce -------------------------------------------------------------------------------
 
@@ -227,7 +253,8 @@ class KafkaApis:
         """Read every wanted partition; when that finds less than `min_bytes` (and no error),
         wait up to `max_wait_ms` on the brokers' long polls for data, then read again."""
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        wanted = [(t.topic, p.partition, p.fetch_offset,
+                   min(p.partition_max_bytes, request.max_bytes))
                   for t in request.topics for p in t.partitions]
         while True:
             answers = await asyncio.gather(*(self._run(self._fetch_partition, *w)
@@ -243,6 +270,7 @@ class KafkaApis:
                 [(topic, index, max(offset, answer["high_watermark"]))
                  for (topic, index, offset, _), answer in zip(wanted, answers, strict=True)],
                 remaining)
+        _fit_response(answers, request.max_bytes)
         by_topic: dict[str, list[dict]] = {}
         for (topic, *_), answer in zip(wanted, answers, strict=True):
             by_topic.setdefault(topic, []).append(answer)
@@ -266,7 +294,8 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
+            answer["records"] = records.encode_messages(
+                _within(fetched.messages, max_bytes), log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:

@@ -4,6 +4,10 @@ A frame is a signed 4-byte size and that many bytes. A size that is negative, sm
 request header or larger than `max_request_size`, a frame cut short, or a request that does
 not decode closes the connection (logged, counted in tidemq_gateway_kafka_bad_frames_total),
 as Kafka's broker does; nothing a client sends can stop the listener.
+
+With a TLS context the listener serves TLS only (rotated certificate files are loaded for new
+connections, checked at most once a second); with security on (security.py) a connection
+authenticates with SASL first and every request is authorized against the ACL.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import struct
 import time
 
 from tidemq.common.logs import get_logger
+from tidemq.common.tls import ReloadingContext
 from tidemq.gatewaykafka import codec, metrics
 from tidemq.gatewaykafka.handlers import Connection, KafkaApis
+from tidemq.gatewaykafka.security import KafkaSecurity
 
 log = get_logger(__name__)
 
@@ -22,15 +28,22 @@ SIZE = struct.Struct(">i")
 
 
 class KafkaServer:
-    def __init__(self, apis: KafkaApis, *, max_request_size: int) -> None:
+    def __init__(self, apis: KafkaApis, *, max_request_size: int,
+                 security: KafkaSecurity | None = None,
+                 tls: ReloadingContext | None = None) -> None:
         self.apis = apis
         self.max_request_size = max_request_size
+        self.security = security or KafkaSecurity(None)
+        self.tls = tls
+        self._tls_checked = 0.0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        self._sasl = {17: self.security.sasl_handshake, 36: self.security.sasl_authenticate}
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port,
-                                                  limit=2 ** 16, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._serve, host, port, limit=2 ** 16, reuse_address=True,
+            ssl=self.tls.context if self.tls is not None else None)
         return self._server.sockets[0].getsockname()[1]
 
     async def stop(self, grace_s: float) -> None:
@@ -48,6 +61,9 @@ class KafkaServer:
         peer = writer.get_extra_info("peername") or ("?", 0)
         conn = Connection(peer_host=str(peer[0]))
         metrics.CONNECTIONS.inc()
+        if self.tls is not None and time.monotonic() - self._tls_checked >= 1.0:
+            self._tls_checked = time.monotonic()
+            self.tls.refresh()   # for the connections after this one
         try:
             while True:
                 payload = await self._read_frame(reader, peer)
@@ -59,6 +75,8 @@ class KafkaServer:
                 if answer:
                     writer.write(answer)
                     await writer.drain()
+                if conn.close_after:
+                    return
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -89,6 +107,9 @@ class KafkaServer:
         """The framed answer, None (no answer: acks=0) or False (close the connection)."""
         frame = codec.peek_header(payload)
         api = codec.API_NAMES.get(frame.api_key, str(frame.api_key))
+        if not self.security.admits(frame.api_key, conn):
+            self._bad("unauthenticated", peer, f"{api} before SASL authentication")
+            return False
         if frame.api_key in codec.NEW_GROUP_PROTOCOLS:
             return self._refuse_new_group_protocol(frame, api, conn, peer)
         if not codec.supported(frame.api_key, frame.api_version):
@@ -107,7 +128,9 @@ class KafkaServer:
             conn.client_id = request.header.client_id
         started = time.perf_counter()
         try:
-            fields = await self.apis.table[frame.api_key](request, frame.api_version, conn)
+            handler = self._sasl.get(frame.api_key) or self.apis.table[frame.api_key]
+            fields = await self.security.call(frame.api_key, request, frame.api_version, conn,
+                                              handler)
             if fields is None:
                 metrics.REQUESTS.labels(api, "ok").inc()
                 return None

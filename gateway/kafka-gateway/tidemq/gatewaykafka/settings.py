@@ -35,3 +35,11 @@ class KafkaGatewaySettings(ServiceSettings):
     rpc_timeout_s: float = setting(3.0, "deadline of other calls to name servers and brokers (s)")
     max_workers: int = setting(
         256, "threads for calls to TideMQ: each JoinGroup parked in a rebalance holds one")
+    sasl_mechanisms: str = setting(
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "SASL mechanisms offered when auth_enabled (comma-separated; docs/kafka.md#security)")
+    node_id: int = setting(
+        -1, "this instance's Kafka node id (-1 = derived from the advertised host and port)")
+    registration_ttl_s: int = setting(
+        5, "lease of this instance's registration in the config center: a killed instance "
+           "leaves Metadata within it (s; 0 = do not register: a single instance)")

@@ -146,6 +146,15 @@ class AuthGuard:
         self.authorize(user, ip, needs)
         return user
 
+    def user(self, access_key: str) -> User | None:
+        """The user of an access key (the process's own as an admin), None if unknown: for a
+        protocol that verifies the secret itself (SASL/SCRAM in gateway-kafka)."""
+        return self._user(access_key)
+
+    def count_failure(self, reason: str) -> None:
+        """Count a refusal decided outside this class (a SCRAM proof that does not verify)."""
+        self._failures.labels(reason=reason).inc()
+
     def _user(self, access_key: str) -> User | None:
         if self._trusted is not None and access_key == self._trusted.access_key:
             return User(self._trusted.access_key, self._trusted.secret_key, admin=True)
