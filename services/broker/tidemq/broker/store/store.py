@@ -632,21 +632,22 @@ class MessageStore:
 
     def _deletions_from(self, offset: int) -> set[str]:
         """The topics whose deletion markers lie at or past `offset` (a truncation cuts them)."""
-        markers = self.queues.get(DELETED_TOPICS_TOPIC, 0)
-        topics: set[str] = set()
-        position = markers.max_offset if markers else 0
-        while markers is not None and position > markers.min_offset:
-            position -= 1
-            physical = markers.physical_offset_of(position)
-            if physical is None or physical < offset:
-                break
-            topics.add(deleted_topic_at(self.reader.read_record(physical), 0))
-        return topics
+        return self._marker_topics_from(DELETED_TOPICS_TOPIC, offset,
+                                        lambda data: deleted_topic_at(data, 0))
 
     def _compactions_from(self, offset: int) -> set[str]:
         """The topics named by compaction markers at or past `offset`: a truncation cuts them,
         but their gaps are in the units before the cut, so those queues are rebuilt."""
-        markers = self.queues.get(COMPACTION_TOPIC, 0)
+        def topic_of(data: bytes) -> str:
+            header = record.HEADER.unpack_from(data)
+            return decode_marker(record.body_at(data, 0, header))[0]
+        return self._marker_topics_from(COMPACTION_TOPIC, offset, topic_of)
+
+    def _marker_topics_from(self, marker_topic: str, offset: int,
+                            topic_of: Callable[[bytes], str]) -> set[str]:
+        """The topics the markers of `marker_topic` at or past CommitLog `offset` name, read
+        newest first until one lies before it."""
+        markers = self.queues.get(marker_topic, 0)
         topics: set[str] = set()
         position = markers.max_offset if markers else 0
         while markers is not None and position > markers.min_offset:
@@ -654,9 +655,7 @@ class MessageStore:
             physical = markers.physical_offset_of(position)
             if physical is None or physical < offset:
                 break
-            data = self.reader.read_record(physical)
-            header = record.HEADER.unpack_from(data)
-            topics.add(decode_marker(record.body_at(data, 0, header))[0])
+            topics.add(topic_of(self.reader.read_record(physical)))
         return topics
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
