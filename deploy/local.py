@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import os
 import random
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import xmlrpc.client
 from pathlib import Path
@@ -326,15 +328,44 @@ class LocalDeployment:
         return published_urls(self.topology, self.placement)
 
 
+OFFSETS_DIR = Path(tempfile.gettempdir()) / "tidemq-port-offsets"
+
+
 def free_port_offset(topology: Topology, attempts: int = 50) -> int:
     """A port offset under which every port of the topology is free on 127.0.0.1 right now
-    (tests use it to run a second deployment beside `make up`)."""
+    (tests use it to run a second deployment beside `make up`), and that no other live process
+    took for its own deployment: two deployments starting at once (parallel test workers) each
+    see the other's ports free until its services bind them, so a choice is registered in
+    OFFSETS_DIR (under a lock) for as long as the choosing process lives."""
     ports = [p for s in topology.services.values() for p in s.ports.values()]
-    for _ in range(attempts):
-        offset = random.randrange(20000, 64000 - max(ports))
-        if all(_port_free(p + offset) for p in ports):
-            return offset
+    OFFSETS_DIR.mkdir(exist_ok=True)
+    with open(OFFSETS_DIR / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        taken = _registered_ports()
+        for _ in range(attempts):
+            offset = random.randrange(20000, 64000 - max(ports))
+            shifted = {p + offset for p in ports}
+            if not shifted & taken and all(_port_free(p) for p in shifted):
+                (OFFSETS_DIR / f"{os.getpid()}-{offset}").write_text(
+                    " ".join(map(str, sorted(shifted))))
+                return offset
     raise DeployError("found no port offset with every port free")
+
+
+def _registered_ports() -> set[int]:
+    """The ports of the offsets live processes registered (dead ones' entries are removed)."""
+    taken: set[int] = set()
+    for entry in OFFSETS_DIR.glob("*-*"):
+        pid = int(entry.name.split("-", 1)[0])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            entry.unlink(missing_ok=True)
+            continue
+        except PermissionError:
+            pass   # alive, another user's
+        taken.update(int(port) for port in entry.read_text().split())
+    return taken
 
 
 def _port_free(port: int) -> bool:

@@ -73,7 +73,7 @@ def test_http_create_patch_describe(cluster):
     url = cluster.gateway_url
     created = requests.post(f"{url}/v1/topics", json={
         "name": "SettingsHttp", "queues": 1, "config": {"retention.ms": 5000,
-                                                        "max.message.bytes": "65536"}},
+                                                        "max.message.bytes": 65536}},
                             timeout=30)
     assert created.status_code in (201, 202), created.text
     assert created.json()["config"]["max.message.bytes"] == {"value": 65536, "source": "topic"}
