@@ -73,7 +73,12 @@ def test_kafkajs_round_trip(kafkajs):
 def test_kafkajs_group_shares_partitions_and_commits(kafkajs, bootstrap):
     topic, group, count = "k-kafkajs-group", "k-kafkajs-members", 40
     result = kafkajs("group", topic=topic, group=group, partitions=4, count=count)
-    a, b = set(result["assigned"]["a"]), set(result["assigned"]["b"])
+    # one generation in which the two members held disjoint partitions covering the topic.
+    # Not the assignments at the end: a further rebalance right after settling is seen in
+    # about half the runs (one member then briefly alone with all four; issue-worthy, noted
+    # in docs/kafka.md), and would make the end's snapshot a transient one.
+    assert result["settled"], f"the members never settled: {result['assigned']}"
+    a, b = set(result["settled"]["a"]), set(result["settled"]["b"])
     assert a and b and not a & b and a | b == {0, 1, 2, 3}
     received = [(m["partition"], m["offset"], _b(m["value"]))
                 for m in result["received"]["a"] + result["received"]["b"]]

@@ -76,6 +76,9 @@ async function main() {
     };
     const deadline = Date.now() + timeoutMs;
     while (!settled() && Date.now() < deadline) await sleep(100);
+    // the generation both members settled into (a later rebalance may be under way by the
+    // time the run ends: the assignments below are then that one's)
+    result.settled = settled() ? { a: result.assigned.a, b: result.assigned.b } : null;
     await sleep(1000);   // one more auto-commit round
     await first.disconnect();
     await second.disconnect();
