@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fcntl
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import xmlrpc.client
 from pathlib import Path
@@ -27,6 +24,7 @@ from pathlib import Path
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
 from deploy import analytics, etcd_cluster, observability
+from deploy import ports as ports_mod
 from deploy.entry_points import entry_point_urls
 from deploy.health import Unhealthy, probe, wait_healthy
 from deploy.observability import render_prometheus
@@ -223,7 +221,7 @@ class LocalDeployment:
             f"{place_port} ({service.name} {port_name})"
             for service in self.topology.services.values()
             for port_name in service.ports
-            if not _port_free(place_port := self.placement.port(service, port_name))
+            if not ports_mod.port_free(place_port := self.placement.port(service, port_name))
         ]
 
     def up(self, *, timeout: float = 90.0, progress=print) -> None:
@@ -328,57 +326,24 @@ class LocalDeployment:
         return published_urls(self.topology, self.placement)
 
 
-OFFSETS_DIR = Path(tempfile.gettempdir()) / "tidemq-port-offsets"
-
-
-def free_port_offset(topology: Topology, attempts: int = 50) -> int:
-    """A port offset under which every port of the topology is free on 127.0.0.1 right now
-    (tests use it to run a second deployment beside `make up`), and that no other live process
-    took for its own deployment: two deployments starting at once (parallel test workers) each
-    see the other's ports free until its services bind them, so a choice is registered in
-    OFFSETS_DIR (under a lock) for as long as the choosing process lives."""
+def free_port_offset(topology: Topology) -> int:
+    """A port offset under which every port of the topology is free on 127.0.0.1 now and
+    claimed by no other live process (tests use it to run a second deployment beside `make
+    up`): the shifted ports lie between ports.FLOOR and the kernel's ephemeral range
+    (deploy/ports.py says why)."""
     ports = [p for s in topology.services.values() for p in s.ports.values()]
-    OFFSETS_DIR.mkdir(exist_ok=True)
-    with open(OFFSETS_DIR / "lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        taken = _registered_ports()
-        for _ in range(attempts):
-            offset = random.randrange(20000, 64000 - max(ports))
-            shifted = {p + offset for p in ports}
-            if not shifted & taken and all(_port_free(p) for p in shifted):
-                (OFFSETS_DIR / f"{os.getpid()}-{offset}").write_text(
-                    " ".join(map(str, sorted(shifted))))
-                return offset
-    raise DeployError("found no port offset with every port free")
+    low, high = ports_mod.FLOOR - min(ports), ports_mod.ephemeral_low() - max(ports)
+    if high <= low:
+        raise DeployError(f"the topology's ports ({min(ports)}..{max(ports)}) do not fit "
+                          f"between {ports_mod.FLOOR} and the ephemeral range")
+    def shifted() -> set[int]:
+        offset = random.randrange(low, high)
+        return {p + offset for p in ports}
 
-
-def _registered_ports() -> set[int]:
-    """The ports of the offsets live processes registered (dead ones' entries are removed)."""
-    taken: set[int] = set()
-    for entry in OFFSETS_DIR.glob("*-*"):
-        pid = int(entry.name.split("-", 1)[0])
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            entry.unlink(missing_ok=True)
-            continue
-        except PermissionError:
-            pass   # alive, another user's
-        taken.update(int(port) for port in entry.read_text().split())
-    return taken
-
-
-def _port_free(port: int) -> bool:
-    """Whether a server could listen on `port` now. The probe binds as the servers do (gRPC,
-    gunicorn and redis all set SO_REUSEADDR), so the TIME_WAIT connections a `make down` leaves
-    behind do not count as busy, while a live listener still does."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    claimed = ports_mod.claim(shifted, attempts=50)
+    if claimed is None:
+        raise DeployError("found no port offset with every port free")
+    return min(claimed) - min(ports)
 
 
 def _cmd_up(deployment: LocalDeployment) -> int:

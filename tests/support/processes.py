@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import itertools
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from deploy import ports
 
 REDIS_SERVER = os.environ.get("TIDEMQ_TEST_REDIS_SERVER", "redis-server")
 _counter = itertools.count()
@@ -89,59 +88,10 @@ def freeze(pid: int, timeout: float = 10.0, *, group: bool = False) -> None:
     wait_until(stopped, timeout, interval=0.005, message=f"process {pid} to stop")
 
 
-PORTS_DIR = Path(tempfile.gettempdir()) / "tidemq-test-ports"
-_handed_out: set[int] = set()
-
-
-def _port_range() -> range:
-    """Below the kernel's ephemeral range: a port the kernel hands out (to a `bind(0)` or as
-    an outgoing connection's local port) may be taken by then, and a process restarted on its
-    fixed port (a chaos run's new master reopening its HA port) would find it in use. Below
-    deploy.local's shifted topologies (offsets from 20000 up)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    top = min(20000, low)
-    return range(10000 if top > 12000 else 1024, top)
-
-
 def free_port() -> int:
-    """A loopback port free now, outside the kernel's ephemeral range, and never handed to
-    another live test process (each registers its ports in PORTS_DIR, under a lock)."""
-    PORTS_DIR.mkdir(exist_ok=True)
-    ports = _port_range()
-    with open(PORTS_DIR / "lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        taken = set(_handed_out)
-        for entry in PORTS_DIR.glob("[0-9]*"):
-            if entry.name == str(os.getpid()):
-                continue
-            try:
-                os.kill(int(entry.name), 0)
-            except ProcessLookupError:
-                entry.unlink(missing_ok=True)
-                continue
-            except PermissionError:
-                pass
-            taken.update(int(p) for p in entry.read_text().split())
-        for _ in range(200):
-            port = random.choice(ports)
-            if port in taken:
-                continue
-            with socket.socket() as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
-            with open(PORTS_DIR / str(os.getpid()), "a") as mine:
-                mine.write(f"{port}\n")
-            return port
-    with socket.socket() as sock:   # the range is crowded: any port the kernel gives
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port claimed for this test process (deploy/ports.py: below the kernel's
+    ephemeral range, never handed to two live processes)."""
+    return ports.free_port()
 
 
 def dead_endpoint() -> str:

@@ -79,7 +79,7 @@ def test_a_port_left_in_time_wait_counts_as_free(tmp_path):
     the service ports for a minute; the servers bind over them, so the probe must too."""
     import socket
 
-    from deploy.local import _port_free
+    from deploy.ports import port_free as _port_free
 
     with socket.socket() as listener:
         # as the servers listen: Linux lets a new bind reuse a TIME_WAIT port only when both
@@ -98,7 +98,7 @@ def test_a_port_left_in_time_wait_counts_as_free(tmp_path):
 def test_a_live_listener_still_counts_as_busy():
     import socket
 
-    from deploy.local import _port_free
+    from deploy.ports import port_free as _port_free
 
     with socket.socket() as squatter:
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
