@@ -1,4 +1,4 @@
-"""`make kafka-conformance`: librdkafka's own test suite against gateway-kafka (#40).
+"""`make kafka-conformance-librdkafka`: librdkafka's own test suite against gateway-kafka (#40).
 
 librdkafka's sources, its `tests/` directory included, ship in the `@confluentinc/kafka-javascript`
 npm package (`deps/librdkafka`), pinned with its integrity hash in
@@ -11,8 +11,8 @@ config center, two name servers, two broker groups) with two gateway-kafka insta
 -p1`), printing one line per test and the total time. Exit status: the number of tests that
 failed or left no PASSED line in the runner's summary (0 = green). The subset and the reason for each test left out are in docs/kafka.md.
 
-    make kafka-conformance                       # the whole subset
-    KAFKA_CONFORMANCE_TESTS=0012,0030 make kafka-conformance   # some of it
+    make kafka-conformance-librdkafka            # the whole subset
+    KAFKA_CONFORMANCE_TESTS=0012,0030 make kafka-conformance-librdkafka   # some of it
 """
 
 from __future__ import annotations
