@@ -5,6 +5,8 @@ figures the issue asks for: records, lost, duplicated, redelivered, longest prod
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -155,3 +157,18 @@ def read_log(bootstrap: str, topic: str) -> list[bytes]:
         return got
     finally:
         consumer.close()
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame from `sock` (a response: its header, then its body)."""
+    (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    out = b""
+    while len(out) < size:
+        chunk = sock.recv(size - len(out))
+        assert chunk, "the gateway closed the connection"
+        out += chunk
+    return out
