@@ -54,13 +54,17 @@ def _records(part) -> list[tuple[int, bytes | None, bytes | None]]:
             for r in batch]
 
 
-def test_a_fetch_keeps_to_the_partitions_max_bytes_the_first_record_always(bootstrap):
+def test_a_fetch_keeps_to_the_partitions_max_bytes_the_first_record_always(kafka_cluster,
+                                                                           bootstrap):
+    produced_before = _metric(kafka_cluster, "tidemq_gateway_kafka_records_produced_total")
     producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     values = [bytes([65 + i]) * 1000 for i in range(5)]
     first = producer.send(TOPIC, value=values[0], partition=0).get(15).offset
     for value in values[1:]:
         producer.send(TOPIC, value=value, partition=0).get(15)
     producer.close()
+    assert _metric(kafka_cluster, "tidemq_gateway_kafka_records_produced_total") >= \
+        produced_before + len(values)
     for max_bytes, most in ((2500, 2), (1, 1), (1 << 20, 5)):
         answers: list = []
         _fetch(bootstrap, first, answers, partition=0, wait_ms=0,

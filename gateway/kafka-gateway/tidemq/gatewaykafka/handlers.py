@@ -19,7 +19,7 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.configclient import topic_settings
-from tidemq.gatewaykafka import codec, records
+from tidemq.gatewaykafka import codec, metrics, records
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import (
     NATIVE_PROTOCOL_TYPE,
@@ -225,6 +225,7 @@ class KafkaApis:
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
             offset = self.backend.produce(mq, messages, sequence)
+            metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1, -1
