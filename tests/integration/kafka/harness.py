@@ -5,6 +5,8 @@ figures the issue asks for: records, lost, duplicated, redelivered, longest prod
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -71,6 +73,7 @@ class KafkaLoad:
     def finish(self, audit_bootstrap: str | None = None) -> Verdict:
         """Stop producing, let the group consume every acknowledged record, read the log back."""
         self._stop_producing.set()
+        stopped = time.monotonic()
         self._threads[0].join(150)
         wanted = set(self.acked)
         try:
@@ -82,7 +85,8 @@ class KafkaLoad:
         copies = Counter(read_log(audit_bootstrap or self.bootstrap, self.topic))
         partitions = {p for p, _ in self.ack_times}
         outage = max((_longest_gap([t for p, t in self.ack_times if p == partition],
-                                   self.fault_at) for partition in partitions), default=0.0)
+                                   self.fault_at, stopped) for partition in partitions),
+                     default=0.0)
         assert len(self.acked) == len(wanted), "a record was acknowledged twice"
         return Verdict(len(wanted), [v for v in wanted if copies[v] == 0],
                        [v for v in wanted if copies[v] > 1],
@@ -125,9 +129,12 @@ class KafkaLoad:
             consumer.close()
 
 
-def _longest_gap(times: list[float], start: float) -> float:
-    points = [start, *sorted(t for t in times if t >= start)]
-    return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
+def _longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest stretch from `start` without an acknowledgement; a partition acknowledged
+    nothing after `start` was out from it to `end` (producing stopped), not for 0 s."""
+    after = sorted(t for t in times if t >= start)
+    points = [start, *after] if after else [start, end]
+    return max(b - a for a, b in zip(points, points[1:], strict=False))
 
 
 def read_log(bootstrap: str, topic: str) -> list[bytes]:
@@ -155,3 +162,18 @@ def read_log(bootstrap: str, topic: str) -> list[bytes]:
         return got
     finally:
         consumer.close()
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame from `sock` (a response: its header, then its body)."""
+    (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    out = b""
+    while len(out) < size:
+        chunk = sock.recv(size - len(out))
+        assert chunk, "the gateway closed the connection"
+        out += chunk
+    return out

@@ -31,20 +31,50 @@ def _metric(cluster, name: str, labels: str = "") -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def _fetch(bootstrap: str, offset: int, answers: list) -> None:
+def _fetch(bootstrap: str, offset: int, answers: list, *, partition: int = PARTITION,
+           wait_ms: int = WAIT_MS, partition_max_bytes: int = 1 << 20) -> None:
     request = build(FetchRequest, {
-        "replica_id": -1, "max_wait_ms": WAIT_MS, "min_bytes": 1, "max_bytes": 1 << 20,
+        "replica_id": -1, "max_wait_ms": wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
         "forgotten_topics_data": [], "topics": [{"topic": TOPIC, "partitions": [
-            {"partition": PARTITION, "current_leader_epoch": -1, "fetch_offset": offset,
-             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}, VERSION)
+            {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+             "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}]}]}, VERSION)
     request.with_header(correlation_id=11, client_id="fetch-wait-test")
     host, port = bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=WAIT_MS / 1000 + 30) as sock:
+    with socket.create_connection((host, int(port)), timeout=wait_ms / 1000 + 30) as sock:
         sock.sendall(bytes(request.encode(header=True, framed=True)))
         size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
         body = sock.recv(size, socket.MSG_WAITALL)
     answers.append(FetchResponse[VERSION].decode(body[4:], version=VERSION))
+
+
+def _records(part) -> list[tuple[int, bytes | None, bytes | None]]:
+    records = MemoryRecords(bytes(part.records))
+    return [(r.offset, r.key, r.value) for batch in iter(records.next_batch, None)
+            for r in batch]
+
+
+def test_a_fetch_keeps_to_the_partitions_max_bytes_the_first_record_always(kafka_cluster,
+                                                                           bootstrap):
+    produced_before = _metric(kafka_cluster, "tidemq_gateway_kafka_records_produced_total")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    values = [bytes([65 + i]) * 1000 for i in range(5)]
+    first = producer.send(TOPIC, value=values[0], partition=0).get(15).offset
+    for value in values[1:]:
+        producer.send(TOPIC, value=value, partition=0).get(15)
+    producer.close()
+    assert _metric(kafka_cluster, "tidemq_gateway_kafka_records_produced_total") >= \
+        produced_before + len(values)
+    for max_bytes, most in ((2500, 2), (1, 1), (1 << 20, 5)):
+        answers: list = []
+        _fetch(bootstrap, first, answers, partition=0, wait_ms=0,
+               partition_max_bytes=max_bytes)
+        (part,) = answers[0].responses[0].partitions
+        got = _records(part)
+        assert part.error_code == 0 and 1 <= len(got) <= most, (max_bytes, got)
+        assert got == [(first + i, None, values[i]) for i in range(len(got))]
+        if max_bytes == 1 << 20:
+            assert len(got) == 5
 
 
 def test_a_waiting_fetch_returns_the_record_produced_during_its_wait(kafka_cluster, bootstrap):
@@ -68,9 +98,6 @@ def test_a_waiting_fetch_returns_the_record_produced_during_its_wait(kafka_clust
     (answer,) = answers
     (part,) = answer.responses[0].partitions
     assert part.error_code == 0 and part.high_watermark == end + 1
-    records = MemoryRecords(bytes(part.records))
-    got = [(r.offset, r.key, r.value) for batch in iter(records.next_batch, None)
-           for r in batch]
-    assert got == [(end, b"k", b"during the wait")]
+    assert _records(part) == [(end, b"k", b"during the wait")]
     assert _metric(kafka_cluster, "tidemq_gateway_kafka_fetch_long_polls_total",
                    '{outcome="data"}') > woken_before

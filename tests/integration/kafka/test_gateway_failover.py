@@ -7,7 +7,6 @@ and consumed."""
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from tidemq.gatewaykafka.codec import build
 
-from tests.integration.kafka.harness import KafkaLoad
+from tests.integration.kafka.harness import KafkaLoad, read_frame
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
 from tests.support.processes import wait_until
 
@@ -67,23 +66,13 @@ def test_partitions_added_through_one_instance_are_served_by_the_other(two_gatew
                 {"index": have, "records": bytes(builder.build())}]}]}, 8)
         request.with_header(correlation_id=1, client_id="kfo-grown")
         sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        answer = ProduceResponse.decode(_read(sock, size), version=8, header=True)
+        answer = ProduceResponse.decode(read_frame(sock), version=8, header=True)
     assert answer.responses[0].partition_responses[0].error_code == 0
 
 
 def wait_for(futures: dict) -> None:
     for future in futures.values():
         future.result(60)
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    out = b""
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        assert chunk, "the gateway closed the connection"
-        out += chunk
-    return out
 
 
 def _brokers(bootstrap: str) -> dict[int, str]:

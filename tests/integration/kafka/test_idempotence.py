@@ -21,6 +21,8 @@ from kafka.protocol.producer import (
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from tidemq.gatewaykafka.codec import build  # nested kafka-python structs from dicts
 
+from tests.integration.kafka.harness import read_frame
+
 pytestmark = pytest.mark.slow
 
 TOPIC = "k-idempotent"
@@ -31,19 +33,9 @@ OUT_OF_ORDER, INVALID_EPOCH, UNKNOWN_PRODUCER = 45, 47, 59
 def _call(sock: socket.socket, request, response_cls, version: int, correlation_id: int):
     request.with_header(correlation_id=correlation_id, client_id="idempotence-test")
     sock.sendall(bytes(request.encode(header=True, framed=True)))
-    size = struct.unpack(">i", _read(sock, 4))[0]
-    body = _read(sock, size)
+    body = read_frame(sock)
     assert struct.unpack_from(">i", body)[0] == correlation_id
     return response_cls[version].decode(body[4:], version=version)
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    out = b""
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        assert chunk, "the gateway closed the connection"
-        out += chunk
-    return out
 
 
 def _batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:

@@ -16,6 +16,8 @@ from kafka.errors import KafkaError as PyKafkaError
 from kafka.errors import TransactionalIdAuthorizationFailedError
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from tests.integration.kafka.harness import read_frame
+
 pytestmark = pytest.mark.slow
 
 REFUSED_WITHIN_S = 5.0   # the bound for a refusal
@@ -26,15 +28,6 @@ NO_TRANSACTIONS = "does not serve Kafka transactions"
 def _connect(bootstrap: str) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=10)
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    out = b""
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        assert chunk, "the gateway closed the connection"
-        out += chunk
-    return out
 
 
 def _uvarint(data: bytes, at: int) -> tuple[int, int]:
@@ -56,8 +49,7 @@ def _heartbeat(sock: socket.socket, api_key: int, correlation_id: int) -> tuple[
     frame = struct.pack(">hhih", api_key, 0, correlation_id, len(client_id)) + client_id + \
         b"\x00" + body
     sock.sendall(struct.pack(">i", len(frame)) + frame)
-    size = struct.unpack(">i", _read(sock, 4))[0]
-    answer = _read(sock, size)
+    answer = read_frame(sock)
     assert struct.unpack_from(">i", answer)[0] == correlation_id and answer[4] == 0
     throttle, error_code = struct.unpack_from(">ih", answer, 5)
     length, at = _uvarint(answer, 11)
@@ -74,8 +66,7 @@ def test_consumer_group_heartbeat_is_advertised_and_share_groups_are_not(bootstr
         request = ApiVersionsRequest[0]()
         request.with_header(correlation_id=1, client_id="refusal-test")
         sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        answer = ApiVersionsResponse[0].decode(_read(sock, size)[4:], version=0)
+        answer = ApiVersionsResponse[0].decode(read_frame(sock)[4:], version=0)
     versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
     assert versions[68] == (0, 1) and 76 not in versions
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 import time
 import uuid
 
@@ -34,6 +33,7 @@ from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
 
 from deploy import certs
+from tests.integration.kafka.harness import read_frame
 from tests.integration.security.conftest import ADMIN, secure_env
 from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
 from tests.support.processes import wait_until
@@ -274,22 +274,13 @@ class RawClient:
         self.correlation += 1
         request.with_header(correlation_id=self.correlation, client_id="ksec-raw")
         self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", self._read(4))[0]
-        return response_cls.decode(self._read(size), version=request.version, header=True)
+        return response_cls.decode(read_frame(self.sock), version=request.version, header=True)
 
     def closed(self) -> bool:
         try:
             return self.sock.recv(1) == b""
         except (ConnectionError, ssl.SSLError):
             return True
-
-    def _read(self, size: int) -> bytes:
-        out = b""
-        while len(out) < size:
-            chunk = self.sock.recv(size - len(out))
-            assert chunk, "the gateway closed the connection"
-            out += chunk
-        return out
 
     def login(self, user: tuple[str, str]) -> SaslAuthenticateResponse:
         shake = self.call(SaslHandshakeRequest(version=1, mechanism="PLAIN"),

@@ -14,7 +14,6 @@ config-center counter.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -35,6 +34,7 @@ from tidemq.client import (
 from tidemq.client.admin import Admin
 from tidemq.common import errors
 from tidemq.common.system_topics import is_system_topic
+from tidemq.configclient import topic_settings
 from tidemq.configclient.follow import Follower
 from tidemq.configclient.topics import (
     TOPIC_PREFIX,
@@ -53,8 +53,6 @@ GAP_READS = 16   # pulls one Fetch makes past gaps of a compacted queue (16 000 
 MAP_REFRESH_S = 5.0                      # a partition map is read again after this
 CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
 FETCH_MAX_RECORDS = 1024                 # per partition and Fetch; the client's bytes bound it
-TIMESTAMP_TYPE = "message.timestamp.type"   # a topic setting (its definition's `config`)
-CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +78,8 @@ class KafkaBackend:
         self._group_readers: OrderedDict[str, PullConsumer] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = range(0)
-        self._maps: dict[str, tuple[float, list[MessageQueue]]] = {}   # topic -> (until, map)
-        self._configs: dict[str, tuple[float, dict[str, str]]] = {}    # topic -> (until, config)
+        # topic -> (until, partition map, the settings its definition sets): one read of it
+        self._maps: dict[str, tuple[float, list[MessageQueue], dict]] = {}
         self._follower: Follower | None = None
 
     # -- topics and partitions -----------------------------------------------------------------
@@ -92,27 +90,39 @@ class KafkaBackend:
 
     def partitions(self, topic: str) -> list[MessageQueue]:
         """Partition i = the i-th entry of the topic's partition map."""
+        return self._definition(topic)[0]
+
+    def log_append_time(self, topic: str) -> bool:
+        """True when the topic's records carry the time they were stored (LogAppendTime)."""
+        return topic_settings.value(self._definition(topic)[1],
+                                    "message.timestamp.type") == "LogAppendTime"
+
+    def _definition(self, topic: str) -> tuple[list[MessageQueue], dict]:
+        """The topic's partition map and settings, read again after MAP_REFRESH_S (or when
+        its definition changes: follow_definitions)."""
         now = time.monotonic()
         with self._lock:
             cached = self._maps.get(topic)
         if cached is not None and cached[0] > now:
-            return cached[1]
-        queues = self._read_map(topic)
+            return cached[1], cached[2]
+        queues, settings = self._read_map(topic)
         with self._lock:
-            self._maps[topic] = (now + MAP_REFRESH_S, queues)
+            self._maps[topic] = (now + MAP_REFRESH_S, queues, settings)
             if len(self._maps) > MAX_CACHED_MAPS:
                 self._maps.pop(next(iter(self._maps)))
-        return queues
+        return queues, settings
 
-    def _read_map(self, topic: str) -> list[MessageQueue]:
+    def _read_map(self, topic: str) -> tuple[list[MessageQueue], dict]:
         definitions = TopicDefinitions(self.admin.config)
         try:
             routed = self.routes.get(topic).read_queues()
         except errors.NotFound:
             routed = []
         pairs = sorted((mq.broker_name, mq.queue_id) for mq in routed)
+        settings: dict = {}
         try:
-            _, current = definitions.partition_map(topic)
+            definition, current = definitions.partition_map(topic)
+            settings = dict(definition.config)
             if current is None or not set(pairs) <= set(current):
                 # first sight of a topic without a map, or a queue the map lacks: appended
                 current = definitions.extend_partitions(topic, lambda _, cur: [
@@ -126,32 +136,8 @@ class KafkaBackend:
         if not current:
             raise errors.ServiceUnavailable(f"topic {topic!r} is defined but no broker serves "
                                             "it yet", code="SERVICE_UNAVAILABLE")
-        return [MessageQueue(topic, group, queue) for group, queue in current]
+        return [MessageQueue(topic, group, queue) for group, queue in current], settings
 
-    def _own_settings(self, topic: str) -> dict[str, str]:
-        """The settings the topic's definition names by Kafka's names ({} for none, or a topic
-        not defined in the config center), as strings; read again after MAP_REFRESH_S (the
-        fetch path asks per partition)."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._configs.get(topic)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        kv = self.admin.config.get(TOPIC_PREFIX + topic)
-        try:
-            config = json.loads(kv.value).get("config") if kv is not None else None
-        except (ValueError, AttributeError):
-            config = None   # a definition that does not parse: the map's read reports it
-        config = {str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {}
-        with self._lock:
-            self._configs[topic] = (now + MAP_REFRESH_S, config)
-            if len(self._configs) > MAX_CACHED_MAPS:
-                self._configs.pop(next(iter(self._configs)))
-        return config
-
-    def log_append_time(self, topic: str) -> bool:
-        """True when the topic's records carry the time they were stored (LogAppendTime)."""
-        return self._own_settings(topic).get(TIMESTAMP_TYPE) == LOG_APPEND_TIME
     def follow_definitions(self) -> None:
         """Forget a topic's cached partition map and route when its definition changes, so
         partitions another gateway instance added (CreatePartitions there) show here within
@@ -237,7 +223,6 @@ class KafkaBackend:
     def _forget(self, name: str) -> None:
         with self._lock:
             self._maps.pop(name, None)
-            self._configs.pop(name, None)
         self.routes.invalidate(name)
 
     def delete_topic(self, name: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.configclient import topic_settings
-from tidemq.gatewaykafka import codec, records
+from tidemq.gatewaykafka import codec, metrics, records
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import (
     NATIVE_PROTOCOL_TYPE,
@@ -58,17 +58,6 @@ TRANSACTIONS_REFUSAL = (
 # what every topic answers and nothing changes (docs/kafka.md)
 TOPIC_CONFIGS = {"compression.type": "producer"}
 CONFIG_SOURCE = {"topic": 1, "default": 5}   # DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
-
-
-def _within(messages: list, max_bytes: int) -> list:
-    """A partition's messages up to its max_bytes (bodies and properties), the first always
-    (Kafka's soft limit: a record larger than the limit still makes progress)."""
-    size = 0
-    for count, message in enumerate(messages):
-        size += len(message.body) + sum(len(k) + len(v) for k, v in message.properties.items())
-        if count and size > max_bytes:
-            return messages[:count]
-    return messages
 
 
 def _fit_response(answers: list[dict], max_bytes: int) -> None:
@@ -236,6 +225,7 @@ class KafkaApis:
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
             offset = self.backend.produce(mq, messages, sequence)
+            metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1, -1
@@ -294,8 +284,8 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            answer["records"] = records.encode_messages(
-                _within(fetched.messages, max_bytes), log_append_time)
+            # the broker's pull kept to max_bytes (stored sizes, the first record always)
+            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:

@@ -2,7 +2,8 @@
 expected_failures.txt are marked xfail(strict=True), so one that starts passing fails the run
 until its entry is removed (the file may only shrink). Every entry needs its reason; an entry
 that names no collected test of a collected file is an error too (a renamed test must not
-hide in the file)."""
+hide in the file). A run in which no test passed fails: the suite skips its tests when it
+finds no broker to test, and a run of skips judged nothing."""
 
 from __future__ import annotations
 
@@ -44,3 +45,23 @@ def pytest_collection_modifyitems(config, items):
     unknown = sorted(e for e in set(entries) - seen if e.partition("::")[0] in files)
     if unknown:
         raise pytest.UsageError(f"{FILE.name} names tests that were not collected: {unknown}")
+
+
+class _Tally:
+    passed = 0
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed and not hasattr(report, "wasxfail"):
+        _Tally.passed += 1
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == pytest.ExitCode.OK and _Tally.passed == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _Tally.passed == 0:
+        terminalreporter.write_line("no test of the suite passed (all skipped, expected to "
+                                    "fail or deselected): the run judged nothing", red=True)
