@@ -87,7 +87,7 @@ def stored(addr: str, topic: str) -> int:
 
 
 def measured_rate(addr: str, topic: str, settle_s: float, window_s: float) -> float:
-    time.sleep(settle_s)   # past the burst: the steady state is measured
+    time.sleep(settle_s)   # past the burst: the steady state is measured (not a wait for state)
     before = stored(addr, topic)
     started = time.monotonic()
     time.sleep(window_s)   # the measured window
@@ -131,7 +131,8 @@ def rude_senders(addr: str, topic: str, client_id: str, stop: threading.Event,
 
 
 def accuracy(cluster, admin: QuotaAdmin, window_s: float, settle_s: float) -> None:
-    addr = cluster.brokers["broker-a"].addr
+    broker = cluster.brokers["broker-a"]
+    addr = broker.addr
     create_topic_in_config_center(cluster, "quota-free", 2)
     wait_for_route(cluster, "quota-free", 1)
     stop = threading.Event()
@@ -151,6 +152,9 @@ def accuracy(cluster, admin: QuotaAdmin, window_s: float, settle_s: float) -> No
             stop = threading.Event()
             threads = ([sdk_sender(cluster, topic, client_id, stop)] if start == "sdk"
                        else rude_senders(addr, topic, client_id, stop))
+            entity = f"client:{client_id}"
+            wait_until(lambda e=entity: charged_bytes(broker, e) > 0, timeout=60,
+                       message=f"the broker charging {client_id}'s sends")  # quota read
             rate = measured_rate(addr, topic, settle_s, window_s)
             stop.set()
             for thread in threads:
