@@ -127,6 +127,9 @@ def kafka_consume(config: dict, topic: str, partitions: int, count: int) -> floa
     consumer.close()
     if len(first) + seen < count:
         raise RuntimeError(f"confluent-kafka consumed {len(first) + seen} of {count} records")
+    if not seen:   # a rate over no timed record would print 0/s as a figure
+        raise RuntimeError(f"all {count} records came in the first fetch: nothing was timed; "
+                           "give more records")
     return elapsed
 
 
