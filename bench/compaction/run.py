@@ -34,6 +34,8 @@ from tidemq.broker.store import FlushMode, MessageStore, StoreConfig
 from tidemq.broker.store.compaction import CompactionPolicy
 from tidemq.common import record
 
+from bench.store.run import raw_write_bandwidth
+
 HOST = record.pack_host("127.0.0.1", 10911)
 TOPIC, OTHER = "bench-compacted", "bench-produce"
 RECORD = 512
@@ -52,14 +54,9 @@ def keyed_records(count: int, keys: int, first: int = 0) -> bytes:
 
 def raw_rates(directory: Path) -> tuple[float, float]:
     """(sequential write MB/s with one fsync, sequential read MB/s, cache dropped)."""
-    chunk = os.urandom(1 << 20)
-    path = directory / "raw"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    began = time.perf_counter()
-    for _ in range(RAW_FILE // len(chunk)):
-        os.write(fd, chunk)
-    os.fsync(fd)
-    write = RAW_FILE / (time.perf_counter() - began) / 1e6
+    write = raw_write_bandwidth(directory, RAW_FILE, keep=True) / 1e6
+    path = directory / "raw-write"
+    fd = os.open(path, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     began = time.perf_counter()
     position = 0

@@ -59,13 +59,17 @@ def serve_wire() -> None:
     threading.Event().wait()
 
 
-def _server(kind: str) -> tuple[subprocess.Popen, int]:
-    server = subprocess.Popen([sys.executable, __file__, f"--serve-{kind}"],
-                              stdout=subprocess.PIPE, text=True)
+def serve_process(script: str, flag: str) -> tuple[subprocess.Popen, int]:
+    """A server script started with `flag` in a process of its own, and the port it prints."""
+    server = subprocess.Popen([sys.executable, script, flag], stdout=subprocess.PIPE, text=True)
     return server, int(server.stdout.readline())
 
 
-def _rate(call, calls: int) -> float:
+def _server(kind: str) -> tuple[subprocess.Popen, int]:
+    return serve_process(__file__, f"--serve-{kind}")
+
+
+def rate(call, calls: int) -> float:
     for _ in range(200):   # connection and code paths warm
         call()
     started = time.perf_counter()
@@ -80,7 +84,7 @@ def unary_calls_per_s(calls: int = 3000) -> float:
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             echo = channel.unary_unary("/Floor/Echo", _same, _same)
-            return _rate(lambda: echo(b"x" * 64), calls)
+            return rate(lambda: echo(b"x" * 64), calls)
     finally:
         server.kill()
         server.wait()
@@ -96,7 +100,7 @@ def wire_calls_per_s(calls: int = 10_000) -> float:
     connection = WireConnection(f"127.0.0.1:{port}")
     try:
         request = pop.request()
-        return _rate(lambda: connection.call(pop, request, 10), calls)
+        return rate(lambda: connection.call(pop, request, 10), calls)
     finally:
         connection.close()
         server.kill()

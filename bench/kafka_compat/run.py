@@ -10,7 +10,8 @@ send_async with `--window` sends in flight (batched on the wire by the SDK), the
 confluent-kafka's Producer (acks=all, linger.ms 5, its default batching) into the other topic,
 then Redis XADD pipelines of 256. Consume: the native PullConsumer reading every queue from 0
 in pulls of 32, then a confluent-kafka Consumer assigned every partition from the beginning
-(consume() of up to 1000), then Redis XREAD COUNT 1000. Then the client's own ceiling: the
+(consume() of up to 1000), then Redis XREAD COUNT 1000 (the e2e_latency bench's Redis Streams
+peer: the median of 3 reads of the stream). Then the client's own ceiling: the
 same confluent-kafka produce and consume against librdkafka's in-process mock cluster (no
 network, no broker work), which bounds what any Kafka server could show this client doing.
 Gateway CPU per record is the gateway process's user + system CPU time over each Kafka phase
@@ -34,6 +35,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from tidemq.client import Message, MessageQueue, PullConsumer  # noqa: E402
 from tidemq.client import Producer as NativeProducer  # noqa: E402
 
+from bench.e2e_latency.run import redis_streams  # noqa: E402
 from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
 
 NATIVE_TOPIC, KAFKA_TOPIC = "BenchKafkaNative", "BenchKafka"
@@ -125,6 +127,9 @@ def kafka_consume(config: dict, topic: str, partitions: int, count: int) -> floa
     consumer.close()
     if len(first) + seen < count:
         raise RuntimeError(f"confluent-kafka consumed {len(first) + seen} of {count} records")
+    if not seen:   # a rate over no timed record would print 0/s as a figure
+        raise RuntimeError(f"all {count} records came in the first fetch: nothing was timed; "
+                           "give more records")
     return elapsed
 
 
@@ -144,34 +149,6 @@ def mock_cluster(count: int) -> tuple[float, float]:
     probe.close()
     consumed = kafka_consume(config, "mock-bench", partitions, held)
     host.flush(1)
-    return produced, consumed
-
-
-# ---------------------------------------------------------------- Redis Streams
-
-def redis_streams(url: str, count: int) -> tuple[float, float]:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    client.delete("bench-kafka")
-    rounds = count // REDIS_BATCH
-    started = time.perf_counter()
-    for _ in range(rounds):
-        pipe = client.pipeline(transaction=False)
-        for _ in range(REDIS_BATCH):
-            pipe.xadd("bench-kafka", {"b": RECORD})
-        pipe.execute()
-    produced = rate(rounds * REDIS_BATCH, started)
-    started, last, got = time.perf_counter(), "0-0", 0
-    while got < rounds * REDIS_BATCH:
-        reply = client.xread({"bench-kafka": last}, count=1000)
-        if not reply:
-            break
-        entries = reply[0][1]
-        got += len(entries)
-        last = entries[-1][0]
-    consumed = rate(got, started)
-    client.delete("bench-kafka")
     return produced, consumed
 
 
@@ -203,7 +180,7 @@ def main() -> None:
         cpu = cpu_seconds(gateway.pid)
         kafka_out = kafka_produce(kafka, KAFKA_TOPIC, count)
         produce_cpu = (cpu_seconds(gateway.pid) - cpu) / count
-        redis_out, redis_in = redis_streams(cluster.redis.url, count)
+        redis_out, redis_in = redis_streams(cluster.redis.url, count, REDIS_BATCH)
         native_in = native_consume(cluster.namesrv_addrs, count)
         cpu = cpu_seconds(gateway.pid)
         kafka_in = kafka_consume(kafka, KAFKA_TOPIC, QUEUES, count + 1)   # + the warm-up
@@ -223,7 +200,7 @@ def main() -> None:
               f"{cpu_per * 1e6:>10.0f} us{mock:>12,.0f}/s")
     print(f"({count} records of {len(RECORD)} B per way; one broker group, {QUEUES} queues; "
           f"native: send_async with {args.window} in flight / PullConsumer pulls of 32; Redis: "
-          f"XADD pipelines of {REDIS_BATCH} / XREAD COUNT 1000; mock cluster: the same "
+          f"XADD pipelines of {REDIS_BATCH} / XREAD COUNT 1000, median of 3 reads; mock cluster: the same "
           "confluent-kafka calls against librdkafka's in-process mock broker)")
     print("targets (issue #38): produce >= 0.35x native and >= 0.7x XADD pipelines of 256; "
           "consume >= 0.3x native pulls")

@@ -28,11 +28,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests.support
 
 import grpc  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from tidemq.client import Message, Producer  # noqa: E402
 from tidemq.client.group import DirectClient  # noqa: E402
 from tidemq.common import errors, record  # noqa: E402
@@ -47,6 +49,7 @@ from tests.support.cluster import (  # noqa: E402
     running_cluster,
     wait_for_route,
 )
+from tests.support.processes import wait_until  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
 BODY, BATCH = 16 * KIB, 4
@@ -66,6 +69,17 @@ def cpu_s(pid: int) -> float:
     return total / 1e9
 
 
+def charged_bytes(broker, entity: str) -> float:
+    """The bytes the broker has charged to `entity`'s producer_byte_rate (its metrics)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == "tidemq_broker_quota_charged_total"
+               and sample.labels.get("entity") == entity
+               and sample.labels.get("quota") == "producer_byte_rate")
+
+
 def stored(addr: str, topic: str) -> int:
     reply = DirectClient(addr).call("GetQueueOffsets",
                                     broker_pb2.GetQueueOffsetsRequest(topic=topic))
@@ -73,7 +87,7 @@ def stored(addr: str, topic: str) -> int:
 
 
 def measured_rate(addr: str, topic: str, settle_s: float, window_s: float) -> float:
-    time.sleep(settle_s)   # past the burst: the steady state is measured
+    time.sleep(settle_s)   # past the burst: the steady state is measured (not a wait for state)
     before = stored(addr, topic)
     started = time.monotonic()
     time.sleep(window_s)   # the measured window
@@ -117,7 +131,8 @@ def rude_senders(addr: str, topic: str, client_id: str, stop: threading.Event,
 
 
 def accuracy(cluster, admin: QuotaAdmin, window_s: float, settle_s: float) -> None:
-    addr = cluster.brokers["broker-a"].addr
+    broker = cluster.brokers["broker-a"]
+    addr = broker.addr
     create_topic_in_config_center(cluster, "quota-free", 2)
     wait_for_route(cluster, "quota-free", 1)
     stop = threading.Event()
@@ -137,6 +152,9 @@ def accuracy(cluster, admin: QuotaAdmin, window_s: float, settle_s: float) -> No
             stop = threading.Event()
             threads = ([sdk_sender(cluster, topic, client_id, stop)] if start == "sdk"
                        else rude_senders(addr, topic, client_id, stop))
+            entity = f"client:{client_id}"
+            wait_until(lambda e=entity: charged_bytes(broker, e) > 0, timeout=60,
+                       message=f"the broker charging {client_id}'s sends")  # quota read
             rate = measured_rate(addr, topic, settle_s, window_s)
             stop.set()
             for thread in threads:
@@ -151,7 +169,11 @@ def accounting_cost(cluster, admin: QuotaAdmin, sends: int) -> None:
     create_topic_in_config_center(cluster, "quota-cost", 2)
     wait_for_route(cluster, "quota-cost", 1)
     admin.set("client", "bench-charged", {"producer_byte_rate": 1 << 40, "request_rate": 1e6})
-    time.sleep(1.0)  # the broker's follower reads the new quota
+    with Producer(cluster.namesrv_addrs, client_id="bench-charged") as producer:
+        def charged() -> bool:   # the broker's follower has read the new quota
+            producer.send_batch([Message("quota-cost", b"x" * 256)])
+            return charged_bytes(broker, "client:bench-charged") > 0
+        wait_until(charged, timeout=60, message="the broker charging bench-charged's sends")
     figures = {}
     for _round in range(2):   # alternated, so a change in the machine's load hits both
         for client_id in ("bench-unquoted", "bench-charged"):

@@ -11,14 +11,16 @@ thread, its metrics) plus one gRPC hop allow; gateway-grpc cannot do better than
 from __future__ import annotations
 
 import itertools
-import subprocess
 import sys
 import time
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 
-GATEWAY_WORKERS = 256
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: bench
+
+from bench.rocketmq_compat.floor import GATEWAY_WORKERS, ServerProcess  # noqa: E402
 
 
 class InstantProxy:
@@ -87,16 +89,9 @@ def serve() -> None:
     server.wait_for_termination()
 
 
-class CeilingServer:
-    def __enter__(self) -> CeilingServer:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve"],
-                                        stdout=subprocess.PIPE, text=True)
-        self.addr = f"127.0.0.1:{int(self.process.stdout.readline())}"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.process.kill()
-        self.process.wait()
+class CeilingServer(ServerProcess):
+    def __init__(self) -> None:
+        super().__init__(__file__)
 
 
 if __name__ == "__main__":

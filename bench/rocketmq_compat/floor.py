@@ -16,20 +16,19 @@ returns its request. Two clients drive it:
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import threading
-import time
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: bench
+
+from bench.consumption.transport_floor import _same, rate, serve_process  # noqa: E402
+
 GATEWAY_WORKERS = 256   # gateway-grpc's max_workers default (settings.py)
 PAYLOAD = b"x" * 64
-
-
-def _same(payload: bytes) -> bytes:
-    return payload
 
 
 def serve() -> None:
@@ -46,32 +45,32 @@ def serve() -> None:
     server.wait_for_termination()
 
 
-def _rate(call, calls: int) -> float:
-    for _ in range(200):   # connection and code paths warm
-        call()
-    started = time.perf_counter()
-    for _ in range(calls):
-        call()
-    return calls / (time.perf_counter() - started)
+class ServerProcess:
+    """A bench server script (run with `--serve`) in a process of its own, for a `with`."""
 
+    def __init__(self, script: str) -> None:
+        self.script = script
 
-class FloorServer:
-    """The bare server in a process of its own (started once, measured several times)."""
-
-    def __enter__(self) -> FloorServer:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve"],
-                                        stdout=subprocess.PIPE, text=True)
-        self.addr = f"127.0.0.1:{int(self.process.stdout.readline())}"
+    def __enter__(self):
+        self.process, port = serve_process(self.script, "--serve")
+        self.addr = f"127.0.0.1:{port}"
         return self
 
     def __exit__(self, *exc) -> None:
         self.process.kill()
         self.process.wait()
 
+
+class FloorServer(ServerProcess):
+    """The bare server in a process of its own (started once, measured several times)."""
+
+    def __init__(self) -> None:
+        super().__init__(__file__)
+
     def sync_rate(self, calls: int) -> float:
         with grpc.insecure_channel(self.addr) as channel:
             echo = channel.unary_unary("/Floor/Echo", _same, _same)
-            return _rate(lambda: echo(PAYLOAD, timeout=10), calls)
+            return rate(lambda: echo(PAYLOAD, timeout=10), calls)
 
     def aio_threadsafe_rate(self, calls: int) -> float:
         loop = asyncio.new_event_loop()
@@ -87,7 +86,7 @@ class FloorServer:
         async def one() -> bytes:
             return await echo(PAYLOAD, timeout=10)
         try:
-            return _rate(lambda: asyncio.run_coroutine_threadsafe(one(), loop).result(), calls)
+            return rate(lambda: asyncio.run_coroutine_threadsafe(one(), loop).result(), calls)
         finally:
             asyncio.run_coroutine_threadsafe(channel.close(), loop).result()
             loop.call_soon_threadsafe(loop.stop)

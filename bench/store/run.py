@@ -61,8 +61,9 @@ def open_store(directory: Path, segment_size: int, mode: FlushMode,
     return store
 
 
-def raw_write_bandwidth(directory: Path, total: int) -> float:
-    """A plain write loop of `total` bytes in 1 MiB writes, then fsync: bytes/s."""
+def raw_write_bandwidth(directory: Path, total: int, keep: bool = False) -> float:
+    """A plain write loop of `total` bytes in 1 MiB writes, then fsync: bytes/s. `keep`: the
+    file stays, as `directory / "raw-write"`, for a read of it."""
     chunk = os.urandom(1 << 20)
     path = directory / "raw-write"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -72,7 +73,8 @@ def raw_write_bandwidth(directory: Path, total: int) -> float:
     os.fsync(fd)
     elapsed = time.perf_counter() - began
     os.close(fd)
-    path.unlink()
+    if not keep:
+        path.unlink()
     return total / elapsed
 
 

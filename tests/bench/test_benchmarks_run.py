@@ -19,6 +19,10 @@ BENCHMARKS = {
                "abnormal recovery"]),
     # one fault of each kind and a 5 s loaded run (its CPU hogs would hold both cores for the
     # quick run's 20 s): every line still printed, at a third of the quick run's CPU
+    "compaction": (["-m", "bench.compaction", "--quick"],
+                   ["disk, same run: sequential write", "compaction pass, no budget",
+                    "x the raw read rate", "no compaction", "pass at the default 32 MiB/s budget",
+                    "pass with no budget"]),
     "failover": (["-m", "bench.failover", "--quick", "--faults", "1", "--loaded-s", "5"],
                  ["same run", "3 replicas SYNC_MASTER", "replication lag under load",
                   "write outage after a master fault", "SIGKILL x", "SIGSTOP x",
@@ -53,6 +57,8 @@ BENCHMARKS = {
     "rocketmq_compat": (["bench/rocketmq_compat/run.py", "--quick"],
                         ["native TideMQ", "via gateway-grpc", "produce, sync", "receive, pop 32",
                          "1 batch on the wire",
+                         "same-run floor, a bare Python grpc.server", "x the sync floor",
+                         "x the client's ceiling",
                          "committed transaction visible"]),
 }
 

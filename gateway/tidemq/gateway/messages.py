@@ -59,26 +59,12 @@ def _body_and_encoding(body: bytes) -> tuple[str, str | None]:
         return base64.b64encode(body).decode("ascii"), "base64"
 
 
-def message_json(message: MessageExt) -> dict[str, Any]:
-    """A message's JSON shape. Built in one pass over the message (a pop answers 32 of them and
+def _shown(message: MessageExt, receipt_handle: str | None) -> dict[str, Any]:
+    """A message's JSON shape, built in one pass over the message (a pop answers 32 of them and
     this was over a third of its view's CPU): the header and the decoded fields read once
     (`MessageExt.fields`), the user's properties and the message group taken from them, as
-    `user_properties` and `message_group` do, and the dict made in one display."""
-    header, (_, properties, tags, keys, unique_id, msg_id) = message.fields()
-    text, encoding = _body_and_encoding(message.body)
-    shown = {"body": text, "tag": tags, "keys": keys,
-             "properties": {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES},
-             "queue_offset": header[5], "msg_id": msg_id or message.msg_id,
-             "unique_id": unique_id, "born_timestamp": header[8], "store_timestamp": header[10],
-             "reconsume_times": header[12],
-             "message_group": properties.get(PROP_MESSAGE_GROUP, "")}
-    return {"body": text, "encoding": encoding, **shown} if encoding else shown
-
-
-def received_json(message: MessageExt, receipt_handle: str) -> dict[str, Any]:
-    """A popped message: its JSON shape (message_json's fields, written out again here: one
-    display instead of a dict grown key by key), the topic it was sent to, its broker group,
-    receipt handle and delivery count (1 on the first delivery)."""
+    `user_properties` and `message_group` do, and the dict made in one display. With a receipt
+    handle, a popped message's fields follow."""
     header, (topic, properties, tags, keys, unique_id, msg_id) = message.fields()
     text, encoding = _body_and_encoding(message.body)
     shown = {"body": text, "tag": tags, "keys": keys,
@@ -86,8 +72,21 @@ def received_json(message: MessageExt, receipt_handle: str) -> dict[str, Any]:
              "queue_offset": header[5], "msg_id": msg_id or message.msg_id,
              "unique_id": unique_id, "born_timestamp": header[8], "store_timestamp": header[10],
              "reconsume_times": header[12],
-             "message_group": properties.get(PROP_MESSAGE_GROUP, ""),
-             "topic": properties.get(PROP_RETRY_TOPIC) or topic,
-             "broker_name": message.broker_name, "receipt_handle": receipt_handle,
-             "delivery_count": header[12] + 1}
+             "message_group": properties.get(PROP_MESSAGE_GROUP, "")}
+    if receipt_handle is not None:
+        shown["topic"] = properties.get(PROP_RETRY_TOPIC) or topic
+        shown["broker_name"] = message.broker_name
+        shown["receipt_handle"] = receipt_handle
+        shown["delivery_count"] = header[12] + 1
     return {"body": text, "encoding": encoding, **shown} if encoding else shown
+
+
+def message_json(message: MessageExt) -> dict[str, Any]:
+    """A message's JSON shape (`_shown`)."""
+    return _shown(message, None)
+
+
+def received_json(message: MessageExt, receipt_handle: str) -> dict[str, Any]:
+    """A popped message: its JSON shape, the topic it was sent to, its broker group, receipt
+    handle and delivery count (1 on the first delivery)."""
+    return _shown(message, receipt_handle)
