@@ -23,3 +23,19 @@ def test_a_dead_process_registration_is_dropped(tmp_path, monkeypatch):
     (tmp_path / "999999999-100").write_text("2479 2480")
     assert local._registered_ports() == set()
     assert not (tmp_path / "999999999-100").exists()
+
+
+def test_an_offset_a_live_process_registered_is_not_chosen_again(tmp_path, monkeypatch):
+    """The next choice is offered the first one's offset first (its ports are still free:
+    nothing bound them): the registration alone must turn it down. Random offsets rarely
+    collide, so the test above can pass without the registry; this one cannot."""
+    monkeypatch.setattr(local, "OFFSETS_DIR", tmp_path)
+    topology = load()
+    ports = [p for s in topology.services.values() for p in s.ports.values()]
+    first = local.free_port_offset(topology)
+    randrange, offered = local.random.randrange, [first]
+    monkeypatch.setattr(local.random, "randrange",
+                        lambda *args: offered.pop() if offered else randrange(*args))
+    second = local.free_port_offset(topology)
+    assert not offered, "the first offset was offered again"
+    assert not {p + first for p in ports} & {p + second for p in ports}
