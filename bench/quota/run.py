@@ -17,7 +17,9 @@ size; the window's ends inside the count reads). Baseline, same run: the same SD
 with no quota (what the broker takes when nothing holds it back) — a target above it cannot
 be checked. Then the cost of the accounting: broker CPU (/proc/PID/task/*/schedstat) per send of 1 KiB batches
 with no quota at all, and with a quota on the sender far above its rate (every send charged,
-never throttled). Printed, not asserted.
+never throttled). Printed, not asserted — but a figure over nothing stops the run: each
+quota is measured once the broker charges it (not the unquoted rate before its follower read
+it), a window that stored nothing fails, and so do charged rounds the broker did not charge.
 """
 
 from __future__ import annotations
@@ -28,13 +30,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tests.support
 
 import grpc  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from tidemq.client import Message, Producer  # noqa: E402
 from tidemq.client.group import DirectClient  # noqa: E402
 from tidemq.common import errors, record  # noqa: E402
@@ -44,6 +44,7 @@ from tidemq.configclient.client import ConfigClient  # noqa: E402
 from tidemq.configclient.quotas import QuotaAdmin  # noqa: E402
 from tidemq.v1 import broker_pb2, broker_pb2_grpc  # noqa: E402
 
+from tests.integration.broker.test_quotas import broker_metric  # noqa: E402
 from tests.support.cluster import (  # noqa: E402
     create_topic_in_config_center,
     running_cluster,
@@ -69,17 +70,6 @@ def cpu_s(pid: int) -> float:
     return total / 1e9
 
 
-def charged_bytes(broker, entity: str) -> float:
-    """The bytes the broker has charged to `entity`'s producer_byte_rate (its metrics)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
-                                  timeout=10).read().decode()
-    return sum(sample.value for family in text_string_to_metric_families(text)
-               for sample in family.samples
-               if sample.name == "tidemq_broker_quota_charged_total"
-               and sample.labels.get("entity") == entity
-               and sample.labels.get("quota") == "producer_byte_rate")
-
-
 def stored(addr: str, topic: str) -> int:
     reply = DirectClient(addr).call("GetQueueOffsets",
                                     broker_pb2.GetQueueOffsetsRequest(topic=topic))
@@ -87,12 +77,24 @@ def stored(addr: str, topic: str) -> int:
 
 
 def measured_rate(addr: str, topic: str, settle_s: float, window_s: float) -> float:
-    time.sleep(settle_s)   # past the burst: the steady state is measured (not a wait for state)
+    """Bytes a second stored in `topic` over the window; fails when the window stored nothing
+    (a sender that died would otherwise read as a quota held to 0)."""
+    time.sleep(settle_s)   # past the burst: the steady state is measured
     before = stored(addr, topic)
     started = time.monotonic()
     time.sleep(window_s)   # the measured window
     ended = time.monotonic()
-    return (stored(addr, topic) - before) * BODY / (ended - started)
+    count = stored(addr, topic) - before
+    if count <= 0:
+        raise SystemExit(f"{topic}: nothing stored over the {window_s:g} s window; its sender "
+                         "failed")
+    return count * BODY / (ended - started)
+
+
+def charged_bytes(broker, client_id: str) -> float:
+    """Bytes the broker charged to `client_id`'s producer_byte_rate quota."""
+    return broker_metric(broker, "tidemq_broker_quota_charged_total",
+                         quota="producer_byte_rate", entity=f"client:{client_id}")
 
 
 def sdk_sender(cluster, topic: str, client_id: str, stop: threading.Event) -> threading.Thread:
@@ -152,9 +154,9 @@ def accuracy(cluster, admin: QuotaAdmin, window_s: float, settle_s: float) -> No
             stop = threading.Event()
             threads = ([sdk_sender(cluster, topic, client_id, stop)] if start == "sdk"
                        else rude_senders(addr, topic, client_id, stop))
-            entity = f"client:{client_id}"
-            wait_until(lambda e=entity: charged_bytes(broker, e) > 0, timeout=60,
-                       message=f"the broker charging {client_id}'s sends")  # quota read
+            # the quota is measured once the broker applies it, not the unquoted rate before
+            wait_until(lambda who=client_id: charged_bytes(broker, who) > 0, 30,
+                       message=f"the broker to charge {client_id}")
             rate = measured_rate(addr, topic, settle_s, window_s)
             stop.set()
             for thread in threads:
@@ -169,21 +171,25 @@ def accounting_cost(cluster, admin: QuotaAdmin, sends: int) -> None:
     create_topic_in_config_center(cluster, "quota-cost", 2)
     wait_for_route(cluster, "quota-cost", 1)
     admin.set("client", "bench-charged", {"producer_byte_rate": 1 << 40, "request_rate": 1e6})
-    with Producer(cluster.namesrv_addrs, client_id="bench-charged") as producer:
-        def charged() -> bool:   # the broker's follower has read the new quota
-            producer.send_batch([Message("quota-cost", b"x" * 256)])
-            return charged_bytes(broker, "client:bench-charged") > 0
-        wait_until(charged, timeout=60, message="the broker charging bench-charged's sends")
-    figures = {}
+    figures: dict[str, list[float]] = {}
+    charged_sends = 0.0
     for _round in range(2):   # alternated, so a change in the machine's load hits both
         for client_id in ("bench-unquoted", "bench-charged"):
             with Producer(cluster.namesrv_addrs, client_id=client_id) as producer:
                 batch = [Message("quota-cost", b"x" * 256) for _ in range(4)]
                 producer.send_batch(batch)   # routes and channels warm
+                if client_id == "bench-charged":   # the broker's follower has read the quota
+                    wait_until(lambda sent=batch: producer.send_batch(sent) and charged_bytes(
+                        broker, "bench-charged") > 0, 30, message="the broker to charge sends")
+                charged_before = charged_bytes(broker, "bench-charged")
                 before = cpu_s(broker.pid)
                 for _ in range(sends):
                     producer.send_batch(batch)
                 figures.setdefault(client_id, []).append((cpu_s(broker.pid) - before) / sends)
+                if client_id == "bench-charged":
+                    charged_sends += charged_bytes(broker, "bench-charged") - charged_before
+    if charged_sends <= 0:
+        raise SystemExit("the charged rounds were not charged: no accounting was measured")
     plain = min(figures["bench-unquoted"]) * 1e6
     charged = min(figures["bench-charged"]) * 1e6
     print(f"broker CPU per send, no quota (same run)     {plain:>8.1f} µs")

@@ -260,14 +260,7 @@ class EtcdConnection:
         while electing:
             electing = waiting = False   # waiting: a member answered that they elect
             members = self.order()
-            for index, member in enumerate(members):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                # Leave the other members some of the deadline: a stalled member answers
-                # nothing.
-                others = len(members) - index - 1
-                attempt = left if not others else max(min(left, 1.0), left / (others + 1))
+            for member, attempt in self.attempts(members, deadline):
                 token = None
                 try:
                     token = self.metadata(member, time.monotonic() + attempt,
@@ -304,6 +297,19 @@ class EtcdConnection:
             f"no etcd member served the call (tried {', '.join(dict.fromkeys(tried)) or 'none'} of "
             f"{', '.join(self.target.endpoints)}): {reason}; the cluster may have lost its "
             "quorum or be electing a leader")
+
+    @staticmethod
+    def attempts(members: list[Member], deadline: float) -> Iterator[tuple[Member, float]]:
+        """Each member in turn with the time it may take of what is left before `deadline`:
+        all of it for the last, else its share (at least 1 s when there is that much). A
+        stalled member (SIGSTOP, a hung host) accepts a call and answers nothing: the members
+        after it keep some of the deadline. Ends once the deadline is spent."""
+        for index, member in enumerate(members):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            others = len(members) - index - 1
+            yield member, left if not others else max(min(left, 1.0), left / (others + 1))
 
     def stream(self, member: Member, service: str, method: str,
                requests: Iterator[Any], timeout: float | None = None) -> Any:

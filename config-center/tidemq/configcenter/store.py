@@ -316,18 +316,12 @@ class ConfigStore:
     def lease_keepalive(self, lease: int) -> int:
         """Extend the lease by its TTL; 0 means it had already expired (keys are gone)."""
         validate_revision(lease, "lease")
+        # Within the call's deadline, shared as `call` shares it: a frozen member (SIGSTOP, a
+        # hung host) accepts the stream and never answers, and without a deadline the
+        # keep-alive waited on it for a minute while the lease ran out (found by the chaos
+        # suite's stop_etcd_leader).
         deadline = time.monotonic() + self.etcd.timeout
-        members = self.etcd.order()
-        for index, member in enumerate(members):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            # Within the call's deadline, shared as `call` shares it: a frozen member (SIGSTOP,
-            # a hung host) accepts the stream and never answers, and without a deadline the
-            # keep-alive waited on it for a minute while the lease ran out (found by the chaos
-            # suite's stop_etcd_leader).
-            others = len(members) - index - 1
-            attempt = left if not others else max(min(left, 1.0), left / (others + 1))
+        for member, attempt in self.etcd.attempts(self.etcd.order(), deadline):
             try:
                 stream = self.etcd.stream(member, "lease", "LeaseKeepAlive",
                                           iter([etcd.LeaseKeepAliveRequest(ID=lease)]),

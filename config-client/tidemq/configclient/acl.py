@@ -22,10 +22,9 @@ from tidemq.common.auth.acl import (
     Rule,
     User,
 )
-from tidemq.common.kv import Event
 from tidemq.common.logs import get_logger
 from tidemq.configclient.client import ConfigClient
-from tidemq.configclient.follow import Follower
+from tidemq.configclient.follow import TableFollower
 
 if TYPE_CHECKING:  # the admin CLI loads this module too: no server machinery for it
     from tidemq.common.server import AclFollowing
@@ -46,35 +45,14 @@ def read_table(client: ConfigClient) -> tuple[AclTable, list[str], int]:
     return table, problems, result.revision
 
 
-class AclFollower:
+class AclFollower(TableFollower[AclTable]):
+    """Keeps `holder.table` the config center's ACL table, now and on every change."""
+
     def __init__(self, config_center: str | ConfigClient, holder: AclHolder) -> None:
-        self._client = (config_center if isinstance(config_center, ConfigClient)
-                        else ConfigClient(config_center))
-        self._holder = holder
-        self._follower = Follower(self._client, ACL_PREFIX, read=self._read,
-                                  on_event=self._on_event, name="acl-follower")
-
-    def start(self) -> AclFollower:
-        self._follower.start()
-        return self
-
-    def close(self) -> None:
-        self._follower.close()
-
-    def _read(self) -> int:
-        table, problems, revision = read_table(self._client)
-        for problem in problems:
-            log.warning("ACL entry skipped", problem=problem)
-        self._holder.table = table
-        log.info("ACL loaded", users=len(table.users), rules=len(table.rules),
-                 revision=revision)
-        return revision
-
-    def _on_event(self, event: Event) -> None:
-        try:
-            self._read()
-        except errors.TideMQError as exc:  # the next change (or the follower's retry) re-reads
-            log.warning("cannot re-read the ACL", error=str(exc), revision=event.revision)
+        super().__init__(config_center, ACL_PREFIX, read_table=read_table,
+                         on_table=lambda table: setattr(holder, "table", table), what="ACL",
+                         summary=lambda table: {"users": len(table.users),
+                                                "rules": len(table.rules)})
 
 
 def follow_acl(settings: ServiceSettings,

@@ -9,8 +9,10 @@ A stream that merely broke is resumed by the Watch itself, from its last revisio
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from tidemq.common.errors import TideMQError
 from tidemq.common.kv import Event
@@ -21,6 +23,7 @@ from tidemq.configclient.watch import Watch, WatchCompacted
 log = get_logger(__name__)
 
 RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0
+T = TypeVar("T")
 
 
 class Follower:
@@ -89,3 +92,49 @@ class Follower:
                 if watch is not None:
                     watch.close()
             revision = None
+
+
+class TableFollower(Generic[T]):
+    """Calls `on_table(table)` with the table a prefix's keys make, now and on every change.
+
+    It re-reads the whole prefix on any change (a few hundred small keys) and hands over the
+    table in one call, so its user always sees one consistent table and a change applies
+    without a restart. `read_table(client)` returns (table, entries it skipped and why, the
+    revision read at); `summary(table)` the counts the load is logged with."""
+
+    def __init__(self, config_center: str | ConfigClient, prefix: str, *,
+                 read_table: Callable[[ConfigClient], tuple[T, list[str], int]],
+                 on_table: Callable[[T], None], what: str,
+                 summary: Callable[[T], dict[str, int]]) -> None:
+        self._client = (config_center if isinstance(config_center, ConfigClient)
+                        else ConfigClient(config_center))
+        self._read_table = read_table
+        self._on_table = on_table
+        self._what = what
+        self._summary = summary
+        self._follower = Follower(self._client, prefix, read=self._read,
+                                  on_event=self._on_event, name=f"{what.lower()}-follower")
+
+    def start(self) -> TableFollower[T]:
+        self._follower.start()
+        return self
+
+    def close(self) -> None:
+        self._follower.close()
+
+    def _read(self) -> int:
+        table, problems, revision = self._read_table(self._client)
+        for problem in problems:
+            log.warning(f"{self._what} entry skipped", problem=problem)
+        self._on_table(table)
+        # pid: a gateway's workers each follow (and log) on their own
+        log.info(f"{self._what} loaded", **self._summary(table), revision=revision,
+                 pid=os.getpid())
+        return revision
+
+    def _on_event(self, event: Event) -> None:
+        try:
+            self._read()
+        except TideMQError as exc:  # the next change (or the follower's retry) re-reads
+            log.warning(f"cannot re-read the {self._what}", error=str(exc),
+                        revision=event.revision)

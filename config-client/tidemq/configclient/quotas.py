@@ -3,17 +3,15 @@ operations `tidemq quota ...` uses.
 
 Keys (tidemq.common.quotas): `/tidemq/quotas/users/<user>` and `/tidemq/quotas/clients/<client
 id>` (`<default>` for the default of each kind), a JSON object of the quotas set. Like the
-ACL follower, the follower re-reads the whole prefix on any change and swaps the table in one
-assignment: a change applies on the next request, without a restart.
+ACL follower (both a TableFollower), the follower re-reads the whole prefix on any change and
+swaps the table in one assignment: a change applies on the next request, without a restart.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 
 from tidemq.common import errors
-from tidemq.common.kv import Event
 from tidemq.common.logs import get_logger
 from tidemq.common.quotas import (
     QUOTAS_PREFIX,
@@ -24,7 +22,7 @@ from tidemq.common.quotas import (
     check_value,
 )
 from tidemq.configclient.client import ConfigClient
-from tidemq.configclient.follow import Follower
+from tidemq.configclient.follow import TableFollower
 
 log = get_logger(__name__)
 CAS_ATTEMPTS = 10
@@ -36,39 +34,14 @@ def read_table(client: ConfigClient) -> tuple[QuotaTable, list[str], int]:
     return table, problems, result.revision
 
 
-class QuotaFollower:
+class QuotaFollower(TableFollower[QuotaTable]):
     """Calls `on_table(table)` with the config center's quota table, now and on every change."""
 
     def __init__(self, config_center: str | ConfigClient,
                  on_table: Callable[[QuotaTable], None]) -> None:
-        self._client = (config_center if isinstance(config_center, ConfigClient)
-                        else ConfigClient(config_center))
-        self._on_table = on_table
-        self._follower = Follower(self._client, QUOTAS_PREFIX, read=self._read,
-                                  on_event=self._on_event, name="quota-follower")
-
-    def start(self) -> QuotaFollower:
-        self._follower.start()
-        return self
-
-    def close(self) -> None:
-        self._follower.close()
-
-    def _read(self) -> int:
-        table, problems, revision = read_table(self._client)
-        for problem in problems:
-            log.warning("quota entry skipped", problem=problem)
-        self._on_table(table)
-        # pid: a gateway's workers each follow (and log) on their own
-        log.info("quotas loaded", entities=len(table.entries), revision=revision,
-                 pid=os.getpid())
-        return revision
-
-    def _on_event(self, event: Event) -> None:
-        try:
-            self._read()
-        except errors.TideMQError as exc:  # the next change (or the follower's retry) re-reads
-            log.warning("cannot re-read the quotas", error=str(exc), revision=event.revision)
+        super().__init__(config_center, QUOTAS_PREFIX, read_table=read_table,
+                         on_table=on_table, what="quotas",
+                         summary=lambda table: {"entities": len(table.entries)})
 
 
 class QuotaAdmin:

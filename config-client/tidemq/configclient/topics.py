@@ -237,23 +237,16 @@ class TopicDefinitions:
 
     def settings(self, name: str) -> dict[str, int | str]:
         """The settings set on the topic (not the defaults). TopicNotExist if undefined."""
-        kv = self.config.get(TOPIC_PREFIX + name)
-        if kv is None:
-            raise errors.TopicNotExist(f"topic {name!r} does not exist")
-        return dict(parse_topic_definition(name, kv.value).config)
+        return dict(self._read(name)[2].config)
 
     def alter(self, name: str, changes: dict[str, Any]) -> dict[str, int | str]:
         """Change per-topic settings live (a value of None: back to its default), a
         compare-and-set retried on conflict; the settings set on the topic afterwards.
         InvalidArgument INVALID_TOPIC_CONFIG naming a bad setting; TopicNotExist."""
         parsed = topic_settings.parse_settings(changes, allow_null=True)
-        key = TOPIC_PREFIX + name
         for _ in range(50):
-            kv = self.config.get(key)
-            if kv is None:
-                raise errors.TopicNotExist(f"topic {name!r} does not exist")
-            doc = json.loads(kv.value)
-            current = dict(parse_topic_definition(name, kv.value).config)
+            kv, doc, topic = self._read(name)
+            current = dict(topic.config)
             for setting, value in parsed.items():
                 if value is None:
                     current.pop(setting, None)
@@ -262,7 +255,7 @@ class TopicDefinitions:
             doc.pop("config", None)
             if current:
                 doc["config"] = dict(sorted(current.items()))
-            if self.config.put(key, doc, expected_revision=kv.mod_revision).succeeded:
+            if self.config.put(TOPIC_PREFIX + name, doc, expected_revision=kv.mod_revision).succeeded:
                 return current
         raise errors.ServiceUnavailable(f"topic {name!r}: its definition kept changing "
                                         "under the update", code="SERVICE_UNAVAILABLE")
@@ -270,11 +263,8 @@ class TopicDefinitions:
     def partition_map(self, name: str) -> tuple[TopicConfig, list[tuple[str, int]] | None]:
         """The topic's definition and partition map (None: it has none yet).
         TopicNotExist if it is not defined; TopicDefinitionError if it does not parse."""
-        kv = self.config.get(TOPIC_PREFIX + name)
-        if kv is None:
-            raise errors.TopicNotExist(f"topic {name!r} does not exist")
-        topic = parse_topic_definition(name, kv.value)
-        return topic, parse_partition_map(topic, json.loads(kv.value).get("partitions"))
+        _, doc, topic = self._read(name)
+        return topic, parse_partition_map(topic, doc.get("partitions"))
 
     def extend_partitions(self, name: str, extend: Callable[
             [TopicConfig, list[tuple[str, int]] | None], list[tuple[str, int]]],
@@ -285,13 +275,8 @@ class TopicDefinitions:
         queue counts grow to hold them (a group not named before gets queues from 0 up for a
         definition with `group_queues`). The map after the write; the existing entries never
         move, so a partition keeps its queue."""
-        key = TOPIC_PREFIX + name
         for _ in range(50):
-            kv = self.config.get(key)
-            if kv is None:
-                raise errors.TopicNotExist(f"topic {name!r} does not exist")
-            doc = json.loads(kv.value)
-            topic = parse_topic_definition(name, kv.value)
+            kv, doc, topic = self._read(name)
             current = parse_partition_map(topic, doc.get("partitions"))
             added = extend(topic, current)
             if not added:
@@ -304,10 +289,19 @@ class TopicDefinitions:
                 q < topic.queues for _, q in merged) else self._with_partitions(topic, merged)
             doc.update(grown.to_json())
             doc["partitions"] = [list(p) for p in merged]
-            if self.config.put(key, doc, expected_revision=kv.mod_revision).succeeded:
+            if self.config.put(TOPIC_PREFIX + name, doc, expected_revision=kv.mod_revision).succeeded:
                 return merged
         raise errors.ServiceUnavailable(f"topic {name!r}: its partition map kept changing "
                                         "under the update", code="SERVICE_UNAVAILABLE")
+
+    def _read(self, name: str) -> tuple[Any, dict[str, Any], TopicConfig]:
+        """The topic's stored value (its mod revision for a compare-and-set), its JSON object and
+        its parsed definition. TopicNotExist; TopicDefinitionError if it does not parse."""
+        kv = self.config.get(TOPIC_PREFIX + name)
+        if kv is None:
+            raise errors.TopicNotExist(f"topic {name!r} does not exist")
+        topic = parse_topic_definition(name, kv.value)
+        return kv, json.loads(kv.value), topic
 
     def delete(self, name: str) -> None:
         if not self.config.delete(TOPIC_PREFIX + name).deleted:

@@ -137,14 +137,8 @@ class Admin:
         broker group, summed over the group's replicas (a slave serves pulls too), each
         counted since its process started; and the replicas that did not answer."""
         counts: dict[str, dict[str, int]] = {}
-        unanswered: list[str] = []
-        for broker in self.cluster_info():
-            try:
-                info = self._broker(broker.addr, "GetBrokerInfo",
-                                    broker_pb2.GetBrokerInfoRequest())
-            except errors.TideMQError as exc:
-                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
-                continue
+        infos, unanswered = self._broker_infos()
+        for broker, info in infos:
             for entry in info.consumed:
                 by_broker = counts.setdefault(entry.topic, {})
                 by_broker[broker.broker_name] = by_broker.get(broker.broker_name, 0) + entry.count
@@ -155,19 +149,27 @@ class Admin:
         {broker_name, broker_addr, quota, entity, owed_ms}, most owed first; and the brokers
         that did not answer."""
         rows: list[dict] = []
-        unanswered: list[str] = []
-        for broker in self.cluster_info():
-            try:
-                info = self._broker(broker.addr, "GetBrokerInfo",
-                                    broker_pb2.GetBrokerInfoRequest())
-            except errors.TideMQError as exc:
-                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
-                continue
+        infos, unanswered = self._broker_infos()
+        for broker, info in infos:
             rows.extend({"broker_name": broker.broker_name, "broker_addr": broker.addr,
                          "quota": t.quota, "entity": t.entity, "owed_ms": t.owed_ms}
                         for t in info.throttled)
         rows.sort(key=lambda row: -row["owed_ms"])
         return rows, unanswered
+
+    def _broker_infos(self) -> tuple[list[tuple[BrokerEntry, broker_pb2.GetBrokerInfoResponse]],
+                                     list[str]]:
+        """GetBrokerInfo of every registered broker (replicas too), and the brokers that did
+        not answer ("<name> <addr>: <why>")."""
+        infos: list[tuple[BrokerEntry, broker_pb2.GetBrokerInfoResponse]] = []
+        unanswered: list[str] = []
+        for broker in self.cluster_info():
+            try:
+                infos.append((broker, self._broker(broker.addr, "GetBrokerInfo",
+                                                   broker_pb2.GetBrokerInfoRequest())))
+            except errors.TideMQError as exc:
+                unanswered.append(f"{broker.broker_name} {broker.addr}: {exc.message}")
+        return infos, unanswered
 
     def masters(self) -> dict[str, str]:
         """broker name -> master address, for every group with a registered master."""

@@ -87,7 +87,7 @@ class PushConsumer:
         offset_store_dir: str | Path = "~/.tidemq/offsets", timeout: float = 3.0,
         assignment_timeout_s: float = 30.0,
         orderly: bool = False, max_reconsume_times: int = 16, suspend_s: float = 1.0,
-        expression_type: str = "TAG",
+        expression_type: str = "TAG", client_id: str = "",
     ) -> None:
         self.subscription = ({subscription: "*"} if isinstance(subscription, str)
                              else dict(subscription))
@@ -111,8 +111,11 @@ class PushConsumer:
         self.auto_commit_interval_s = auto_commit_interval_s
         self.long_poll_s, self.reconsume_backoff_s = long_poll_s, reconsume_backoff_s
         self.assignment_timeout_s = assignment_timeout_s
-        self.puller = PullConsumer(namesrv_addrs, consumer_group=group, timeout=timeout)
-        self.puller.brokers = DirectClients(timeout)  # long polls must not trip breakers
+        # client_id: the entity client quotas charge (docs/quotas.md); '' = <host>@<pid>
+        self.puller = PullConsumer(namesrv_addrs, consumer_group=group, timeout=timeout,
+                                   client_id=client_id)
+        # long polls must not trip breakers; the same client id as the puller's own
+        self.puller.brokers = DirectClients(timeout, self.puller.brokers.client_id)
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"consume-{group}")
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._committed: dict[MessageQueue, int] = {}

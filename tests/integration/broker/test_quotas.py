@@ -42,11 +42,16 @@ PACE = 4 * MIB                 # the test producers' own pace (keeps the disk wr
 
 
 def broker_metric(broker: ServiceProcess, name: str, **labels: str) -> float:
-    """The sum of a broker metric's samples whose labels include `labels`."""
+    """The sum of a broker metric's samples whose labels include `labels`. Fails when the
+    broker does not expose the metric at all, so a check that it stayed 0 cannot pass on a
+    renamed metric."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
                                   timeout=10).read().decode()
+    families = [family for family in text_string_to_metric_families(text)
+                if name in (family.name, family.name + "_total")]
+    assert families, f"the broker exposes no metric {name}"
     total = 0.0
-    for family in text_string_to_metric_families(text):
+    for family in families:
         for sample in family.samples:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
@@ -239,17 +244,22 @@ def test_a_consumer_fetch_quota_paces_pulls(cluster):
         "client", "reader", {"consumer_byte_rate": MIB // 2})
     wait_until(lambda: _quota_loaded(broker), 30, message="quota loaded")
     read = {"bytes": 0}
+    failures: list[Exception] = []
     stop = threading.Event()
 
     def consume() -> None:
-        with PullConsumer(cluster.namesrv_addrs, consumer_group="g", client_id="reader") as c:
-            queues = c.fetch_queues("fetched")
-            offsets = dict.fromkeys(queues, 0)
-            while not stop.is_set():
-                for mq in queues:
-                    result = c.pull(mq, offsets[mq], max_messages=8)
-                    offsets[mq] = result.next_offset
-                    read["bytes"] += sum(len(m.body) for m in result.messages)
+        try:
+            with PullConsumer(cluster.namesrv_addrs, consumer_group="g",
+                              client_id="reader") as c:
+                queues = c.fetch_queues("fetched")
+                offsets = dict.fromkeys(queues, 0)
+                while not stop.is_set():
+                    for mq in queues:
+                        result = c.pull(mq, offsets[mq], max_messages=8)
+                        offsets[mq] = result.next_offset
+                        read["bytes"] += sum(len(m.body) for m in result.messages)
+        except errors.TideMQError as exc:   # a reader that died would read nothing: judged
+            failures.append(exc)
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
@@ -258,7 +268,10 @@ def test_a_consumer_fetch_quota_paces_pulls(cluster):
         time.sleep(2)
         rate = measure(lambda: charged(broker, "client:reader", "consumer_byte_rate"), 4.0)
         print(f"fetch quota 0.5 MiB/s: {rate / MIB:.3f} MiB/s charged")
+        assert not failures, failures[:3]
         assert rate <= ALLOWED * MIB / 2
+        # paced, not stopped: a reader that stopped pulling would pass the two checks above
+        assert rate >= MIB / 8, f"the paced reader only got {rate / MIB:.3f} MiB/s"
         assert read["bytes"] < 6 * MIB, "the reader should not have caught up"
         assert broker_metric(broker, "tidemq_broker_quota_throttled_total",
                              quota="consumer_byte_rate", entity="client:reader") > 0

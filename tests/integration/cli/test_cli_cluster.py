@@ -26,27 +26,6 @@ def cluster(shared_cluster):
 
 
 @pytest.fixture(scope="module")
-def tidemq(cluster):
-    runner = CliRunner()
-    base = ["--namesrv", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr]
-
-    def run(*args: str, expect: int = 0, input: str | None = None):
-        result = runner.invoke(app, [*base, *args], input=input)
-        assert result.exit_code == expect, (args, result.output, result.exception)
-        return result
-
-    def run_json(*args: str):
-        return json.loads(run("-o", "json", *args).stdout)
-
-    def run_json_input(*args: str, input: str):
-        return json.loads(run("-o", "json", *args, input=input).stdout)
-
-    run.json = run_json
-    run.json_input = run_json_input
-    return run
-
-
-@pytest.fixture(scope="module")
 def topic(tidemq):
     created = tidemq.json("topic", "create", TOPIC, "--queues", "2")
     assert created["brokers"], created  # create waits until a name server routes it

@@ -3,11 +3,7 @@ definitions land in config-center with compare-and-set and the broker enforces t
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from tidemq.client.cli import app
-from typer.testing import CliRunner
 
 from tests.support.cluster import running_cluster
 from tests.support.processes import wait_until
@@ -19,20 +15,6 @@ def cluster(tmp_path_factory):
     with running_cluster(tmp_path_factory.mktemp("cli-groups"),
                          broker_names=("broker-a",)) as cluster:
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def tidemq(cluster):
-    runner = CliRunner()
-    base = ["--namesrv", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr]
-
-    def run(*args: str, expect: int = 0):
-        result = runner.invoke(app, [*base, *args])
-        assert result.exit_code == expect, (args, result.output, result.exception)
-        return result
-
-    run.json = lambda *args: json.loads(run("-o", "json", *args).stdout)
-    return run
 
 
 def test_create_update_list_delete(tidemq):

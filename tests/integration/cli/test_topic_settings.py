@@ -3,13 +3,10 @@ gateway, against real processes (the shared two-broker cluster with its HTTP gat
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 import requests
-from tidemq.client.cli import app
-from typer.testing import CliRunner
 
 from tests.support.processes import wait_until
 
@@ -19,20 +16,6 @@ BIG = random.Random(39).randbytes(4096)   # incompressible: the record stays ove
 @pytest.fixture(scope="module")
 def cluster(shared_gateway_cluster):
     return shared_gateway_cluster
-
-
-@pytest.fixture(scope="module")
-def tidemq(cluster):
-    runner = CliRunner()
-    base = ["--namesrv", cluster.namesrv_addrs, "--config-center", cluster.config_center.addr]
-
-    def run(*args: str, expect: int = 0):
-        result = runner.invoke(app, [*base, *args])
-        assert result.exit_code == expect, (args, result.output, result.exception)
-        return result
-
-    run.json = lambda *args: json.loads(run("-o", "json", *args).stdout)
-    return run
 
 
 def test_cli_create_alter_describe(tidemq):

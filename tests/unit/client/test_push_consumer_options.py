@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tidemq.client.brokers import default_client_id
 from tidemq.client.message import MessageQueue
 from tidemq.client.push_consumer import ConsumeStatus, MessageModel, PushConsumer
 from tidemq.common.errors import InvalidArgument
@@ -46,3 +47,12 @@ def test_broadcasting_offsets_round_trip_through_the_local_file(tmp_path):
     (tmp_path / "g.json").write_text("{not json")
     assert consumer._load_local_offsets() == {}  # unreadable file: start per consume_from
     consumer._pool.shutdown()
+
+
+def test_its_pulls_carry_a_client_id_for_quotas():
+    """Client quotas charge the client id every call carries (docs/quotas.md): the consumer's
+    own pool of channels (long polls, no breaker) carries the given one, else <host>@<pid>."""
+    named = PushConsumer("127.0.0.1:1", "g", "t", listener, client_id="orders-reader")
+    unnamed = PushConsumer("127.0.0.1:1", "g", "t", listener)
+    assert named.puller.brokers.get("127.0.0.1:2").client_id == "orders-reader"
+    assert unnamed.puller.brokers.get("127.0.0.1:2").client_id == default_client_id()
