@@ -43,7 +43,8 @@ def _admin(ctx: typer.Context) -> AclAdmin:
     from tidemq.configclient.acl import AclAdmin
     from tidemq.configclient.client import ConfigClient
 
-    return AclAdmin(ConfigClient(ctx.find_root().obj.config_center))
+    root = ctx.find_root().obj
+    return AclAdmin(ConfigClient(root.config_center, timeout=root.timeout))
 
 
 @user_app.command("add")

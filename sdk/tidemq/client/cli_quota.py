@@ -47,7 +47,8 @@ def _admin(ctx: typer.Context) -> QuotaAdmin:
     from tidemq.configclient.client import ConfigClient
     from tidemq.configclient.quotas import QuotaAdmin
 
-    return QuotaAdmin(ConfigClient(ctx.find_root().obj.config_center))
+    root = ctx.find_root().obj
+    return QuotaAdmin(ConfigClient(root.config_center, timeout=root.timeout))
 
 
 def _entity(user: str, client: str, default_user: bool, default_client: bool) -> tuple[str, str]:
