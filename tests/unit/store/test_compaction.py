@@ -133,6 +133,26 @@ def test_a_read_at_an_exact_offset_does_not_answer_the_record_after_a_gap(tmp_pa
         assert store.get_messages(TOPIC, 0, 0, 1).next_begin_offset == 2   # a pull skips
 
 
+def test_a_lookup_by_key_or_unique_id_no_longer_finds_a_removed_record(tmp_path):
+    """docs/storage.md "Readers skip gaps": query by key (KEYS) and by unique id (UNIQ_KEY)."""
+    def send_keyed(store, body: bytes) -> str:
+        raw, uniq = record.encode_message(record.OutgoingMessage(TOPIC, body, keys=["k"]))
+        store.append_batch(TOPIC, 0, raw, 1)
+        return uniq
+
+    with reopened(small_config(tmp_path)) as store:
+        old_id, new_id = send_keyed(store, b"old"), send_keyed(store, b"new")
+        end_ms = int(time.time() * 1000) + 60_000
+        assert store.wait_dispatched(10)
+        assert len(store.query_by_key(TOPIC, "k", 0, end_ms)) == 2
+        assert len(store.query_by_key(TOPIC, old_id, 0, end_ms)) == 1
+        assert compact(store) == 1
+        (kept,) = store.query_by_key(TOPIC, "k", 0, end_ms)
+        assert record.body_at(kept, 0, record.HEADER.unpack_from(kept)) == b"new"
+        assert store.query_by_key(TOPIC, old_id, 0, end_ms) == []
+        assert len(store.query_by_key(TOPIC, new_id, 0, end_ms)) == 1
+
+
 def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
     """A compact topic holds its segments past the global age, but one holding only gaps of
     it (every record superseded) goes as a drained segment."""
