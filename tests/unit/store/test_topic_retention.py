@@ -9,7 +9,7 @@ import time
 from tidemq.broker.store.reader import GetStatus
 from tidemq.broker.store.retention import QueueRetention
 
-from .helpers import encode_batch, open_store, reopened, small_config
+from .helpers import encode_batch, reopened, small_config
 
 BODY = b"r" * 1000
 
@@ -28,8 +28,7 @@ def _now_ms() -> int:
 
 
 def test_a_short_retention_topic_expires_while_the_shared_segment_stays(tmp_path):
-    store = open_store(small_config(tmp_path, delete_when_hour=None))
-    try:
+    with reopened(small_config(tmp_path, delete_when_hour=None)) as store:
         _fill(store, "short", 30)
         _fill(store, "long", 30)
         assert store.wait_dispatched(10)
@@ -44,15 +43,12 @@ def test_a_short_retention_topic_expires_while_the_shared_segment_stays(tmp_path
         assert store.min_offset("long", 0) == 0
         assert store.get_messages("long", 0, 0).status is GetStatus.FOUND
         assert len(store.commitlog.segments) == segments   # "long" still reads them
-    finally:
-        store.shutdown()
     with reopened(small_config(tmp_path)) as again:   # the expiry is durable
         assert again.min_offset("short", 0) == 30 and again.min_offset("long", 0) == 0
 
 
 def test_retention_ms_expires_by_store_time_not_all_at_once(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         _fill(store, "t", 5)
         assert store.wait_dispatched(10)
         cutoff = _now_ms()
@@ -62,13 +58,10 @@ def test_retention_ms_expires_by_store_time_not_all_at_once(tmp_path):
         store.retention.topic_policy = _policies(t=QueueRetention(ms=1000, holds=True))
         store.retention.run_once(now_ms=cutoff + 1000)
         assert store.min_offset("t", 0) == 5
-    finally:
-        store.shutdown()
 
 
 def test_retention_bytes_keeps_at_most_that_much_per_queue(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         _fill(store, "t", 20)
         _fill(store, "t", 20, queue_id=1)
         assert store.wait_dispatched(10)
@@ -80,13 +73,10 @@ def test_retention_bytes_keeps_at_most_that_much_per_queue(tmp_path):
         assert store.wait_dispatched(10)
         store.retention.run_once()
         assert store.min_offset("t", 0) == 16 and store.min_offset("t", 1) == 13
-    finally:
-        store.shutdown()
 
 
 def test_a_segment_goes_once_every_queue_in_it_expired(tmp_path):
-    store = open_store(small_config(tmp_path, delete_when_hour=None))
-    try:
+    with reopened(small_config(tmp_path, delete_when_hour=None)) as store:
         _fill(store, "short", 200)     # about three 64 KiB segments
         assert store.wait_dispatched(10)
         segments = len(store.commitlog.segments)
@@ -94,13 +84,10 @@ def test_a_segment_goes_once_every_queue_in_it_expired(tmp_path):
         store.retention.topic_policy = _policies(short=QueueRetention(ms=1000, holds=True))
         assert store.retention.run_once(now_ms=_now_ms() + 2000) == segments - 1
         assert store.min_offset("short", 0) == 200
-    finally:
-        store.shutdown()
 
 
 def test_a_topic_with_longer_retention_holds_a_segment_past_the_global_age(tmp_path):
-    store = open_store(small_config(tmp_path, delete_when_hour=None, retention_hours=1))
-    try:
+    with reopened(small_config(tmp_path, delete_when_hour=None, retention_hours=1)) as store:
         _fill(store, "kept", 100)
         _fill(store, "plain", 100)
         assert store.wait_dispatched(10)
@@ -111,18 +98,13 @@ def test_a_topic_with_longer_retention_holds_a_segment_past_the_global_age(tmp_p
         store.retention.topic_policy = _policies()            # back to the global rule
         assert store.retention.run_once(now_ms=later) > 0
         assert store.min_offset("kept", 0) > 0
-    finally:
-        store.shutdown()
 
 
 def test_forced_clean_up_ignores_every_topic(tmp_path):
-    store = open_store(small_config(tmp_path, disk_max_used_ratio=0.5))
-    try:
+    with reopened(small_config(tmp_path, disk_max_used_ratio=0.5)) as store:
         _fill(store, "kept", 150)
         assert store.wait_dispatched(10)
         store.retention.topic_policy = _policies(kept=QueueRetention(holds=True))
         ratios = iter([0.9, 0.1])
         store.retention.used_ratio = lambda _path: next(ratios, 0.1)
         assert store.retention.run_once() == 1
-    finally:
-        store.shutdown()
