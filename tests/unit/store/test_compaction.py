@@ -158,7 +158,9 @@ def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
     it (every record superseded) goes as a drained segment."""
     from tidemq.broker.store.retention import QueueRetention
 
-    with reopened(small_config(tmp_path, delete_when_hour=None)) as store:
+    # a full shared disk (forced clean-up) must not delete the held segments under the test
+    with reopened(small_config(tmp_path, delete_when_hour=None, disk_max_used_ratio=1.0,
+                               disk_full_ratio=1.0)) as store:
         for i in range(300):     # about five 64 KiB segments, all of key "k"
             send(store, "k", bytes([i % 251]) * 1000)
         segments = len(store.commitlog.segments)
