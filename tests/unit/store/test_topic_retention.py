@@ -57,7 +57,8 @@ def test_retention_ms_expires_by_store_time_not_all_at_once(tmp_path):
         _fill(store, "t", 5)
         assert store.wait_dispatched(10)
         cutoff = _now_ms()
-        time.sleep(0.01)     # store times after `cutoff` (a millisecond clock)
+        while _now_ms() <= cutoff:   # store times after `cutoff` (a millisecond clock)
+            pass
         _fill(store, "t", 5)
         assert store.wait_dispatched(10)
         store.retention.topic_policy = _policies(t=QueueRetention(ms=1000, holds=True))
