@@ -301,13 +301,13 @@ def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answere
 def test_a_log_of_per_message_ack_records_replays_beside_acks_records():
     """Revive logs written before ACKS records hold one ACK record per acked message: a
     replay folds both kinds, from their stored bytes, into the same book."""
-    from tidemq.broker.pop.book import ACKED, HandleState, PopBook, ack_body, acks_entry
+    from tidemq.broker.pop.book import ACKED, HandleState, PopBook, acks_entry
 
     book = PopBook()
     records = [
         json.dumps({"t": "ck", "g": GROUP, "topic": TOPIC, "q": 0, "offs": [5, 6, 7, 8],
                     "next": 9, "until": 10_000}).encode(),
-        ack_body(0, 5, ACKED),  # the old form
+        json.dumps({"t": "ack", "ck": 0, "off": 5, "why": ACKED}).encode(),  # the old form
         json.dumps(acks_entry([(0, 6), (0, 7)])).encode(),  # the new one
     ]
     for revive_offset, body in enumerate(records):
