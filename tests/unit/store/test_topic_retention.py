@@ -115,3 +115,28 @@ def test_forced_clean_up_ignores_every_topic(tmp_path):
         ratios = iter([0.9, 0.1])
         store.retention.used_ratio = lambda _path: next(ratios, 0.1)
         assert store.retention.run_once() == 1
+
+
+def test_a_slave_running_its_own_retention_shows_its_readers_the_same_expiry(tmp_path):
+    """docs/storage.md: every replica runs retention by the same topic settings, so a reader
+    of a slave sees what a reader of the master sees (no marker replicates the expiry)."""
+    with reopened(small_config(tmp_path / "m", **UNFORCED)) as master, \
+            reopened(small_config(tmp_path / "s", **UNFORCED)) as slave:
+        slave.become_slave()
+        _fill(master, "short", 40)
+        _fill(master, "long", 10)
+        _fill(master, "short", 5, queue_id=1)
+        slave.append_replicated(0, master.commitlog.read(0, master.commitlog.max_offset))
+        assert master.wait_dispatched(10) and slave.wait_dispatched(10)
+        policies = _policies(short=QueueRetention(bytes=10_000))
+        now = _now_ms()
+        for store in (master, slave):
+            store.retention.topic_policy = policies
+            store.retention.run_once(now_ms=now)
+        for topic, queue_id in (("short", 0), ("short", 1), ("long", 0)):
+            assert (slave.min_offset(topic, queue_id), slave.max_offset(topic, queue_id)) == (
+                master.min_offset(topic, queue_id), master.max_offset(topic, queue_id))
+        assert master.min_offset("short", 0) > 0 and master.min_offset("long", 0) == 0
+        gone = slave.get_messages("short", 0, 0)
+        assert (gone.status, gone.next_begin_offset) == (GetStatus.OFFSET_TOO_SMALL,
+                                                         master.min_offset("short", 0))
