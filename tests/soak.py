@@ -110,14 +110,16 @@ def slope_per_min(points: list[tuple[float, float]],
 
 
 def failures(result: SoakResult, max_growth_mib_per_min: float) -> list[str]:
-    """Why the soak fails, if it does: too few samples judged, the pop-state metrics not found
-    (their samples read -1), or memory growing faster than the bound."""
+    """Why the soak fails, if it does: too few samples judged, the pop-state metrics or a
+    restart's replay line not found (read as -1), or memory growing faster than the bound."""
     found: list[str] = []
     if result.judged < MIN_SAMPLES:
         found.append(f"{result.judged} samples after warm-up went into the slope (at least "
                      f"{MIN_SAMPLES}): nothing to judge")
     if any(s.in_flight < 0 or s.expired < 0 for s in result.samples):
         found.append("the broker's pop-handle metrics were not found in some samples")
+    if not result.restarts or any(replayed < 0 for _, _, replayed in result.restarts):
+        found.append("a restart's 'pop state replayed' log line was not found (or no restart)")
     if result.slope_mib_per_min > max_growth_mib_per_min:
         found.append(f"anonymous memory grows {result.slope_mib_per_min:.2f} MiB/min after "
                      f"warm-up (bound {max_growth_mib_per_min} MiB/min)")

@@ -18,20 +18,32 @@ def test_slope_counts_only_the_points_it_fitted():
     assert slope_per_min([], []) == (0.0, 0)
 
 
+RESTARTED = [(240.0, 0.5, 1000)]  # at, start-up s, revive records replayed
+
+
 def test_too_few_samples_fail_instead_of_reading_flat():
-    result = SoakResult(samples=[_sample(70, 50)], judged=1)
+    result = SoakResult(samples=[_sample(70, 50)], restarts=RESTARTED, judged=1)
     found = failures(result, 2.0)
     assert len(found) == 1 and "nothing to judge" in found[0]
 
 
 def test_missing_pop_metrics_fail():
     samples = [_sample(60 + 10 * i, 50, expired=-1) for i in range(MIN_SAMPLES)]
-    found = failures(SoakResult(samples=samples, judged=MIN_SAMPLES), 2.0)
+    found = failures(SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES), 2.0)
     assert len(found) == 1 and "metrics were not found" in found[0]
+
+
+def test_a_restart_whose_replay_line_was_not_found_fails():
+    samples = [_sample(60 + 10 * i, 50) for i in range(MIN_SAMPLES)]
+    for restarts in ([], [(240.0, 0.5, -1)]):
+        found = failures(SoakResult(samples=samples, restarts=restarts, judged=MIN_SAMPLES), 2.0)
+        assert len(found) == 1 and "replayed' log line" in found[0]
 
 
 def test_enough_flat_samples_pass_and_growth_fails():
     samples = [_sample(60 + 10 * i, 50) for i in range(MIN_SAMPLES)]
-    assert failures(SoakResult(samples=samples, judged=MIN_SAMPLES), 2.0) == []
-    grown = SoakResult(samples=samples, judged=MIN_SAMPLES, slope_mib_per_min=5.0)
+    assert failures(SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES),
+                    2.0) == []
+    grown = SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES,
+                       slope_mib_per_min=5.0)
     assert "grows 5.00 MiB/min" in failures(grown, 2.0)[0]
