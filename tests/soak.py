@@ -6,7 +6,9 @@ and its data directory at intervals; the broker is SIGKILLed and restarted at th
 every `--restart-every-s`) to time its start-up and count the revive records it replays.
 
 The verdict is a slope check, not a timing assertion: a least-squares line through the RSS
-samples after warm-up, whose growth per minute must stay under `--max-growth-mib-per-min`.
+samples after warm-up, whose growth per minute must stay under `--max-growth-mib-per-min`; it
+fails when fewer than MIN_SAMPLES samples after warm-up went into the line, or when the broker's
+pop-state metrics were not found (nothing was judged).
 
     uv run --frozen python -m tests.soak --duration-s 3600 --seed 7
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 
 TOPIC, GROUP = "SoakPop", "g-soak"
 MIB = 1 << 20
+MIN_SAMPLES = 6  # samples after warm-up a slope is judged from, at least
 
 
 @dataclass
@@ -52,6 +55,7 @@ class SoakResult:
     restarts: list[tuple[float, float, int]] = field(default_factory=list)  # at, start s, replayed
     slope_mib_per_min: float = 0.0
     handles_slope_per_min: float = 0.0
+    judged: int = 0  # samples after warm-up that went into the slopes
     errors: list[str] = field(default_factory=list)
 
 
@@ -84,21 +88,42 @@ def _dir_mib(path: Path) -> float:
     return total / MIB
 
 
-def slope_per_min(points: list[tuple[float, float]], groups: list[int] | None = None) -> float:
-    """Least-squares slope of (seconds, value) points, per minute; with `groups`, one line per
-    group sharing the slope (each its own intercept: a restarted process starts lower)."""
+def slope_per_min(points: list[tuple[float, float]],
+                  groups: list[int] | None = None) -> tuple[float, int]:
+    """Least-squares slope of (seconds, value) points, per minute, and how many points it was
+    fitted to; with `groups`, one line per group sharing the slope (each its own intercept: a
+    restarted process starts lower), a group of one point judging nothing."""
     if groups is None:
         groups = [0] * len(points)
     cov = var = 0.0
+    judged = 0
     for group in set(groups):
         mine = [p for p, g in zip(points, groups, strict=True) if g == group]
         if len(mine) < 2:
             continue
+        judged += len(mine)
         mean_t = sum(t for t, _ in mine) / len(mine)
         mean_v = sum(v for _, v in mine) / len(mine)
         var += sum((t - mean_t) ** 2 for t, _ in mine)
         cov += sum((t - mean_t) * (v - mean_v) for t, v in mine)
-    return cov / var * 60 if var else 0.0
+    return (cov / var * 60 if var else 0.0), judged
+
+
+def failures(result: SoakResult, max_growth_mib_per_min: float) -> list[str]:
+    """Why the soak fails, if it does: too few samples judged, the pop-state metrics or a
+    restart's replay line not found (read as -1), or memory growing faster than the bound."""
+    found: list[str] = []
+    if result.judged < MIN_SAMPLES:
+        found.append(f"{result.judged} samples after warm-up went into the slope (at least "
+                     f"{MIN_SAMPLES}): nothing to judge")
+    if any(s.in_flight < 0 or s.expired < 0 for s in result.samples):
+        found.append("the broker's pop-handle metrics were not found in some samples")
+    if not result.restarts or any(replayed < 0 for _, _, replayed in result.restarts):
+        found.append("a restart's 'pop state replayed' log line was not found (or no restart)")
+    if result.slope_mib_per_min > max_growth_mib_per_min:
+        found.append(f"anonymous memory grows {result.slope_mib_per_min:.2f} MiB/min after "
+                     f"warm-up (bound {max_growth_mib_per_min} MiB/min)")
+    return found
 
 
 def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float = 10.0,
@@ -236,11 +261,13 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
     after = [s for i, s in enumerate(result.samples) if s.at_s >= warmup_s
              and (i == 0 or result.samples[i - 1].incarnation == s.incarnation)]
     groups = [s.incarnation for s in after]
-    result.slope_mib_per_min = slope_per_min([(s.at_s, s.anon_mib) for s in after], groups)
-    result.handles_slope_per_min = slope_per_min(
+    result.slope_mib_per_min, result.judged = slope_per_min(
+        [(s.at_s, s.anon_mib) for s in after], groups)
+    result.handles_slope_per_min, _ = slope_per_min(
         [(s.at_s, s.in_flight + s.expired) for s in after], groups)
     print(f"load average at the end {os.getloadavg()[0]:.1f}", file=out, flush=True)
-    print(f"after warm-up ({len(after)} samples, {len(set(groups))} broker processes, one "
+    print(f"after warm-up ({len(after)} samples, {result.judged} judged, "
+          f"{len(set(groups))} broker processes, one "
           f"line each, one slope): anonymous memory {result.slope_mib_per_min:+.2f}"
           f" MiB/min, pop handles {result.handles_slope_per_min:+.0f}/min; "
           f"{len(result.errors)} client errors (restarts)", file=out, flush=True)
@@ -270,9 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                           idempotence_window_ms=args.idempotence_window_ms)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if result.slope_mib_per_min > args.max_growth_mib_per_min:
-        print(f"FAIL: anonymous memory grows {result.slope_mib_per_min:.2f} MiB/min after "
-              f"warm-up (bound {args.max_growth_mib_per_min} MiB/min)", file=sys.stderr)
+    if found := failures(result, args.max_growth_mib_per_min):
+        print("FAIL: " + "; ".join(found), file=sys.stderr)
         return 1
     print("OK: flat after warm-up")
     return 0

@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from tests.soak import run_soak
+from tests.soak import failures, run_soak
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 DURATION_S = float(os.environ.get("SOAK_CI_DURATION_S", "150"))
@@ -37,3 +37,4 @@ def test_pop_churn_leaves_the_broker_flat(tmp_path, capsys):
     # the pop state itself levels off: expired handles are forgotten after 30 s here
     assert max(s.expired for s in after) < 30 * 500, "expired handles are not forgotten"
     assert result.restarts and result.restarts[-1][2] >= 0, "the restart replayed nothing"
+    assert not failures(result, MAX_GROWTH_MIB_PER_MIN), failures(result, MAX_GROWTH_MIB_PER_MIN)

@@ -4,6 +4,8 @@ count growth through revive, the DLQ after the group's limit, and pop beside off
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from tidemq.broker.messaging import PullStatus
@@ -194,29 +196,42 @@ def test_orderly_pop_is_fifo_per_queue_and_redelivers_in_place(machine):
     assert machine.pop.book.attempts == {} and not machine.pop.book.in_flight
 
 
+@contextmanager
+def master_and_slave() -> Iterator[tuple[PopMachine, PopMachine]]:
+    """Two pop machines, the second a slave (which leaves reviving be); both torn down."""
+    master, replica = PopMachine(), PopMachine()
+    try:
+        replica.store.become_slave()
+        assert replica.run(replica.pop.revive_due()) == 0   # a slave: it leaves reviving be
+        yield master, replica
+    finally:
+        master.teardown()
+        replica.teardown()
+
+
+def replicate(master: PopMachine, replica: PopMachine) -> int:
+    """Copy the master's whole CommitLog to the slave and wait it dispatched; its end."""
+    end = master.store.commitlog_max_offset()
+    replica.store.append_replicated(0, master.store.commitlog.read(0, end))
+    assert replica.store.wait_dispatched(5)
+    return end
+
+
 def test_a_promoted_replica_pops_and_acks_from_the_replicated_state_at_once():
     """A pop or an ack on a just-promoted master must not use the book it had as a slave
     (empty: it only replays the revive log on promotion) until its revive round runs: the
     chaos suite saw acked messages handed out again from queue offset 0 right after a master
     kill (seed 20265539)."""
-    master, replica = PopMachine(), PopMachine()
-    try:
-        replica.store.become_slave()
-        assert replica.run(replica.pop.revive_due()) == 0   # a slave: it leaves reviving be
+    with master_and_slave() as (master, replica):
         master.send(3, 0)
         _, handles = pop_bodies(master, count=3, invisible_ms=60_000)
         master.run(master.pop.ack(GROUP, handles[0]))
         master.send(1, 0)
-        end = master.store.commitlog_max_offset()
-        replica.store.append_replicated(0, master.store.commitlog.read(0, end))
-        assert replica.store.wait_dispatched(5)
+        replicate(master, replica)
         replica.store.become_master(2)
         popped, _ = pop_bodies(replica)   # before any revive round
         assert [bytes(r.body) for r in popped] == [b"m3"]
         replica.run(replica.pop.ack(GROUP, handles[1]))   # popped on the old master
-    finally:
-        master.teardown()
-        replica.teardown()
 
 
 def test_a_new_master_replays_the_revive_records_above_its_read_fence():
@@ -229,19 +244,14 @@ def test_a_new_master_replays_the_revive_records_above_its_read_fence():
     an acked message delivered again)."""
     from tidemq.broker.store.ha import InSyncTracker, ReplicationGate
 
-    master, replica = PopMachine(), PopMachine()
-    try:
-        replica.store.become_slave()
-        assert replica.run(replica.pop.revive_due()) == 0   # a slave: it leaves reviving be
+    with master_and_slave() as (master, replica):
         master.send(3, 0)
         _, first = pop_bodies(master, count=2, invisible_ms=60_000)
         fence = master.store.commitlog_max_offset()   # all the slave knew confirmed
         master.run(master.pop.ack(GROUP, first[0]))
         [third], _ = pop_bodies(master, count=1, invisible_ms=60_000)
         assert bytes(third.body) == b"m2"
-        end = master.store.commitlog_max_offset()
-        replica.store.append_replicated(0, master.store.commitlog.read(0, end))
-        assert replica.store.wait_dispatched(5)
+        end = replicate(master, replica)
         replica.store.follow_confirmed(fence)
         tracker = InSyncTracker(1, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
         replica.store.set_replication_gate(ReplicationGate(
@@ -255,9 +265,6 @@ def test_a_new_master_replays_the_revive_records_above_its_read_fence():
         assert popped == [], "a message in flight was handed out again"
         with pytest.raises(errors.PreconditionFailed, match="acked already"):
             replica.run(replica.pop.change_invisible(GROUP, first[0], 1000))
-    finally:
-        master.teardown()
-        replica.teardown()
 
 
 def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answered(machine):
@@ -294,13 +301,13 @@ def test_acks_of_calls_that_arrive_together_share_one_append_and_each_is_answere
 def test_a_log_of_per_message_ack_records_replays_beside_acks_records():
     """Revive logs written before ACKS records hold one ACK record per acked message: a
     replay folds both kinds, from their stored bytes, into the same book."""
-    from tidemq.broker.pop.book import ACKED, HandleState, PopBook, ack_body, acks_entry
+    from tidemq.broker.pop.book import ACKED, HandleState, PopBook, acks_entry
 
     book = PopBook()
     records = [
         json.dumps({"t": "ck", "g": GROUP, "topic": TOPIC, "q": 0, "offs": [5, 6, 7, 8],
                     "next": 9, "until": 10_000}).encode(),
-        ack_body(0, 5, ACKED),  # the old form
+        json.dumps({"t": "ack", "ck": 0, "off": 5, "why": ACKED}).encode(),  # the old form
         json.dumps(acks_entry([(0, 6), (0, 7)])).encode(),  # the new one
     ]
     for revive_offset, body in enumerate(records):

@@ -5,6 +5,8 @@ written as compressed parts that a restart reads back whole."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tidemq.broker.pop import book as book_module
 from tidemq.broker.pop.book import EXPIRED_KEPT_MS, HandleState, PopBook
@@ -75,14 +77,15 @@ def test_expired_handles_are_capped_oldest_first(monkeypatch):
 
 
 def test_a_snapshot_larger_than_a_record_is_written_in_parts_and_read_back(machine):
-    # LocalBroker's records are at most 4 KiB: a few hundred in-flight handles do not fit one
+    # LocalBroker's records are at most 4 KiB: a thousand in-flight handles (popped 32 at a
+    # time, each pop its own checkpoint) do not fit one, even compressed
     for queue in (0, 1):
-        for _ in range(8):
-            machine.send(4, queue)
+        for _ in range(16):
+            machine.send(32, queue)
     handles = []
     while batch := pop_handles(machine, 32, 3_600_000):
         handles += batch
-    assert len(handles) == 64
+    assert len(handles) == 1024
     machine.send(1, 0)
     assert machine.store.wait_dispatched(5)
     offset = machine.run(machine.pop.compact())
@@ -90,8 +93,8 @@ def test_a_snapshot_larger_than_a_record_is_written_in_parts_and_read_back(machi
     assert machine.store.wait_dispatched(5)
     got = machine.store.get_messages(REVIVE, 0, offset, 64)
     records = list(record.iter_records(got.records))
-    head = __import__("json").loads(bytes(records[0].body))
-    assert head["t"] == "snap" and head["parts"] >= 1
+    head = json.loads(bytes(records[0].body))
+    assert head["t"] == "snap" and head["parts"] >= 2, head   # really cut into parts
     before = machine.pop.book
     machine.restart()  # asserts the rebuilt book equals the live one
     assert machine.pop.book.in_flight == before.in_flight

@@ -63,8 +63,9 @@ def test_a_sigkill_at_any_point_loses_no_unacked_pop_and_revives_no_acked_one(se
             [sys.executable, "-m", "tests.unit.broker.pop_crash_child", str(directory),
              str(seed)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            wait_until(lambda: (directory / "journal").exists() or child.poll() is not None,
-                       60, message="the child to start churning")
+            # the run starts once an ack was answered: the verdicts below judge something
+            wait_until(lambda: journal(directory)[1] or child.poll() is not None,
+                       60, message="the child to have an ack answered")
             deadline = time.monotonic() + run_s
             while time.monotonic() < deadline and child.poll() is None:
                 time.sleep(0.05)  # the drawn moment of the crash, not synchronisation
@@ -74,6 +75,7 @@ def test_a_sigkill_at_any_point_loses_no_unacked_pop_and_revives_no_acked_one(se
             child.wait()
             child.stderr.close()
         sent, acked, tried = journal(directory)
+        assert sent and acked, "nothing sent and acked before the kill: nothing to judge"
         machine = PopMachine(directory)  # recovers the store; the pop state from its log
         try:
             if machine.messaging.topics.get(retry_topic(GROUP)) is None:

@@ -132,9 +132,12 @@ def test_the_enforcer_holds_reserves_refuses_past_the_deadline_and_answers_throt
 
     async def scenario():
         CALLER.set(Caller("", "svc"))
+        began = time.monotonic()
         first = await enforcer.admit(PRODUCE, 5_000, None)   # 0.5 s of debt, 0.1 s burst
         throttle = enforcer.throttle_ms(first)
-        assert 350 <= throttle <= 400
+        # 400 ms less the time the two calls took (a loaded machine may take more than 50)
+        took_ms = (time.monotonic() - began) * 1000
+        assert 400 - took_ms - 1 <= throttle <= 400
         with pytest.raises(errors.Throttled) as refused:  # would be held past its deadline
             await enforcer.admit(PRODUCE, 100, time.monotonic() + 0.1)
         assert refused.value.code == "THROTTLED" and "client:svc" in str(refused.value)

@@ -16,7 +16,7 @@ from tidemq.broker.store.compaction import (
 from tidemq.broker.store.reader import GetStatus
 from tidemq.common import record
 
-from .helpers import HOST, forget_derived_state, open_store, reopened, small_config
+from .helpers import forget_derived_state, reopened, small_config
 
 TOPIC = "changelog"
 
@@ -56,8 +56,7 @@ def test_marker_round_trip_and_ranges():
 
 
 def test_latest_per_key_kept_offsets_unchanged(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         for i in range(30):
             send(store, f"k{i % 3}", f"v{i}".encode())
         send(store, None, b"no key")      # never compacted
@@ -68,8 +67,6 @@ def test_latest_per_key_kept_offsets_unchanged(tmp_path):
         send(store, "k0", b"v31")
         assert compact(store) == 1
         assert [body for _, body in read_all(store)] == [b"v28", b"v29", b"no key", b"v31"]
-    finally:
-        store.shutdown()
     with reopened(small_config(tmp_path)) as again:   # gaps are durable
         assert [offset for offset, _ in read_all(again)] == [28, 29, 30, 31]
     forget_derived_state(small_config(tmp_path))      # ... and a function of the log
@@ -78,8 +75,7 @@ def test_latest_per_key_kept_offsets_unchanged(tmp_path):
 
 
 def test_tombstones_delete_their_key_and_go_after_delete_retention(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         send(store, "a", b"a1")
         send(store, "b", b"b1")
         send(store, "a", b"\0", tombstone=True)
@@ -88,42 +84,30 @@ def test_tombstones_delete_their_key_and_go_after_delete_retention(tmp_path):
         assert read_all(store) == [(1, b"b1"), (2, b"\0")]
         assert compact(store, policy, now_ms=int(time.time() * 1000) + 61_000) == 1
         assert read_all(store) == [(1, b"b1")]
-    finally:
-        store.shutdown()
 
 
 def test_min_compaction_lag_leaves_recent_records(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         for i in range(4):
             send(store, "k", f"v{i}".encode())
         assert compact(store, CompactionPolicy(min_lag_ms=3_600_000)) == 0
         assert len(read_all(store)) == 4
-    finally:
-        store.shutdown()
 
 
 @pytest.mark.parametrize("batch", [1, 7, 32])
 def test_pull_skips_gaps_whatever_the_batch(tmp_path, batch):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         for i in range(200):
             send(store, f"k{i % 2}", f"v{i}".encode())
         compact(store)
         assert read_all(store, batch=batch) == [(198, b"v198"), (199, b"v199")]
         got = store.get_messages(TOPIC, 0, 0, 1)
         assert got.status is GetStatus.FOUND and got.next_begin_offset == 199
-    finally:
-        store.shutdown()
 
 
 def test_a_slave_replaying_the_log_reaches_the_same_state(tmp_path):
-    from tidemq.broker.store import MessageStore
-
-    master = open_store(small_config(tmp_path / "m"))
-    slave = MessageStore(small_config(tmp_path / "s"), store_host=HOST)
-    slave.start()
-    try:
+    with reopened(small_config(tmp_path / "m")) as master, \
+            reopened(small_config(tmp_path / "s")) as slave:
         slave.become_slave()
         for i in range(50):
             send(master, f"k{i % 5}", f"v{i}".encode())
@@ -133,16 +117,12 @@ def test_a_slave_replaying_the_log_reaches_the_same_state(tmp_path):
         assert slave.wait_dispatched(10)
         assert read_all(slave) == read_all(master) == [(45 + i, f"v{45 + i}".encode())
                                                        for i in range(5)]
-    finally:
-        master.shutdown()
-        slave.shutdown()
 
 
 def test_a_read_at_an_exact_offset_does_not_answer_the_record_after_a_gap(tmp_path):
     """What a pop's revive and redelivery read (store.get_message_at): a compacted-away
     record is gone, not replaced by the next live one."""
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         send(store, "k", b"old")
         send(store, "k", b"new")
         compact(store)
@@ -151,8 +131,26 @@ def test_a_read_at_an_exact_offset_does_not_answer_the_record_after_a_gap(tmp_pa
         kept = store.get_message_at(TOPIC, 0, 1)
         assert kept.status is GetStatus.FOUND and kept.record_count == 1
         assert store.get_messages(TOPIC, 0, 0, 1).next_begin_offset == 2   # a pull skips
-    finally:
-        store.shutdown()
+
+
+def test_a_lookup_by_key_or_unique_id_no_longer_finds_a_removed_record(tmp_path):
+    """docs/storage.md "Readers skip gaps": query by key (KEYS) and by unique id (UNIQ_KEY)."""
+    def send_keyed(store, body: bytes) -> str:
+        raw, uniq = record.encode_message(record.OutgoingMessage(TOPIC, body, keys=["k"]))
+        store.append_batch(TOPIC, 0, raw, 1)
+        return uniq
+
+    with reopened(small_config(tmp_path)) as store:
+        old_id, new_id = send_keyed(store, b"old"), send_keyed(store, b"new")
+        end_ms = int(time.time() * 1000) + 60_000
+        assert store.wait_dispatched(10)
+        assert len(store.query_by_key(TOPIC, "k", 0, end_ms)) == 2
+        assert len(store.query_by_key(TOPIC, old_id, 0, end_ms)) == 1
+        assert compact(store) == 1
+        (kept,) = store.query_by_key(TOPIC, "k", 0, end_ms)
+        assert record.body_at(kept, 0, record.HEADER.unpack_from(kept)) == b"new"
+        assert store.query_by_key(TOPIC, old_id, 0, end_ms) == []
+        assert len(store.query_by_key(TOPIC, new_id, 0, end_ms)) == 1
 
 
 def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
@@ -160,8 +158,9 @@ def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
     it (every record superseded) goes as a drained segment."""
     from tidemq.broker.store.retention import QueueRetention
 
-    store = open_store(small_config(tmp_path, delete_when_hour=None))
-    try:
+    # a full shared disk (forced clean-up) must not delete the held segments under the test
+    with reopened(small_config(tmp_path, delete_when_hour=None, disk_max_used_ratio=1.0,
+                               disk_full_ratio=1.0)) as store:
         for i in range(300):     # about five 64 KiB segments, all of key "k"
             send(store, "k", bytes([i % 251]) * 1000)
         segments = len(store.commitlog.segments)
@@ -171,13 +170,10 @@ def test_a_segment_whose_records_were_all_compacted_away_is_deleted(tmp_path):
         compact(store)
         assert store.retention.run_once() == segments - 1   # all but the active one
         assert [offset for offset, _ in read_all(store)] == [299]
-    finally:
-        store.shutdown()
 
 
 def test_a_later_pass_reads_only_the_new_records_and_still_supersedes_old_ones(tmp_path):
-    store = open_store(small_config(tmp_path))
-    try:
+    with reopened(small_config(tmp_path)) as store:
         for i in range(100):
             send(store, f"k{i % 10}", b"x" * 500)
         compact(store)
@@ -192,5 +188,3 @@ def test_a_later_pass_reads_only_the_new_records_and_still_supersedes_old_ones(t
         store.compactor.reset()          # a new master: scans whole, decides nothing again
         assert compact(store) == 0
         assert [o for o, _ in read_all(store)] == [90, 91, 92, 94, 95, 96, 97, 98, 99, 102]
-    finally:
-        store.shutdown()

@@ -198,6 +198,13 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError("max_delay_ms must be >= 0")
         if self.schedule_tick_ms < 1:
             raise SettingsError("schedule_tick_ms must be >= 1")
+        if self.compaction_interval_ms < 1 or self.compaction_io_mib_s < 0:
+            raise SettingsError(f"compaction_interval_ms must be >= 1 and compaction_io_mib_s "
+                                f">= 0 (0 = no limit), got {self.compaction_interval_ms} and "
+                                f"{self.compaction_io_mib_s}")
+        if self.pop_expired_kept_ms < 0:
+            raise SettingsError(f"pop_expired_kept_ms must be >= 0, got "
+                                f"{self.pop_expired_kept_ms}")
         if not 0 < self.quota_burst_s <= 3600:
             raise SettingsError(f"quota_burst_s must be > 0 and <= 3600 s, got "
                                 f"{self.quota_burst_s}")

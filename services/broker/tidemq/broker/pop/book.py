@@ -74,11 +74,6 @@ def checkpoint_body(group: str, topic: str, queue_id: int, offsets: list[int], n
                       separators=(",", ":")).encode()
 
 
-def ack_body(checkpoint: int, queue_offset: int, why: str) -> bytes:
-    return json.dumps({"t": ACK, "ck": checkpoint, "off": queue_offset, "why": why},
-                      separators=(",", ":")).encode()
-
-
 def acks_entry(handles: list[tuple[int, int]]) -> dict:
     """One record for a batch of acks (RocketMQ logs a batch ack as one record of offsets):
     a pop of 32 acked together costs one revive record, not 32."""

@@ -37,6 +37,7 @@ from tidemq.common.logs import get_logger
 from .config import CQ_UNIT_SIZE
 from .consume_queue import GAP_TAG, UNIT, ConsumeQueue
 from .loops import KEYS_NAME, property_value
+from .retention import first_stored_after
 
 log = get_logger(__name__)
 
@@ -176,7 +177,7 @@ class Compactor:
             state.latest = {k: o for k, o in state.latest.items() if o >= low}
             state.tombstones = {o: t for o, t in state.tombstones.items() if o >= low}
             state.min_offset = low
-        end = self._first_stored_after(queue, now_ms - policy.min_lag_ms)
+        end = first_stored_after(self.commitlog, queue, now_ms - policy.min_lag_ms)
         cutoff = now_ms - policy.delete_retention_ms
         tombstone_due = any(stored <= cutoff for stored, _ in state.tombstones.values())
         if end <= state.end and not tombstone_due:
@@ -218,19 +219,6 @@ class Compactor:
                      superseded=len(superseded), tombstones_removed=len(expired),
                      up_to=end)
         return count
-
-    def _first_stored_after(self, queue: ConsumeQueue, cutoff_ms: int) -> int:
-        low, high = queue.min_offset, queue.max_offset
-        while low < high:
-            mid = (low + high) // 2
-            physical = queue.physical_offset_of(mid)
-            raw = None if physical is None else self.commitlog.read(
-                physical + record.OFF_STORE_TIMESTAMP, 8)
-            if raw is not None and int.from_bytes(raw, "big", signed=True) > cutoff_ms:
-                high = mid
-            else:
-                low = mid + 1
-        return low
 
     def _keyed_records(self, queue: ConsumeQueue, start: int, end: int):
         """(offset, key, tombstone?, store ms) of the records in [start, end) that are not

@@ -84,16 +84,8 @@ class Dispatcher:
                 log.exception("dispatch failed", reput_offset=self.reput_offset)
 
     def wait_dispatched(self, timeout_s: float) -> bool:
-        target = self.commitlog.max_offset
-        deadline = time.monotonic() + timeout_s
-        with self._progress:
-            while self.reput_offset < target:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._wakeup.set()
-                self._progress.wait(remaining)
-        return True
+        """Wait until everything in the CommitLog now is dispatched."""
+        return self.wait_past(self.commitlog.max_offset - 1, timeout_s)
 
     def wait_past(self, offset: int, timeout_s: float) -> bool:
         """Wait until the record at CommitLog `offset` is dispatched."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +166,8 @@ class Retention:
                 continue
             floor = queue.min_offset
             if policy.ms is not None:
-                floor = max(floor, self._first_stored_after(queue, now_ms - policy.ms))
+                floor = max(floor, first_stored_after(self.commitlog, queue,
+                                                      now_ms - policy.ms))
             if policy.bytes is not None:
                 floor = max(floor, self._first_within_bytes(queue, floor, policy.bytes))
             if queue.expire_below(floor):
@@ -174,26 +175,6 @@ class Retention:
                 log.debug("queue records expired", topic=queue.topic, queue_id=queue.queue_id,
                           min_offset=queue.min_offset)
         return moved
-
-    def _store_ms(self, queue: ConsumeQueue, offset: int) -> int | None:
-        physical = queue.physical_offset_of(offset)
-        if physical is None:
-            return None
-        raw = self.commitlog.read(physical + record.OFF_STORE_TIMESTAMP, _STORE_TS.size)
-        return None if raw is None else _STORE_TS.unpack(raw)[0]
-
-    def _first_stored_after(self, queue: ConsumeQueue, cutoff_ms: int) -> int:
-        """The first offset whose record was stored after `cutoff_ms` (store times rise
-        with the log, so a binary search: one header read per step)."""
-        low, high = queue.min_offset, queue.max_offset
-        while low < high:
-            mid = (low + high) // 2
-            stored = self._store_ms(queue, mid)
-            if stored is not None and stored > cutoff_ms:
-                high = mid
-            else:   # expired, or its record is gone already
-                low = mid + 1
-        return low
 
     def _first_within_bytes(self, queue: ConsumeQueue, start: int, limit: int) -> int:
         """The first offset from which the queue's records add up to at most `limit` bytes.
@@ -203,10 +184,10 @@ class Retention:
         low, high, total = self._sizes.get(key, (start, start, 0))
         if low != start or high > end:
             low, high, total = start, start, 0     # moved or cut meanwhile: sum again
-        total += self._unit_bytes(queue, high, end)
+        total += sum(_unit_sizes(queue, high, end))
         while total > limit and low < end:
             step = min(end, low + 1024)
-            sizes = self._sizes_of(queue, low, step)
+            sizes = list(_unit_sizes(queue, low, step))
             for size in sizes:
                 if total <= limit:
                     break
@@ -217,22 +198,30 @@ class Retention:
         self._sizes[key] = (low, end, total)
         return low
 
-    def _sizes_of(self, queue: ConsumeQueue, start: int, end: int) -> list[int]:
-        sizes: list[int] = []
-        while start < end:
-            raw = queue.read_raw(start, end - start)
-            if not raw:
-                break
-            sizes += [size for (size,) in _SIZE.iter_unpack(raw)]
-            start += len(raw) // _SIZE.size
-        return sizes
 
-    def _unit_bytes(self, queue: ConsumeQueue, start: int, end: int) -> int:
-        total = 0
-        while start < end:
-            raw = queue.read_raw(start, min(end - start, 65536))
-            if not raw:
-                break
-            total += sum(size for (size,) in _SIZE.iter_unpack(raw))
-            start += len(raw) // _SIZE.size
-        return total
+def _unit_sizes(queue: ConsumeQueue, start: int, end: int) -> Iterator[int]:
+    """The record sizes of the queue's units in [start, end), read 64 Ki units at a time."""
+    while start < end:
+        raw = queue.read_raw(start, min(end - start, 65536))
+        if not raw:
+            return
+        for (size,) in _SIZE.iter_unpack(raw):
+            yield size
+        start += len(raw) // _SIZE.size
+
+
+def first_stored_after(commitlog: CommitLog, queue: ConsumeQueue, cutoff_ms: int) -> int:
+    """The first offset of `queue` whose record was stored after `cutoff_ms` (store times rise
+    with the log, so a binary search: one header read per step); a record already gone counts
+    as expired. Retention per topic (retention.ms) and compaction (min.compaction.lag.ms)."""
+    low, high = queue.min_offset, queue.max_offset
+    while low < high:
+        mid = (low + high) // 2
+        physical = queue.physical_offset_of(mid)
+        raw = None if physical is None else commitlog.read(
+            physical + record.OFF_STORE_TIMESTAMP, _STORE_TS.size)
+        if raw is not None and _STORE_TS.unpack(raw)[0] > cutoff_ms:
+            high = mid
+        else:   # expired, or its record is gone already
+            low = mid + 1
+    return low

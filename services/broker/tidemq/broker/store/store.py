@@ -353,14 +353,7 @@ class MessageStore:
             raise NotMaster("a slave takes no topic deletion: its master's marker replicates")
         if topic == DELETED_TOPICS_TOPIC:
             raise InvalidBatch(f"{DELETED_TOPICS_TOPIC} is the log of topic deletions itself")
-        marker = record.encode(DELETED_TOPICS_TOPIC, topic.encode())
-        outcome = self.commitlog.append_group([(DELETED_TOPICS_TOPIC, 0, marker, 1)],
-                                              self.store_host)[0]
-        if isinstance(outcome, StoreError):
-            raise outcome
-        self.dispatcher.wake()
-        self._notify_written()
-        return outcome[1][0]
+        return self._append_marker(DELETED_TOPICS_TOPIC, topic.encode())
 
     def append_compaction(self, topic: str, queue_id: int,
                           ranges: list[tuple[int, int]]) -> int:
@@ -371,16 +364,21 @@ class MessageStore:
             raise StoreClosed("the store is not running")
         if self._slave:
             raise NotMaster("a slave takes no compaction: its master's markers replicate")
-        marker = record.encode(COMPACTION_TOPIC, encode_marker(topic, queue_id, ranges))
-        outcome = self.commitlog.append_group([(COMPACTION_TOPIC, 0, marker, 1)],
+        offset = self._append_marker(COMPACTION_TOPIC, encode_marker(topic, queue_id, ranges))
+        self.dispatcher.wait_past(offset, 30.0)
+        return offset
+
+    def _append_marker(self, marker_topic: str, body: bytes) -> int:
+        """One marker record of the system topic `marker_topic` (a topic deletion, a
+        compaction), for every replica's dispatcher to apply; its CommitLog offset."""
+        marker = record.encode(marker_topic, body)
+        outcome = self.commitlog.append_group([(marker_topic, 0, marker, 1)],
                                               self.store_host)[0]
         if isinstance(outcome, StoreError):
             raise outcome
         self.dispatcher.wake()
         self._notify_written()
-        offset = outcome[1][0]
-        self.dispatcher.wait_past(offset, 30.0)
-        return offset
+        return outcome[1][0]
 
     def add_write_listener(self, listener: Callable[[], None]) -> None:
         """`listener()` after every write to the log (once per group, on the writing thread:

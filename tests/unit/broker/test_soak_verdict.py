@@ -1,0 +1,49 @@
+"""The soak's verdict (tests/soak.py) judges something: a slope over too few samples after
+warm-up, or over samples whose pop metrics were not found, fails instead of reading flat."""
+
+from __future__ import annotations
+
+from tests.soak import MIN_SAMPLES, Sample, SoakResult, failures, slope_per_min
+
+
+def _sample(at_s: float, anon_mib: float, incarnation: int = 0, expired: float = 0) -> Sample:
+    return Sample(at_s, anon_mib, anon_mib, 10, 0, expired, 0, 1.0, 0, 0, incarnation)
+
+
+def test_slope_counts_only_the_points_it_fitted():
+    points = [(0.0, 10.0), (60.0, 12.0), (120.0, 14.0), (200.0, 1.0)]
+    slope, judged = slope_per_min(points, [0, 0, 0, 1])  # the lone point of process 1: nothing
+    assert slope == 2.0
+    assert judged == 3
+    assert slope_per_min([], []) == (0.0, 0)
+
+
+RESTARTED = [(240.0, 0.5, 1000)]  # at, start-up s, revive records replayed
+
+
+def test_too_few_samples_fail_instead_of_reading_flat():
+    result = SoakResult(samples=[_sample(70, 50)], restarts=RESTARTED, judged=1)
+    found = failures(result, 2.0)
+    assert len(found) == 1 and "nothing to judge" in found[0]
+
+
+def test_missing_pop_metrics_fail():
+    samples = [_sample(60 + 10 * i, 50, expired=-1) for i in range(MIN_SAMPLES)]
+    found = failures(SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES), 2.0)
+    assert len(found) == 1 and "metrics were not found" in found[0]
+
+
+def test_a_restart_whose_replay_line_was_not_found_fails():
+    samples = [_sample(60 + 10 * i, 50) for i in range(MIN_SAMPLES)]
+    for restarts in ([], [(240.0, 0.5, -1)]):
+        found = failures(SoakResult(samples=samples, restarts=restarts, judged=MIN_SAMPLES), 2.0)
+        assert len(found) == 1 and "replayed' log line" in found[0]
+
+
+def test_enough_flat_samples_pass_and_growth_fails():
+    samples = [_sample(60 + 10 * i, 50) for i in range(MIN_SAMPLES)]
+    assert failures(SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES),
+                    2.0) == []
+    grown = SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES,
+                       slope_mib_per_min=5.0)
+    assert "grows 5.00 MiB/min" in failures(grown, 2.0)[0]
