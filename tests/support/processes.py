@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import itertools
 import json
 import os
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 REDIS_SERVER = os.environ.get("TIDEMQ_TEST_REDIS_SERVER", "redis-server")
 _counter = itertools.count()
@@ -90,9 +92,13 @@ def freeze(pid: int, timeout: float = 10.0, *, group: bool = False) -> None:
 
 
 PORTS_DIR = Path(tempfile.gettempdir()) / "tidemq-test-ports"
-_handed_out: set[int] = set()
+# This process's registry file, opened with a shared flock held until the process ends: the
+# kernel drops the lock however it ends (a crash, SIGKILL, a zombie not reaped yet), so a file
+# nobody holds is a dead process's, whatever its id became since.
+_registry: dict[int, TextIO] = {}
 
 
+@functools.cache
 def _port_range() -> range:
     """Below the kernel's ephemeral range: a port the kernel hands out (to a `bind(0)` or as
     an outgoing connection's local port) may be taken by then, and a process restarted on its
@@ -106,27 +112,33 @@ def _port_range() -> range:
     return range(10000 if top > 12000 else 1024, top)
 
 
+def registered_ports() -> set[int]:
+    """The ports live test processes were handed (this one's included); a dead process's
+    file is removed. Call with PORTS_DIR/lock held."""
+    taken: set[int] = set()
+    for entry in PORTS_DIR.glob("[0-9]*"):
+        with open(entry) as held:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:   # its process lives (holds the shared lock)
+                taken.update(int(port) for port in held.read().split())
+                continue
+        entry.unlink(missing_ok=True)
+    return taken
+
+
 def free_port() -> int:
     """A loopback port free now, outside the kernel's ephemeral range, and never handed to
     another live test process (each registers its ports in PORTS_DIR, under a lock)."""
     PORTS_DIR.mkdir(exist_ok=True)
-    ports = _port_range()
     with open(PORTS_DIR / "lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        taken = set(_handed_out)
-        for entry in PORTS_DIR.glob("[0-9]*"):
-            if entry.name == str(os.getpid()):
-                continue
-            try:
-                os.kill(int(entry.name), 0)
-            except ProcessLookupError:
-                entry.unlink(missing_ok=True)
-                continue
-            except PermissionError:
-                pass
-            taken.update(int(p) for p in entry.read_text().split())
-        for _ in range(200):
-            port = random.choice(ports)
+        pid = os.getpid()   # per process: a forked child registers under its own id
+        if pid not in _registry:
+            mine = _registry[pid] = open(PORTS_DIR / str(pid), "a")  # noqa: SIM115 (held)
+            fcntl.flock(mine, fcntl.LOCK_SH)
+        taken = registered_ports()
+        for port in random.sample(_port_range(), len(_port_range())):
             if port in taken:
                 continue
             with socket.socket() as sock:
@@ -135,13 +147,10 @@ def free_port() -> int:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
-            _handed_out.add(port)
-            with open(PORTS_DIR / str(os.getpid()), "a") as mine:
-                mine.write(f"{port}\n")
+            _registry[pid].write(f"{port}\n")
+            _registry[pid].flush()
             return port
-    with socket.socket() as sock:   # the range is crowded: any port the kernel gives
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    raise RuntimeError(f"no free port in {_port_range()} that no live test process holds")
 
 
 def dead_endpoint() -> str:
