@@ -199,11 +199,28 @@ class ChaosGroup:
             member.signal(signal.SIGCONT)
             self.stopped_members.discard(member.name)
 
-    def partition_member(self, member: EtcdMember) -> None:
-        """Cut `member` from the other members (it runs, its clients still reach it)."""
+    def partition_member(self, member: EtcdMember, timeout: float = 30.0) -> None:
+        """Cut `member` from the other members (it runs, its clients still reach it), and wait
+        until the cut shows: the others name a leader among themselves and `member` leads no
+        longer (etcd's check-quorum). A cut that changed nothing would leave the fault's row
+        judging a whole cluster."""
         assert self.etcd is not None
         self.etcd.partition(member)
         self.partitioned_members.add(member.name)
+        others = [m for m in self.etcd.members if m is not member]
+
+        def took() -> bool:
+            cut = member.status(timeout=1.0)
+            if cut is None or cut.leader == cut.header.member_id:
+                return False
+            statuses = [m.status(timeout=1.0) for m in others]
+            if None in statuses:
+                return False
+            named = {status.leader for status in statuses}
+            return len(named) == 1 and named <= {status.header.member_id for status in statuses}
+
+        wait_until(took, timeout, interval=0.1,
+                   message=f"{member.name} cut off: the others elect, it stops leading")
 
     def heal_member(self, member: EtcdMember) -> None:
         if member.name in self.partitioned_members:
