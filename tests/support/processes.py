@@ -135,7 +135,8 @@ def free_port() -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)
         pid = os.getpid()   # per process: a forked child registers under its own id
         if pid not in _registry:
-            mine = _registry[pid] = open(PORTS_DIR / str(pid), "a")  # noqa: SIM115 (held)
+            # "w": a file under this id now is a dead process's (a live one would hold it)
+            mine = _registry[pid] = open(PORTS_DIR / str(pid), "w")  # noqa: SIM115 (held)
             fcntl.flock(mine, fcntl.LOCK_SH)
         taken = registered_ports()
         for port in random.sample(_port_range(), len(_port_range())):
