@@ -102,7 +102,7 @@ RUNS ?= 10
 FAULTS ?= 20
 SEED ?= $(shell date +%s)
 chaos: sync ## seeded fault schedules against a 3-replica group and its etcd control plane: RUNS runs of FAULTS faults from SEED
-	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) CHAOS_DISK=$${CHAOS_DISK:-1} \
+	CHAOS_RUNS=$(RUNS) CHAOS_FAULTS=$(FAULTS) CHAOS_SEED=$(SEED) \
 	  $(UV) run --frozen pytest tests/chaos -s $(PYTEST_ARGS)
 
 # --- soak (tests/soak.py, docs/consumption.md "Pop state over time") -------------------------

@@ -199,11 +199,28 @@ class ChaosGroup:
             member.signal(signal.SIGCONT)
             self.stopped_members.discard(member.name)
 
-    def partition_member(self, member: EtcdMember) -> None:
-        """Cut `member` from the other members (it runs, its clients still reach it)."""
+    def partition_member(self, member: EtcdMember, timeout: float = 30.0) -> None:
+        """Cut `member` from the other members (it runs, its clients still reach it), and wait
+        until the cut shows: the others name a leader among themselves and `member` leads no
+        longer (etcd's check-quorum). A cut that changed nothing would leave the fault's row
+        judging a whole cluster."""
         assert self.etcd is not None
         self.etcd.partition(member)
         self.partitioned_members.add(member.name)
+        others = [m for m in self.etcd.members if m is not member]
+
+        def took() -> bool:
+            cut = member.status(timeout=1.0)
+            if cut is None or cut.leader == cut.header.member_id:
+                return False
+            statuses = [m.status(timeout=1.0) for m in others]
+            if None in statuses:
+                return False
+            named = {status.leader for status in statuses}
+            return len(named) == 1 and named <= {status.header.member_id for status in statuses}
+
+        wait_until(took, timeout, interval=0.1,
+                   message=f"{member.name} cut off: the others elect, it stops leading")
 
     def heal_member(self, member: EtcdMember) -> None:
         if member.name in self.partitioned_members:
@@ -399,10 +416,9 @@ class ChaosGroup:
 
 
 def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
-                flush_mode: str, lease_ttl_s: float = LEASE_TTL_S) -> list[str]:
+                lease_ttl_s: float = LEASE_TTL_S) -> list[str]:
     """`addrs`: where this broker reaches "config0", "config1"..., "namesrv0", "namesrv1" and
-    where its peers reach its HA endpoint ("ha"): a FaultProxy's address each, or the real
-    ones."""
+    where its peers reach its HA endpoint ("ha"): a FaultProxy's address each."""
     def joined(prefix: str, separator: str) -> str:
         return separator.join(addr for name, addr in addrs.items() if name.startswith(prefix))
 
@@ -414,21 +430,18 @@ def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
         *BROKER_TEST_FLAGS, *REPLICATION_TEST_FLAGS,
         "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
         "--broker-lease-ttl-s", f"{lease_ttl_s:g}", "--sync-replication-timeout-ms", "3000",
-        "--replica-lag-max-ms", "3000", "--flush-mode", flush_mode,
+        "--replica-lag-max-ms", "3000", "--flush-mode", "sync",
         "--ha-port", str(ha_port), "--ha-advertised-addr", addrs["ha"],
     ]
 
 
-def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
-                proxied: bool = True, lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
-    """The group, healthy; `flush_mode` "sync" makes every acknowledged message durable on the
-    master's disk too (the chaos suite), "async" is RocketMQ's usual SYNC_MASTER pairing.
-    `proxied=False` wires the brokers directly and runs the etcd members on 127.0.0.1 (no
-    partitions possible): what benchmarks measure, without the proxies' extra hop and CPU."""
+def start_group(tmp_path: Path, stack: ExitStack, *,
+                lease_ttl_s: float = LEASE_TTL_S) -> ChaosGroup:
+    """The group, healthy: SYNC_FLUSH brokers (every acknowledged message durable on the
+    master's disk too), each reaching the control plane and its peers through fault proxies."""
     # Members in network namespaces where they can be partitioned (faults.PARTITION_UNAVAILABLE
-    # says why not): the partition_etcd_leader row needs it; unproxied, on loopback as well.
-    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS,
-                       network=proxied and not PARTITION_UNAVAILABLE)
+    # says why not): the partition_etcd_leader row needs it.
+    etcd = EtcdCluster(Path(tmp_path), ETCD_MEMBERS, network=not PARTITION_UNAVAILABLE)
     stack.callback(etcd.kill)
     etcd.start()
     start = stack.enter_context(process_group(tmp_path))
@@ -448,10 +461,10 @@ def start_group(tmp_path: Path, stack: ExitStack, *, flush_mode: str = "sync",
                  **{f"namesrv{i}": n.addr for i, n in enumerate(namesrvs)},
                  "ha": f"127.0.0.1:{ha_port}"}
         proxies = {name: stack.enter_context(FaultProxy(addr, name))
-                   for name, addr in addrs.items()} if proxied else {}
+                   for name, addr in addrs.items()}
         commands.append((list(proxies.values()), broker_args(
-            replica_id, {name: proxies[name].addr if proxied else addr
-                         for name, addr in addrs.items()}, ha_port, flush_mode, lease_ttl_s)))
+            replica_id, {name: proxy.addr for name, proxy in proxies.items()}, ha_port,
+            lease_ttl_s)))
     with ThreadPoolExecutor(REPLICAS) as pool:
         processes = list(pool.map(lambda command: start("tidemq.broker", command[1]), commands))
     group.replicas.extend(Replica(replica_id, process, proxies) for replica_id, (process, (

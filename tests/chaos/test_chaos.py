@@ -24,6 +24,7 @@ import os
 
 import pytest
 
+from tests.chaos.consumers import POP_GROUP
 from tests.chaos.run import run_chaos
 from tests.chaos.schedule import CI_FAULTS, CI_SEED
 
@@ -102,6 +103,12 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         f"the replication watch saw no change: no masterless time measured (seed {seed})")
     assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
     for consumer in outcome.consumers:
+        assert consumer.deliveries, (
+            f"{consumer.group} was handed nothing: nothing judged (seed {seed})")
+        if consumer.group == POP_GROUP:   # acked pops and ones left unacked, each judged
+            assert consumer.acked and consumer.unacked, (
+                f"{consumer.group}: {consumer.acked} pops acknowledged, {consumer.unacked} "
+                f"left unacked: nothing judged (seed {seed})")
         assert not consumer.losses, (
             f"{consumer.group}: {len(consumer.losses)} acknowledged messages never consumed "
             f"(seed {seed}); first: {consumer.losses[:3]}")

@@ -447,6 +447,7 @@ class ConsumerVerdict:
     # revive log and answered only once the in-sync replicas hold it (SYNC_MASTER), so a
     # promoted replica knows it.
     acked_handed_again: list[tuple[float, Delivery]] = field(default_factory=list)
+    acked: int = 0                  # pop: bodies whose ack succeeded (judged for re-handing)
     unacked: int = 0                # pop: deliveries left unacked on purpose
     not_returned: list[bytes] = field(default_factory=list)  # of those, never delivered again
     returned_across_promotion: int = 0  # of those, back after a master change they straddled
@@ -472,6 +473,7 @@ def check_consumption(group: str, acks: Iterable[Ack], deliveries: Sequence[Deli
     first_ack: dict[bytes, float] = {}
     for body, at in acked:
         first_ack[body] = min(at, first_ack.get(body, at))
+    verdict.acked = len(first_ack)
     for delivery in deliveries:
         seen[delivery.body].append(delivery.at)
         if delivery.at > first_ack.get(delivery.body, delivery.at):

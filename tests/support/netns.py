@@ -6,10 +6,13 @@ partition row can run, and imports no process machinery.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 
 def _run(*command: str) -> None:
@@ -75,6 +78,13 @@ class PeerNetwork:
                 continue
 
     def create(self) -> None:
+        # under a lock from the look at the host's addresses to the last link: two test
+        # processes creating at once would otherwise both see a block free and both take it
+        with open(Path(tempfile.gettempdir()) / "tidemq-netns.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._create()
+
+    def _create(self) -> None:
         self.remove_stale()
         used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
                               check=True).stdout

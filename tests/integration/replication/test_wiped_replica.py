@@ -3,11 +3,14 @@ a group's acknowledged messages. One slave stopped for maintenance (the in-sync 
 master + the other slave, writes go on); the other slave's disk replaced (killed, its store
 deleted, restarted at once); the master's machine lost (SIGKILL, kept down). The replica back
 with an empty log must not be elected: the group has no master while only it is up, and once
-the old master (a complete copy) returns it leads again and every acknowledged message is
-readable. Before incarnations the controller elected the wiped replica at the next epoch, still
-"in sync", and the returning replicas truncated to its empty log: the test watches every state
-the controller writes and every role the wiped replica reports throughout, so on that code it
-fails naming the epoch the wiped replica was elected at."""
+the old master (a complete copy) returns the group has a master again, every acknowledged
+message is readable from it and the replaced replica catches up to the same log. Before
+incarnations the controller elected the wiped replica at the next epoch, still "in sync", and
+the returning replicas truncated to its empty log: the test watches every state the controller
+writes and every role the wiped replica reports while it is the only replica up, so on that
+code it fails naming the epoch the wiped replica was elected at. (Which replica leads after
+the old master's return is not judged: once the replaced one is back in the in-sync set it is
+a complete copy, and a spurious election can hand it the group.)"""
 
 from __future__ import annotations
 
