@@ -16,7 +16,7 @@ import threading
 from tidemq.client import SendStatus
 from tidemq.common import errors, record
 from tidemq.common.rpc import RpcClient
-from tidemq.v1 import broker_pb2, broker_pb2_grpc
+from tidemq.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 
 from tests.integration.replication.replica_group import (
     TOPIC,
@@ -96,7 +96,7 @@ def test_a_resumed_master_does_not_acknowledge_at_its_old_epoch(cluster):
     assert outcome, "the queued send was never answered"
     answer = outcome[0]
     if not isinstance(answer, errors.TideMQError):
-        assert answer.status != broker_pb2.SEND_OK, \
+        assert answer.status != common_pb2.SEND_OK, \
             f"the resumed master acknowledged a send at its old epoch: {answer}"
     else:
         assert isinstance(answer, errors.PreconditionFailed) and answer.code == "NOT_MASTER", \

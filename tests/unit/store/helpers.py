@@ -48,7 +48,10 @@ def forget_derived_state(config: StoreConfig) -> None:
 
 
 def open_store(config: StoreConfig) -> MessageStore:
+    """A started store whose retention sees an empty disk: the host's own disk use must not
+    delete segments in a unit test (tests of retention by disk use set their own ratio)."""
     store = MessageStore(config, store_host=HOST)
+    store.retention.used_ratio = lambda _path: 0.0
     store.start()
     return store
 
