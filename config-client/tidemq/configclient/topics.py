@@ -84,8 +84,12 @@ class TopicConfig:
         return TopicConfig(self.name, queues, self.perm, self.order, config=self.config)
 
     def setting(self, name: str) -> int | str:
-        """The effective value of a per-topic setting (topic_settings.SETTINGS)."""
-        return topic_settings.value(dict(self.config), name)
+        """The effective value of a per-topic setting (topic_settings.SETTINGS). Read on the
+        send path: a scan of the few pairs set, no mapping built per call."""
+        for key, value in self.config:
+            if key == name:
+                return value
+        return topic_settings.SETTINGS[name].default
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
