@@ -183,12 +183,18 @@ class GatewayBackend:
             queues.extend({"broker_name": layout.broker_name, "queue_id": queue_id,
                            "min_offset": low, "max_offset": high}
                           for queue_id, (low, high) in sorted(offsets.items()))
+        config, config_unavailable = {}, None
         try:
             config = self.topic_config(topic)
-        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
-            config = {}   # being deleted, or the config center out of reach: the rest stands
+        except errors.TopicNotExist:
+            pass   # being deleted: the rest stands
+        except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
+            # the config center out of reach: the rest stands, and the answer says why the
+            # settings are missing instead of showing an empty set as if none were set
+            config_unavailable = {"code": exc.code, "detail": exc.message}
         return {"name": topic, "brokers": brokers, "queues": queues,
-                "unavailable_brokers": unavailable, "config": config}
+                "unavailable_brokers": unavailable, "config": config,
+                "config_unavailable": config_unavailable}
 
     def queue_offsets(self, topic: str, broker_name: str) -> dict[int, tuple[int, int]]:
         return self.consumer.queue_offsets(topic, broker_name)

@@ -257,13 +257,16 @@ class Admin:
                                  broker_pb2.GetQueueOffsetsRequest(topic=name))
             queues += [QueueStatus(broker_name, q.queue_id, q.min_offset, q.max_offset)
                        for q in reply.queues]
+        config, config_unavailable = {}, None
         try:
             config = self.topic_config(name)
-        except (errors.TopicNotExist, errors.ServiceUnavailable, errors.DeadlineExceeded):
-            config = {}   # being deleted, or the config center out of reach: the rest stands
+        except errors.TopicNotExist:
+            pass   # being deleted: the rest stands
+        except (errors.ServiceUnavailable, errors.DeadlineExceeded) as exc:
+            config_unavailable = {"code": exc.code, "detail": exc.message}   # said, not hidden
         return TopicDescription(name, route, sorted(queues, key=lambda q: (q.broker_name,
                                                                             q.queue_id)),
-                                config)
+                                config, config_unavailable)
 
     def route(self, topic: str) -> TopicRoute:
         try:

@@ -73,6 +73,8 @@ class TopicDescription:
     queues: list[QueueStatus]
     # every per-topic setting: {"value", "source": "topic" | "default"} (docs/topics.md)
     config: dict[str, dict] = field(default_factory=dict)
+    # why `config` is empty when the config center did not answer ({"code", "detail"})
+    config_unavailable: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from tidemq.client.cli_common import (
     admin_session,
     body_text,
     emit_json,
+    err,
     iso,
     json_mode,
     message_json,
@@ -353,7 +354,8 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
                          "write_queue_nums": q.write_queue_nums, "perm": q.perm}
                         for q in route.queues],
             "queues": [{**vars(q), "messages": q.messages} for q in description.queues],
-            "config": description.config})
+            "config": description.config,
+            "config_unavailable": description.config_unavailable})
     out.print(table(f"Topic {name}: route", ["broker", "cluster", "read", "write", "perm",
                                               "master"], [
         [q.broker_name, route.brokers[q.broker_name].cluster if q.broker_name in route.brokers
@@ -365,6 +367,10 @@ def topic_describe(ctx: typer.Context, name: TopicArg, output: OutputOpt = None)
         for q in description.queues]))
     if description.config:
         _print_config(name, description.config)
+    elif description.config_unavailable:
+        failure = description.config_unavailable
+        err.print(Text(f"settings not shown: the config center did not answer "
+                       f"({failure['code']}: {failure['detail']})"))
 
 
 @topic_app.command("delete")

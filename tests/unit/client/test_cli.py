@@ -59,10 +59,13 @@ class StubAdmin:
         self._maybe_fail()
         return [TopicSummary("orders", 2, 6, False, ("broker-a",))]
 
+    config_unavailable = None   # set by a test: the config center did not answer
+
     def describe_topic(self, name):
         self._maybe_fail()
         return TopicDescription(name, ROUTE, [QueueStatus("broker-a", 0, 0, 5),
-                                              QueueStatus("broker-a", 1, 2, 2)])
+                                              QueueStatus("broker-a", 1, 2, 2)],
+                                config_unavailable=self.config_unavailable)
 
     def create_topic(self, name, queues, order=False, wait=True, progress=None, config=None):
         self._maybe_fail()
@@ -233,6 +236,16 @@ def test_topic_delete_asks_unless_yes(run):
     assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
     run("topic", "delete", "orders", "--yes", "--keep-offsets")
     assert StubAdmin.calls.count(("delete_group_offsets", "orders", "")) == 2
+
+
+def test_topic_describe_says_why_settings_are_missing(run, monkeypatch):
+    failure = {"code": "SERVICE_UNAVAILABLE", "detail": "config center 127.0.0.1:7070 is down"}
+    monkeypatch.setattr(StubAdmin, "config_unavailable", failure)
+    shown = run("topic", "describe", "orders")
+    assert "settings not shown: the config center did not answer" in shown.output
+    assert "SERVICE_UNAVAILABLE: config center 127.0.0.1:7070 is down" in shown.output
+    described = json.loads(run("topic", "describe", "orders", "-o", "json").stdout)
+    assert described["config"] == {} and described["config_unavailable"] == failure
 
 
 def test_json_shapes(run):

@@ -298,6 +298,20 @@ def test_describe_topic(client):
         {"broker_name": "broker-a", "queue_id": 0, "min_offset": 0, "max_offset": 5},
         {"broker_name": "broker-a", "queue_id": 1, "min_offset": 0, "max_offset": 7},
     ]
+    assert body["config"]["retention.ms"]["source"] == "default"
+    assert body["config_unavailable"] is None
+
+
+def test_describe_topic_says_why_its_settings_are_missing(client, backend, monkeypatch):
+    """The config center out of reach: the route and offsets stand, and the answer names the
+    failure instead of an empty config that reads as "nothing set"."""
+    def unreachable(name):
+        raise errors.ServiceUnavailable("config center 127.0.0.1:7070 did not answer")
+    monkeypatch.setattr(backend, "topic_config", unreachable)
+    body = client.get("/v1/topics/orders").get_json()
+    assert body["queues"] and body["config"] == {}
+    assert body["config_unavailable"] == {
+        "code": "SERVICE_UNAVAILABLE", "detail": "config center 127.0.0.1:7070 did not answer"}
 
 
 def test_fetch_renders_text_and_binary_bodies(client):
