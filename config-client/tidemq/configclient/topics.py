@@ -248,21 +248,26 @@ class TopicDefinitions:
         compare-and-set retried on conflict; the settings set on the topic afterwards.
         InvalidArgument INVALID_TOPIC_CONFIG naming a bad setting; TopicNotExist."""
         parsed = topic_settings.parse_settings(changes, allow_null=True)
-        for _ in range(50):
-            kv, doc, topic = self._read(name)
-            current = dict(topic.config)
+        settings: dict[str, int | str] = {}
+
+        def altered(kv) -> dict[str, Any]:
+            if kv is None:
+                raise errors.TopicNotExist(f"topic {name!r} does not exist")
+            doc, topic = json.loads(kv.value), parse_topic_definition(name, kv.value)
+            settings.clear()
+            settings.update(topic.config)
             for setting, value in parsed.items():
                 if value is None:
-                    current.pop(setting, None)
+                    settings.pop(setting, None)
                 else:
-                    current[setting] = value
+                    settings[setting] = value
             doc.pop("config", None)
-            if current:
-                doc["config"] = dict(sorted(current.items()))
-            if self.config.put(TOPIC_PREFIX + name, doc, expected_revision=kv.mod_revision).succeeded:
-                return current
-        raise errors.ServiceUnavailable(f"topic {name!r}: its definition kept changing "
-                                        "under the update", code="SERVICE_UNAVAILABLE")
+            if settings:
+                doc["config"] = dict(sorted(settings.items()))
+            return doc
+
+        self.config.update(TOPIC_PREFIX + name, altered)
+        return settings
 
     def partition_map(self, name: str) -> tuple[TopicConfig, list[tuple[str, int]] | None]:
         """The topic's definition and partition map (None: it has none yet).
