@@ -190,13 +190,18 @@ def test_pulls_are_served_by_a_slave_while_the_group_has_no_master(cluster):
     master = group.wait_master()
     outsider, *others = [r for r in range(3) if r != master]
     # min in-sync 1: the sends were answered before every slave had them. The outsider must
-    # hold them all before it stops (at CI's load it once had none of them yet).
+    # hold them all before it stops (at CI's load it once had none of them yet), and know
+    # they are confirmed: a slave serves only below the confirmed offset its master told it
+    # (once it had them all but had not heard they were confirmed, and served none)
     master_end = group.broker_info(master).commitlog_max_offset
     wait_until(lambda: (info := group.broker_info(outsider)) is not None
-               and info.commitlog_max_offset == master_end, 30, interval=0.1,
-               message="the outsider holding every sent message")
-    # One slave is stopped for good: the master drops it from the in-sync set.
-    group.replicas[outsider].kill()
+               and info.commitlog_max_offset == master_end
+               and info.confirmed_offset == master_end, 30, interval=0.1,
+               message="the outsider holding every sent message, known confirmed")
+    # One slave is stopped for good (a clean stop: its checkpoint keeps the confirmed offset,
+    # which a kill could leave up to a checkpoint interval behind): the master drops it from
+    # the in-sync set.
+    group.replicas[outsider].stop()
     wait_in_sync(cluster, {master, *others})
     # Every in-sync replica dies; the outsider comes back. Unclean election is off: no master.
     for replica in (master, *others):

@@ -196,8 +196,14 @@ class BrokerRoleHost:
                       if replica != self.replica_id)
 
     def confirmed_offset(self) -> int:
-        gate = self.gate
-        return gate.confirmed_offset() if gate is not None and self.role == MASTER else -1
+        """Master: the smallest log end every in-sync member has. Slave: the confirmed offset
+        its master last told it, where its reads stop (a slave holding more serves less).
+        -1: none known, or reads are not fenced."""
+        if self.role == MASTER:
+            gate = self.gate
+            return gate.confirmed_offset() if gate is not None else -1
+        known = self.store.confirmed_offset()
+        return -1 if known is None else known
 
     # -- internals --------------------------------------------------------------------------
     def _proposer(self, epoch: int):
