@@ -294,16 +294,28 @@ def topic_create(
 
 
 @topic_app.command("list")
-def topic_list(ctx: typer.Context, output: OutputOpt = None) -> None:
-    """Topics defined in config-center and the broker groups that serve each."""
+def topic_list(
+    ctx: typer.Context, output: OutputOpt = None,
+    show_all: Annotated[bool, typer.Option(
+        "--all", "-a", help="also the brokers' own topics (retry, dead letters, schedule, "
+                            "transactions, pop revive logs)")] = False,
+) -> None:
+    """Topics defined in config-center and the broker groups that serve each (the brokers'
+    own topics with --all, as the console leaves them out)."""
+    from tidemq.common.system_topics import is_system_topic
+
     with admin_session(ctx) as admin:
-        topics = admin.list_topics()
+        every = admin.list_topics()
+    topics = every if show_all else [t for t in every if not is_system_topic(t.name)]
     if json_mode(ctx, output):
-        return emit_json([{"name": t.name, "queues": t.queues, "perm": t.perm,
-                           "order": t.order, "brokers": list(t.broker_names)} for t in topics])
-    out.print(table("Topics", ["topic", "queues", "perm", "order", "brokers"], [
-        [t.name, t.queues, t.perm, t.order,
-         ", ".join(t.broker_names) or "(not routed yet)"] for t in topics]))
+        emit_json([{"name": t.name, "queues": t.queues, "perm": t.perm,
+                    "order": t.order, "brokers": list(t.broker_names)} for t in topics])
+    else:
+        out.print(table("Topics", ["topic", "queues", "perm", "order", "brokers"], [
+            [t.name, t.queues, t.perm, t.order,
+             ", ".join(t.broker_names) or "(not routed yet)"] for t in topics]))
+    if hidden := len(every) - len(topics):   # on stderr: a pipe or -o json gets the list only
+        progress(f"{hidden} topic(s) of the brokers' own not listed; --all lists them")
 
 
 @topic_app.command("alter")

@@ -57,7 +57,9 @@ class StubAdmin:
 
     def list_topics(self):
         self._maybe_fail()
-        return [TopicSummary("orders", 2, 6, False, ("broker-a",))]
+        return [TopicSummary("orders", 2, 6, False, ("broker-a",)),
+                TopicSummary("SCHEDULE_TOPIC_XXXX", 338, 6, False, ("broker-a",)),
+                TopicSummary("%DLQ%billing", 1, 6, False, ("broker-a",))]
 
     config_unavailable = None   # set by a test: the config center did not answer
 
@@ -265,6 +267,14 @@ def test_json_shapes(run):
     assert group["offsets"][1] == {"topic": "orders", "broker_name": "broker-a", "queue_id": 1,
                                    "committed": None, "max_offset": 7, "member_id": "",
                                    "unacked": None, "lag": None, "orphaned": False}
+
+
+def test_topic_list_leaves_the_brokers_own_topics_to_all(run):
+    shown = run("topic", "list")
+    assert "orders" in shown.stdout and "SCHEDULE_TOPIC" not in shown.stdout
+    assert "2 topic(s) of the brokers' own not listed; --all lists them" in shown.output
+    names = [t["name"] for t in json.loads(run("-o", "json", "topic", "list", "--all").stdout)]
+    assert names == ["orders", "SCHEDULE_TOPIC_XXXX", "%DLQ%billing"]
 
 
 def test_tables_for_people(run):
