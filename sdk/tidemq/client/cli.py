@@ -442,8 +442,13 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
         d = admin.group_describe(group)
     if json_mode(ctx, output):
         return emit_json(d.to_json())
-    out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
-              f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
+    if d.state == "Dead" and not d.members and not d.generation_id:
+        # Kafka's word for "no group": a pop, pull or HTTP group never joins the coordinator
+        out.print(f"group [bold]{d.group_id}[/bold]: no members in the group coordinator "
+                  f"(pop, pull and HTTP consumers do not join it), coordinator {d.coordinator}")
+    else:
+        out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
+                  f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
     out.print(table("Members", ["member", "client", "host", "topics", "queues"], [
         [m.member_id + (" (leader)" if m.member_id == d.leader_id else ""), m.client_id,
          m.client_host, ", ".join(m.topics), " ".join(str(q) for q in m.queues)]

@@ -94,6 +94,9 @@ class StubAdmin:
 
     def group_describe(self, group):
         self._maybe_fail()
+        if group == "popper":   # never joined the coordinator
+            return GroupDescription(group, "broker-a", "Dead", "", 0, "", [], [
+                GroupQueueLag("orders", "broker-a", 3, 1, 2, "")])
         member = GroupMember("m-1", "client", "10.0.0.1", [MessageQueue("orders", "broker-a", 0)])
         return GroupDescription(group, "broker-a", "Stable", "averagely", 3, "m-1", [member], [
             GroupQueueLag("orders", "broker-a", 0, 4, 10, "m-1"),
@@ -275,6 +278,12 @@ def test_topic_list_leaves_the_brokers_own_topics_to_all(run):
     assert "2 topic(s) of the brokers' own not listed; --all lists them" in shown.output
     names = [t["name"] for t in json.loads(run("-o", "json", "topic", "list", "--all").stdout)]
     assert names == ["orders", "SCHEDULE_TOPIC_XXXX", "%DLQ%billing"]
+
+
+def test_a_group_that_never_joined_the_coordinator_is_not_called_dead(run):
+    text = " ".join(run("group", "describe", "popper").stdout.split())
+    assert "no members in the group coordinator (pop, pull and HTTP consumers do not join it)" \
+        in text and "Dead" not in text and "total lag 1" in text
 
 
 def test_tables_for_people(run):
