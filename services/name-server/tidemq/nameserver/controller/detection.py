@@ -28,8 +28,11 @@ Without a live in-sync slave there is nothing to elect cleanly: no verdict (the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
+
+from tidemq.configclient.replication import GroupState
 
 FENCED = "master silent past its fence"
 GONE = "master process gone"
@@ -92,3 +95,28 @@ def verdict(evidence: Evidence, settings: DetectionSettings) -> str | None:
     if all(c.gone or c.silent_s >= settings.silence_s for c in contacts):
         return FENCED
     return None
+
+
+class LiveKey(Protocol):
+    """What detection reads of a replica's live key (`store.LiveReplica`)."""
+
+    addr: str
+    fence_ms: int
+    quorum_acks: bool
+    contact: Contact | None
+    seen_at: float       # monotonic: when the controller saw the key last change
+
+
+def gather(state: GroupState, live: Mapping[int, LiveKey],
+           probe: Callable[[LiveKey], Probe | None], now: float) -> Evidence | None:
+    """The evidence on a group's master as the controller's view holds it (None = no live
+    master to judge): its own key, the prober's checks (`probe`) and the live in-sync slaves'
+    reports."""
+    master = live.get(state.master)
+    if master is None or not master.addr:
+        return None
+    return Evidence(
+        epoch=state.epoch, renewed_ago_s=now - master.seen_at,
+        fence_s=master.fence_ms / 1000, quorum_acks=master.quorum_acks,
+        probe=probe(master),
+        slaves={r: live[r].contact for r in state.in_sync if r != state.master and r in live})

@@ -280,17 +280,13 @@ class Controller:
         the ones found failed. Also tells the prober which masters to check."""
         targets, now = set(), time.monotonic()
         for name, stored in list(self._view.groups.items()):
-            state, live = stored.state, self._view.live.get(name, {})
-            master = live.get(state.master)
-            if master is None or not master.addr:
+            live = self._view.live.get(name, {})
+            evidence = detection.gather(stored.state, live,
+                                        lambda key: self.prober.probe(key.addr), now)
+            if evidence is None:
                 continue
+            master = live[stored.state.master]
             targets.add(master.addr)
-            evidence = Evidence(
-                epoch=state.epoch, renewed_ago_s=now - master.seen_at,
-                fence_s=master.fence_ms / 1000, quorum_acks=master.quorum_acks,
-                probe=self.prober.probe(master.addr),
-                slaves={r: live[r].contact for r in state.in_sync
-                        if r != state.master and r in live})
             found = detection.verdict(evidence, self.detection)
             if found is not None:
                 self._fence_out(name, master, found, evidence)
