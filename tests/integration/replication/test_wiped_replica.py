@@ -8,9 +8,11 @@ message is readable from it and the replaced replica catches up to the same log.
 incarnations the controller elected the wiped replica at the next epoch, still "in sync", and
 the returning replicas truncated to its empty log: the test watches every state the controller
 writes and every role the wiped replica reports while it is the only replica up, so on that
-code it fails naming the epoch the wiped replica was elected at. (Which replica leads after
-the old master's return is not judged: once the replaced one is back in the in-sync set it is
-a complete copy, and a spurious election can hand it the group.)"""
+code it fails naming the epoch the wiped replica was elected at. Once the old master is back
+it leads at the epoch it returned to until the end: no election follows (once an event about
+its previous process — a slave's last report of the dead master, probes refused at its
+address before the new process listened — fenced the returned master out, and the caught-up
+replica was elected)."""
 
 from __future__ import annotations
 
@@ -80,18 +82,27 @@ def test_a_replica_back_with_a_wiped_disk_is_never_elected(cluster):
         observer.check()   # never master while it was the only replica up
 
     # The old master (a complete copy) and the stopped slave return: the old master leads
-    # again, and copies the replaced replica back. The controller may then hand the group to
-    # that replica once the master has put it back in the in-sync set (a complete copy by
-    # then; seen once when the old incarnation's lost lease was judged after the new one's
-    # return): either way nothing acknowledged is lost.
+    # again, copies the replaced replica back, and stays master. What the controller learnt of
+    # the old master's previous process (its slaves' last reports of a dead master, refused
+    # probes at its address) is about another incarnation and never fences the new one out.
     group.replicas[master].restart()
     group.replicas[stopped].restart()
-    group.wait_master(timeout=60)
-    wait_in_sync(cluster, {0, 1, 2}, timeout=60)
-    leader = group.wait_master(timeout=60)
-    found = read_all(group.replicas[leader].addr)
-    lost = {key for key, body in acked.items() if found.get(key) != body}
-    assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
-    # and the replaced replica serves the same log once caught up
-    wait_until(lambda: read_all(group.replicas[wiped].addr) == found, 60, interval=0.2,
-               message="the wiped replica caught up")
+    assert group.wait_master(timeout=60) == master
+    with GroupObserver(cluster, group) as after:
+        state = group_state(cluster)
+        assert state["master"] == master, state
+        epoch = state["epoch"]
+        wait_in_sync(cluster, {0, 1, 2}, timeout=60)
+        assert group.master() == master
+        found = read_all(group.replicas[master].addr)
+        lost = {key for key, body in acked.items() if found.get(key) != body}
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
+        # and the replaced replica serves the same log once caught up
+        wait_until(lambda: read_all(group.replicas[wiped].addr) == found, 60, interval=0.2,
+                   message="the wiped replica caught up")
+        assert group.master() == master
+        state = group_state(cluster)
+        assert state["master"] == master and state["epoch"] == epoch, state
+        moved = [(revision, written) for revision, written in list(after.states)
+                 if written["master"] != master or written["epoch"] != epoch]
+        assert not moved, f"spurious election after the old master's return: {moved}"

@@ -23,7 +23,8 @@ from tidemq.nameserver.controller.detection import (
 RULES = DetectionSettings()
 SILENT = Contact(epoch=4, silent_s=2.5, gone=False)
 FROZEN = Evidence(epoch=4, renewed_ago_s=3.6, fence_s=3.0, quorum_acks=True,
-                  probe=Probe(failing_s=1.5, refused=False), slaves={1: SILENT, 2: SILENT})
+                  probe=Probe(failing_s=1.5, refused=False, answered=True),
+                  slaves={1: SILENT, 2: SILENT})
 
 
 def with_(evidence: Evidence, **changes) -> Evidence:
@@ -36,8 +37,8 @@ def test_a_frozen_master_is_fenced_once_its_fence_passed_and_everyone_agrees():
 
 def test_any_sign_of_life_or_a_recent_renewal_keeps_the_master():
     assert verdict(with_(FROZEN, renewed_ago_s=3.4), RULES) is None   # inside fence + margin
-    assert verdict(with_(FROZEN, probe=Probe(0.0, False)), RULES) is None   # it answers
-    assert verdict(with_(FROZEN, probe=Probe(0.5, False)), RULES) is None   # not long enough
+    assert verdict(with_(FROZEN, probe=Probe(0.0, False, True)), RULES) is None   # it answers
+    assert verdict(with_(FROZEN, probe=Probe(0.5, False, True)), RULES) is None   # not long enough
     assert verdict(with_(FROZEN, probe=None), RULES) is None   # never probed (new term)
     heard = Contact(4, 0.3, False)
     assert verdict(with_(FROZEN, slaves={1: SILENT, 2: heard}), RULES) is None
@@ -53,13 +54,17 @@ def test_nothing_to_elect_or_slaves_of_another_epoch_leave_it_to_the_lease():
 
 def test_a_gone_process_is_replaced_at_once_only_where_a_second_replica_confirms_acks():
     gone = Contact(4, 0.2, True)
-    killed = with_(FROZEN, renewed_ago_s=0.3, probe=Probe(0.1, True), slaves={1: gone, 2: gone})
+    killed = with_(FROZEN, renewed_ago_s=0.3, probe=Probe(0.1, True, True),
+                   slaves={1: gone, 2: gone})
     assert verdict(killed, RULES) == GONE
     assert verdict(with_(killed, quorum_acks=False), RULES) is None   # waits for the fence
-    assert verdict(with_(killed, quorum_acks=False, renewed_ago_s=3.6, probe=Probe(1.2, True)),
-                   RULES) == FENCED
-    assert verdict(with_(killed, probe=Probe(0.1, False)), RULES) is None   # it still listens
+    assert verdict(with_(killed, quorum_acks=False, renewed_ago_s=3.6,
+                         probe=Probe(1.2, True, True)), RULES) == FENCED
+    assert verdict(with_(killed, probe=Probe(0.1, False, True)), RULES) is None   # it still listens
     assert verdict(with_(killed, slaves={1: gone, 2: Contact(4, 0.2, False)}), RULES) is None
+    # a master that never answered a probe may be starting (its key is written before its
+    # gRPC server listens): refused is no proof it is gone, the fence decides
+    assert verdict(with_(killed, probe=Probe(0.1, True, False)), RULES) is None
 
 
 FENCE_S = 3.0
@@ -130,7 +135,7 @@ class RenewalsAndFencing(RuleBasedStateMachine):
     @rule()
     def controller_judges(self):
         evidence = Evidence(epoch=1, renewed_ago_s=self.now - self.seen_at, fence_s=FENCE_S,
-                            quorum_acks=False, probe=Probe(99.0, False),
+                            quorum_acks=False, probe=Probe(99.0, False, True),
                             slaves={1: Contact(1, 99.0, False)})
         if verdict(evidence, RULES) != FENCED or self.revision != self.seen_revision:
             return   # kept, or the compare-and-set delete fails: a renewal landed meanwhile

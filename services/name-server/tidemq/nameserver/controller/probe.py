@@ -5,6 +5,11 @@ answer at the application level tells a serving master from a frozen one: a chec
 not answered within the timeout failed. A refused connection means nothing listens at the
 master's address any more (its process is gone). One thread runs the rounds; each master's
 check runs on a small pool so one that hangs does not delay the others.
+
+A target is a master *incarnation*: (address, identity of its registration). A restarted
+master comes back at the same address under a new identity, and starts from nothing: a check
+of the previous process that finishes late (refused, after a long failing streak) is kept
+under the old identity and never reported for the new one.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ def check(addr: str, timeout_s: float) -> tuple[bool, bool]:
     return reply.status == health_pb2.HealthCheckResponse.SERVING, False
 
 
-class MasterProber:
-    """Probes `targets()` (master addresses) every `interval_s` while running."""
+Target = tuple[str, str]   # (address, incarnation identity)
 
-    def __init__(self, targets: Callable[[], set[str]], *, interval_s: float = 0.5,
+
+class MasterProber:
+    """Probes `targets()` (master incarnations) every `interval_s` while running."""
+
+    def __init__(self, targets: Callable[[], set[Target]], *, interval_s: float = 0.5,
                  timeout_s: float = 1.0,
                  check: Callable[[str, float], tuple[bool, bool]] = check) -> None:
         self.targets = targets
@@ -51,9 +59,10 @@ class MasterProber:
         self.timeout_s = timeout_s
         self._check = check
         self._lock = threading.Lock()
-        self._failing_since: dict[str, float | None] = {}   # None = last check answered
-        self._refused: dict[str, bool] = {}
-        self._busy: set[str] = set()
+        self._failing_since: dict[Target, float | None] = {}   # None = last check answered
+        self._refused: dict[Target, bool] = {}
+        self._answered: set[Target] = set()   # answered at least once
+        self._busy: set[Target] = set()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="master-probe")
         self._thread = threading.Thread(target=self._run, name="master-prober", daemon=True)
@@ -72,30 +81,35 @@ class MasterProber:
         with self._lock:
             self._failing_since.clear()
             self._refused.clear()
+            self._answered.clear()
 
-    def probe(self, addr: str) -> Probe | None:
-        """How the checks of `addr` stand now; None = no check finished yet."""
+    def probe(self, addr: str, identity: str) -> Probe | None:
+        """How the checks of the incarnation `identity` at `addr` stand now; None = no check
+        of it finished yet."""
+        target = (addr, identity)
         with self._lock:
-            if addr not in self._failing_since:
+            if target not in self._failing_since:
                 return None
-            since = self._failing_since[addr]
+            since = self._failing_since[target]
             failing = 0.0 if since is None else time.monotonic() - since
-            return Probe(failing, self._refused.get(addr, False))
+            return Probe(failing, self._refused.get(target, False), target in self._answered)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            targets = {addr for addr in self.targets() if addr}
+            targets = {target for target in self.targets() if target[0]}
             with self._lock:
-                for addr in set(self._failing_since) - targets:
-                    self._failing_since.pop(addr, None)
-                    self._refused.pop(addr, None)
+                for target in set(self._failing_since) - targets:
+                    self._failing_since.pop(target, None)
+                    self._refused.pop(target, None)
+                self._answered &= targets
                 due = targets - self._busy
                 self._busy |= due
-            for addr in due:
-                self._pool.submit(self._one, addr)
+            for target in due:
+                self._pool.submit(self._one, target)
             self._stop.wait(self.interval_s)   # the probing period
 
-    def _one(self, addr: str) -> None:
+    def _one(self, target: Target) -> None:
+        addr = target[0]
         started = time.monotonic()
         try:
             ok, refused = self._check(addr, self.timeout_s)
@@ -103,11 +117,12 @@ class MasterProber:
             log.warning("master probe failed unexpectedly", addr=addr, error=str(exc))
             ok, refused = False, False
         with self._lock:
-            self._busy.discard(addr)
+            self._busy.discard(target)
             if ok:
-                self._failing_since[addr] = None
+                self._failing_since[target] = None
+                self._answered.add(target)
             else:
                 # Failing since this check began (a timeout covers its whole wait).
-                previous = self._failing_since.get(addr)
-                self._failing_since[addr] = previous if previous is not None else started
-            self._refused[addr] = refused and not ok
+                previous = self._failing_since.get(target)
+                self._failing_since[target] = previous if previous is not None else started
+            self._refused[target] = refused and not ok

@@ -84,7 +84,8 @@ class Controller:
         # group -> the view's revision when it was first seen without a serving master
         self._lost_at: dict[str, int] = {}
         self.detection = detection or DetectionSettings()
-        self._probe_targets: set[str] = set()   # the masters' addresses (replaced, not mutated)
+        # the masters' incarnations (address, identity) to probe (replaced, not mutated)
+        self._probe_targets: set[tuple[str, str]] = set()
         self.prober = MasterProber(lambda: self._probe_targets,
                                    interval_s=self.detection.probe_interval_s,
                                    timeout_s=self.detection.probe_timeout_s)
@@ -280,17 +281,14 @@ class Controller:
         the ones found failed. Also tells the prober which masters to check."""
         targets, now = set(), time.monotonic()
         for name, stored in list(self._view.groups.items()):
-            state, live = stored.state, self._view.live.get(name, {})
-            master = live.get(state.master)
-            if master is None or not master.addr:
+            live = self._view.live.get(name, {})
+            evidence = detection.gather(stored.state, live,
+                                        lambda key: self.prober.probe(key.addr, key.identity),
+                                        now)
+            if evidence is None:
                 continue
-            targets.add(master.addr)
-            evidence = Evidence(
-                epoch=state.epoch, renewed_ago_s=now - master.seen_at,
-                fence_s=master.fence_ms / 1000, quorum_acks=master.quorum_acks,
-                probe=self.prober.probe(master.addr),
-                slaves={r: live[r].contact for r in state.in_sync
-                        if r != state.master and r in live})
+            master = live[stored.state.master]
+            targets.add((master.addr, master.identity))
             found = detection.verdict(evidence, self.detection)
             if found is not None:
                 self._fence_out(name, master, found, evidence)
@@ -320,7 +318,7 @@ class Controller:
                     probe_failing_s=round(evidence.probe.failing_s, 2) if evidence.probe else None,
                     slaves={r: (c.silent_s, c.gone) if c else None
                             for r, c in evidence.slaves.items()})
-        self._view.live.get(broker_name, {}).pop(master.replica_id, None)
+        self._view.remove(broker_name, master.replica_id, result.revision)
         self._lost_at[broker_name] = max(result.revision,
                                          self._lost_at.get(broker_name, 0))
         self._reconsider(broker_name, reason=reason)

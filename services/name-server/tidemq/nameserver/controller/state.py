@@ -343,7 +343,9 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
                   quorum: bool = False) -> GroupState:
     """The master's proposal of a new in-sync set, accepted only from the current master at
     the current epoch (a deposed master's late shrink must never shrink the new master's set),
-    and only if the master stays in it. The epoch does not change.
+    and only from the master's live incarnation (a master restarted at the same epoch: its
+    previous process's late proposal is refused, NOT_MASTER), and only if the master stays in
+    it. The epoch does not change.
 
     `incarnations`: the incarnation the master counted each member under (its handshake). A
     joining member proposed under an incarnation other than the one its live key shows
@@ -361,6 +363,11 @@ def alter_in_sync(state: GroupState, epoch: int, master: int,
     if master != state.master:
         raise NotMaster(f"replica {master} is not master of epoch {state.epoch} "
                         f"(master is {state.master})")
+    proposer, serving = incarnations.get(master, ""), live_incarnations.get(master, "")
+    if proposer and serving and proposer != serving:
+        raise NotMaster(f"replica {master} proposes as incarnation {proposer} but is live as "
+                        f"{serving}: a previous process of the master no longer speaks for the "
+                        f"group")
     if master not in proposed:
         raise InvalidInSyncSet(f"the in-sync set {sorted(proposed)} must contain the master "
                                f"{master}")

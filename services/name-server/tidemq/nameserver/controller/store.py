@@ -62,6 +62,15 @@ class LiveReplica:
     # where and when this controller saw it (not part of the value)
     mod_revision: int = field(default=0, compare=False)
     seen_at: float = field(default=0.0, compare=False)   # monotonic
+    # the revision from which the key has shown this incarnation: its creation (a replica
+    # deletes its previous process's key before writing its own), or the write that changed
+    # the incarnation of a key that was not deleted in between
+    registered: int = field(default=0, compare=False)
+
+    @property
+    def identity(self) -> str:
+        """This incarnation's registration: what the prober's results are kept under."""
+        return f"{self.incarnation}@{self.registered}"
 
     def to_json(self) -> dict:
         return {"addr": self.addr, "ha_addr": self.ha_addr, "epoch": self.epoch,
@@ -82,6 +91,9 @@ class ReplicationView:
     groups: dict[str, StoredGroup] = field(default_factory=dict)
     live: dict[str, dict[int, LiveReplica]] = field(default_factory=dict)
     unclean: dict[str, bool] = field(default_factory=dict)  # per-group override
+    # (group, replica) -> the revision its live key was last deleted at: a write older than
+    # that is about a key that no longer exists
+    removed: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def apply(self, kv: KeyValue, deleted: bool) -> str | None:
         """Fold one key's new value (or deletion) in; the broker name it concerns, or None
@@ -100,22 +112,36 @@ class ReplicationView:
             if not name:
                 return None
             replica_id = int(replica)
+            held = self.live.get(name, {}).get(replica_id)
+            latest = max(held.mod_revision if held is not None else 0,
+                         self.removed.get((name, replica_id), 0))
+            if kv.mod_revision <= latest:
+                # about a key older than what the view holds (a previous incarnation's, or
+                # a key deleted since): it must not replace, remove or revive anything
+                log.info("stale live-key event ignored", key=kv.key, deleted=deleted,
+                         revision=kv.mod_revision, latest=latest)
+                return None
             if deleted:
-                replicas = self.live.get(name, {})
-                replicas.pop(replica_id, None)
-                if not replicas:
-                    self.live.pop(name, None)
+                self.remove(name, replica_id, kv.mod_revision)
             else:
                 value = json.loads(kv.value)
                 contact = value.get("contact")
+                incarnation = str(value.get("incarnation", ""))
+                created = kv.create_revision or kv.mod_revision
+                if held is None or created > held.mod_revision:
+                    registered = created            # a new key: this incarnation's first
+                elif held.incarnation == incarnation:
+                    registered = held.registered    # a renewal
+                else:
+                    registered = kv.mod_revision    # another incarnation, key not deleted
                 self.live.setdefault(name, {})[replica_id] = LiveReplica(
                     name, replica_id, str(value.get("addr", "")), str(value.get("ha_addr", "")),
                     int(value.get("epoch", 0)), int(value.get("log_end", 0)),
                     int(value.get("fence_ms", 0)), bool(value.get("quorum_acks", False)),
                     Contact(int(contact["epoch"]), int(contact["silent_ms"]) / 1000,
                             bool(contact["gone"])) if contact else None,
-                    str(value.get("incarnation", "")), int(value.get("confirmed", -1)),
-                    kv.mod_revision, time.monotonic())
+                    incarnation, int(value.get("confirmed", -1)),
+                    kv.mod_revision, time.monotonic(), registered)
             return name
         if kv.key.startswith(GROUPS_PREFIX):
             name = kv.key[len(GROUPS_PREFIX):]
@@ -139,6 +165,15 @@ class ReplicationView:
                     self.unclean.pop(name, None)
             return name
         return None
+
+    def remove(self, broker_name: str, replica_id: int, revision: int) -> None:
+        """A replica's live key deleted at `revision` (seen, or the controller's own delete)."""
+        replicas = self.live.get(broker_name, {})
+        replicas.pop(replica_id, None)
+        if not replicas:
+            self.live.pop(broker_name, None)
+        key = (broker_name, replica_id)
+        self.removed[key] = max(self.removed.get(key, 0), revision)
 
     def names(self) -> set[str]:
         return set(self.groups) | set(self.live)
