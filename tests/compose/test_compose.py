@@ -305,8 +305,9 @@ KAFKA_GATEWAYS = ("gateway-kafka", "gateway-kafka-2")
 # run inside a gateway-kafka container (kafka-python is in its image): a client of the
 # internal listener, on the compose network; prints what it was told and what it read
 INTERNAL_CLIENT_SCRIPT = """
-import json, sys, time
+import json, logging, sys, time
 from kafka import KafkaConsumer, KafkaProducer
+logging.basicConfig(level=logging.WARNING)   # retries and errors, in a failure's message
 bootstrap, topic, marker = sys.argv[1:4]
 producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
 sent = {(p, b"%s-%d" % (marker.encode(), i)) for p in (0, 1) for i in range(10)}
@@ -394,6 +395,6 @@ def test_a_kafka_client_in_the_compose_network_round_trips_on_the_internal_liste
     ran = stack.compose("exec", "-T", "gateway-kafka-2", "python", "-c", INTERNAL_CLIENT_SCRIPT,
                         internal[0], kafka_topic, f"net-{uuid.uuid4().hex[:8]}",
                         check=False, capture=True)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.returncode == 0, f"{ran.stdout}{ran.stderr}\n--- compose logs:\n{stack.logs()}"
     answer = json.loads(ran.stdout.strip().splitlines()[-1])
     assert answer == {"missing": 0, "brokers": internal}, answer
