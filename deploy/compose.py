@@ -86,6 +86,9 @@ class ComposeStack:
     host_ports: dict[str, int] = dataclasses.field(default_factory=dict)  # "svc.port" -> port
     topology: Topology = dataclasses.field(default_factory=load)
 
+    def __post_init__(self) -> None:
+        self.topology = self.topology.under_compose()   # the services' `compose:` parts
+
     @property
     def placement(self) -> Placement:
         """How the host reaches the stack: 127.0.0.1 and the published ports."""

@@ -258,6 +258,7 @@ def _compose_service(service: Service, topology: Topology) -> dict:
 
 
 def render_compose(topology: Topology) -> str:
+    topology = topology.under_compose()   # the services' `compose:` parts
     ordered = [service for tier in topology.start_order() for service in tier]
     # the core services first, then each profile's, grouped by profile
     ordered.sort(key=lambda service: (service.profile is not None, service.profile or ""))

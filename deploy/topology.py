@@ -22,7 +22,8 @@ _PROGRAMS = ("redis", "etcd", "prometheus", "grafana", "spark-master", "spark-wo
              "spark-submit")
 ALL_PROFILES = ("*",)
 ETCD_MODES = ("cluster", "single")  # TIDEMQ_ETCD / `make up ETCD=single`
-_PLACEHOLDER = re.compile(r"\{(addrs|addr|port):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
+_PLACEHOLDER = re.compile(r"\{(addrs|addr|port|published):([a-z0-9-]+)(?::([a-z0-9-]+))?\}")
+_COMPOSE_KEYS = ("ports", "publish", "args")
 
 
 class TopologyError(ValueError):
@@ -62,6 +63,22 @@ class Service:
     program: str | None = None  # not a tidemq module: redis, prometheus, grafana, spark-*
     profile: str | None = None  # compose profile (and `make up` switch) that enables it
     group: str = ""  # the topology entry it was expanded from (its own name if not expanded)
+    # `compose:` what only the compose deployment adds: more ports, its own published ports,
+    # more args (e.g. gateway-kafka's external listener); see under_compose
+    compose_ports: dict[str, int] = dataclasses.field(default_factory=dict)
+    compose_publish: tuple[str, ...] | None = None
+    compose_args: tuple[str, ...] = ()
+
+    def under_compose(self) -> Service:
+        """The service as docker compose runs it: `compose:` merged in (ports added, publish
+        replaced, args appended). Applying it twice changes nothing."""
+        if not self.compose_ports and self.compose_publish is None and not self.compose_args:
+            return self
+        return dataclasses.replace(
+            self, ports={**self.ports, **self.compose_ports},
+            publish=self.publish if self.compose_publish is None else self.compose_publish,
+            args=self.args + self.compose_args,
+            compose_ports={}, compose_publish=None, compose_args=())
 
     @property
     def main_port(self) -> str:
@@ -97,6 +114,11 @@ class Topology:
         services = {name: s for name, s in self.services.items()
                     if (s.profile is None or s.profile in profiles) and name not in drop}
         return dataclasses.replace(self, services=services)
+
+    def under_compose(self) -> Topology:
+        """Every service as docker compose runs it (Service.under_compose)."""
+        return dataclasses.replace(self, services={name: s.under_compose()
+                                                   for name, s in self.services.items()})
 
     def profiles(self) -> list[str]:
         return sorted({s.profile for s in self.services.values() if s.profile})
@@ -157,11 +179,18 @@ class Placement:
 
 
 def expand(text: str, service: Service, topology: Topology, placement: Placement) -> str:
-    """Replace {addr:SVC[:PORT]}, {port:PORT} / {port:SVC:PORT} and {addrs:ENTRY[:PORT]} (every
-    service expanded from one entry, comma-separated) placeholders."""
+    """Replace {addr:SVC[:PORT]}, {port:PORT} / {port:SVC:PORT}, {addrs:ENTRY[:PORT]} (every
+    service expanded from one entry, comma-separated) and {published:PORT} (the host port one
+    of the service's own ports is published on: under compose the variable that overrides it,
+    `${TIDEMQ_<SERVICE>_<PORT>_PORT:-port}`, which compose substitutes; locally the port)."""
 
     def substitute(match: re.Match[str]) -> str:
         kind, first, second = match.groups()
+        if kind == "published":
+            if second is not None:
+                raise TopologyError(f"{service.name}: {match.group(0)}: a port of its own only")
+            port = placement.port(service, first)
+            return f"${{{service.env_name(first)}:-{port}}}" if placement.compose else str(port)
         if kind == "port" and second is None:
             return str(placement.port(service, first))
         if kind == "addrs":
@@ -203,6 +232,16 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
     unknown = [p for p in publish if p not in ports]
     if unknown:
         raise TopologyError(f"service {name!r}: publishes unknown ports {unknown}")
+    compose = raw.get("compose") or {}
+    if not isinstance(compose, dict) or set(compose) - set(_COMPOSE_KEYS):
+        raise TopologyError(f"service {name!r}: compose: takes only {_COMPOSE_KEYS}")
+    compose_ports = {str(k): int(v) for k, v in (compose.get("ports") or {}).items()}
+    if clash := sorted(set(compose_ports) & set(ports)):
+        raise TopologyError(f"service {name!r}: compose: ports {clash} are already ports")
+    compose_publish = tuple(compose["publish"]) if "publish" in compose else None
+    unknown = [p for p in compose_publish or () if p not in {**ports, **compose_ports}]
+    if unknown:
+        raise TopologyError(f"service {name!r}: compose: publishes unknown ports {unknown}")
     return Service(
         name=name,
         image=image,
@@ -217,6 +256,9 @@ def _service(name: str, raw: dict, images: dict[str, Image]) -> Service:
         program=program,
         profile=raw.get("profile"),
         group=raw.get("group", name),
+        compose_ports=compose_ports,
+        compose_publish=compose_publish,
+        compose_args=tuple(str(a) for a in compose.get("args") or ()),
     )
 
 
@@ -411,7 +453,7 @@ def parse(data: dict, *, etcd: str | None = None) -> Topology:
 def _check_unique_ports(topology: Topology) -> None:
     seen: dict[int, str] = {}
     for service in topology.services.values():
-        for port_name, port in service.ports.items():
+        for port_name, port in {**service.ports, **service.compose_ports}.items():
             owner = seen.setdefault(port, f"{service.name}.{port_name}")
             if owner != f"{service.name}.{port_name}":
                 raise TopologyError(f"port {port} used by both {owner} and {service.name}")
@@ -452,7 +494,8 @@ def published_urls(topology: Topology, placement: Placement) -> list[str]:
         for port_name in service.publish:
             scheme = ("http" if port_name in ("http", "metrics") or service.is_etcd
                       else "redis" if service.is_redis
-                      else "kafka" if port_name == "kafka"  # Kafka's own protocol, not gRPC
+                      # Kafka's own protocol, not gRPC (either listener of gateway-kafka)
+                      else "kafka" if service.module == "tidemq.gatewaykafka"
                       else "spark" if port_name == "spark" else "grpc")
             url = f"{scheme}://127.0.0.1:{placement.port(service, port_name)}"
             label = service.labels.get(port_name, port_name)

@@ -4,7 +4,10 @@ The control plane runs as the default topology has it (three etcd members reachi
 by service name, two config centers on them, one Redis for the gateway's breaker state). The `observability` profile runs too: Prometheus scrapes every service and every dashboard
 panel's query returns data. Grafana (an upstream image) runs when its image is present or
 pullable; otherwise it is skipped with the reason printed (no registry on these machines).
-The `analytics` profile runs too: the Spark master and two workers form one cluster, and a job
+gateway-kafka's two listeners (docs/kafka.md#listeners): a Kafka client on the host
+bootstraps on the external listener's published port and is told only 127.0.0.1 addresses; one
+inside the compose network (run in a gateway container) bootstraps on the internal listener and
+is told service names; both round-trip records. The `analytics` profile runs too: the Spark master and two workers form one cluster, and a job
 submitted from the submitter container runs on it (the `spark` image, Java and pyspark, takes
 about 40 s of a cold build; TIDEMQ_ANALYTICS=0 leaves the profile out).
 
@@ -14,6 +17,7 @@ of what CI proves. Locally, without root or dockerd, the test skips with the rea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -22,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from deploy import analytics
 from deploy.compose import ComposeStack, StackFailed, upstream_unavailable
@@ -58,7 +64,7 @@ def stack(tmp_path_factory):
     LEFT_OUT.update(skipped)
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}")
-    topology = topology.select(profiles, drop=tuple(skipped))
+    topology = topology.select(profiles, drop=tuple(skipped)).under_compose()
     host_ports = {
         f"{s.name}.{p}": free_port() for s in topology.services.values() for p in s.publish
     }
@@ -292,3 +298,103 @@ def test_a_job_submitted_in_the_submitter_runs_on_the_cluster(stack: ComposeStac
     ui = f"http://{stack.placement.addr(master, 'http')}"
     finished = requests.get(f"{ui}/json/", timeout=10).json()["completedapps"]
     assert any(app["name"] == "tidemq-tag-counts" for app in finished), finished
+
+
+KAFKA_TOPIC = "compose-kafka"
+KAFKA_GATEWAYS = ("gateway-kafka", "gateway-kafka-2")
+# run inside a gateway-kafka container (kafka-python is in its image): a client of the
+# internal listener, on the compose network; prints what it was told and what it read
+INTERNAL_CLIENT_SCRIPT = """
+import json, logging, sys, time
+from kafka import KafkaConsumer, KafkaProducer
+logging.basicConfig(level=logging.WARNING)   # retries and errors, in a failure's message
+bootstrap, topic, marker = sys.argv[1:4]
+producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+sent = {(p, b"%s-%d" % (marker.encode(), i)) for p in (0, 1) for i in range(10)}
+for partition, value in sorted(sent):
+    producer.send(topic, value=value, partition=partition).get(timeout=120)
+producer.close()
+consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="compose-" + marker,
+                         auto_offset_reset="earliest", enable_auto_commit=False)
+consumer.subscribe([topic])
+got, deadline = set(), time.monotonic() + 120
+while not sent <= got and time.monotonic() < deadline:
+    for records in consumer.poll(timeout_ms=500).values():
+        got |= {(r.partition, r.value) for r in records}
+brokers = sorted("%s:%d" % (b.host, b.port) for b in consumer._client.cluster.brokers())
+consumer.close()
+print(json.dumps({"missing": len(sent - got), "brokers": brokers}))
+"""
+
+
+def _kafka_bootstrap(stack: ComposeStack, name: str) -> str:
+    return f"127.0.0.1:{stack.placement.port(stack.topology.services[name], 'external')}"
+
+
+@pytest.fixture(scope="module")
+def kafka_topic(stack: ComposeStack) -> str:
+    """A two-partition topic (one queue per broker group), created through the external
+    listener with CreateTopics."""
+    admin = AdminClient({"bootstrap.servers": _kafka_bootstrap(stack, "gateway-kafka")})
+    for future in admin.create_topics([NewTopic(KAFKA_TOPIC, 2)]).values():
+        future.result(120)
+
+    def routed() -> bool:
+        topic = admin.list_topics(KAFKA_TOPIC, timeout=20).topics[KAFKA_TOPIC]
+        return topic.error is None and len(topic.partitions) == 2
+    wait_until(routed, 120, interval=1.0, message="the Kafka topic's two partitions")
+    return KAFKA_TOPIC
+
+
+def test_a_kafka_client_on_the_host_round_trips_on_the_external_listener(
+        stack: ComposeStack, kafka_topic: str):
+    """Bootstrapped on the first instance's published port, the producer and the group
+    consumer are told 127.0.0.1 and each instance's published port (never a service name,
+    which the host cannot resolve) and write and read both partitions, one led by each."""
+    published = {_kafka_bootstrap(stack, name) for name in KAFKA_GATEWAYS}
+    admin = AdminClient({"bootstrap.servers": _kafka_bootstrap(stack, "gateway-kafka")})
+    wait_until(lambda: {f"{b.host}:{b.port}" for b in
+                        admin.list_topics(timeout=20).brokers.values()} == published, 60,
+               message="both instances' external addresses in Metadata")
+    seen: set[str] = set()
+
+    def statistics(raw: str) -> None:   # every broker librdkafka knows, by "host:port"
+        seen.update(b["nodename"] for b in json.loads(raw)["brokers"].values() if b["nodename"])
+
+    marker = uuid.uuid4().hex[:8]
+    producer = Producer({"bootstrap.servers": _kafka_bootstrap(stack, "gateway-kafka"),
+                         "statistics.interval.ms": 500, "stats_cb": statistics})
+    sent = {(p, f"host-{marker}-{i}".encode()) for p in (0, 1) for i in range(10)}
+    failures = []
+    for partition, value in sorted(sent):
+        producer.produce(kafka_topic, value=value, partition=partition,
+                         on_delivery=lambda err, msg: err and failures.append(err))
+    assert producer.flush(120) == 0 and not failures, failures
+    consumer = Consumer({"bootstrap.servers": _kafka_bootstrap(stack, "gateway-kafka-2"),
+                         "group.id": f"compose-host-{marker}", "auto.offset.reset": "earliest",
+                         "statistics.interval.ms": 500, "stats_cb": statistics})
+    consumer.subscribe([kafka_topic])
+    got: set = set()
+    deadline = time.monotonic() + 120
+    while not sent <= got and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            got.add((message.partition(), message.value()))
+    consumer.close()
+    producer.poll(1.0)
+    assert sent <= got, sorted(sent - got)[:5]
+    assert seen == published, f"host clients met {sorted(seen)}, published {sorted(published)}"
+
+
+def test_a_kafka_client_in_the_compose_network_round_trips_on_the_internal_listener(
+        stack: ComposeStack, kafka_topic: str):
+    """kafka-python in the second instance's container bootstraps on gateway-kafka:9092 and is
+    told the service names and internal ports, never 127.0.0.1."""
+    internal = sorted(f"{name}:{stack.topology.services[name].ports['kafka']}"
+                      for name in KAFKA_GATEWAYS)
+    ran = stack.compose("exec", "-T", "gateway-kafka-2", "python", "-c", INTERNAL_CLIENT_SCRIPT,
+                        internal[0], kafka_topic, f"net-{uuid.uuid4().hex[:8]}",
+                        check=False, capture=True)
+    assert ran.returncode == 0, f"{ran.stdout}{ran.stderr}\n--- compose logs:\n{stack.logs()}"
+    answer = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert answer == {"missing": 0, "brokers": internal}, answer

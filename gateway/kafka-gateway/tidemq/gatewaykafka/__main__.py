@@ -22,7 +22,7 @@ from tidemq.configclient.client import ConfigClient
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import GroupCoordination
 from tidemq.gatewaykafka.handlers import KafkaApis
-from tidemq.gatewaykafka.nodes import GatewayNodes, Node, derived_node_id
+from tidemq.gatewaykafka.nodes import EXTERNAL, GatewayNodes, Node, derived_node_id
 from tidemq.gatewaykafka.security import KafkaSecurity
 from tidemq.gatewaykafka.server import KafkaServer
 from tidemq.gatewaykafka.settings import KafkaGatewaySettings
@@ -69,9 +69,13 @@ async def serve(settings: KafkaGatewaySettings) -> None:
     port = await server.start(settings.host, settings.port)
     settings.port = port
     advertised_port = settings.advertised_port or port
+    external_port, external = 0, (None, None)
+    if settings.external_port >= 0:   # docs/kafka.md#listeners
+        external_port = await server.start(settings.host, settings.external_port, EXTERNAL)
+        external = settings.external_endpoint() or (settings.advertised_host, external_port)
     me = Node(settings.node_id if settings.node_id >= 0 else
               derived_node_id(settings.advertised_host, advertised_port),
-              settings.advertised_host, advertised_port)
+              settings.advertised_host, advertised_port, None, *external)
     nodes = (GatewayNodes(me, ConfigClient(settings.config_center),
                           ttl_s=settings.registration_ttl_s).start()
              if settings.registration_ttl_s > 0 else GatewayNodes.single(me))
@@ -83,9 +87,12 @@ async def serve(settings: KafkaGatewaySettings) -> None:
         metrics_port = metrics_server.server_port
     if settings.ready_file:
         write_json_atomically(settings.ready_file, {"port": port, "metrics_port": metrics_port,
+                                                    "external_port": external_port,
                                                     "pid": os.getpid()})
     log.info("serving", service=SERVICE, addr=f"{settings.host}:{port}",
              advertised=f"{me.host}:{me.port}", node_id=me.node_id, metrics_port=metrics_port,
+             external=(f"{settings.host}:{external_port} advertised as "
+                       f"{me.external_host}:{me.external_port}" if external_port else None),
              listener=("SASL_" if security.enabled else "") + ("SSL" if tls else "PLAINTEXT"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

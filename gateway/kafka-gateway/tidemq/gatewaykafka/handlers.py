@@ -28,7 +28,7 @@ from tidemq.gatewaykafka.coordination import (
     split_protocol,
 )
 from tidemq.gatewaykafka.fetch_wait import FetchWaits
-from tidemq.gatewaykafka.nodes import GatewayNodes
+from tidemq.gatewaykafka.nodes import INTERNAL, GatewayNodes
 from tidemq.gatewaykafka.security import SaslState
 
 log = get_logger(__name__)
@@ -96,6 +96,7 @@ class Connection:
     client_software: str = ""
     sasl: SaslState = field(default_factory=SaslState)   # security.py
     close_after: bool = False   # close once this request's answer is written
+    listener: str = INTERNAL    # the listener it came in on: the addresses it is given
 
 
 class KafkaApis:
@@ -160,7 +161,8 @@ class KafkaApis:
                  "offline_replicas": []} for i, leader in enumerate(leaders)]})
         live = nodes.live()
         return {"throttle_time_ms": 0, "brokers": [
-            {"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in live],
+            {"node_id": n.node_id, "host": host, "port": port, "rack": n.rack}
+            for n in live for host, port in (n.endpoint(conn.listener),)],
             "cluster_id": self.cluster_id, "controller_id": live[0].node_id, "topics": topics}
 
     async def _auto_create(self, name: str) -> list:
@@ -180,8 +182,9 @@ class KafkaApis:
                     "error_message": TRANSACTIONS_REFUSAL, "node_id": -1, "host": "",
                     "port": -1}
         node = self.nodes().coordinator(request.key or "")
+        host, port = node.endpoint(conn.listener)
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "node_id": node.node_id, "host": node.host, "port": node.port}
+                "node_id": node.node_id, "host": host, "port": port}
 
     # -- produce -------------------------------------------------------------------------------
 

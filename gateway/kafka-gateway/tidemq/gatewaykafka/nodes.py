@@ -1,9 +1,10 @@
 """Several gateway-kafka instances as one Kafka cluster (docs/kafka.md#several-instances).
 
 Each instance registers itself in the config center under a lease,
-`/tidemq/kafka/gateways/<node id>` = `{"node_id", "host", "port", "rack"}`, kept alive every
-TTL/3 and registered again if the lease is ever lost; SIGTERM revokes it, so the others drop
-the instance at once, and a killed one drops out when its lease expires (`registration_ttl_s`).
+`/tidemq/kafka/gateways/<node id>` = `{"node_id", "host", "port", "rack", "external"}`, kept
+alive every TTL/3 and registered again if the lease is ever lost; SIGTERM revokes it, so the
+others drop the instance at once, and a killed one drops out when its lease expires
+(`registration_ttl_s`).
 Every instance follows that prefix with a watch, so all of them answer Metadata with the same
 live set (once the watch delivers), and derive from it, deterministically:
 
@@ -17,6 +18,16 @@ is in TideMQ's brokers, and group membership on the brokers' coordinator), so th
 briefly different on two instances costs nothing but a metadata refresh. A node id is the
 `node_id` setting, or by default derived from the advertised host and port (the same after a
 restart).
+
+Listeners (docs/kafka.md#listeners), as Kafka's `listeners` / `advertised.listeners`: an
+instance may listen on a second, external port. Its registration then carries both advertised
+addresses (`host`/`port` the internal one, `external` = `{"host", "port"}` or null), and a
+connection accepted on a listener is answered, in Metadata and FindCoordinator, with every live
+instance's address for that listener (`Node.endpoint`). An instance without an external
+listener (or registered by an older version) is listed with its internal address on both: the
+same node ids on every listener keep leaders and coordinators the same whichever listener a
+client came in on, and an instance the client cannot reach shows up as a connection error on
+that instance's partitions rather than as partitions without a leader.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ from tidemq.configclient.follow import Follower
 log = get_logger(__name__)
 
 PREFIX = "/tidemq/kafka/gateways/"
+INTERNAL, EXTERNAL = "internal", "external"   # the listeners (server.py)
+LISTENERS = (INTERNAL, EXTERNAL)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -42,14 +55,30 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+    external_host: str | None = None   # the external listener's advertised address, if any
+    external_port: int | None = None
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where a client that came in on `listener` reaches this instance: its address for
+        that listener, the internal one when it has no external listener."""
+        if listener == EXTERNAL and self.external_host is not None \
+                and self.external_port is not None:
+            return self.external_host, self.external_port
+        return self.host, self.port
 
     def to_json(self) -> str:
+        external = (None if self.external_host is None else
+                    {"host": self.external_host, "port": self.external_port})
         return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port,
-                           "rack": self.rack})
+                           "rack": self.rack, "external": external})
 
     @classmethod
     def from_json(cls, raw: bytes) -> Node:
         doc = json.loads(raw)
+        external = doc.get("external")
+        if external is not None:
+            return cls(int(doc["node_id"]), str(doc["host"]), int(doc["port"]), doc.get("rack"),
+                       str(external["host"]), int(external["port"]))
         return cls(int(doc["node_id"]), str(doc["host"]), int(doc["port"]), doc.get("rack"))
 
 
@@ -130,7 +159,10 @@ class GatewayNodes:
                 nodes[node.node_id] = node
         live = tuple(sorted(nodes.values()))
         if live != self._live:
-            log.info("kafka_gateways", live=[f"{n.node_id}@{n.host}:{n.port}" for n in live])
+            log.info("kafka_gateways", live=[
+                f"{n.node_id}@{n.host}:{n.port}" + (f"|{n.external_host}:{n.external_port}"
+                                                    if n.external_host is not None else "")
+                for n in live])
         self._live = live
         return result.revision
 

@@ -5,6 +5,11 @@ request header or larger than `max_request_size`, a frame cut short, or a reques
 not decode closes the connection (logged, counted in tidemq_gateway_kafka_bad_frames_total),
 as Kafka's broker does; nothing a client sends can stop the listener.
 
+One server may listen on several ports, each a named listener (nodes.py: internal, and an
+external one for clients outside the network the internal address is in): a connection is
+served the same on every listener, except the addresses Metadata and FindCoordinator give it,
+which are those of the listener it came in on. Both have the same security protocol.
+
 With a TLS context the listener serves TLS only (rotated certificate files are loaded for new
 connections, checked at most once a second); with security on (security.py) a connection
 authenticates with SASL first and every request is authorized against the ACL.
@@ -13,6 +18,7 @@ authenticates with SASL first and every request is authorized against the ACL.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import time
 
@@ -20,6 +26,7 @@ from tidemq.common.logs import get_logger
 from tidemq.common.tls import ReloadingContext
 from tidemq.gatewaykafka import codec, metrics
 from tidemq.gatewaykafka.handlers import Connection, KafkaApis
+from tidemq.gatewaykafka.nodes import INTERNAL, LISTENERS
 from tidemq.gatewaykafka.security import KafkaSecurity
 
 log = get_logger(__name__)
@@ -36,30 +43,35 @@ class KafkaServer:
         self.security = security or KafkaSecurity(None)
         self.tls = tls
         self._tls_checked = 0.0
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: dict[str, asyncio.base_events.Server] = {}
         self._connections: set[asyncio.Task] = set()
         self._sasl = {17: self.security.sasl_handshake, 36: self.security.sasl_authenticate}
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(
-            self._serve, host, port, limit=2 ** 16, reuse_address=True,
-            ssl=self.tls.context if self.tls is not None else None)
-        return self._server.sockets[0].getsockname()[1]
+    async def start(self, host: str, port: int, listener: str = INTERNAL) -> int:
+        """Listen on `port` (0: a free one) as `listener`; the port listened on."""
+        if listener not in LISTENERS or listener in self._servers:
+            raise ValueError(f"listener {listener!r}: one of {LISTENERS}, each started once")
+        server = await asyncio.start_server(
+            functools.partial(self._serve, listener=listener), host, port, limit=2 ** 16,
+            reuse_address=True, ssl=self.tls.context if self.tls is not None else None)
+        self._servers[listener] = server
+        return server.sockets[0].getsockname()[1]
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let requests in progress finish for up to `grace_s`, then close."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         if self._connections:
             await asyncio.wait(self._connections, timeout=grace_s)
         for task in self._connections:
             task.cancel()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                     listener: str = INTERNAL) -> None:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = Connection(peer_host=str(peer[0]))
+        conn = Connection(peer_host=str(peer[0]), listener=listener)
         metrics.CONNECTIONS.inc()
         if self.tls is not None and time.monotonic() - self._tls_checked >= 1.0:
             self._tls_checked = time.monotonic()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidemq.common.settings import ServiceSettings, setting
+from tidemq.common.settings import ServiceSettings, SettingsError, setting
 
 MAX_REQUEST_SIZE = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes (ref)
 MAX_BATCH_BYTES = 16 * 1024 * 1024     # a produced batch's decompressed records
@@ -17,6 +17,13 @@ class KafkaGatewaySettings(ServiceSettings):
     port: int = setting(9092, "Kafka listener port (0 = pick a free port)")
     advertised_port: int = setting(
         0, "port Kafka clients are told to connect to (0 = the listener's own port)")
+    external_port: int = setting(
+        -1, "a second, external Kafka listener's port, for clients that cannot reach "
+            "advertised_host (e.g. the host of a compose network; -1 = none, 0 = pick a free "
+            "port; docs/kafka.md#listeners)")
+    external_advertised_addr: str = setting(
+        "", "host:port clients of the external listener are told to connect to ('' = "
+            "advertised_host and the external listener's own port)")
     namesrv_addrs: str = setting("127.0.0.1:9876", "name servers, 'host:port;host:port'")
     config_center: str = setting(
         "127.0.0.1:7070", "config center(s): topics are defined and producer ids taken there")
@@ -43,3 +50,33 @@ class KafkaGatewaySettings(ServiceSettings):
     registration_ttl_s: int = setting(
         5, "lease of this instance's registration in the config center: a killed instance "
            "leaves Metadata within it (s; 0 = do not register: a single instance)")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"port must be 0..65535, got {self.port}")
+        if not 0 <= self.advertised_port <= 65535:
+            raise SettingsError(f"advertised_port must be 0..65535 (0 = the listener's own "
+                                f"port), got {self.advertised_port}")
+        if not -1 <= self.external_port <= 65535:
+            raise SettingsError(f"external_port must be -1 (no external listener), 0 (a free "
+                                f"port) or a port up to 65535, got {self.external_port}")
+        if self.external_port > 0 and self.external_port == self.port:
+            raise SettingsError(f"external_port {self.external_port} is the internal "
+                                "listener's port: give the external listener a port of its own")
+        if self.external_advertised_addr and self.external_port < 0:
+            raise SettingsError("external_advertised_addr is set but there is no external "
+                                "listener: set external_port too")
+        if self.external_advertised_addr:
+            self.external_endpoint()   # raises on a malformed address
+
+    def external_endpoint(self) -> tuple[str, int] | None:
+        """external_advertised_addr as (host, port), None when not set."""
+        addr = self.external_advertised_addr.strip()
+        if not addr:
+            return None
+        host, sep, port = addr.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise SettingsError(f"external_advertised_addr must be host:port with a port "
+                                f"1..65535, got {self.external_advertised_addr!r}")
+        return host, int(port)

@@ -1,0 +1,58 @@
+"""gateway-kafka's listener settings and registrations (docs/kafka.md#listeners)."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq.common.settings import SettingsError, load_settings
+from tidemq.gatewaykafka.nodes import EXTERNAL, INTERNAL, Node
+from tidemq.gatewaykafka.settings import KafkaGatewaySettings
+
+
+def _settings(*argv: str) -> KafkaGatewaySettings:
+    return load_settings(KafkaGatewaySettings, list(argv))
+
+
+def test_no_external_listener_by_default():
+    settings = _settings()
+    assert settings.external_port == -1 and settings.external_endpoint() is None
+
+
+def test_external_listener_settings_from_flags_and_environment(monkeypatch):
+    settings = _settings("--external-port", "29092",
+                         "--external-advertised-addr", "127.0.0.1:19092")
+    assert settings.external_endpoint() == ("127.0.0.1", 19092)
+    monkeypatch.setenv("TIDEMQ_EXTERNAL_PORT", "0")
+    monkeypatch.setenv("TIDEMQ_EXTERNAL_ADVERTISED_ADDR", "[::1]:9094")
+    assert _settings().external_endpoint() == ("::1", 9094)
+
+
+@pytest.mark.parametrize(("argv", "sentence"), [
+    (["--external-port", "-2"], "external_port must be -1 (no external listener)"),
+    (["--external-port", "70000"], "external_port must be -1"),
+    (["--port", "9092", "--external-port", "9092"], "is the internal listener's port"),
+    (["--external-advertised-addr", "h:1"], "there is no external listener"),
+    (["--external-port", "0", "--external-advertised-addr", "h"], "must be host:port"),
+    (["--external-port", "0", "--external-advertised-addr", ":9094"], "must be host:port"),
+    (["--external-port", "0", "--external-advertised-addr", "h:0"], "a port 1..65535"),
+    (["--external-port", "0", "--external-advertised-addr", "h:x"], "must be host:port"),
+    (["--port", "-1"], "port must be 0..65535"),
+])
+def test_bad_listener_settings_are_refused_with_a_sentence(argv, sentence):
+    with pytest.raises(SettingsError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
+        _settings(*argv)
+
+
+def test_a_registration_carries_both_addresses_and_each_listener_gets_its_own():
+    node = Node(7, "gateway-kafka", 9092, None, "127.0.0.1", 9094)
+    again = Node.from_json(node.to_json().encode())
+    assert again == node
+    assert again.endpoint(INTERNAL) == ("gateway-kafka", 9092)
+    assert again.endpoint(EXTERNAL) == ("127.0.0.1", 9094)
+
+
+def test_an_instance_without_an_external_listener_is_listed_by_its_internal_address():
+    plain = Node(8, "gateway-kafka-2", 9093)
+    assert Node.from_json(plain.to_json().encode()).endpoint(EXTERNAL) == ("gateway-kafka-2", 9093)
+    # a registration written before listeners existed has no "external" key at all
+    old = b'{"node_id": 9, "host": "10.0.0.9", "port": 9092, "rack": null}'
+    assert Node.from_json(old).endpoint(EXTERNAL) == ("10.0.0.9", 9092)
