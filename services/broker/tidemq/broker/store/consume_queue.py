@@ -35,6 +35,10 @@ _TAG = struct.Struct(">q")
 _TAG_AT = 12      # the tag hash's byte within a unit
 GAPS_FILE = "gaps"   # present once a unit of the queue was ever marked a gap
 _GAP_BYTE = _TAG.pack(GAP_TAG)[:1]
+_PHYSICAL = struct.Struct(">q")   # a unit's CommitLog offset (its first field)
+# A unit no record of which this replica has (below a relocated copy a rebuilt queue got
+# first): a gap pointing at offset 0 with a non-zero size, so `load` counts it as written.
+HOLE_UNIT = UNIT.pack(0, 1, GAP_TAG)
 assert _TAG.pack(GAP_TAG) == _GAP_BYTE * _TAG.size
 
 
@@ -117,6 +121,8 @@ class ConsumeQueue:
 
     def put_units(self, first_offset: int, units: bytes | bytearray) -> None:
         """Write a run of consecutive units (packed with UNIT) starting at `first_offset`."""
+        if first_offset > self._max and self.has_gaps and self.files:
+            self._fill_holes(self._max, first_offset)   # after a relocated copy's unit
         view, offset = memoryview(units), first_offset
         while view:
             unit_file = self._file_for(offset, create=True)
@@ -223,9 +229,7 @@ class ConsumeQueue:
         """Compaction: the units in these [start, end) ranges become gaps (their tag hash
         GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
         Idempotent. Returns how many units were marked."""
-        if not self.has_gaps:
-            MetadataFile(self.directory / GAPS_FILE).write(b"1")   # before the first gap
-            self.has_gaps = True
+        self._mark_irregular()   # before the first gap
         marked = 0
         for start, end in ranges:
             offset = max(start, 0)
@@ -247,6 +251,88 @@ class ConsumeQueue:
                 marked += count
                 offset += count
         return marked
+
+    def _mark_irregular(self) -> None:
+        """Gaps or relocations: the units are no longer in CommitLog order, so readers and
+        retention take the gap-aware paths (durable before the first such unit)."""
+        if not self.has_gaps:
+            MetadataFile(self.directory / GAPS_FILE).write(b"1")
+            self.has_gaps = True
+
+    def repoint(self, queue_offset: int, from_physical: int, to_physical: int,
+                size: int) -> bool:
+        """Relocation (relocation.py): the unit at `queue_offset` points at `to_physical`
+        instead of `from_physical` (same size, same tag: a gap stays a gap). Only a unit that
+        still points at `from_physical` moves, so a relocation applied again, or one a later
+        relocation of the same record superseded, changes nothing (idempotent in log order).
+        True if the unit moved."""
+        raw = self.read_raw(queue_offset, 1) if queue_offset >= self._min else b""
+        if not raw:
+            return False
+        physical, unit_size, _ = UNIT.unpack(raw)
+        if physical != from_physical or unit_size != size:
+            return False
+        self._mark_irregular()
+        unit_file = self._file_for(queue_offset)
+        if unit_file is None:
+            return False
+        at = (queue_offset % self.units_per_file) * CQ_UNIT_SIZE
+        unit_file.mm[at:at + 8] = _PHYSICAL.pack(to_physical)
+        unit_file.dirty = True
+        return True
+
+    def put_relocated(self, queue_offset: int, physical: int, size: int, tag: int) -> bool:
+        """A relocated copy whose queue offset has no unit here (a queue rebuilt from the log
+        after its original's segment went): write the unit, holes (HOLE_UNIT) between it and
+        the units there are. Never below the floor (a deleted topic). True if written."""
+        if queue_offset < self._floor or (self._min <= queue_offset < self._max
+                                          and self.read_raw(queue_offset, 1) not in (
+                                              HOLE_UNIT, _EMPTY_UNIT)):
+            return False
+        self._mark_irregular()
+        if self.files and queue_offset > self._max:
+            self._fill_holes(self._max, queue_offset)
+        empty = not self.files
+        self.put(queue_offset, physical, size, tag)
+        if not empty and queue_offset < self._min:
+            self._fill_holes(queue_offset + 1, self._min)
+            with self._lock:
+                self._min = queue_offset
+        return True
+
+    def _fill_holes(self, start: int, end: int) -> None:
+        for offset in range(start, end):
+            unit_file = self._file_for(offset, create=True)
+            at = (offset % self.units_per_file) * CQ_UNIT_SIZE
+            unit_file.mm[at:at + CQ_UNIT_SIZE] = HOLE_UNIT
+            unit_file.dirty = True
+        if end > self._max:
+            self._max = end
+
+    def live_units(self, start: int | None = None):
+        """(queue offset, physical offset, size, tag) of every unit from `start` (the minimum
+        by default) that is not a gap."""
+        offset = self._min if start is None else max(start, self._min)
+        while offset < self._max:
+            raw = self.read_raw(offset, 4096)
+            if not raw:
+                return
+            for index, (physical, size, tag) in enumerate(UNIT.iter_unpack(raw)):
+                if tag != GAP_TAG and size > 0:
+                    yield offset + index, physical, size, tag
+            offset += len(raw) // CQ_UNIT_SIZE
+
+    def min_live_physical(self) -> int | None:
+        """The lowest CommitLog offset a readable unit of the queue points at (None: none).
+        In an ordinary queue the first unit's; in a compacted one (gaps, relocated units out
+        of log order) the minimum over every live unit."""
+        if not self.has_gaps:
+            return self.physical_offset_of(self._min) if self._min < self._max else None
+        lowest = None
+        for _, physical, _, _ in self.live_units():
+            if lowest is None or physical < lowest:
+                lowest = physical
+        return lowest
 
     def first_live(self, queue_offset: int) -> int:
         """The first offset from `queue_offset` that is not a gap (the max if none is)."""
@@ -284,6 +370,9 @@ class ConsumeQueue:
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Retention: forget files wholly below the CommitLog and skip units pointing there."""
+        if self.has_gaps:
+            self._correct_irregular_min(commitlog_min)
+            return
         while len(self.files) > 1:
             first = self.files[0]
             last_unit = UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
@@ -305,6 +394,28 @@ class ConsumeQueue:
                 high = mid
             else:
                 low = mid + 1
+        self._min = low
+
+
+    def _correct_irregular_min(self, commitlog_min: int) -> None:
+        """correct_min_offset for a compacted queue, whose units are not in log order (a
+        relocated record's unit points past later ones): skip the leading units whose record
+        is gone (gap or not), never a readable one, and forget the files wholly below."""
+        low = self._min
+        while low < self._max:
+            raw = self.read_raw(low, 4096)
+            if not raw:
+                break
+            stop = next((index for index, (physical, _, _) in enumerate(UNIT.iter_unpack(raw))
+                         if physical >= commitlog_min), None)
+            if stop is not None:
+                low += stop
+                break
+            low += len(raw) // CQ_UNIT_SIZE
+        while len(self.files) > 1 and self._first_unit(self.files[1]) <= low:
+            with self._lock:
+                first, self.files = self.files[0], self.files[1:]
+            first.delete()
         self._min = low
 
 

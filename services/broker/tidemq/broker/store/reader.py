@@ -184,15 +184,19 @@ class StoreReader:
             slices.append(chunk)
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
-    def read_record(self, physical_offset: int) -> bytes:
-        """The record starting exactly at `physical_offset` (an offset message id), verified."""
+    def read_record(self, physical_offset: int, *, relocated: bool = False) -> bytes:
+        """The record starting exactly at `physical_offset` (an offset message id), verified.
+        `relocated`: also a relocated copy (relocation.py), which keeps the offset it was
+        first written at (an index hit: the caller checks its queue still points there)."""
         size = self.commitlog.record_size_at(physical_offset)
         data = self.commitlog.read(physical_offset, size) if size and size > 0 else None
         visible_end = self.visible_end
+        written_at = _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] if data else None
         if (
             data is None
             or (visible_end is not None and physical_offset + size > visible_end())
-            or _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] != physical_offset
+            or not (written_at == physical_offset
+                    or (relocated and written_at is not None and written_at < physical_offset))
             or zlib.crc32(memoryview(data)[record.CRC_START:]) != int.from_bytes(data[8:12], "big")
         ):
             raise MessageNotFound(f"no message at commitlog offset {physical_offset}")
@@ -226,22 +230,31 @@ class StoreReader:
         candidates = self.index.query(f"{topic}#{key}".encode(), begin_ms, end_ms, max_results * 4)
         for physical in sorted(set(candidates)):
             try:
-                data = self.read_record(physical)
+                data = self.read_record(physical, relocated=True)
             except MessageNotFound:
                 continue   # stale entry from before a truncation, or below retention
             if self._matches(data, topic.encode(), wanted, begin_ms, end_ms) and \
-                    not self._below_floor(topic, data):
+                    not self._below_floor(topic, data, physical):
                 results[physical] = data
                 if len(results) >= max_results:
                     break
         return list(results.values())
 
-    def _below_floor(self, topic: str, data: bytes) -> bool:
-        """A record of a deleted topic (before its floor), still in the CommitLog."""
+    def _below_floor(self, topic: str, data: bytes, physical: int) -> bool:
+        """A record of a deleted topic (before its floor), still in the CommitLog; or, in a
+        compacted queue, one compaction removed or a copy its unit no longer points at (a
+        relocated record's old copy, or a relocated copy read by an offset it never had)."""
         header = record.HEADER.unpack_from(data)
         queue = self.queues.get(topic, header[record.H_QUEUE_ID])
-        return queue is not None and (header[record.H_QUEUE_OFFSET] < queue.min_offset or (
-            queue.has_gaps and queue.is_gap(header[record.H_QUEUE_OFFSET])))
+        if queue is None:
+            return header[record.H_PHYSICAL_OFFSET] != physical
+        queue_offset = header[record.H_QUEUE_OFFSET]
+        if queue_offset < queue.min_offset:
+            return True
+        if not queue.has_gaps:
+            return header[record.H_PHYSICAL_OFFSET] != physical
+        units = queue.read_units(queue_offset, 1)
+        return not units or units[0][2] == GAP_TAG or units[0][0] != physical
 
     @staticmethod
     def _matches(data: bytes, topic: bytes, key: bytes, begin_ms: int, end_ms: int) -> bool:

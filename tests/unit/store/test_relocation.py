@@ -1,0 +1,169 @@
+"""Copy-forward (store/relocation.py, docs/storage.md "How compaction frees disk"): a compacted
+topic's live records are copied out of the segments retention wants gone, so a changelog topic
+no longer pins the shared CommitLog; offsets, bodies and keys stay as they were, on every
+replica and across restarts."""
+
+from __future__ import annotations
+
+from tidemq.broker.store.compaction import CompactionPolicy
+from tidemq.broker.store.reader import GetStatus
+from tidemq.broker.store.relocation import decode_relocation, encode_relocation
+from tidemq.broker.store.retention import QueueRetention
+from tidemq.common import record
+
+from .helpers import encode_batch, reopened, small_config
+
+TOPIC = "changelog"
+OTHER = "events"
+KEYS = 100
+EAGER = CompactionPolicy(min_lag_ms=0, delete_retention_ms=0)
+# Every finished segment is past the global age at once; the shared disk's own use must not
+# force deletions under the test (forced clean-up ignores every topic).
+CONFIG = dict(delete_when_hour=None, retention_hours=0.0, disk_max_used_ratio=1.0,
+              disk_full_ratio=1.0, compaction_io_bytes_s=0)
+
+
+def policies(store) -> None:
+    store.compactor.topic_policy = lambda topic: EAGER if topic == TOPIC else None
+    store.retention.topic_policy = lambda topic: (
+        QueueRetention(holds=True, compact=True) if topic == TOPIC else QueueRetention())
+
+
+def send(store, key: int, body: bytes) -> int:
+    raw, _ = record.encode_message(record.OutgoingMessage(TOPIC, body, keys=[f"key-{key}"]))
+    return store.append_batch(TOPIC, 0, raw, 1).first_queue_offset
+
+
+def fill_other(store, count: int) -> None:
+    for _ in range(count):
+        store.append_batch(OTHER, 0, encode_batch(OTHER, [b"e" * 1000])[0], 1)
+
+
+def round_of_updates(store, round_no: int, latest: dict[int, tuple[int, bytes]]) -> None:
+    """Hot keys (10-99) updated every round, cold ones (0-9) only in round 0, between
+    ordinary records of another topic."""
+    for key in range(KEYS):
+        if key >= 10 or round_no == 0:
+            body = f"key-{key}-round-{round_no}".encode() * 8
+            latest[key] = (send(store, key, body), body)
+        if key % 10 == 0:
+            fill_other(store, 5)
+
+
+def housekeeping(store) -> int:
+    """A compaction pass, the copy-forward after it, then retention: segments deleted."""
+    assert store.wait_dispatched(10)
+    store.compactor.run_once()
+    store.relocator.run_once()
+    return store.retention.run_once()
+
+
+def readable(store) -> list[tuple[int, bytes]]:
+    found, offset = [], store.min_offset(TOPIC, 0)
+    while offset < store.max_offset(TOPIC, 0):
+        got = store.get_messages(TOPIC, 0, offset, 16)
+        for pos, header in record.scan_records(got.records) if got.records else []:
+            found.append((header[record.H_QUEUE_OFFSET], record.body_at(got.records, pos, header)))
+        assert got.next_begin_offset > offset, got
+        offset = got.next_begin_offset
+    return found
+
+
+def expected(latest: dict[int, tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    return sorted(latest.values())
+
+
+def test_relocation_record_round_trip():
+    raw = record.encode(TOPIC, b"v", queue_id=3, queue_offset=42)
+    moved = decode_relocation(encode_relocation(TOPIC, 3, 42, 1234, 7, raw))
+    assert (moved.topic, moved.queue_id, moved.queue_offset, moved.from_physical, moved.tag,
+            moved.size) == (TOPIC, 3, 42, 1234, 7, len(raw))
+
+
+def test_a_changelog_topic_no_longer_pins_the_commitlog(tmp_path):
+    config = small_config(tmp_path, **CONFIG)
+    latest: dict[int, tuple[int, bytes]] = {}
+    with reopened(config) as store:
+        policies(store)
+        round_of_updates(store, 0, latest)
+        store.compactor.run_once()
+        for round_no in range(1, 4):            # without copy-forward: the cold keys pin
+            round_of_updates(store, round_no, latest)
+            assert store.wait_dispatched(10)
+            store.compactor.run_once()
+            store.retention.run_once()
+        pinned = store.commitlog.min_offset
+        assert pinned == 0, "round 0's segment holds the cold keys"
+        peak = len(store.commitlog.segments)
+        for round_no in range(4, 30):
+            round_of_updates(store, round_no, latest)
+            housekeeping(store)
+            assert readable(store) == expected(latest)
+        housekeeping(store)
+        assert store.commitlog.min_offset > pinned
+        total_written = store.commitlog.max_offset
+        # 30 rounds wrote ~30 segments; live data is ~100 records of ~150 bytes: what stays is
+        # the current round's records and the segments still being emptied
+        assert len(store.commitlog.segments) <= peak + 1
+        assert total_written >= 20 * config.segment_size
+        assert store.relocator.records_relocated >= 10      # the cold keys at least
+        assert store.relocator.bytes_relocated > 0
+        # offsets unchanged, latest value of every key at its original offset, superseded gone
+        assert readable(store) == expected(latest)
+        for offset, body in expected(latest):
+            got = store.get_message_at(TOPIC, 0, offset)
+            assert got.status is GetStatus.FOUND
+            header = record.HEADER.unpack_from(got.records)
+            assert header[record.H_QUEUE_OFFSET] == offset
+            assert record.body_at(got.records, 0, header) == body
+        assert store.max_offset(TOPIC, 0) == max(o for o, _ in latest.values()) + 1
+        # the keys are indexed at the copies: one hit per key, its latest value
+        for key in (0, 5, 99):
+            hits = store.query_by_key(TOPIC, f"key-{key}", 0, 1 << 62)
+            assert [record.body_at(h, 0, record.HEADER.unpack_from(h)) for h in hits] == [
+                latest[key][1]]
+    with reopened(config) as again:          # recovery replays the relocations harmlessly
+        policies(again)
+        assert readable(again) == expected(latest)
+        housekeeping(again)
+        assert readable(again) == expected(latest)
+
+
+def test_a_segment_mostly_live_is_not_copied(tmp_path):
+    """Copying a segment whose compacted records are more than the configured share of it
+    would free too little: it stays (Kafka's min.cleanable.dirty.ratio, inverted)."""
+    with reopened(small_config(tmp_path, **CONFIG)) as store:
+        policies(store)
+        for i in range(300):                 # distinct keys: every record stays live
+            send(store, i, b"x" * 500)
+        assert housekeeping(store) == 0
+        assert store.relocator.records_relocated == 0
+        assert store.commitlog.min_offset == 0
+
+
+def test_a_slave_replaying_the_log_reaches_the_same_state_and_frees_the_same(tmp_path):
+    latest: dict[int, tuple[int, bytes]] = {}
+    with reopened(small_config(tmp_path / "m", **CONFIG)) as master, \
+            reopened(small_config(tmp_path / "s", **CONFIG)) as slave:
+        slave.become_slave()
+        policies(master)
+        policies(slave)
+
+        def replicate() -> None:
+            offset = slave.commitlog.replica_end
+            while offset < master.commitlog_max_offset():
+                segment = master.commitlog.segment_for(offset)
+                take = min(master.commitlog_max_offset(), segment.end_offset) - offset
+                slave.append_replicated(offset, master.commitlog.read(offset, take))
+                offset += take
+            assert slave.wait_dispatched(10)
+
+        for round_no in range(20):
+            round_of_updates(master, round_no, latest)
+            replicate()          # before the master deletes what the slave has not got
+            housekeeping(master)
+            replicate()
+            slave.retention.run_once()      # a slave decides nothing; it deletes what it may
+        assert master.relocator.records_relocated > 0
+        assert readable(slave) == readable(master) == expected(latest)
+        assert slave.commitlog.min_offset == master.commitlog.min_offset > 0
