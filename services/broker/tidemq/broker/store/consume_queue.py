@@ -284,15 +284,20 @@ class ConsumeQueue:
     def put_relocated(self, queue_offset: int, physical: int, size: int, tag: int) -> bool:
         """A relocated copy whose queue offset has no unit here (a queue rebuilt from the log
         after its original's segment went): write the unit, holes (HOLE_UNIT) between it and
-        the units there are. Never below the floor (a deleted topic). True if written."""
-        if queue_offset < self._floor or (self._min <= queue_offset < self._max
-                                          and self.read_raw(queue_offset, 1) not in (
-                                              HOLE_UNIT, _EMPTY_UNIT)):
+        the units there are; a floor above it (where the rebuilt queue's first unit went)
+        moves down to it. A deleted topic's floor is never passed: in log order, no
+        relocation of its records comes after its deletion marker. True if written."""
+        if self._min <= queue_offset < self._max and self.read_raw(queue_offset, 1) not in (
+                HOLE_UNIT, _EMPTY_UNIT):
             return False
         self._mark_irregular()
-        if self.files and queue_offset > self._max:
-            self._fill_holes(self._max, queue_offset)
+        if queue_offset < self._floor:
+            self._write_floor(queue_offset)    # before the unit: load() searches from it
         empty = not self.files
+        if not empty:
+            self._cover(queue_offset, queue_offset + 1)   # the file list stays contiguous
+            if queue_offset > self._max:
+                self._fill_holes(self._max, queue_offset)
         self.put(queue_offset, physical, size, tag)
         if not empty and queue_offset < self._min:
             self._fill_holes(queue_offset + 1, self._min)
@@ -300,12 +305,35 @@ class ConsumeQueue:
                 self._min = queue_offset
         return True
 
+    def _cover(self, start: int, end: int) -> None:
+        """Create the unit files missing for [start, end) and between it and the files there
+        are: `_file_for` finds a file by its distance from the first, so the list must have
+        no hole."""
+        files = self.files
+        if not files:
+            return
+        per_file = self.units_per_file
+        low = min(start - start % per_file, self._first_unit(files[0]))
+        high = max(end, self._first_unit(files[-1]) + per_file)
+        have = {self._first_unit(f) for f in files}
+        missing = [first for first in range(low, high, per_file) if first not in have]
+        if not missing:
+            return
+        created = [MappedFile(self.directory / segment_name(first * CQ_UNIT_SIZE),
+                              self.file_size) for first in missing]
+        with self._lock:
+            self.files = sorted([*self.files, *created], key=lambda f: f.path.name)
+
     def _fill_holes(self, start: int, end: int) -> None:
-        for offset in range(start, end):
+        self._cover(start, end)
+        offset = start
+        while offset < end:       # a file's run of holes at a time
             unit_file = self._file_for(offset, create=True)
+            count = min(end - offset, self.units_per_file - offset % self.units_per_file)
             at = (offset % self.units_per_file) * CQ_UNIT_SIZE
-            unit_file.mm[at:at + CQ_UNIT_SIZE] = HOLE_UNIT
+            unit_file.mm[at:at + count * CQ_UNIT_SIZE] = HOLE_UNIT * count
             unit_file.dirty = True
+            offset += count
         if end > self._max:
             self._max = end
 
