@@ -158,13 +158,20 @@ def test_a_slave_replaying_the_log_reaches_the_same_state_and_frees_the_same(tmp
                 offset += take
             assert slave.wait_dispatched(10)
 
+        confirmed, held_back = 0, 0
+        slave.follow_confirmed(confirmed)     # a SYNC_MASTER's slave: reads fenced
         for round_no in range(20):
             round_of_updates(master, round_no, latest)
             replicate()          # before the master deletes what the slave has not got
             housekeeping(master)
             replicate()
+            if slave.dispatcher.relocated_end > confirmed:   # copies not confirmed yet:
+                assert slave.retention.run_once() == 0       # their originals stay
+                held_back += 1
+            confirmed = slave.commitlog.max_offset
+            slave.follow_confirmed(confirmed)
             slave.retention.run_once()      # a slave decides nothing; it deletes what it may
-        assert master.relocator.records_relocated > 0
+        assert master.relocator.records_relocated > 0 and held_back > 0
         assert readable(slave) == readable(master) == expected(latest)
         assert slave.commitlog.min_offset == master.commitlog.min_offset > 0
 
@@ -194,3 +201,32 @@ def test_queues_rebuilt_from_the_log_alone_find_the_relocated_records(tmp_path):
             round_of_updates(rebuilt, round_no, latest)
             housekeeping(rebuilt)
         assert readable(rebuilt) == expected(latest)
+
+
+def test_a_truncation_cutting_relocation_records_rebuilds_the_queue(tmp_path):
+    """A slave that took relocation records its new master never had cuts them (truncate_to):
+    the units pointing at the cut copies are rebuilt from the log, where the originals still
+    are (retention deletes none before the copies are confirmed)."""
+    latest: dict[int, tuple[int, bytes]] = {}
+    with reopened(small_config(tmp_path / "m", **CONFIG)) as master, \
+            reopened(small_config(tmp_path / "s", **CONFIG)) as slave:
+        slave.become_slave()
+        policies(master)
+        for round_no in range(3):
+            round_of_updates(master, round_no, latest)
+            assert master.wait_dispatched(10)
+            master.compactor.run_once()
+        before = master.commitlog.max_offset
+        assert master.relocator.run_once() >= 10
+        offset = 0
+        while offset < master.commitlog_max_offset():
+            segment = master.commitlog.segment_for(offset)
+            take = min(master.commitlog_max_offset(), segment.end_offset) - offset
+            slave.append_replicated(offset, master.commitlog.read(offset, take))
+            offset += take
+        assert slave.wait_dispatched(10)
+        assert readable(slave) == expected(latest)
+        slave.truncate_to(before)
+        assert slave.wait_dispatched(10)
+        assert readable(slave) == expected(latest)
+        assert slave.queues.get(TOPIC, 0).min_live_physical() < before   # the originals
