@@ -169,8 +169,8 @@ def test_a_crash_anywhere_in_relocation_loses_nothing(tmp_path_factory, rounds, 
     they were before (repoints not flushed), or the whole pass and the deletion of the freed
     segment done. Recovery shows every key's latest value at its original offset, and a pass
     after it frees the segment."""
-    from .test_relocation import expected, housekeeping, policies, readable, round_of_updates
     from .test_relocation import CONFIG as RELOCATING
+    from .test_relocation import expected, housekeeping, policies, readable, round_of_updates
 
     root = tmp_path_factory.mktemp("relocation-crash")
     config = small_config(root / "live", **RELOCATING)
