@@ -6,6 +6,7 @@ replica and across restarts."""
 from __future__ import annotations
 
 from tidemq.broker.store.compaction import CompactionPolicy
+from tidemq.broker.store.consume_queue import UNIT
 from tidemq.broker.store.reader import GetStatus
 from tidemq.broker.store.relocation import decode_relocation, encode_relocation
 from tidemq.broker.store.retention import QueueRetention
@@ -230,3 +231,28 @@ def test_a_truncation_cutting_relocation_records_rebuilds_the_queue(tmp_path):
         assert slave.wait_dispatched(10)
         assert readable(slave) == expected(latest)
         assert slave.queues.get(TOPIC, 0).min_live_physical() < before   # the originals
+
+
+def test_min_live_physical_follows_appends_gaps_and_repoints(tmp_path):
+    """Retention's holder check reads it every run: kept between runs, rescanned only past
+    what it saw unless units changed in place."""
+    from tidemq.broker.store.consume_queue import ConsumeQueue
+
+    queue = ConsumeQueue(tmp_path / "q", TOPIC, 0, 8)
+    queue.load()
+
+    def brute() -> int | None:
+        return min((physical for _, physical, _, _ in queue.live_units()), default=None)
+
+    for offset in range(20):
+        queue.put(offset, 1000 + offset * 10, 10, 0)
+    queue.mark_gaps([(0, 3)])
+    assert queue.min_live_physical() == brute() == 1030
+    queue.put_units(20, b"".join(UNIT.pack(2000 + i, 10, 0) for i in range(5)))
+    assert queue.min_live_physical() == brute() == 1030
+    assert queue.repoint(3, 1030, 5000, 10)
+    assert queue.min_live_physical() == brute() == 1040
+    assert not queue.repoint(3, 1030, 6000, 10)      # already moved: idempotent
+    queue.mark_gaps([(4, 20)])
+    assert queue.min_live_physical() == brute() == 2000
+    queue.close()

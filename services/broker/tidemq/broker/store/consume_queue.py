@@ -56,6 +56,10 @@ class ConsumeQueue:
         self._min = 0
         self._floor = 0   # as persisted in FLOOR_FILE
         self.has_gaps = False   # compaction marked units: readers take the gap-aware path
+        # units rewritten in place (gaps, relocations, truncation, re-dispatch): what
+        # min_live_physical scanned before is stale
+        self._mutations = 0
+        self._live_cache: tuple[int, int, int, int | None] = (-1, 0, 0, None)
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -110,6 +114,8 @@ class ConsumeQueue:
 
     # -- write -----------------------------------------------------------------------------
     def put(self, queue_offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
+        if queue_offset < self._max:
+            self._mutations += 1
         unit_file = self._file_for(queue_offset, create=True)
         UNIT.pack_into(
             unit_file.mm, (queue_offset % self.units_per_file) * CQ_UNIT_SIZE,
@@ -121,8 +127,11 @@ class ConsumeQueue:
 
     def put_units(self, first_offset: int, units: bytes | bytearray) -> None:
         """Write a run of consecutive units (packed with UNIT) starting at `first_offset`."""
-        if first_offset > self._max and self.has_gaps and self.files:
-            self._fill_holes(self._max, first_offset)   # after a relocated copy's unit
+        if first_offset != self._max:
+            if first_offset < self._max:
+                self._mutations += 1
+            elif self.has_gaps and self.files:
+                self._fill_holes(self._max, first_offset)   # after a relocated copy's unit
         view, offset = memoryview(units), first_offset
         while view:
             unit_file = self._file_for(offset, create=True)
@@ -171,6 +180,7 @@ class ConsumeQueue:
                 unit_file.mm[position:position + CQ_UNIT_SIZE] = _EMPTY_UNIT
                 unit_file.dirty = True
             self._max -= 1
+            self._mutations += 1
             dropped += 1
         while len(self.files) > 1 and self._first_unit(self.files[-1]) >= self._max:
             emptied, self.files = self.files[-1], self.files[:-1]
@@ -230,6 +240,7 @@ class ConsumeQueue:
         GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
         Idempotent. Returns how many units were marked."""
         self._mark_irregular()   # before the first gap
+        self._mutations += 1
         marked = 0
         for start, end in ranges:
             offset = max(start, 0)
@@ -276,6 +287,7 @@ class ConsumeQueue:
         unit_file = self._file_for(queue_offset)
         if unit_file is None:
             return False
+        self._mutations += 1
         at = (queue_offset % self.units_per_file) * CQ_UNIT_SIZE
         unit_file.mm[at:at + 8] = _PHYSICAL.pack(to_physical)
         unit_file.dirty = True
@@ -291,6 +303,7 @@ class ConsumeQueue:
                 HOLE_UNIT, _EMPTY_UNIT):
             return False
         self._mark_irregular()
+        self._mutations += 1
         if queue_offset < self._floor:
             self._write_floor(queue_offset)    # before the unit: load() searches from it
         empty = not self.files
@@ -337,12 +350,13 @@ class ConsumeQueue:
         if end > self._max:
             self._max = end
 
-    def live_units(self, start: int | None = None):
-        """(queue offset, physical offset, size, tag) of every unit from `start` (the minimum
-        by default) that is not a gap."""
+    def live_units(self, start: int | None = None, end: int | None = None):
+        """(queue offset, physical offset, size, tag) of every unit in [start, end) (the
+        minimum and the maximum by default) that is not a gap."""
         offset = self._min if start is None else max(start, self._min)
-        while offset < self._max:
-            raw = self.read_raw(offset, 4096)
+        end = self._max if end is None else min(end, self._max)
+        while offset < end:
+            raw = self.read_raw(offset, min(4096, end - offset))
             if not raw:
                 return
             for index, (physical, size, tag) in enumerate(UNIT.iter_unpack(raw)):
@@ -356,10 +370,14 @@ class ConsumeQueue:
         of log order) the minimum over every live unit."""
         if not self.has_gaps:
             return self.physical_offset_of(self._min) if self._min < self._max else None
-        lowest = None
-        for _, physical, _, _ in self.live_units():
+        mutations, low, high, lowest = self._live_cache
+        if mutations != self._mutations or low != self._min or high > self._max:
+            high, lowest = self._min, None    # scan whole; else only the units appended since
+        now, end = self._mutations, self._max    # the dispatcher may append meanwhile
+        for _, physical, _, _ in self.live_units(high, end):
             if lowest is None or physical < lowest:
                 lowest = physical
+        self._live_cache = (now, self._min, end, lowest)
         return lowest
 
     def first_live(self, queue_offset: int) -> int:
