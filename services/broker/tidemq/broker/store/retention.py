@@ -209,7 +209,7 @@ class Retention:
                     units.append((queue, queue_offset, physical, size, tag))
                     live += size
         if live > self.config.compaction_relocate_max_live_ratio * (end - base):
-            log.info("segment kept: its compacted records are too much of it to copy",
+            log.debug("segment kept: its compacted records are too much of it to copy",
                      segment_base=base, live_bytes=live)
             return None
         return units
