@@ -256,3 +256,23 @@ def test_min_live_physical_follows_appends_gaps_and_repoints(tmp_path):
     queue.mark_gaps([(4, 20)])
     assert queue.min_live_physical() == brute() == 2000
     queue.close()
+
+
+def test_forced_clean_up_of_a_full_disk_copies_compacted_records_first(tmp_path):
+    """Forced clean-up deletes the oldest segments whatever holds them; a compacted queue's
+    live records in them are copied forward first (by retention itself, not waiting for the
+    compactor's thread), so the disk's state does not cost the changelog its cold keys."""
+    latest: dict[int, tuple[int, bytes]] = {}
+    with reopened(small_config(tmp_path, **{**CONFIG, "retention_hours": 72.0})) as store:
+        policies(store)
+        for round_no in range(6):
+            round_of_updates(store, round_no, latest)
+            assert store.wait_dispatched(10)
+            store.compactor.run_once()
+        assert store.retention.run_once() == 0          # nothing due by age
+        segments = len(store.commitlog.segments)
+        store.retention.used_ratio = lambda _path: 1.01   # past every clean-up ratio
+        deleted = store.retention.run_once()
+        assert deleted == segments - 1                 # down to the active segment
+        assert store.relocator.records_relocated >= 10
+        assert readable(store) == expected(latest)

@@ -34,6 +34,7 @@ already points at the copy, or at a later copy, is left alone (`ConsumeQueue.rep
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -107,11 +108,24 @@ class Relocator:
         self.bytes_relocated = 0       # counters for metrics and the bench
         self.records_relocated = 0
         self.segments_relocated = 0    # segments emptied of compacted records (freed next)
+        # the compactor's thread and forced clean-up (housekeeping) never copy at once
+        self._lock = threading.Lock()
 
     def run_once(self, now_ms: int | None = None) -> int:
         """Relocate what the oldest segments need, oldest first, stopping at the first one
         that stays for another reason; never the active segment, nor one written after the
         pass began (where the copies go). Returns the records relocated."""
+        with self._lock:
+            return self._run(now_ms)
+
+    def relocate_segment(self, base: int) -> int:
+        """Forced clean-up is about to delete the segment at `base` (a full disk): copy what
+        compacted queues still read in it first, if that is worth it (`plan`)."""
+        with self._lock:
+            units = self.plan(base, None) if base >= self.commitlog.min_offset else None
+            return self._relocate(base, units) if units else 0
+
+    def _run(self, now_ms: int | None) -> int:
         segments = self.commitlog.segments
         bases = [segment.base_offset for segment in segments[:-1]]
         relocated = 0

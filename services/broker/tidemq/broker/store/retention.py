@@ -89,6 +89,9 @@ class Retention:
         # () -> True once every relocation record applied is confirmed by the in-sync
         # replicas (the store's; relocation.py): before that no segment goes but by force
         self.relocations_confirmed: Callable[[], bool] = lambda: True
+        # (segment base) -> None: copy compacted queues' live records out of the segment
+        # forced clean-up is about to delete (the store's relocator, master only)
+        self.relocate_before_force: Callable[[int], None] = lambda base: None
 
     def finished_at_ms(self, position: int) -> int | None:
         """When segment `position` was finished: store time of the next segment's first record."""
@@ -142,6 +145,11 @@ class Retention:
                     expired, reason = True, "drained"
             if not (expired or over_disk):
                 break
+            if over_disk:   # forced: the compacted queues' live records go forward first
+                try:
+                    self.relocate_before_force(self.commitlog.segments[0].base_offset)
+                except Exception:   # no room even for them: the disk state wins, as before
+                    log.exception("compacted records not relocated before forced clean-up")
             if not flushed:   # units repointed at relocated copies are durable first
                 self.queues.flush()
                 self.index.flush()

@@ -110,6 +110,7 @@ class MessageStore:
                                    stopping=self.compactor._stop.is_set)
         self.compactor.relocator = self.relocator
         self.retention.relocations_confirmed = self._relocations_confirmed
+        self.retention.relocate_before_force = self._relocate_before_force
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
@@ -401,6 +402,10 @@ class MessageStore:
         if not self.dispatcher.wait_past(last[1][-1], 30.0):
             raise StoreError("relocation records not applied within 30 s")
         return last[2]
+
+    def _relocate_before_force(self, base: int) -> None:
+        if self._running and not self._slave:    # a slave's copies come from its master
+            self.relocator.relocate_segment(base)
 
     def _relocations_confirmed(self) -> bool:
         """Every relocation record applied here is in every in-sync replica (below the
