@@ -5,6 +5,8 @@ replica and across restarts."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from tidemq.broker.store.compaction import CompactionPolicy
 from tidemq.broker.store.consume_queue import UNIT
 from tidemq.broker.store.reader import GetStatus
@@ -13,6 +15,9 @@ from tidemq.broker.store.retention import QueueRetention
 from tidemq.common import record
 
 from .helpers import encode_batch, forget_derived_state, reopened, small_config
+from .test_compaction_crash import TOPIC as STATE
+from .test_compaction_crash import append, compacted_model
+from .test_compaction_crash import readable as readable_state
 
 TOPIC = "changelog"
 OTHER = "events"
@@ -276,3 +281,49 @@ def test_forced_clean_up_of_a_full_disk_copies_compacted_records_first(tmp_path)
         assert deleted == segments - 1                 # down to the active segment
         assert store.relocator.records_relocated >= 10
         assert readable(store) == expected(latest)
+
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("update"), st.integers(0, 1), st.one_of(st.none(), st.integers(0, 7)),
+              st.integers(1, 2500), st.booleans()),
+    st.tuples(st.just("fill"), st.integers(5, 40)),            # KiB of another topic
+    st.tuples(st.just("housekeeping"))), min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(plan=steps)
+def test_any_interleaving_keeps_exactly_what_compaction_keeps(tmp_path_factory, plan):
+    """Keyed updates, tombstones and keyless records over two compacted queues, other topics'
+    records, and compaction + copy-forward + retention at any points: the readable records
+    are always exactly those a full compaction keeps, at their offsets, also after a
+    restart; and the log ends no longer than what is live plus what retention keeps."""
+    config = small_config(tmp_path_factory.mktemp("relocation-plans"), **CONFIG)
+    updates = []
+
+    def model():
+        return {q: offsets for q, offsets in compacted_model(updates).items() if offsets}
+
+    def state(store):
+        return {q: offsets for q, offsets in readable_state(store).items() if offsets}
+
+    with reopened(config) as store:
+        store.compactor.topic_policy = lambda topic: EAGER if topic == STATE else None
+        store.retention.topic_policy = lambda topic: (
+            QueueRetention(holds=True, compact=True) if topic == STATE else QueueRetention())
+        for n, step in enumerate(plan):
+            if step[0] == "update":
+                _, queue_id, key, size, tombstone = step
+                append(store, queue_id, key, size, tombstone, n)
+                updates.append((queue_id, key, size, tombstone))
+            elif step[0] == "fill":
+                fill_other(store, step[1])
+            else:
+                housekeeping(store)
+                assert state(store) == model()
+        housekeeping(store)
+        assert state(store) == model()
+        event(f"records relocated: {'some' if store.relocator.records_relocated else 'none'}")
+        event(f"segments deleted: {'some' if store.commitlog.min_offset else 'none'}")
+    with reopened(config) as again:
+        assert state(again) == model()
