@@ -327,3 +327,46 @@ def test_any_interleaving_keeps_exactly_what_compaction_keeps(tmp_path_factory, 
         event(f"segments deleted: {'some' if store.commitlog.min_offset else 'none'}")
     with reopened(config) as again:
         assert state(again) == model()
+
+
+def test_relocated_units_stay_visible_behind_a_read_fence(tmp_path):
+    """A slave of a SYNC_MASTER reads below the confirmed offset, counting a queue's units
+    as a prefix in log order; relocated units point past later ones (at the log's head, maybe
+    past the fence): they stay visible, so the queue's visible end never moves back while
+    newer records wait for confirmation."""
+    latest: dict[int, tuple[int, bytes]] = {}
+    with reopened(small_config(tmp_path / "m", **CONFIG)) as master, \
+            reopened(small_config(tmp_path / "s", **CONFIG)) as slave:
+        slave.become_slave()
+        policies(master)
+
+        def replicate() -> None:
+            offset = slave.commitlog.replica_end
+            while offset < master.commitlog_max_offset():
+                segment = master.commitlog.segment_for(offset)
+                take = min(master.commitlog_max_offset(), segment.end_offset) - offset
+                slave.append_replicated(offset, master.commitlog.read(offset, take))
+                offset += take
+            assert slave.wait_dispatched(10)
+
+        for round_no in range(4):
+            round_of_updates(master, round_no, latest)
+            assert master.wait_dispatched(10)
+            master.compactor.run_once()
+        fill_other(master, 80)          # the last round's segment is finished
+        replicate()
+        slave.follow_confirmed(slave.commitlog.max_offset)
+        visible = slave.max_offset(TOPIC, 0)
+        confirmed = dict(latest)
+        assert master.relocator.run_once() >= 90       # the last round's values too
+        for key in range(10, 30):                      # newer records, not confirmed yet
+            body = f"key-{key}-late".encode()
+            latest[key] = (send(master, key, body), body)
+        replicate()
+        assert slave.max_offset(TOPIC, 0) == visible
+        assert readable(slave) == expected(confirmed)
+        assert master.wait_dispatched(10)
+        master.compactor.run_once()
+        replicate()
+        slave.follow_confirmed(slave.commitlog.max_offset)
+        assert readable(slave) == readable(master) == expected(latest)
