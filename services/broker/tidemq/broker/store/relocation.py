@@ -97,7 +97,7 @@ class Relocator:
     store's, master only) and wait until this replica's dispatcher applied them; returns
     the end offset of the last. `spend(size)`: the compactor's I/O budget."""
 
-    def __init__(self, commitlog, plan: Callable[[int, int | None], list[Planned] | None],
+    def __init__(self, commitlog, plan: Callable[..., list[Planned] | None],
                  append: Callable[[list[bytes]], int], spend: Callable[[int], None],
                  stopping: Callable[[], bool] = lambda: False) -> None:
         self.commitlog = commitlog
@@ -122,7 +122,8 @@ class Relocator:
         """Forced clean-up is about to delete the segment at `base` (a full disk): copy what
         compacted queues still read in it first, if that is worth it (`plan`)."""
         with self._lock:
-            units = self.plan(base, None) if base >= self.commitlog.min_offset else None
+            units = self.plan(base, None, forced=True) if base >= self.commitlog.min_offset \
+                else None
             return self._relocate(base, units) if units else 0
 
     def _run(self, now_ms: int | None) -> int:

@@ -188,13 +188,16 @@ class Retention:
                 holders.append(queue)
         return holders
 
-    def relocation_plan(self, base: int, now_ms: int | None = None) -> list | None:
+    def relocation_plan(self, base: int, now_ms: int | None = None, *,
+                        forced: bool = False) -> list | None:
         """The relocator's question (relocation.py) for the segment at CommitLog offset
         `base`: None if it stays for a reason relocation cannot remove (a queue that is not
         compacted still needs it, it is not due, or its compacted records are more than
         `compaction_relocate_max_live_ratio` of it: copying them would free too little);
         else the live units of compacted queues in it, (queue, queue offset, physical
-        offset, size, tag hash), to copy forward before it can go."""
+        offset, size, tag hash), to copy forward before it can go. `forced`: forced
+        clean-up is about to delete it (the disk is too full), which `run_once` found: the
+        relocator's own passes never look at the disk."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         segments = self.commitlog.segments
         position = self.commitlog._segment_index(base)
@@ -204,7 +207,7 @@ class Retention:
         holders = self._holders(end)
         compacted = [q for q in holders if self.topic_policy(q.topic).compact]
         others = [q for q in holders if not self.topic_policy(q.topic).compact]
-        due = (self.over_disk()
+        due = (forced
                or (self._expired(position, now_ms)
                    and not any(self.topic_policy(q.topic).holds for q in others))
                or (not others and end <= self.dispatched()))
