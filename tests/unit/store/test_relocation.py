@@ -370,3 +370,10 @@ def test_relocated_units_stay_visible_behind_a_read_fence(tmp_path):
         replicate()
         slave.follow_confirmed(slave.commitlog.max_offset)
         assert readable(slave) == readable(master) == expected(latest)
+
+
+def test_the_live_share_setting_is_validated(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="compaction_relocate_max_live_ratio must be within"):
+        small_config(tmp_path, compaction_relocate_max_live_ratio=1.5)

@@ -80,6 +80,10 @@ class StoreConfig:
                              f"<= 1, got {self.disk_warn_ratio} and {self.disk_full_ratio}")
         if self.disk_check_interval_ms < 1:
             raise ValueError("disk_check_interval_ms must be >= 1")
+        if not 0 <= self.compaction_relocate_max_live_ratio <= 1:
+            raise ValueError(f"compaction_relocate_max_live_ratio must be within 0..1 (the "
+                             f"share of a segment compacted records may fill for it to be "
+                             f"copied forward), got {self.compaction_relocate_max_live_ratio}")
         if self.consume_queue_units_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
             raise ValueError("consume queue units, index slots and index entries must be positive")
 
