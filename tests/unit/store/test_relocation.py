@@ -377,3 +377,22 @@ def test_the_live_share_setting_is_validated(tmp_path):
 
     with pytest.raises(ValueError, match="compaction_relocate_max_live_ratio must be within"):
         small_config(tmp_path, compaction_relocate_max_live_ratio=1.5)
+
+
+def test_which_topics_have_their_live_records_copied_forward():
+    """`compact` alone, and `compact,delete` with its own retention.ms, are copied forward;
+    `compact,delete` following the global age rule loses its records with their segment,
+    as `delete` does."""
+    from tidemq.broker.topic_retention import topic_retention
+    from tidemq.configclient.topics import TopicConfig
+
+    def policy(**config):
+        return topic_retention(TopicConfig("t", 1, config=tuple(config.items())))
+
+    compacted = policy(**{"cleanup.policy": "compact"})
+    assert (compacted.compact, compacted.holds) == (True, True)
+    both = policy(**{"cleanup.policy": "compact,delete", "retention.ms": 60_000})
+    assert (both.compact, both.holds, both.ms) == (True, True, 60_000)
+    aging = policy(**{"cleanup.policy": "compact,delete"})
+    assert (aging.compact, aging.holds) == (False, False)
+    assert not policy(**{"cleanup.policy": "delete"}).compact

@@ -442,7 +442,6 @@ class ConsumeQueue:
                 low = mid + 1
         self._min = low
 
-
     def _correct_irregular_min(self, commitlog_min: int) -> None:
         """correct_min_offset for a compacted queue, whose units are not in log order (a
         relocated record's unit points past later ones): skip the leading units whose record

@@ -54,7 +54,9 @@ class QueueRetention:
     ms: int | None = None
     bytes: int | None = None
     holds: bool = False
-    compact: bool = False   # cleanup.policy includes compact: live records are relocated
+    # compacted, and kept past the global age (compact alone, or compact,delete with its
+    # own retention.ms): its live records are copied forward out of a segment that goes
+    compact: bool = False
 
 
 DEFAULT = QueueRetention()
