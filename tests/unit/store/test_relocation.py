@@ -258,6 +258,10 @@ def test_min_live_physical_follows_appends_gaps_and_repoints(tmp_path):
     assert queue.repoint(3, 1030, 5000, 10)
     assert queue.min_live_physical() == brute() == 1040
     assert not queue.repoint(3, 1030, 6000, 10)      # already moved: idempotent
+    assert queue.repoint(10, 1100, 7000, 10)          # another unit moves: the lowest stays
+    assert queue.min_live_physical() == brute() == 1040
+    queue.mark_gaps([(6, 8)])                         # gaps elsewhere: the lowest stays
+    assert queue.min_live_physical() == brute() == 1040
     queue.mark_gaps([(4, 20)])
     assert queue.min_live_physical() == brute() == 2000
     queue.close()

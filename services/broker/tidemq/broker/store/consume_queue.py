@@ -56,10 +56,11 @@ class ConsumeQueue:
         self._min = 0
         self._floor = 0   # as persisted in FLOOR_FILE
         self.has_gaps = False   # compaction marked units: readers take the gap-aware path
-        # units rewritten in place (gaps, relocations, truncation, re-dispatch): what
-        # min_live_physical scanned before is stale
+        # units rewritten in place that may lower the lowest live unit (truncation,
+        # re-dispatch, a relocated copy given a unit): what min_live_physical scanned is stale
         self._mutations = 0
-        self._live_cache: tuple[int, int, int, int | None] = (-1, 0, 0, None)
+        # (mutations, min, max, lowest physical, its queue offset) as last scanned
+        self._live_cache: tuple[int, int, int, int | None, int] = (-1, 0, 0, None, -1)
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -240,7 +241,6 @@ class ConsumeQueue:
         GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
         Idempotent. Returns how many units were marked."""
         self._mark_irregular()   # before the first gap
-        self._mutations += 1
         marked = 0
         for start, end in ranges:
             offset = max(start, 0)
@@ -287,7 +287,6 @@ class ConsumeQueue:
         unit_file = self._file_for(queue_offset)
         if unit_file is None:
             return False
-        self._mutations += 1
         at = (queue_offset % self.units_per_file) * CQ_UNIT_SIZE
         unit_file.mm[at:at + 8] = _PHYSICAL.pack(to_physical)
         unit_file.dirty = True
@@ -370,14 +369,21 @@ class ConsumeQueue:
         of log order) the minimum over every live unit."""
         if not self.has_gaps:
             return self.physical_offset_of(self._min) if self._min < self._max else None
-        mutations, low, high, lowest = self._live_cache
-        if mutations != self._mutations or low != self._min or high > self._max:
-            high, lowest = self._min, None    # scan whole; else only the units appended since
+        mutations, low, high, lowest, lowest_at = self._live_cache
+        fresh = mutations == self._mutations and low == self._min and high <= self._max
+        if fresh and lowest is not None:
+            # gaps and repoints only remove a live unit or move it up the log: the minimum
+            # holds unless they took the lowest one itself
+            unit = self.read_raw(lowest_at, 1)
+            fresh = bool(unit) and unit[:8] == _PHYSICAL.pack(lowest) and (
+                UNIT.unpack(unit)[2] != GAP_TAG)
+        if not fresh:
+            high, lowest, lowest_at = self._min, None, -1   # whole; else only what is new
         now, end = self._mutations, self._max    # the dispatcher may append meanwhile
-        for _, physical, _, _ in self.live_units(high, end):
+        for offset, physical, _, _ in self.live_units(high, end):
             if lowest is None or physical < lowest:
-                lowest = physical
-        self._live_cache = (now, self._min, end, lowest)
+                lowest, lowest_at = physical, offset
+        self._live_cache = (now, self._min, end, lowest, lowest_at)
         return lowest
 
     def first_live(self, queue_offset: int) -> int:
