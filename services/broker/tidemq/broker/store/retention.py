@@ -216,15 +216,16 @@ class Retention:
         if not due:
             return None
         units, live = [], 0
+        limit = self.config.compaction_relocate_max_live_ratio * (end - base)
         for queue in compacted:
             for queue_offset, physical, size, tag in queue.live_units():
                 if base <= physical < end:
                     units.append((queue, queue_offset, physical, size, tag))
                     live += size
-        if live > self.config.compaction_relocate_max_live_ratio * (end - base):
-            log.debug("segment kept: its compacted records are too much of it to copy",
-                     segment_base=base, live_bytes=live)
-            return None
+                    if live > limit:
+                        log.debug("segment kept: its compacted records are too much of it "
+                                  "to copy", segment_base=base, live_bytes_over=live)
+                        return None
         return units
 
     def expire_queues(self, now_ms: int) -> int:
