@@ -13,6 +13,13 @@ compacting recent data.
 Then the cost to produce: one thread appends one-message batches (ASYNC flush) to another
 topic at a fixed rate while (a) nothing else runs, (b) a pass with the default budget
 (32 MiB/s) runs, (c) a pass with no budget runs; p50 / p99 / max append latency of each.
+
+Then the disk reclaimed (store/relocation.py, copy-forward): the same records, a tenth of
+the keys written once at the start and never again (cold keys), the rest updated throughout,
+in 8 MiB segments with every finished segment past the global retention age: the CommitLog's
+size after a compaction pass alone (the same-run peer: what compaction reclaimed before
+copy-forward), then after the copy-forward and the retention run that follows it, with the
+bytes copied and the time taken. `--reclaim-only` prints only this part.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ if __package__ in (None, ""):  # run as a script: make `tidemq` and the repo imp
 
 from tidemq.broker.store import FlushMode, MessageStore, StoreConfig
 from tidemq.broker.store.compaction import CompactionPolicy
+from tidemq.broker.store.retention import QueueRetention
 from tidemq.common import record
 
 from bench.store.run import raw_write_bandwidth
@@ -136,6 +144,67 @@ def measure(directory: Path, records: int, keys: int, budget: int | None, rate: 
         shutil.rmtree(directory, ignore_errors=True)
 
 
+RECLAIM_SEGMENT = 8 << 20
+
+
+def log_bytes(store: MessageStore) -> int:
+    return sum(segment.path.stat().st_size for segment in store.commitlog.segments)
+
+
+def reclaim(directory: Path, records: int, keys: int) -> dict:
+    """Fill a compacted queue whose cold keys sit in the first segment, compact, then
+    copy forward and run retention; the CommitLog's size at each step."""
+    shutil.rmtree(directory, ignore_errors=True)
+    store = MessageStore(StoreConfig(
+        data_dir=directory, segment_size=RECLAIM_SEGMENT, flush_mode=FlushMode.ASYNC,
+        index_slots=500_000, index_entries=4_000_000, compaction_interval_ms=3_600_000,
+        compaction_io_bytes_s=0, retention_hours=0.0, delete_when_hour=None,
+        retention_check_interval_ms=3_600_000, disk_max_used_ratio=1.0, disk_full_ratio=1.0,
+    ), HOST)
+    store.start()
+    try:
+        policy = CompactionPolicy(min_lag_ms=0, delete_retention_ms=0)
+        store.compactor.topic_policy = lambda topic: policy if topic == TOPIC else None
+        store.retention.topic_policy = lambda topic: (
+            QueueRetention(holds=True, compact=True) if topic == TOPIC else QueueRetention())
+        cold = keys // 10
+        store.append_batch(TOPIC, 0, keyed_records(cold, keys), cold)
+        hot = keys - cold
+        for first in range(0, records - cold, 1000):
+            count = min(1000, records - cold - first)
+            batch = b"".join(record.encode_message(record.OutgoingMessage(
+                TOPIC, bytes([n % 251]) * RECORD, keys=[f"k{cold + n % hot}"]))[0]
+                for n in range(first, first + count))
+            store.append_batch(TOPIC, 0, batch, count)
+        assert store.wait_dispatched(600)
+        written = log_bytes(store)
+        store.compactor.run_once()
+        store.retention.run_once()
+        compacted = log_bytes(store)
+        began = time.perf_counter()
+        relocated = store.relocator.run_once()
+        elapsed = time.perf_counter() - began
+        store.retention.run_once()
+        return {"written": written, "compacted": compacted, "after": log_bytes(store),
+                "relocated": relocated, "relocated_bytes": store.relocator.bytes_relocated,
+                "seconds": elapsed, "cold": cold}
+    finally:
+        store.shutdown()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def print_reclaim(figures: dict, records: int, keys: int) -> None:
+    mib = 1 << 20
+    print(f"disk reclaimed, {records} records over {keys} keys ({figures['cold']} cold, "
+          f"written once first), {RECLAIM_SEGMENT // mib} MiB segments, CommitLog on disk:")
+    print(f"  after writing                          {figures['written'] / mib:8.1f} MiB")
+    print(f"  after compaction alone (peer)          {figures['compacted'] / mib:8.1f} MiB")
+    print(f"  after copy-forward + retention         {figures['after'] / mib:8.1f} MiB  "
+          f"({(figures['compacted'] - figures['after']) / mib:.1f} MiB more reclaimed; "
+          f"{figures['relocated']} records, {figures['relocated_bytes'] / mib:.2f} MiB "
+          f"copied in {figures['seconds']:.2f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 000 records instead of 400 000")
@@ -143,11 +212,16 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rate", type=int, default=2000, help="concurrent produce, msgs/s")
     parser.add_argument("--dir", default="", help="data directory (default: a temporary one)")
+    parser.add_argument("--reclaim-only", action="store_true",
+                        help="only the disk reclaimed by copy-forward")
     args = parser.parse_args()
     records = args.records or (50_000 if args.quick else 400_000)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-compaction-"))
     base.mkdir(parents=True, exist_ok=True)
     try:
+        if args.reclaim_only:
+            print_reclaim(reclaim(base / "store", records, args.keys), records, args.keys)
+            return
         write_mb_s, read_mb_s = raw_rates(base)
         print(f"disk, same run: sequential write {write_mb_s:.0f} MB/s (one fsync), "
               f"sequential read {read_mb_s:.0f} MB/s (page cache dropped)")
@@ -169,6 +243,7 @@ def main() -> None:
             print(f"  {name:38s} p50 {figures['p50']:.3f}  p99 {figures['p99']:.3f}  "
                   f"max {figures['max']:.2f}  ({figures['samples']} appends, "
                   f"{figures['seconds']:.1f} s)")
+        print_reclaim(reclaim(base / "store", records, args.keys), records, args.keys)
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)

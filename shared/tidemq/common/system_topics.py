@@ -20,13 +20,17 @@ DELETED_TOPICS_TOPIC = "TIDEMQ_SYS_DELETED_TOPICS"
 # stands in the CommitLog, every replica's dispatcher marks those units as gaps
 # (broker/store/compaction.py).
 COMPACTION_TOPIC = "TIDEMQ_SYS_COMPACTION"
+# One record per relocated record of a compacted queue (the record itself, copied forward from
+# a CommitLog segment retention wants to delete): where it stands, every replica's dispatcher
+# repoints that queue offset's unit at the copy (broker/store/relocation.py).
+RELOCATION_TOPIC = "TIDEMQ_SYS_RELOCATED"
 # One record per recalled scheduled message (its unique id): the deliverer drops it when due
 # (broker/schedule/recall.py).
 RECALL_TOPIC = "TIDEMQ_SYS_RECALLED"
 
 _PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, REVIVE_PREFIX)
 _NAMES = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, DELETED_TOPICS_TOPIC, RECALL_TOPIC,
-                    COMPACTION_TOPIC})
+                    COMPACTION_TOPIC, RELOCATION_TOPIC})
 
 
 def retry_topic(group: str) -> str:

@@ -49,14 +49,14 @@ def send_all(producer, first: int, last: int, acked: dict[int, int]) -> None:
             acked[m] = result.queue_offset
 
 
-def served(addr: str) -> dict[int, bytes] | None:
+def served(addr: str, topic: str = TOPIC) -> dict[int, bytes] | None:
     """offset -> body of every record a replica serves of the queue (None: it does not
     answer yet, e.g. the restarted replica still starting its server)."""
     found, offset = {}, 0
     while True:
         try:
             reply = broker_call(addr, "Pull", broker_pb2.PullRequest(
-                consumer_group="compaction-check", topic=TOPIC, queue_id=0,
+                consumer_group="compaction-check", topic=topic, queue_id=0,
                 queue_offset=offset, max_messages=64))
         except (errors.ServiceUnavailable, errors.DeadlineExceeded):
             return None
@@ -124,3 +124,58 @@ def test_compaction_survives_a_master_sigkill_and_is_identical_on_every_replica(
         return len(popped) >= len(expected)
     wait_until(pop_more, 60, interval=0.1, message="every live record popped")
     assert popped == expected
+
+
+def test_a_compacted_topic_does_not_pin_the_shared_commitlog(cluster):
+    """Copy-forward (docs/storage.md, "How compaction frees disk") with real processes: a
+    changelog topic whose first ten keys are written once and never again, between records
+    of an ordinary topic, on 64 KiB segments with every finished segment past the global
+    age. Before copy-forward the cold keys' segment pinned the whole log; now the old
+    segments go on the master and its slave alike, and both serve every key's latest value
+    at the offset it was acknowledged at."""
+    changelog, events = "changelog", "events"
+    group = start_replica_group(cluster.start, cluster, GROUP, replicas=2, extra=[
+        "--segment-size-mib", "0.0625", "--retention-hours", "0", "--delete-when-hour", "-1",
+        "--retention-check-interval-ms", "200", "--compaction-interval-ms", "200",
+        # the shared host's own disk use must not force clean-up under the test
+        "--disk-max-used-ratio", "0.99", "--disk-warn-ratio", "0.99", "--disk-full-ratio", "0.99"])
+    with ConfigClient(cluster.config_center.addr) as config:
+        definitions = TopicDefinitions(config)
+        definitions.create(changelog, 1, config={"cleanup.policy": "compact",
+                                                 "min.compaction.lag.ms": 0})
+        definitions.create(events, 1)
+    wait_for_route(cluster, changelog, 1)
+    wait_for_route(cluster, events, 1)
+    master = group.wait_master()
+    wait_in_sync(cluster, {0, 1})
+
+    acked: dict[int, tuple[int, bytes]] = {}    # key -> (offset, body)
+    with Producer(cluster.namesrv_addrs, send_timeout=10) as producer:
+        for round_no in range(25):
+            keys = range(100) if round_no == 0 else range(10, 100)
+            batch = [Message(changelog, f"key-{key}-round-{round_no}|".encode() * 6,
+                             keys=[f"key-{key}"]) for key in keys]
+            results = producer.send_batch(batch, queue=MessageQueue(changelog, GROUP, 0))
+            for key, message, result in zip(keys, batch, results, strict=True):
+                assert result.status == SendStatus.SEND_OK
+                acked[key] = (result.queue_offset, message.body)
+            assert all(r.status == SendStatus.SEND_OK for r in producer.send_batch(
+                [Message(events, b"e" * 1000) for _ in range(40)],
+                queue=MessageQueue(events, GROUP, 0)))
+    expected = dict(acked.values())
+
+    def log_files(replica: int) -> list[int]:
+        return sorted(int(p.name) for p in group.commitlog_dir(replica).iterdir()
+                      if p.name.isdigit())
+
+    for replica in (0, 1):
+        # ~1.5 MB written: about 23 segments; what stays is the last rounds' live records
+        wait_until(lambda r=replica: log_files(r)[0] > 0 and len(log_files(r)) <= 6, 120,
+                   interval=0.5, message=f"replica {replica}'s old segments freed")
+        wait_until(lambda addr=group.replicas[replica].addr: served(addr, changelog) == expected,
+                   60, interval=0.5, message=f"replica {replica} serves every key's latest value")
+    metrics = urllib.request.urlopen(
+        f"http://127.0.0.1:{group.replicas[master].metrics_port}/metrics").read().decode()
+    relocated = re.search(r"^tidemq_broker_compaction_relocated_records_total (\S+)$", metrics,
+                          re.MULTILINE)
+    assert relocated and float(relocated.group(1)) >= 10, "the cold keys were copied forward"

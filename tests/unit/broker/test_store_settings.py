@@ -12,6 +12,8 @@ from tidemq.common.settings import SettingsError, load_settings
     ("--compaction-interval-ms", "0", "compaction_interval_ms must be >= 1"),
     ("--compaction-io-mib-s", "-1", "compaction_io_mib_s >= 0"),
     ("--pop-expired-kept-ms", "-5", "pop_expired_kept_ms must be >= 0, got -5"),
+    ("--compaction-relocate-max-live-ratio", "3",
+     "compaction_relocate_max_live_ratio must be within 0..1, got 3.0"),
 ])
 def test_bad_values_are_refused_by_name(flag, value, says):
     with pytest.raises(SettingsError, match=says):

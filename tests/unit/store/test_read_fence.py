@@ -183,3 +183,21 @@ def test_async_masters_single_replicas_and_slaves_read_everything_written(tmp_pa
     assert store.max_offset("t", 0) == 2
     assert store.get_messages("t", 0, 0).record_count == 2
     store.shutdown()
+
+
+def test_filtered_and_compacted_pulls_stop_at_the_fence_too(tmp_path):
+    """The general read path (a tag filter, a property filter, a queue with gaps) reads units
+    a block at a time: the block stops at the visible end, not at the queue's end."""
+    store = open_store(small_config(tmp_path))
+    store.become_slave()
+    (_, physicals, end), _ = append_unacknowledged(store, [b"a", b"b", b"c", b"d"])
+    store.follow_confirmed(physicals[2])           # "a" and "b" confirmed
+    every_tag = frozenset({0})
+    assert store.get_messages("t", 0, 0, 32, tag_hashes=every_tag).record_count == 2
+    assert store.get_messages("t", 0, 0, 32,
+                              property_filter=lambda _props: True).record_count == 2
+    store.queues.get("t", 0).mark_gaps([(0, 1)])  # compacted: the gap-aware path
+    assert store.get_messages("t", 0, 0, 32).record_count == 1
+    store.follow_confirmed(end)
+    assert store.get_messages("t", 0, 0, 32).record_count == 3
+    store.shutdown()

@@ -76,6 +76,7 @@ def store_config(settings: BrokerSettings) -> StoreConfig:
         retention_check_interval_ms=settings.retention_check_interval_ms,
         compaction_interval_ms=settings.compaction_interval_ms,
         compaction_io_bytes_s=int(settings.compaction_io_mib_s * 1024 * 1024),
+        compaction_relocate_max_live_ratio=settings.compaction_relocate_max_live_ratio,
         disk_max_used_ratio=settings.disk_max_used_ratio,
         disk_warn_ratio=settings.disk_warn_ratio,
         disk_full_ratio=settings.disk_full_ratio,

@@ -117,6 +117,19 @@ class CompactionCollector(Collector):
                                   "Records compaction removed (superseded ones and expired "
                                   "tombstones), as this replica decided them as master",
                                   value=self.compactor.records_removed)
+        relocator = self.compactor.relocator
+        if relocator is not None:
+            yield CounterMetricFamily("tidemq_broker_compaction_relocated_bytes",
+                                      "Bytes of compacted queues' live records copied forward "
+                                      "out of segments retention wanted gone",
+                                      value=relocator.bytes_relocated)
+            yield CounterMetricFamily("tidemq_broker_compaction_relocated_records",
+                                      "Compacted queues' live records copied forward",
+                                      value=relocator.records_relocated)
+            yield CounterMetricFamily("tidemq_broker_compaction_relocated_segments",
+                                      "CommitLog segments emptied of compacted records by "
+                                      "copy-forward (retention then deletes them)",
+                                      value=relocator.segments_relocated)
 
 
 def watch_compaction(compactor) -> None:

@@ -50,6 +50,10 @@ class BrokerSettings(ServiceSettings):
         10_000, "how often the master compacts cleanup.policy=compact queues (tests lower it)")
     compaction_io_mib_s: float = setting(
         32.0, "records compaction reads per second at most, in MiB (its I/O budget; 0 = none)")
+    compaction_relocate_max_live_ratio: float = setting(
+        0.5, "copy-forward (docs/storage.md, \"How compaction frees disk\"): a segment held only "
+             "by compacted topics' live records is freed by copying them forward when they are "
+             "at most this share of it (0..1; 0 = never copy)")
     disk_max_used_ratio: float = setting(
         0.75, "above this used fraction of the data dir's file system, retention deletes the "
               "oldest CommitLog segments at once, expired or not (RocketMQ's "
@@ -202,6 +206,9 @@ class BrokerSettings(ServiceSettings):
             raise SettingsError(f"compaction_interval_ms must be >= 1 and compaction_io_mib_s "
                                 f">= 0 (0 = no limit), got {self.compaction_interval_ms} and "
                                 f"{self.compaction_io_mib_s}")
+        if not 0 <= self.compaction_relocate_max_live_ratio <= 1:
+            raise SettingsError(f"compaction_relocate_max_live_ratio must be within 0..1, got "
+                                f"{self.compaction_relocate_max_live_ratio}")
         if self.pop_expired_kept_ms < 0:
             raise SettingsError(f"pop_expired_kept_ms must be >= 0, got "
                                 f"{self.pop_expired_kept_ms}")

@@ -122,6 +122,8 @@ class Compactor:
         self._budget_used = 0
         self.bytes_read = 0        # counters for metrics and the bench
         self.records_removed = 0
+        # after each pass on the master: the copy-forward that frees segments (relocation.py)
+        self.relocator = None
 
     # -- thread ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -140,6 +142,8 @@ class Compactor:
             try:
                 if self.is_master():
                     self.run_once()
+                    if self.relocator is not None and not self._stop.is_set():
+                        self.relocator.run_once()
             except InterruptedError:
                 return    # stopping
             except Exception:

@@ -42,6 +42,9 @@ class StoreConfig:
     # master, reading at most compaction_io_bytes_s bytes of records a second (0 = no limit).
     compaction_interval_ms: int = 10_000
     compaction_io_bytes_s: int = 32 << 20
+    # Copy-forward (relocation.py): a segment held only by compacted queues' live records is
+    # freed by copying them to the log's head, unless they are more than this share of it.
+    compaction_relocate_max_live_ratio: float = 0.5
     # The disk guard (disk.py): statvfs every disk_check_interval_ms, not per append. At
     # disk_warn_ratio the store warns (log, metrics, console); at disk_full_ratio it refuses
     # producers' sends with STORAGE_FULL (reads, acks and replication go on) until use falls
@@ -77,6 +80,10 @@ class StoreConfig:
                              f"<= 1, got {self.disk_warn_ratio} and {self.disk_full_ratio}")
         if self.disk_check_interval_ms < 1:
             raise ValueError("disk_check_interval_ms must be >= 1")
+        if not 0 <= self.compaction_relocate_max_live_ratio <= 1:
+            raise ValueError(f"compaction_relocate_max_live_ratio must be within 0..1 (the "
+                             f"share of a segment compacted records may fill for it to be "
+                             f"copied forward), got {self.compaction_relocate_max_live_ratio}")
         if self.consume_queue_units_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
             raise ValueError("consume queue units, index slots and index entries must be positive")
 

@@ -35,6 +35,10 @@ _TAG = struct.Struct(">q")
 _TAG_AT = 12      # the tag hash's byte within a unit
 GAPS_FILE = "gaps"   # present once a unit of the queue was ever marked a gap
 _GAP_BYTE = _TAG.pack(GAP_TAG)[:1]
+_PHYSICAL = struct.Struct(">q")   # a unit's CommitLog offset (its first field)
+# A unit no record of which this replica has (below a relocated copy a rebuilt queue got
+# first): a gap pointing at offset 0 with a non-zero size, so `load` counts it as written.
+HOLE_UNIT = UNIT.pack(0, 1, GAP_TAG)
 assert _TAG.pack(GAP_TAG) == _GAP_BYTE * _TAG.size
 
 
@@ -52,6 +56,11 @@ class ConsumeQueue:
         self._min = 0
         self._floor = 0   # as persisted in FLOOR_FILE
         self.has_gaps = False   # compaction marked units: readers take the gap-aware path
+        # units rewritten in place that may lower the lowest live unit (truncation,
+        # re-dispatch, a relocated copy given a unit): what min_live_physical scanned is stale
+        self._mutations = 0
+        # (mutations, min, max, lowest physical, its queue offset) as last scanned
+        self._live_cache: tuple[int, int, int, int | None, int] = (-1, 0, 0, None, -1)
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -106,6 +115,8 @@ class ConsumeQueue:
 
     # -- write -----------------------------------------------------------------------------
     def put(self, queue_offset: int, physical_offset: int, size: int, tag_hash: int) -> None:
+        if queue_offset < self._max:
+            self._mutations += 1
         unit_file = self._file_for(queue_offset, create=True)
         UNIT.pack_into(
             unit_file.mm, (queue_offset % self.units_per_file) * CQ_UNIT_SIZE,
@@ -117,6 +128,11 @@ class ConsumeQueue:
 
     def put_units(self, first_offset: int, units: bytes | bytearray) -> None:
         """Write a run of consecutive units (packed with UNIT) starting at `first_offset`."""
+        if first_offset != self._max:
+            if first_offset < self._max:
+                self._mutations += 1
+            elif self.has_gaps and self.files:
+                self._fill_holes(self._max, first_offset)   # after a relocated copy's unit
         view, offset = memoryview(units), first_offset
         while view:
             unit_file = self._file_for(offset, create=True)
@@ -165,6 +181,7 @@ class ConsumeQueue:
                 unit_file.mm[position:position + CQ_UNIT_SIZE] = _EMPTY_UNIT
                 unit_file.dirty = True
             self._max -= 1
+            self._mutations += 1
             dropped += 1
         while len(self.files) > 1 and self._first_unit(self.files[-1]) >= self._max:
             emptied, self.files = self.files[-1], self.files[:-1]
@@ -223,9 +240,7 @@ class ConsumeQueue:
         """Compaction: the units in these [start, end) ranges become gaps (their tag hash
         GAP_TAG); units not held (below the queue's first file, past its end) are skipped.
         Idempotent. Returns how many units were marked."""
-        if not self.has_gaps:
-            MetadataFile(self.directory / GAPS_FILE).write(b"1")   # before the first gap
-            self.has_gaps = True
+        self._mark_irregular()   # before the first gap
         marked = 0
         for start, end in ranges:
             offset = max(start, 0)
@@ -247,6 +262,129 @@ class ConsumeQueue:
                 marked += count
                 offset += count
         return marked
+
+    def _mark_irregular(self) -> None:
+        """Gaps or relocations: the units are no longer in CommitLog order, so readers and
+        retention take the gap-aware paths (durable before the first such unit)."""
+        if not self.has_gaps:
+            MetadataFile(self.directory / GAPS_FILE).write(b"1")
+            self.has_gaps = True
+
+    def repoint(self, queue_offset: int, from_physical: int, to_physical: int,
+                size: int) -> bool:
+        """Relocation (relocation.py): the unit at `queue_offset` points at `to_physical`
+        instead of `from_physical` (same size, same tag: a gap stays a gap). Only a unit that
+        still points at `from_physical` moves, so a relocation applied again, or one a later
+        relocation of the same record superseded, changes nothing (idempotent in log order).
+        True if the unit moved."""
+        raw = self.read_raw(queue_offset, 1) if queue_offset >= self._min else b""
+        if not raw:
+            return False
+        physical, unit_size, _ = UNIT.unpack(raw)
+        if physical != from_physical or unit_size != size:
+            return False
+        self._mark_irregular()
+        unit_file = self._file_for(queue_offset)
+        if unit_file is None:
+            return False
+        at = (queue_offset % self.units_per_file) * CQ_UNIT_SIZE
+        unit_file.mm[at:at + 8] = _PHYSICAL.pack(to_physical)
+        unit_file.dirty = True
+        return True
+
+    def put_relocated(self, queue_offset: int, physical: int, size: int, tag: int) -> bool:
+        """A relocated copy whose queue offset has no unit here (a queue rebuilt from the log
+        after its original's segment went): write the unit, holes (HOLE_UNIT) between it and
+        the units there are; a floor above it (where the rebuilt queue's first unit went)
+        moves down to it. A deleted topic's floor is never passed: in log order, no
+        relocation of its records comes after its deletion marker. True if written."""
+        if self._min <= queue_offset < self._max and self.read_raw(queue_offset, 1) not in (
+                HOLE_UNIT, _EMPTY_UNIT):
+            return False
+        self._mark_irregular()
+        self._mutations += 1
+        if queue_offset < self._floor:
+            self._write_floor(queue_offset)    # before the unit: load() searches from it
+        empty = not self.files
+        if not empty:
+            self._cover(queue_offset, queue_offset + 1)   # the file list stays contiguous
+            if queue_offset > self._max:
+                self._fill_holes(self._max, queue_offset)
+        self.put(queue_offset, physical, size, tag)
+        if not empty and queue_offset < self._min:
+            self._fill_holes(queue_offset + 1, self._min)
+            with self._lock:
+                self._min = queue_offset
+        return True
+
+    def _cover(self, start: int, end: int) -> None:
+        """Create the unit files missing for [start, end) and between it and the files there
+        are: `_file_for` finds a file by its distance from the first, so the list must have
+        no hole."""
+        files = self.files
+        if not files:
+            return
+        per_file = self.units_per_file
+        low = min(start - start % per_file, self._first_unit(files[0]))
+        high = max(end, self._first_unit(files[-1]) + per_file)
+        have = {self._first_unit(f) for f in files}
+        missing = [first for first in range(low, high, per_file) if first not in have]
+        if not missing:
+            return
+        created = [MappedFile(self.directory / segment_name(first * CQ_UNIT_SIZE),
+                              self.file_size) for first in missing]
+        with self._lock:
+            self.files = sorted([*self.files, *created], key=lambda f: f.path.name)
+
+    def _fill_holes(self, start: int, end: int) -> None:
+        self._cover(start, end)
+        offset = start
+        while offset < end:       # a file's run of holes at a time
+            unit_file = self._file_for(offset, create=True)
+            count = min(end - offset, self.units_per_file - offset % self.units_per_file)
+            at = (offset % self.units_per_file) * CQ_UNIT_SIZE
+            unit_file.mm[at:at + count * CQ_UNIT_SIZE] = HOLE_UNIT * count
+            unit_file.dirty = True
+            offset += count
+        if end > self._max:
+            self._max = end
+
+    def live_units(self, start: int | None = None, end: int | None = None):
+        """(queue offset, physical offset, size, tag) of every unit in [start, end) (the
+        minimum and the maximum by default) that is not a gap."""
+        offset = self._min if start is None else max(start, self._min)
+        end = self._max if end is None else min(end, self._max)
+        while offset < end:
+            raw = self.read_raw(offset, min(4096, end - offset))
+            if not raw:
+                return
+            for index, (physical, size, tag) in enumerate(UNIT.iter_unpack(raw)):
+                if tag != GAP_TAG and size > 0:
+                    yield offset + index, physical, size, tag
+            offset += len(raw) // CQ_UNIT_SIZE
+
+    def min_live_physical(self) -> int | None:
+        """The lowest CommitLog offset a readable unit of the queue points at (None: none).
+        In an ordinary queue the first unit's; in a compacted one (gaps, relocated units out
+        of log order) the minimum over every live unit."""
+        if not self.has_gaps:
+            return self.physical_offset_of(self._min) if self._min < self._max else None
+        mutations, low, high, lowest, lowest_at = self._live_cache
+        fresh = mutations == self._mutations and low == self._min and high <= self._max
+        if fresh and lowest is not None:
+            # gaps and repoints only remove a live unit or move it up the log: the minimum
+            # holds unless they took the lowest one itself
+            unit = self.read_raw(lowest_at, 1)
+            fresh = bool(unit) and unit[:8] == _PHYSICAL.pack(lowest) and (
+                UNIT.unpack(unit)[2] != GAP_TAG)
+        if not fresh:
+            high, lowest, lowest_at = self._min, None, -1   # whole; else only what is new
+        now, end = self._mutations, self._max    # the dispatcher may append meanwhile
+        for offset, physical, _, _ in self.live_units(high, end):
+            if lowest is None or physical < lowest:
+                lowest, lowest_at = physical, offset
+        self._live_cache = (now, self._min, end, lowest, lowest_at)
+        return lowest
 
     def first_live(self, queue_offset: int) -> int:
         """The first offset from `queue_offset` that is not a gap (the max if none is)."""
@@ -284,6 +422,9 @@ class ConsumeQueue:
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Retention: forget files wholly below the CommitLog and skip units pointing there."""
+        if self.has_gaps:
+            self._correct_irregular_min(commitlog_min)
+            return
         while len(self.files) > 1:
             first = self.files[0]
             last_unit = UNIT.unpack_from(first.mm, self.file_size - CQ_UNIT_SIZE)
@@ -305,6 +446,27 @@ class ConsumeQueue:
                 high = mid
             else:
                 low = mid + 1
+        self._min = low
+
+    def _correct_irregular_min(self, commitlog_min: int) -> None:
+        """correct_min_offset for a compacted queue, whose units are not in log order (a
+        relocated record's unit points past later ones): skip the leading units whose record
+        is gone (gap or not), never a readable one, and forget the files wholly below."""
+        low = self._min
+        while low < self._max:
+            raw = self.read_raw(low, 4096)
+            if not raw:
+                break
+            stop = next((index for index, (physical, _, _) in enumerate(UNIT.iter_unpack(raw))
+                         if physical >= commitlog_min), None)
+            if stop is not None:
+                low += stop
+                break
+            low += len(raw) // CQ_UNIT_SIZE
+        while len(self.files) > 1 and self._first_unit(self.files[1]) <= low:
+            with self._lock:
+                first, self.files = self.files[0], self.files[1:]
+            first.delete()
         self._min = low
 
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
-from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC
+from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC, RELOCATION_TOPIC
 
 from .commitlog import CommitLog
 from .compaction import decode_marker
@@ -23,6 +23,7 @@ from .config import CQ_UNIT_SIZE
 from .consume_queue import UNIT, ConsumeQueue, ConsumeQueueTable
 from .index import IndexService
 from .loops import scan_chunk
+from .relocation import decode_relocation
 from .segment import MIN_RECORD_SIZE
 
 log = get_logger(__name__)
@@ -31,6 +32,7 @@ ArrivalListener = Callable[[str, int, int], None]
 _CHUNK = 8 * 1024 * 1024
 _DELETED_TOPICS = DELETED_TOPICS_TOPIC.encode()
 _COMPACTION = COMPACTION_TOPIC.encode()
+_RELOCATION = RELOCATION_TOPIC.encode()
 
 
 def deleted_topic_at(buf: bytes, pos: int) -> str:
@@ -54,6 +56,9 @@ class Dispatcher:
         self._dispatch_lock = threading.Lock()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        # the end of the last relocation record applied (relocation.py): retention deletes
+        # no segment before the read fence passed it
+        self.relocated_end = 0
 
     def add_listener(self, listener: ArrivalListener) -> None:
         self._listeners = [*self._listeners, listener]
@@ -164,6 +169,8 @@ class Dispatcher:
                     self._drop_deleted(chunk, start, units_view[unit_start:unit_end])
                 elif topic_raw == _COMPACTION:
                     self._apply_compaction(chunk, start, units_view[unit_start:unit_end])
+                elif topic_raw == _RELOCATION:
+                    self._apply_relocation(chunk, start, units_view[unit_start:unit_end])
         if entries:
             self.index.put_hashed(entries)
         self._advance(segment.end_offset if filler else start + pos, touched)
@@ -194,6 +201,39 @@ class Dispatcher:
             marked = self.queues.get_or_create(topic, queue_id).mark_gaps(ranges)
             log.debug("compaction applied", topic=topic, queue_id=queue_id, gaps=marked,
                       commitlog_offset=physical)
+
+    def _apply_relocation(self, chunk: bytes, start: int, units: memoryview) -> None:
+        """Relocation records (relocation.py): each copied record's unit is repointed at the
+        copy, in log order, once the copy is durable; its keys are indexed at the copy. A
+        unit that no longer points where the copy came from (applied already, relocated
+        again later, or the queue dropped) is left alone: replaying is harmless."""
+        for physical, size, _ in UNIT.iter_unpack(units):
+            if self.commitlog.flushed_offset < physical + size:
+                self.commitlog.flush()    # the copy is durable before anything points at it
+            at = physical - start
+            try:
+                header = record.checked_header(memoryview(chunk), at, verify_crc=False)
+                body_at = at + record.HEADER_SIZE
+                moved = decode_relocation(chunk[body_at:body_at + header[record.H_BODY_LEN]])
+            except (ValueError, struct.error, UnicodeDecodeError):
+                log.error("unreadable relocation record skipped", commitlog_offset=physical)
+                continue
+            copy = physical + record.HEADER_SIZE + moved.copy_at
+            queue = self.queues.get_or_create(moved.topic, moved.queue_id)
+            if not (queue.repoint(moved.queue_offset, moved.from_physical, copy, moved.size)
+                    or queue.put_relocated(moved.queue_offset, copy, moved.size, moved.tag)):
+                log.debug("relocation already applied or superseded", topic=moved.topic,
+                          queue_id=moved.queue_id, queue_offset=moved.queue_offset)
+            else:
+                self._index_copy(chunk, body_at + moved.copy_at, moved.size, copy)
+            self.relocated_end = max(self.relocated_end, physical + size)
+
+    def _index_copy(self, chunk: bytes, at: int, size: int, copy: int) -> None:
+        """Index a relocated record's keys at its copy (the dispatcher's own scan of it)."""
+        scratch = bytearray(CQ_UNIT_SIZE * 2)
+        _, _, bad, _, entries = scan_chunk(bytes(chunk[at:at + size]), scratch)
+        if entries and not bad:
+            self.index.put_hashed([(hashed, copy, stored) for hashed, _, stored in entries])
 
     def _advance(self, offset: int, touched: dict[ConsumeQueue, None]) -> None:
         with self._progress:

@@ -39,7 +39,7 @@ def scan_properties(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int
     block, block_start, block_end = b"", -1, -1
     done = max_messages <= 0
     while not done and offset < high and scanned < scan_limit:
-        raw = queue.read_raw(offset, min(scan_limit - scanned, UNITS_PER_READ))
+        raw = queue.read_raw(offset, min(scan_limit - scanned, UNITS_PER_READ, high - offset))
         if not raw:
             break
         for index, (physical, size, tag) in enumerate(UNIT.iter_unpack(raw)):

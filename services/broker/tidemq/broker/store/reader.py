@@ -31,14 +31,20 @@ _TAIL_UNITS = 64         # units the read fence looks at from a queue's end befo
 _UNREADABLE = 1 << 62   # a unit gone under a reader: not visible (a read finds it gone anyway)
 
 
-def visible_max_offset(queue: ConsumeQueue, bound: int) -> int:
+def visible_max_offset(queue: ConsumeQueue, bound: int,
+                       relocated: Callable[[int], bool] | None = None) -> int:
     """The number of `queue`'s units (from offset 0: its max offset as readers see it) whose
     record ends (commitlog offset + size) at or below CommitLog offset `bound`. Records enter a
     queue in CommitLog order, so these are a prefix, and the unconfirmed tail is short: one
     read of the last units (one unit's check when the last is visible, the common case), a
-    bisection only when the whole tail read is past the bound; never a walk per message."""
+    bisection only when the whole tail read is past the bound; never a walk per message.
+
+    `relocated(physical)`, for a compacted queue: whether the record there is a relocated copy
+    (store/relocation.py) — an old record whose unit now points at the log's head, out of
+    log order: it counts as visible (it was readable before it moved), so the visible units
+    stay a prefix and the queue's visible end never moves back."""
     low, high = queue.min_offset, queue.max_offset
-    if high <= low or _unit_end(queue, high - 1) <= bound:
+    if high <= low or _unit_end(queue, high - 1, relocated) <= bound:
         return high
     tail_start = max(low, high - _TAIL_UNITS)
     tail = queue.read_raw(tail_start, high - tail_start)   # stops at a file's end
@@ -46,7 +52,7 @@ def visible_max_offset(queue: ConsumeQueue, bound: int) -> int:
     if tail_start + count == high:
         for index in range(count - 1, -1, -1):
             physical, size, _ = UNIT.unpack_from(tail, index * CQ_UNIT_SIZE)
-            if physical + size <= bound:
+            if physical + size <= bound or (relocated is not None and relocated(physical)):
                 return tail_start + index + 1
         high = tail_start   # the whole tail is past the bound
         if high <= low:
@@ -54,18 +60,21 @@ def visible_max_offset(queue: ConsumeQueue, bound: int) -> int:
     high -= 1   # the first unit past the bound is at or before `high`
     while low < high:
         middle = (low + high) // 2
-        if _unit_end(queue, middle) <= bound:
+        if _unit_end(queue, middle, relocated) <= bound:
             low = middle + 1
         else:
             high = middle
-    return low if _unit_end(queue, low) > bound else low + 1
+    return low if _unit_end(queue, low, relocated) > bound else low + 1
 
 
-def _unit_end(queue: ConsumeQueue, queue_offset: int) -> int:
+def _unit_end(queue: ConsumeQueue, queue_offset: int,
+              relocated: Callable[[int], bool] | None = None) -> int:
     raw = queue.read_raw(queue_offset, 1)
     if not raw:
         return _UNREADABLE
     physical, size, _ = UNIT.unpack(raw)
+    if relocated is not None and physical + size > 0 and relocated(physical):
+        return 0
     return physical + size
 
 
@@ -84,8 +93,16 @@ class StoreReader:
 
     def _visible_max(self, queue: ConsumeQueue) -> int:
         visible_end = self.visible_end
-        return queue.max_offset if visible_end is None else \
-            visible_max_offset(queue, visible_end())
+        if visible_end is None:
+            return queue.max_offset
+        return visible_max_offset(queue, visible_end(),
+                                  self._relocated if queue.has_gaps else None)
+
+    def _relocated(self, physical: int) -> bool:
+        """The record at `physical` is a relocated copy: it keeps the offset it was first
+        written at, which is not where it is now."""
+        raw = self.commitlog.read(physical + record.OFF_PHYSICAL_OFFSET, 8)
+        return raw is not None and _I64.unpack(raw)[0] != physical
 
     def get_messages(self, topic: str, queue_id: int, queue_offset: int, max_messages: int,
                      max_bytes: int, tag_hashes: frozenset[int] | None,
@@ -144,7 +161,7 @@ class StoreReader:
         floor = self.commitlog.min_offset
         done = max_messages <= 0
         while not done and offset < high and scanned < scan_limit:
-            raw = queue.read_raw(offset, min(scan_limit - scanned, 8192))
+            raw = queue.read_raw(offset, min(scan_limit - scanned, 8192, high - offset))
             if not raw:
                 break
             for physical, size, tag in UNIT.iter_unpack(raw):
@@ -184,15 +201,19 @@ class StoreReader:
             slices.append(chunk)
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
-    def read_record(self, physical_offset: int) -> bytes:
-        """The record starting exactly at `physical_offset` (an offset message id), verified."""
+    def read_record(self, physical_offset: int, *, relocated: bool = False) -> bytes:
+        """The record starting exactly at `physical_offset` (an offset message id), verified.
+        `relocated`: also a relocated copy (relocation.py), which keeps the offset it was
+        first written at (an index hit: the caller checks its queue still points there)."""
         size = self.commitlog.record_size_at(physical_offset)
         data = self.commitlog.read(physical_offset, size) if size and size > 0 else None
         visible_end = self.visible_end
+        written_at = _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] if data else None
         if (
             data is None
             or (visible_end is not None and physical_offset + size > visible_end())
-            or _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] != physical_offset
+            or not (written_at == physical_offset
+                    or (relocated and written_at is not None and written_at < physical_offset))
             or zlib.crc32(memoryview(data)[record.CRC_START:]) != int.from_bytes(data[8:12], "big")
         ):
             raise MessageNotFound(f"no message at commitlog offset {physical_offset}")
@@ -226,22 +247,31 @@ class StoreReader:
         candidates = self.index.query(f"{topic}#{key}".encode(), begin_ms, end_ms, max_results * 4)
         for physical in sorted(set(candidates)):
             try:
-                data = self.read_record(physical)
+                data = self.read_record(physical, relocated=True)
             except MessageNotFound:
                 continue   # stale entry from before a truncation, or below retention
             if self._matches(data, topic.encode(), wanted, begin_ms, end_ms) and \
-                    not self._below_floor(topic, data):
+                    not self._below_floor(topic, data, physical):
                 results[physical] = data
                 if len(results) >= max_results:
                     break
         return list(results.values())
 
-    def _below_floor(self, topic: str, data: bytes) -> bool:
-        """A record of a deleted topic (before its floor), still in the CommitLog."""
+    def _below_floor(self, topic: str, data: bytes, physical: int) -> bool:
+        """A record of a deleted topic (before its floor), still in the CommitLog; or, in a
+        compacted queue, one compaction removed or a copy its unit no longer points at (a
+        relocated record's old copy, or a relocated copy read by an offset it never had)."""
         header = record.HEADER.unpack_from(data)
         queue = self.queues.get(topic, header[record.H_QUEUE_ID])
-        return queue is not None and (header[record.H_QUEUE_OFFSET] < queue.min_offset or (
-            queue.has_gaps and queue.is_gap(header[record.H_QUEUE_OFFSET])))
+        if queue is None:
+            return header[record.H_PHYSICAL_OFFSET] != physical
+        queue_offset = header[record.H_QUEUE_OFFSET]
+        if queue_offset < queue.min_offset:
+            return True
+        if not queue.has_gaps:
+            return header[record.H_PHYSICAL_OFFSET] != physical
+        units = queue.read_units(queue_offset, 1)
+        return not units or units[0][2] == GAP_TAG or units[0][0] != physical
 
     @staticmethod
     def _matches(data: bytes, topic: bytes, key: bytes, begin_ms: int, end_ms: int) -> bool:

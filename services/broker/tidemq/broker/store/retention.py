@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
+from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC, RELOCATION_TOPIC
 
 from .commitlog import CommitLog
 from .config import StoreConfig
@@ -37,6 +38,7 @@ from .disk import DiskGuard, disk_usage
 from .index import IndexService
 
 log = get_logger(__name__)
+MARKER_TOPICS = frozenset({DELETED_TOPICS_TOPIC, COMPACTION_TOPIC, RELOCATION_TOPIC})
 _STORE_TS = struct.Struct(">q")
 _SIZE = struct.Struct(">8xi8x")   # the size field of a consume queue unit (UNIT)
 
@@ -52,6 +54,9 @@ class QueueRetention:
     ms: int | None = None
     bytes: int | None = None
     holds: bool = False
+    # compacted, and kept past the global age (compact alone, or compact,delete with its
+    # own retention.ms): its live records are copied forward out of a segment that goes
+    compact: bool = False
 
 
 DEFAULT = QueueRetention()
@@ -83,6 +88,12 @@ class Retention:
         self.index = index
         self.used_ratio = used_ratio
         self._recorrect = False   # the queue minimums are corrected once more at the next run
+        # () -> True once every relocation record applied is confirmed by the in-sync
+        # replicas (the store's; relocation.py): before that no segment goes but by force
+        self.relocations_confirmed: Callable[[], bool] = lambda: True
+        # (segment base) -> None: copy compacted queues' live records out of the segment
+        # forced clean-up is about to delete (the store's relocator, master only)
+        self.relocate_before_force: Callable[[int], None] = lambda base: None
 
     def finished_at_ms(self, position: int) -> int | None:
         """When segment `position` was finished: store time of the next segment's first record."""
@@ -105,19 +116,28 @@ class Retention:
             return True
         return self.guard is not None and self.guard.short_of_segment()
 
+    def _expired(self, position: int, now_ms: int) -> bool:
+        """The global age rule for segment `position`: finished `retention_hours` ago, and
+        now is `delete_when_hour`."""
+        hour = time.localtime(now_ms / 1000).tm_hour
+        if self.config.delete_when_hour is not None and hour != self.config.delete_when_hour:
+            return False
+        finished = self.finished_at_ms(position)
+        return finished is not None and (
+            now_ms - finished >= self.config.retention_hours * 3600 * 1000)
+
     def run_once(self, now_ms: int | None = None) -> int:
         """Delete what is due now; returns the number of segments removed."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        hour = time.localtime(now_ms / 1000).tm_hour
-        age_allowed = self.config.delete_when_hour is None or hour == self.config.delete_when_hour
-        max_age_ms = self.config.retention_hours * 3600 * 1000
         self.expire_queues(now_ms)
         removed = 0
+        flushed = False
         while len(self.commitlog.segments) > 1:
-            finished = self.finished_at_ms(0)
-            expired = age_allowed and finished is not None and now_ms - finished >= max_age_ms
+            expired = self._expired(0, now_ms)
             over_disk = self.over_disk()
             reason = "disk_full" if over_disk else "expired"
+            if not over_disk and not self.relocations_confirmed():
+                break    # a relocated copy a failover could still cut: keep its original
             if not over_disk:
                 holders = self._holders(self.commitlog.segments[1].base_offset)
                 if expired and any(self.topic_policy(q.topic).holds for q in holders):
@@ -127,6 +147,15 @@ class Retention:
                     expired, reason = True, "drained"
             if not (expired or over_disk):
                 break
+            if over_disk:   # forced: the compacted queues' live records go forward first
+                try:
+                    self.relocate_before_force(self.commitlog.segments[0].base_offset)
+                except Exception:   # no room even for them: the disk state wins, as before
+                    log.exception("compacted records not relocated before forced clean-up")
+            if not flushed:   # units repointed at relocated copies are durable first
+                self.queues.flush()
+                self.index.flush()
+                flushed = True
             segment = self.commitlog.remove_oldest()
             if segment is None:
                 break
@@ -145,15 +174,59 @@ class Retention:
     # -- retention per topic ---------------------------------------------------------------
     def _holders(self, segment_end: int) -> list[ConsumeQueue]:
         """The queues with a readable record below `segment_end` (their oldest one is; gaps
-        of a compacted queue are not readable)."""
+        of a compacted queue are not readable). The store's marker topics (topic deletions,
+        compactions, relocations) hold nothing: their records matter only while a
+        truncation may cut them, at the log's end."""
         holders = []
         for queue in self.queues.all():
-            first = queue.first_live(queue.min_offset)
-            if first < queue.max_offset:
-                physical = queue.physical_offset_of(first)
-                if physical is not None and physical < segment_end:
-                    holders.append(queue)
+            if queue.topic in MARKER_TOPICS:
+                continue
+            if queue.has_gaps:     # compacted: relocated units are out of log order
+                physical = queue.min_live_physical()
+            else:
+                first = queue.first_live(queue.min_offset)
+                physical = queue.physical_offset_of(first) if first < queue.max_offset else None
+            if physical is not None and physical < segment_end:
+                holders.append(queue)
         return holders
+
+    def relocation_plan(self, base: int, now_ms: int | None = None, *,
+                        forced: bool = False) -> list | None:
+        """The relocator's question (relocation.py) for the segment at CommitLog offset
+        `base`: None if it stays for a reason relocation cannot remove (a queue that is not
+        compacted still needs it, it is not due, or its compacted records are more than
+        `compaction_relocate_max_live_ratio` of it: copying them would free too little);
+        else the live units of compacted queues in it, (queue, queue offset, physical
+        offset, size, tag hash), to copy forward before it can go. `forced`: forced
+        clean-up is about to delete it (the disk is too full), which `run_once` found: the
+        relocator's own passes never look at the disk."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        segments = self.commitlog.segments
+        position = self.commitlog._segment_index(base)
+        if not 0 <= position < len(segments) - 1:
+            return None
+        end = segments[position + 1].base_offset
+        holders = self._holders(end)
+        compacted = [q for q in holders if self.topic_policy(q.topic).compact]
+        others = [q for q in holders if not self.topic_policy(q.topic).compact]
+        due = (forced
+               or (self._expired(position, now_ms)
+                   and not any(self.topic_policy(q.topic).holds for q in others))
+               or (not others and end <= self.dispatched()))
+        if not due:
+            return None
+        units, live = [], 0
+        limit = self.config.compaction_relocate_max_live_ratio * (end - base)
+        for queue in compacted:
+            for queue_offset, physical, size, tag in queue.live_units():
+                if base <= physical < end:
+                    units.append((queue, queue_offset, physical, size, tag))
+                    live += size
+                    if live > limit:
+                        log.debug("segment kept: its compacted records are too much of it "
+                                  "to copy", segment_base=base, live_bytes_over=live)
+                        return None
+        return units
 
     def expire_queues(self, now_ms: int) -> int:
         """Move the minimum offset of every queue whose topic sets retention.ms or

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tidemq.common import record
 from tidemq.common.logs import get_logger
-from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC
+from tidemq.common.system_topics import COMPACTION_TOPIC, DELETED_TOPICS_TOPIC, RELOCATION_TOPIC
 
 from .affinity import pin_threads, restore_threads
 from .checkpoint import AbortMarker, Checkpoint, CheckpointState
@@ -51,6 +51,7 @@ from .loop_appender import LoopAppender, _Append, _settle
 from .loops import ACCELERATED
 from .metadata import MetadataFile, fsync_dir
 from .reader import PropertyFilter, StoreReader
+from .relocation import Relocator, decode_relocation
 from .retention import Retention
 from .store_loop import StoreLoop
 from .syncer import Syncer
@@ -102,6 +103,14 @@ class MessageStore:
                                    is_master=lambda: self._running and not self._slave,
                                    interval_s=config.compaction_interval_ms / 1000,
                                    budget_bytes_s=config.compaction_io_bytes_s)
+        # copy-forward of compacted queues' live records (relocation.py): on the compactor's
+        # thread after each pass, within its I/O budget; retention then frees the segments
+        self.relocator = Relocator(self.commitlog, self.retention.relocation_plan,
+                                   self.append_relocations, self.compactor._spend,
+                                   stopping=self.compactor._stop.is_set)
+        self.compactor.relocator = self.relocator
+        self.retention.relocations_confirmed = self._relocations_confirmed
+        self.retention.relocate_before_force = self._relocate_before_force
         self.checkpoint = Checkpoint(config.data_dir / "checkpoint")
         self.abort_marker = AbortMarker(config.data_dir / "abort")
         self.epochs = EpochFile(config.data_dir / "epochs")   # leader epochs (store/ha/epoch.py)
@@ -373,6 +382,37 @@ class MessageStore:
                         queue_id=queue_id, offset=offset)
         return offset
 
+    def append_relocations(self, raws: list[bytes]) -> int:
+        """Master: relocation records (relocation.py, each made with record.encode), in one
+        group; returns once this replica's dispatcher applied them (their copies durable and
+        the units repointed), the end offset of the last. Raises StoreError if it did not
+        within 30 s (retention then still sees the old segment held)."""
+        if not self._running:
+            raise StoreClosed("the store is not running")
+        if self._slave:
+            raise NotMaster("a slave relocates nothing: its master's relocations replicate")
+        outcomes = self.commitlog.append_group([(RELOCATION_TOPIC, 0, raw, 1) for raw in raws],
+                                               self.store_host)
+        for outcome in outcomes:
+            if isinstance(outcome, StoreError):
+                raise outcome
+        self.dispatcher.wake()
+        self._notify_written()
+        last = outcomes[-1]
+        if not self.dispatcher.wait_past(last[1][-1], 30.0):
+            raise StoreError("relocation records not applied within 30 s")
+        return last[2]
+
+    def _relocate_before_force(self, base: int) -> None:
+        if self._running and not self._slave:    # a slave's copies come from its master
+            self.relocator.relocate_segment(base)
+
+    def _relocations_confirmed(self) -> bool:
+        """Every relocation record applied here is in every in-sync replica (below the
+        confirmed offset; always, when reads are not fenced)."""
+        confirmed = self.confirmed_offset()
+        return confirmed is None or confirmed >= self.dispatcher.relocated_end
+
     def _append_marker(self, marker_topic: str, body: bytes) -> int:
         """One marker record of the system topic `marker_topic` (a topic deletion, a
         compaction), for every replica's dispatcher to apply; its CommitLog offset."""
@@ -557,7 +597,8 @@ class MessageStore:
         units past it dropped, index hits past it hidden, re-dispatch from it, epochs that
         start past it dropped, queue offsets recomputed, a checkpoint written."""
         with self.dispatcher.paused():
-            undeleted = self._deletions_from(offset) | self._compactions_from(offset)
+            undeleted = (self._deletions_from(offset) | self._compactions_from(offset)
+                         | self._relocations_from(offset))
             self.commitlog.truncate_to(offset)
             for queue in self.queues.all():
                 queue.truncate_beyond(offset)
@@ -645,6 +686,15 @@ class MessageStore:
             header = record.HEADER.unpack_from(data)
             return decode_marker(record.body_at(data, 0, header))[0]
         return self._marker_topics_from(COMPACTION_TOPIC, offset, topic_of)
+
+    def _relocations_from(self, offset: int) -> set[str]:
+        """The topics of relocated copies at or past `offset`: a truncation cuts the copies
+        their units point at, so those queues are rebuilt (the originals, not deleted before
+        the copies were confirmed, are in the log again)."""
+        def topic_of(data: bytes) -> str:
+            header = record.HEADER.unpack_from(data)
+            return decode_relocation(record.body_at(data, 0, header)).topic
+        return self._marker_topics_from(RELOCATION_TOPIC, offset, topic_of)
 
     def _marker_topics_from(self, marker_topic: str, offset: int,
                             topic_of: Callable[[bytes], str]) -> set[str]:
