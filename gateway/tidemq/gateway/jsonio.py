@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -72,3 +73,13 @@ class OrjsonProvider(DefaultJSONProvider):
             if fast is not None:
                 return self._app.response_class(fast, mimetype=self.mimetype)
         return super().response(obj)
+
+    def written(self, document: bytes | None, value: Callable[[], Any]):
+        """The response `response(value())` gives, from `document`: that value already written
+        as orjson writes it (the pop's messages, written from the broker's records in C).
+        Without it, or when this provider would not write compact JSON (debug, sort_keys),
+        `value()` is written here as usual."""
+        if (document is not None and not self.sort_keys and self.compact is not False
+                and not self._app.debug):
+            return self._app.response_class(document + b"\n", mimetype=self.mimetype)
+        return self.response(value())
