@@ -1614,7 +1614,8 @@ static PyObject *popped_json(PyObject *module, PyObject *const *args, Py_ssize_t
     const Py_ssize_t n_handles = PyList_GET_SIZE(handles);
     Out out = {NULL, 0, 0};
     PyObject *result = NULL;
-    if (out_reserve(&out, end + end / 2 + 512 * n_handles + 2) < 0 || OUT_LIT(&out, "[") < 0)
+    const Py_ssize_t guess = end / 2 + 512 * (n_handles < 1024 ? n_handles : 1024) + 2;
+    if (out_reserve(&out, end + guess) < 0 || OUT_LIT(&out, "[") < 0)
         goto done;
     Py_ssize_t index = 0, pos = 0;
     while (pos < end) {
