@@ -74,7 +74,8 @@ class ReceivedBatch(list):
 
     `broker_name`: the group every message came from; `records`: the reply's records (record
     layout, every one framed and CRC-checked by `decode_records`); `receipt_handles`: one per
-    record, in order."""
+    record, in order. They stay the reply as it came: changing the list (or a message's handle,
+    `change_invisible_duration`) changes none of them."""
 
     __slots__ = ("broker_name", "records", "receipt_handles")
 
