@@ -1,5 +1,5 @@
 /*
- * tidemq_speedups: TideMQ's per-record loops in C. Nine entry points: eight functions and one
+ * tidemq_speedups: TideMQ's per-record loops in C. Ten entry points: nine functions and one
  * type, and use_crc32 / crc32_backend, which choose and tell whose crc32 they all use.
  *
  *   stamp_batch  append: validate one producer batch and stamp the broker's fields and the
@@ -12,16 +12,19 @@
  *   decode_messages client: a pull reply's records as lazy messages (message.decode_records).
  *   scan_positions  Spark source: a pull reply's record positions and queue offsets
  *                (analytics decode.decode_reply).
+ *   popped_json  HTTP gateway: a Pop reply's records written as the pop answer's JSON array
+ *                (tidemq.gateway.messages.popped_json).
  *   encode_batch client: pack a producer batch's records, CRCs included (record.encode_batch).
  *   Syncer       SYNC_FLUSH group commit for asyncio appends: a thread that fdatasyncs
  *                without ever taking the GIL and reports through an eventfd (syncer.py).
  *
  * Each is an exact replacement for a Python twin that defines the contract and stays the
- * fallback (`<name>_py` in store/loops.py, store/index.py and tidemq.common.record;
- * syncer.PySyncer); hypothesis tests (tests/unit/store/test_loops.py, test_syncer.py,
- * tests/unit/common/test_record.py) hold the two to identical results. Record layout:
- * tidemq.common.record (big-endian, 88-byte header). Nothing here allocates per record
- * except the Python objects the contract returns (ints, tuples, decode_messages' messages).
+ * fallback (`<name>_py` in store/loops.py, store/index.py, tidemq.common.record and
+ * tidemq.gateway.messages; syncer.PySyncer); hypothesis tests (tests/unit/store/test_loops.py,
+ * test_syncer.py, tests/unit/common/test_record.py, tests/unit/gateway/test_popped_json.py)
+ * hold the two to identical results. Record layout: tidemq.common.record (big-endian, 88-byte
+ * header). Nothing here allocates per record except the Python objects the contract returns
+ * (ints, tuples, decode_messages' messages).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memmem */
@@ -1211,6 +1214,447 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
     return out;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* popped_json: the HTTP gateway's pop answer written straight from the Pop reply's records. */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_reserve(Out *o, Py_ssize_t more)
+{
+    if (o->cap - o->len >= more)
+        return 0;
+    Py_ssize_t cap = o->cap > 0 ? o->cap : 4096;
+    while (cap - o->len < more) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *grown = PyMem_Realloc(o->p, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = grown;
+    o->cap = cap;
+    return 0;
+}
+
+static int out_put(Out *o, const void *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+#define OUT_LIT(o, s) out_put((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+static int out_i64(Out *o, int64_t v)
+{
+    char digits[24], *d = digits + sizeof digits;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--d = '-';
+    return out_put(o, d, digits + sizeof digits - d);
+}
+
+/* Whether s[0:n] is UTF-8 as Python's strict decoder reads it (no surrogates, no overlong
+ * forms, nothing past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {   /* ASCII eight bytes at a time */
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if (word & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        const unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            const unsigned char low = c == 0xE0 ? 0xA0 : 0x80, high = c == 0xED ? 0x9F : 0xBF;
+            if (i + 2 >= n || s[i + 1] < low || s[i + 1] > high || (s[i + 2] & 0xC0) != 0x80)
+                return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            const unsigned char low = c == 0xF0 ? 0x90 : 0x80, high = c == 0xF4 ? 0x8F : 0xBF;
+            if (i + 3 >= n || s[i + 1] < low || s[i + 1] > high || (s[i + 2] & 0xC0) != 0x80
+                || (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A JSON string of UTF-8 text as orjson writes it: '"', '\\' and the control characters
+ * escaped (\b \t \n \f \r, else \u00xx), everything else as is. */
+static int out_json_string(Out *o, const unsigned char *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (n > (PY_SSIZE_T_MAX - 2) / 6) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (out_reserve(o, 6 * n + 2) < 0)
+        return -1;
+    char *d = o->p + o->len;
+    *d++ = '"';
+    Py_ssize_t run = 0;   /* start of the bytes not copied yet */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        while (i + 8 <= n) {   /* skip eight bytes at a time while none needs escaping */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            const uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+            if ((((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote)
+                 | ((backslash - ones) & ~backslash)) & highs)
+                break;   /* a byte below 0x20, '"' or '\\' may be here: look byte by byte */
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        const unsigned char c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        memcpy(d, s + run, (size_t)(i - run));
+        d += i - run;
+        run = i + 1;
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\t': *d++ = 't'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\r': *d++ = 'r'; break;
+        default:
+            *d++ = 'u';
+            *d++ = '0';
+            *d++ = '0';
+            *d++ = hex[c >> 4];
+            *d++ = hex[c & 15];
+        }
+    }
+    memcpy(d, s + run, (size_t)(n - run));
+    d += n - run;
+    *d++ = '"';
+    o->len = d - o->p;
+    return 0;
+}
+
+/* A JSON string of s in standard base64 with padding (base64.b64encode). */
+static int out_base64_string(Out *o, const unsigned char *s, Py_ssize_t n)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (n > (PY_SSIZE_T_MAX - 8) / 2) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (out_reserve(o, (n + 2) / 3 * 4 + 2) < 0)
+        return -1;
+    char *d = o->p + o->len;
+    *d++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        const uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *d++ = alphabet[v >> 18];
+        *d++ = alphabet[(v >> 12) & 63];
+        *d++ = alphabet[(v >> 6) & 63];
+        *d++ = alphabet[v & 63];
+    }
+    if (n - i == 1) {
+        const uint32_t v = (uint32_t)s[i] << 16;
+        *d++ = alphabet[v >> 18];
+        *d++ = alphabet[(v >> 12) & 63];
+        *d++ = '=';
+        *d++ = '=';
+    } else if (n - i == 2) {
+        const uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        *d++ = alphabet[v >> 18];
+        *d++ = alphabet[(v >> 12) & 63];
+        *d++ = alphabet[(v >> 6) & 63];
+        *d++ = '=';
+    }
+    *d++ = '"';
+    o->len = d - o->p;
+    return 0;
+}
+
+/* One property of a record (record.decode_properties: items split on \x02, empty ones
+ * skipped, the name up to the first \x01, the value after it). */
+typedef struct {
+    const unsigned char *name, *value;
+    Py_ssize_t name_len, value_len;
+} Prop;
+
+#define MAX_RENDERED_PROPS 64   /* more: the Python rendering (its dict) takes the record */
+
+static int same_name(const Prop *a, const unsigned char *name, Py_ssize_t len)
+{
+    return a->name_len == len && memcmp(a->name, name, (size_t)len) == 0;
+}
+
+/* The number of properties in p[0:n), -1 past MAX_RENDERED_PROPS. */
+static int parse_props(const unsigned char *p, Py_ssize_t n, Prop *props)
+{
+    int count = 0;
+    Py_ssize_t at = 0;
+    while (at < n) {
+        const unsigned char *stop = memchr(p + at, 0x02, (size_t)(n - at));
+        const Py_ssize_t end = stop == NULL ? n : stop - p;
+        if (end > at) {
+            if (count == MAX_RENDERED_PROPS)
+                return -1;
+            const unsigned char *sep = memchr(p + at, 0x01, (size_t)(end - at));
+            Prop *prop = &props[count++];
+            prop->name = p + at;
+            if (sep == NULL) {
+                prop->name_len = end - at;
+                prop->value = p + end;
+                prop->value_len = 0;
+            } else {
+                prop->name_len = sep - (p + at);
+                prop->value = sep + 1;
+                prop->value_len = p + end - (sep + 1);
+            }
+        }
+        at = end + 1;
+    }
+    return count;
+}
+
+/* The value of the last property named `name` (the dict's), NULL if none. */
+static const Prop *last_prop(const Prop *props, int count, const char *name)
+{
+    const Py_ssize_t len = (Py_ssize_t)strlen(name);
+    for (int i = count - 1; i >= 0; i--)
+        if (same_name(&props[i], (const unsigned char *)name, len))
+            return &props[i];
+    return NULL;
+}
+
+static int out_prop_string(Out *o, const Prop *prop)
+{
+    return prop == NULL ? OUT_LIT(o, "\"\"") : out_json_string(o, prop->value, prop->value_len);
+}
+
+/* One popped record as the gateway's JSON object (messages.received_json); 1 if it cannot be
+ * rendered here (compressed, not UTF-8, too many properties), -1 with an exception set. */
+static int render_popped(Out *o, const unsigned char *h, Py_ssize_t total, PyObject *system,
+                         const char *broker, Py_ssize_t broker_len, const char *handle,
+                         Py_ssize_t handle_len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const uint32_t sys_flag = rd_u32(h + 36);
+    if (sys_flag & 0x1)   /* record.SYS_FLAG_COMPRESSED: the Python rendering decompresses */
+        return 1;
+    const Py_ssize_t body_len = (int32_t)rd_u32(h + OFF_BODY_LEN);
+    const unsigned char *body = h + HEADER_SIZE;
+    const unsigned char *topic = body + body_len + 1;
+    const Py_ssize_t topic_len = body[body_len];
+    const unsigned char *raw_props = topic + topic_len + 2;
+    const Py_ssize_t props_len = h + total - raw_props;
+    if (!utf8_valid(topic, topic_len) || !utf8_valid(raw_props, props_len))
+        return 1;   /* the Python rendering raises RecordFormatError */
+    Prop props[MAX_RENDERED_PROPS];
+    const int count = parse_props(raw_props, props_len, props);
+    if (count < 0)
+        return 1;
+    const Prop *tags = last_prop(props, count, "TAGS"), *keys = last_prop(props, count, "KEYS");
+    const Prop *unique = last_prop(props, count, "UNIQ_KEY");
+    const Prop *group = last_prop(props, count, "MESSAGE_GROUP");
+    const Prop *retry = last_prop(props, count, "RETRY_TOPIC");
+
+    if (OUT_LIT(o, "{\"body\":") < 0)
+        return -1;
+    if (utf8_valid(body, body_len)) {
+        if (out_json_string(o, body, body_len) < 0)
+            return -1;
+    } else if (out_base64_string(o, body, body_len) < 0
+               || OUT_LIT(o, ",\"encoding\":\"base64\"") < 0) {
+        return -1;
+    }
+    if (OUT_LIT(o, ",\"tag\":") < 0 || out_prop_string(o, tags) < 0
+        || OUT_LIT(o, ",\"keys\":[") < 0)
+        return -1;
+    if (keys != NULL && keys->value_len > 0) {   /* str.split(" "): empty pieces kept */
+        const unsigned char *k = keys->value, *end = keys->value + keys->value_len;
+        for (;;) {
+            const unsigned char *space = memchr(k, ' ', (size_t)(end - k));
+            const unsigned char *stop = space == NULL ? end : space;
+            if (out_json_string(o, k, stop - k) < 0)
+                return -1;
+            if (space == NULL)
+                break;
+            if (OUT_LIT(o, ",") < 0)
+                return -1;
+            k = space + 1;
+        }
+    }
+    if (OUT_LIT(o, "],\"properties\":{") < 0)
+        return -1;
+    const Py_ssize_t n_system = PyTuple_GET_SIZE(system);
+    int shown = 0;
+    for (int i = 0; i < count; i++) {
+        const Prop *prop = &props[i];
+        int skip = 0;
+        for (Py_ssize_t s = 0; !skip && s < n_system; s++) {
+            PyObject *name = PyTuple_GET_ITEM(system, s);
+            skip = same_name(prop, (const unsigned char *)PyBytes_AS_STRING(name),
+                             PyBytes_GET_SIZE(name));
+        }
+        for (int j = 0; !skip && j < i; j++)   /* a dict keeps a name's first place */
+            skip = same_name(&props[j], prop->name, prop->name_len);
+        if (skip)
+            continue;
+        const Prop *value = prop;   /* ... and its last value */
+        for (int j = count - 1; j > i; j--) {
+            if (same_name(&props[j], prop->name, prop->name_len)) {
+                value = &props[j];
+                break;
+            }
+        }
+        if ((shown++ && OUT_LIT(o, ",") < 0) || out_json_string(o, prop->name, prop->name_len) < 0
+            || OUT_LIT(o, ":") < 0 || out_json_string(o, value->value, value->value_len) < 0)
+            return -1;
+    }
+    char msg_id[34];   /* record.offset_msg_id: store host + physical offset, upper hex */
+    msg_id[0] = msg_id[33] = '"';
+    for (int i = 0; i < 16; i++) {
+        const unsigned char b = i < 8 ? h[64 + i] : h[OFF_PHYSICAL_OFFSET + i - 8];
+        msg_id[1 + 2 * i] = hex[b >> 4];
+        msg_id[2 + 2 * i] = hex[b & 15];
+    }
+    const int32_t reconsume = (int32_t)rd_u32(h + 72);
+    if (OUT_LIT(o, "},\"queue_offset\":") < 0 || out_i64(o, rd_i64(h + OFF_QUEUE_OFFSET)) < 0
+        || OUT_LIT(o, ",\"msg_id\":") < 0 || out_put(o, msg_id, 34) < 0
+        || OUT_LIT(o, ",\"unique_id\":") < 0 || out_prop_string(o, unique) < 0
+        || OUT_LIT(o, ",\"born_timestamp\":") < 0 || out_i64(o, rd_i64(h + 40)) < 0
+        || OUT_LIT(o, ",\"store_timestamp\":") < 0
+        || out_i64(o, rd_i64(h + OFF_STORE_TIMESTAMP)) < 0
+        || OUT_LIT(o, ",\"reconsume_times\":") < 0 || out_i64(o, reconsume) < 0
+        || OUT_LIT(o, ",\"message_group\":") < 0 || out_prop_string(o, group) < 0
+        || OUT_LIT(o, ",\"topic\":") < 0)
+        return -1;
+    if (retry != NULL && retry->value_len > 0 ? out_json_string(o, retry->value, retry->value_len)
+                                              : out_json_string(o, topic, topic_len))
+        return -1;
+    if (OUT_LIT(o, ",\"broker_name\":") < 0
+        || out_json_string(o, (const unsigned char *)broker, broker_len) < 0
+        || OUT_LIT(o, ",\"receipt_handle\":") < 0
+        || out_json_string(o, (const unsigned char *)handle, handle_len) < 0
+        || OUT_LIT(o, ",\"delivery_count\":") < 0 || out_i64(o, (int64_t)reconsume + 1) < 0
+        || OUT_LIT(o, "}") < 0)
+        return -1;
+    return 0;
+}
+
+PyDoc_STRVAR(popped_json_doc,
+"popped_json(records, broker_name, receipt_handles, system_names)\n"
+"--\n\n"
+"The JSON array of a pop's messages, written straight from the Pop reply's records: the\n"
+"same bytes as the gateway's messages.popped_json_py (orjson over received_json of each\n"
+"message of message.decode_records(records, broker_name) with its handle). records is a\n"
+"bytes object, receipt_handles a list of str (one per record), system_names a tuple of the\n"
+"bytes names a message's JSON does not show among its properties. None if the records are not\n"
+"all whole and valid, one is compressed, its topic or properties are not UTF-8 or number\n"
+"more than 64, a string is not UTF-8-encodable, or the handles are not one per record: the\n"
+"caller renders in Python, which raises the precise error where there is one.");
+
+static PyObject *popped_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (check_nargs("popped_json", nargs, 4) < 0)
+        return NULL;
+    PyObject *records = args[0], *broker = args[1], *handles = args[2], *system = args[3];
+    if (!PyBytes_Check(records) || !PyUnicode_Check(broker) || !PyList_Check(handles)
+        || !PyTuple_Check(system)) {
+        PyErr_SetString(PyExc_TypeError, "popped_json: records must be bytes, broker_name a "
+                        "str, receipt_handles a list and system_names a tuple");
+        return NULL;
+    }
+    for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(system); s++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(system, s))) {
+            PyErr_SetString(PyExc_TypeError, "popped_json: system_names must be bytes");
+            return NULL;
+        }
+    }
+    Py_ssize_t broker_len;
+    const char *broker_utf8 = PyUnicode_AsUTF8AndSize(broker, &broker_len);
+    if (broker_utf8 == NULL) {   /* a lone surrogate: orjson refuses it too */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(records);
+    const Py_ssize_t end = PyBytes_GET_SIZE(records);
+    const Py_ssize_t n_handles = PyList_GET_SIZE(handles);
+    Out out = {NULL, 0, 0};
+    PyObject *result = NULL;
+    const Py_ssize_t guess = end / 2 + 512 * (n_handles < 1024 ? n_handles : 1024) + 2;
+    if (out_reserve(&out, end + guess) < 0 || OUT_LIT(&out, "[") < 0)
+        goto done;
+    Py_ssize_t index = 0, pos = 0;
+    while (pos < end) {
+        const Py_ssize_t stop = valid_record_end(p, pos, end);
+        if (stop < 0 || index >= n_handles)
+            goto decline;
+        PyObject *handle = PyList_GET_ITEM(handles, index);
+        if (!PyUnicode_Check(handle))
+            goto decline;
+        Py_ssize_t handle_len;
+        const char *handle_utf8 = PyUnicode_AsUTF8AndSize(handle, &handle_len);
+        if (handle_utf8 == NULL) {
+            PyErr_Clear();
+            goto decline;
+        }
+        if (index > 0 && OUT_LIT(&out, ",") < 0)
+            goto done;
+        const int rendered = render_popped(&out, p + pos, stop - pos, system, broker_utf8,
+                                           broker_len, handle_utf8, handle_len);
+        if (rendered < 0)
+            goto done;
+        if (rendered > 0)
+            goto decline;
+        index++;
+        pos = stop;
+    }
+    if (index != n_handles)
+        goto decline;
+    if (OUT_LIT(&out, "]") < 0)
+        goto done;
+    result = PyBytes_FromStringAndSize(out.p, out.len);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(out.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"stamp_batch", (PyCFunction)(void (*)(void))stamp_batch, METH_FASTCALL, stamp_batch_doc},
     {"scan_chunk", (PyCFunction)(void (*)(void))scan_chunk, METH_FASTCALL, scan_chunk_doc},
@@ -1226,6 +1670,8 @@ static PyMethodDef methods[] = {
      decode_messages_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      encode_batch_doc},
+    {"popped_json", (PyCFunction)(void (*)(void))popped_json, METH_FASTCALL,
+     popped_json_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,7 @@ YAML after `---` in each view's docstring adds its responses (openapi.py).
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.topic_names import validate_topic_name
 from tidemq.configclient.groups import GroupDefinitionError, validate_group_name
@@ -26,7 +26,7 @@ from tidemq.gateway.bodies import (
     RedriveRequest,
     within_setting,
 )
-from tidemq.gateway.messages import message_json, received_json
+from tidemq.gateway.messages import message_json, popped_json, received_json
 from tidemq.gateway.schema import accepts_body, accepts_query
 from tidemq.gateway.topic_routes import _backend, _settings
 
@@ -69,8 +69,10 @@ def pop(group: str, topic: str, body: PopRequest):
     expression, expression_type = body.subscription
     popped = _backend().pop(_group(group), topic, body.max, body.invisible_ms, wait_ms,
                             expression, expression_type)
-    return jsonify({"messages": [received_json(r.message, r.receipt_handle)
-                                 for r in popped]})
+    written = popped_json(popped)   # straight from the reply's records, where it can be
+    return current_app.json.written(
+        None if written is None else b'{"messages":' + written + b"}",
+        lambda: {"messages": [received_json(r.message, r.receipt_handle) for r in popped]})
 
 
 @consume_bp.post("/v1/groups/<group>/topics/<topic>/ack")

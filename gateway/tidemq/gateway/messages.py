@@ -14,15 +14,27 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tidemq.client.message import SYSTEM_PROPERTIES, Message, MessageExt
+import orjson
+from tidemq.client.message import SYSTEM_PROPERTIES, Message, MessageExt, decode_records
+from tidemq.client.simple_consumer import ReceivedBatch
 from tidemq.common.errors import InvalidArgument
 from tidemq.common.record import PROP_MESSAGE_GROUP, PROP_RETRY_TOPIC
 from tidemq.common.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
+    from tidemq.client import ReceivedMessage
     from tidemq.gateway.bodies import SendMessage, SendRequest
+
+try:  # the pop's JSON written in C from the reply's records (native/), optional
+    from tidemq_speedups import popped_json as _popped_json_c
+except ImportError:
+    _popped_json_c = None
+
+# The properties a message's JSON does not list (`_shown`), as the C rendering takes them.
+_SYSTEM_NAMES = tuple(sorted(name.encode() for name in SYSTEM_PROPERTIES))
 
 
 def _decode_body(item: SendMessage, index: int) -> bytes:
@@ -90,3 +102,24 @@ def received_json(message: MessageExt, receipt_handle: str) -> dict[str, Any]:
     """A popped message: its JSON shape, the topic it was sent to, its broker group, receipt
     handle and delivery count (1 on the first delivery)."""
     return _shown(message, receipt_handle)
+
+
+def popped_json(popped: Sequence[ReceivedMessage]) -> bytes | None:
+    """A pop's messages as the JSON array `received_json` of each gives under orjson, written
+    straight from the Pop reply's records by the C `popped_json` when `popped` is a
+    ReceivedBatch and the extension is built (the array was about 115 µs of a pop's 32
+    messages in Python: docs/http-api.md, "What a request costs"); None otherwise, or when
+    the C declines a record (compressed, not UTF-8): the caller renders the messages."""
+    if _popped_json_c is None or type(popped) is not ReceivedBatch:
+        return None
+    return _popped_json_c(popped.records, popped.broker_name, popped.receipt_handles,
+                          _SYSTEM_NAMES)
+
+
+def popped_json_py(records: bytes, broker_name: str, receipt_handles: Sequence[str]) -> bytes:
+    """The contract of the C `popped_json` (tidemq_speedups): the JSON array, as orjson writes
+    it, of `received_json` of each message of the Pop reply's `records` from `broker_name`
+    with its receipt handle (RecordFormatError for a record that is not valid, ValueError
+    unless there is one handle per record)."""
+    return orjson.dumps([received_json(message, handle) for message, handle in zip(
+        decode_records(records, broker_name), receipt_handles, strict=True)])

@@ -43,7 +43,12 @@ if TYPE_CHECKING:  # what type checkers and the import-graph test see; _SOURCES 
         SelectByHash,
         SelectRandom,
     )
-    from tidemq.client.simple_consumer import AckResult, ReceivedMessage, SimpleConsumer
+    from tidemq.client.simple_consumer import (
+        AckResult,
+        ReceivedBatch,
+        ReceivedMessage,
+        SimpleConsumer,
+    )
     from tidemq.client.transaction import (
         TransactionEnd,
         TransactionProducer,
@@ -65,7 +70,8 @@ _SOURCES = {
     **dict.fromkeys(["NameServerClient", "RouteCache", "TopicRoute"], "routes"),
     **dict.fromkeys(["MessageQueueSelector", "SelectByFunction", "SelectByHash", "SelectRandom"],
                     "selector"),
-    **dict.fromkeys(["AckResult", "ReceivedMessage", "SimpleConsumer"], "simple_consumer"),
+    **dict.fromkeys(["AckResult", "ReceivedBatch", "ReceivedMessage", "SimpleConsumer"],
+                    "simple_consumer"),
     **dict.fromkeys(["TransactionEnd", "TransactionProducer", "TransactionResolution",
                      "TransactionSendResult"], "transaction"),
 }
@@ -74,7 +80,7 @@ __all__ = [
     "AckResult", "ConsumeFrom", "ConsumeStatus", "DeadLetters", "MessageModel", "PushConsumer",
     "LatencyFaultTolerance", "Message", "MessageExt", "MessageQueue", "MessageQueueSelector",
     "NameServerClient", "Producer", "ProducerSequence", "PullConsumer", "PullResult", "PullStatus", "RouteCache",
-    "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendManyError",
+    "ReceivedBatch", "ReceivedMessage", "SelectByFunction", "SelectByHash", "SelectRandom", "SendManyError",
     "SendResult",
     "SendStatus", "SimpleConsumer", "TopicRoute", "TransactionEnd", "TransactionProducer",
     "TransactionResolution", "TransactionSendResult",

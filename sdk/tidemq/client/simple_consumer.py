@@ -67,6 +67,25 @@ class ReceivedMessage:
         return self.message.reconsume_times + 1
 
 
+class ReceivedBatch(list):
+    """What `receive` answers: the ReceivedMessages of one Pop (a list, as always) and that
+    Pop's reply as it came, for code that renders a whole batch at once (the HTTP gateway
+    writes a pop's JSON straight from the records, in C where built: docs/http-api.md).
+
+    `broker_name`: the group every message came from; `records`: the reply's records (record
+    layout, every one framed and CRC-checked by `decode_records`); `receipt_handles`: one per
+    record, in order. They stay the reply as it came: changing the list (or a message's handle,
+    `change_invisible_duration`) changes none of them."""
+
+    __slots__ = ("broker_name", "records", "receipt_handles")
+
+    def __init__(self, received: Iterable[ReceivedMessage] = (), broker_name: str = "",
+                 records: bytes = b"", receipt_handles: list[str] | None = None) -> None:
+        super().__init__(received)
+        self.broker_name, self.records = broker_name, records
+        self.receipt_handles = [] if receipt_handles is None else receipt_handles
+
+
 def _locate_received(received: ReceivedMessage) -> tuple[str, str]:
     """A received message's ack goes to the broker group it came from (no handle decoding)."""
     return received.message.broker_name, received.receipt_handle
@@ -102,9 +121,10 @@ class SimpleConsumer:
         return self.routes.get(self.topic).master_addr(broker_name)
 
     def receive(self, max_messages: int = 16, *, invisible_duration_s: float | None = None,
-                wait_s: float = 0.0) -> list[ReceivedMessage]:
+                wait_s: float = 0.0) -> ReceivedBatch:
         """Up to `max_messages` (1..32) from one broker group; with `wait_s` the last group
-        asked holds the call until a message arrives or the wait ends."""
+        asked holds the call until a message arrives or the wait ends. A list of
+        ReceivedMessages (a ReceivedBatch: also the reply's records and handles)."""
         invisible = invisible_duration_s or self.invisible_duration_s
         names = sorted(self.routes.get(self.topic).brokers)
         if not names:
@@ -126,12 +146,17 @@ class SimpleConsumer:
                     raise
                 continue
             if reply.record_count:
-                messages = decode_records(reply.records, broker_name)
+                records = reply.records
+                if type(records) is not bytes:
+                    records = bytes(records)
+                messages = decode_records(records, broker_name)
                 record_receive(self.topic, self.group, messages,
                                own_trace=self._own_receive_trace)
-                return [ReceivedMessage(m, h)
-                        for m, h in zip(messages, reply.receipt_handles, strict=True)]
-        return []
+                handles = list(reply.receipt_handles)
+                return ReceivedBatch([ReceivedMessage(m, h)
+                                      for m, h in zip(messages, handles, strict=True)],
+                                     broker_name, records, handles)
+        return ReceivedBatch()
 
     def _call(self, handle: str, method: str, request):
         broker_name = broker_of(handle)

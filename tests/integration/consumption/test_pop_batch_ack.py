@@ -130,3 +130,26 @@ def test_a_pop_groups_lag_is_described_from_the_brokers_pop_books(shared_one_bro
     assert sum(o.committed for o in by_queue.values()) == len(popped)
     assert sum(o.unacked for o in by_queue.values()) == len(popped) - 2
     assert described.total_lag == 10 - 2  # not popped + popped and not acked
+
+
+def test_a_receive_carries_the_pop_reply_it_came_in(shared_cluster):
+    """`receive` answers a ReceivedBatch: the ReceivedMessages, and the Pop reply's broker
+    group, records and handles as they came (what the HTTP gateway renders in C)."""
+    from tidemq.client import ReceivedBatch
+    from tidemq.client.message import decode_records
+
+    cluster = shared_cluster
+    create_topic_in_config_center(cluster, "PopReplyKept", 1)
+    wait_for_route(cluster, "PopReplyKept", 2)
+    with Producer(cluster.namesrv_addrs) as producer:
+        producer.send_many([Message("PopReplyKept", f"r-{i}".encode()) for i in range(3)])
+    consumer = SimpleConsumer(cluster.namesrv_addrs, "g-pop-reply", "PopReplyKept", timeout=10)
+    batches: list = []
+    wait_until(lambda: batches.append(consumer.receive(32, wait_s=1)) or batches[-1], 30,
+               message="a pop answered")
+    batch = batches[-1]
+    assert type(batch) is ReceivedBatch and len(batch) == len(batch.receipt_handles) >= 1
+    assert batch.receipt_handles == [r.receipt_handle for r in batch]
+    assert decode_records(batch.records, batch.broker_name) == [r.message for r in batch]
+    assert {r.message.broker_name for r in batch} == {batch.broker_name}
+    assert all(result.ok for result in consumer.ack_many(batch))

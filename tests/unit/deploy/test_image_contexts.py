@@ -46,7 +46,7 @@ def test_an_image_folder_holds_its_pins_the_backend_and_its_host_built_members(w
 
 
 def test_an_image_without_native_members_gets_no_host_built_wheel(wheelhouse):
-    gateway = load().images["gateway"]
+    gateway = load().images["gateway-grpc"]
     _requirements(wheelhouse, gateway.package, "grpcio==1.70.0\n")
     names = {p.name for p in images._image_wheel_folder(gateway).iterdir()}
     assert not any(n.startswith(("tidemq_speedups", "pyspark")) for n in names)

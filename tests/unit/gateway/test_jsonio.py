@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import uuid
 from dataclasses import dataclass
 
 import pytest
 from flask import Flask, jsonify
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tidemq.common.errors import InvalidArgument
 from tidemq.gateway import jsonio
 from tidemq.gateway.schema import parse_json
@@ -70,3 +73,12 @@ def test_a_malformed_body_is_refused_with_the_standard_librarys_sentence(raw: by
         parse_json(raw)
     assert refused.value.code == "MALFORMED_JSON"
     assert refused.value.message == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=8), st.text("0123456789", min_size=15, max_size=22)
+                          .map(str.encode)), max_size=6).map(b"".join))
+def test_long_digits_are_found_where_the_regex_finds_them(raw: bytes) -> None:
+    """A body that may hold an integer past 64 bits (19 digits in a row) goes to the standard
+    library: the translate-and-find test says what `[0-9]{19}` says."""
+    assert jsonio.has_long_digits(raw) == (re.search(rb"[0-9]{19}", raw) is not None)
