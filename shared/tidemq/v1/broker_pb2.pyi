@@ -356,14 +356,16 @@ class MemberHandover(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
-    __slots__ = ("topic", "queue_id", "offset")
+    __slots__ = ("topic", "queue_id", "offset", "metadata")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     offset: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    metadata: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
     __slots__ = ("consumer_group", "offsets", "generation_id", "member_id")

@@ -288,13 +288,15 @@ class KafkaBackend:
             return reader
 
     def commit(self, group: str, mq: MessageQueue, offset: int, generation_id: int = -1,
-               member_id: str = "") -> None:
-        """Commit on the queue's broker, fenced there by generation and member (>= 0)."""
+               member_id: str = "", metadata: str = "") -> None:
+        """Commit on the queue's broker, fenced there by generation and member (>= 0), with
+        the commit's metadata string (kept with the offset, at most 4096 bytes)."""
         self.group_reader(group).commit(mq, offset, generation_id=generation_id,
-                                        member_id=member_id)
+                                        member_id=member_id, metadata=metadata)
 
-    def committed(self, group: str, mq: MessageQueue) -> int | None:
-        return self.group_reader(group).committed(mq)
+    def committed(self, group: str, mq: MessageQueue) -> tuple[int, str] | None:
+        """(committed offset, its metadata string), or None if the group never committed."""
+        return self.group_reader(group).committed_with_metadata(mq)
 
     # -- groups (DescribeGroups, ListGroups) ---------------------------------------------------
 

@@ -452,7 +452,8 @@ class KafkaApis:
             try:
                 mq = await self._run(self.backend.partition, topic, part.partition_index)
                 await self._run(self.backend.commit, group, mq, part.committed_offset,
-                                generation, request.member_id or "")
+                                generation, request.member_id or "",
+                                part.committed_metadata or "")
                 code = 0
             except errors.TideMQError as exc:
                 code = kafka_code(exc, GROUP_CODES)
@@ -477,7 +478,7 @@ class KafkaApis:
                 mq = await self._run(self.backend.partition, topic, index)
                 committed = await self._run(self.backend.committed, group, mq)
                 if committed is not None:
-                    answer["committed_offset"] = committed
+                    answer["committed_offset"], answer["metadata"] = committed
             except errors.TideMQError as exc:
                 answer["error_code"] = kafka_code(exc)
             return answer
