@@ -122,9 +122,14 @@ class PullConsumer:
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after `timestamp_ms`."""
+        return self.search_timestamp(mq, timestamp_ms)[0]
+
+    def search_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> tuple[int, int]:
+        """(the first offset stored at or after `timestamp_ms`, when that message was stored
+        in epoch ms); the time is 0 when none was (the offset is then the queue's end)."""
         response = self._call(mq, "SearchOffset", broker_pb2.SearchOffsetRequest(
             topic=mq.topic, queue_id=mq.queue_id, timestamp_ms=timestamp_ms), idempotent=True)
-        return response.queue_offset
+        return response.queue_offset, response.store_timestamp_ms
 
     def commit(self, mq: MessageQueue, offset: int, *, generation_id: int = -1,
                member_id: str = "", metadata: str = "") -> None:

@@ -39,6 +39,8 @@ def test_a_record_survives_the_message_it_is_stored_as(record):
     message = records.to_message("t", record)
     message.validate()
     assert records.from_message(_stored(message)) == record
+    # ListOffsets by time reads only the timestamp, and reads the same one
+    assert records.timestamp_of(_stored(message)) == record.timestamp
 
 
 def test_utf8_keys_are_also_tidemq_keys():
@@ -53,6 +55,7 @@ def test_a_native_message_reads_with_its_key_properties_and_born_time():
                         "", "", 1234, 1235, 0)
     assert records.from_message(native) == records.KafkaRecord(
         b"k1", b"body", (("region", b"eu"),), 1234)
+    assert records.timestamp_of(native) == 1234
 
 
 def _batch(values: list[bytes], compression: int = 0) -> bytearray:

@@ -214,8 +214,8 @@ class KafkaApis:
 
     def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int, int]:
         """(error code, base offset, log append time or -1) of one partition's record set;
-        the append time (a LogAppendTime topic's) is the first message's store time, read
-        back from its broker."""
+        the append time (a LogAppendTime topic's) is the first message's store time, as the
+        broker's Send answers it."""
         try:
             mq = self.backend.partition(topic, index)
             batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
@@ -224,18 +224,13 @@ class KafkaApis:
             messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            offset = self.backend.produce(mq, messages, sequence)
+            offset, stored = self.backend.produce(mq, messages, sequence)
             metrics.RECORDS_PRODUCED.inc(len(messages))
+            log_append_time = self.backend.log_append_time(topic)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1, -1
-        try:
-            appended = (self.backend.append_time(mq, offset)
-                        if self.backend.log_append_time(topic) else -1)
-        except errors.TideMQError as exc:   # stored: the time is what could not be read
-            log.info("append_time_unread", topic=topic, partition=index, error=str(exc))
-            appended = -1
-        return 0, offset, appended
+        return 0, offset, (stored or -1) if log_append_time else -1
 
     # -- fetch and offsets ---------------------------------------------------------------------
 
@@ -310,21 +305,26 @@ class KafkaApis:
 
     def _offset_for_time(self, topic: str, mq, target_ms: int) -> tuple[int, int]:
         """(offset, timestamp) of the earliest record whose Kafka timestamp is >= target_ms,
-        (-1, -1) when none is, as Kafka answers. The brokers index store time: a record
+        (-1, -1) when none is, as Kafka answers. The brokers index store time, so for a
+        LogAppendTime topic their answer (the first record stored at or after the target,
+        with its store time) is the answer: no record is read. For CreateTime, a record
         stored at or after the target is the first candidate (a CreateTime is not later than
         its store time when the producer's clock is not ahead of the broker's), and records
-        from there are read until one's timestamp reaches the target: only those created
-        before it and stored after it are passed over, at most TIME_SCAN_RECORDS of them."""
-        log_append_time = self.backend.log_append_time(topic)
-        offset = self.backend.offset_for_time(mq, target_ms)
+        from there are read, only their timestamp property decoded, until one's timestamp
+        reaches the target: only those created before it and stored after it are passed
+        over, at most TIME_SCAN_RECORDS of them."""
+        offset, stored = self.backend.offset_for_time(mq, target_ms)
+        if self.backend.log_append_time(topic):
+            return (offset, stored) if stored else (-1, -1)
+        if not stored:   # nothing was stored at or after the target: nothing created then
+            return -1, -1
         scanned = 0
         while scanned < TIME_SCAN_RECORDS:
             fetched = self.backend.fetch(mq, offset, TIME_SCAN_BYTES)
             if fetched.out_of_range or not fetched.messages:
                 return -1, -1
             for message in fetched.messages:
-                stamp = (message.store_timestamp if log_append_time
-                         else records.from_message(message).timestamp)
+                stamp = records.timestamp_of(message)
                 if stamp >= target_ms:
                     return message.queue_offset, stamp
             offset = fetched.messages[-1].queue_offset + 1

@@ -265,6 +265,18 @@ def from_message(message: MessageExt) -> KafkaRecord:
     return KafkaRecord(key, value, headers, timestamp)
 
 
+def timestamp_of(message: MessageExt) -> int:
+    """The Kafka (CreateTime) timestamp a stored message reads as, as from_message gives it,
+    from its one property: nothing else of the message is decoded."""
+    raw = message.properties.get(PROP_TIMESTAMP)
+    if raw is None:
+        return message.born_timestamp
+    try:
+        return int(raw)
+    except ValueError:
+        return message.born_timestamp
+
+
 def encode_batch(base_offset: int, records: Sequence[KafkaRecord],
                  log_append_time: int | None = None) -> bytes:
     """One uncompressed v2 batch of consecutive offsets from `base_offset`. With

@@ -148,6 +148,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
         if request.idempotent or sequenced:
             self.idempotence.describe(result, reply)
+        if reply.physical_offsets and reply.physical_offsets[0] >= 0 and \
+                reply.status == common_pb2.SEND_OK:
+            # the first record's (a duplicate's: its original's) store time: what a Kafka
+            # LogAppendTime produce answers, without a read back (one 8-byte mapped read)
+            reply.store_timestamp_ms = self.messaging.store.store_timestamp_at(
+                reply.physical_offsets[0]) or 0
         reply.throttle_time_ms = self.quotas.throttle_ms(admission)
         return reply
 
@@ -209,8 +215,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     def SearchOffset(self, request, context):
-        return broker_pb2.SearchOffsetResponse(queue_offset=self.messaging.search_offset(
-            request.topic, request.queue_id, request.timestamp_ms))
+        offset, stored = self.messaging.search_timestamp(request.topic, request.queue_id,
+                                                         request.timestamp_ms)
+        return broker_pb2.SearchOffsetResponse(queue_offset=offset,
+                                               store_timestamp_ms=stored or 0)
 
     def ViewMessage(self, request, context):
         return broker_pb2.ViewMessageResponse(
