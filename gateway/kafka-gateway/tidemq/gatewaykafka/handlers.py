@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.configclient import topic_settings
@@ -121,7 +124,11 @@ class KafkaApis:
         assert set(self.table) | codec.SASL_APIS == set(codec.SUPPORTED)
 
     async def _run(self, function: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, function, *args)
+        """`function(*args)` on the pool, in the caller's context: the request's span is the
+        parent of the broker calls it makes (spans.py)."""
+        call = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call, function,
+                                                                *args)
 
     # -- cluster -------------------------------------------------------------------------------
 
@@ -268,7 +275,8 @@ class KafkaApis:
                   "preferred_read_replica": -1, "records": b""}
         try:
             mq = self.backend.partition(topic, index)
-            fetched = self.backend.fetch(mq, offset, max_bytes)
+            with _own_trace_unless_recorded():
+                fetched = self.backend.fetch(mq, offset, max_bytes)
             log_append_time = bool(fetched.messages) and self.backend.log_append_time(topic)
         except errors.TideMQError as exc:
             answer["error_code"] = kafka_code(exc)
@@ -624,6 +632,22 @@ class KafkaApis:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             responses.append(answer)
         return {"throttle_time_ms": 0, "responses": responses}
+
+
+@contextlib.contextmanager
+def _own_trace_unless_recorded():
+    """A Fetch's span is not recorded as a root (a long poll, quiet by default: spans.py), and
+    the `<topic> receive` span the SDK records for a read that found messages would be
+    dropped under it: unless the Fetch is recorded, the read runs outside its trace, so the
+    receive span is a root of its own (its transport span, a Pull, is quiet as a root)."""
+    if trace.get_current_span().is_recording():
+        yield
+        return
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _config_change(config) -> str | None:
