@@ -43,6 +43,26 @@ def test_a_record_survives_the_message_it_is_stored_as(record):
     assert records.timestamp_of(_stored(message)) == record.timestamp
 
 
+@pytest.mark.parametrize("value", [None, b"", b"v" * 70_000])
+def test_a_key_too_long_for_the_properties_travels_in_the_body(value):
+    """librdkafka's 0003 produces a 99 000-byte key: past the 32 KiB of properties a message
+    may carry, so it goes at the head of the body, named for compaction by its digest."""
+    key = bytes(range(256)) * 387   # 99 072 bytes, not UTF-8
+    record = records.KafkaRecord(key, value, (("h", b"x"), ("h", None)), 1234)
+    message = records.to_message("t", record)
+    message.validate()
+    assert not message.keys and records.PROP_KEY not in message.properties
+    assert message.properties[records.PROP_KEY_SIZE] == str(len(key))
+    assert bytes(message.body) == key + (value or b"")
+    assert records.from_message(_stored(message)) == record
+    at_limit = records.KafkaRecord(b"k" * records.KEY_IN_PROPERTIES_MAX, value, (), 1)
+    assert records.PROP_KEY in records.to_message("t", at_limit).properties
+    # a size that does not fit the body is someone else's message: read as it is
+    forged = _stored(message)
+    forged.properties[records.PROP_KEY_SIZE] = str(len(message.body) + 1)
+    assert records.from_message(forged).key is None
+
+
 def test_utf8_keys_are_also_tidemq_keys():
     assert records.to_message("t", records.KafkaRecord(b"order-1", b"v", (), 1)).keys == \
         ["order-1"]
