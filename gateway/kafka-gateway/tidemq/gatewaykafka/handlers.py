@@ -231,9 +231,10 @@ class KafkaApis:
             messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
+            # read before the send: nothing after it may turn a stored batch into an error
+            log_append_time = self.backend.log_append_time(topic)
             offset, stored = self.backend.produce(mq, messages, sequence)
             metrics.RECORDS_PRODUCED.inc(len(messages))
-            log_append_time = self.backend.log_append_time(topic)
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1, -1
