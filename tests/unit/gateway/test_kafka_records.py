@@ -168,3 +168,14 @@ def test_torn_record_sets_are_corrupt():
         list(records.split_batches(raw[:-1]))
     with pytest.raises(records.RecordError):
         list(records.split_batches(raw[:30]))
+
+
+def test_a_fetch_keeps_to_max_bytes_in_answered_sizes():
+    stored = [_stored(records.to_message("t", records.KafkaRecord(b"k", b"v" * 1000, (), 1)),
+                      offset=i) for i in range(5)]
+    size = records.answered_size(stored[0])
+    assert size > 1000
+    assert records.within_bytes(stored, 2 * size) == stored[:2]
+    assert records.within_bytes(stored, 1) == stored[:1]        # the first always
+    assert records.within_bytes(stored, 10 * size) == stored
+    assert len(records.encode_messages(stored[:2])) <= 2 * size   # a bound, not a guess

@@ -288,8 +288,10 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            # the broker's pull kept to max_bytes (stored sizes, the first record always)
-            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
+            # the broker's pull kept to max_bytes in stored sizes, which a compressed body
+            # makes far smaller than the records answered: keep to it in record sizes too
+            answer["records"] = records.encode_messages(
+                records.within_bytes(fetched.messages, max_bytes), log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:

@@ -305,6 +305,28 @@ def timestamp_of(message: MessageExt) -> int:
         return message.born_timestamp
 
 
+RECORD_OVERHEAD = 64   # a v2 record's own fields, at most, beside its key, value and headers
+
+
+def answered_size(message: MessageExt) -> int:
+    """At least the bytes `message` takes as a record of a Fetch answer (its body holds the
+    value, and a long key; the key and headers properties are base64, longer than the raw)."""
+    properties = message.properties
+    return (len(message.body) + len(properties.get(PROP_KEY, ""))
+            + len(properties.get(PROP_HEADERS, "")) + RECORD_OVERHEAD)
+
+
+def within_bytes(messages: Sequence[MessageExt], max_bytes: int) -> Sequence[MessageExt]:
+    """The longest prefix of `messages` whose records fit `max_bytes` (the first always, as
+    Kafka answers a record larger than the limit alone)."""
+    used = 0
+    for count, message in enumerate(messages):
+        used += answered_size(message)
+        if count and used > max_bytes:
+            return messages[:count]
+    return messages
+
+
 def encode_batch(base_offset: int, records: Sequence[KafkaRecord],
                  log_append_time: int | None = None) -> bytes:
     """One uncompressed v2 batch of consecutive offsets from `base_offset`. With
