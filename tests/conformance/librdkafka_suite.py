@@ -94,6 +94,13 @@ SUBSET = {
     "0125": "immediate flush",
     "0127": "fetch queue backoff",
     "0132": "assignment strategy ordering",
+    # the third batch (issue #38's follow-ups: commit metadata, long keys, dotted names)
+    "0003": "message.max.bytes, a 99 000-byte key",
+    "0054": "offsets for times (CreateTime)",
+    "0099": "commit metadata",
+    "0114": "sticky partitioning (a topic name with '.')",
+    "0130": "stored offsets with metadata",
+    "0140": "commit metadata (C++)",
 }
 
 

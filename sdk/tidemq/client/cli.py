@@ -269,7 +269,7 @@ def cluster_elect(
 
 @topic_app.command("create")
 def topic_create(
-    ctx: typer.Context, name: Annotated[str, typer.Argument(help="topic name, [A-Za-z0-9_%|-]")],
+    ctx: typer.Context, name: Annotated[str, typer.Argument(help="topic name, [A-Za-z0-9._%|-], not . or ..")],
     queues: Annotated[int, typer.Option("--queues", "-q", min=1, max=1024,
                                         help="queues per broker group")] = 8,
     order: Annotated[bool, typer.Option("--order", help="mark as an ordered topic")] = False,

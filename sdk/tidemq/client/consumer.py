@@ -122,29 +122,42 @@ class PullConsumer:
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after `timestamp_ms`."""
+        return self.search_timestamp(mq, timestamp_ms)[0]
+
+    def search_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> tuple[int, int]:
+        """(the first offset stored at or after `timestamp_ms`, when that message was stored
+        in epoch ms); the time is 0 when none was (the offset is then the queue's end)."""
         response = self._call(mq, "SearchOffset", broker_pb2.SearchOffsetRequest(
             topic=mq.topic, queue_id=mq.queue_id, timestamp_ms=timestamp_ms), idempotent=True)
-        return response.queue_offset
+        return response.queue_offset, response.store_timestamp_ms
 
     def commit(self, mq: MessageQueue, offset: int, *, generation_id: int = -1,
-               member_id: str = "") -> None:
+               member_id: str = "", metadata: str = "") -> None:
         """Record that the group has consumed everything before `offset` in `mq`. With a
         `generation_id` (>= 0) and `member_id`, the broker takes it only from that member of
         the group's current generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-        REBALANCE_IN_PROGRESS otherwise); -1 is not checked."""
+        REBALANCE_IN_PROGRESS otherwise); -1 is not checked. `metadata` (at most 4096 bytes,
+        OFFSET_METADATA_TOO_LARGE past it) is kept with the offset: committed_with_metadata
+        reads it back."""
         self._call(mq, "CommitOffsets", broker_pb2.CommitOffsetsRequest(
             consumer_group=self.consumer_group, generation_id=generation_id,
             member_id=member_id,
-            offsets=[broker_pb2.QueueOffset(topic=mq.topic, queue_id=mq.queue_id, offset=offset)],
+            offsets=[broker_pb2.QueueOffset(topic=mq.topic, queue_id=mq.queue_id, offset=offset,
+                                            metadata=metadata)],
         ), idempotent=True)
 
     def committed(self, mq: MessageQueue) -> int | None:
         """The group's committed offset for `mq`, or None if it never committed one."""
+        found = self.committed_with_metadata(mq)
+        return None if found is None else found[0]
+
+    def committed_with_metadata(self, mq: MessageQueue) -> tuple[int, str] | None:
+        """(committed offset, its commit's metadata string) for `mq`, or None."""
         response = self._call(mq, "QueryOffsets", broker_pb2.QueryOffsetsRequest(
             consumer_group=self.consumer_group, topic=mq.topic), idempotent=True)
         for item in response.offsets:
             if item.topic == mq.topic and item.queue_id == mq.queue_id:
-                return item.offset
+                return item.offset, item.metadata
         return None
 
     def close(self) -> None:

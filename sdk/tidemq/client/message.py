@@ -165,6 +165,7 @@ class SendResult:
     broker_name: str
     queue_id: int
     queue_offset: int
+    store_timestamp: int = 0   # when the broker stored the batch (epoch ms); 0 if unknown
 
     @property
     def message_queue(self) -> MessageQueue:
@@ -178,13 +179,16 @@ class SendResult:
 # SendResult's slot setters: a batch's results are made without the frozen dataclass's
 # per-field object.__setattr__ (a third of a batch send's client CPU otherwise).
 _SEND_RESULT_SETTERS = tuple(SendResult.__dict__[name].__set__ for name in (
-    "status", "msg_id", "unique_id", "broker_name", "queue_id", "queue_offset"))
+    "status", "msg_id", "unique_id", "broker_name", "queue_id", "queue_offset",
+    "store_timestamp"))
 
 
 def send_results(status: SendStatus, msg_ids: list[str], unique_ids: list[str], broker_name: str,
-                 queue_id: int, first_queue_offset: int) -> list[SendResult]:
+                 queue_id: int, first_queue_offset: int,
+                 store_timestamp: int = 0) -> list[SendResult]:
     """The results of one stored batch: consecutive queue offsets from `first_queue_offset`."""
-    set_status, set_msg_id, set_unique_id, set_broker, set_queue, set_offset = _SEND_RESULT_SETTERS
+    (set_status, set_msg_id, set_unique_id, set_broker, set_queue, set_offset,
+     set_stored) = _SEND_RESULT_SETTERS
     new, results = object.__new__, []
     for offset, (msg_id, unique_id) in enumerate(zip(msg_ids, unique_ids, strict=True),
                                                  first_queue_offset):
@@ -195,6 +199,7 @@ def send_results(status: SendStatus, msg_ids: list[str], unique_ids: list[str], 
         set_broker(result, broker_name)
         set_queue(result, queue_id)
         set_offset(result, offset)
+        set_stored(result, store_timestamp)
         results.append(result)
     return results
 

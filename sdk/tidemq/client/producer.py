@@ -525,7 +525,7 @@ def _results(response: broker_pb2.SendResponse, mq: MessageQueue,
     return send_results(SendStatus(response.status), msg_ids, unique_ids,
                         response.broker_name or mq.broker_name,
                         response.queue_id if response.broker_name else mq.queue_id,
-                        response.first_queue_offset)
+                        response.first_queue_offset, response.store_timestamp_ms)
 
 
 def _awaits_new_master(route: TopicRoute, broker_name: str, exc: errors.TideMQError) -> bool:

@@ -7,9 +7,10 @@ span whose operation is on the quiet list is not sampled; any span under a sampl
 follows its parent (a user's request keeps every hop), and any operation not on the list is
 sampled. The decision is taken when a span starts, by name: the gRPC method for gRPC spans
 (`/tidemq.v1.BrokerService/Heartbeat` → `Heartbeat`), the last path segment for HTTP ones
-(`GET /healthz` → `healthz`); an entry may also name a whole gRPC service (`ConfigService`:
-every method of it). Reads (Pull, Pop, RocketMQ 5's ReceiveMessage, the HTTP gateway's pop) are on the list because their transport span
-starts before anyone knows whether it finds messages: the client records a `receive` span
+(`GET /healthz` → `healthz`), the API for gateway-kafka's (`kafka/Fetch` → `Fetch`); an
+entry may also name a whole gRPC service (`ConfigService`: every method of it). Reads (Pull,
+Pop, RocketMQ 5's ReceiveMessage, the HTTP gateway's pop, a Kafka Fetch) are on the list
+because their transport span starts before anyone knows whether it finds messages: the client records a `receive` span
 for each read that did, linked to the messages' publish spans (tidemq.client.consume_spans).
 """
 
@@ -39,8 +40,11 @@ OFFSET_POLLS = ("GetQueueOffsets", "QueryOffsets")
 # records a `receive` span of its own for a pop that found messages. Recording and exporting
 # its span and the Pop's under it took the traced gateway's profile from 1 772 to 1 418 µs of
 # GIL-held time per pop + ack (docs/http-api.md, "What a request costs").
+# `Fetch`: gateway-kafka's `kafka/Fetch`, a Kafka consumer's long poll (Kafka's `Heartbeat`
+# is the name above); a Fetch that found messages leaves the `<topic> receive` span its read
+# records, as a root of its own (gatewaykafka/handlers.py).
 QUIET_BY_DEFAULT = (*CONTROL_PLANE, *OFFSET_POLLS, "Check", "Pull", "Pop", "ReceiveMessage",
-                    "pop", "healthz", "metrics", "series")
+                    "pop", "Fetch", "healthz", "metrics", "series")
 
 
 def operation(span_name: str) -> str:

@@ -1,10 +1,12 @@
-"""The topic-name rule, its one definition: 1 to 127 characters of `[A-Za-z0-9_%|-]`
-(RocketMQ's alphabet and length; docs/client.md).
+"""The topic-name rule, its one definition: 1 to 127 characters of `[A-Za-z0-9._%|-]`, not
+"." or ".." (RocketMQ's alphabet and length, plus Kafka's `.`, refusing the two names Kafka
+refuses; docs/client.md).
 
 Every layer applies this rule: the producer before it encodes, the config center's topic
 definitions, the HTTP gateway's JSON schema, and last the broker's CommitLog, where it matters
-most: a topic name becomes a directory name under consumequeue/ (so no path separators, no
-"..") and its length is the one-byte topic length of the record layout (tidemq.common.record).
+most: a topic name becomes a directory name under consumequeue/ (so no path separators, and
+not "." or "..") and its length is the one-byte topic length of the record layout
+(tidemq.common.record).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import string
 
 from tidemq.common.errors import InvalidArgument
 
-TOPIC_NAME_ALPHABET = "A-Za-z0-9_%|-"  # a regular-expression character class, brackets left out
-TOPIC_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_%|-")
+TOPIC_NAME_ALPHABET = "A-Za-z0-9._%|-"  # a regular-expression character class, brackets left out
+TOPIC_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "._%|-")
 MAX_TOPIC_NAME_LEN = 127
-TOPIC_NAME = re.compile(f"[{TOPIC_NAME_ALPHABET}]{{1,{MAX_TOPIC_NAME_LEN}}}")  # fullmatch it
+RESERVED_TOPIC_NAMES = frozenset({".", ".."})   # directory names; Kafka refuses them too
+TOPIC_NAME = re.compile(  # fullmatch it
+    rf"(?!\.\.?$)[{TOPIC_NAME_ALPHABET}]{{1,{MAX_TOPIC_NAME_LEN}}}")
 
 
 def is_topic_name(name: object) -> bool:
@@ -25,7 +29,8 @@ def is_topic_name(name: object) -> bool:
 
 
 def validate_topic_name(topic: str) -> str:
-    """`topic`, or INVALID_TOPIC with the reason (the length, or the characters outside)."""
+    """`topic`, or INVALID_TOPIC with the reason (the length, the characters outside, or a
+    name that is only dots)."""
     if not isinstance(topic, str) or not 0 < len(topic) <= MAX_TOPIC_NAME_LEN:
         raise InvalidArgument(
             f"topic name must be 1..{MAX_TOPIC_NAME_LEN} characters", code="INVALID_TOPIC"
@@ -36,4 +41,7 @@ def validate_topic_name(topic: str) -> str:
             f"topic name {topic!r} has characters outside [{TOPIC_NAME_ALPHABET}]: "
             f"{''.join(bad)!r}", code="INVALID_TOPIC",
         )
+    if topic in RESERVED_TOPIC_NAMES:
+        raise InvalidArgument(f"topic name {topic!r} is not allowed: '.' and '..' are not "
+                              "topic names", code="INVALID_TOPIC")
     return topic

@@ -86,13 +86,14 @@ class RecallMessageResponse(_message.Message):
     def __init__(self, delivery_ms: _Optional[int] = ...) -> None: ...
 
 class SendResponse(_message.Message):
-    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "duplicates", "queue_offsets", "throttle_time_ms")
+    __slots__ = ("status", "broker_name", "queue_id", "first_queue_offset", "physical_offsets", "store_host", "store_timestamp_ms", "duplicates", "queue_offsets", "throttle_time_ms")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PHYSICAL_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     STORE_HOST_FIELD_NUMBER: _ClassVar[int]
+    STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
@@ -102,10 +103,11 @@ class SendResponse(_message.Message):
     first_queue_offset: int
     physical_offsets: _containers.RepeatedScalarFieldContainer[int]
     store_host: bytes
+    store_timestamp_ms: int
     duplicates: int
     queue_offsets: _containers.RepeatedScalarFieldContainer[int]
     throttle_time_ms: int
-    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ..., duplicates: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[_common_pb2.SendStatus, str]] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ..., first_queue_offset: _Optional[int] = ..., physical_offsets: _Optional[_Iterable[int]] = ..., store_host: _Optional[bytes] = ..., store_timestamp_ms: _Optional[int] = ..., duplicates: _Optional[int] = ..., queue_offsets: _Optional[_Iterable[int]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "queue_offset", "max_messages", "max_bytes", "suspend_timeout_ms", "tag_expression", "broadcasting", "expression_type")
@@ -188,10 +190,12 @@ class SearchOffsetRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class SearchOffsetResponse(_message.Message):
-    __slots__ = ("queue_offset",)
+    __slots__ = ("queue_offset", "store_timestamp_ms")
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     queue_offset: int
-    def __init__(self, queue_offset: _Optional[int] = ...) -> None: ...
+    store_timestamp_ms: int
+    def __init__(self, queue_offset: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class ViewMessageRequest(_message.Message):
     __slots__ = ("physical_offset",)
@@ -356,14 +360,16 @@ class MemberHandover(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
-    __slots__ = ("topic", "queue_id", "offset")
+    __slots__ = ("topic", "queue_id", "offset", "metadata")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     offset: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    metadata: str
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
     __slots__ = ("consumer_group", "offsets", "generation_id", "member_id")

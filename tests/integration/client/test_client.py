@@ -83,6 +83,7 @@ def test_sent_messages_come_back_with_their_fields(producer, consumer):
     assert message.user_properties == {"origin": "it"}
     assert message.unique_id == result.unique_id and message.msg_id == result.msg_id
     assert message.queue_offset == result.queue_offset and message.store_timestamp > 0
+    assert result.store_timestamp == message.store_timestamp   # the Send reply says it
 
 
 def test_batch_is_one_queue_with_contiguous_offsets(producer, consumer):
@@ -132,11 +133,17 @@ def test_async_and_oneway_sends(producer, consumer):
 def test_offsets_commit_and_timestamp_lookup(producer, consumer):
     mq = consumer.fetch_queues(TOPIC)[0]
     before = int(time.time() * 1000) - 60_000
-    producer.send_batch([Message(TOPIC, b"ts")], queue=mq)
+    (sent,) = producer.send_batch([Message(TOPIC, b"ts")], queue=mq)
     assert consumer.offset_for_timestamp(mq, before) == 0
+    # with the found message's store time; past every message: the end, no time
+    (first,) = pull_exactly(consumer, mq, 0, 1)
+    assert consumer.search_timestamp(mq, before) == (0, first.store_timestamp)
+    assert consumer.search_timestamp(mq, sent.store_timestamp + 60_000) == \
+        (sent.queue_offset + 1, 0)
     assert consumer.committed(MessageQueue(TOPIC, mq.broker_name, 3)) in (None, 0)
-    consumer.commit(mq, 1)
+    consumer.commit(mq, 1, metadata="batch-7")
     assert consumer.committed(mq) == 1
+    assert consumer.committed_with_metadata(mq) == (1, "batch-7")
     assert consumer.queue_offsets(TOPIC, mq.broker_name)[mq.queue_id][1] >= 1
 
 

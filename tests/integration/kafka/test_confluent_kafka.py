@@ -69,3 +69,31 @@ def test_each_codec_round_trips(bootstrap, codec):
             got.append((message.key(), message.value()))
     consumer.close()
     assert got == sent
+
+
+def test_a_key_longer_than_a_messages_properties_round_trips(bootstrap):
+    """librdkafka's 0003: a 99 000-byte key (Kafka takes keys up to message.max.bytes); the
+    gateway carries it at the head of the body, and every client reads it back whole."""
+    topic = "k-long-key"
+    key = bytes(range(256)) * 387
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 200_000})
+    failures = []
+    for value in (None, b"after a long key"):
+        producer.produce(topic, key=key, value=value, partition=0,
+                         headers=[("h", b"1")],
+                         on_delivery=lambda err, msg: err and failures.append(err))
+    assert producer.flush(20) == 0 and not failures
+
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, max_partition_fetch_bytes=1 << 20)
+    consumer.assign([KpPartition(topic, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=500).values():
+            got.extend(batch)
+    consumer.close()
+    assert [(r.key, r.value, r.headers) for r in got] == \
+        [(key, None, [("h", b"1")]), (key, b"after a long key", [("h", b"1")])]

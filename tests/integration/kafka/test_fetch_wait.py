@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import socket
-import struct
 import threading
 import time
 
@@ -16,6 +15,8 @@ from kafka import KafkaProducer
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.record import MemoryRecords
 from tidemq.gatewaykafka.codec import build
+
+from tests.integration.kafka.harness import read_frame
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +44,7 @@ def _fetch(bootstrap: str, offset: int, answers: list, *, partition: int = PARTI
     host, port = bootstrap.split(":")
     with socket.create_connection((host, int(port)), timeout=wait_ms / 1000 + 30) as sock:
         sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        body = sock.recv(size, socket.MSG_WAITALL)
+        body = read_frame(sock)   # all of it: one recv may return less than a large answer
     answers.append(FetchResponse[VERSION].decode(body[4:], version=VERSION))
 
 
@@ -75,6 +75,28 @@ def test_a_fetch_keeps_to_the_partitions_max_bytes_the_first_record_always(kafka
         assert got == [(first + i, None, values[i]) for i in range(len(got))]
         if max_bytes == 1 << 20:
             assert len(got) == 5
+
+
+def test_compressed_records_keep_to_max_bytes_in_their_answered_size(bootstrap):
+    """The brokers store a large compressible body compressed (the SDK's zstd), so their pull
+    counts its stored size against max_bytes; the answer must keep to it in record sizes.
+    librdkafka's 0082 (900 KiB records, 1 MB fetch.max.bytes) got 27 MB and refused it."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=15000,
+                             max_request_size=1 << 20)
+    values = [bytes([97 + i]) * 100_000 for i in range(5)]
+    first = producer.send(TOPIC, value=values[0], partition=0).get(15).offset
+    for value in values[1:]:
+        producer.send(TOPIC, value=value, partition=0).get(15)
+    producer.close()
+    for max_bytes, most in ((250_000, 2), (1, 1)):
+        answers: list = []
+        _fetch(bootstrap, first, answers, partition=0, wait_ms=0,
+               partition_max_bytes=max_bytes)
+        (part,) = answers[0].responses[0].partitions
+        got = _records(part)
+        assert part.error_code == 0 and 1 <= len(got) <= most, (max_bytes, len(got))
+        assert got == [(first + i, None, values[i]) for i in range(len(got))]
+        assert len(got) == 1 or len(part.records) <= max_bytes
 
 
 def test_a_waiting_fetch_returns_the_record_produced_during_its_wait(kafka_cluster, bootstrap):

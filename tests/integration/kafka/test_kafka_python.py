@@ -280,3 +280,24 @@ def test_a_compacted_topic_keeps_the_latest_value_per_binary_key(bootstrap):
         got = _read(bootstrap, "k-compacted", [0], 50, timeout_s=3)
         return [(r.key, r.value, r.offset) for r in got] == expected
     wait_until(compacted, 90, interval=0.5, message="the topic compacted as Kafka would")
+
+
+def test_dotted_topic_names_are_served_and_dots_alone_refused(bootstrap):
+    """Kafka topic names take `.` (`orders.v1`), and refuse `.` and `..`: so does TideMQ now
+    (librdkafka's 0114 names its topic `...cpp`)."""
+    from kafka.errors import InvalidTopicError
+
+    topic = "k.dotted.v1"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        for name in (".", ".."):
+            with pytest.raises(InvalidTopicError):
+                admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+    finally:
+        admin.close()
+    producer = _producer(bootstrap)   # CreateTopics answered once the brokers route it
+    sent = producer.send(topic, key=b"k", value=b"dotted", partition=0).get(15)
+    producer.close()
+    got = _read(bootstrap, topic, [0], 1)
+    assert [(r.offset, r.key, r.value) for r in got] == [(sent.offset, b"k", b"dotted")]

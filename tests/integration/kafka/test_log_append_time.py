@@ -1,6 +1,7 @@
 """LogAppendTime per topic: a topic created through CreateTopics with
 message.timestamp.type=LogAppendTime answers produces with their store time and reads with it
-(timestamp type 1), whatever CreateTime the producer gave; DescribeConfigs shows the setting;
+(timestamp type 1), whatever CreateTime the producer gave, and ListOffsets by time finds them
+by it; DescribeConfigs shows the setting;
 a setting the gateway does not serve is INVALID_CONFIG, naming it."""
 
 from __future__ import annotations
@@ -53,3 +54,12 @@ def test_a_log_append_time_topic_stamps_records_with_their_store_time(bootstrap)
     (record,) = got
     assert (record.key, record.value, record.timestamp_type, record.timestamp) == \
         (b"k", b"v", 1, sent.timestamp)
+
+    # ListOffsets by time on it answers from the brokers' time index, with the store time
+    tp = TopicPartition(TOPIC, 0)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    for target in (OLD_CREATE_TIME, sent.timestamp):
+        found = consumer.offsets_for_times({tp: target})[tp]
+        assert (found.offset, found.timestamp) == (sent.offset, sent.timestamp)
+    assert consumer.offsets_for_times({tp: sent.timestamp + 1})[tp] is None
+    consumer.close()

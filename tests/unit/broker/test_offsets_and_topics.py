@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.offsets import MAX_METADATA_LENGTH, ConsumerOffsetManager
 from tidemq.broker.store import MetadataFile
 from tidemq.broker.topic_table import TopicConfig, TopicTable
 from tidemq.common.errors import InvalidArgument
@@ -44,6 +44,36 @@ def test_deleting_a_topics_offsets_forgets_them_for_every_group_or_one(tmp_path)
     assert offsets.persist()  # the deletion is written like a commit
     reloaded = ConsumerOffsetManager(file)
     assert reloaded.query("g") == [("kept", 0, 7)] and reloaded.groups() == ["g"]
+
+
+def test_commit_metadata_is_kept_replaced_persisted_and_bounded(tmp_path):
+    file = MetadataFile(tmp_path / "offsets.json")
+    offsets = ConsumerOffsetManager(file)
+    offsets.commit("g", [("t", 0, 5), ("t", 1, 7), ("u", 0, 1)],
+                   {("t", 0): "gen-3 \u00e9", ("u", 0): "x"})
+    assert offsets.metadata("g") == {("t", 0): "gen-3 \u00e9", ("u", 0): "x"}
+    assert offsets.metadata("g", "t") == {("t", 0): "gen-3 \u00e9"}
+    offsets.commit("g", [("u", 0, 2)])                    # a commit without one clears it
+    assert offsets.metadata("g") == {("t", 0): "gen-3 \u00e9"}
+    # counted as Kafka counts (UTF-16 units): 4096 "é" are taken, 4095 and one emoji are not
+    largest = "\u00e9" * MAX_METADATA_LENGTH
+    offsets.commit("g", [("t", 1, 8)], {("t", 1): largest})
+    with pytest.raises(InvalidArgument) as refused:
+        offsets.commit("g", [("t", 1, 9)], {("t", 1): largest[1:] + "\U0001f600"})
+    assert refused.value.code == "OFFSET_METADATA_TOO_LARGE"
+    assert "4097 characters" in refused.value.message
+    assert offsets.query("g", "t")[1] == ("t", 1, 8)      # nothing of the refused commit
+    assert offsets.persist()
+    reloaded = ConsumerOffsetManager(file)
+    assert reloaded.metadata("g") == {("t", 0): "gen-3 \u00e9", ("t", 1): largest}
+    assert reloaded.delete_topic("t") == ["g"]
+    assert reloaded.metadata("g") == {}
+    # a slave's copy takes the master's strings with its offsets, and drops its own
+    assert reloaded.replace_all(offsets.snapshot(), offsets.metadata_snapshot())
+    assert reloaded.metadata_snapshot() == offsets.metadata_snapshot()
+    assert not reloaded.replace_all(offsets.snapshot(), offsets.metadata_snapshot())
+    assert reloaded.replace_all(offsets.snapshot(), {})
+    assert reloaded.metadata("g") == {}
 
 
 def test_offsets_flusher_persists_on_stop(tmp_path):

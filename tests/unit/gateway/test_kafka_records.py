@@ -39,6 +39,28 @@ def test_a_record_survives_the_message_it_is_stored_as(record):
     message = records.to_message("t", record)
     message.validate()
     assert records.from_message(_stored(message)) == record
+    # ListOffsets by time reads only the timestamp, and reads the same one
+    assert records.timestamp_of(_stored(message)) == record.timestamp
+
+
+@pytest.mark.parametrize("value", [None, b"", b"v" * 70_000])
+def test_a_key_too_long_for_the_properties_travels_in_the_body(value):
+    """librdkafka's 0003 produces a 99 000-byte key: past the 32 KiB of properties a message
+    may carry, so it goes at the head of the body, named for compaction by its digest."""
+    key = bytes(range(256)) * 387   # 99 072 bytes, not UTF-8
+    record = records.KafkaRecord(key, value, (("h", b"x"), ("h", None)), 1234)
+    message = records.to_message("t", record)
+    message.validate()
+    assert not message.keys and records.PROP_KEY not in message.properties
+    assert message.properties[records.PROP_KEY_SIZE] == str(len(key))
+    assert bytes(message.body) == key + (value or b"")
+    assert records.from_message(_stored(message)) == record
+    at_limit = records.KafkaRecord(b"k" * records.KEY_IN_PROPERTIES_MAX, value, (), 1)
+    assert records.PROP_KEY in records.to_message("t", at_limit).properties
+    # a size that does not fit the body is someone else's message: read as it is
+    forged = _stored(message)
+    forged.properties[records.PROP_KEY_SIZE] = str(len(message.body) + 1)
+    assert records.from_message(forged).key is None
 
 
 def test_utf8_keys_are_also_tidemq_keys():
@@ -53,6 +75,7 @@ def test_a_native_message_reads_with_its_key_properties_and_born_time():
                         "", "", 1234, 1235, 0)
     assert records.from_message(native) == records.KafkaRecord(
         b"k1", b"body", (("region", b"eu"),), 1234)
+    assert records.timestamp_of(native) == 1234
 
 
 def _batch(values: list[bytes], compression: int = 0) -> bytearray:
@@ -145,3 +168,14 @@ def test_torn_record_sets_are_corrupt():
         list(records.split_batches(raw[:-1]))
     with pytest.raises(records.RecordError):
         list(records.split_batches(raw[:30]))
+
+
+def test_a_fetch_keeps_to_max_bytes_in_answered_sizes():
+    stored = [_stored(records.to_message("t", records.KafkaRecord(b"k", b"v" * 1000, (), 1)),
+                      offset=i) for i in range(5)]
+    size = records.answered_size(stored[0])
+    assert size > 1000
+    assert records.within_bytes(stored, 2 * size) == stored[:2]
+    assert records.within_bytes(stored, 1) == stored[:1]        # the first always
+    assert records.within_bytes(stored, 10 * size) == stored
+    assert len(records.encode_messages(stored[:2])) <= 2 * size   # a bound, not a guess

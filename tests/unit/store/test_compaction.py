@@ -188,3 +188,21 @@ def test_a_later_pass_reads_only_the_new_records_and_still_supersedes_old_ones(t
         store.compactor.reset()          # a new master: scans whole, decides nothing again
         assert compact(store) == 0
         assert [o for o, _ in read_all(store)] == [90, 91, 92, 94, 95, 96, 97, 98, 99, 102]
+
+
+def test_a_long_kafka_key_is_compacted_by_its_digest(tmp_path):
+    """gateway-kafka carries a key too long for the properties in the body, naming it by its
+    SHA-256 (KAFKA_KEY_DIGEST): records with the same digest are one key, apart from
+    KAFKA_KEY and KEYS ones."""
+    def send_digest(digest: str, body: bytes) -> None:
+        message = record.OutgoingMessage(TOPIC, body, keys=["d1"],   # not the key: the digest is
+                                         properties={"KAFKA_KEY_DIGEST": digest})
+        store.append_batch(TOPIC, 0, record.encode_message(message)[0], 1)
+
+    with reopened(small_config(tmp_path)) as store:
+        send_digest("AAAA", b"long-1")
+        send_digest("BBBB", b"other")
+        send(store, "d1", b"keys-d1")
+        send_digest("AAAA", b"long-2")
+        assert compact(store) == 1
+        assert [body for _, body in read_all(store)] == [b"other", b"keys-d1", b"long-2"]

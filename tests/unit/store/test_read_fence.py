@@ -88,6 +88,7 @@ def test_a_sync_master_serves_only_what_the_in_sync_replicas_confirmed(tmp_path)
         store.read_record(physicals[0])
     assert store.query_by_key("t", "k-new", 0, 2**62) == []
     assert store.offset_for_timestamp("t", 0, 2**62) == 2
+    assert store.search_timestamp("t", 0, 2**62) == (2, None)   # "c" is not readable yet
     tracker.on_ack(1, physicals[1], end, now_ms=0)   # covers "c" only
     gate.on_progress()
     assert store.max_offset("t", 0) == 3 and woken == [first_end, physicals[1]]

@@ -83,6 +83,13 @@ def test_lookups_by_offset_id_key_unique_id_and_time(store):
     assert store.query_by_key("t", "order-7", 0, before - 10_000, 10) == []
     assert store.offset_for_timestamp("t", 1, before) == 0
     assert store.offset_for_timestamp("t", 1, 2**62) == 2
+    # the search also says when the message it found was stored (what a Kafka ListOffsets
+    # by time answers on a LogAppendTime topic), None past the queue's end
+    stored = store.store_timestamp_at(result.physical_offsets[0])
+    assert before < stored <= int(time.time() * 1000)
+    assert store.search_timestamp("t", 1, before) == (0, stored)
+    assert store.search_timestamp("t", 1, 2**62) == (2, None)
+    assert store.search_timestamp("t", 7, before) == (0, None)   # no such queue
     assert store.topics() == ["t", "u"] and store.queue_ids("t") == [1]
 
 

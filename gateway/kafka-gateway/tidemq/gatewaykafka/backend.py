@@ -232,12 +232,13 @@ class KafkaBackend:
     # -- produce and fetch ---------------------------------------------------------------------
 
     def produce(self, mq: MessageQueue, messages: Sequence[Message],
-                sequence: ProducerSequence | None = None) -> int:
-        """Store the messages on `mq`, all or none; the queue offset of the first. With an
-        idempotent producer's `sequence` the broker stores a repeat once (answered with the
-        first offsets) and refuses gaps, fenced epochs and producers it lost."""
+                sequence: ProducerSequence | None = None) -> tuple[int, int]:
+        """Store the messages on `mq`, all or none; (the queue offset of the first, when the
+        broker stored them in epoch ms, 0 if it did not say). With an idempotent producer's
+        `sequence` the broker stores a repeat once (answered with the first offsets and
+        time) and refuses gaps, fenced epochs and producers it lost."""
         results = self.producer.send_batch(messages, queue=mq, sequence=sequence)
-        return results[0].queue_offset
+        return results[0].queue_offset, results[0].store_timestamp
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:
         result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS, max_bytes=max_bytes)
@@ -253,11 +254,6 @@ class KafkaBackend:
         messages = [] if out_of_range else list(result.messages)
         return FetchedQueue(messages, result.max_offset, result.min_offset, out_of_range)
 
-    def append_time(self, mq: MessageQueue, offset: int) -> int:
-        """When the message at `offset` was stored (epoch ms; -1 if it cannot be read)."""
-        result = self.reader.pull(mq, offset, max_messages=1)
-        return result.messages[0].store_timestamp if result.messages else -1
-
     def wait_for_data(self, mq: MessageQueue, offset: int, timeout_s: float) -> bool:
         """Hold on the broker's long poll until `mq` has a message at or after `offset` or
         `timeout_s` passes; True when there is one (the caller reads it with `fetch`)."""
@@ -269,8 +265,10 @@ class KafkaBackend:
         """(log start, high watermark) of a partition."""
         return self.reader.queue_offsets(mq.topic, mq.broker_name).get(mq.queue_id, (0, 0))
 
-    def offset_for_time(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self.reader.offset_for_timestamp(mq, timestamp_ms)
+    def offset_for_time(self, mq: MessageQueue, timestamp_ms: int) -> tuple[int, int]:
+        """(the first offset the broker stored at or after `timestamp_ms`, from its time
+        index, and that message's store time; 0 when there is none)."""
+        return self.reader.search_timestamp(mq, timestamp_ms)
 
     # -- committed offsets -------------------------------------------------------------------
 
@@ -288,13 +286,15 @@ class KafkaBackend:
             return reader
 
     def commit(self, group: str, mq: MessageQueue, offset: int, generation_id: int = -1,
-               member_id: str = "") -> None:
-        """Commit on the queue's broker, fenced there by generation and member (>= 0)."""
+               member_id: str = "", metadata: str = "") -> None:
+        """Commit on the queue's broker, fenced there by generation and member (>= 0), with
+        the commit's metadata string (kept with the offset, at most 4096 bytes)."""
         self.group_reader(group).commit(mq, offset, generation_id=generation_id,
-                                        member_id=member_id)
+                                        member_id=member_id, metadata=metadata)
 
-    def committed(self, group: str, mq: MessageQueue) -> int | None:
-        return self.group_reader(group).committed(mq)
+    def committed(self, group: str, mq: MessageQueue) -> tuple[int, str] | None:
+        """(committed offset, its metadata string), or None if the group never committed."""
+        return self.group_reader(group).committed_with_metadata(mq)
 
     # -- groups (DescribeGroups, ListGroups) ---------------------------------------------------
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.configclient import topic_settings
@@ -122,7 +125,11 @@ class KafkaApis:
         assert set(self.table) | codec.SASL_APIS == set(codec.SUPPORTED)
 
     async def _run(self, function: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, function, *args)
+        """`function(*args)` on the pool, in the caller's context: the request's span is the
+        parent of the broker calls it makes (spans.py)."""
+        call = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call, function,
+                                                                *args)
 
     # -- cluster -------------------------------------------------------------------------------
 
@@ -217,8 +224,8 @@ class KafkaApis:
 
     def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int, int]:
         """(error code, base offset, log append time or -1) of one partition's record set;
-        the append time (a LogAppendTime topic's) is the first message's store time, read
-        back from its broker."""
+        the append time (a LogAppendTime topic's) is the first message's store time, as the
+        broker's Send answers it."""
         try:
             mq = self.backend.partition(topic, index)
             batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
@@ -227,18 +234,14 @@ class KafkaApis:
             messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
-            offset = self.backend.produce(mq, messages, sequence)
+            # read before the send: nothing after it may turn a stored batch into an error
+            log_append_time = self.backend.log_append_time(topic)
+            offset, stored = self.backend.produce(mq, messages, sequence)
             metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
             return kafka_code(exc), -1, -1
-        try:
-            appended = (self.backend.append_time(mq, offset)
-                        if self.backend.log_append_time(topic) else -1)
-        except errors.TideMQError as exc:   # stored: the time is what could not be read
-            log.info("append_time_unread", topic=topic, partition=index, error=str(exc))
-            appended = -1
-        return 0, offset, appended
+        return 0, offset, (stored or -1) if log_append_time else -1
 
     # -- fetch and offsets ---------------------------------------------------------------------
 
@@ -276,7 +279,8 @@ class KafkaApis:
                   "preferred_read_replica": -1, "records": b""}
         try:
             mq = self.backend.partition(topic, index)
-            fetched = self.backend.fetch(mq, offset, max_bytes)
+            with _own_trace_unless_recorded():
+                fetched = self.backend.fetch(mq, offset, max_bytes)
             log_append_time = bool(fetched.messages) and self.backend.log_append_time(topic)
         except errors.TideMQError as exc:
             answer["error_code"] = kafka_code(exc)
@@ -287,8 +291,10 @@ class KafkaApis:
         if fetched.out_of_range:
             answer["error_code"] = codec.ERRORS["OFFSET_OUT_OF_RANGE"]
         elif fetched.messages:
-            # the broker's pull kept to max_bytes (stored sizes, the first record always)
-            answer["records"] = records.encode_messages(fetched.messages, log_append_time)
+            # the broker's pull kept to max_bytes in stored sizes, which a compressed body
+            # makes far smaller than the records answered: keep to it in record sizes too
+            answer["records"] = records.encode_messages(
+                records.within_bytes(fetched.messages, max_bytes), log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:
@@ -313,21 +319,26 @@ class KafkaApis:
 
     def _offset_for_time(self, topic: str, mq, target_ms: int) -> tuple[int, int]:
         """(offset, timestamp) of the earliest record whose Kafka timestamp is >= target_ms,
-        (-1, -1) when none is, as Kafka answers. The brokers index store time: a record
+        (-1, -1) when none is, as Kafka answers. The brokers index store time, so for a
+        LogAppendTime topic their answer (the first record stored at or after the target,
+        with its store time) is the answer: no record is read. For CreateTime, a record
         stored at or after the target is the first candidate (a CreateTime is not later than
         its store time when the producer's clock is not ahead of the broker's), and records
-        from there are read until one's timestamp reaches the target: only those created
-        before it and stored after it are passed over, at most TIME_SCAN_RECORDS of them."""
-        log_append_time = self.backend.log_append_time(topic)
-        offset = self.backend.offset_for_time(mq, target_ms)
+        from there are read, only their timestamp property decoded, until one's timestamp
+        reaches the target: only those created before it and stored after it are passed
+        over, at most TIME_SCAN_RECORDS of them."""
+        offset, stored = self.backend.offset_for_time(mq, target_ms)
+        if self.backend.log_append_time(topic):
+            return (offset, stored) if stored else (-1, -1)
+        if not stored:   # nothing was stored at or after the target: nothing created then
+            return -1, -1
         scanned = 0
         while scanned < TIME_SCAN_RECORDS:
             fetched = self.backend.fetch(mq, offset, TIME_SCAN_BYTES)
             if fetched.out_of_range or not fetched.messages:
                 return -1, -1
             for message in fetched.messages:
-                stamp = (message.store_timestamp if log_append_time
-                         else records.from_message(message).timestamp)
+                stamp = records.timestamp_of(message)
                 if stamp >= target_ms:
                     return message.queue_offset, stamp
             offset = fetched.messages[-1].queue_offset + 1
@@ -455,7 +466,8 @@ class KafkaApis:
             try:
                 mq = await self._run(self.backend.partition, topic, part.partition_index)
                 await self._run(self.backend.commit, group, mq, part.committed_offset,
-                                generation, request.member_id or "")
+                                generation, request.member_id or "",
+                                part.committed_metadata or "")
                 code = 0
             except errors.TideMQError as exc:
                 code = kafka_code(exc, GROUP_CODES)
@@ -480,7 +492,7 @@ class KafkaApis:
                 mq = await self._run(self.backend.partition, topic, index)
                 committed = await self._run(self.backend.committed, group, mq)
                 if committed is not None:
-                    answer["committed_offset"] = committed
+                    answer["committed_offset"], answer["metadata"] = committed
             except errors.TideMQError as exc:
                 answer["error_code"] = kafka_code(exc)
             return answer
@@ -626,6 +638,22 @@ class KafkaApis:
                 answer.update(error_code=kafka_code(exc), error_message=exc.message)
             responses.append(answer)
         return {"throttle_time_ms": 0, "responses": responses}
+
+
+@contextlib.contextmanager
+def _own_trace_unless_recorded():
+    """A Fetch's span is not recorded as a root (a long poll, quiet by default: spans.py), and
+    the `<topic> receive` span the SDK records for a read that found messages would be
+    dropped under it: unless the Fetch is recorded, the read runs outside its trace, so the
+    receive span is a root of its own (its transport span, a Pull, is quiet as a root)."""
+    if trace.get_current_span().is_recording():
+        yield
+        return
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _config_change(config) -> str | None:

@@ -6,6 +6,10 @@ hold as it is goes into reserved properties, binary-safe (base64) and lossless:
 * `KAFKA_KEY`: the key (absent = a null key; "" = an empty key). A key that is UTF-8 and a
   valid TideMQ key (non-empty, no space) is also the message's key, so `tidemq message query`
   and native consumers see it.
+* A key longer than KEY_IN_PROPERTIES_MAX bytes does not fit a message's properties (32 KiB
+  in all, base64 taking 4/3): it travels at the head of the body instead, `KAFKA_KEY_SIZE`
+  saying how many bytes, and `KAFKA_KEY_DIGEST` (base64 SHA-256) names it for compaction.
+  Native consumers see such a body as key + value.
 * `KAFKA_HEADERS`: the headers in order, duplicates kept: JSON `[[name, base64 | null], ...]`.
 * `KAFKA_VALUE`: "null" or "empty" when the value is one of those; the body is then one zero
   byte, since a TideMQ message never has an empty body.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import struct
 import zlib
@@ -38,7 +43,11 @@ PROP_KEY = "KAFKA_KEY"
 PROP_HEADERS = "KAFKA_HEADERS"
 PROP_VALUE = "KAFKA_VALUE"
 PROP_TIMESTAMP = "KAFKA_TIMESTAMP"
-RESERVED = frozenset({PROP_KEY, PROP_HEADERS, PROP_VALUE, PROP_TIMESTAMP})
+PROP_KEY_SIZE = "KAFKA_KEY_SIZE"       # a long key's bytes at the head of the body
+PROP_KEY_DIGEST = "KAFKA_KEY_DIGEST"   # ... and its SHA-256 (base64): compaction's key
+RESERVED = frozenset({PROP_KEY, PROP_HEADERS, PROP_VALUE, PROP_TIMESTAMP, PROP_KEY_SIZE,
+                      PROP_KEY_DIGEST})
+KEY_IN_PROPERTIES_MAX = 12 * 1024      # base64: 16 KiB of the 32 KiB of properties
 NULL, EMPTY = "null", "empty"
 PLACEHOLDER_BODY = b"\x00"   # the body of a null or empty value (docs/kafka.md)
 
@@ -223,6 +232,14 @@ def to_message(topic: str, record: KafkaRecord) -> Message:
     """The TideMQ message of one Kafka record (module docstring)."""
     properties = {PROP_TIMESTAMP: str(record.timestamp)}
     keys: list[str] = []
+    body = record.value
+    if record.key is not None and len(record.key) > KEY_IN_PROPERTIES_MAX:
+        properties[PROP_KEY_SIZE] = str(len(record.key))
+        properties[PROP_KEY_DIGEST] = _b64(hashlib.sha256(record.key).digest())
+        if not body:
+            properties[PROP_VALUE] = NULL if body is None else EMPTY
+        return Message(topic, record.key + (body or b""), properties=properties
+                       | _headers_property(record))
     if record.key is not None:
         properties[PROP_KEY] = _b64(record.key)
         try:
@@ -231,15 +248,19 @@ def to_message(topic: str, record: KafkaRecord) -> Message:
             text = ""
         if text and " " not in text and text.isprintable():
             keys.append(text)
-    if record.headers:
-        properties[PROP_HEADERS] = json.dumps(
-            [[name, None if value is None else _b64(value)] for name, value in record.headers],
-            separators=(",", ":"))
-    body = record.value
+    properties |= _headers_property(record)
     if not body:
         properties[PROP_VALUE] = NULL if body is None else EMPTY
         body = PLACEHOLDER_BODY
     return Message(topic, body, keys=keys, properties=properties)
+
+
+def _headers_property(record: KafkaRecord) -> dict[str, str]:
+    if not record.headers:
+        return {}
+    return {PROP_HEADERS: json.dumps(
+        [[name, None if value is None else _b64(value)] for name, value in record.headers],
+        separators=(",", ":"))}
 
 
 def from_message(message: MessageExt) -> KafkaRecord:
@@ -252,17 +273,58 @@ def from_message(message: MessageExt) -> KafkaRecord:
                         for name, value in sorted(message.user_properties.items()))
         return KafkaRecord(key, message.body, headers, message.born_timestamp)
     value_kind = properties.get(PROP_VALUE)
-    value = None if value_kind == NULL else b"" if value_kind == EMPTY else message.body
-    raw_key = properties.get(PROP_KEY)
+    body = message.body
+    raw_key, key_size = properties.get(PROP_KEY), properties.get(PROP_KEY_SIZE)
     try:
-        key = None if raw_key is None else base64.b64decode(raw_key)
+        if key_size is not None:   # a long key at the head of the body
+            size = int(key_size)
+            if not KEY_IN_PROPERTIES_MAX < size <= len(body):
+                raise ValueError(f"{PROP_KEY_SIZE} {size} does not fit the body")
+            key, body = body[:size], body[size:]
+        else:
+            key = None if raw_key is None else base64.b64decode(raw_key)
         headers = tuple((name, None if value is None else base64.b64decode(value))
                         for name, value in json.loads(properties.get(PROP_HEADERS, "[]")))
         timestamp = int(properties[PROP_TIMESTAMP])
     except (ValueError, TypeError, binascii.Error):
         # written by someone else than this gateway: read what the message itself says
-        key, headers, timestamp = None, (), message.born_timestamp
+        key, headers, timestamp, body = None, (), message.born_timestamp, message.body
+    value = None if value_kind == NULL else b"" if value_kind == EMPTY else body
     return KafkaRecord(key, value, headers, timestamp)
+
+
+def timestamp_of(message: MessageExt) -> int:
+    """The Kafka (CreateTime) timestamp a stored message reads as, as from_message gives it,
+    from its one property: nothing else of the message is decoded."""
+    raw = message.properties.get(PROP_TIMESTAMP)
+    if raw is None:
+        return message.born_timestamp
+    try:
+        return int(raw)
+    except ValueError:
+        return message.born_timestamp
+
+
+RECORD_OVERHEAD = 64   # a v2 record's own fields, at most, beside its key, value and headers
+
+
+def answered_size(message: MessageExt) -> int:
+    """At least the bytes `message` takes as a record of a Fetch answer (its body holds the
+    value, and a long key; the key and headers properties are base64, longer than the raw)."""
+    properties = message.properties
+    return (len(message.body) + len(properties.get(PROP_KEY, ""))
+            + len(properties.get(PROP_HEADERS, "")) + RECORD_OVERHEAD)
+
+
+def within_bytes(messages: Sequence[MessageExt], max_bytes: int) -> Sequence[MessageExt]:
+    """The longest prefix of `messages` whose records fit `max_bytes` (the first always, as
+    Kafka answers a record larger than the limit alone)."""
+    used = 0
+    for count, message in enumerate(messages):
+        used += answered_size(message)
+        if count and used > max_bytes:
+            return messages[:count]
+    return messages
 
 
 def encode_batch(base_offset: int, records: Sequence[KafkaRecord],

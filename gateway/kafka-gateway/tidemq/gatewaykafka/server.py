@@ -13,6 +13,8 @@ which are those of the listener it came in on. Both have the same security proto
 With a TLS context the listener serves TLS only (rotated certificate files are loaded for new
 connections, checked at most once a second); with security on (security.py) a connection
 authenticates with SASL first and every request is authorized against the ACL.
+
+Each request is served in a SERVER span of its own (spans.py).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import functools
 import struct
 import time
 
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from tidemq.common.logs import get_logger
 from tidemq.common.tls import ReloadingContext
-from tidemq.gatewaykafka import codec, metrics
+from tidemq.gatewaykafka import codec, metrics, spans
 from tidemq.gatewaykafka.handlers import Connection, KafkaApis
 from tidemq.gatewaykafka.nodes import INTERNAL, LISTENERS
 from tidemq.gatewaykafka.security import KafkaSecurity
@@ -139,22 +142,29 @@ class KafkaServer:
         if request.header is not None and request.header.client_id:
             conn.client_id = request.header.client_id
         started = time.perf_counter()
-        try:
-            handler = self._sasl.get(frame.api_key) or self.apis.table[frame.api_key]
-            fields = await self.security.call(frame.api_key, request, frame.api_version, conn,
-                                              handler)
-            if fields is None:
-                metrics.REQUESTS.labels(api, "ok").inc()
-                return None
-            answer = codec.encode_response(frame.api_key, frame.api_version,
-                                           frame.correlation_id, fields)
-        except Exception:
-            log.exception("kafka_request_failed", api=api, client=conn.client_id)
-            metrics.REQUESTS.labels(api, "failed").inc()
-            return False
-        finally:
-            metrics.LATENCY.labels(api).observe(time.perf_counter() - started)
-        metrics.REQUESTS.labels(api, "error" if _has_error(fields) else "ok").inc()
+        with spans.tracer.start_as_current_span(
+                spans.span_name(api), kind=SpanKind.SERVER,
+                attributes=spans.request_attributes(
+                    frame.api_key, api, frame.api_version, request, conn.client_id,
+                    conn.client_software)) as span:
+            try:
+                handler = self._sasl.get(frame.api_key) or self.apis.table[frame.api_key]
+                fields = await self.security.call(frame.api_key, request, frame.api_version,
+                                                  conn, handler)
+                if fields is None:
+                    metrics.REQUESTS.labels(api, "ok").inc()
+                    return None
+                answer = codec.encode_response(frame.api_key, frame.api_version,
+                                               frame.correlation_id, fields)
+            except Exception as exc:
+                log.exception("kafka_request_failed", api=api, client=conn.client_id)
+                metrics.REQUESTS.labels(api, "failed").inc()
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                return False
+            finally:
+                metrics.LATENCY.labels(api).observe(time.perf_counter() - started)
+            failed = spans.describe_answer(span, fields)
+        metrics.REQUESTS.labels(api, "error" if failed else "ok").inc()
         return answer
 
     def _refuse_new_group_protocol(self, frame: codec.RequestFrame, api: str, conn: Connection,
@@ -179,12 +189,3 @@ class KafkaServer:
     def _bad(reason: str, peer, detail: str) -> None:
         metrics.BAD_FRAMES.labels(reason).inc()
         log.warning("kafka_connection_closed", reason=reason, peer=str(peer), detail=detail)
-
-
-def _has_error(fields) -> bool:
-    if isinstance(fields, dict):
-        return bool(fields.get("error_code")) or any(_has_error(v) for v in fields.values()
-                                                     if isinstance(v, list | dict))
-    if isinstance(fields, list):
-        return any(_has_error(item) for item in fields)
-    return False

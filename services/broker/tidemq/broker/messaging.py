@@ -281,9 +281,15 @@ class Messaging:
                 for q in range(topic.queues)]
 
     def search_offset(self, topic_name: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.search_timestamp(topic_name, queue_id, timestamp_ms)[0]
+
+    def search_timestamp(self, topic_name: str, queue_id: int,
+                         timestamp_ms: int) -> tuple[int, int | None]:
+        """(the first offset stored at or after `timestamp_ms`, its store time or None when
+        there is no such message)."""
         topic = self.topic(topic_name)
         self._queue(topic, queue_id)
-        return self.store.offset_for_timestamp(topic.name, queue_id, timestamp_ms)
+        return self.store.search_timestamp(topic.name, queue_id, timestamp_ms)
 
     def view(self, physical_offset: int) -> bytes:
         if physical_offset < 0:

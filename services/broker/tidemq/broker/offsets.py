@@ -3,13 +3,18 @@
 Commits only touch memory; a flusher writes the whole table atomically every 5 s (ref) and on
 shutdown, so a crash loses at most one interval of commits — consumers then re-read a few
 messages (at-least-once), never skip any.
+
+A commit may carry a metadata string per queue (Kafka's OffsetCommit metadata, at most
+MAX_METADATA_LENGTH characters as Kafka counts them, its offset.metadata.max.bytes default):
+stored, persisted and copied to slaves with its offset; every commit of a queue replaces it
+("" = none).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tidemq.broker.store.metadata import MetadataFile
 from tidemq.common.errors import InvalidArgument
@@ -18,6 +23,19 @@ from tidemq.common.logs import get_logger
 log = get_logger(__name__)
 
 OffsetKey = tuple[str, int]  # (topic, queue_id)
+MAX_METADATA_LENGTH = 4096   # Kafka's offset.metadata.max.bytes default (UTF-16 units, as Kafka)
+
+
+def check_metadata(topic: str, queue_id: int, text: str) -> None:
+    """Refuse a commit's metadata string longer than MAX_METADATA_LENGTH
+    (OFFSET_METADATA_TOO_LARGE). The length is counted as Kafka's broker counts it (Java's
+    String.length(): UTF-16 code units), so a string Kafka takes is taken here."""
+    length = len(text.encode("utf-16-le", "surrogatepass")) // 2
+    if length > MAX_METADATA_LENGTH:
+        raise InvalidArgument(
+            f"the metadata committed for {topic}:{queue_id} is {length} characters long; at "
+            f"most {MAX_METADATA_LENGTH} are kept with an offset (Kafka's "
+            f"offset.metadata.max.bytes)", code="OFFSET_METADATA_TOO_LARGE")
 
 
 class ConsumerOffsetManager:
@@ -25,6 +43,7 @@ class ConsumerOffsetManager:
         self._file = file
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[OffsetKey, int]] = {}
+        self._metadata: dict[str, dict[OffsetKey, str]] = {}   # only non-empty strings
         self._dirty = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -34,13 +53,21 @@ class ConsumerOffsetManager:
         raw = self._file.read()
         if not raw:
             return
-        for group, entries in json.loads(raw).get("offsets", {}).items():
+        doc = json.loads(raw)
+        for group, entries in doc.get("offsets", {}).items():
             self._offsets[group] = {
                 (topic, int(queue_id)): int(offset) for topic, queue_id, offset in entries
             }
+        for group, entries in doc.get("metadata", {}).items():
+            self._metadata[group] = {(topic, int(queue_id)): str(text)
+                                     for topic, queue_id, text in entries if text}
 
-    def commit(self, group: str, offsets: Iterable[tuple[str, int, int]]) -> None:
+    def commit(self, group: str, offsets: Iterable[tuple[str, int, int]],
+               metadata: Mapping[OffsetKey, str] | None = None) -> None:
+        """Commit offsets; `metadata` gives a queue's metadata string (a queue committed
+        without one keeps none)."""
         entries = list(offsets)
+        metadata = metadata or {}
         if not group:
             raise InvalidArgument("consumer_group must not be empty")
         for topic, queue_id, offset in entries:
@@ -48,11 +75,27 @@ class ConsumerOffsetManager:
                 raise InvalidArgument(
                     f"offset for {topic}:{queue_id} must be >= 0 with queue_id >= 0, got {offset}"
                 )
+            check_metadata(topic, queue_id, metadata.get((topic, queue_id), ""))
         with self._lock:
             table = self._offsets.setdefault(group, {})
+            texts = self._metadata.setdefault(group, {})
             for topic, queue_id, offset in entries:
                 table[(topic, queue_id)] = offset
+                text = metadata.get((topic, queue_id), "")
+                if text:
+                    texts[(topic, queue_id)] = text
+                else:
+                    texts.pop((topic, queue_id), None)
+            if not texts:
+                del self._metadata[group]
             self._dirty = True
+
+    def metadata(self, group: str, topic: str = "") -> dict[OffsetKey, str]:
+        """The metadata strings `group` committed with its offsets (for `topic` only if
+        given); a queue committed without one is absent."""
+        with self._lock:
+            texts = self._metadata.get(group, {})
+            return {key: text for key, text in texts.items() if not topic or key[0] == topic}
 
     def query(self, group: str, topic: str = "") -> list[tuple[str, int, int]]:
         """Committed offsets of `group` (for `topic` only if given), sorted."""
@@ -72,10 +115,14 @@ class ConsumerOffsetManager:
                 keys = [key for key in table if key[0] == topic]
                 if not keys:
                     continue
+                texts = self._metadata.get(name, {})
                 for key in keys:
                     del table[key]
+                    texts.pop(key, None)
                 if not table:
                     del self._offsets[name]
+                if not texts:
+                    self._metadata.pop(name, None)
                 touched.append(name)
             self._dirty = self._dirty or bool(touched)
             return sorted(touched)
@@ -86,14 +133,23 @@ class ConsumerOffsetManager:
             return {group: sorted((t, q, o) for (t, q), o in table.items())
                     for group, table in self._offsets.items()}
 
-    def replace_all(self, snapshot: dict[str, list[tuple[str, int, int]]]) -> bool:
+    def metadata_snapshot(self) -> dict[str, dict[OffsetKey, str]]:
+        """Every group's non-empty metadata strings, beside snapshot()."""
+        with self._lock:
+            return {group: dict(texts) for group, texts in self._metadata.items()}
+
+    def replace_all(self, snapshot: dict[str, list[tuple[str, int, int]]],
+                    metadata: dict[str, dict[OffsetKey, str]] | None = None) -> bool:
         """Become a copy of the master's table (a slave, every ~1 s); True if it changed.
         Replaced, not merged: the master's table is the truth, resets included."""
         table = {group: {(t, q): o for t, q, o in entries} for group, entries in snapshot.items()}
+        texts = {group: {key: text for key, text in entries.items() if text}
+                 for group, entries in (metadata or {}).items()}
+        texts = {group: entries for group, entries in texts.items() if entries}
         with self._lock:
-            if table == self._offsets:
+            if table == self._offsets and texts == self._metadata:
                 return False
-            self._offsets = table
+            self._offsets, self._metadata = table, texts
             self._dirty = True
             return True
 
@@ -109,7 +165,9 @@ class ConsumerOffsetManager:
             if not self._dirty:
                 return False
             doc = {"offsets": {g: sorted([t, q, o] for (t, q), o in table.items())
-                               for g, table in self._offsets.items()}}
+                               for g, table in self._offsets.items()},
+                   "metadata": {g: sorted([t, q, m] for (t, q), m in texts.items())
+                                for g, texts in self._metadata.items()}}
             self._dirty = False
         try:
             self._file.write(json.dumps(doc).encode())

@@ -13,7 +13,7 @@ from tidemq.broker.group_manager import SubscriptionGroupManager
 from tidemq.broker.group_rpc import GroupRpc, handovers_pb
 from tidemq.broker.idempotence import IdempotentSends
 from tidemq.broker.messaging import Messaging
-from tidemq.broker.offsets import ConsumerOffsetManager
+from tidemq.broker.offsets import ConsumerOffsetManager, check_metadata
 from tidemq.broker.pop import PopService
 from tidemq.broker.queue_locks import QueueLocks
 from tidemq.broker.quotas import FETCH, PRODUCE, QuotaEnforcer
@@ -51,8 +51,11 @@ def _hold_ms(suspend_timeout_ms: int, context) -> int:
     return max(0, min(suspend_timeout_ms, int(remaining * 1000) - DEADLINE_MARGIN_MS))
 
 
-def _queue_offsets_pb(entries) -> list[broker_pb2.QueueOffset]:
-    return [broker_pb2.QueueOffset(topic=t, queue_id=q, offset=o) for t, q, o in entries]
+def _queue_offsets_pb(entries, metadata: dict | None = None) -> list[broker_pb2.QueueOffset]:
+    metadata = metadata or {}
+    return [broker_pb2.QueueOffset(topic=t, queue_id=q, offset=o,
+                                   metadata=metadata.get((t, q), ""))
+            for t, q, o in entries]
 
 
 def _describe_stored(request, result, store_host: bytes) -> None:
@@ -145,6 +148,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
         if request.idempotent or sequenced:
             self.idempotence.describe(result, reply)
+        if reply.physical_offsets and reply.physical_offsets[0] >= 0 and \
+                reply.status == common_pb2.SEND_OK:
+            # the first record's (a duplicate's: its original's) store time: what a Kafka
+            # LogAppendTime produce answers, without a read back (one 8-byte mapped read)
+            reply.store_timestamp_ms = self.messaging.store.store_timestamp_at(
+                reply.physical_offsets[0]) or 0
         reply.throttle_time_ms = self.quotas.throttle_ms(admission)
         return reply
 
@@ -206,8 +215,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         )
 
     def SearchOffset(self, request, context):
-        return broker_pb2.SearchOffsetResponse(queue_offset=self.messaging.search_offset(
-            request.topic, request.queue_id, request.timestamp_ms))
+        offset, stored = self.messaging.search_timestamp(request.topic, request.queue_id,
+                                                         request.timestamp_ms)
+        return broker_pb2.SearchOffsetResponse(queue_offset=offset,
+                                               store_timestamp_ms=stored or 0)
 
     def ViewMessage(self, request, context):
         return broker_pb2.ViewMessageResponse(
@@ -271,9 +282,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         for entry in request.offsets:
             self.messaging.topic(entry.topic)
         entries = [(e.topic, e.queue_id, e.offset) for e in request.offsets]
+        metadata = {(e.topic, e.queue_id): e.metadata for e in request.offsets if e.metadata}
+        for (topic, queue_id), text in metadata.items():   # refused before any fencing
+            check_metadata(topic, queue_id, text)
 
         def commit() -> None:
-            self.offsets.commit(request.consumer_group, entries)
+            self.offsets.commit(request.consumer_group, entries, metadata)
         if request.generation_id < 0 or self.commit_fence is None:
             commit()   # not a coordinated member's commit: not fenced
         else:          # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID as Kafka's (commit_fence.py)
@@ -289,7 +303,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                 for (group, topic, queue_id), (cursor, unacked) in sorted(self.pop.progress().items())
                 if group == request.consumer_group and request.topic in ("", topic)]
         return broker_pb2.QueryOffsetsResponse(
-            offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic)),
+            offsets=_queue_offsets_pb(self.offsets.query(request.consumer_group, request.topic),
+                                      self.offsets.metadata(request.consumer_group,
+                                                            request.topic)),
             pops=pops)
 
     def ResetOffsets(self, request, context):
@@ -311,8 +327,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             request.topic, request.consumer_group))
 
     def GetAllConsumerOffsets(self, request, context):
+        texts = self.offsets.metadata_snapshot()
         return broker_pb2.GetAllConsumerOffsetsResponse(groups=[
-            broker_pb2.GroupOffsets(consumer_group=group, offsets=_queue_offsets_pb(entries))
+            broker_pb2.GroupOffsets(consumer_group=group,
+                                    offsets=_queue_offsets_pb(entries, texts.get(group)))
             for group, entries in sorted(self.offsets.snapshot().items())],
             coordinated_groups=handovers_pb(self.groups.coordinator.handovers()))
 

@@ -1,7 +1,7 @@
 """OffsetCopier: a slave copies its master's committed consumer offsets, and its group
 coordinator's Stable groups, every ~1 s.
 
-A group's offsets live on the broker that owns its queues, so a failover would rewind every
+A group's offsets (with their commits' metadata strings) live on the broker that owns its queues, so a failover would rewind every
 group to the new master's stale table without this. The slave asks the master for its whole
 table (GetAllConsumerOffsets) and replaces its own; after a failover the new master starts from
 the copy it last took, so a group re-reads at most ~1 s of commits (at-least-once), never skips.
@@ -64,9 +64,12 @@ class OffsetCopier:
             return False
         if addr != self.master_addr():
             return False  # the master changed during the call: this copy may be stale
-        self.offsets.replace_all({g.consumer_group: [(o.topic, o.queue_id, o.offset)
-                                                     for o in g.offsets]
-                                  for g in reply.groups})
+        self.offsets.replace_all(
+            {g.consumer_group: [(o.topic, o.queue_id, o.offset) for o in g.offsets]
+             for g in reply.groups},
+            {g.consumer_group: {(o.topic, o.queue_id): o.metadata for o in g.offsets
+                                if o.metadata}
+             for g in reply.groups})
         self.coordinated_groups = handovers_from_pb(reply.coordinated_groups)
         self.copies += 1
         return True

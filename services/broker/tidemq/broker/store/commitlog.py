@@ -35,7 +35,7 @@ def check_topic(topic: str) -> None:
     if not is_topic_name(topic):
         raise InvalidBatch(
             f"topic {topic!r} must be 1-{MAX_TOPIC_NAME_LEN} characters of letters, digits, "
-            "'%', '|', '_' or '-'"
+            "'.', '%', '|', '_' or '-', and not '.' or '..'"
         )
 
 

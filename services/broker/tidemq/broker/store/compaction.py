@@ -18,8 +18,8 @@ whole one (a record is all or nothing), and recovery's re-dispatch applies the m
 after the records they name (they always come later in the log). A truncation that cuts a
 marker rebuilds the queues it touched from the log (store.truncate_to).
 
-The key is the Kafka key where gateway-kafka set one (property KAFKA_KEY, binary-safe), else
-the message's KEYS. A record without a key is never compacted. A tombstone is a record whose
+The key is the Kafka key where gateway-kafka set one (property KAFKA_KEY, binary-safe; for a
+key too long for the properties, its SHA-256 in KAFKA_KEY_DIGEST), else the message's KEYS. A record without a key is never compacted. A tombstone is a record whose
 KAFKA_VALUE property is "null" (a Kafka null value) or whose body is empty.
 """
 
@@ -42,6 +42,7 @@ from .retention import first_stored_after
 log = get_logger(__name__)
 
 KAFKA_KEY_NAME = b"KAFKA_KEY\x01"
+KAFKA_KEY_DIGEST_NAME = b"KAFKA_KEY_DIGEST\x01"
 KAFKA_VALUE_NAME = b"KAFKA_VALUE\x01"
 _MARKER_HEAD = struct.Struct(">HiI")     # topic length, queue id, range count
 _RANGE = struct.Struct(">qq")            # [start, end) queue offsets
@@ -245,11 +246,13 @@ class Compactor:
                 topic_at = record.HEADER_SIZE + body_len
                 properties = data[topic_at + 3 + data[topic_at]:total]
                 key = property_value(properties, KAFKA_KEY_NAME)
-                if key is None:
+                if key is not None:
+                    key = b"b:" + key
+                elif (digest := property_value(properties, KAFKA_KEY_DIGEST_NAME)) is not None:
+                    key = b"d:" + digest    # a long Kafka key: its SHA-256
+                else:
                     keys = property_value(properties, KEYS_NAME)
                     key = b"k:" + keys if keys else None
-                else:
-                    key = b"b:" + key
                 if key is None:
                     continue
                 tombstone = body_len == 0 or property_value(

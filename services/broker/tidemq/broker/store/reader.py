@@ -225,10 +225,18 @@ class StoreReader:
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after `timestamp_ms`."""
+        return self.search_timestamp(topic, queue_id, timestamp_ms)[0]
+
+    def search_timestamp(self, topic: str, queue_id: int,
+                         timestamp_ms: int) -> tuple[int, int | None]:
+        """(the first queue offset whose message was stored at or after `timestamp_ms`, that
+        message's store time); the time is None when no readable message is (the offset is
+        then the queue's visible end)."""
         queue = self.queues.get(topic, queue_id)
         if queue is None:
-            return 0
+            return 0, None
         low, high = queue.min_offset, self._visible_max(queue)
+        end = high
         while low < high:
             mid = (low + high) // 2
             physical = queue.physical_offset_of(mid)
@@ -237,7 +245,10 @@ class StoreReader:
                 low = mid + 1
             else:
                 high = mid
-        return low
+        if low >= end:
+            return low, None
+        physical = queue.physical_offset_of(low)
+        return low, self.store_timestamp_at(physical) if physical is not None else None
 
     def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int,
                      max_results: int) -> list[bytes]:

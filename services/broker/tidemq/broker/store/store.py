@@ -750,6 +750,15 @@ class MessageStore:
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.reader.offset_for_timestamp(topic, queue_id, timestamp_ms)
 
+    def store_timestamp_at(self, physical_offset: int) -> int | None:
+        """When the record at `physical_offset` was stored (epoch ms); None if not readable."""
+        return self.reader.store_timestamp_at(physical_offset)
+
+    def search_timestamp(self, topic: str, queue_id: int,
+                         timestamp_ms: int) -> tuple[int, int | None]:
+        """(first offset stored at or after `timestamp_ms`, its store time or None)."""
+        return self.reader.search_timestamp(topic, queue_id, timestamp_ms)
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get(topic, queue_id)
         return queue.min_offset if queue else 0
