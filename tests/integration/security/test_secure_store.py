@@ -50,9 +50,16 @@ def deployment(tmp_path_factory, cert_dir):
                                     [m.name for m in topology.etcd_members()])
     env = {**secure_env(cert_dir), ENV_VAR: str(security.directory)}
     data_dir = tmp_path_factory.mktemp("data")
+    from tidemq.common import rpc
+
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():  # what secure.py puts in supervisord's environment
             patch.setenv(name, value)
+        # The process's client security is chosen from the environment on first use: a module
+        # that ran before on this pytest-xdist worker may have chosen plaintext already (its
+        # config client then met these TLS config centers with "Socket closed").
+        previous = rpc.client_security()
+        rpc.configure_client_security(rpc.ClientSecurity.from_env())
         local = LocalDeployment(data_dir=data_dir, port_offset=free_port_offset(topology),
                                 topology=topology, security=security)
         try:
@@ -60,11 +67,7 @@ def deployment(tmp_path_factory, cert_dir):
             yield local
         finally:
             local.down()
-            # The process's client security is chosen from the environment on first use: the
-            # patched one (TLS) must not outlive this module on its pytest-xdist worker.
-            from tidemq.common import rpc
-
-            rpc._security = None  # noqa: SLF001
+            rpc.configure_client_security(previous)   # TLS must not outlive this module
 
 
 def _endpoints(deployment: LocalDeployment) -> list[str]:
