@@ -342,7 +342,7 @@ class GroupHandover(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberHandover, _Mapping]]] = ...) -> None: ...
 
 class MemberHandover(_message.Message):
-    __slots__ = ("member_id", "client_id", "client_host", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "assignment")
+    __slots__ = ("member_id", "client_id", "client_host", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "assignment", "client_software")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -350,6 +350,7 @@ class MemberHandover(_message.Message):
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOFTWARE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     client_id: str
     client_host: str
@@ -357,7 +358,8 @@ class MemberHandover(_message.Message):
     rebalance_timeout_ms: int
     protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
     assignment: bytes
-    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+    client_software: str
+    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., assignment: _Optional[bytes] = ..., client_software: _Optional[str] = ...) -> None: ...
 
 class QueueOffset(_message.Message):
     __slots__ = ("topic", "queue_id", "offset", "metadata")
@@ -454,7 +456,7 @@ class GroupProtocol(_message.Message):
     def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "session_timeout_ms", "rebalance_timeout_ms", "client_id", "client_host", "protocols")
+    __slots__ = ("group_id", "member_id", "session_timeout_ms", "rebalance_timeout_ms", "client_id", "client_host", "protocols", "client_software")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -462,6 +464,7 @@ class JoinGroupRequest(_message.Message):
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOFTWARE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     session_timeout_ms: int
@@ -469,7 +472,8 @@ class JoinGroupRequest(_message.Message):
     client_id: str
     client_host: str
     protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ...) -> None: ...
+    client_software: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., client_software: _Optional[str] = ...) -> None: ...
 
 class JoinGroupMember(_message.Message):
     __slots__ = ("member_id", "metadata")
@@ -552,18 +556,20 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ...) -> None: ...
 
 class GroupMemberDescription(_message.Message):
-    __slots__ = ("member_id", "client_id", "client_host", "metadata", "assignment")
+    __slots__ = ("member_id", "client_id", "client_host", "metadata", "assignment", "client_software")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOFTWARE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     client_id: str
     client_host: str
     metadata: bytes
     assignment: bytes
-    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+    client_software: str
+    def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ..., client_software: _Optional[str] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
     __slots__ = ("group_id", "state", "protocol_name", "generation_id", "leader_id", "members", "consume_type", "defined")

@@ -58,6 +58,7 @@ class Harness:
             session_timeout_ms=session_ms,
             rebalance_timeout_ms=REBALANCE_MS,
             client_id=client_id,
+            client_software=f"{client_id} 1.0" if client_id else "",
         )
 
     def advance_until_done(self, *futures: Future, step_ms: int = 1_000) -> int:

@@ -28,6 +28,8 @@ def test_the_new_coordinator_carries_the_generation_on():
     members = old.form_stable_group("a", "b", "c")
     new = handed_over(old)
     assert new.coordinator.describe_group(GROUP) == old.coordinator.describe_group(GROUP)
+    assert sorted(m.client_software for m in new.coordinator.describe_group(GROUP).members) \
+        == ["a 1.0", "b 1.0", "c 1.0"]
     for result in members.values():
         new.coordinator.heartbeat(GROUP, result.member_id, result.generation_id)
     assert new.state() is GroupState.STABLE

@@ -31,7 +31,7 @@ def served():
 def join(client, group, member_id="", timeout=10.0):
     return client.call("JoinGroup", broker_pb2.JoinGroupRequest(
         group_id=group, member_id=member_id, session_timeout_ms=5000, client_id="c",
-        protocols=PROTOCOLS), timeout=timeout)
+        client_software="kafka-python 3.0.12", protocols=PROTOCOLS), timeout=timeout)
 
 
 def test_join_sync_describe_list_and_error_codes_over_grpc(served):
@@ -47,6 +47,7 @@ def test_join_sync_describe_list_and_error_codes_over_grpc(served):
     described = client.call("DescribeGroup", broker_pb2.DescribeGroupRequest(group_id="g"))
     assert described.state == "Stable" and described.members[0].client_id == "c"
     assert described.members[0].client_host  # filled from the peer address
+    assert described.members[0].client_software == "kafka-python 3.0.12"
     assert [g.group_id for g in client.call("ListGroups", broker_pb2.ListGroupsRequest())
             .groups] == ["g"]
     for request, code in [

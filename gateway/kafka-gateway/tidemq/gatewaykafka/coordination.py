@@ -85,11 +85,11 @@ class GroupCoordination:
 
     def join(self, group: str, member_id: str, *, session_timeout_ms: int,
              rebalance_timeout_ms: int, client_id: str, client_host: str, protocol_type: str,
-             protocols: Sequence[tuple[str, bytes]]) -> Joined:
+             protocols: Sequence[tuple[str, bytes]], client_software: str = "") -> Joined:
         request = broker_pb2.JoinGroupRequest(
             group_id=group, member_id=member_id, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id,
-            client_host=client_host,
+            client_host=client_host, client_software=client_software,
             protocols=[broker_pb2.GroupProtocol(name=wire_protocol(protocol_type, name),
                                                 metadata=metadata)
                        for name, metadata in protocols])

@@ -363,7 +363,8 @@ class KafkaApis:
                 session_timeout_ms=request.session_timeout_ms,
                 rebalance_timeout_ms=rebalance_ms, client_id=conn.client_id,
                 client_host=conn.peer_host, protocol_type=request.protocol_type,
-                protocols=[(p.name, bytes(p.metadata)) for p in request.protocols]))
+                protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+                client_software=conn.client_software))
         except errors.TideMQError as exc:
             answer["error_code"] = kafka_code(exc, GROUP_CODES)
             return answer

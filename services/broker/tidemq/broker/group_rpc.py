@@ -41,7 +41,8 @@ def describe_pb(description: GroupDescription) -> broker_pb2.DescribeGroupRespon
         leader_id=description.leader_id,
         members=[broker_pb2.GroupMemberDescription(
             member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
-            metadata=m.metadata, assignment=m.assignment) for m in description.members],
+            metadata=m.metadata, assignment=m.assignment,
+            client_software=m.client_software) for m in description.members],
     )
 
 
@@ -54,7 +55,8 @@ def handovers_pb(handovers: list[GroupHandover]) -> list[broker_pb2.GroupHandove
             session_timeout_ms=m.session_timeout_ms,
             rebalance_timeout_ms=m.rebalance_timeout_ms,
             protocols=[broker_pb2.GroupProtocol(name=n, metadata=d) for n, d in m.protocols],
-            assignment=m.assignment) for m in h.members]) for h in handovers]
+            assignment=m.assignment, client_software=m.client_software)
+            for m in h.members]) for h in handovers]
 
 
 def handovers_from_pb(groups) -> list[GroupHandover]:
@@ -63,7 +65,8 @@ def handovers_from_pb(groups) -> list[GroupHandover]:
         tuple(MemberHandover(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
                              m.rebalance_timeout_ms,
                              tuple((p.name, bytes(p.metadata)) for p in m.protocols),
-                             bytes(m.assignment)) for m in g.members)) for g in groups]
+                             bytes(m.assignment), m.client_software)
+                             for m in g.members)) for g in groups]
 
 
 class GroupRpc:
@@ -98,6 +101,7 @@ class GroupRpc:
             session_timeout_ms=request.session_timeout_ms or None,
             rebalance_timeout_ms=request.rebalance_timeout_ms or None,
             client_id=request.client_id, client_host=request.client_host or _peer_host(context),
+            client_software=request.client_software,
         )
         result = await _wait(future, context, "JoinGroup")
         return broker_pb2.JoinGroupResponse(

@@ -90,6 +90,7 @@ class GroupCoordinator:
         protocol_type: str = "consumer",
         client_id: str = "",
         client_host: str = "",
+        client_software: str = "",
     ) -> Future[JoinResult]:
         """Join (or rejoin) a group. `member_id` is UNKNOWN_MEMBER_ID ("") the first time.
 
@@ -117,6 +118,7 @@ class GroupCoordinator:
                         member_id=member_id,
                         client_id=client_id,
                         client_host=client_host,
+                        client_software=client_software,
                         session_timeout_ms=session_ms,
                         rebalance_timeout_ms=rebalance_timeout_ms or session_ms,
                         protocol_type=protocol_type,

@@ -28,6 +28,7 @@ class MemberHandover:
     rebalance_timeout_ms: int
     protocols: tuple[Protocol, ...]
     assignment: bytes
+    client_software: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def handover_of(group: GroupMetadata) -> GroupHandover | None:
         group.group_id, group.generation_id, group.protocol_type or "",
         group.protocol_name or "", group.leader_id or "",
         tuple(MemberHandover(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
-                             m.rebalance_timeout_ms, tuple(m.protocols), m.assignment or b"")
+                             m.rebalance_timeout_ms, tuple(m.protocols), m.assignment or b"",
+                             m.client_software)
               for m in group.members.values()))
 
 
@@ -61,7 +63,8 @@ def restored(handover: GroupHandover, now_ms: int, listener=None) -> GroupMetada
             member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
             session_timeout_ms=m.session_timeout_ms, rebalance_timeout_ms=m.rebalance_timeout_ms,
             protocol_type=handover.protocol_type, protocols=list(m.protocols),
-            last_heartbeat_ms=now_ms, assignment=m.assignment))
+            last_heartbeat_ms=now_ms, assignment=m.assignment,
+            client_software=m.client_software))
     group.generation_id = handover.generation_id
     group.protocol_type = handover.protocol_type
     group.protocol_name = handover.protocol_name

@@ -92,6 +92,7 @@ class MemberMetadata:
     protocols: list[Protocol]
     last_heartbeat_ms: int
     assignment: bytes | None = None
+    client_software: str = ""   # "name version" of a Kafka client (ApiVersions v3+), else ""
     join_future: Future | None = field(default=None, repr=False)
     sync_future: Future | None = field(default=None, repr=False)
 

@@ -15,6 +15,7 @@ class MemberDescription:
     client_host: str
     metadata: bytes  # for the group's chosen protocol (b"" before the first generation)
     assignment: bytes  # b"" until the member's first SyncGroup completes
+    client_software: str = ""  # a Kafka client's "name version" (ApiVersions v3+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ def describe(group: GroupMetadata) -> GroupDescription:
             client_host=m.client_host,
             metadata=m.metadata_for(protocol) if protocol in m.protocol_names else b"",
             assignment=m.assignment or b"",
+            client_software=m.client_software,
         )
         for m in group.members.values()
     )
