@@ -106,7 +106,12 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
     "ConsumerGroup": _obj(
         group=_STR, coordinator=_STR, state=_STR, protocol=_STR, generation=_INT, leader=_STR,
         members=_array(_obj(member_id=_STR, client_id=_STR, client_host=_STR,
-                            topics=_array(_STR), queues=_array(_STR))),
+                            topics=_array(_STR), queues=_array(_STR), client_software=_STR,
+                            kafka_assignment={"oneOf": [{"type": "null"}, _obj(
+                                version=_INT,
+                                partitions={"type": "object",
+                                            "additionalProperties": _array(_INT)},
+                                user_data_len={"type": ["integer", "null"]})]})),
         offsets=_array(_obj(topic=_STR, broker_name=_STR, queue_id=_INT,
                             committed={"type": ["integer", "null"]},
                             max_offset={"type": ["integer", "null"]}, member_id=_STR,

@@ -35,7 +35,8 @@ from tidemq.client.admin_types import (
 )
 from tidemq.client.brokers import BrokerClients
 from tidemq.client.defaults import DEFAULT_CONFIG_CENTER
-from tidemq.client.message import MessageExt, decode_records
+from tidemq.client.kafka_assignment import decode_assignment, decode_subscription
+from tidemq.client.message import MessageExt, MessageQueue, decode_records
 from tidemq.client.routes import MASTER_ID, NameServerClient, TopicRoute
 from tidemq.common import errors, record
 from tidemq.common.placement import coordinator_for
@@ -60,6 +61,8 @@ __all__ = [
 
 ROUTE_WAIT_S = 30.0          # a broker picks a new topic up from its watch within seconds
 POLL_INTERVAL_S = 0.1
+KAFKA_CONSUMER_PROTOCOL = "kafka/consumer/"  # gateway-kafka's name of a Kafka consumer group's
+#                                             protocol on the coordinator (type/assignor)
 
 Progress = Callable[[str], None]
 
@@ -358,9 +361,12 @@ class Admin:
         coordinator, addr = self.coordinator(group)
         reply = self._broker(addr, "DescribeGroup",
                              broker_pb2.DescribeGroupRequest(group_id=group))
-        members = [GroupMember(m.member_id, m.client_id, m.client_host,
-                               parse_assignment(m.assignment), parse_subscription(m.metadata))
-                   for m in reply.members]
+        if reply.protocol_name.startswith(KAFKA_CONSUMER_PROTOCOL):
+            members = self._kafka_members(reply.members)
+        else:
+            members = [GroupMember(m.member_id, m.client_id, m.client_host,
+                                   parse_assignment(m.assignment), parse_subscription(m.metadata),
+                                   m.client_software) for m in reply.members]
         offsets = self.group_offsets(group, masters, members)
         if not members and not offsets and reply.state in ("", "Dead"):
             # the coordinator reports any name it never saw as Dead: say it is unknown
@@ -370,6 +376,33 @@ class Admin:
                 code="GROUP_ID_NOT_FOUND")
         return GroupDescription(group, coordinator, reply.state, reply.protocol_name,
                                 reply.generation_id, reply.leader_id, members, offsets)
+
+    def _kafka_members(self, described) -> list[GroupMember]:
+        """Members of a Kafka consumer group (joined through gateway-kafka): their opaque
+        subscription and assignment decoded, each assigned partition shown as the queue the
+        topic's partition map names (partitions past the map, or of a topic without one, only
+        in `kafka_assignment`)."""
+        members, maps = [], {}
+        for m in described:
+            assignment = decode_assignment(m.assignment) if m.assignment else None
+            subscription = decode_subscription(m.metadata)
+            queues = []
+            for topic, partitions in (assignment.partitions if assignment else {}).items():
+                if topic not in maps:
+                    maps[topic] = self._partition_map(topic)
+                queues += [MessageQueue(topic, *maps[topic][p]) for p in partitions
+                           if 0 <= p < len(maps[topic])]
+            members.append(GroupMember(
+                m.member_id, m.client_id, m.client_host, queues,
+                subscription.topics if subscription else [], m.client_software, assignment))
+        return members
+
+    def _partition_map(self, topic: str) -> list[tuple[str, int]]:
+        """The topic's Kafka partition map ([] when it has none or cannot be read)."""
+        try:
+            return TopicDefinitions(self.config).partition_map(topic)[1] or []
+        except (errors.TideMQError, ValueError):
+            return []
 
     def group_offsets(self, group: str, masters: dict[str, str] | None = None,
                       members: Sequence[GroupMember] = ()) -> list[GroupQueueLag]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tidemq.client.kafka_assignment import KafkaAssignment
 from tidemq.client.message import MessageQueue
 from tidemq.client.routes import MASTER_ID, TopicRoute
 from tidemq.common import errors, protocol, record
@@ -104,6 +105,10 @@ class GroupMember:
     client_host: str
     queues: list[MessageQueue]
     topics: list[str] = field(default_factory=list)   # the member's subscription
+    client_software: str = ""   # a Kafka client's "name version" (ApiVersions v3+), else ""
+    # a Kafka consumer's decoded ConsumerProtocolAssignment (None: no Kafka member, nothing
+    # assigned yet, or bytes that do not decode)
+    kafka_assignment: KafkaAssignment | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,10 @@ class GroupDescription:
             "leader": self.leader_id,
             "members": [{"member_id": m.member_id, "client_id": m.client_id,
                          "client_host": m.client_host, "topics": m.topics,
-                         "queues": [str(q) for q in m.queues]} for m in self.members],
+                         "queues": [str(q) for q in m.queues],
+                         "client_software": m.client_software,
+                         "kafka_assignment": m.kafka_assignment and m.kafka_assignment.to_json()}
+                        for m in self.members],
             "offsets": [{**vars(o), "lag": o.lag, "orphaned": o.orphaned} for o in self.offsets],
             "total_lag": self.total_lag,
         }

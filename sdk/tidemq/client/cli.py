@@ -449,9 +449,11 @@ def group_describe(ctx: typer.Context, group: GroupArg, output: OutputOpt = None
     else:
         out.print(f"group [bold]{d.group_id}[/bold]: {d.state}, generation {d.generation_id}, "
                   f"protocol {d.protocol_name or '-'}, coordinator {d.coordinator}")
-    out.print(table("Members", ["member", "client", "host", "topics", "queues"], [
+    out.print(table("Members", ["member", "client", "host", "software", "topics", "queues"], [
         [m.member_id + (" (leader)" if m.member_id == d.leader_id else ""), m.client_id,
-         m.client_host, ", ".join(m.topics), " ".join(str(q) for q in m.queues)]
+         m.client_host, m.client_software or None, ", ".join(m.topics),
+         " ".join(str(q) for q in m.queues) if not m.kafka_assignment else "; ".join(
+             f"{t}: {','.join(map(str, p))}" for t, p in m.kafka_assignment.partitions.items())]
         for m in d.members]))
     out.print(table(f"Offsets (total lag {d.total_lag})", [
         "topic", "broker", "queue", "committed", "unacked", "max offset", "lag", "member"], [
