@@ -18,6 +18,16 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 # deployment's long-running Spark keeps the JVM's defaults.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
+# The suite's brokers store on the host's own file system, which other work on the machine
+# may fill past the disk guard's marks (75 % warn and forced clean-up, 85 % refusal): a whole
+# CI run once failed with "the topic has no writable queue on any master" at 86 %. The
+# brokers the tests start inherit these marks (TIDEMQ_* settings; a flag overrides them);
+# tests of the disk guard and retention give theirs explicitly (test_disk_full.py) or stub
+# the ratio (tests/unit/store).
+os.environ.setdefault("TIDEMQ_DISK_WARN_RATIO", "0.98")
+os.environ.setdefault("TIDEMQ_DISK_FULL_RATIO", "0.99")
+os.environ.setdefault("TIDEMQ_DISK_MAX_USED_RATIO", "0.99")
+
 import pytest  # noqa: E402
 from hypothesis import settings
 

@@ -255,8 +255,9 @@ def test_a_groups_members_and_assignment_are_the_clis(cluster, sent, visit):
         page = visit.snap("group-with-member")
         cells = page.locator("#members tbody tr td").all_inner_texts()
         (member,) = cli["members"]
-        assert cells == [f"{member['member_id']} (leader)", "console-test", "127.0.0.1", TOPIC,
-                         " ".join(member["queues"])]
+        # a native (not Kafka) member: no client software, no Kafka assignment
+        assert cells == [f"{member['member_id']} (leader)", "console-test", "127.0.0.1", "-",
+                         TOPIC, " ".join(member["queues"]), "-"]
         assert page.locator("#total-lag").inner_text() == str(cli["total_lag"])
         assert lag_cells(page) == {(o["broker_name"], o["queue_id"]):
                                    "-" if o["lag"] is None else str(o["lag"])
