@@ -84,17 +84,6 @@ def wait_group(config, group, message, predicate, timeout=20.0) -> dict:
 
 
 @pytest.fixture
-def center(etcd_server, services):
-    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
-
-
-@pytest.fixture
-def config(center):
-    with ConfigClient(center.addr) as client:
-        yield client
-
-
-@pytest.fixture
 def pair(services, center, config):
     """Two name servers with controllers; (active, standby)."""
     servers = [name_server(services, center), name_server(services, center)]

@@ -17,7 +17,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tidemq.common import errors
 from tidemq.configclient.client import ConfigClient
@@ -86,17 +85,6 @@ def put_live(config: ConfigClient, lease: int, group: str, replica: int, port: i
 
 GONE = {"epoch": 1, "silent_ms": 9000, "gone": True}
 HEARD = {"epoch": 1, "silent_ms": 50, "gone": False}
-
-
-@pytest.fixture
-def center(etcd_server, services):
-    return services("tidemq.configcenter", ["--etcd-endpoints", etcd_server.endpoints])
-
-
-@pytest.fixture
-def config(center):
-    with ConfigClient(center.addr) as client:
-        yield client
 
 
 def test_a_returned_master_is_judged_on_its_own_incarnation_only(services, center, config):
