@@ -147,6 +147,18 @@ def test_a_segment_mostly_live_is_not_copied(tmp_path):
         assert store.commitlog.min_offset == 0
 
 
+def copy_log(master, slave) -> None:
+    """What the HA stream does: the master's log past the slave's end, a segment at a time,
+    appended on the slave, then dispatched there."""
+    offset = slave.commitlog.replica_end
+    while offset < master.commitlog_max_offset():
+        segment = master.commitlog.segment_for(offset)
+        take = min(master.commitlog_max_offset(), segment.end_offset) - offset
+        slave.append_replicated(offset, master.commitlog.read(offset, take))
+        offset += take
+    assert slave.wait_dispatched(10)
+
+
 def test_a_slave_replaying_the_log_reaches_the_same_state_and_frees_the_same(tmp_path):
     latest: dict[int, tuple[int, bytes]] = {}
     with reopened(small_config(tmp_path / "m", **CONFIG)) as master, \
@@ -155,22 +167,13 @@ def test_a_slave_replaying_the_log_reaches_the_same_state_and_frees_the_same(tmp
         policies(master)
         policies(slave)
 
-        def replicate() -> None:
-            offset = slave.commitlog.replica_end
-            while offset < master.commitlog_max_offset():
-                segment = master.commitlog.segment_for(offset)
-                take = min(master.commitlog_max_offset(), segment.end_offset) - offset
-                slave.append_replicated(offset, master.commitlog.read(offset, take))
-                offset += take
-            assert slave.wait_dispatched(10)
-
         confirmed, held_back = 0, 0
         slave.follow_confirmed(confirmed)     # a SYNC_MASTER's slave: reads fenced
         for round_no in range(20):
             round_of_updates(master, round_no, latest)
-            replicate()          # before the master deletes what the slave has not got
+            copy_log(master, slave)          # before the master deletes what the slave has not got
             housekeeping(master)
-            replicate()
+            copy_log(master, slave)
             if slave.dispatcher.relocated_end > confirmed:   # copies not confirmed yet:
                 assert slave.retention.run_once() == 0       # their originals stay
                 held_back += 1
@@ -344,21 +347,12 @@ def test_relocated_units_stay_visible_behind_a_read_fence(tmp_path):
         slave.become_slave()
         policies(master)
 
-        def replicate() -> None:
-            offset = slave.commitlog.replica_end
-            while offset < master.commitlog_max_offset():
-                segment = master.commitlog.segment_for(offset)
-                take = min(master.commitlog_max_offset(), segment.end_offset) - offset
-                slave.append_replicated(offset, master.commitlog.read(offset, take))
-                offset += take
-            assert slave.wait_dispatched(10)
-
         for round_no in range(4):
             round_of_updates(master, round_no, latest)
             assert master.wait_dispatched(10)
             master.compactor.run_once()
         fill_other(master, 80)          # the last round's segment is finished
-        replicate()
+        copy_log(master, slave)
         slave.follow_confirmed(slave.commitlog.max_offset)
         visible = slave.max_offset(TOPIC, 0)
         confirmed = dict(latest)
@@ -366,12 +360,12 @@ def test_relocated_units_stay_visible_behind_a_read_fence(tmp_path):
         for key in range(10, 30):                      # newer records, not confirmed yet
             body = f"key-{key}-late".encode()
             latest[key] = (send(master, key, body), body)
-        replicate()
+        copy_log(master, slave)
         assert slave.max_offset(TOPIC, 0) == visible
         assert readable(slave) == expected(confirmed)
         assert master.wait_dispatched(10)
         master.compactor.run_once()
-        replicate()
+        copy_log(master, slave)
         slave.follow_confirmed(slave.commitlog.max_offset)
         assert readable(slave) == readable(master) == expected(latest)
 
