@@ -173,8 +173,7 @@ def _cut(value: str, width: int) -> str:
 
 def _note(console, options, what: str, width: int):
     """The line under a fitted table, wrapped between words (the console does not wrap)."""
-    text = Text(f"({what} to fit {width} columns; -o wide or -o json show every field in "
-                "full)", style="dim")
+    text = Text(f"({what} to fit {width} columns; -o wide or -o json show it all)", style="dim")
     yield from console.render(text, options.update(no_wrap=False, overflow="fold"))
 
 

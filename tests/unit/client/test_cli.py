@@ -347,7 +347,7 @@ def test_tables_fit_80_columns_and_say_what_they_leave_out(run):
     (row,) = [line for line in lines if "7F0000010000C0670000000000000000" in line]
     assert '{"id": 1,' in row and "… │" in row, text
     assert "left out stored, tag" in text and "cut values marked …" in text, text
-    assert "-o wide or -o json show every field in full" in " ".join(text.split()), text
+    assert "-o wide or -o json show it all" in " ".join(text.split()), text
     wide = run("message", "query", "orders", "order-1", "-o", "wide").stdout
     assert '{"id": 1, "customer": "Ada", "total": 42.5}' in wide, wide
     assert "…" not in wide and "left out" not in wide, wide
