@@ -82,3 +82,17 @@ def test_long_digits_are_found_where_the_regex_finds_them(raw: bytes) -> None:
     """A body that may hold an integer past 64 bits (19 digits in a row) goes to the standard
     library: the translate-and-find test says what `[0-9]{19}` says."""
     assert jsonio.has_long_digits(raw) == (re.search(rb"[0-9]{19}", raw) is not None)
+
+
+def test_orjson_does_the_writing_and_the_reading(app: Flask, monkeypatch) -> None:
+    """The fast path is taken, not just equivalent: orjson writes non-ASCII as UTF-8 where the
+    standard library escapes it, and a plain body is read without the standard library."""
+    with app.app_context():
+        assert "é".encode() in jsonify({"t": "é"}).get_data()
+    assert b"\\u00e9" in Flask("stdlib").json.dumps({"t": "é"}).encode()
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the standard library parsed a body orjson reads")
+
+    monkeypatch.setattr(jsonio.json, "loads", refused)
+    assert parse_json(b'{"max": 32, "t": "\\u00e9"}') == {"max": 32, "t": "é"}
