@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from tidemq.client.admin import Admin
 from tidemq.configclient.client import ConfigClient
 from tidemq.configclient.quotas import QuotaAdmin
 
@@ -97,6 +98,7 @@ class KafkaSending(Paced):
     def __exit__(self, *exc_info) -> None:
         super().__exit__(*exc_info)
         self.producer.flush(30)
+        self.producer = None   # librdkafka's threads end with it, not at garbage collection
 
 
 def start_kafka_gateway(cluster: Cluster) -> ServiceProcess:
@@ -141,7 +143,60 @@ def test_two_kafka_clients_of_one_gateway_are_charged_by_their_own_client_ids(cl
         # the gateway did not wait it out itself: the broker held none of its sends for long
         assert broker_metric(broker, "tidemq_broker_quota_held_seconds_total",
                              entity="client:kafka-capped") < 2.0
+        # who is throttled, as the console and `tidemq quota throttled` show it: the Kafka
+        # client, not the gateway
+        with Admin(cluster.namesrv_addrs) as operator:
+            wait_until(lambda: any(row["entity"] == "client:kafka-capped"
+                                   for row in operator.throttled()[0]),
+                       30, message="the broker to list the Kafka client as throttled")
+        assert broker_metric(gateway, "tidemq_gateway_kafka_throttled_total", api="Produce") > 0
     assert not capped.failures and not free.failures, (capped.failures + free.failures)[:3]
+
+
+def test_a_kafka_consumers_fetch_quota_paces_its_fetches_through_the_gateway(cluster):
+    from confluent_kafka import Consumer, TopicPartition
+    from tidemq.client import Message, MessageQueue, Producer
+
+    broker = start(cluster, "kq-fetched")
+    with Producer(cluster.namesrv_addrs, compress_threshold=1 << 30) as producer:
+        body = os.urandom(KAFKA_BODY)
+        for _ in range(256):  # 16 MiB on partition 0: more than the measured time lets it read
+            producer.send_batch([Message("kq-fetched", body) for _ in range(4)],
+                                queue=MessageQueue("kq-fetched", "broker-a", 0))
+    gateway = start_kafka_gateway(cluster)
+    QuotaAdmin(ConfigClient(cluster.config_center.addr)).set(
+        "client", "kafka-reader", {"consumer_byte_rate": MIB // 2})
+    throttle_times: list[float] = []
+    consumer = Consumer({"bootstrap.servers": gateway.addr, "group.id": "kq-readers",
+                         "client.id": "kafka-reader", "enable.auto.commit": False,
+                         "throttle_cb": lambda event: throttle_times.append(event.throttle_time)})
+    consumer.assign([TopicPartition("kq-fetched", 0, 0)])
+    read = {"bytes": 0}
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                read["bytes"] += len(message.value())
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: charged(broker, "client:kafka-reader", "consumer_byte_rate") > 0,
+                   60, message="the broker charging the Kafka consumer (quota loaded)")
+        time.sleep(3)
+        rate = measure(lambda: charged(broker, "client:kafka-reader", "consumer_byte_rate"))
+        print(f"kafka-reader capped at 0.5 MiB/s: {rate / MIB:.3f} MiB/s charged, "
+              f"{read['bytes'] / MIB:.1f} MiB read; told to wait {len(throttle_times)} times")
+        assert rate <= ALLOWED * MIB / 2, f"the consumer read {rate / MIB:.2f} MiB/s"
+        assert rate >= MIB / 8, f"the paced consumer only got {rate / MIB:.3f} MiB/s"
+        assert read["bytes"] < 16 * MIB, "the consumer should not have caught up"
+        assert throttle_times, "its Fetch answers carried the throttle time"
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        consumer.close()
 
 
 # -- gateway-grpc ----------------------------------------------------------------------------
