@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
+from tidemq.client.brokers import default_client_id
 from tidemq.client.message import MessageQueue
 from tidemq.client.routes import MASTER_ID, NameServerClient, RouteCache
 from tidemq.common import errors
@@ -51,21 +52,26 @@ class DirectClient(BrokerChannel):
     Why: long polls and JoinGroups parked in a rebalance legitimately run to their deadline,
     which a breaker would count as transport failures; `start` gives a cancellable future so
     shutdown can end a parked call at once.
+
+    `client_id`: sent with every call, as every SDK client's (docs/quotas.md); '' =
+    `<host>@<pid>`.
     """
 
-    def __init__(self, addr: str, timeout: float = 3.0) -> None:
+    def __init__(self, addr: str, timeout: float = 3.0, client_id: str = "") -> None:
         super().__init__(addr, timeout=timeout, guarded=False, retries=0)
+        self.client_id = client_id or default_client_id()
 
 
 class DirectClients(BrokerChannels):
     """`BrokerClients`-compatible pool of DirectClient (plugs into PullConsumer.brokers)."""
 
     def __init__(self, timeout: float = 3.0, client_id: str = "") -> None:
-        super().__init__(timeout=timeout, guarded=False, retries=0, client_id=client_id)
+        super().__init__(timeout=timeout, guarded=False, retries=0,
+                         client_id=client_id or default_client_id())
         self._timeout = timeout
 
     def _make(self, addr: str) -> DirectClient:
-        return DirectClient(addr, self._timeout)
+        return DirectClient(addr, self._timeout, self.client_id)
 
 
 QueuesCallback = Callable[[list[MessageQueue]], None]

@@ -24,7 +24,9 @@ is on the wire at a time: a group's asynchronous sends are stored in the order t
 
 A batch is sent in the context of its first message's caller: its publish span joins that
 caller's trace (a lone send, or gateway-grpc relaying one client's SendMessage, is traced end
-to end as before); the other messages of a batch are published under that span too.
+to end as before); the other messages of a batch are published under that span too. A
+gateway's sends for different end clients (tidemq.common.quotas.on_behalf_of) are never
+batched together: each batch is charged to one end client's quotas.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 
 from tidemq.client.message import Message, SendResult
 from tidemq.common import errors
+from tidemq.common.quotas import END_CLIENT
 
 MAX_BATCH_MESSAGES = 256
 MAX_BATCH_BYTES = 1 << 20
@@ -74,7 +77,7 @@ class SendCoalescer:
         self._send_batch, self._executor, self._brokers = send_batch, executor, brokers
         self._in_flight_max = max(1, in_flight)
         self._lock = threading.Lock()
-        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._lanes: dict[tuple, _Lane] = {}
         self._in_flight = 0
         self._rotation = itertools.count()  # spreads a topic's batches over idle groups
 
@@ -90,8 +93,9 @@ class SendCoalescer:
         switches per call (gateway-grpc relaying one client's SendMessage); the batches its
         answer frees go to the pool."""
         future: Future = Future()
+        end = END_CLIENT.get()
         with self._lock:
-            key = (message.topic, message.message_group)
+            key = (message.topic, message.message_group, None if end is None else end.key)
             lane = self._lanes.get(key)
             if lane is None:
                 lane = self._lanes[key] = _Lane()
@@ -109,7 +113,7 @@ class SendCoalescer:
         self._start(batches)
         return future
 
-    def _run_here(self, key: tuple[str, str], broker: str, queued: list) -> None:
+    def _run_here(self, key: tuple, broker: str, queued: list) -> None:
         """One batch on the caller's thread; what its answer frees starts on the pool."""
         try:
             queued[0][2].run(self._settle, broker,
@@ -117,8 +121,8 @@ class SendCoalescer:
         finally:  # no sleep(0) as in _run: the only caller this answer woke is this thread
             self._start(self._done(key, broker))
 
-    def _take(self, lanes: list[tuple[tuple[str, str], _Lane]]
-              ) -> list[tuple[tuple[str, str], str, list]]:
+    def _take(self, lanes: list[tuple[tuple, _Lane]]
+              ) -> list[tuple[tuple, str, list]]:
         """Batches to start now (under the lock), oldest lanes first."""
         batches = []
         for key, lane in lanes:
@@ -136,7 +140,7 @@ class SendCoalescer:
                 del self._lanes[key]
         return batches
 
-    def _target(self, key: tuple[str, str], lane: _Lane) -> str | None:
+    def _target(self, key: tuple, lane: _Lane) -> str | None:
         """The group the lane's next batch goes to now, or None: it waits for an answer."""
         if key[1]:  # a message group keeps one batch on the wire
             return None if lane.on_wire else ANY_BROKER
@@ -175,7 +179,7 @@ class SendCoalescer:
                     future.set_exception(exc)
                 self._start(self._done(key, broker))
 
-    def _run(self, key: tuple[str, str], broker: str, queued: list) -> None:
+    def _run(self, key: tuple, broker: str, queued: list) -> None:
         """Send a batch, then the next batch this answer frees, on the same thread (handing
         each batch to another of the pool's threads cost a thread switch per batch)."""
         while True:
@@ -209,7 +213,7 @@ class SendCoalescer:
         for (_, future), result in zip(batch, results, strict=True):
             future.set_result(result)
 
-    def _done(self, key: tuple[str, str], broker: str) -> list:
+    def _done(self, key: tuple, broker: str) -> list:
         """Account for an answered batch; the batches that may start now."""
         with self._lock:
             self._in_flight -= 1

@@ -12,7 +12,11 @@ TideMQError the pipeline raises into their own answer (a gRPC abort, an error fr
 `run` and `run_async` are the one pipeline's blocking and coroutine forms; `admit` is its
 first two steps, for calls whose request is a stream (checked with the method's needs only).
 `admit` also says who is calling — the signed user and the `tidemq-client-id` metadata — in
-tidemq.common.quotas.CALLER, which client quotas are charged to (docs/quotas.md).
+tidemq.common.quotas.CALLER, which client quotas are charged to (docs/quotas.md). A gateway's
+call for one of its clients names that client's user in `tidemq-on-behalf-of`; it is believed
+only from a signed caller granted ADMIN on `cluster:forward-identity` (admins are), refused
+PERMISSION_DENIED from anyone else, and ignored when the call is not signed (auth off: no user
+is charged then), so an ordinary client cannot charge its calls to another user.
 """
 
 from __future__ import annotations
@@ -21,15 +25,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any
 
 from tidemq.common import errors
+from tidemq.common.auth.acl import Action, Permission
 from tidemq.common.auth.guard import AuthGuard, peer_ip
 from tidemq.common.auth.permissions import needs_authentication, required_permissions
 from tidemq.common.auth.signature import AUTHORIZATION, DATE_TIME
 from tidemq.common.logs import get_logger
-from tidemq.common.quotas import ANONYMOUS, CALLER, CLIENT_ID_METADATA, Caller
+from tidemq.common.quotas import (
+    ANONYMOUS,
+    CALLER,
+    CLIENT_ID_METADATA,
+    FORWARD_IDENTITY,
+    ON_BEHALF_OF_METADATA,
+    Caller,
+    end_user_of,
+)
 
 log = get_logger(__name__)
 
 Metadata = Iterable[tuple[str, Any]]
+FORWARDING = (Permission("cluster", FORWARD_IDENTITY, Action.ADMIN),)
 Answered = Callable[[BaseException, Any], bool]
 
 
@@ -55,6 +69,7 @@ class CallPipeline:
         guard = self.guard
         authorization = date_time = None
         client_id = ""
+        on_behalf_of = None
         for key, value in metadata or ():
             if key == AUTHORIZATION:
                 authorization = value
@@ -62,13 +77,35 @@ class CallPipeline:
                 date_time = value
             elif key == CLIENT_ID_METADATA:
                 client_id = value
+            elif key == ON_BEHALF_OF_METADATA:
+                on_behalf_of = value
         if guard is None or not needs_authentication(method):
-            # set on every call: a pooled thread must not keep the previous call's caller
+            # set on every call: a pooled thread must not keep the previous call's caller.
+            # An unsigned call is charged to no user, whoever it says it calls for.
             CALLER.set(Caller("", client_id) if client_id else ANONYMOUS)
             return
         user = guard.authenticate(authorization, date_time)
-        guard.authorize(user, peer_ip(context.peer()), required_permissions(method, request))
-        CALLER.set(Caller(user.access_key, client_id))
+        ip = peer_ip(context.peer())
+        guard.authorize(user, ip, required_permissions(method, request))
+        if on_behalf_of is None:
+            CALLER.set(Caller(user.access_key, client_id))
+            return
+        CALLER.set(Caller(self._forwarded_user(guard, user, ip, on_behalf_of), client_id))
+
+    @staticmethod
+    def _forwarded_user(guard: AuthGuard, user: Any, ip: str, on_behalf_of: str) -> str:
+        """The end user a gateway's call is made for, once the caller may say so."""
+        try:
+            end_user = end_user_of(on_behalf_of)
+        except ValueError as exc:
+            raise errors.InvalidArgument(str(exc)) from None
+        try:
+            guard.authorize(user, ip, FORWARDING)
+        except errors.PermissionDenied as exc:
+            raise errors.PermissionDenied(
+                f"{exc.message}: only a gateway's credential may make calls on behalf of "
+                f"another client ({ON_BEHALF_OF_METADATA}); nothing was done") from None
+        return end_user
 
     def failure(self, method: str, exc: Exception) -> errors.TideMQError:
         """The answer to an exception a handler raised: a TideMQError as it is, anything

@@ -30,12 +30,15 @@ call), never per message.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import math
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 QUOTAS_PREFIX = "/tidemq/quotas/"
 USERS_PREFIX = QUOTAS_PREFIX + "users/"
@@ -52,6 +55,13 @@ MAX_REQUEST_RATE = 1_000_000.0
 MAX_NAME = 255
 
 CLIENT_ID_METADATA = "tidemq-client-id"   # the call metadata carrying the client id
+# A gateway's call made for one of its own clients: whose user it is charged to (the client id
+# goes in CLIENT_ID_METADATA as any client's does). `user:<access key>`, or `anonymous` for an
+# end client the gateway did not authenticate. Honoured only from a caller signed with the
+# `forward-identity` grant (docs/quotas.md, "Clients of a gateway").
+ON_BEHALF_OF_METADATA = "tidemq-on-behalf-of"
+ANONYMOUS_END_USER = "anonymous"
+FORWARD_IDENTITY = "forward-identity"     # the grant: ADMIN on cluster:forward-identity
 
 
 class QuotaError(ValueError):
@@ -229,6 +239,85 @@ CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("tidemq_caller",
 def current_caller() -> Caller:
     """Who made the call being served (set by the call pipeline, tidemq.common.pipeline)."""
     return CALLER.get()
+
+
+def end_user_of(on_behalf_of: str) -> str:
+    """The user a `tidemq-on-behalf-of` value names ('' for `anonymous`); ValueError with a
+    sentence for any other text."""
+    if on_behalf_of == ANONYMOUS_END_USER:
+        return ""
+    kind, sep, name = on_behalf_of.partition(":")
+    if kind != USER or not sep or not name:
+        raise ValueError(f"{ON_BEHALF_OF_METADATA} must be 'user:<access key>' or "
+                         f"'{ANONYMOUS_END_USER}', not {on_behalf_of[:64]!r}")
+    return name
+
+
+# -- a gateway's end client ---------------------------------------------------------------
+
+# printable ASCII but '%': what a gRPC metadata value may hold, '%' kept for the escapes
+_METADATA_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%")
+
+
+def metadata_client_id(client_id: str) -> str:
+    """An end client's id as call metadata can carry it: printable ASCII as it is, other
+    characters (and '%') percent-encoded (a Kafka client.id may be any string), at most
+    MAX_NAME characters (the longest name that can hold a quota of its own)."""
+    if client_id.isascii() and client_id.isprintable() and "%" not in client_id:
+        return client_id[:MAX_NAME]
+    return quote(client_id, safe=_METADATA_SAFE)[:MAX_NAME]
+
+
+class EndClient:
+    """The client of a gateway that a broker call is made for (its Kafka client.id and SASL
+    user, its RocketMQ client id and ACL user): the call is charged to its quotas, not the
+    gateway's, and the broker's throttle time is kept here for the gateway to pass on or wait
+    out instead of muting the gateway's shared channel (tidemq.common.channel.broker)."""
+
+    __slots__ = ("_lock", "client_id", "metadata", "throttle_ms", "user")
+
+    def __init__(self, client_id: str, user: str = "") -> None:
+        self.client_id = metadata_client_id(client_id)
+        self.user = user            # '' : the gateway did not authenticate it
+        self.throttle_ms = 0        # the longest throttle time a broker answered its calls
+        self._lock = threading.Lock()
+        self.metadata = {ON_BEHALF_OF_METADATA: f"{USER}:{user}" if user
+                         else ANONYMOUS_END_USER}
+        if self.client_id:
+            self.metadata[CLIENT_ID_METADATA] = self.client_id
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Who the broker charges: (user, client id)."""
+        return self.user, self.client_id
+
+    def note_throttle(self, throttle_ms: int) -> None:
+        with self._lock:   # the partitions of one Kafka request are sent from several threads
+            self.throttle_ms = max(self.throttle_ms, throttle_ms)
+
+    def __repr__(self) -> str:
+        return f"EndClient(client_id={self.client_id!r}, user={self.user!r})"
+
+
+END_CLIENT: contextvars.ContextVar[EndClient | None] = contextvars.ContextVar(
+    "tidemq_end_client", default=None)
+
+
+@contextlib.contextmanager
+def on_behalf_of(client_id: str, user: str = "") -> Iterator[EndClient]:
+    """Broker calls made inside (in this context, and in contexts copied from it: a thread
+    pool run through `contextvars.copy_context()`) are made for this end client.
+
+    >>> with on_behalf_of("orders-svc", user="alice") as end:  # doctest: +SKIP
+    ...     producer.send_batch(messages, queue=mq)
+    ...     end.throttle_ms     # what to answer the end client (Kafka's throttle_time_ms)
+    """
+    end = EndClient(client_id, user)
+    token = END_CLIENT.set(end)
+    try:
+        yield end
+    finally:
+        END_CLIENT.reset(token)
 
 
 # -- rate buckets --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ ApiVersions or SASL before authentication closes the connection."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
 import time
@@ -348,3 +349,38 @@ def test_scram_verifiers_follow_a_changed_secret(secured):
                                           TOPIC, [b"c2"]) == [None], 60, interval=0.5,
                message="carol's new secret to reach the gateway")
 
+
+
+def test_a_sasl_users_quota_follows_its_kafka_client_through_the_gateway(secured):
+    """The gateway calls the brokers for the SASL user (docs/quotas.md, "Clients of a
+    gateway"): alice's user quota throttles her Kafka producer, whatever its client.id, and
+    the answers tell it so (throttle_time_ms)."""
+    from tidemq.configclient.quotas import QuotaAdmin
+
+    from tests.integration.broker.test_quotas import broker_metric
+
+    broker = secured["cluster"].brokers["broker-a"]
+    quotas = QuotaAdmin(ConfigClient(secured["cluster"].config_center.addr))
+    quotas.set("user", "alice", {"producer_byte_rate": 10_000})     # 10 kB/s
+    quotas.set("client", "alice-app", {"producer_byte_rate": 1 << 30})
+    throttle_times: list[float] = []
+    producer = ConfluentProducer(_confluent(secured, "SCRAM-SHA-256", ALICE, **{
+        "client.id": "alice-app",
+        "throttle_cb": lambda event: throttle_times.append(event.throttle_time)}))
+    try:
+        body = os.urandom(20_000)   # incompressible: the gateway's producer compresses
+
+        def told() -> bool:
+            producer.produce(TOPIC, body)
+            producer.flush(30)
+            return bool(throttle_times)
+
+        wait_until(told, 60, interval=0.2, message="alice's Kafka client to be throttled")
+        assert broker_metric(broker, "tidemq_broker_quota_throttled_total",
+                             entity="user:alice") > 0
+        assert broker_metric(broker, "tidemq_broker_quota_charged_total",
+                             entity="client:alice-app") == 0
+    finally:
+        producer.flush(30)
+        quotas.delete("user", "alice")
+        quotas.delete("client", "alice-app")

@@ -143,3 +143,55 @@ def test_a_users_quota_follows_the_signed_user_over_its_client_ids_quota(auth_cl
         connection.close()
         quotas.delete("user", "carol")
         quotas.delete("client", "carol-app")
+
+
+def test_only_a_gateways_credential_may_charge_a_call_to_another_client(auth_cluster):
+    """A gateway's calls name the end client they are made for (`tidemq-on-behalf-of`), and
+    the broker charges that client's quotas. An ordinary user claiming to call for another
+    user — to spend that user's quota instead of its own, or none as "anonymous" — is refused
+    and nothing is stored; the cluster's own credential (the gateways') is believed, and the
+    broker charges the user it names (docs/quotas.md, "Clients of a gateway")."""
+    from tidemq.common.quotas import CLIENT_ID_METADATA, on_behalf_of
+    from tidemq.configclient.quotas import QuotaAdmin
+
+    from tests.integration.broker.test_quotas import broker_metric
+
+    config = ConfigClient(auth_cluster.config_center.addr)
+    AclAdmin(config).add_user(User("dave", "dave-secret"))
+    AclAdmin(config).add_rule(Rule.create("dave-pub", "dave", f"topic:{TOPIC}", ["PUB"]))
+    dave = Credentials("dave", "dave-secret")
+    quotas = QuotaAdmin(config)
+    quotas.set("user", "dave", {"producer_byte_rate": 1000})          # 1 kB/s
+    quotas.set("user", "erin", {"producer_byte_rate": 1 << 30})       # would never throttle
+    quotas.set("client", "roomy-app", {"producer_byte_rate": 1 << 30})
+    broker = auth_cluster.brokers["broker-a"]
+    try:
+        wait_until(lambda: wire_send(auth_cluster, signed_metadata(dave)) is None, 30,
+                   message="dave's rule to apply")
+        before = stored(auth_cluster)
+        for claim in ("user:erin", "anonymous"):
+            metadata = [*signed_metadata(dave), ("tidemq-on-behalf-of", claim),
+                        (CLIENT_ID_METADATA, "roomy-app")]
+            refused = wire_send(auth_cluster, metadata)
+            assert isinstance(refused, errors.PermissionDenied), refused
+            assert "user 'dave' may not ADMIN on cluster 'forward-identity'" in refused.message
+            assert "tidemq-on-behalf-of" in refused.message
+        assert stored(auth_cluster) == before
+
+        # the gateways' credential (this process's: the cluster admin) is believed
+        def charged_to_erin() -> float:
+            return broker_metric(broker, "tidemq_broker_quota_charged_total",
+                                 quota="producer_byte_rate", entity="user:erin")
+
+        wait_until(lambda: broker_metric(broker, "tidemq_broker_quota_charged_total",
+                                         entity="user:dave") > 0, 30,
+                   message="the broker to read the quotas")
+        with Producer(auth_cluster.namesrv_addrs) as producer, \
+                on_behalf_of("erin-app", "erin"):
+            producer.send(Message(TOPIC, b"for erin"))
+        assert stored(auth_cluster) == before + 1
+        assert charged_to_erin() > 0
+    finally:
+        quotas.delete("user", "dave")
+        quotas.delete("user", "erin")
+        quotas.delete("client", "roomy-app")

@@ -285,3 +285,33 @@ def test_a_waiting_send_refused_fails_alone_and_frees_the_lane(pool):
         coalescer.submit(Message("t", b"bad"), waiting=True).result()
     assert coalescer.batches_on_wire == 0
     assert coalescer.submit(Message("t", b"ok"), waiting=True).result() == ("stored", b"ok")
+
+
+def test_sends_for_different_end_clients_of_a_gateway_are_never_batched_together(pool):
+    """A gateway's sends on behalf of two clients: each batch is one client's, sent in its
+    context, so the broker charges it to that client's quotas (docs/quotas.md)."""
+    from tidemq.common.quotas import END_CLIENT, on_behalf_of
+
+    broker = Broker(hold=True)
+    senders: list[set] = []
+    real = broker.send_batch
+
+    def send_batch(messages, broker_name=""):
+        end = END_CLIENT.get()
+        senders.append({(end.client_id if end else None, m.body[:1]) for m in messages})
+        return real(messages, broker_name)
+
+    coalescer = SendCoalescer(send_batch, lambda: pool, in_flight=1)
+    futures = []
+    with on_behalf_of("a"):
+        futures.append(coalescer.submit(Message("t", b"a0")))
+    wait_until(lambda: len(broker.batches) == 1, 5, message="the first batch on the wire")
+    for i in range(1, 6):
+        for who in ("a", "b"):
+            with on_behalf_of(who):
+                futures.append(coalescer.submit(Message("t", f"{who}{i}".encode())))
+    broker.release.set()
+    wait(futures, timeout=10)
+    assert all(f.result() for f in futures)
+    assert all(len(batch) == 1 for batch in senders), senders   # one client per batch
+    assert {("a", b"a"), ("b", b"b")} == set().union(*senders)

@@ -17,3 +17,6 @@ CHECKS_FORWARDED = Counter("tidemq_gateway_grpc_transaction_checks_total",
 AUTO_RENEWALS = Counter("tidemq_gateway_grpc_auto_renewals_total",
                         "invisible-time extensions of auto_renew receives")
 SESSIONS = Gauge("tidemq_gateway_grpc_sessions", "open Telemetry streams (connected clients)")
+THROTTLE_WAITS = Counter("tidemq_gateway_grpc_throttle_wait_seconds_total",
+                         "time a RocketMQ client's calls waited out its own throttle time "
+                         "before going to the brokers (client quotas, docs/quotas.md)")

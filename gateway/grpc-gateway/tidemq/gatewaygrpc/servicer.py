@@ -3,6 +3,9 @@
 RocketMQ 5 reports failures in each response's `status` (the clients raise by its code), so
 every method answers a response, never a bare gRPC error: TideMQ errors become codes in
 `statuses`, and the RPCs TideMQ has no counterpart for answer NOT_IMPLEMENTED with a sentence.
+
+Sends, receives and pulls go to the brokers on behalf of the calling client, so its own
+client quotas apply to them (throttles.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tidemq.gatewaygrpc.proxy import MessagingProxy
 from tidemq.gatewaygrpc.sessions import ClientSessions, OrphanedTransaction
 from tidemq.gatewaygrpc.statuses import not_implemented, ok, status_of
 from tidemq.gatewaygrpc.telemetry import ServerSettings, orphaned_command, settings_reply
+from tidemq.gatewaygrpc.throttles import ClientThrottles
 
 log = get_logger(__name__)
 
@@ -48,8 +52,10 @@ def _answer(method: str, response_cls, work: Callable[[], object]):
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, proxy: MessagingProxy, sessions: ClientSessions,
-                 server: ServerSettings, advertised: Callable[[], tuple[str, int]]) -> None:
+                 server: ServerSettings, advertised: Callable[[], tuple[str, int]],
+                 throttles: ClientThrottles | None = None) -> None:
         self.proxy, self.sessions, self.server = proxy, sessions, server
+        self.throttles = throttles or ClientThrottles()
         self.advertised = advertised  # (host, port): the port is known once serving
 
     def _endpoints(self, asked: pb.Endpoints) -> pb.Endpoints:
@@ -159,10 +165,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         def work():
             if not request.messages:
                 raise errors.InvalidArgument("no message to send")
-            if len(request.messages) == 1:
-                entries = [self._send_one(request.messages[0])]
-            else:
-                entries = self._send_batch(request.messages)
+            with self.throttles.calls_for(context):
+                if len(request.messages) == 1:
+                    entries = [self._send_one(request.messages[0])]
+                else:
+                    entries = self._send_batch(request.messages)
             return service_pb2.SendMessageResponse(status=ok(), entries=entries)
         return _answer("SendMessage", service_pb2.SendMessageResponse, work)
 
@@ -222,13 +229,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         invisible = _ms(request.invisible_duration) or self.server.default_invisible_ms
         wait_ms = min(_ms(request.long_polling_timeout), self.server.long_polling_timeout_s * 1000)
         try:
-            received = self.proxy.receive(
-                request.group.name, request.message_queue.topic.name,
-                request.message_queue.broker.name,
-                expression=request.filter_expression.expression,
-                expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"),
-                max_messages=request.batch_size or self.server.receive_batch_size,
-                invisible_ms=invisible, wait_ms=max(wait_ms, 0), auto_renew=request.auto_renew)
+            with self.throttles.calls_for(context):
+                received = self.proxy.receive(
+                    request.group.name, request.message_queue.topic.name,
+                    request.message_queue.broker.name,
+                    expression=request.filter_expression.expression,
+                    expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"),
+                    max_messages=request.batch_size or self.server.receive_batch_size,
+                    invisible_ms=invisible, wait_ms=max(wait_ms, 0),
+                    auto_renew=request.auto_renew)
         except errors.TideMQError as exc:
             metrics.REQUESTS.labels("ReceiveMessage", pb.Code.Name(status_of(exc).code)).inc()
             yield service_pb2.ReceiveMessageResponse(status=status_of(exc))
@@ -293,11 +302,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                                              code="ILLEGAL_OFFSET")
             wait_ms = min(_ms(request.long_polling_timeout),
                           self.server.long_polling_timeout_s * 1000)
-            pulled = self.proxy.puller(_group(request.group)).pull(
-                mq, request.offset, max(1, min(request.batch_size or 32, 1024)),
-                long_poll=max(wait_ms, 0) / 1000,
-                tag_expression=request.filter_expression.expression or "*",
-                expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"))
+            with self.throttles.calls_for(context):
+                pulled = self.proxy.puller(_group(request.group)).pull(
+                    mq, request.offset, max(1, min(request.batch_size or 32, 1024)),
+                    long_poll=max(wait_ms, 0) / 1000,
+                    tag_expression=request.filter_expression.expression or "*",
+                    expression_type=FILTER_TYPES.get(request.filter_expression.type, "TAG"))
         except errors.TideMQError as exc:
             metrics.REQUESTS.labels("PullMessage", pb.Code.Name(status_of(exc).code)).inc()
             yield service_pb2.PullMessageResponse(status=status_of(exc))

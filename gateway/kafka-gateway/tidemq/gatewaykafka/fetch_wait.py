@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tidemq.common.logs import get_logger
+from tidemq.common.quotas import END_CLIENT
 from tidemq.gatewaykafka import metrics
 from tidemq.gatewaykafka.backend import KafkaBackend
 
@@ -77,6 +78,9 @@ class FetchWaits:
         metrics.FETCH_HOLDS.set(len(self._held))
 
     async def _long_poll(self, position: Position, timeout_s: float) -> bool:
+        # shared by every Fetch waiting there: made as the gateway, not charged to (or held
+        # for) the client whose Fetch happened to start it (its own task's context)
+        END_CLIENT.set(None)
         topic, index, offset = position
         try:
             mq = await self.run(self.backend.partition, topic, index)

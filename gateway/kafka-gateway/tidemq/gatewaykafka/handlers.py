@@ -99,6 +99,7 @@ class Connection:
     client_software: str = ""
     sasl: SaslState = field(default_factory=SaslState)   # security.py
     close_after: bool = False   # close once this request's answer is written
+    throttled_until: float = 0.0   # monotonic: not read again before (a broker throttled it)
     listener: str = INTERNAL    # the listener it came in on: the addresses it is given
 
 

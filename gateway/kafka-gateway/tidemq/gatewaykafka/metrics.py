@@ -23,3 +23,9 @@ FETCH_LONG_POLLS = Counter("tidemq_gateway_kafka_fetch_long_polls_total",
                            "message arrived; empty: the hold ran out; failed)", ["outcome"])
 FETCH_HOLDS = Gauge("tidemq_gateway_kafka_fetch_long_polls_held",
                     "long polls held on the brokers for waiting Fetches now")
+THROTTLED = Counter("tidemq_gateway_kafka_throttled_total",
+                    "answers that carried a broker's throttle time to the Kafka client "
+                    "(throttle_time_ms > 0), by API", ["api"])
+MUTED = Counter("tidemq_gateway_kafka_muted_seconds_total",
+                "time connections were not read after a throttled answer (Kafka's channel "
+                "muting, KIP-219): the throttle times answered, summed")

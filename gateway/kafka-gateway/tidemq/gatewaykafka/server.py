@@ -15,6 +15,13 @@ connections, checked at most once a second); with security on (security.py) a co
 authenticates with SASL first and every request is authorized against the ACL.
 
 Each request is served in a SERVER span of its own (spans.py).
+
+Client quotas (docs/quotas.md, docs/kafka.md): each request's broker calls are made on behalf
+of the Kafka client (its header's client_id and its SASL user), so the brokers charge that
+client, not the gateway. The longest throttle time they answer goes into the Kafka answer's
+throttle_time_ms, and the connection is not read again until it has passed (Kafka's broker
+mutes a throttled client's channel the same way, KIP-219): a client that ignores the field is
+slowed all the same, and the gateway's other clients are not.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import time
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from tidemq.common.logs import get_logger
+from tidemq.common.quotas import on_behalf_of
 from tidemq.common.tls import ReloadingContext
 from tidemq.gatewaykafka import codec, metrics, spans
 from tidemq.gatewaykafka.handlers import Connection, KafkaApis
@@ -92,12 +100,21 @@ class KafkaServer:
                     await writer.drain()
                 if conn.close_after:
                     return
+                await self._mute(conn)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             metrics.CONNECTIONS.dec()
             self._connections.discard(task)
             writer.close()
+
+    @staticmethod
+    async def _mute(conn: Connection) -> None:
+        """Read nothing more from a connection until its throttle time has passed."""
+        wait = conn.throttled_until - time.monotonic()
+        if wait > 0:
+            metrics.MUTED.inc(wait)
+            await asyncio.sleep(wait)
 
     async def _read_frame(self, reader: asyncio.StreamReader, peer) -> bytes | None:
         try:
@@ -149,8 +166,12 @@ class KafkaServer:
                     conn.client_software)) as span:
             try:
                 handler = self._sasl.get(frame.api_key) or self.apis.table[frame.api_key]
-                fields = await self.security.call(frame.api_key, request, frame.api_version,
-                                                  conn, handler)
+                user = conn.sasl.user.access_key if conn.sasl.user is not None else ""
+                with on_behalf_of(conn.client_id, user) as end:
+                    fields = await self.security.call(frame.api_key, request,
+                                                      frame.api_version, conn, handler)
+                if end.throttle_ms:
+                    self._throttled(api, conn, fields, end.throttle_ms)
                 if fields is None:
                     metrics.REQUESTS.labels(api, "ok").inc()
                     return None
@@ -166,6 +187,15 @@ class KafkaServer:
             failed = spans.describe_answer(span, fields)
         metrics.REQUESTS.labels(api, "error" if failed else "ok").inc()
         return answer
+
+    @staticmethod
+    def _throttled(api: str, conn: Connection, fields: dict | None, throttle_ms: int) -> None:
+        """A broker throttled the client: say so in the answer, mute the connection."""
+        metrics.THROTTLED.labels(api).inc()
+        conn.throttled_until = max(conn.throttled_until,
+                                   time.monotonic() + throttle_ms / 1000)
+        if fields is not None and "throttle_time_ms" in fields:
+            fields["throttle_time_ms"] = max(fields["throttle_time_ms"] or 0, throttle_ms)
 
     def _refuse_new_group_protocol(self, frame: codec.RequestFrame, api: str, conn: Connection,
                                    peer) -> bytes | bool:

@@ -12,6 +12,12 @@ Client quotas (docs/quotas.md): every call carries the channel's `client_id` in 
 channel wait that long before its next Send, Pull or Pop to this broker (Kafka's client mutes
 its connection to a throttling broker the same way); other calls (commits, heartbeats) go at
 once.
+
+A gateway's call made for one of its clients (inside `tidemq.common.quotas.on_behalf_of`)
+carries that end client's identity instead, and its throttle time is kept on the end client
+(`EndClient.throttle_ms`), not on the channel: the channel is shared by all of the gateway's
+clients, and one client's throttle must not make the others wait (the gateway passes it on,
+as Kafka's throttle_time_ms, or waits it out for that client alone).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from tidemq.common.channel import metrics
 from tidemq.common.channel.link import link_for
 from tidemq.common.channel.payload import compose, whole
 from tidemq.common.channel.table import BROKER_CALLS, GRPC_ONLY
-from tidemq.common.quotas import CLIENT_ID_METADATA
+from tidemq.common.quotas import CLIENT_ID_METADATA, END_CLIENT, EndClient
 from tidemq.v1 import broker_pb2_grpc
 
 
@@ -98,11 +104,12 @@ class BrokerChannel(rpc.RpcClient):
              metadata: Mapping[str, str] | None = None) -> Any:
         """The response. `bulk`: the bytes of the method's bulk field (a send's records),
         carried without being copied into `request`."""
-        if method in QUOTA_CALLS:
+        end = END_CLIENT.get()
+        if method in QUOTA_CALLS and end is None:
             self._wait_throttle()
         response = super().call(method, self._compose(method, request, bulk), timeout=timeout,
-                                idempotent=idempotent, metadata=self._identified(metadata))
-        self._note_throttle(method, response)
+                                idempotent=idempotent, metadata=self._identified(metadata, end))
+        self._note_throttle(method, response, end)
         return response
 
     def start(self, method: str, request: Any, *, timeout: float | None = None,
@@ -112,7 +119,8 @@ class BrokerChannel(rpc.RpcClient):
         it ends by its deadline even if nobody waits on it."""
         self._admit()
         future = self._start(method, self._compose(method, request, bulk),
-                             timeout or self.timeout, self._identified(metadata))
+                             timeout or self.timeout,
+                             self._identified(metadata, END_CLIENT.get()))
         if self._breaker is not None:
             future.add_done_callback(self._record_outcome)
         return future
@@ -125,12 +133,13 @@ class BrokerChannel(rpc.RpcClient):
         `abandon()` says its answer no longer matters — asked every `check_every_s` while the
         call is outstanding, never for a call answered sooner. A frozen endpoint otherwise holds
         the caller for its whole deadline (a producer whose group elected a new master)."""
-        if method in QUOTA_CALLS:
+        end = END_CLIENT.get()
+        if method in QUOTA_CALLS and end is None:
             self._wait_throttle()
         deadline = time.monotonic() + timeout
         self._admit()
         future = self._start(method, self._compose(method, request, bulk), timeout,
-                             self._identified(metadata))
+                             self._identified(metadata, end))
         while True:
             try:
                 result = future.result(
@@ -153,15 +162,19 @@ class BrokerChannel(rpc.RpcClient):
             self._record(failure)
             raise failure from None
         self._record(None)
-        self._note_throttle(method, result)
+        self._note_throttle(method, result, end)
         return result
 
     # -- client quotas
 
-    def _identified(self, metadata: Mapping[str, str] | None) -> Mapping[str, str] | None:
-        if not self._identity:
+    def _identified(self, metadata: Mapping[str, str] | None,
+                    end: EndClient | None = None) -> Mapping[str, str] | None:
+        """The call's metadata with who it is for: the end client a gateway calls for, else
+        this channel's own client id."""
+        identity = self._identity if end is None else end.metadata
+        if not identity:
             return metadata
-        return {**metadata, **self._identity} if metadata else self._identity
+        return {**metadata, **identity} if metadata else identity
 
     def _wait_throttle(self) -> None:
         """Wait out the last throttle time this broker answered (a sleep, not a busy loop:
@@ -171,10 +184,13 @@ class BrokerChannel(rpc.RpcClient):
             metrics.throttled(wait)
             time.sleep(wait)
 
-    def _note_throttle(self, method: str, response: Any) -> None:
+    def _note_throttle(self, method: str, response: Any, end: EndClient | None) -> None:
         if method in QUOTA_CALLS:
             throttle_ms = getattr(response, "throttle_time_ms", 0)  # stand-ins lack it
             if throttle_ms > 0:
+                if end is not None:   # the end client's, not the shared channel's
+                    end.note_throttle(throttle_ms)
+                    return
                 self.throttled_until = max(self.throttled_until,
                                            time.monotonic() + throttle_ms / 1000)
 
