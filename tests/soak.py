@@ -1,14 +1,21 @@
 """Pop-churn soak (`make soak`, docs/consumption.md "Pop state over time"): a real cluster (etcd,
 config center, two name servers, one broker) under seeded pop / ack / change-invisible /
-invisibility-timeout churn, sampling the broker's RSS, anonymous memory, open files, its pop
-state (handles in flight and remembered expired, revive-log records past the last snapshot)
-and its data directory at intervals; the broker is SIGKILLed and restarted at the end (and
-every `--restart-every-s`) to time its start-up and count the revive records it replays.
+invisibility-timeout churn plus retention (72 s) and a compacted topic (a steady stream of
+updates over a bounded key set, some of them tombstones: compaction and copy-forward run all
+along), sampling the broker's RSS, anonymous memory, open files, its pop state (handles in
+flight and remembered expired, revive-log records past the last snapshot), its data directory
+and CommitLog segments, and the compacted topic (its live records, as a pull reads them; the
+compaction metrics) at intervals; the broker is SIGKILLed and restarted at the end (and every
+`--restart-every-s`) to time its start-up and count the revive records it replays.
 
-The verdict is a slope check, not a timing assertion: a least-squares line through the RSS
-samples after warm-up, whose growth per minute must stay under `--max-growth-mib-per-min`; it
+The verdict is a slope check, not a timing assertion: least-squares lines through the
+anonymous-memory and the data-directory samples after warm-up, whose growth per minute must
+stay under `--max-growth-mib-per-min` and `--max-data-growth-mib-per-min`; the compacted
+topic's live records must stay under their bound (its keys plus what its lag and a pass leave
+unswept: `compacted_live_bound`), and compaction must have removed records after warm-up. It
 fails when fewer than MIN_SAMPLES samples after warm-up went into the line, or when the broker's
-pop-state metrics were not found (nothing was judged).
+pop-state or compaction metrics or the compacted topic's records were not found (nothing was
+judged).
 
     uv run --frozen python -m tests.soak --duration-s 3600 --seed 7
 """
@@ -27,9 +34,16 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 TOPIC, GROUP = "SoakPop", "g-soak"
+BROKER = "broker-a"
+COMPACTED, COMPACTED_QUEUES = "SoakCompacted", 2
+COMPACTION_LAG_MS, TOMBSTONE_KEPT_MS = 5_000, 10_000   # min.compaction.lag.ms, delete.retention.ms
+COMPACTION_INTERVAL_MS = 2_000
+TOMBSTONE_SHARE = 0.05
+SEGMENT_MIB = 4.0   # small segments: retention and copy-forward free one every few seconds
 MIB = 1 << 20
 MIN_SAMPLES = 6  # samples after warm-up a slope is judged from, at least
 
@@ -47,6 +61,12 @@ class Sample:
     produced: int
     popped: int
     incarnation: int = 0  # restarts before this sample
+    segments: int = 0          # CommitLog segment files
+    c_live: int = -1           # records a pull of the compacted topic reads (-1: not read)
+    c_written: int = 0         # its queues' offsets: updates stored
+    c_removed: float = -1      # the broker's compaction metrics (-1: not found)
+    c_passes: float = -1
+    relocated_segments: float = -1
 
 
 @dataclass
@@ -56,6 +76,9 @@ class SoakResult:
     slope_mib_per_min: float = 0.0
     handles_slope_per_min: float = 0.0
     judged: int = 0  # samples after warm-up that went into the slopes
+    warmup_s: float = 60.0
+    data_slope_mib_per_min: float = 0.0
+    compacted_live_bound: int = 0   # 0: no compacted topic in this run
     errors: list[str] = field(default_factory=list)
 
 
@@ -69,7 +92,10 @@ def _proc_status(pid: int) -> tuple[float, float]:
 
 
 def _metrics(port: int) -> dict[str, float]:
-    wanted = ("tidemq_broker_pop_handles", "tidemq_broker_pop_revive_tail_records")
+    wanted = ("tidemq_broker_pop_handles", "tidemq_broker_pop_revive_tail_records",
+              "tidemq_broker_compaction_removed_records_total",
+              "tidemq_broker_compaction_queue_passes_total",
+              "tidemq_broker_compaction_relocated_segments_total")
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     found: dict[str, float] = {}
     for line in text.splitlines():
@@ -109,9 +135,37 @@ def slope_per_min(points: list[tuple[float, float]],
     return (cov / var * 60 if var else 0.0), judged
 
 
-def failures(result: SoakResult, max_growth_mib_per_min: float) -> list[str]:
+def _grew(samples: list[Sample], value) -> float:
+    """How much a counter of the broker grew over `samples` (a restart starts it at 0 again:
+    only growth between samples of one broker process counts)."""
+    return sum(max(0.0, value(b) - value(a)) for a, b in pairwise(samples)
+               if a.incarnation == b.incarnation and value(a) >= 0 and value(b) >= 0)
+
+
+def compacted_failures(result: SoakResult, after: list[Sample]) -> list[str]:
+    """The compacted topic's part of the verdict: its live records read after warm-up and
+    under their bound, and compaction removing records after warm-up."""
+    if not result.compacted_live_bound:
+        return []
+    found: list[str] = []
+    read = [s for s in after if s.c_live >= 0]
+    if not read:
+        found.append("the compacted topic's records were not read after warm-up")
+    elif (most := max(s.c_live for s in read)) > result.compacted_live_bound:
+        found.append(f"the compacted topic holds {most} live records after warm-up (bound "
+                     f"{result.compacted_live_bound}: its keys plus what its lag leaves)")
+    if any(s.c_removed < 0 or s.c_passes < 0 or s.relocated_segments < 0 for s in after):
+        found.append("the broker's compaction metrics were not found in some samples")
+    elif not _grew(after, lambda s: s.c_removed):
+        found.append("compaction removed no record after warm-up")
+    return found
+
+
+def failures(result: SoakResult, max_growth_mib_per_min: float,
+             max_data_growth_mib_per_min: float = 2.0) -> list[str]:
     """Why the soak fails, if it does: too few samples judged, the pop-state metrics or a
-    restart's replay line not found (read as -1), or memory growing faster than the bound."""
+    restart's replay line not found (read as -1), memory or the data directory growing faster
+    than their bounds, or the compacted topic not kept compacted (`compacted_failures`)."""
     found: list[str] = []
     if result.judged < MIN_SAMPLES:
         found.append(f"{result.judged} samples after warm-up went into the slope (at least "
@@ -123,25 +177,84 @@ def failures(result: SoakResult, max_growth_mib_per_min: float) -> list[str]:
     if result.slope_mib_per_min > max_growth_mib_per_min:
         found.append(f"anonymous memory grows {result.slope_mib_per_min:.2f} MiB/min after "
                      f"warm-up (bound {max_growth_mib_per_min} MiB/min)")
-    return found
+    if result.data_slope_mib_per_min > max_data_growth_mib_per_min:
+        found.append(f"the data directory grows {result.data_slope_mib_per_min:.2f} MiB/min "
+                     f"after warm-up (bound {max_data_growth_mib_per_min} MiB/min)")
+    return found + compacted_failures(result, after_warmup(result))
+
+
+def after_warmup(result: SoakResult, warmup_s: float | None = None) -> list[Sample]:
+    """The samples after the warm-up, not the first sample of a restarted process (its
+    start-up)."""
+    warmup_s = result.warmup_s if warmup_s is None else warmup_s
+    return [s for i, s in enumerate(result.samples) if s.at_s >= warmup_s
+            and (i == 0 or result.samples[i - 1].incarnation == s.incarnation)]
+
+
+def compacted_live_bound(keys: int, rate: int) -> int:
+    """Live records a compacted topic of `keys` keys written at `rate` updates/s may hold:
+    one per key, plus the updates younger than min.compaction.lag.ms and those a pass has not
+    swept yet (two intervals, 20 s of slack for a loaded machine)."""
+    return keys + rate * (COMPACTION_LAG_MS + 2 * COMPACTION_INTERVAL_MS + 20_000) // 1000
+
+
+def _count_live(consumer, queues: int) -> tuple[int, int]:
+    """(records a pull reads, offsets written) over the compacted topic's queues."""
+    from tidemq.client.message import MessageQueue
+
+    live = written = 0
+    for queue_id in range(queues):
+        mq, offset = MessageQueue(COMPACTED, BROKER, queue_id), 0
+        while True:
+            pulled = consumer.pull(mq, offset, 256)
+            live += len(pulled.messages)
+            if pulled.next_offset >= pulled.max_offset or pulled.next_offset <= offset:
+                written += pulled.max_offset
+                break
+            offset = pulled.next_offset
+    return live, written
+
+
+@contextlib.contextmanager
+def _cluster(workdir: Path, env: dict[str, str], segment_mib: float):
+    """`running_cluster` with one broker on `segment_mib` CommitLog segments (its flag comes
+    after the test flags' 16 MiB, so it wins)."""
+    from tests.support.cluster import process_group, start_cluster
+    from tests.support.etcd import start_etcd
+    from tests.support.processes import start_redis
+
+    etcd, redis = start_etcd(workdir, 1), start_redis(workdir)
+    try:
+        with process_group(workdir) as start:
+            def start_with(module, args=None, **kwargs):
+                if module == "tidemq.broker":
+                    args = [*(args or []), "--segment-size-mib", f"{segment_mib:g}"]
+                return start(module, args, env=env, **kwargs)
+
+            yield start_cluster(start_with, etcd, redis, broker_names=(BROKER,))
+    finally:
+        redis.kill()
+        etcd.kill()
 
 
 def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float = 10.0,
              warmup_s: float = 60.0, rate: int = 1000, restart_every_s: float = 0.0,
              snapshot_interval_ms: int = 5000, expired_kept_ms: int = 30_000,
              idempotence_window_ms: int = 30_000, retention_hours: float = 0.02,
-             out=sys.stdout) -> SoakResult:
-    from tidemq.client import Message, Producer, SimpleConsumer
+             compacted_rate: int = 100, compacted_keys: int = 1000,
+             segment_mib: float = SEGMENT_MIB, out=sys.stdout) -> SoakResult:
+    from tidemq.client import Message, Producer, PullConsumer, SimpleConsumer
+    from tidemq.client.message import MessageQueue
+    from tidemq.configclient.client import ConfigClient
+    from tidemq.configclient.topics import TopicDefinitions
 
-    from tests.support.cluster import (
-        create_topic_in_config_center,
-        running_cluster,
-        wait_for_route,
-    )
+    from tests.support.cluster import create_topic_in_config_center, wait_for_route
 
-    result = SoakResult()
+    result = SoakResult(warmup_s=warmup_s)
+    if compacted_rate:
+        result.compacted_live_bound = compacted_live_bound(compacted_keys, compacted_rate)
     stop = threading.Event()
-    counts = {"produced": 0, "popped": 0}
+    counts = {"produced": 0, "popped": 0, "updates": 0}
     # What is bounded by time must reach its steady state inside the warm-up, so that what grows
     # after it is a leak: expired handles (pop_expired_kept_ms), the revive moves' idempotence
     # keys (idempotence_window_ms; both 10 min by default, 30 s in CI's short run) and the
@@ -155,11 +268,18 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
            # measures churn, not the full-disk state (sends refused) or forced clean-up
            "TIDEMQ_DISK_WARN_RATIO": "0.97", "TIDEMQ_DISK_FULL_RATIO": "0.98",
            "TIDEMQ_DISK_MAX_USED_RATIO": "0.97",
-           "TIDEMQ_OFFSET_FLUSH_INTERVAL_S": "1"}
-    with running_cluster(workdir, broker_names=("broker-a",), env=env) as cluster:
-        broker = cluster.brokers["broker-a"]
+           "TIDEMQ_OFFSET_FLUSH_INTERVAL_S": "1",
+           "TIDEMQ_COMPACTION_INTERVAL_MS": str(COMPACTION_INTERVAL_MS)}
+    with _cluster(workdir, env, segment_mib) as cluster:
+        broker = cluster.brokers[BROKER]
         create_topic_in_config_center(cluster, TOPIC, 4)
         wait_for_route(cluster, TOPIC, 1)
+        if compacted_rate:
+            with ConfigClient(cluster.config_center.addr) as config:
+                TopicDefinitions(config).create(COMPACTED, COMPACTED_QUEUES, config={
+                    "cleanup.policy": "compact", "min.compaction.lag.ms": COMPACTION_LAG_MS,
+                    "delete.retention.ms": TOMBSTONE_KEPT_MS})
+            wait_for_route(cluster, COMPACTED, 1)
 
         def produce() -> None:
             prng = random.Random(seed + 1)
@@ -176,6 +296,36 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
                         result.errors.append(f"send: {exc}")
                         stop.wait(0.5)
                     next_at += batch / rate
+                    stop.wait(max(0.0, next_at - time.monotonic()))
+
+        def update() -> None:
+            """The compacted topic: batches of 10 updates to one queue's keys (key k lives in
+            queue k % COMPACTED_QUEUES), TOMBSTONE_SHARE of them tombstones."""
+            urng = random.Random(seed + 3)
+            with Producer(cluster.namesrv_addrs) as producer:
+                batch, sent = 10, 0
+                next_at = time.monotonic()
+                while not stop.is_set():
+                    queue_id = sent % COMPACTED_QUEUES
+                    messages = []
+                    for _ in range(batch):
+                        key = urng.randrange(compacted_keys // COMPACTED_QUEUES) \
+                            * COMPACTED_QUEUES + queue_id
+                        if urng.random() < TOMBSTONE_SHARE:
+                            messages.append(Message(COMPACTED, b"\0", keys=[f"key-{key}"],
+                                                    properties={"KAFKA_VALUE": "null"}))
+                        else:
+                            messages.append(Message(COMPACTED, f"key-{key}:{sent}|".encode()
+                                                    * urng.randint(4, 16), keys=[f"key-{key}"]))
+                    sent += 1
+                    try:
+                        producer.send_batch(messages,
+                                            queue=MessageQueue(COMPACTED, BROKER, queue_id))
+                        counts["updates"] += batch
+                    except Exception as exc:  # noqa: BLE001 - a restart: keep going
+                        result.errors.append(f"update: {exc}")
+                        stop.wait(0.5)
+                    next_at += batch / compacted_rate
                     stop.wait(max(0.0, next_at - time.monotonic()))
 
         def consume() -> None:
@@ -215,6 +365,8 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
 
         threads = [threading.Thread(target=produce, daemon=True),
                    threading.Thread(target=consume, daemon=True)]
+        if compacted_rate:
+            threads.append(threading.Thread(target=update, daemon=True))
         for thread in threads:
             thread.start()
         print(f"soak: seed {seed}, {duration_s:.0f}s, {rate} msgs/s target, pop 32 "
@@ -222,10 +374,21 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
               f"{interval_s:.0f}s, warm-up {warmup_s:.0f}s; expired handles kept "
               f"{expired_kept_ms / 1000:.0f}s, idempotence window "
               f"{idempotence_window_ms / 1000:.0f}s, retention {retention_hours * 3600:.0f}s, "
-              f"snapshot every {snapshot_interval_ms / 1000:.0f}s, load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", file=out, flush=True)
+              f"snapshot every {snapshot_interval_ms / 1000:.0f}s, {segment_mib:g} MiB "
+              f"segments, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+              file=out, flush=True)
+        if compacted_rate:
+            print(f"compacted topic {COMPACTED}: {compacted_rate} updates/s over "
+                  f"{compacted_keys} keys in {COMPACTED_QUEUES} queues, "
+                  f"{TOMBSTONE_SHARE:.0%} tombstones, min.compaction.lag.ms "
+                  f"{COMPACTION_LAG_MS}, delete.retention.ms {TOMBSTONE_KEPT_MS}, a pass every "
+                  f"{COMPACTION_INTERVAL_MS / 1000:g}s; live records bound "
+                  f"{result.compacted_live_bound}", file=out, flush=True)
         print("    t_s  rss_mib  anon_mib  fds  in_flight  expired  revive_tail  data_mib"
-              "  produced   popped", file=out, flush=True)
+              "  segs  produced   popped  c_live  c_written  c_removed  c_passes  relocated",
+              file=out, flush=True)
+        reader = PullConsumer(cluster.namesrv_addrs, consumer_group="soak-compacted-reader") \
+            if compacted_rate else None
         began = time.monotonic()
         next_restart = began + restart_every_s if restart_every_s else float("inf")
         while (now := time.monotonic()) - began < duration_s:
@@ -241,36 +404,61 @@ def run_soak(workdir: Path, *, duration_s: float, seed: int, interval_s: float =
                 result.errors.append(f"sample: {exc}")
                 stop.wait(interval_s)
                 continue
+            live = written = -1
+            if reader is not None:
+                try:
+                    live, written = _count_live(reader, COMPACTED_QUEUES)
+                except Exception as exc:  # noqa: BLE001 - a restart: read as not read
+                    result.errors.append(f"compacted read: {exc}")
+            commitlog = broker.workdir / "data" / "store" / "commitlog"
             sample = Sample(
                 at, rss, anon, fds,
                 seen.get('tidemq_broker_pop_handles{state="in_flight"}', -1),
                 seen.get('tidemq_broker_pop_handles{state="expired"}', -1),
                 seen.get("tidemq_broker_pop_revive_tail_records", -1),
                 _dir_mib(broker.workdir / "data"), counts["produced"], counts["popped"],
-                len(result.restarts))
+                len(result.restarts),
+                sum(1 for p in commitlog.iterdir() if p.name.isdigit()), live, written,
+                seen.get("tidemq_broker_compaction_removed_records_total", -1),
+                seen.get("tidemq_broker_compaction_queue_passes_total", -1),
+                seen.get("tidemq_broker_compaction_relocated_segments_total", -1))
             result.samples.append(sample)
             print(f"{at:7.0f}  {rss:7.1f}  {anon:8.1f}  {fds:3d}  {sample.in_flight:9.0f}  "
                   f"{sample.expired:7.0f}  {sample.revive_tail:11.0f}  {sample.data_mib:8.1f}"
-                  f"  {counts['produced']:8d}  {counts['popped']:7d}", file=out, flush=True)
+                  f"  {sample.segments:4d}  {counts['produced']:8d}  {counts['popped']:7d}"
+                  f"  {live:6d}  {written:9d}  {sample.c_removed:9.0f}  {sample.c_passes:8.0f}"
+                  f"  {sample.relocated_segments:9.0f}", file=out, flush=True)
             stop.wait(max(0.0, interval_s - (time.monotonic() - now)))
         stop.set()
         for thread in threads:
             thread.join(30)
+        if reader is not None:
+            reader.close()
         restart(time.monotonic() - began)
-    # after the warm-up, and not the first sample of a restarted process (its start-up)
-    after = [s for i, s in enumerate(result.samples) if s.at_s >= warmup_s
-             and (i == 0 or result.samples[i - 1].incarnation == s.incarnation)]
+    after = after_warmup(result)
     groups = [s.incarnation for s in after]
     result.slope_mib_per_min, result.judged = slope_per_min(
         [(s.at_s, s.anon_mib) for s in after], groups)
     result.handles_slope_per_min, _ = slope_per_min(
         [(s.at_s, s.in_flight + s.expired) for s in after], groups)
+    # the disk is one directory across restarts: one line
+    result.data_slope_mib_per_min, _ = slope_per_min([(s.at_s, s.data_mib) for s in after])
     print(f"load average at the end {os.getloadavg()[0]:.1f}", file=out, flush=True)
     print(f"after warm-up ({len(after)} samples, {result.judged} judged, "
           f"{len(set(groups))} broker processes, one "
           f"line each, one slope): anonymous memory {result.slope_mib_per_min:+.2f}"
-          f" MiB/min, pop handles {result.handles_slope_per_min:+.0f}/min; "
-          f"{len(result.errors)} client errors (restarts)", file=out, flush=True)
+          f" MiB/min, pop handles {result.handles_slope_per_min:+.0f}/min, data directory "
+          f"{result.data_slope_mib_per_min:+.2f} MiB/min; {len(result.errors)} client errors "
+          f"(restarts)", file=out, flush=True)
+    if result.compacted_live_bound:
+        read = [s for s in after if s.c_live >= 0]
+        print(f"compacted topic after warm-up: live records {min(s.c_live for s in read)}-"
+              f"{max(s.c_live for s in read)} (bound {result.compacted_live_bound}) of "
+              f"{max(s.c_written for s in read)} updates stored; compaction passes "
+              f"+{_grew(after, lambda s: s.c_passes):.0f}, records removed "
+              f"+{_grew(after, lambda s: s.c_removed):.0f}, segments emptied by copy-forward "
+              f"+{_grew(after, lambda s: s.relocated_segments):.0f}"
+              if read else "compacted topic after warm-up: never read", file=out, flush=True)
     return result
 
 
@@ -287,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=1000, help="messages produced per second")
     parser.add_argument("--restart-every-s", type=float, default=900)
     parser.add_argument("--max-growth-mib-per-min", type=float, default=2.0)
+    parser.add_argument("--max-data-growth-mib-per-min", type=float, default=2.0)
+    parser.add_argument("--compacted-rate", type=int, default=100,
+                        help="updates per second to the compacted topic (0: none)")
+    parser.add_argument("--compacted-keys", type=int, default=1000)
+    parser.add_argument("--segment-size-mib", type=float, default=SEGMENT_MIB)
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="tidemq-soak-"))
     try:
@@ -294,10 +487,14 @@ def main(argv: list[str] | None = None) -> int:
                           interval_s=args.interval_s, warmup_s=args.warmup_s, rate=args.rate,
                           restart_every_s=args.restart_every_s,
                           expired_kept_ms=args.expired_kept_ms,
-                          idempotence_window_ms=args.idempotence_window_ms)
+                          idempotence_window_ms=args.idempotence_window_ms,
+                          compacted_rate=args.compacted_rate,
+                          compacted_keys=args.compacted_keys,
+                          segment_mib=args.segment_size_mib)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if found := failures(result, args.max_growth_mib_per_min):
+    if found := failures(result, args.max_growth_mib_per_min,
+                         args.max_data_growth_mib_per_min):
         print("FAIL: " + "; ".join(found), file=sys.stderr)
         return 1
     print("OK: flat after warm-up")

@@ -25,6 +25,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.chaos.compacted import BROKER_FLAGS as COMPACTION_FLAGS
 from tests.chaos.faults import PARTITION_UNAVAILABLE
 from tests.chaos.verify import controller_writes, master_grants, store_master_ends
 from tests.support.cluster import (
@@ -431,7 +432,7 @@ def broker_args(replica_id: int, addrs: dict[str, str], ha_port: int,
         "--broker-role", "SYNC_MASTER", "--min-in-sync-replicas", "2",
         "--broker-lease-ttl-s", f"{lease_ttl_s:g}", "--sync-replication-timeout-ms", "3000",
         "--replica-lag-max-ms", "3000", "--flush-mode", "sync",
-        "--ha-port", str(ha_port), "--ha-advertised-addr", addrs["ha"],
+        "--ha-port", str(ha_port), "--ha-advertised-addr", addrs["ha"], *COMPACTION_FLAGS,
     ]
 
 

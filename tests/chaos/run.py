@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.chaos import compacted
 from tests.chaos.config_load import PREFIX, KeyWriters, Register, Watchers, replay
 from tests.chaos.consumers import OffsetReader, PopReader, drained
 from tests.chaos.faults import BY_NAME, PARTITION_UNAVAILABLE
@@ -131,6 +132,7 @@ class Outcome:
     consumers: list[ConsumerVerdict]
     crashes: list[str]
     line: str
+    compacted: compacted.CompactedVerdict | None = None
 
 
 def _create_topic(group: ChaosGroup) -> None:
@@ -275,8 +277,11 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
     with ExitStack() as stack:
         group = start_group(tmp_path, stack, lease_ttl_s=lease_ttl_s)
         _create_topic(group)
+        compacted.create_topic(group)
         workload = Workload(group, seed).start()
         stack.callback(workload.stop)
+        updates = compacted.CompactedWriter(group.namesrv_addrs, GROUP, seed).start()
+        stack.callback(updates.stop)
         pop, offsets = (PopReader(group.namesrv_addrs, TOPIC).start(),
                         OffsetReader(group.namesrv_addrs, TOPIC).start())
         readers = [pop, offsets]
@@ -313,6 +318,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
             time.sleep(fault.settle_s)   # traffic between faults
         end = time.monotonic()
         workload.stop()
+        updates.stop()
         writer.stop()
         register.stop()
         group.undo_all()
@@ -335,6 +341,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                               unacked=pop.unacked, promotions=promotions),
             check_consumption(offsets.name, workload.acks, offsets.deliveries, stored)]
         verdict = check_acks(workload.acks, stored[TOPIC])
+        compaction = compacted.verify(group, updates, _poll)
         verdict.diverged = check_replicas(
             {f"replica-{r.replica_id}": r.commitlog_dir for r in group.replicas}, confirmed)
         keys, chain, watches, epochs, controllers, elections = _store_verdicts(
@@ -359,12 +366,12 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         if nobody:
             log(f"chaos seed={seed} the controller waited for replica(s) [] {nobody} times")
         line += (f" waiting_for_nobody={nobody} broker_crashes={len(group.crashes)} "
-                 + consumption_summary(consumers))
+                 + consumption_summary(consumers) + " " + compaction.line())
         if PARTITION_UNAVAILABLE:   # the row this machine cannot run, said on the line
             line += " left_out=partition_etcd_leader"
             log(f"chaos seed={seed} partition_etcd_leader left out: {PARTITION_UNAVAILABLE}")
         _explain_consumers(consumers, stored, windows, seed, log)
-        for problem in [*watchers.errors, *masters.errors]:
+        for problem in [*watchers.errors, *masters.errors, *compaction.problems[:5]]:
             log(f"chaos seed={seed} {problem}")
         for election in [*elections.below, *elections.gone][:5]:
             log(f"chaos seed={seed} election at revision {election.revision}: replica "
@@ -373,4 +380,4 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                 f"offset before {election.floor}"
                 f"{' (its process was gone)' if election in elections.gone else ''}")
         return Outcome(seed, faults, verdict, keys, chain, watches, epochs, controllers,
-                       elections, masterless, consumers, group.crashes, line)
+                       elections, masterless, consumers, group.crashes, line, compaction)

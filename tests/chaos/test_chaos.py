@@ -14,8 +14,11 @@ a complete replica instead is fine), a run ending without a live master, or — 
 consumer group (pop, offset) — an acknowledged message it never got after
 the drain, a record it was handed that the final log does not hold at that queue offset (a
 phantom read), a message the pop group left unacked that never came back, or an acknowledged
-pop handed out again; and on a broker that died on its own while restarting (restarted once
-more so the verdicts still run). Every verdict also fails when it found nothing to judge.
+pop handed out again; on a compacted topic written under the faults whose replicas, once
+compaction caught up, do not each serve every key's last acknowledged value at its acknowledged
+offset and nothing of deleted keys, unless an unacknowledged send explains it, or differ
+(tests/chaos/compacted.py); and on a broker that died on its own while restarting (restarted
+once more so the verdicts still run). Every verdict also fails when it found nothing to judge.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
     assert outcome.masterless, (
         f"the replication watch saw no change: no masterless time measured (seed {seed})")
     assert not outcome.crashes, f"brokers crashed (seed {seed}): {outcome.crashes}"
+    compaction = outcome.compacted   # tests/chaos/compacted.py: every replica, after the faults
+    assert compaction.ok, (
+        f"the compacted topic (seed {seed}; {compaction.line()}): {compaction.problems[:5]}")
     for consumer in outcome.consumers:
         assert consumer.deliveries, (
             f"{consumer.group} was handed nothing: nothing judged (seed {seed})")

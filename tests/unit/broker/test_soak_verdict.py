@@ -47,3 +47,36 @@ def test_enough_flat_samples_pass_and_growth_fails():
     grown = SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES,
                        slope_mib_per_min=5.0)
     assert "grows 5.00 MiB/min" in failures(grown, 2.0)[0]
+
+
+def _compacted(live: int, removed: float, relocated: float = 0) -> SoakResult:
+    samples = [Sample(60 + 10 * i, 50, 50, 10, 0, 0, 0, 1.0, 0, 0, 0, 3, live, 100 * i,
+                      removed * i, i, relocated) for i in range(MIN_SAMPLES)]
+    return SoakResult(samples=samples, restarts=RESTARTED, judged=MIN_SAMPLES,
+                      compacted_live_bound=1000)
+
+
+def test_the_compacted_topic_is_judged():
+    assert failures(_compacted(live=900, removed=50), 2.0) == []
+    assert "holds 1200 live records" in failures(_compacted(live=1200, removed=50), 2.0)[0]
+    assert "removed no record" in failures(_compacted(live=900, removed=0), 2.0)[0]
+    unread = failures(_compacted(live=-1, removed=50), 2.0)
+    assert len(unread) == 1 and "were not read" in unread[0]
+    unmeasured = failures(_compacted(live=900, removed=50, relocated=-1), 2.0)
+    assert len(unmeasured) == 1 and "compaction metrics were not found" in unmeasured[0]
+
+
+def test_a_restarted_process_counter_is_not_growth_between_samples():
+    result = _compacted(live=900, removed=0)
+    result.samples[3].incarnation = result.samples[4].incarnation = \
+        result.samples[5].incarnation = 1
+    for sample in result.samples[3:]:   # the new process's counter, from its own start
+        sample.c_removed = 700
+    assert "removed no record" in failures(result, 2.0)[0]
+
+
+def test_a_growing_data_directory_fails():
+    grown = SoakResult(samples=[_sample(60 + 10 * i, 50) for i in range(MIN_SAMPLES)],
+                       restarts=RESTARTED, judged=MIN_SAMPLES, data_slope_mib_per_min=9.0)
+    assert failures(grown, 2.0, 10.0) == []
+    assert "data directory grows 9.00 MiB/min" in failures(grown, 2.0, 2.0)[0]

@@ -117,6 +117,10 @@ class CompactionCollector(Collector):
                                   "Records compaction removed (superseded ones and expired "
                                   "tombstones), as this replica decided them as master",
                                   value=self.compactor.records_removed)
+        yield CounterMetricFamily("tidemq_broker_compaction_queue_passes",
+                                  "Compaction passes over one queue (each reads the records "
+                                  "that became eligible since, or expires tombstones)",
+                                  value=self.compactor.queue_passes)
         relocator = self.compactor.relocator
         if relocator is not None:
             yield CounterMetricFamily("tidemq_broker_compaction_relocated_bytes",

@@ -123,6 +123,7 @@ class Compactor:
         self._budget_used = 0
         self.bytes_read = 0        # counters for metrics and the bench
         self.records_removed = 0
+        self.queue_passes = 0      # queues read (or their tombstones expired) by a pass
         # after each pass on the master: the copy-forward that frees segments (relocation.py)
         self.relocator = None
 
@@ -213,6 +214,7 @@ class Compactor:
             _, key = tombstones.pop(offset)
             del latest[key]
         state.end = end
+        self.queue_passes += 1
         ranges = to_ranges(superseded + expired)
         for at in range(0, len(ranges), MAX_RANGES_PER_MARKER):
             self.append_marker(queue.topic, queue.queue_id,

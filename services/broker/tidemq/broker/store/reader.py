@@ -201,13 +201,16 @@ class StoreReader:
             slices.append(chunk)
         return (slices[0] if len(slices) == 1 else b"".join(slices)), take
 
-    def read_record(self, physical_offset: int, *, relocated: bool = False) -> bytes:
+    def read_record(self, physical_offset: int, *, relocated: bool = False,
+                    fenced: bool = True) -> bytes:
         """The record starting exactly at `physical_offset` (an offset message id), verified.
         `relocated`: also a relocated copy (relocation.py), which keeps the offset it was
-        first written at (an index hit: the caller checks its queue still points there)."""
+        first written at (an index hit: the caller checks its queue still points there).
+        `fenced=False`: past the read fence too (the store's own reads of its unconfirmed
+        tail, e.g. the markers a truncation cuts), never for a client."""
         size = self.commitlog.record_size_at(physical_offset)
         data = self.commitlog.read(physical_offset, size) if size and size > 0 else None
-        visible_end = self.visible_end
+        visible_end = self.visible_end if fenced else None
         written_at = _I64.unpack_from(data, record.OFF_PHYSICAL_OFFSET)[0] if data else None
         if (
             data is None

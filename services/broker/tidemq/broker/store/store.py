@@ -699,7 +699,8 @@ class MessageStore:
     def _marker_topics_from(self, marker_topic: str, offset: int,
                             topic_of: Callable[[bytes], str]) -> set[str]:
         """The topics the markers of `marker_topic` at or past CommitLog `offset` name, read
-        newest first until one lies before it."""
+        newest first until one lies before it. Past the read fence: what a truncation cuts is
+        the unconfirmed tail (a deposed master's markers, appended outside the gate)."""
         markers = self.queues.get(marker_topic, 0)
         topics: set[str] = set()
         position = markers.max_offset if markers else 0
@@ -708,7 +709,7 @@ class MessageStore:
             physical = markers.physical_offset_of(position)
             if physical is None or physical < offset:
                 break
-            topics.add(topic_of(self.reader.read_record(physical)))
+            topics.add(topic_of(self.reader.read_record(physical, fenced=False)))
         return topics
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
