@@ -86,6 +86,10 @@ async function main() {
     throw new Error(`unknown scenario ${scenario}`);
   }
   await producer.disconnect();
+  const admin = kafka.admin();   // the brokers Metadata told this client (advertised addresses)
+  await admin.connect();
+  result.brokers = (await admin.describeCluster()).brokers.map((b) => `${b.host}:${b.port}`).sort();
+  await admin.disconnect();
   console.log(JSON.stringify(result));
 }
 
