@@ -309,8 +309,8 @@ class KafkaApis:
         elif fetched.messages:
             # the broker's pull kept to max_bytes in stored sizes, which a compressed body
             # makes far smaller than the records answered: keep to it in record sizes too
-            answer["records"] = records.encode_messages(
-                records.within_bytes(fetched.messages, max_bytes), log_append_time)
+            answer["records"] = records.encode_fetched(fetched.messages, max_bytes,
+                                                       log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:
