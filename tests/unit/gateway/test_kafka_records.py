@@ -247,6 +247,7 @@ def test_the_c_fetch_path_answers_the_python_mappings_bytes(fetch, log_append_ti
 def test_the_c_fetch_path_takes_plain_kafka_records_and_keeps_to_max_bytes():
     import tidemq_speedups
 
+    assert records._kafka_records_c is tidemq_speedups.kafka_records   # the Fetch takes it
     plain = [_kafka_stored(records.KafkaRecord(b"k%d" % i, b"v" * 1000, (), 1000 + i), None)
              for i in range(5)]
     stored = [(props, body, 7 + i, 9000, 0) for i, (props, body) in enumerate(plain)]
