@@ -78,6 +78,14 @@ def test_a_native_message_reads_with_its_key_properties_and_born_time():
     assert records.from_message(native) == records.KafkaRecord(
         b"k1", b"body", (("region", b"eu"),), 1234)
     assert records.timestamp_of(native) == 1234
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced = MessageExt("t", b"body", "", [], {"region": "eu", "TRACE_CONTEXT": parent},
+                        "broker-a", 0, 5, "", "", 1234, 1235, 0)
+    assert records.from_message(traced).headers == (("region", b"eu"),
+                                                    ("traceparent", parent.encode()))
+    own = MessageExt("t", b"body", "", [], {"traceparent": "mine", "TRACE_CONTEXT": parent},
+                     "broker-a", 0, 5, "", "", 1234, 1235, 0)
+    assert records.from_message(own).headers == (("traceparent", b"mine"),)   # the sender's
 
 
 def _batch(values: list[bytes], compression: int = 0) -> bytearray:

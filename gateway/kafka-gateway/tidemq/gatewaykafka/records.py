@@ -17,7 +17,8 @@ hold as it is goes into reserved properties, binary-safe (base64) and lossless:
   `message.timestamp.type` to LogAppendTime reads with the message's store time instead.
 
 A message a native producer sent reads back with its first key as the Kafka key, its user
-properties as UTF-8 headers and its born time as the timestamp.
+properties as UTF-8 headers (and its trace context, when it has one, as a last `traceparent`
+header, as a Kafka client's instrumentation writes it) and its born time as the timestamp.
 """
 
 from __future__ import annotations
@@ -278,8 +279,11 @@ def from_message(message: MessageExt) -> KafkaRecord:
     if PROP_TIMESTAMP not in properties:   # a native producer's message
         keys = message.keys
         key = keys[0].encode() if keys else None
-        headers = tuple((name, value.encode())
-                        for name, value in sorted(message.user_properties.items()))
+        user = message.user_properties
+        headers = tuple((name, value.encode()) for name, value in sorted(user.items()))
+        traced = message.trace_carrier.get("traceparent")
+        if traced and "traceparent" not in user:   # its trace goes on in Kafka consumers
+            headers += (("traceparent", traced.encode()),)
         return KafkaRecord(key, message.body, headers, message.born_timestamp)
     value_kind = properties.get(PROP_VALUE)
     body = message.body
