@@ -329,12 +329,19 @@ def answered_size(message: MessageExt) -> int:
             + len(properties.get(PROP_HEADERS, "")) + RECORD_OVERHEAD)
 
 
-def within_bytes(messages: Sequence[MessageExt], max_bytes: int) -> Sequence[MessageExt]:
+def within_bytes(messages: Sequence[MessageExt], max_bytes: int,
+                 log_append_time: bool = False) -> Sequence[MessageExt]:
     """The longest prefix of `messages` whose records fit `max_bytes` (the first always, as
-    Kafka answers a record larger than the limit alone)."""
-    used = 0
+    Kafka answers a record larger than the limit alone), a batch header counted for each
+    batch encode_messages makes (a run of consecutive offsets, and of one store time with
+    `log_append_time`)."""
+    used, follows, stored = 0, None, None
     for count, message in enumerate(messages):
-        used += answered_size(message)
+        offset = message.queue_offset
+        new_batch = offset != follows or (log_append_time
+                                          and message.store_timestamp != stored)
+        used += answered_size(message) + (BATCH_OVERHEAD if new_batch else 0)
+        follows, stored = offset + 1, message.store_timestamp
         if count and used > max_bytes:
             return messages[:count]
     return messages
@@ -391,7 +398,8 @@ def encode_fetched(messages: Sequence[MessageExt], max_bytes: int,
         fast = _encode_fetched_c(messages, max_bytes, log_append_time)
         if fast is not None:
             return fast
-    return encode_messages(within_bytes(messages, max_bytes), log_append_time)
+    return encode_messages(within_bytes(messages, max_bytes, log_append_time),
+                           log_append_time)
 
 
 def _encode_fetched_c(messages: Sequence[MessageExt], max_bytes: int,
