@@ -1673,9 +1673,9 @@ static int b64_digit(unsigned char c)
     return -1;
 }
 
-/* Standard padded base64 into `out` (room for n / 4 * 3 bytes); its length, or -1 for
- * anything that is not canonical-length padded base64 (the caller declines: Python's
- * lenient base64.b64decode decides those). */
+/* Standard padded base64 into `out` (room for n / 4 * 3 bytes; NULL: only checked and
+ * measured); its length, or -1 for anything that is not canonical-length padded base64 (the
+ * caller declines: Python's lenient base64.b64decode decides those). */
 static Py_ssize_t b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out)
 {
     if (n % 4 != 0)
@@ -1693,11 +1693,14 @@ static Py_ssize_t b64_decode(const unsigned char *in, Py_ssize_t n, unsigned cha
                 return -1;
             v = (v << 6) | (uint32_t)d;
         }
-        out[len++] = (unsigned char)(v >> 16);
-        if (pad < 2)
-            out[len++] = (unsigned char)(v >> 8);
-        if (pad < 1)
-            out[len++] = (unsigned char)v;
+        if (out != NULL) {
+            out[len] = (unsigned char)(v >> 16);
+            if (pad < 2)
+                out[len + 1] = (unsigned char)(v >> 8);
+            if (pad < 1)
+                out[len + 2] = (unsigned char)v;
+        }
+        len += 3 - pad;
     }
     return len;
 }
@@ -1743,6 +1746,76 @@ static unsigned char *put_varint(unsigned char *o, int64_t value)
 
 #define KAFKA_BATCH_OVERHEAD 61
 
+/* The Kafka record's headers part (count, then each name and value) of the gateway's
+ * KAFKA_HEADERS property, JSON as records.py writes it: [["name","base64" or null],...].
+ * With `o` NULL: checked and measured, the count left in *count; else written to `o`, the
+ * count first (*count, from the measuring call). Returns the part's size, or -1 for anything
+ * else (an escaped or non-ASCII name, other spacing): the Python mapping reads those. */
+static Py_ssize_t kafka_headers(const unsigned char *j, Py_ssize_t n, unsigned char *o,
+                                Py_ssize_t *count)
+{
+    if (n < 2 || j[0] != '[' || j[n - 1] != ']')
+        return -1;
+    const Py_ssize_t last = n - 1;          /* the closing bracket */
+    unsigned char *const start = o;
+    Py_ssize_t i = 1, seen = 0, size = 0;
+    if (o != NULL)
+        o = put_varint(o, *count);
+    while (i < last) {
+        if (seen > 0 && j[i++] != ',')
+            return -1;
+        if (i + 2 > last || j[i] != '[' || j[i + 1] != '"')
+            return -1;
+        i += 2;
+        const Py_ssize_t name_at = i;
+        while (i < last && j[i] != '"') {
+            if (j[i] == '\\' || j[i] < 0x20 || j[i] > 0x7e)
+                return -1;
+            i++;
+        }
+        const Py_ssize_t name_len = i - name_at;
+        if (i + 1 >= last || j[i + 1] != ',')
+            return -1;
+        i += 2;
+        Py_ssize_t value_len = -1, b64_len = 0;     /* -1: a null value */
+        const unsigned char *value_at = NULL;
+        if (i + 4 <= last && memcmp(j + i, "null", 4) == 0) {
+            i += 4;
+        } else if (i < last && j[i] == '"') {
+            value_at = j + ++i;
+            while (i < last && j[i] != '"')
+                i++;
+            if (i >= last)
+                return -1;
+            b64_len = j + i - value_at;
+            value_len = b64_decode(value_at, b64_len, NULL);
+            if (value_len < 0)
+                return -1;
+            i++;
+        } else {
+            return -1;
+        }
+        if (i >= last || j[i] != ']')
+            return -1;
+        i++;
+        seen++;
+        size += varint_size(name_len) + name_len + varint_size(value_len)
+            + (value_len > 0 ? value_len : 0);
+        if (o != NULL) {
+            o = put_varint(o, name_len);
+            memcpy(o, j + name_at, (size_t)name_len);
+            o += name_len;
+            o = put_varint(o, value_len);
+            if (value_len > 0)
+                o += b64_decode(value_at, b64_len, o);
+        }
+    }
+    if (o != NULL)
+        return o - start;
+    *count = seen;
+    return varint_size(seen) + size;
+}
+
 static int name_is(const unsigned char *s, Py_ssize_t n, const char *name)
 {
     const size_t len = strlen(name);
@@ -1759,8 +1832,9 @@ PyDoc_STRVAR(kafka_records_doc,
 "store time, and before a record that would make the batch (61 bytes of header and the\n"
 "records) exceed max_bytes, unless take_one and it is the first. Returns (records, count,\n"
 "base_offset, first_timestamp, max_timestamp, store_timestamp, last_pos, next_pos), or None\n"
-"when a record needs the Python mapping (a native producer's message, headers, a long key,\n"
-"a compressed body, a property that is not plain base64 or decimal, text that is not UTF-8)\n"
+"when a record needs the Python mapping (a native producer's message, a long key, a header\n"
+"name that is escaped or not ASCII in the headers' JSON, a compressed body, a property that\n"
+"is not plain base64 or decimal, text that is not UTF-8)\n"
 "or is not a whole record.");
 
 static PyObject *kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1838,9 +1912,14 @@ static PyObject *kafka_records(PyObject *module, PyObject *const *args, Py_ssize
             }
         }
         int64_t ts;
-        if (ts_at == NULL || long_key || !parse_i64(ts_at, ts_len, &ts)
-            || (hdr_at != NULL && !(hdr_len == 2 && hdr_at[0] == '[' && hdr_at[1] == ']')))
+        Py_ssize_t headers_size = 1, headers_count = 0;   /* none: a zero count */
+        if (ts_at == NULL || long_key || !parse_i64(ts_at, ts_len, &ts))
             goto decline;
+        if (hdr_at != NULL) {
+            headers_size = kafka_headers(hdr_at, hdr_len, NULL, &headers_count);
+            if (headers_size < 0)
+                goto decline;
+        }
         Py_ssize_t decoded_key = -1;        /* -1: a null key */
         if (key_at != NULL) {
             if (key_cap < key_len) {
@@ -1869,7 +1948,7 @@ static PyObject *kafka_records(PyObject *module, PyObject *const *args, Py_ssize
         const int64_t delta = ts - first_ts;
         const Py_ssize_t inner = 1 + varint_size(delta) + varint_size(count)
             + varint_size(decoded_key) + (decoded_key > 0 ? decoded_key : 0)
-            + varint_size(value) + (value > 0 ? value : 0) + 1;
+            + varint_size(value) + (value > 0 ? value : 0) + headers_size;
         const Py_ssize_t size = varint_size(inner) + inner;
         if (KAFKA_BATCH_OVERHEAD + out.len + size > max_bytes && !(take_one && count == 0))
             break;
@@ -1890,7 +1969,10 @@ static PyObject *kafka_records(PyObject *module, PyObject *const *args, Py_ssize
             memcpy(o, body, (size_t)value);
             o += value;
         }
-        *o++ = 0;                            /* no headers */
+        if (hdr_at != NULL)
+            o += kafka_headers(hdr_at, hdr_len, o, &headers_count);
+        else
+            *o++ = 0;                        /* no headers */
         out.len = (char *)o - out.p;
         if (ts > max_ts)
             max_ts = ts;

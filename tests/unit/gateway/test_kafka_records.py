@@ -219,8 +219,12 @@ def _kafka_stored(kafka_record, mangle: str | None) -> tuple[dict, bytes]:
     return props, bytes(message.body)
 
 
+ascii_headers = st.lists(st.tuples(st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                           max_size=12),
+                                   st.none() | st.binary(max_size=40)), max_size=4).map(tuple)
 plain_records = st.builds(records.KafkaRecord, key=st.none() | st.binary(max_size=40),
-                          value=st.none() | st.binary(max_size=200), headers=st.just(()),
+                          value=st.none() | st.binary(max_size=200),
+                          headers=st.just(()) | ascii_headers,
                           timestamp=st.integers(-1, 2 ** 41))
 stored_fetches = st.one_of(   # fetches the C path takes whole, and fetches it declines
     st.lists(st.tuples(plain_records, st.none(), st.integers(1, 2), st.booleans()),
@@ -272,7 +276,12 @@ def test_the_c_fetch_path_takes_plain_kafka_records_and_keeps_to_max_bytes():
     assert [r.offset for r in DefaultRecordBatch(two)] == [7, 8]
     assert [r.offset for r in DefaultRecordBatch(records.encode_fetched(_pulled(stored), 1))] \
         == [7]                                                  # the first always
-    with_headers = records.KafkaRecord(b"k", b"v", (("h", b"1"),), 1)
-    props, body = _kafka_stored(with_headers, None)
+    traced = records.KafkaRecord(b"k", b"v", (("traceparent", b"00-ab-cd-01"), ("n", None),
+                                              ("e", b"")), 1)
+    props, body = _kafka_stored(traced, None)
+    buf, positions = reply_positions(_pulled([(props, body, 0, 1, 0)]))
+    assert tidemq_speedups.kafka_records(buf, positions[0], 1, 1 << 20, False, True) is not None
+    escaped = records.KafkaRecord(b"k", b"v", (("h\"é", b"1"),), 1)   # JSON-escaped name
+    props, body = _kafka_stored(escaped, None)
     buf, positions = reply_positions(_pulled([(props, body, 0, 1, 0)]))
     assert tidemq_speedups.kafka_records(buf, positions[0], 1, 1 << 20, False, True) is None

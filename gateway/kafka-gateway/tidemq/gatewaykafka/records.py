@@ -391,7 +391,7 @@ def encode_fetched(messages: Sequence[MessageExt], max_bytes: int,
     """A Fetch's record set for one partition's pulled `messages`, within `max_bytes` (the
     first record always): `encode_messages` of `within_bytes`, or the same batches built in
     C (`tidemq_speedups.kafka_records`, per record no Python at all) when every message is
-    one a Kafka client produced without headers or a long key, as most are. The C path keeps
+    one a Kafka client produced without a long key, its header names plain ASCII, as most are. The C path keeps
     to `max_bytes` in the batches' exact sizes, so it may answer more records than the Python
     path's estimate; for the records it answers the bytes are the same."""
     if _kafka_records_c is not None:
