@@ -285,3 +285,15 @@ def test_the_c_fetch_path_takes_plain_kafka_records_and_keeps_to_max_bytes():
     props, body = _kafka_stored(escaped, None)
     buf, positions = reply_positions(_pulled([(props, body, 0, 1, 0)]))
     assert tidemq_speedups.kafka_records(buf, positions[0], 1, 1 << 20, False, True) is None
+
+
+def test_the_c_fetch_pass_declines_what_it_cannot_read_and_names_itself_when_misused():
+    import tidemq_speedups
+
+    props, body = _kafka_stored(records.KafkaRecord(b"k", b"v", (), 1), None)
+    raw = record.encode("t", body, properties=record.encode_properties(props))
+    for buf, pos in ((raw[:-1], 0), (raw, 1), (bytearray(raw), 0), (raw, len(raw) + 1)):
+        assert tidemq_speedups.kafka_records(buf, pos, 1, 1 << 20, False, True) is None
+    assert tidemq_speedups.kafka_records(raw, len(raw), 1, 1 << 20, False, True)[1] == 0
+    with pytest.raises(TypeError, match="kafka_records takes 6 arguments"):
+        tidemq_speedups.kafka_records(raw, 0)
