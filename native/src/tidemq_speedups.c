@@ -1655,6 +1655,343 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* gateway-kafka's Fetch: TideMQ records as Kafka v2 records (gatewaykafka/records.py). */
+
+static int b64_digit(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Standard padded base64 into `out` (room for n / 4 * 3 bytes; NULL: only checked and
+ * measured); its length, or -1 for anything that is not canonical-length padded base64 (the
+ * caller declines: Python's lenient base64.b64decode decides those). */
+static Py_ssize_t b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out)
+{
+    if (n % 4 != 0)
+        return -1;
+    Py_ssize_t len = 0;
+    for (Py_ssize_t i = 0; i < n; i += 4) {
+        const int last = i + 4 == n;
+        int pad = 0;
+        if (last && in[i + 3] == '=')
+            pad = in[i + 2] == '=' ? 2 : 1;
+        uint32_t v = 0;
+        for (int k = 0; k < 4; k++) {
+            int d = k >= 4 - pad ? 0 : b64_digit(in[i + k]);
+            if (d < 0)
+                return -1;
+            v = (v << 6) | (uint32_t)d;
+        }
+        if (out != NULL) {
+            out[len] = (unsigned char)(v >> 16);
+            if (pad < 2)
+                out[len + 1] = (unsigned char)(v >> 8);
+            if (pad < 1)
+                out[len + 2] = (unsigned char)v;
+        }
+        len += 3 - pad;
+    }
+    return len;
+}
+
+/* A decimal int64 as Python's int() reads plain digits with an optional '-'; 0 if not. */
+static int parse_i64(const unsigned char *s, Py_ssize_t n, int64_t *value)
+{
+    int negative = n > 0 && s[0] == '-';
+    Py_ssize_t i = negative;
+    if (i >= n || n - i > 18)     /* |value| < 10^18: deltas stay within int64 */
+        return 0;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *value = negative ? -v : v;
+    return 1;
+}
+
+static Py_ssize_t varint_size(int64_t value)
+{
+    uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    Py_ssize_t size = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static unsigned char *put_varint(unsigned char *o, int64_t value)
+{
+    uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    while (z >= 0x80) {
+        *o++ = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    *o++ = (unsigned char)z;
+    return o;
+}
+
+#define KAFKA_BATCH_OVERHEAD 61
+
+/* The Kafka record's headers part (count, then each name and value) of the gateway's
+ * KAFKA_HEADERS property, JSON as records.py writes it: [["name","base64" or null],...].
+ * With `o` NULL: checked and measured, the count left in *count; else written to `o`, the
+ * count first (*count, from the measuring call). Returns the part's size, or -1 for anything
+ * else (an escaped or non-ASCII name, other spacing): the Python mapping reads those. */
+static Py_ssize_t kafka_headers(const unsigned char *j, Py_ssize_t n, unsigned char *o,
+                                Py_ssize_t *count)
+{
+    if (n < 2 || j[0] != '[' || j[n - 1] != ']')
+        return -1;
+    const Py_ssize_t last = n - 1;          /* the closing bracket */
+    unsigned char *const start = o;
+    Py_ssize_t i = 1, seen = 0, size = 0;
+    if (o != NULL)
+        o = put_varint(o, *count);
+    while (i < last) {
+        if (seen > 0 && j[i++] != ',')
+            return -1;
+        if (i + 2 > last || j[i] != '[' || j[i + 1] != '"')
+            return -1;
+        i += 2;
+        const Py_ssize_t name_at = i;
+        while (i < last && j[i] != '"') {
+            if (j[i] == '\\' || j[i] < 0x20 || j[i] > 0x7e)
+                return -1;
+            i++;
+        }
+        const Py_ssize_t name_len = i - name_at;
+        if (i + 1 >= last || j[i + 1] != ',')
+            return -1;
+        i += 2;
+        Py_ssize_t value_len = -1, b64_len = 0;     /* -1: a null value */
+        const unsigned char *value_at = NULL;
+        if (i + 4 <= last && memcmp(j + i, "null", 4) == 0) {
+            i += 4;
+        } else if (i < last && j[i] == '"') {
+            value_at = j + ++i;
+            while (i < last && j[i] != '"')
+                i++;
+            if (i >= last)
+                return -1;
+            b64_len = j + i - value_at;
+            value_len = b64_decode(value_at, b64_len, NULL);
+            if (value_len < 0)
+                return -1;
+            i++;
+        } else {
+            return -1;
+        }
+        if (i >= last || j[i] != ']')
+            return -1;
+        i++;
+        seen++;
+        size += varint_size(name_len) + name_len + varint_size(value_len)
+            + (value_len > 0 ? value_len : 0);
+        if (o != NULL) {
+            o = put_varint(o, name_len);
+            memcpy(o, j + name_at, (size_t)name_len);
+            o += name_len;
+            o = put_varint(o, value_len);
+            if (value_len > 0)
+                o += b64_decode(value_at, b64_len, o);
+        }
+    }
+    if (o != NULL)
+        return o - start;
+    *count = seen;
+    return varint_size(seen) + size;
+}
+
+static int name_is(const unsigned char *s, Py_ssize_t n, const char *name)
+{
+    const size_t len = strlen(name);
+    return (size_t)n == len && memcmp(s, name, len) == 0;
+}
+
+PyDoc_STRVAR(kafka_records_doc,
+"kafka_records(buf, pos, max_records, max_bytes, by_store_time, take_one)\n"
+"--\n\n"
+"The Kafka v2 records (no batch header, uncompressed, offset deltas from 0) of the TideMQ\n"
+"records gateway-kafka stored, read from buf at pos: exactly what records.encode_batch\n"
+"appends for them with kafka-python's builder. It stops at max_records, before a record\n"
+"whose queue offset does not follow (a new batch), with by_store_time before one of another\n"
+"store time, and before a record that would make the batch (61 bytes of header and the\n"
+"records) exceed max_bytes, unless take_one and it is the first. Returns (records, count,\n"
+"base_offset, first_timestamp, max_timestamp, store_timestamp, last_pos, next_pos), or None\n"
+"when a record needs the Python mapping (a native producer's message, a long key, a header\n"
+"name that is escaped or not ASCII in the headers' JSON, a compressed body, a property that\n"
+"is not plain base64 or decimal, text that is not UTF-8)\n"
+"or is not a whole record.");
+
+static PyObject *kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (check_nargs("kafka_records", nargs, 6) < 0)
+        return NULL;
+    if (!PyBytes_Check(args[0]))
+        Py_RETURN_NONE;
+    const Py_ssize_t start = PyLong_AsSsize_t(args[1]), max_records = PyLong_AsSsize_t(args[2]);
+    const Py_ssize_t max_bytes = PyLong_AsSsize_t(args[3]);
+    const int by_store_time = PyObject_IsTrue(args[4]), take_one = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t end = PyBytes_GET_SIZE(args[0]);
+    if (start < 0 || start > end)
+        Py_RETURN_NONE;
+    Out out = {NULL, 0, 0};
+    unsigned char *key = NULL;
+    Py_ssize_t key_cap = 0, count = 0, pos = start, last_pos = start;
+    int64_t base_offset = 0, first_ts = 0, max_ts = 0, store_ts = 0;
+    PyObject *result = NULL;
+    while (count < max_records && pos < end) {
+        const Py_ssize_t stop = framed_record_end(p, pos, end);
+        if (stop < 0)
+            goto decline;
+        const unsigned char *h = p + pos;
+        const int64_t queue_offset = rd_i64(h + OFF_QUEUE_OFFSET);
+        const int64_t stored = rd_i64(h + OFF_STORE_TIMESTAMP);
+        if (count > 0 && (queue_offset != base_offset + count
+                          || (by_store_time && stored != store_ts)))
+            break;
+        if (rd_u32(h + 36) & 0x1)            /* record.SYS_FLAG_COMPRESSED */
+            goto decline;
+        const Py_ssize_t body_len = (int32_t)rd_u32(h + OFF_BODY_LEN);
+        const unsigned char *body = h + HEADER_SIZE;
+        const unsigned char *topic = body + body_len + 1;
+        const Py_ssize_t topic_len = body[body_len];
+        const unsigned char *props = topic + topic_len + 2;
+        const Py_ssize_t props_len = (p + stop) - props;
+        if (!utf8_valid(topic, topic_len) || !utf8_valid(props, props_len))
+            goto decline;
+        /* the last value of each name wins, as record.decode_properties has it */
+        const unsigned char *ts_at = NULL, *key_at = NULL, *value_at = NULL, *hdr_at = NULL;
+        Py_ssize_t ts_len = 0, key_len = 0, value_len = 0, hdr_len = 0;
+        int long_key = 0;
+        for (Py_ssize_t i = 0; i < props_len;) {
+            const unsigned char *item = props + i;
+            const unsigned char *sep = memchr(item, 0x02, (size_t)(props_len - i));
+            const Py_ssize_t item_len = sep == NULL ? props_len - i : sep - item;
+            i += item_len + 1;
+            if (item_len == 0)
+                continue;
+            const unsigned char *nv = memchr(item, 0x01, (size_t)item_len);
+            const Py_ssize_t name_len = nv == NULL ? item_len : nv - item;
+            const unsigned char *v = nv == NULL ? item + item_len : nv + 1;
+            const Py_ssize_t v_len = item + item_len - v;
+            if (name_len < 9 || memcmp(item, "KAFKA_", 6) != 0)
+                continue;
+            if (name_is(item, name_len, "KAFKA_TIMESTAMP")) {
+                ts_at = v;
+                ts_len = v_len;
+            } else if (name_is(item, name_len, "KAFKA_KEY")) {
+                key_at = v;
+                key_len = v_len;
+            } else if (name_is(item, name_len, "KAFKA_VALUE")) {
+                value_at = v;
+                value_len = v_len;
+            } else if (name_is(item, name_len, "KAFKA_HEADERS")) {
+                hdr_at = v;
+                hdr_len = v_len;
+            } else if (name_is(item, name_len, "KAFKA_KEY_SIZE")) {
+                long_key = 1;
+            }
+        }
+        int64_t ts;
+        Py_ssize_t headers_size = 1, headers_count = 0;   /* none: a zero count */
+        if (ts_at == NULL || long_key || !parse_i64(ts_at, ts_len, &ts))
+            goto decline;
+        if (hdr_at != NULL) {
+            headers_size = kafka_headers(hdr_at, hdr_len, NULL, &headers_count);
+            if (headers_size < 0)
+                goto decline;
+        }
+        Py_ssize_t decoded_key = -1;        /* -1: a null key */
+        if (key_at != NULL) {
+            if (key_cap < key_len) {
+                PyMem_Free(key);
+                key_cap = key_len;
+                key = PyMem_Malloc((size_t)(key_cap > 0 ? key_cap : 1));
+                if (key == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            }
+            decoded_key = b64_decode(key_at, key_len, key);
+            if (decoded_key < 0)
+                goto decline;
+        }
+        Py_ssize_t value = body_len;        /* -1: a null value */
+        if (value_at != NULL && name_is(value_at, value_len, "null"))
+            value = -1;
+        else if (value_at != NULL && name_is(value_at, value_len, "empty"))
+            value = 0;
+        if (count == 0) {
+            base_offset = queue_offset;
+            first_ts = max_ts = ts;
+            store_ts = stored;
+        }
+        const int64_t delta = ts - first_ts;
+        const Py_ssize_t inner = 1 + varint_size(delta) + varint_size(count)
+            + varint_size(decoded_key) + (decoded_key > 0 ? decoded_key : 0)
+            + varint_size(value) + (value > 0 ? value : 0) + headers_size;
+        const Py_ssize_t size = varint_size(inner) + inner;
+        if (KAFKA_BATCH_OVERHEAD + out.len + size > max_bytes && !(take_one && count == 0))
+            break;
+        if (out_reserve(&out, size) < 0)
+            goto done;
+        unsigned char *o = (unsigned char *)out.p + out.len;
+        o = put_varint(o, inner);
+        *o++ = 0;                            /* attributes */
+        o = put_varint(o, delta);
+        o = put_varint(o, count);
+        o = put_varint(o, decoded_key);
+        if (decoded_key > 0) {
+            memcpy(o, key, (size_t)decoded_key);
+            o += decoded_key;
+        }
+        o = put_varint(o, value);
+        if (value > 0) {
+            memcpy(o, body, (size_t)value);
+            o += value;
+        }
+        if (hdr_at != NULL)
+            o += kafka_headers(hdr_at, hdr_len, o, &headers_count);
+        else
+            *o++ = 0;                        /* no headers */
+        out.len = (char *)o - out.p;
+        if (ts > max_ts)
+            max_ts = ts;
+        last_pos = pos;
+        count++;
+        pos = stop;
+    }
+    result = Py_BuildValue("(y#nLLLLnn)", out.p != NULL ? out.p : "", out.len, count,
+                           (long long)base_offset, (long long)first_ts, (long long)max_ts,
+                           (long long)store_ts, last_pos, pos);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(out.p);
+    PyMem_Free(key);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"stamp_batch", (PyCFunction)(void (*)(void))stamp_batch, METH_FASTCALL, stamp_batch_doc},
     {"scan_chunk", (PyCFunction)(void (*)(void))scan_chunk, METH_FASTCALL, scan_chunk_doc},
@@ -1670,6 +2007,8 @@ static PyMethodDef methods[] = {
      decode_messages_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      encode_batch_doc},
+    {"kafka_records", (PyCFunction)(void (*)(void))kafka_records, METH_FASTCALL,
+     kafka_records_doc},
     {"popped_json", (PyCFunction)(void (*)(void))popped_json, METH_FASTCALL,
      popped_json_doc},
     {NULL, NULL, 0, NULL},

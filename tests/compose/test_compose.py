@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -398,3 +400,141 @@ def test_a_kafka_client_in_the_compose_network_round_trips_on_the_internal_liste
     assert ran.returncode == 0, f"{ran.stdout}{ran.stderr}\n--- compose logs:\n{stack.logs()}"
     answer = json.loads(ran.stdout.strip().splitlines()[-1])
     assert answer == {"missing": 0, "brokers": internal}, answer
+
+
+# aiokafka, the same script on the host (external listener) and in a gateway-kafka container
+# (internal listener): produce to both partitions, read them back in a group, print what it
+# read and the brokers Metadata named
+AIOKAFKA_SCRIPT = """
+import asyncio, json, sys
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+bootstrap, topic, marker = sys.argv[1:4]
+
+async def main():
+    sent = {(p, b"%s-%d" % (marker.encode(), i)) for p in (0, 1) for i in range(10)}
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                request_timeout_ms=120000)
+    await producer.start()
+    try:
+        for partition, value in sorted(sent):
+            await producer.send_and_wait(topic, value, partition=partition)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="compose-" + marker,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    got, clock = set(), asyncio.get_running_loop().time
+    try:
+        deadline = clock() + 120
+        while not sent <= got and clock() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                got |= {(r.partition, r.value) for r in records}   # others' may be null
+        brokers = sorted("%s:%d" % (b.host, b.port) for b in consumer._client.cluster.brokers())
+    finally:
+        await consumer.stop()
+    print(json.dumps({"missing": len(sent - got), "brokers": brokers}))
+
+asyncio.run(main())
+"""
+KAFKAJS = Path(__file__).parents[1] / "integration" / "kafka" / "node"
+
+
+def _client_missing(program: str, how: str) -> None:
+    """A client the test drives from the host: in CI its absence fails, locally it skips."""
+    if shutil.which(program) is None:
+        reason = f"{program} is not installed ({how})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _published(stack: ComposeStack) -> list[str]:
+    return sorted(_kafka_bootstrap(stack, name) for name in KAFKA_GATEWAYS)
+
+
+def test_kcat_on_the_host_round_trips_on_the_external_listener(stack: ComposeStack,
+                                                               kafka_topic: str):
+    """kcat (librdkafka's command line, the README's first Kafka line) lists the two
+    instances' published addresses, produces to both partitions and reads them back."""
+    _client_missing("kcat", "Debian: apt-get install kcat; .ci/run installs it")
+    bootstrap, marker = _kafka_bootstrap(stack, "gateway-kafka"), uuid.uuid4().hex[:8]
+
+    def kcat(*args: str, feed: str | None = None) -> str:
+        done = subprocess.run(["kcat", "-b", bootstrap, *args], input=feed, text=True,
+                              capture_output=True, timeout=180)
+        assert done.returncode == 0, f"kcat {args}: {done.stderr[-2000:]}"
+        return done.stdout
+
+    listed = json.loads(kcat("-L", "-J", "-t", kafka_topic))
+    assert sorted(b["name"] for b in listed["brokers"]) == _published(stack), listed
+    sent = {p: [f"kcat-{marker}-{p}-{i}" for i in range(10)] for p in (0, 1)}
+    for partition, values in sent.items():
+        kcat("-P", "-t", kafka_topic, "-p", str(partition), "-X", "acks=all",
+             feed="\n".join(values) + "\n")
+    for partition, values in sent.items():
+        read = kcat("-C", "-t", kafka_topic, "-p", str(partition), "-o", "beginning", "-e",
+                    "-q", "-f", "%s\n").splitlines()
+        assert [v for v in read if v.startswith(f"kcat-{marker}-")] == values
+
+
+def test_aiokafka_and_kafkajs_on_the_host_round_trip_on_the_external_listener(
+        stack: ComposeStack, kafka_topic: str):
+    """aiokafka and kafkajs bootstrap on the published ports (one instance each) and are told
+    only the published addresses; both write and read back."""
+    marker = f"aio-host-{uuid.uuid4().hex[:8]}"
+    ran = subprocess.run([sys.executable, "-c", AIOKAFKA_SCRIPT,
+                          _kafka_bootstrap(stack, "gateway-kafka-2"), kafka_topic, marker],
+                         capture_output=True, text=True, timeout=400)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == {
+        "missing": 0, "brokers": _published(stack)}
+
+    _client_missing("node", "Debian: apt-get install nodejs npm")
+    if not (KAFKAJS / "node_modules" / "kafkajs").is_dir():
+        reason = f"kafkajs is not installed: make node-deps (npm ci --prefix {KAFKAJS})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    done = subprocess.run(["node", str(KAFKAJS / "kafkajs.mjs"), "roundtrip", "--broker",
+                           _kafka_bootstrap(stack, "gateway-kafka"), "--topic", kafka_topic,
+                           "--group", f"kafkajs-host-{uuid.uuid4().hex[:8]}", "--partition",
+                           "1", "--timeout-ms", "120000"],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["brokers"] == _published(stack), result
+    [sent] = result["sent"]
+    got = [m for m in result["received"]["only"]
+           if m["partition"] == 1 and m["offset"] >= sent["baseOffset"]]
+    assert [m["offset"] for m in got] == list(range(sent["baseOffset"], sent["baseOffset"] + 5))
+
+
+def test_aiokafka_in_the_compose_network_round_trips_on_the_internal_listener(
+        stack: ComposeStack, kafka_topic: str, tmp_path: Path):
+    """aiokafka in the first instance's container (the host's locked aiokafka and its pure
+    Python dependencies copied in; its C speedups left out, since the image's CPython build
+    may differ) bootstraps on the internal listener and is told service names."""
+    import aiokafka
+    import async_timeout
+    import packaging
+    import typing_extensions
+
+    bundle = tmp_path / "aiokafka-client"
+    bundle.mkdir()
+    for module in (aiokafka, async_timeout, packaging):
+        shutil.copytree(Path(module.__file__).parent, bundle / module.__name__,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(typing_extensions.__file__, bundle)
+    listed = stack.compose("ps", "-q", "gateway-kafka", capture=True)
+    container = listed.stdout.split()[0]
+    subprocess.run(["docker", "cp", str(bundle), f"{container}:/tmp/"], check=True,
+                   capture_output=True, timeout=60)
+    internal = sorted(f"{name}:{stack.topology.services[name].ports['kafka']}"
+                      for name in KAFKA_GATEWAYS)
+    ran = stack.compose("exec", "-T", "-e", "PYTHONPATH=/tmp/aiokafka-client", "-e",
+                        "AIOKAFKA_NO_EXTENSIONS=1", "gateway-kafka", "python", "-c",
+                        AIOKAFKA_SCRIPT, internal[1], kafka_topic,
+                        f"aio-net-{uuid.uuid4().hex[:8]}", check=False, capture=True)
+    assert ran.returncode == 0, f"{ran.stdout}{ran.stderr}\n--- compose logs:\n{stack.logs()}"
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == {"missing": 0,
+                                                               "brokers": internal}

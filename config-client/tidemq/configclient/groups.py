@@ -18,11 +18,16 @@ from typing import Any
 
 from tidemq.common import errors
 from tidemq.common.jsondoc import load_object
+from tidemq.common.system_topics import RETRY_PREFIX
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN
 from tidemq.configclient.client import ConfigClient
 
 GROUP_PREFIX = "/tidemq/groups/"
 GROUP_NAME_ALPHABET = "A-Za-z0-9_%|-"  # a regular-expression character class, no brackets
-MAX_GROUP_NAME_LEN = 255
+# A group's retry and dead-letter topics, %RETRY%<group> and %DLQ%<group>, are topics: a group
+# name leaves room for the longer prefix within the topic-name limit (249 - 7 = 242; a 255-
+# character group made a 262-character retry topic, past the topic rule and a file name's 255).
+MAX_GROUP_NAME_LEN = MAX_TOPIC_NAME_LEN - len(RETRY_PREFIX)
 GROUP_NAME = re.compile(f"[{GROUP_NAME_ALPHABET}]{{1,{MAX_GROUP_NAME_LEN}}}")  # fullmatch it
 MAX_RETRY_QUEUES = 64
 MAX_RETRY_TIMES = 64

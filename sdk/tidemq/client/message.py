@@ -486,6 +486,24 @@ def decode_records_py(raw: bytes, broker_name: str = "") -> list[MessageExt]:
     return messages
 
 
+def reply_positions(messages: Sequence[MessageExt]) -> tuple[bytes, list[int]] | None:
+    """(the reply buffer, each message's position in it) when every message is a lazy view
+    `decode_records` made over one reply that it still holds; None otherwise (a message built
+    another way, or one already decoded and let go of the buffer). For readers that walk the
+    records themselves (gateway-kafka's Fetch encodes a pull's records in C)."""
+    if not messages:
+        return None
+    buf = getattr(messages[0], "_buf", None)
+    if buf is None:
+        return None
+    positions = []
+    for message in messages:
+        if getattr(message, "_buf", None) is not buf:
+            return None
+        positions.append(message._pos)
+    return buf, positions
+
+
 class PullStatus(enum.Enum):
     FOUND = 0
     NO_NEW_MSG = 1

@@ -44,6 +44,11 @@ def test_topic_create_list_describe_delete(tidemq):
     assert created["order"] is True and created["queues"] == 3
     invalid = tidemq("topic", "create", "bad name!", expect=1)
     assert "INVALID_TOPIC" in invalid.stderr
+    too_long = tidemq("topic", "create", "t" * 250, expect=1)   # Kafka's limit, 249
+    assert "INVALID_TOPIC" in too_long.stderr and "1..249 characters, got 250" in too_long.stderr
+    longest = tidemq.json("topic", "create", "t" * 249, "--queues", "1")
+    assert longest["name"] == "t" * 249
+    tidemq("topic", "delete", "t" * 249, "--yes")
     again = tidemq("topic", "create", "CliScratch", "--queues", "3", expect=1)
     assert "TOPIC_ALREADY_EXISTS" in again.stderr and "Traceback" not in again.output
 

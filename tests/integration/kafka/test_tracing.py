@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 import requests
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from tidemq.common.sampling import is_quiet
 
 from tests.support.cluster import (
@@ -75,6 +75,48 @@ def test_a_kafka_produce_is_a_gateway_span_with_the_brokers_send_under_it(stack)
     while span["span_id"] != produce["span_id"] and span.get("parent_span_id") in by_id:
         span = by_id[span["parent_span_id"]]
     assert span["span_id"] == produce["span_id"], spans
+
+
+def test_a_produce_span_links_to_each_records_traceparent(stack):
+    """A Produce carries records of many traces (an instrumented client's PRODUCER span per
+    record, in its `traceparent` header): the gateway's span links to each record's context,
+    naming the record's partition and offset; a record without one, or with a malformed one,
+    adds no link; the records keep their headers byte for byte."""
+    key = f"linked-{uuid.uuid4().hex[:10]}"
+    parents = [(uuid.uuid4().hex, uuid.uuid4().hex[:16]) for _ in range(3)]
+    headers = [[("traceparent", f"00-{t}-{s}-01".encode())] for t, s in parents]
+    headers += [[], [("traceparent", b"00-not-a-context")]]
+    producer = KafkaProducer(bootstrap_servers=stack.extra["bootstrap"], acks="all",
+                             linger_ms=500, request_timeout_ms=15000)
+    futures = [producer.send(TOPIC, key=key.encode(), value=b"v%d" % i, headers=h, partition=0)
+               for i, h in enumerate(headers)]
+    offsets = [f.get(15).offset for f in futures]
+    producer.close()
+    assert offsets == list(range(offsets[0], offsets[0] + 5))   # one batch, one request
+
+    def linked():
+        traces = _api(stack, "/api/traces", key=key)["traces"]
+        found = next((t for t in traces if "gateway-kafka" in t["services"]), None)
+        spans = found and _api(stack, f"/api/traces/{found['trace_id']}")["spans"]
+        return spans and [s for s in spans if s["name"] == "kafka/Produce"]
+
+    [produce] = wait_until(linked, 30, interval=0.2, message="the Produce span")
+    assert [(link["trace_id"], link["span_id"]) for link in produce["links"]] == parents
+    assert [link["attributes"]["messaging.kafka.offset"] for link in produce["links"]] == \
+        offsets[:3]
+    assert {link["attributes"]["messaging.destination.partition.id"]
+            for link in produce["links"]} == {"0"}
+    assert produce["trace_id"] not in {t for t, _ in parents}   # links, not a parent
+
+    consumer = KafkaConsumer(bootstrap_servers=stack.extra["bootstrap"],
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(TOPIC, 0)])
+    consumer.seek(TopicPartition(TOPIC, 0), offsets[0])
+    got = []
+    wait_until(lambda: got.extend(r for b in consumer.poll(timeout_ms=300).values() for r in b)
+               or len(got) >= 5, 30, interval=0, message="the linked records read back")
+    consumer.close()
+    assert [list(r.headers) for r in got[:5]] == headers
 
 
 def test_fetch_polls_and_heartbeats_are_not_traced_but_what_they_read_is(stack):

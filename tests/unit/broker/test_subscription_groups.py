@@ -56,7 +56,7 @@ def test_bad_definitions_are_refused_with_a_precise_sentence(raw, fragment):
     assert "'billing'" in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["", "a/b", "a b", "x" * 256, "ümlaut"])
+@pytest.mark.parametrize("name", ["", "a/b", "a b", "x" * 243, "ümlaut"])
 def test_bad_group_names_are_refused(name):
     with pytest.raises(GroupDefinitionError, match="group name"):
         parse_group_definition(name, b"{}")

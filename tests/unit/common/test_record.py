@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tidemq.common import record
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN
 
 from tests.support.damage import damaged
 
@@ -97,8 +98,25 @@ def test_reserved_separator_in_property_is_refused():
 
 
 def test_oversized_topic_is_refused():
-    with pytest.raises(record.RecordFormatError, match="topic"):
-        record.encode("t" * 200, b"")
+    with pytest.raises(record.RecordFormatError, match=f"1..{MAX_TOPIC_NAME_LEN} bytes"):
+        record.encode("t" * (MAX_TOPIC_NAME_LEN + 1), b"")
+    with pytest.raises(record.RecordFormatError, match=f"1..{MAX_TOPIC_NAME_LEN} bytes"):
+        record.encode_batch("t" * (MAX_TOPIC_NAME_LEN + 1), [(b"", b"", 0)])
+
+
+def test_a_topic_of_the_longest_name_round_trips_through_every_reader():
+    """249 bytes (Kafka's limit) in the record's one-byte topic length: read unsigned by the
+    Python decoder and by the C scan (a signed read would see -7)."""
+    topic = "t" * MAX_TOPIC_NAME_LEN
+    one = record.encode(topic, b"body", properties=record.encode_properties({"a": "b"}))
+    batch = record.encode_batch(topic, [(b"x", b"", 0), (b"yy", b"", 0)])
+    assert batch == record.encode_batch_py(topic, [(b"x", b"", 0), (b"yy", b"", 0)])
+    raw = one + batch
+    assert [(r.topic, bytes(r.body)) for r in record.iter_records(raw)] == \
+        [(topic, b"body"), (topic, b"x"), (topic, b"yy")]
+    first = len(record.encode_batch(topic, [(b"x", b"", 0)]))
+    assert [pos for pos, _ in record.scan_records(raw)] == [0, len(one), len(one) + first]
+    assert [pos for pos, _ in record.scan_records_py(raw)] == [0, len(one), len(one) + first]
 
 
 def test_offset_message_id_round_trip():
@@ -227,7 +245,7 @@ def test_the_c_batch_encoder_gives_the_python_encoders_bytes(topic, items, born_
     import tidemq_speedups
 
     assert outcome(record.encode_batch) == outcome(record.encode_batch_py)
-    valid = (not oversized and len(born_host) == 8 and len(topic.encode()) <= 127
+    valid = (not oversized and len(born_host) == 8 and len(topic.encode()) <= MAX_TOPIC_NAME_LEN
              and all(-2**31 <= flag < 2**31 for _, _, flag in items))
     topic_raw = topic.encode()
     by_c = tidemq_speedups.encode_batch(bytes([len(topic_raw) & 0xFF]) + topic_raw,

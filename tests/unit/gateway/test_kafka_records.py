@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 from tidemq.client import MessageExt
+from tidemq.client.message import decode_records, reply_positions
+from tidemq.common import record
 from tidemq.gatewaykafka import records
 
 
@@ -76,6 +78,14 @@ def test_a_native_message_reads_with_its_key_properties_and_born_time():
     assert records.from_message(native) == records.KafkaRecord(
         b"k1", b"body", (("region", b"eu"),), 1234)
     assert records.timestamp_of(native) == 1234
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced = MessageExt("t", b"body", "", [], {"region": "eu", "TRACE_CONTEXT": parent},
+                        "broker-a", 0, 5, "", "", 1234, 1235, 0)
+    assert records.from_message(traced).headers == (("region", b"eu"),
+                                                    ("traceparent", parent.encode()))
+    own = MessageExt("t", b"body", "", [], {"traceparent": "mine", "TRACE_CONTEXT": parent},
+                     "broker-a", 0, 5, "", "", 1234, 1235, 0)
+    assert records.from_message(own).headers == (("traceparent", b"mine"),)   # the sender's
 
 
 def _batch(values: list[bytes], compression: int = 0) -> bytearray:
@@ -175,7 +185,115 @@ def test_a_fetch_keeps_to_max_bytes_in_answered_sizes():
                       offset=i) for i in range(5)]
     size = records.answered_size(stored[0])
     assert size > 1000
-    assert records.within_bytes(stored, 2 * size) == stored[:2]
+    header = records.BATCH_OVERHEAD
+    assert records.within_bytes(stored, 2 * size + header) == stored[:2]
+    assert records.within_bytes(stored, 2 * size + header - 1) == stored[:1]
     assert records.within_bytes(stored, 1) == stored[:1]        # the first always
     assert records.within_bytes(stored, 10 * size) == stored
-    assert len(records.encode_messages(stored[:2])) <= 2 * size   # a bound, not a guess
+    assert len(records.encode_messages(stored[:2])) <= 2 * size + header   # a bound
+
+
+# -- the Fetch's C path (tidemq_speedups.kafka_records) against the Python mapping ----------
+
+def _pulled(stored: list[tuple]) -> list[MessageExt]:
+    """A pull reply's lazy messages: each (properties, body, queue offset, store time, sys
+    flag) as the broker stores a record, decoded as the SDK decodes a reply."""
+    raw = b"".join(record.encode("t", body, properties=record.encode_properties(props),
+                                 queue_offset=offset, store_timestamp=store, sys_flag=flag)
+                   for props, body, offset, store, flag in stored)
+    return decode_records(raw, "broker-a")
+
+
+def _kafka_stored(kafka_record, mangle: str | None) -> tuple[dict, bytes]:
+    message = records.to_message("t", kafka_record)
+    props = dict(message.properties)
+    if message.keys:
+        props[record.PROP_KEYS] = " ".join(message.keys)
+    props[record.PROP_UNIQ_KEY] = "7F000001" + "0" * 24
+    if mangle == "timestamp":
+        props[records.PROP_TIMESTAMP] = " 12"            # int() takes it; the C path declines
+    elif mangle == "key" and records.PROP_KEY in props:
+        props[records.PROP_KEY] = props[records.PROP_KEY].rstrip("=")   # lenient base64 only
+    elif mangle == "native":
+        props.pop(records.PROP_TIMESTAMP)
+    return props, bytes(message.body)
+
+
+ascii_headers = st.lists(st.tuples(st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                           max_size=12),
+                                   st.none() | st.binary(max_size=40)), max_size=4).map(tuple)
+plain_records = st.builds(records.KafkaRecord, key=st.none() | st.binary(max_size=40),
+                          value=st.none() | st.binary(max_size=200),
+                          headers=st.just(()) | ascii_headers,
+                          timestamp=st.integers(-1, 2 ** 41))
+stored_fetches = st.one_of(   # fetches the C path takes whole, and fetches it declines
+    st.lists(st.tuples(plain_records, st.none(), st.integers(1, 2), st.booleans()),
+             min_size=1, max_size=12),
+    st.lists(st.tuples(kafka_records, st.sampled_from([None] * 6 + [
+        "timestamp", "key", "native"]), st.integers(1, 2), st.booleans()),
+        min_size=1, max_size=12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_fetches, st.booleans(), st.integers(1, 3000))
+def test_the_c_fetch_path_answers_the_python_mappings_bytes(fetch, log_append_time, max_bytes):
+    """The same bytes as encode_messages for every record the C path answers (headers, a
+    native message, a mangled property: it declines and the Python mapping answers); within
+    max_bytes (in exact sizes; the Python path by its estimate), the first record always;
+    offsets with gaps and store times split batches as in Python."""
+    stored, offset, store = [], 40, 5000
+    for kafka_record, mangle, step, new_time in fetch:
+        props, body = _kafka_stored(kafka_record, mangle)
+        store += new_time
+        stored.append((props, body, offset, store, 0))
+        offset += step
+    everything = records.encode_fetched(_pulled(stored), 1 << 30, log_append_time)
+    assert everything == records.encode_messages(_pulled(stored), log_append_time)
+    bounded = records.encode_fetched(_pulled(stored), max_bytes, log_append_time)
+    answered = [r for raw in records.split_batches(bounded) for r in DefaultRecordBatch(raw)]
+    expected = [r for raw in records.split_batches(everything) for r in DefaultRecordBatch(raw)]
+    assert answered and [(r.offset, r.key, r.value, r.timestamp) for r in answered] == \
+        [(r.offset, r.key, r.value, r.timestamp) for r in expected[:len(answered)]]
+    assert len(bounded) <= max_bytes or len(answered) == 1   # either path
+    fast = records._encode_fetched_c(_pulled(stored), max_bytes, log_append_time)
+    assert fast is None or fast == bounded
+
+
+def test_the_c_fetch_path_takes_plain_kafka_records_and_keeps_to_max_bytes():
+    import tidemq_speedups
+
+    assert records._kafka_records_c is tidemq_speedups.kafka_records   # the Fetch takes it
+    plain = [_kafka_stored(records.KafkaRecord(b"k%d" % i, b"v" * 1000, (), 1000 + i), None)
+             for i in range(5)]
+    stored = [(props, body, 7 + i, 9000, 0) for i, (props, body) in enumerate(plain)]
+    messages = _pulled(stored)
+    buf, positions = reply_positions(messages)
+    made = tidemq_speedups.kafka_records(buf, positions[0], 5, 1 << 20, False, True)
+    assert made is not None and made[1:6] == (5, 7, 1000, 1004, 9000)
+    assert records.encode_fetched(messages, 1 << 20) == records.encode_messages(_pulled(stored))
+    two = records.encode_fetched(_pulled(stored), 2 * 1100)
+    assert len(two) <= 2 * 1100
+    assert [r.offset for r in DefaultRecordBatch(two)] == [7, 8]
+    assert [r.offset for r in DefaultRecordBatch(records.encode_fetched(_pulled(stored), 1))] \
+        == [7]                                                  # the first always
+    traced = records.KafkaRecord(b"k", b"v", (("traceparent", b"00-ab-cd-01"), ("n", None),
+                                              ("e", b"")), 1)
+    props, body = _kafka_stored(traced, None)
+    buf, positions = reply_positions(_pulled([(props, body, 0, 1, 0)]))
+    assert tidemq_speedups.kafka_records(buf, positions[0], 1, 1 << 20, False, True) is not None
+    escaped = records.KafkaRecord(b"k", b"v", (("h\"é", b"1"),), 1)   # JSON-escaped name
+    props, body = _kafka_stored(escaped, None)
+    buf, positions = reply_positions(_pulled([(props, body, 0, 1, 0)]))
+    assert tidemq_speedups.kafka_records(buf, positions[0], 1, 1 << 20, False, True) is None
+
+
+def test_the_c_fetch_pass_declines_what_it_cannot_read_and_names_itself_when_misused():
+    import tidemq_speedups
+
+    props, body = _kafka_stored(records.KafkaRecord(b"k", b"v", (), 1), None)
+    raw = record.encode("t", body, properties=record.encode_properties(props))
+    for buf, pos in ((raw[:-1], 0), (raw, 1), (bytearray(raw), 0), (raw, len(raw) + 1)):
+        assert tidemq_speedups.kafka_records(buf, pos, 1, 1 << 20, False, True) is None
+    assert tidemq_speedups.kafka_records(raw, len(raw), 1, 1 << 20, False, True)[1] == 0
+    with pytest.raises(TypeError, match="kafka_records takes 6 arguments"):
+        tidemq_speedups.kafka_records(raw, 0)

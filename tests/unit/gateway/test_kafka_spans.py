@@ -53,3 +53,37 @@ def test_an_answer_with_error_codes_marks_the_span():
     assert span.status.description == "MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION"
     assert span.attributes["kafka.error_codes"] == (3, 10)
     span.end()
+
+
+def _traceparent(n: int) -> bytes:
+    return f"00-{n + 1:032x}-{n + 1:016x}-01".encode()
+
+
+def test_a_records_traceparent_header_is_its_context_and_bad_ones_are_ignored():
+    context = spans.record_context([("h", b"x"), ("traceparent", _traceparent(6)),
+                                    ("tracestate", b"vendor=1")])
+    assert (context.trace_id, context.span_id, context.is_remote) == (7, 7, True)
+    assert context.trace_state.get("vendor") == "1"
+    for headers in ([], [("traceparent", None)], [("traceparent", b"00-nonsense")],
+                    [("traceparent", b"\xff\xfe")], [("Traceparent", _traceparent(1))],
+                    [("traceparent", f"00-{0:032x}-{1:016x}-01".encode())]):
+        assert spans.record_context(headers) is None, headers
+
+
+def test_a_produce_span_links_to_each_records_context_up_to_the_bound():
+    span = TracerProvider().get_tracer("t").start_span("kafka/Produce")
+    contexts = [spans.record_context([("traceparent", _traceparent(n))]) for n in range(200)]
+    added = spans.link_records(span, [
+        ("orders", 0, 40, [(0, contexts[0]), (2, contexts[1])]),
+        ("orders", 1, -1, [(0, contexts[2])]),                      # not stored: no offset
+        ("audit", 0, 0, list(enumerate(contexts[3:]))),
+    ])
+    assert added == spans.MAX_RECORD_LINKS == 128
+    assert len(span.links) == 128 and span.attributes["kafka.trace_links_dropped"] == 200 - 128
+    first, second, unstored = span.links[:3]
+    assert (first.context.trace_id, dict(first.attributes)) == (1, {
+        "messaging.destination.name": "orders", "messaging.destination.partition.id": "0",
+        "messaging.kafka.offset": 40})
+    assert second.attributes["messaging.kafka.offset"] == 42
+    assert "messaging.kafka.offset" not in unstored.attributes
+    span.end()

@@ -102,9 +102,9 @@ def test_path_parameters_state_the_rules_the_server_checks_them_with():
         except (InvalidArgument, GroupDefinitionError):
             return False
 
-    for value in ["orders", "a" * 127, "a" * 128, "", "or/ders", "orders\n", "%RETRY%x|y-z"]:
+    for value in ["orders", "a" * 249, "a" * 250, "", "or/ders", "orders\n", "%RETRY%x|y-z"]:
         assert valid("topic", value) == server_accepts(validate_topic_name, value), value
-    for value in ["billing", "g" * 255, "g" * 256, "", "bill ing", "billing\n", "a%b|c-d_e"]:
+    for value in ["billing", "g" * 242, "g" * 243, "", "bill ing", "billing\n", "a%b|c-d_e"]:
         assert valid("group", value) == server_accepts(validate_group_name, value), value
         assert valid("name", value) == valid("group", value)
     for value in ["tidemq/topics/orders", "a\x00b", "line\nbreak", "del\x7f", "ünï cödé"]:

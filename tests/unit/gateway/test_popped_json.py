@@ -56,7 +56,7 @@ def raw_properties(draw) -> tuple[bytes, int]:
 body = st.one_of(st.binary(max_size=200), text.map(str.encode),
                  st.sampled_from([b"", b'"\\\x00\x1f\x7f', "h\u00e9 \u2028\U0001f600".encode()]))
 topic = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1,
-                max_size=20).map(str.encode).filter(lambda t: len(t) <= 127)
+                max_size=20).map(str.encode).filter(lambda t: len(t) <= 249)
 
 
 @st.composite

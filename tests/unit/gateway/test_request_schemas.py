@@ -85,6 +85,7 @@ def test_a_misspelt_field_is_reported_before_the_field_it_makes_missing(client):
 
 @pytest.mark.parametrize(("method", "path", "document", "code", "named"), [
     ("post", "/v1/topics", {"name": 5}, "INVALID_TOPIC", "name"),
+    ("post", "/v1/topics", {"name": "t" * 250}, "INVALID_TOPIC", "1..249 characters, got 250"),
     ("post", "/v1/topics", {"name": "ok", "queues": 2.5}, "INVALID_QUEUE_COUNT", "queues"),
     ("post", "/v1/topics/orders/messages", {"messages": {"body": "x"}}, "INVALID_REQUEST",
      "messages"),

@@ -154,7 +154,7 @@ def test_recovery_removes_segments_after_damage(tmp_path):
     assert len(recovered.segments) == 1
 
 
-@pytest.mark.parametrize("topic", ["../etc", "a/b", "", "x" * 128, "tópico"])
+@pytest.mark.parametrize("topic", ["../etc", "a/b", "", "x" * 250, "tópico"])
 def test_unsafe_topic_names_are_refused(tmp_path, topic):
     log = new_log(tmp_path)
     with pytest.raises(InvalidBatch, match="topic"):

@@ -16,8 +16,17 @@ from tidemq.broker.store import (
     StoreClosed,
 )
 from tidemq.common import record
+from tidemq.common.topic_names import MAX_TOPIC_NAME_LEN
 
-from .helpers import HOST, encode_batch, forget_derived_state, open_store, read_all, small_config
+from .helpers import (
+    HOST,
+    encode_batch,
+    forget_derived_state,
+    open_store,
+    read_all,
+    reopened,
+    small_config,
+)
 
 
 @pytest.fixture
@@ -114,6 +123,26 @@ def test_restart_keeps_everything_and_continues_offsets(tmp_path):
     assert second.wait_dispatched(5)
     assert len(read_all(second, "t", 0)) == 21
     second.shutdown()
+
+
+def test_a_topic_of_the_longest_name_is_stored_and_survives_a_restart(tmp_path):
+    """249 characters (Kafka's limit, tidemq.common.topic_names): its consume queue directory
+    (one 249-byte path component), its records and their keys' index are there after a
+    restart, and again when rebuilt from the CommitLog alone."""
+    topic = "L" * MAX_TOPIC_NAME_LEN
+    config = small_config(tmp_path)
+    first = open_store(config)
+    result = first.append_batch(topic, 1, encode_batch(topic, [b"a", b"b"], keys=["k"])[0], 2)
+    assert result.status is AppendStatus.PUT_OK
+    first.shutdown()
+    assert (config.consumequeue_dir / topic / "1").is_dir()
+    for rebuild in (False, True):
+        if rebuild:
+            forget_derived_state(config)
+        with reopened(config) as store:
+            assert [(r.topic, bytes(r.body)) for r in read_all(store, topic, 1)] == \
+                [(topic, b"a"), (topic, b"b")]
+            assert len(store.query_by_key(topic, "k", 0, 2**62, 10)) == 2
 
 
 def test_consume_queues_and_index_are_rebuilt_from_the_log(tmp_path):

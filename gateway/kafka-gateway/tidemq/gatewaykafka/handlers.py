@@ -22,7 +22,7 @@ from opentelemetry import trace
 from tidemq.common import errors
 from tidemq.common.logs import get_logger
 from tidemq.configclient import topic_settings
-from tidemq.gatewaykafka import codec, metrics, records
+from tidemq.gatewaykafka import codec, metrics, records, spans
 from tidemq.gatewaykafka.backend import KafkaBackend
 from tidemq.gatewaykafka.coordination import (
     NATIVE_PROTOCOL_TYPE,
@@ -202,12 +202,19 @@ class KafkaApis:
             return self._produce_answer(request, lambda t, p: (answer, -1, -1),
                                         TRANSACTIONS_REFUSAL)
         results: dict[tuple[str, int], tuple[int, int, int]] = {}
-        jobs = [(topic.name, part.index, part.records)
+        span = trace.get_current_span()
+        traced = span.is_recording()   # else no record's headers are looked at for the links
+        jobs = [(topic.name, part.index, part.records, traced)
                 for topic in request.topic_data for part in topic.partition_data]
         outcomes = await asyncio.gather(*(self._run(self._produce_partition, *job)
                                           for job in jobs))
-        for (name, index, _), outcome in zip(jobs, outcomes, strict=True):
-            results[(name, index)] = outcome
+        produced: list[spans.RecordContexts] = []
+        for (name, index, _, _), (code, offset, append_time, contexts) in zip(jobs, outcomes,
+                                                                           strict=True):
+            results[(name, index)] = code, offset, append_time
+            produced.append((name, index, offset, contexts))
+        if traced:
+            spans.link_records(span, produced)
         if request.acks == 0:
             return None
         return self._produce_answer(request, lambda t, p: results[(t, p)])
@@ -223,16 +230,25 @@ class KafkaApis:
                  "log_start_offset": -1, "record_errors": [], "error_message": message}
                 for part in topic.partition_data]} for topic in request.topic_data]}
 
-    def _produce_partition(self, topic: str, index: int, record_set) -> tuple[int, int, int]:
-        """(error code, base offset, log append time or -1) of one partition's record set;
-        the append time (a LogAppendTime topic's) is the first message's store time, as the
-        broker's Send answers it."""
+    def _produce_partition(self, topic: str, index: int, record_set, traced: bool = False
+                           ) -> tuple[int, int, int, list]:
+        """(error code, base offset, log append time or -1, the records' trace contexts) of
+        one partition's record set; the append time (a LogAppendTime topic's) is the first
+        message's store time, as the broker's Send answers it. With `traced`, the contexts
+        are (position, span context) of each record with a valid `traceparent` header: the
+        request's span links to them (spans.py)."""
+        contexts: list = []
         try:
             mq = self.backend.partition(topic, index)
             batches = [records.decode_batch(raw, max_uncompressed=self.max_record_batch_bytes)
                        for raw in records.split_batches(record_set or b"")]
             sequence = records.batches_sequence(batches)
-            messages = [records.to_message(topic, r) for batch in batches for r in batch.records]
+            produced = [r for batch in batches for r in batch.records]
+            if traced:
+                contexts = [(position, context) for position, context in
+                            enumerate(spans.record_context(r.headers) for r in produced)
+                            if context is not None]
+            messages = [records.to_message(topic, r) for r in produced]
             if not messages:
                 raise records.RecordError("CORRUPT_MESSAGE", "a produce with no records")
             # read before the send: nothing after it may turn a stored batch into an error
@@ -241,8 +257,8 @@ class KafkaApis:
             metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
-            return kafka_code(exc), -1, -1
-        return 0, offset, (stored or -1) if log_append_time else -1
+            return kafka_code(exc), -1, -1, contexts
+        return 0, offset, (stored or -1) if log_append_time else -1, contexts
 
     # -- fetch and offsets ---------------------------------------------------------------------
 
@@ -294,8 +310,8 @@ class KafkaApis:
         elif fetched.messages:
             # the broker's pull kept to max_bytes in stored sizes, which a compressed body
             # makes far smaller than the records answered: keep to it in record sizes too
-            answer["records"] = records.encode_messages(
-                records.within_bytes(fetched.messages, max_bytes), log_append_time)
+            answer["records"] = records.encode_fetched(fetched.messages, max_bytes,
+                                                       log_append_time)
         return answer
 
     async def list_offsets(self, request, version: int, conn: Connection) -> dict:

@@ -17,7 +17,8 @@ hold as it is goes into reserved properties, binary-safe (base64) and lossless:
   `message.timestamp.type` to LogAppendTime reads with the message's store time instead.
 
 A message a native producer sent reads back with its first key as the Kafka key, its user
-properties as UTF-8 headers and its born time as the timestamp.
+properties as UTF-8 headers (and its trace context, when it has one, as a last `traceparent`
+header, as a Kafka client's instrumentation writes it) and its born time as the timestamp.
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ from dataclasses import dataclass
 import cramjam
 import lz4.frame
 import zstandard
+from crc32c import crc32c
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 from tidemq.client import Message, MessageExt, ProducerSequence
+from tidemq.client.message import reply_positions
+
+try:
+    from tidemq_speedups import kafka_records as _kafka_records_c
+except ImportError:  # the C speedups are not built: the Python mapping does it all
+    _kafka_records_c = None
 
 PROP_KEY = "KAFKA_KEY"
 PROP_HEADERS = "KAFKA_HEADERS"
@@ -60,6 +68,8 @@ ATTRIBUTES_OFFSET = 21       # int16: the codec in its low three bits
 MAX_TIMESTAMP_OFFSET = 35    # int64, after last offset delta and first timestamp
 LOG_APPEND_TIME_FLAG = 0x08  # the attributes' timestamp type bit
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
+# the v2 batch header, as kafka-python's DefaultRecordBatchBuilder writes it
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 SUPPORTED_CODECS = frozenset({CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD})
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 XERIAL_HEADER = b"\x82SNAPPY\x00"   # the Java client's snappy framing (then 8 bytes, blocks)
@@ -269,8 +279,11 @@ def from_message(message: MessageExt) -> KafkaRecord:
     if PROP_TIMESTAMP not in properties:   # a native producer's message
         keys = message.keys
         key = keys[0].encode() if keys else None
-        headers = tuple((name, value.encode())
-                        for name, value in sorted(message.user_properties.items()))
+        user = message.user_properties
+        headers = tuple((name, value.encode()) for name, value in sorted(user.items()))
+        traced = message.trace_carrier.get("traceparent")
+        if traced and "traceparent" not in user:   # its trace goes on in Kafka consumers
+            headers += (("traceparent", traced.encode()),)
         return KafkaRecord(key, message.body, headers, message.born_timestamp)
     value_kind = properties.get(PROP_VALUE)
     body = message.body
@@ -316,12 +329,19 @@ def answered_size(message: MessageExt) -> int:
             + len(properties.get(PROP_HEADERS, "")) + RECORD_OVERHEAD)
 
 
-def within_bytes(messages: Sequence[MessageExt], max_bytes: int) -> Sequence[MessageExt]:
+def within_bytes(messages: Sequence[MessageExt], max_bytes: int,
+                 log_append_time: bool = False) -> Sequence[MessageExt]:
     """The longest prefix of `messages` whose records fit `max_bytes` (the first always, as
-    Kafka answers a record larger than the limit alone)."""
-    used = 0
+    Kafka answers a record larger than the limit alone), a batch header counted for each
+    batch encode_messages makes (a run of consecutive offsets, and of one store time with
+    `log_append_time`)."""
+    used, follows, stored = 0, None, None
     for count, message in enumerate(messages):
-        used += answered_size(message)
+        offset = message.queue_offset
+        new_batch = offset != follows or (log_append_time
+                                          and message.store_timestamp != stored)
+        used += answered_size(message) + (BATCH_OVERHEAD if new_batch else 0)
+        follows, stored = offset + 1, message.store_timestamp
         if count and used > max_bytes:
             return messages[:count]
     return messages
@@ -363,4 +383,50 @@ def encode_messages(messages: Sequence[MessageExt], log_append_time: bool = Fals
         run.append(from_message(message))
     if run:
         out.append(encode_batch(base, run, stored if log_append_time else None))
+    return b"".join(out)
+
+
+def encode_fetched(messages: Sequence[MessageExt], max_bytes: int,
+                   log_append_time: bool = False) -> bytes:
+    """A Fetch's record set for one partition's pulled `messages`, within `max_bytes` (the
+    first record always): `encode_messages` of `within_bytes`, or the same batches built in
+    C (`tidemq_speedups.kafka_records`, per record no Python at all) when every message is
+    one a Kafka client produced without a long key, its header names plain ASCII, as most are. The C path keeps
+    to `max_bytes` in the batches' exact sizes, so it may answer more records than the Python
+    path's estimate; for the records it answers the bytes are the same."""
+    if _kafka_records_c is not None:
+        fast = _encode_fetched_c(messages, max_bytes, log_append_time)
+        if fast is not None:
+            return fast
+    return encode_messages(within_bytes(messages, max_bytes, log_append_time),
+                           log_append_time)
+
+
+def _encode_fetched_c(messages: Sequence[MessageExt], max_bytes: int,
+                      log_append_time: bool) -> bytes | None:
+    held = reply_positions(messages)
+    if held is None:
+        return None
+    buf, positions = held
+    out: list[bytes] = []
+    used = done = 0
+    while done < len(positions):
+        made = _kafka_records_c(buf, positions[done], len(positions) - done, max_bytes - used,
+                                log_append_time, not out)
+        if made is None:
+            return None
+        blob, count, base, first_ts, max_ts, stored, last_pos, _ = made
+        if not count:
+            break
+        if positions[done + count - 1] != last_pos:   # not the records `messages` hold
+            return None
+        header = bytearray(BATCH_HEADER.pack(
+            base, BATCH_OVERHEAD - LENGTH_OFFSET - 4 + len(blob), 0, 2, 0,
+            LOG_APPEND_TIME_FLAG if log_append_time else 0, count - 1, first_ts,
+            stored if log_append_time else max_ts, -1, -1, -1, count))
+        struct.pack_into(">I", header, CRC_OFFSET,
+                         crc32c(blob, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:])))
+        out += (header, blob)
+        used += len(header) + len(blob)
+        done += count
     return b"".join(out)

@@ -9,18 +9,30 @@ for one topic, `kafka.topics` for several, `kafka.partition_count`), the group f
 APIs; an answer carrying Kafka error codes sets the span's status to ERROR naming them.
 The broker calls a handler makes run in the span's context (handlers.py copies it to the
 thread pool), so a Produce's trace holds the SDK's publish span and the broker's Send.
+
+A Produce carries records of many traces (an instrumented Kafka client makes a PRODUCER span
+per record and puts its context in the record's `traceparent` header), and a span has one
+parent: so the Produce span is not the child of any of them but LINKS to each record's
+context (at most MAX_RECORD_LINKS per request, the rest counted), each link naming the
+record's topic, partition and offset. The records keep their headers as they came.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tidemq.common.tracing import get_tracer
 from tidemq.gatewaykafka import codec
 
 tracer = get_tracer("tidemq.gatewaykafka")
 MAX_TOPICS = 64          # topic names listed on one span
+MAX_RECORD_LINKS = 128   # links from one Produce span to its records' traceparent contexts
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
+_W3C = TraceContextTextMapPropagator()
 ERROR_NAMES = {code: name for name, code in codec.ERRORS.items()}
 # API key -> (the request's list of topics, the topic's name field, its partitions field)
 TOPIC_FIELDS = {
@@ -89,3 +101,43 @@ def describe_answer(span: Span, fields: Any) -> bool:
         span.set_attribute("kafka.error_codes", sorted(codes))
         span.set_status(Status(StatusCode.ERROR, ", ".join(names)))
     return bool(codes)
+
+
+def record_context(headers: Iterable[tuple[str, bytes | None]]) -> SpanContext | None:
+    """The span context a record's W3C `traceparent` (and `tracestate`) headers name; None
+    without one, or for one that is not valid W3C trace context (ignored, as propagators do)."""
+    carrier: dict[str, str] = {}
+    for name, value in headers:
+        if name in TRACE_HEADERS and value and name not in carrier:
+            try:
+                carrier[name] = value.decode("ascii")
+            except UnicodeDecodeError:
+                return None
+    if "traceparent" not in carrier:
+        return None
+    context = trace.get_current_span(_W3C.extract(carrier)).get_span_context()
+    return context if context.is_valid else None
+
+
+# (topic, partition, base offset or -1 when not stored, the records' contexts by position)
+RecordContexts = tuple[str, int, int, Sequence[tuple[int, SpanContext]]]
+
+
+def link_records(span: Span, produced: Iterable[RecordContexts]) -> int:
+    """Link `span` to each produced record's context, MAX_RECORD_LINKS at most; the number
+    left out is the span's `kafka.trace_links_dropped`. Returns the links added."""
+    added = dropped = 0
+    for topic, partition, base_offset, contexts in produced:
+        for position, context in contexts:
+            if added >= MAX_RECORD_LINKS:
+                dropped += 1
+                continue
+            attributes: dict[str, Any] = {"messaging.destination.name": topic,
+                                          "messaging.destination.partition.id": str(partition)}
+            if base_offset >= 0:
+                attributes["messaging.kafka.offset"] = base_offset + position
+            span.add_link(context, attributes)
+            added += 1
+    if dropped:
+        span.set_attribute("kafka.trace_links_dropped", dropped)
+    return added

@@ -57,7 +57,11 @@ async function main() {
       messages: messages.map((m) => ({ ...m, partition })) });
     result.sent = answers.map((a) => ({ partition: a.partition, baseOffset: Number(a.baseOffset) }));
     const consumer = await member("only", result.received, result.assigned);
-    await consume(1, messages.length, result.received);
+    // the records sent here (the topic may hold others before them)
+    const base = result.sent[0].baseOffset;
+    const deadline = Date.now() + timeoutMs;
+    while (result.received.only.filter((m) => m.partition === partition && m.offset >= base)
+      .length < messages.length && Date.now() < deadline) await sleep(100);
     await consumer.disconnect();
   } else if (scenario === "group") {
     const partitions = Number(args.partitions), count = Number(args.count);
@@ -86,6 +90,10 @@ async function main() {
     throw new Error(`unknown scenario ${scenario}`);
   }
   await producer.disconnect();
+  const admin = kafka.admin();   // the brokers Metadata told this client (advertised addresses)
+  await admin.connect();
+  result.brokers = (await admin.describeCluster()).brokers.map((b) => `${b.host}:${b.port}`).sort();
+  await admin.disconnect();
   console.log(JSON.stringify(result));
 }
 
