@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
+from prometheus_client import REGISTRY
 from tidemq.client import MessageExt
 from tidemq.client.message import decode_records, reply_positions
 from tidemq.common import record
@@ -70,6 +71,93 @@ def test_utf8_keys_are_also_tidemq_keys():
         ["order-1"]
     for key in (b"two words", b"\xff\xfe", b"", None):
         assert records.to_message("t", records.KafkaRecord(key, b"v", (), 1)).keys == []
+
+
+def _expected_copies(headers) -> dict[str, str]:
+    """The model of header_properties: Kafka's lastHeader per name, kept when it is UTF-8
+    text under a name TideMQ does not reserve."""
+    last: dict[str, bytes | None] = {}
+    for name, value in headers:
+        last.pop(name, None)   # insertion order: where the last header of the name stands
+        last[name] = value
+    out = {}
+    for name, value in last.items():
+        if (not name or name in records.RESERVED_PROPERTY_NAMES or name.startswith("KAFKA_")
+                or "\x01" in name or "\x02" in name or value is None):
+            continue
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            continue
+        if "\x01" not in text and "\x02" not in text:
+            out[name] = text
+    return out
+
+
+header_names = st.sampled_from(["region", "dup", "KEYS", "UNIQ_KEY", "KAFKA_HEADERS", "KAFKA_X",
+                                "TRACE_CONTEXT", "DELAY", "", "a\x01b", "ключ"]) | st.text(max_size=6)
+header_values = st.none() | st.binary(max_size=12) | st.text(max_size=12).map(str.encode) | \
+    st.sampled_from([b"\xff\xfe", b"eu", b"", b"a\x02b"])
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(header_names, header_values), max_size=8), st.none() | st.binary(max_size=20))
+def test_utf8_headers_are_also_user_properties_the_last_of_a_name_deciding(headers, key):
+    record_ = records.KafkaRecord(key, b"v", tuple(headers), 7)
+    message = records.to_message("t", record_)
+    expected = _expected_copies(headers)
+    assert {name: value for name, value in message.properties.items()
+            if name not in records.RESERVED_PROPERTY_NAMES} == expected
+    record.encode_properties(message.properties)   # storable: no separator slipped in
+    # the reserved properties are the gateway's own, whatever the headers are named
+    assert message.properties[records.PROP_TIMESTAMP] == "7"
+    assert message.keys == records.to_message("t", records.KafkaRecord(key, b"v", (), 7)).keys
+    # and Fetch still reads KAFKA_HEADERS: every header, byte for byte, in order
+    assert records.from_message(_stored(message)) == record_
+
+
+def _skipped(reason: str) -> float:
+    return REGISTRY.get_sample_value("tidemq_gateway_kafka_header_properties_skipped_total",
+                                     {"reason": reason}) or 0.0
+
+
+def test_header_copies_that_would_not_fit_the_properties_are_not_made_and_counted():
+    before = {reason: _skipped(reason) for reason in ("size", "reserved_name", "not_utf8")}
+    limit = record.MAX_PROPERTIES_SIZE - records.PROPERTIES_HEADROOM
+
+    def message_with(size: int):
+        return records.to_message("t", records.KafkaRecord(b"k", b"v", (("big", b"x" * size),), 1))
+
+    def encoded(message) -> int:   # the properties as stored, the SDK's KEYS included
+        return len(record.encode_properties(message.properties)) + len("KEYS\x01k\x02")
+
+    low, high = 1, record.MAX_PROPERTIES_SIZE   # the largest value whose copy is made
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if "big" in message_with(middle).properties else \
+            (low, middle - 1)
+    size = low
+    assert encoded(message_with(size)) <= limit
+    over = message_with(size + 1)
+    assert encoded(over) + len("big\x01\x02") + size + 1 > limit   # the copy would pass it
+    assert _skipped("size") > before["size"]
+    before["size"] = _skipped("size")
+    over = message_with(size + 1)
+    assert _skipped("size") == before["size"] + 1
+    assert "big" not in over.properties and records.PROP_HEADERS in over.properties
+    assert records.from_message(_stored(over)).headers == (("big", b"x" * (size + 1)),)
+    # a long key leaves less room; a record's copies are all made or none (a consumer seeing
+    # one of them sees them all)
+    long_key = records.to_message("t", records.KafkaRecord(
+        b"k" * records.KEY_IN_PROPERTIES_MAX, None, (("region", b"eu"), ("big", b"y" * 1500)), 1))
+    assert "region" not in long_key.properties and "big" not in long_key.properties
+    assert len(record.encode_properties({**long_key.properties,
+                                         "KEYS": long_key.keys[0]})) <= limit   # storable
+    assert _skipped("size") == before["size"] + 2
+    records.to_message("t", records.KafkaRecord(None, b"v", (("KEYS", b"a"), ("KAFKA_K", b"b"),
+                                                              ("bin", b"\xff"), ("n", None)), 1))
+    assert _skipped("reserved_name") == before["reserved_name"] + 2
+    assert _skipped("not_utf8") == before["not_utf8"] + 1
 
 
 def test_a_native_message_reads_with_its_key_properties_and_born_time():

@@ -29,3 +29,9 @@ THROTTLED = Counter("tidemq_gateway_kafka_throttled_total",
 MUTED = Counter("tidemq_gateway_kafka_muted_seconds_total",
                 "time connections were not read after a throttled answer (Kafka's channel "
                 "muting, KIP-219): the throttle times answered, summed")
+HEADER_PROPERTIES_SKIPPED = Counter(
+    "tidemq_gateway_kafka_header_properties_skipped_total",
+    "produced Kafka headers not also stored as a user property (KAFKA_HEADERS keeps them all), "
+    "by reason: reserved_name (a name TideMQ sets or reads, or KAFKA_...), not_utf8 (a binary "
+    "value), size (a record whose copies would not fit its properties: counted once per record)",
+    ["reason"])

@@ -11,6 +11,11 @@ hold as it is goes into reserved properties, binary-safe (base64) and lossless:
   saying how many bytes, and `KAFKA_KEY_DIGEST` (base64 SHA-256) names it for compaction.
   Native consumers see such a body as key + value.
 * `KAFKA_HEADERS`: the headers in order, duplicates kept: JSON `[[name, base64 | null], ...]`.
+  This is what Fetch reads back. Each header whose value is UTF-8 is also a user property of
+  its name (`header_properties`), so native consumers, SQL92 filters and the Spark source see
+  it: the last header of a name decides (Kafka's `lastHeader`), a name the system reads
+  (RESERVED_PROPERTY_NAMES, or `KAFKA_...`) is never copied, and copies that would leave
+  less than PROPERTIES_HEADROOM of a message's 32 KiB of properties are not made at all.
 * `KAFKA_VALUE`: "null" or "empty" when the value is one of those; the body is then one zero
   byte, since a TideMQ message never has an empty body.
 * `KAFKA_TIMESTAMP`: the record's CreateTime (epoch ms). A topic whose definition sets
@@ -40,7 +45,9 @@ from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 from tidemq.client import Message, MessageExt, ProducerSequence
-from tidemq.client.message import reply_positions
+from tidemq.client.message import SYSTEM_PROPERTIES, reply_positions
+from tidemq.common import record as _record
+from tidemq.gatewaykafka import metrics
 
 try:
     from tidemq_speedups import kafka_records as _kafka_records_c
@@ -56,6 +63,19 @@ PROP_KEY_DIGEST = "KAFKA_KEY_DIGEST"   # ... and its SHA-256 (base64): compactio
 RESERVED = frozenset({PROP_KEY, PROP_HEADERS, PROP_VALUE, PROP_TIMESTAMP, PROP_KEY_SIZE,
                       PROP_KEY_DIGEST})
 KEY_IN_PROPERTIES_MAX = 12 * 1024      # base64: 16 KiB of the 32 KiB of properties
+# Names a header is never copied to (header_properties): every property TideMQ itself sets or
+# reads (shared record.PROP_*, the SDK's system properties, gateway-grpc's and the HTTP
+# gateway's own) and, for this gateway's present and later ones, every name starting KAFKA_.
+RESERVED_PROPERTY_NAMES = frozenset(
+    {value for name, value in vars(_record).items() if name.startswith("PROP_")}
+    | SYSTEM_PROPERTIES | RESERVED
+    | {"RMQ_MESSAGE_ID", "RMQ_DELIVERY_MS", "GATEWAY_TRANSACTION_ID"})
+RESERVED_PREFIX = "KAFKA_"
+# What the copies must leave free of a message's properties: the producer's own (unique id,
+# trace context, compression, sequence: about 200 bytes) and what a retry, a dead letter or a
+# scheduled move adds later (origin topic and id, times), so a copy never makes a message
+# that cannot be stored or moved.
+PROPERTIES_HEADROOM = 1024
 NULL, EMPTY = "null", "empty"
 PLACEHOLDER_BODY = b"\x00"   # the body of a null or empty value (docs/kafka.md)
 
@@ -248,8 +268,9 @@ def to_message(topic: str, record: KafkaRecord) -> Message:
         properties[PROP_KEY_DIGEST] = _b64(hashlib.sha256(record.key).digest())
         if not body:
             properties[PROP_VALUE] = NULL if body is None else EMPTY
-        return Message(topic, record.key + (body or b""), properties=properties
-                       | _headers_property(record))
+        if record.headers:
+            _add_headers(properties, record.headers, keys)
+        return Message(topic, record.key + (body or b""), properties=properties)
     if record.key is not None:
         properties[PROP_KEY] = _b64(record.key)
         try:
@@ -258,19 +279,84 @@ def to_message(topic: str, record: KafkaRecord) -> Message:
             text = ""
         if text and " " not in text and text.isprintable():
             keys.append(text)
-    properties |= _headers_property(record)
     if not body:
         properties[PROP_VALUE] = NULL if body is None else EMPTY
         body = PLACEHOLDER_BODY
+    if record.headers:
+        _add_headers(properties, record.headers, keys)
     return Message(topic, body, keys=keys, properties=properties)
 
 
-def _headers_property(record: KafkaRecord) -> dict[str, str]:
-    if not record.headers:
-        return {}
-    return {PROP_HEADERS: json.dumps(
-        [[name, None if value is None else _b64(value)] for name, value in record.headers],
-        separators=(",", ":"))}
+def _add_headers(properties: dict[str, str], headers: Sequence[tuple[str, bytes | None]],
+                 keys: list[str]) -> None:
+    """KAFKA_HEADERS, then the headers' copies as user properties (header_properties)."""
+    properties[PROP_HEADERS] = json.dumps(
+        [[name, None if value is None else _b64(value)] for name, value in headers],
+        separators=(",", ":"))
+    copies = header_properties(headers, _used(properties, keys))
+    if copies:
+        properties.update(copies)
+
+
+def _used(properties: dict[str, str], keys: list[str]) -> int:
+    """The encoded bytes of `properties` (ASCII: base64, decimal, JSON as json.dumps escapes
+    it) and of the KEYS property `keys` make."""
+    used = sum(len(name) + len(value) + 2 for name, value in properties.items())
+    return used + (len(keys[0].encode()) + 6 if keys else 0)
+
+
+_SKIPPED_RESERVED = metrics.HEADER_PROPERTIES_SKIPPED.labels(reason="reserved_name")
+_SKIPPED_NOT_TEXT = metrics.HEADER_PROPERTIES_SKIPPED.labels(reason="not_utf8")
+_SKIPPED_SIZE = metrics.HEADER_PROPERTIES_SKIPPED.labels(reason="size")
+_NAME_OK: dict[str, bool] = {}   # header names seen: whether each may be a property
+_NAME_CACHE_MAX = 4096
+
+
+def _copyable_name(name: str) -> bool:
+    ok = _NAME_OK.get(name)
+    if ok is None:
+        ok = bool(name) and name not in RESERVED_PROPERTY_NAMES and \
+            not name.startswith(RESERVED_PREFIX) and "\x01" not in name and "\x02" not in name
+        if len(_NAME_OK) < _NAME_CACHE_MAX:
+            _NAME_OK[name] = ok
+    return ok
+
+
+def header_properties(headers: Sequence[tuple[str, bytes | None]],
+                      used: int = 0) -> dict[str, str]:
+    """The user properties a record's headers are also stored as: each header's UTF-8 value
+    under its name, the last header of a name deciding (Kafka's `lastHeader`: a last one that
+    is null or binary leaves the name out). Not copied, and counted in
+    `tidemq_gateway_kafka_header_properties_skipped_total{reason}`: a reserved name
+    (RESERVED_PROPERTY_NAMES, `KAFKA_...`, or one holding the properties' separators \\x01
+    \\x02: reserved_name), a value that is not UTF-8 text (binary, or holding a separator:
+    not_utf8; a null one is not counted), and all of a record's copies when, beside the
+    properties already `used` (encoded bytes), they would leave less than PROPERTIES_HEADROOM
+    of the 32 KiB (size, once per record). KAFKA_HEADERS keeps every header either way."""
+    copies: dict[str, str] = {}
+    for name, value in headers:
+        if not _copyable_name(name):
+            _SKIPPED_RESERVED.inc()
+            continue
+        if value is None:
+            copies.pop(name, None)
+            continue
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            text = None
+        if text is None or "\x01" in text or "\x02" in text:
+            _SKIPPED_NOT_TEXT.inc()
+            copies.pop(name, None)
+            continue
+        copies[name] = text
+    if copies:
+        size = used + sum(len(name.encode()) + len(text.encode()) + 2
+                          for name, text in copies.items())
+        if size > _record.MAX_PROPERTIES_SIZE - PROPERTIES_HEADROOM:
+            _SKIPPED_SIZE.inc()
+            return {}
+    return copies
 
 
 def from_message(message: MessageExt) -> KafkaRecord:
