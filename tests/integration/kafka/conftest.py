@@ -17,7 +17,7 @@ TOPICS = {"k-roundtrip": 1, "k-group": 2, "k-offsets": 1, "k-interop": 1, "k-nat
           "k-kafkajs": 1, "k-kafkajs-group": 2, "k-mixed": 4,
           "k-group-admin": 1, "k-longpoll": 1, "k-old-confluent": 1, "k-old-kafka-python": 1,
           "k-old-aiokafka": 1, "k-time": 1, "k-meta": 1,
-          "k-long-key": 1}
+          "k-long-key": 1, "k-headers": 1}
 
 
 @pytest.fixture(scope="package")
