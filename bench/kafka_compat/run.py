@@ -15,7 +15,9 @@ peer: the median of 3 reads of the stream). Then the client's own ceiling: the
 same confluent-kafka produce and consume against librdkafka's in-process mock cluster (no
 network, no broker work), which bounds what any Kafka server could show this client doing.
 Gateway CPU per record is the gateway process's user + system CPU time over each Kafka phase
-(/proc), divided by its records. Printed, not asserted (issue #38's targets: produce >= 0.35x
+(/proc), divided by its records. `--headers`: every record carries three UTF-8 headers
+(region, tenant, traceparent), which gateway-kafka stores in KAFKA_HEADERS and copies to user
+properties; the native peer's messages carry the same three as properties. Printed, not asserted (issue #38's targets: produce >= 0.35x
 native and >= 0.7x XADD pipelines of 256, consume >= 0.3x native pulls).
 """
 
@@ -41,6 +43,8 @@ from tests.support.cluster import running_cluster, wait_for_route  # noqa: E402
 NATIVE_TOPIC, KAFKA_TOPIC = "BenchKafkaNative", "BenchKafka"
 QUEUES = 4
 RECORD = b"x" * 1024
+HEADERS = [("region", b"eu"), ("tenant", b"acme"),
+           ("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")]
 REDIS_BATCH = 256
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -57,15 +61,16 @@ def cpu_seconds(pid: int) -> float:
 
 # ---------------------------------------------------------------- native TideMQ SDK
 
-def native_produce(namesrv: str, count: int, window: int) -> float:
+def native_produce(namesrv: str, count: int, window: int, headers: list) -> float:
     slots = threading.Semaphore(window)
+    properties = {name: value.decode() for name, value in headers}
     with NativeProducer(namesrv) as producer:
         producer.send(Message(NATIVE_TOPIC, RECORD))   # routes and connections warm
         futures = []
         started = time.perf_counter()
         for _ in range(count):
             slots.acquire()
-            future = producer.send_async(Message(NATIVE_TOPIC, RECORD))
+            future = producer.send_async(Message(NATIVE_TOPIC, RECORD, properties=properties))
             future.add_done_callback(lambda _: slots.release())
             futures.append(future)
         for future in futures:
@@ -89,7 +94,8 @@ def native_consume(namesrv: str, count: int) -> float:
 
 # ---------------------------------------------------------------- confluent-kafka
 
-def kafka_produce(config: dict, topic: str, count: int) -> float:
+def kafka_produce(config: dict, topic: str, count: int, headers: list | None = None
+                  ) -> float:
     producer = Producer({**config, "acks": "all", "linger.ms": 5})
     failures: list = []
     producer.produce(topic, RECORD)   # metadata and connections warm
@@ -98,7 +104,7 @@ def kafka_produce(config: dict, topic: str, count: int) -> float:
     for _ in range(count):
         while True:
             try:
-                producer.produce(topic, RECORD,
+                producer.produce(topic, RECORD, headers=headers,
                                  on_delivery=lambda err, _: err and failures.append(err))
                 break
             except BufferError:   # the local queue is full: let deliveries drain it
@@ -133,13 +139,13 @@ def kafka_consume(config: dict, topic: str, partitions: int, count: int) -> floa
     return elapsed
 
 
-def mock_cluster(count: int) -> tuple[float, float]:
+def mock_cluster(count: int, headers: list | None = None) -> tuple[float, float]:
     """confluent-kafka against librdkafka's in-process mock cluster: the client's ceiling.
     The mock cluster lives inside `host` (its brokers listen on loopback) while it exists."""
     host = Producer({"test.mock.num.brokers": 1})
     brokers = host.list_topics(timeout=10).brokers.values()
     config = {"bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in brokers)}
-    produced = kafka_produce(config, "mock-bench", count)
+    produced = kafka_produce(config, "mock-bench", count, headers)
     partitions = len(host.list_topics("mock-bench", timeout=10).topics["mock-bench"].partitions)
     # the mock broker keeps a bounded log per partition: read what it still holds
     probe = Consumer({**config, "group.id": "bench-kafka-probe"})
@@ -159,8 +165,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000, help="per way")
     parser.add_argument("--window", type=int, default=256, help="native sends in flight")
     parser.add_argument("--quick", action="store_true", help="4000 records per way")
+    parser.add_argument("--headers", action="store_true",
+                        help="three UTF-8 headers per record (native: three properties)")
     args = parser.parse_args()
     count = 4_000 if args.quick else args.records
+    headers = HEADERS if args.headers else []
     with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp, \
             running_cluster(Path(tmp), broker_names=("broker-a",)) as cluster:
         from tidemq.configclient.client import ConfigClient
@@ -176,16 +185,16 @@ def main() -> None:
             "--config-center", cluster.config_center.addr, "--advertised-host", "127.0.0.1"])
         kafka = {"bootstrap.servers": gateway.addr}
 
-        native_out = native_produce(cluster.namesrv_addrs, count, args.window)
+        native_out = native_produce(cluster.namesrv_addrs, count, args.window, headers)
         cpu = cpu_seconds(gateway.pid)
-        kafka_out = kafka_produce(kafka, KAFKA_TOPIC, count)
+        kafka_out = kafka_produce(kafka, KAFKA_TOPIC, count, headers or None)
         produce_cpu = (cpu_seconds(gateway.pid) - cpu) / count
         redis_out, redis_in = redis_streams(cluster.redis.url, count, REDIS_BATCH)
         native_in = native_consume(cluster.namesrv_addrs, count)
         cpu = cpu_seconds(gateway.pid)
         kafka_in = kafka_consume(kafka, KAFKA_TOPIC, QUEUES, count + 1)   # + the warm-up
         consume_cpu = (cpu_seconds(gateway.pid) - cpu) / count
-    mock_out, mock_in = mock_cluster(count)
+    mock_out, mock_in = mock_cluster(count, headers or None)
 
     print(f"{'':<30}{'confluent-kafka':>16}{'native TideMQ':>15}{'Redis Streams':>15}"
           f"{'ratio':>8}{'ratio':>8}{'gateway CPU':>13}{'mock cluster':>14}")
@@ -198,7 +207,8 @@ def main() -> None:
         print(f"{name:<30}{kafka_rate:>14,.0f}/s{native:>13,.0f}/s{redis_rate:>13,.0f}/s"
               f"{kafka_rate / native:>8.2f}{kafka_rate / redis_rate:>8.2f}"
               f"{cpu_per * 1e6:>10.0f} us{mock:>12,.0f}/s")
-    print(f"({count} records of {len(RECORD)} B per way; one broker group, {QUEUES} queues; "
+    print(f"({count} records of {len(RECORD)} B per way"
+          f"{', each with 3 UTF-8 headers (native: properties)' if headers else ''}; one broker group, {QUEUES} queues; "
           f"native: send_async with {args.window} in flight / PullConsumer pulls of 32; Redis: "
           f"XADD pipelines of {REDIS_BATCH} / XREAD COUNT 1000, median of 3 reads; mock cluster: the same "
           "confluent-kafka calls against librdkafka's in-process mock broker)")
