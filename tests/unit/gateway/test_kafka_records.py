@@ -116,6 +116,27 @@ def test_utf8_headers_are_also_user_properties_the_last_of_a_name_deciding(heade
     assert records.from_message(_stored(message)) == record_
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.none() | st.binary(max_size=14_000) | st.sampled_from([b"k" * 12_000, "ключ".encode() * 2000]),
+       st.lists(st.tuples(st.sampled_from(["a", "ключ", "𝄞x", "b"]),
+                          st.sampled_from([b"v", "значение".encode() * 900, b"x" * 9000,
+                                           "𝄞".encode() * 3000])), max_size=4))
+def test_header_copies_are_made_exactly_when_they_fit(key, headers):
+    """The decision to byte precision, also where its quick bound (copies take at most
+    KAFKA_HEADERS' length) does not settle it: big keys, non-ASCII names and values."""
+    limit = record.MAX_PROPERTIES_SIZE - records.PROPERTIES_HEADROOM
+    message = records.to_message("t", records.KafkaRecord(key, b"v", tuple(headers), 1))
+    keys = {"KEYS": message.keys[0]} if message.keys else {}
+    copies = records.header_properties(headers)
+    stored = len(record.encode_properties({**message.properties, **keys}))
+    if copies and all(name in message.properties for name in copies):
+        assert stored <= limit
+    else:
+        assert not any(name in message.properties for name in copies)
+        if copies:
+            assert stored + len(record.encode_properties(copies)) > limit
+
+
 def _skipped(reason: str) -> float:
     return REGISTRY.get_sample_value("tidemq_gateway_kafka_header_properties_skipped_total",
                                      {"reason": reason}) or 0.0
