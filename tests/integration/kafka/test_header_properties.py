@@ -1,9 +1,9 @@
 """Kafka headers as TideMQ user properties, with real processes: records a confluent-kafka
-producer sends with UTF-8, binary, null, duplicate and reserved-looking headers read on a
-native pull and pop consumer with exactly the expected user properties, a native SQL92 filter
-selects by a header, and a Kafka consumer still reads every header byte for byte (order,
-duplicates, nulls), from KAFKA_HEADERS (kafka-python reads them: another library than the
-producer's)."""
+producer sends with UTF-8, binary, null, duplicate and reserved-looking headers read on native
+pull, pop and push consumers with exactly the expected user properties, SQL92 filters select
+by a header (pull, pop and push), and a Kafka consumer still reads every header byte for byte
+(order, duplicates, nulls), from KAFKA_HEADERS (kafka-python reads them: another library than
+the producer's)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import requests
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from tidemq.client import PullConsumer, SimpleConsumer
+from tidemq.client.push_consumer import ConsumeFrom, ConsumeStatus, PushConsumer
 
 from tests.support.processes import wait_until
 
@@ -53,7 +54,7 @@ def _skipped(cluster, reason: str) -> float:
 
 
 def test_utf8_headers_are_native_properties_and_kafka_reads_every_header(kafka_cluster,
-                                                                         bootstrap):
+                                                                         bootstrap, tmp_path):
     skipped = {r: _skipped(kafka_cluster, r) for r in ("size", "reserved_name", "not_utf8")}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     delivered: list = []
@@ -97,6 +98,24 @@ def test_utf8_headers_are_native_properties_and_kafka_reads_every_header(kafka_c
             return len(popped) >= 3
         wait_until(pop, 60, message="the three region-tagged records popped")
     assert popped == {value: wanted[value] for value in (b"eu-1", b"us-1", b"eu-2")}
+
+    pushed: dict[bytes, dict[str, str]] = {}
+
+    def listener(messages) -> ConsumeStatus:
+        for message in messages:
+            pushed[message.body] = _user_properties(message)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    pusher = PushConsumer(kafka_cluster.namesrv_addrs, "k-headers-push",
+                          {TOPIC: "region = 'eu' AND dup IS NULL"}, listener,
+                          expression_type="SQL92", consume_from=ConsumeFrom.FIRST,
+                          heartbeat_interval_ms=1000, long_poll_s=1.0,
+                          offset_store_dir=tmp_path / "offsets").start()
+    try:
+        wait_until(lambda: b"eu-2" in pushed, 60, message="the push consumer's match")
+    finally:
+        pusher.shutdown()
+    assert pushed == {b"eu-2": {"region": "eu"}}
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              max_partition_fetch_bytes=4 * 1024 * 1024)
