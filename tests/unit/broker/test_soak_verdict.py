@@ -3,7 +3,7 @@ warm-up, or over samples whose pop metrics were not found, fails instead of read
 
 from __future__ import annotations
 
-from tests.soak import MIN_SAMPLES, Sample, SoakResult, failures, slope_per_min
+from tests.soak import MIN_SAMPLES, Sample, SoakResult, after_warmup, failures, slope_per_min
 
 
 def _sample(at_s: float, anon_mib: float, incarnation: int = 0, expired: float = 0) -> Sample:
@@ -80,3 +80,14 @@ def test_a_growing_data_directory_fails():
                        restarts=RESTARTED, judged=MIN_SAMPLES, data_slope_mib_per_min=9.0)
     assert failures(grown, 2.0, 10.0) == []
     assert "data directory grows 9.00 MiB/min" in failures(grown, 2.0, 2.0)[0]
+
+
+def test_each_process_is_judged_from_its_own_warm_up():
+    """A restarted process refills its time-bounded state as the first did: its samples count
+    once it has run for the warm-up, not from the run's warm-up on (the hour run: each process
+    rose for ten minutes after its restart, then stayed level)."""
+    restarts = [(300.0, 1.0, 10)]
+    samples = [_sample(at, 50) for at in (50, 100, 200, 290)] + \
+        [_sample(at, 50, incarnation=1) for at in (310, 350, 400, 450)]
+    result = SoakResult(samples=samples, restarts=restarts, warmup_s=100)
+    assert [s.at_s for s in after_warmup(result)] == [100, 200, 290, 400, 450]
