@@ -28,6 +28,7 @@ class Harness:
     def __init__(self, initial_delay_ms: int = INITIAL_DELAY_MS) -> None:
         self.clock = FakeClock(1_000_000)
         self.transitions: list[tuple[str, GroupState, GroupState]] = []
+        self.rebalances: list[tuple[str, str, str]] = []   # (group, reason, member id)
         counter = itertools.count(1)
         self.coordinator = GroupCoordinator(
             CoordinatorConfig(
@@ -37,6 +38,8 @@ class Harness:
             now_ms=self.clock,
             member_id_factory=lambda client_id: f"{client_id or 'member'}-{next(counter)}",
             on_transition=lambda group, old, new: self.transitions.append((group, old, new)),
+            on_rebalance=lambda group, reason, member: self.rebalances.append(
+                (group, reason, member)),
         )
 
     def advance(self, ms: int) -> None:

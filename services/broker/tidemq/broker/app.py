@@ -8,7 +8,7 @@ import socket
 import time
 from pathlib import Path
 
-from tidemq.broker import metrics
+from tidemq.broker import group_rpc, metrics
 from tidemq.broker.allocator import keep_freed_memory
 from tidemq.broker.commit_fence import CommitFence
 from tidemq.broker.coordinator import CoordinatorConfig, GroupCoordinator
@@ -156,7 +156,8 @@ class BrokerApp:
                             if replicated else None)
         self.groups = GroupRpc(GroupCoordinator(CoordinatorConfig(
             initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms=settings.group_min_session_timeout_ms)),
+            min_session_timeout_ms=settings.group_min_session_timeout_ms),
+            on_rebalance=group_rpc.rebalance_started),
             admit=self.subscriptions.check_consume)
         self.runtime.on_stop(self.groups.stop)  # after the drain: waiting joins get NOT_COORDINATOR
         if self.replication is not None:   # only a master coordinates; a new one takes over

@@ -13,13 +13,26 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from tidemq.broker.coordinator import CoordinatorTicker, GroupCoordinator
+from tidemq.broker import metrics
+from tidemq.broker.coordinator import REBALANCE_REASONS, CoordinatorTicker, GroupCoordinator
 from tidemq.broker.coordinator.handover import GroupHandover, MemberHandover
 from tidemq.broker.coordinator.views import GroupDescription
 from tidemq.common.errors import DeadlineExceeded
+from tidemq.common.logs import get_logger
 from tidemq.v1 import broker_pb2
 
 NO_DEADLINE_WAIT_S = 300.0  # a call without a deadline still must not wait forever
+
+log = get_logger(__name__)
+for _reason in REBALANCE_REASONS:
+    metrics.GROUP_REBALANCES.labels(_reason)   # zero-valued series exist from the start
+
+
+def rebalance_started(group_id: str, reason: str, member_id: str) -> None:
+    """The coordinator's `on_rebalance`: why each rebalance starts, counted and logged (a
+    rebalance nobody expected is told by its reason and the member that caused it)."""
+    metrics.GROUP_REBALANCES.labels(reason).inc()
+    log.info("group_rebalance_started", group=group_id, reason=reason, member=member_id)
 
 
 async def _wait(future: Future, context, what: str):

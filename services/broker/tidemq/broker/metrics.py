@@ -33,6 +33,11 @@ SEND_ERRORS = Counter("tidemq_broker_send_errors_total", "Send batches refused, 
 for _code in ("NO_PERMISSION", "NOT_MASTER", "NOT_ENOUGH_REPLICAS", "TOPIC_NOT_EXIST",
               "INVALID_ARGUMENT", "MESSAGE_TOO_LARGE", "SERVICE_UNAVAILABLE", "STORAGE_FULL"):
     SEND_ERRORS.labels(_code)  # zero-valued series exist, so error panels show 0, not "no data"
+GROUP_REBALANCES = Counter(
+    "tidemq_broker_group_rebalances_total",
+    "Rebalances started by this broker's group coordinator, by reason: member_joined, "
+    "leader_rejoined, metadata_changed, member_left, session_expired, sync_expired",
+    ["reason"])
 HELD_PULLS = Gauge("tidemq_broker_held_pulls", "Pulls currently held by long polling")
 TRANSACTIONS = Counter(
     "tidemq_broker_transactions_total",

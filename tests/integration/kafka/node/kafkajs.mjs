@@ -1,8 +1,8 @@
 // kafkajs against gateway-kafka, one scenario per run, driven by test_kafkajs.py.
 // Prints one JSON line: what was sent, what each member received and was assigned.
 //   node kafkajs.mjs roundtrip --broker H:P --topic T --group G --partition N
-//   node kafkajs.mjs group --broker H:P --topic T --group G --partitions N --count M
-import { Kafka, logLevel } from "kafkajs";
+//   node kafkajs.mjs group --broker H:P --topic T --group G --partitions N --count M --rounds R
+import { AssignerProtocol, Kafka, logLevel } from "kafkajs";
 
 const args = Object.fromEntries(
   process.argv.slice(3).map((v, i, a) => (i % 2 === 0 ? [v.replace(/^--/, ""), a[i + 1]] : null))
@@ -19,11 +19,13 @@ async function consume(members, want, received) {
   while (Object.values(received).flat().length < want && Date.now() < deadline) await sleep(100);
 }
 
-async function member(name, received, assigned) {
+async function member(name, received, assigned, joins = {}) {
   const consumer = kafka.consumer({ groupId: args.group, sessionTimeout: 10000,
                                     heartbeatInterval: 1000, rebalanceTimeout: 20000 });
+  joins[name] = [];   // one entry per generation this member joined: its partitions
   consumer.on(consumer.events.GROUP_JOIN, (e) => {
     assigned[name] = (e.payload.memberAssignment[args.topic] ?? []).slice().sort();
+    joins[name].push(assigned[name]);
   });
   await consumer.connect();
   await consumer.subscribe({ topic: args.topic, fromBeginning: true });
@@ -65,12 +67,14 @@ async function main() {
     await consumer.disconnect();
   } else if (scenario === "group") {
     const partitions = Number(args.partitions), count = Number(args.count);
+    const rounds = Number(args.rounds ?? 6);
     const messages = Array.from({ length: count }, (_, i) => ({
       key: `key-${i}`, value: `value-${i}`, partition: i % partitions }));
     const answers = await producer.send({ topic: args.topic, acks: -1, messages });
     result.sent = answers.map((a) => ({ partition: a.partition, baseOffset: Number(a.baseOffset) }));
-    const first = await member("a", result.received, result.assigned);
-    const second = await member("b", result.received, result.assigned);
+    const joins = {};
+    const first = await member("a", result.received, result.assigned, joins);
+    const second = await member("b", result.received, result.assigned, joins);
     await consume(2, count, result.received);
     // let both members settle into one generation (disjoint, covering every partition)
     const settled = () => {
@@ -80,10 +84,34 @@ async function main() {
     };
     const deadline = Date.now() + timeoutMs;
     while (!settled() && Date.now() < deadline) await sleep(100);
-    // the generation both members settled into (a later rebalance may be under way by the
-    // time the run ends: the assignments below are then that one's)
     result.settled = settled() ? { a: result.assigned.a, b: result.assigned.b } : null;
-    await sleep(1000);   // one more auto-commit round
+    result.joins = { a: joins.a.length, b: joins.b.length };   // generations joined until then
+    if (result.settled) {
+      // steady consumption: `rounds` more records per partition, a round every half second,
+      // each waited for until some member got it. A settled group must not rebalance
+      // meanwhile: no member joins another generation (the test counts them).
+      const got = (value) => Object.values(result.received).flat().some(
+        (m) => m.value === b64(Buffer.from(value)));
+      for (let round = 0; round < rounds; round++) {
+        const batch = Array.from({ length: partitions }, (_, p) => ({
+          key: `steady-${round}-${p}`, value: `steady-${round}-${p}`, partition: p }));
+        await producer.send({ topic: args.topic, acks: -1, messages: batch });
+        const until = Date.now() + timeoutMs;
+        while (!batch.every((m) => got(m.value)) && Date.now() < until) await sleep(50);
+        await sleep(500);   // pacing: the window spans the rounds, heartbeats and commits
+      }
+      // what the group is at the end of the window, before any member is stopped (a member
+      // leaving rebalances the others: Kafka's rule, not what is judged here)
+      result.steady = { joins: { a: joins.a.length, b: joins.b.length },
+                        assigned: { a: result.assigned.a, b: result.assigned.b } };
+      const admin = kafka.admin();
+      await admin.connect();
+      const [group] = (await admin.describeGroups([args.group])).groups;
+      await admin.disconnect();
+      result.steady.group = { state: group.state, members: group.members.map((m) =>
+        (AssignerProtocol.MemberAssignment.decode(m.memberAssignment).assignment[args.topic]
+          ?? []).slice().sort()).sort() };
+    }
     await first.disconnect();
     await second.disconnect();
   } else {

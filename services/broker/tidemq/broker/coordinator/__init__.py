@@ -26,7 +26,7 @@ from tidemq.common.protocol import (
 from .config import CoordinatorConfig
 from .coordinator import GroupCoordinator, monotonic_ms
 from .errors import ERROR_CODES, CoordinatorError
-from .group import DelayedJoin, GroupMetadata
+from .group import REBALANCE_REASONS, DelayedJoin, GroupMetadata
 from .member import UNKNOWN_MEMBER_ID, JoinedMember, JoinResult, MemberMetadata, SyncResult
 from .state import GroupState, is_allowed_transition
 from .ticker import CoordinatorTicker
@@ -36,6 +36,7 @@ __all__ = [
     "ASSIGNORS",
     "DEFAULT_ASSIGNOR",
     "ERROR_CODES",
+    "REBALANCE_REASONS",
     "UNKNOWN_MEMBER_ID",
     "CoordinatorConfig",
     "CoordinatorError",

@@ -35,7 +35,7 @@ from concurrent.futures import Future
 from . import errors, rebalance
 from .config import CoordinatorConfig
 from .errors import CoordinatorError
-from .group import GroupMetadata, TransitionListener
+from .group import GroupMetadata, RebalanceListener, TransitionListener
 from .handover import GroupHandover, handover_of, restored
 from .member import (
     UNKNOWN_MEMBER_ID,
@@ -64,15 +64,19 @@ class GroupCoordinator:
         now_ms: Callable[[], int] = monotonic_ms,
         member_id_factory: Callable[[str], str] | None = None,
         on_transition: TransitionListener | None = None,
+        on_rebalance: RebalanceListener | None = None,
     ) -> None:
         """`now_ms` is the only clock; `member_id_factory(client_id)` makes new member ids
         (default `<client_id or "member">-<uuid4>`); `on_transition(group, old, new)` observes
-        every state change (called under the group lock: it must not call back in)."""
+        every state change and `on_rebalance(group, reason, member_id)` every rebalance start
+        with its reason (group.REBALANCE_REASONS); both are called under the group lock and
+        must not call back in."""
         self.config = config or CoordinatorConfig()
         self._now = now_ms
         self._new_member_id = member_id_factory or _default_member_id
         self._initial_delay = self.config.initial_rebalance_delay_ms
         self._on_transition = on_transition
+        self._on_rebalance = on_rebalance
         self._groups: dict[str, GroupMetadata] = {}
         self._groups_lock = threading.Lock()
         self._coordinating = True  # False on a replica that is not its group's master
@@ -152,7 +156,7 @@ class GroupCoordinator:
             if group is None:
                 if member_id != UNKNOWN_MEMBER_ID:
                     raise rebalance.unknown_member(group_id, member_id)
-                group = GroupMetadata(group_id, self._on_transition)
+                group = GroupMetadata(group_id, self._on_transition, self._on_rebalance)
                 self._groups[group_id] = group
             return group
 
@@ -182,7 +186,8 @@ class GroupCoordinator:
             group.add(joining)
             if group.pending_join is not None and group.pending_join.initial:
                 group.new_member_added = True
-            rebalance.maybe_prepare_rebalance(group, now, outbox, self._initial_delay)
+            rebalance.maybe_prepare_rebalance(group, now, outbox, self._initial_delay,
+                                              "member_joined", joining.member_id)
         else:
             member = group.members[member_id]
             unchanged = member.matches(protocols)
@@ -203,7 +208,9 @@ class GroupCoordinator:
                 member.rebalance_timeout_ms = joining.rebalance_timeout_ms
                 member.join_future = future
                 member.last_heartbeat_ms = now
-                rebalance.maybe_prepare_rebalance(group, now, outbox, self._initial_delay)
+                reason = "leader_rejoined" if unchanged else "metadata_changed"
+                rebalance.maybe_prepare_rebalance(group, now, outbox, self._initial_delay,
+                                                  reason, member_id)
         if group.state is GroupState.PREPARING_REBALANCE:
             rebalance.try_complete_join(group, now, outbox)
 
@@ -273,7 +280,8 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 raise rebalance.unknown_member(group_id, member_id)
-            rebalance.remove_and_rebalance(group, member, self._now(), outbox, self._initial_delay)
+            rebalance.remove_and_rebalance(group, member, self._now(), outbox, self._initial_delay,
+                                           "member_left")
         rebalance.deliver(outbox)
 
     # ------------------------------------------------------------------ timers
@@ -292,8 +300,9 @@ class GroupCoordinator:
                     continue
                 for member in list(group.members.values()):
                     if not member.should_keep_alive(now) and group.has(member.member_id):
+                        reason = "sync_expired" if member.awaiting_sync else "session_expired"
                         rebalance.remove_and_rebalance(
-                            group, member, now, outbox, self._initial_delay
+                            group, member, now, outbox, self._initial_delay, reason
                         )
                 while group.pending_join is not None and group.pending_join.deadline_ms <= now:
                     rebalance.on_join_timer(group, now, outbox, self._initial_delay)
@@ -395,7 +404,8 @@ class GroupCoordinator:
         with self._groups_lock:
             for handover in handovers:
                 if handover.group_id not in self._groups:
-                    self._groups[handover.group_id] = restored(handover, now, self._on_transition)
+                    self._groups[handover.group_id] = restored(
+                        handover, now, self._on_transition, self._on_rebalance)
             self._coordinating = True
 
     def hand_off(self) -> None:

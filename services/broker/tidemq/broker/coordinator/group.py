@@ -15,6 +15,18 @@ from .member import JoinedMember, MemberMetadata, Protocol
 from .state import GroupState, is_allowed_transition
 
 TransitionListener = Callable[[str, GroupState, GroupState], None]
+RebalanceListener = Callable[[str, str, str], None]
+"""(group id, reason, member id): called as a rebalance starts, under the group lock."""
+
+REBALANCE_REASONS = (
+    "member_joined",      # a JoinGroup without a member id (the first one of an Empty group too)
+    "leader_rejoined",    # the leader's JoinGroup in Stable, even with unchanged protocols
+    "metadata_changed",   # a member rejoined with other protocols or subscription metadata
+    "member_left",        # LeaveGroup
+    "session_expired",    # no heartbeat within the member's session timeout
+    "sync_expired",       # a member waiting for its assignment outlived the rebalance timeout
+)
+"""Why a group went to PreparingRebalance (tidemq_broker_group_rebalances_total{reason})."""
 
 
 class IllegalStateTransition(RuntimeError):
@@ -40,7 +52,8 @@ class DelayedJoin:
 class GroupMetadata:
     """State of one consumer group. All access happens under `lock`."""
 
-    def __init__(self, group_id: str, listener: TransitionListener | None = None) -> None:
+    def __init__(self, group_id: str, listener: TransitionListener | None = None,
+                 on_rebalance: RebalanceListener | None = None) -> None:
         self.group_id = group_id
         self.lock = threading.RLock()
         self.state = GroupState.EMPTY
@@ -52,6 +65,14 @@ class GroupMetadata:
         self.pending_join: DelayedJoin | None = None
         self.new_member_added = False
         self._listener = listener
+        self._on_rebalance = on_rebalance
+
+    def rebalance_started(self, reason: str, member_id: str) -> None:
+        """Tell the rebalance listener why the group leaves its generation (one of
+        REBALANCE_REASONS; `member_id` is the member whose call or expiry caused it)."""
+        assert reason in REBALANCE_REASONS, reason
+        if self._on_rebalance is not None:
+            self._on_rebalance(self.group_id, reason, member_id)
 
     def transition_to(self, target: GroupState) -> None:
         if not is_allowed_transition(self.state, target):

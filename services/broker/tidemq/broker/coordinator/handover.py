@@ -54,10 +54,11 @@ def handover_of(group: GroupMetadata) -> GroupHandover | None:
               for m in group.members.values()))
 
 
-def restored(handover: GroupHandover, now_ms: int, listener=None) -> GroupMetadata:
+def restored(handover: GroupHandover, now_ms: int, listener=None,
+             on_rebalance=None) -> GroupMetadata:
     """The group as its old coordinator had it, Stable, every member's session starting now
     (they need one heartbeat interval to find this coordinator)."""
-    group = GroupMetadata(handover.group_id, listener)
+    group = GroupMetadata(handover.group_id, listener, on_rebalance)
     for m in handover.members:
         group.add(MemberMetadata(
             member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,

@@ -33,12 +33,16 @@ def join_result(group: GroupMetadata, member: MemberMetadata) -> JoinResult:
 
 
 def maybe_prepare_rebalance(
-    group: GroupMetadata, now: int, outbox: Outbox, initial_delay_ms: int
+    group: GroupMetadata, now: int, outbox: Outbox, initial_delay_ms: int, reason: str,
+    member_id: str,
 ) -> None:
     """Only the first add/update of a round changes the state and creates the delayed
-    join; in PreparingRebalance every later join just waits for it."""
+    join; in PreparingRebalance every later join just waits for it. `reason` (one of
+    group.REBALANCE_REASONS) and `member_id` go to the group's rebalance listener when a
+    rebalance starts here."""
     if group.state not in (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
         return
+    group.rebalance_started(reason, member_id)
     if group.state is GroupState.COMPLETING_REBALANCE:
         # Followers blocked in SyncGroup must rejoin: their generation is over.
         for member in group.members.values():
@@ -117,11 +121,12 @@ def sync_result(group: GroupMetadata, member: MemberMetadata) -> SyncResult:
 
 
 def remove_and_rebalance(
-    group: GroupMetadata, member: MemberMetadata, now: int, outbox: Outbox, initial_delay_ms: int
+    group: GroupMetadata, member: MemberMetadata, now: int, outbox: Outbox, initial_delay_ms: int,
+    reason: str,
 ) -> None:
     drop(group, member, outbox)
     if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-        maybe_prepare_rebalance(group, now, outbox, initial_delay_ms)
+        maybe_prepare_rebalance(group, now, outbox, initial_delay_ms, reason, member.member_id)
     if group.state is GroupState.PREPARING_REBALANCE:
         try_complete_join(group, now, outbox)
 
