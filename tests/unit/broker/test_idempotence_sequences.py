@@ -17,7 +17,7 @@ from tidemq.broker.idempotence.sequences import (
 )
 from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.v1 import broker_pb2
 
 from tests.support.local_broker import LocalBroker
@@ -213,3 +213,24 @@ def test_a_repeat_is_acknowledged_only_once_its_original_is_confirmed(tmp_path):
     finally:
         store.set_replication_gate(None)
         store.shutdown()
+
+
+def test_a_batch_only_partly_in_the_log_is_neither_acknowledged_nor_stored_again(sends):
+    """A replica elected with a lost tail (a power loss cut a batch it had copied) rebuilds the
+    batch from its first record but holds only its head: its retry must not be answered as
+    stored (the chaos suite's Kafka producer lost the acknowledged tail that way) nor stored
+    again (the head twice): refused OUT_OF_ORDER_SEQUENCE_NUMBER, nothing stored."""
+    from tidemq.broker.idempotence.sequences import StoredBatch
+
+    first = send(sends, [b"a", b"b"])
+    store = sends.messaging.store
+    end = store.commitlog_max_offset()
+    # the log holds records 0..1; the table says the batch 2..4 starts at its end (its records
+    # lost with the tail)
+    sends.sequences.record((7, "t", 0), 0, StoredBatch(2, 4, 2, end, 3))
+    with pytest.raises(PreconditionFailed) as refused:
+        send(sends, [b"c", b"d", b"e"], first=2)
+    assert refused.value.code == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert "only partly in this broker's log (0 of 3 records" in refused.value.message
+    assert first.first_queue_offset == 0
+    assert stored_bodies(store) == [b"a", b"b"]

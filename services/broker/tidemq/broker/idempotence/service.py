@@ -266,6 +266,19 @@ class IdempotentSends:
                 offsets = list(range(original.first_queue_offset,
                                      original.first_queue_offset + original.count))
                 physical, end = self._stored_span(original)
+                if len(physical) < original.count:
+                    # A replica elected with a lost tail (a power loss cut a copied batch)
+                    # holds only its head: answering it as stored would acknowledge records
+                    # this log does not hold, storing it again would repeat the head.
+                    log.warning("sequenced batch only partly in the log", producer_id=producer_id,
+                                epoch=epoch, sequence=first, topic=topic, queue_id=queue_id,
+                                held=len(physical), records=original.count)
+                    raise PreconditionFailed(
+                        f"producer {producer_id} epoch {epoch} sequence {first}..{last} on "
+                        f"{topic}:{queue_id} is only partly in this broker's log ("
+                        f"{len(physical)} of {original.count} records: its tail was lost "
+                        f"before this replica was elected); it can be neither answered as "
+                        f"stored nor stored again", code="OUT_OF_ORDER_SEQUENCE_NUMBER")
                 status = await self._confirmed(end, deadline)
                 return IdempotentResult(status, original.first_queue_offset, physical,
                                         original.count, offsets)
