@@ -50,6 +50,11 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "INVALID_TOPIC_CONFIG": "INVALID_CONFIG",
     "STORAGE_FULL": "KAFKA_STORAGE_ERROR",   # retriable in every client, as the disk guard is
 }
+# ... and on Produce, where a send that failed after reaching a broker (its connection lost, its
+# attempts exhausted into an open circuit) may have been stored: Kafka's "possibly persisted"
+# error, so an idempotent producer retries it under the same sequence (the broker answers a
+# stored one as a duplicate) instead of numbering it again under a new epoch (stored twice)
+PRODUCE_CODES = {"SERVICE_UNAVAILABLE": "REQUEST_TIMED_OUT", "CIRCUIT_OPEN": "REQUEST_TIMED_OUT"}
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
     "DEADLINE_EXCEEDED": "COORDINATOR_NOT_AVAILABLE",
@@ -240,7 +245,7 @@ class KafkaApis:
             metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
-            return kafka_code(exc), -1, -1
+            return kafka_code(exc, PRODUCE_CODES), -1, -1
         return 0, offset, (stored or -1) if log_append_time else -1
 
     # -- fetch and offsets ---------------------------------------------------------------------
