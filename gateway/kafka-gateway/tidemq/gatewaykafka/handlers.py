@@ -54,7 +54,11 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
 # attempts exhausted into an open circuit) may have been stored: Kafka's "possibly persisted"
 # error, so an idempotent producer retries it under the same sequence (the broker answers a
 # stored one as a duplicate) instead of numbering it again under a new epoch (stored twice)
-PRODUCE_CODES = {"SERVICE_UNAVAILABLE": "REQUEST_TIMED_OUT", "CIRCUIT_OPEN": "REQUEST_TIMED_OUT"}
+PRODUCE_CODES = {"SERVICE_UNAVAILABLE": "REQUEST_TIMED_OUT", "CIRCUIT_OPEN": "REQUEST_TIMED_OUT",
+                 # refused before anything was appended: retriable, not stored (these were
+                 # UNKNOWN_SERVER_ERROR, which clients give up on)
+                 "NOT_MASTER": "NOT_LEADER_OR_FOLLOWER",
+                 "GROUP_HAS_NO_MASTER": "NOT_LEADER_OR_FOLLOWER"}
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
     "DEADLINE_EXCEEDED": "COORDINATOR_NOT_AVAILABLE",
