@@ -48,7 +48,7 @@ REGISTRATION_TTL_S = 5  # an instance's registration lease (the gateway's defaul
 MEMBERS = 2
 # The producer's pace: records per second (bounded so that the Kafka load, two more Python
 # processes on CI's two cores, does not slow the native run it sits beside).
-RATE_PER_S = 100
+RATE_PER_S = 50
 # One produce request in flight per connection: with more, a batch refused as not stored
 # (NOT_ENOUGH_REPLICAS) makes the ones behind it OUT_OF_ORDER_SEQUENCE_NUMBER (as Kafka's brokers
 # answer), on which librdkafka bumps the producer epoch and numbers every unacknowledged batch
