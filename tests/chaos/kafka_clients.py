@@ -335,7 +335,7 @@ class KafkaChaos:
         for ack in [*verdict.lost[:5], *verdict.misplaced[:5]]:
             places = sorted(p for p, v in stored_log.items() if v == ack.value)
             log(f"chaos seed={self.seed} kafka: {ack.value!r} acknowledged at {ack.partition}@"
-                f"{ack.offset} at {_when(at[ack], windows)}; the final log holds "
+                f"{ack.offset} at {_when(at.get(ack, 0.0), windows)}; the final log holds "
                 f"{stored_log.get((ack.partition, ack.offset))!r} there and the record at "
                 f"{places or 'no offset'}")
         for value in verdict.duplicated[:5]:
