@@ -138,6 +138,21 @@ def _kill_config_center(group: ChaosGroup, rng: random.Random):
     return center
 
 
+def _kill_gateway_kafka(group: ChaosGroup, rng: random.Random):
+    """One gateway-kafka instance SIGKILLed (no deregistration): Kafka clients move to the
+    other; restarted on its port after the hold (tests.chaos.kafka_clients)."""
+    running = [g for g in group.kafka_gateways if g.proc is not None and g.proc.poll() is None]
+    target = rng.choice(running) if running else None
+    if target is not None:
+        target.kill()
+    return target
+
+
+def _start_gateway(group: ChaosGroup, gateway) -> None:
+    if gateway is not None:
+        gateway.start(timeout=60)
+
+
 # -- the etcd cluster ---------------------------------------------------------------------------
 def _kill_etcd_leader(group: ChaosGroup, rng: random.Random):
     leader = group.wait_etcd_leader()
@@ -342,6 +357,9 @@ ALL_FAULTS: tuple[FaultKind, ...] = (
     FaultKind("partition_master", 2, Hold.PAST_LEASE, _partition_master, _heal, "broker"),
     # SIGKILL of one of the two config centers: clients move to the other
     FaultKind("kill_config_center", 1, Hold.SHORT, _kill_config_center, _start, "store"),
+    # SIGKILL of one of the two gateway-kafka instances, restarted on its port after the hold
+    FaultKind("kill_gateway_kafka", 1, Hold.SHORT, _kill_gateway_kafka, _start_gateway,
+              "broker"),
     # SIGKILL of the etcd leader, restarted after the hold (it rejoins as a follower)
     FaultKind("kill_etcd_leader", 2, Hold.SHORT, _kill_etcd_leader, _restart_member, "store"),
     # SIGKILL of an etcd follower: nothing may notice

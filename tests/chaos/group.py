@@ -81,6 +81,8 @@ class ChaosGroup:
     # (monotonic time, replica id) of every kill and planned stop: when a master was gone
     # (verify.masterless_spans), before the controller can know it.
     downs: list[tuple[float, int]] = field(default_factory=list)
+    # The gateway-kafka instances in front of the group (tests.chaos.kafka_clients).
+    kafka_gateways: list[ServiceProcess] = field(default_factory=list)
 
     @property
     def config_center(self) -> ServiceProcess:
@@ -407,7 +409,7 @@ class ChaosGroup:
             self.resume_member(member)
             self.heal_member(member)
             self.restart_member(member)
-        for process in [*self.config_centers, *self.namesrvs]:
+        for process in [*self.config_centers, *self.namesrvs, *self.kafka_gateways]:
             if process.proc is None or process.proc.poll() is not None:
                 process.start(timeout=60)
         for replica in self.replicas:

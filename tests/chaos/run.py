@@ -23,6 +23,7 @@ from tests.chaos.config_load import PREFIX, KeyWriters, Register, Watchers, repl
 from tests.chaos.consumers import OffsetReader, PopReader, drained
 from tests.chaos.faults import BY_NAME, PARTITION_UNAVAILABLE
 from tests.chaos.group import GROUP, ChaosGroup, start_group
+from tests.chaos.kafka_clients import KafkaChaos, KafkaVerdict
 from tests.chaos.masters import ReplicationWatch, group_key, history, live_prefix
 from tests.chaos.schedule import Fault, schedule
 from tests.chaos.verify import (
@@ -133,6 +134,7 @@ class Outcome:
     crashes: list[str]
     line: str
     compacted: compacted.CompactedVerdict | None = None
+    kafka: KafkaVerdict | None = None   # the Kafka producer's and group's (kafka_clients)
 
 
 def _create_topic(group: ChaosGroup) -> None:
@@ -278,6 +280,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         group = start_group(tmp_path, stack, lease_ttl_s=lease_ttl_s)
         _create_topic(group)
         compacted.create_topic(group)
+        kafka = KafkaChaos(tmp_path, stack, group, seed).start()
         workload = Workload(group, seed).start()
         stack.callback(workload.stop)
         updates = compacted.CompactedWriter(group.namesrv_addrs, GROUP, seed).start()
@@ -297,8 +300,9 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         stack.callback(register.stop)
         masters = ReplicationWatch(group.config_addrs, GROUP).start()
         stack.callback(masters.stop)
-        wait_until(lambda: workload.acks and writer.acks and register.acks, 60,
-                   message="the first acknowledged send, config write and register write")
+        wait_until(lambda: workload.acks and writer.acks and register.acks and kafka.ready(),
+                   90, message="the first acknowledged send, config write and register "
+                               "write, Kafka record produced and consumed")
         windows: list[tuple[str, float]] = []
         promotions: list[tuple[float, float]] = []   # (fault start, recovered): master changed
         for number, fault in enumerate(faults, 1):
@@ -310,6 +314,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
             time.sleep(fault.hold_s)   # the fault's duration (not a synchronisation)
             kind.undo(group, target)
             _recover(group, workload, writer, fault, seed)
+            kafka.wait_ack_after(f"{fault} (seed {seed})", RECOVERY_TIMEOUT_S)
             if _epoch(group) != epoch:
                 promotions.append((windows[-1][1], time.monotonic()))
             log(f"chaos seed={seed}   recovered {time.monotonic() - windows[-1][1]:.1f}s after "
@@ -319,6 +324,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         end = time.monotonic()
         workload.stop()
         updates.stop()
+        kafka.stop_producing()
         writer.stop()
         register.stop()
         group.undo_all()
@@ -334,6 +340,7 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
             log(f"chaos seed={seed} consumers not drained after {DRAIN_TIMEOUT_S}s")
         for reader in readers:
             reader.stop()
+        kafka_verdict = kafka.finish(windows, end, DRAIN_TIMEOUT_S, log)
         stored = {topic: _read_back(group, topic)
                   for topic in {TOPIC} | {d.topic for d in pop.deliveries}}
         consumers = [
@@ -366,7 +373,8 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
         if nobody:
             log(f"chaos seed={seed} the controller waited for replica(s) [] {nobody} times")
         line += (f" waiting_for_nobody={nobody} broker_crashes={len(group.crashes)} "
-                 + consumption_summary(consumers) + " " + compaction.line())
+                 + consumption_summary(consumers) + " " + compaction.line() + " "
+                 + kafka_verdict.summary())
         if PARTITION_UNAVAILABLE:   # the row this machine cannot run, said on the line
             line += " left_out=partition_etcd_leader"
             log(f"chaos seed={seed} partition_etcd_leader left out: {PARTITION_UNAVAILABLE}")
@@ -380,4 +388,5 @@ def run_chaos(tmp_path: Path, seed: int, fault_count: int, log=print,
                 f"offset before {election.floor}"
                 f"{' (its process was gone)' if election in elections.gone else ''}")
         return Outcome(seed, faults, verdict, keys, chain, watches, epochs, controllers,
-                       elections, masterless, consumers, group.crashes, line, compaction)
+                       elections, masterless, consumers, group.crashes, line, compaction,
+                       kafka=kafka_verdict)

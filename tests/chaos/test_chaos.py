@@ -18,7 +18,12 @@ pop handed out again; on a compacted topic written under the faults whose replic
 compaction caught up, do not each serve every key's last acknowledged value at its acknowledged
 offset and nothing of deleted keys, unless an unacknowledged send explains it, or differ
 (tests/chaos/compacted.py); and on a broker that died on its own while restarting (restarted
-once more so the verdicts still run). Every verdict also fails when it found nothing to judge.
+once more so the verdicts still run). Beside them a Kafka producer (confluent-kafka,
+idempotent, acks=all) and a two-member consumer group through two gateway-kafka instances
+(tests.chaos.kafka_clients): the run fails on an acknowledged record lost or stored elsewhere
+than acknowledged, a record stored twice, an acknowledged record the group never got, a
+phantom read, or the group's commits short of the ends. Every verdict also fails when it found
+nothing to judge.
 """
 
 from __future__ import annotations
@@ -127,3 +132,25 @@ def test_no_acknowledged_message_is_lost(tmp_path, seed, capsys):
         assert not consumer.acked_handed_again, (
             f"{consumer.group}: {len(consumer.acked_handed_again)} acknowledged pops handed out "
             f"again (seed {seed}); first: {consumer.acked_handed_again[:3]}")
+    kafka = outcome.kafka   # the Kafka producer and group (tests.chaos.kafka_clients)
+    assert kafka.acknowledged and kafka.deliveries, (
+        f"Kafka: {kafka.acknowledged} records acknowledged, {kafka.deliveries} handed to the "
+        f"group: nothing judged (seed {seed})")
+    assert not kafka.lost, (
+        f"Kafka: {len(kafka.lost)} acknowledged records not in the log (seed {seed}); "
+        f"first: {kafka.lost[:3]}")
+    assert not kafka.misplaced, (
+        f"Kafka: {len(kafka.misplaced)} acknowledged records stored at another offset than "
+        f"acknowledged (seed {seed}); first: {kafka.misplaced[:3]}")
+    assert not kafka.duplicated, (
+        f"Kafka: {len(kafka.duplicated)} records stored twice by the idempotent producer "
+        f"(seed {seed}); first: {kafka.duplicated[:3]}")
+    assert not kafka.not_consumed, (
+        f"Kafka: {len(kafka.not_consumed)} acknowledged records the group never got "
+        f"(seed {seed}); first: {kafka.not_consumed[:3]}")
+    assert not kafka.phantoms, (
+        f"Kafka: {len(kafka.phantoms)} phantom reads by the group (seed {seed}); first: "
+        f"{kafka.phantoms[:3]}")
+    assert not kafka.uncommitted, (
+        f"Kafka: the group's committed offsets short of the ends (seed {seed}; partition: "
+        f"(committed, end)): {kafka.uncommitted}")

@@ -4,8 +4,9 @@ A secured cluster (auth on every service, TLS, certificates from deploy.certs) a
 gateway-kafka with the same settings. Each SASL mechanism over TLS with the three Python client
 families; a wrong password refused with SASL_AUTHENTICATION_FAILED; a produce, a fetch and a
 group join the ACL does not allow refused with TOPIC_/GROUP_AUTHORIZATION_FAILED, storing
-nothing; a rule added while a connection is open applies to its next request; any request but
-ApiVersions or SASL before authentication closes the connection."""
+nothing; a topic's config altered only with ADMIN on that topic; a rule added while a
+connection is open applies to its next request; any request but ApiVersions or SASL before
+authentication closes the connection."""
 
 from __future__ import annotations
 
@@ -384,3 +385,75 @@ def test_a_sasl_users_quota_follows_its_kafka_client_through_the_gateway(secured
         producer.flush(30)
         quotas.delete("user", "alice")
         quotas.delete("client", "alice-app")
+
+
+def _alter_retention(secured, user: tuple[str, str], topic: str, value: str,
+                     resource_type=None):
+    """IncrementalAlterConfigs SET retention.ms as `user`: None, or the error it answered."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient(_confluent(secured, "SCRAM-SHA-256", user))
+    resource = ConfigResource(resource_type or ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", value, incremental_operation=AlterConfigOpType.SET)])
+    try:
+        next(iter(admin.incremental_alter_configs([resource], request_timeout=20).values())
+             ).result(30)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def _carol_alters(secured, carol, topic: str) -> bool:
+    """Whether carol's change went through (a user the gateway does not know yet fails SASL
+    until the ACL follower has her: a timeout or an error, polled again)."""
+    try:
+        return _alter_retention(secured, carol, topic, "120000") is None
+    except TimeoutError:
+        return False
+
+
+def _retention(secured, topic: str) -> str:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(_confluent(secured, "SCRAM-SHA-256", (ADMIN.access_key,
+                                                              ADMIN.secret_key)))
+    described = next(iter(admin.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, topic)]).values())).result(30)
+    return described["retention.ms"].value
+
+
+def test_topic_config_change_needs_admin_on_that_topic(secured):
+    """IncrementalAlterConfigs on a topic is ADMIN on that topic, not on the cluster: a user
+    with ADMIN on it alters it; one without (bob: no rule; alice: PUB and SUB only) is refused
+    TOPIC_AUTHORIZATION_FAILED with the other gateways' sentence and nothing changes; a broker
+    resource still needs cluster ADMIN."""
+    from confluent_kafka.admin import AdminClient, ResourceType
+
+    topic, carol = "ksec-settings", ("carol", "carol-secret")
+    create_topic_in_config_center(secured["cluster"], topic, 1)
+    wait_for_route(secured["cluster"], topic, 1)
+    admin: AclAdmin = secured["admin"]
+    admin.add_user(User(*carol))
+    admin.add_rule(Rule.create("carol-topic", "carol", f"topic:{topic}", ["ADMIN"]))
+    wait_until(lambda: _carol_alters(secured, carol, topic), 90, interval=0.5,
+               message="carol's ADMIN rule on the topic to apply")
+    assert _retention(secured, topic) == "120000"
+    for user, who in ((BOB, "bob"), (ALICE, "alice")):
+        refusal = _alter_retention(secured, user, topic, "60000")
+        assert refusal is not None and \
+            refusal.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, refusal
+        assert refusal.str() == (f"user '{who}' may not ADMIN on topic '{topic}' from "
+                                 "127.0.0.1: no rule allows it"), refusal.str()
+    assert _retention(secured, topic) == "120000"   # nothing changed
+    # carol's topic rule is no cluster right: a broker's config stays cluster ADMIN
+    node = next(iter(AdminClient(_confluent(secured, "PLAIN", carol)).list_topics(
+        timeout=20).brokers))
+    refusal = _alter_retention(secured, carol, str(node), "60000", ResourceType.BROKER)
+    assert refusal is not None and refusal.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, \
+        refusal

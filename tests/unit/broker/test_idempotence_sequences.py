@@ -17,7 +17,7 @@ from tidemq.broker.idempotence.sequences import (
 )
 from tidemq.broker.topic_table import TopicConfig
 from tidemq.common import record
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.v1 import broker_pb2
 
 from tests.support.local_broker import LocalBroker
@@ -182,3 +182,55 @@ def test_state_is_rebuilt_after_a_restart(tmp_path):
         assert stored_bodies(restarted.messaging.store, 1) == [b"q", b"r"]
     finally:
         restarted.messaging.store.shutdown()
+
+
+def test_a_repeat_is_acknowledged_only_once_its_original_is_confirmed(tmp_path):
+    """A batch the in-sync replicas did not confirm in time is answered FLUSH_SLAVE_TIMEOUT
+    (stored on the master only); the producer's retry, kept as a duplicate, must not turn it
+    into PUT_OK while a failover can still take it away (the chaos suite's Kafka producer lost
+    acknowledged records that way): the repeat waits for the confirmation as the original
+    did, and is PUT_OK once the slave holds it."""
+    from tidemq.broker.store import AppendStatus
+    from tidemq.broker.store.ha.gate import ReplicationGate
+    from tidemq.broker.store.ha.in_sync import InSyncTracker
+
+    sends = open_sends(tmp_path)
+    store = sends.messaging.store
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+    gate = ReplicationGate(tracker, store.commitlog_max_offset, timeout_ms=300)
+    store.set_replication_gate(gate)
+    try:
+        first = send(sends, [b"a", b"b"])
+        assert first.status is AppendStatus.FLUSH_SLAVE_TIMEOUT and first.duplicates == 0
+        again = send(sends, [b"a", b"b"])
+        assert (again.status, again.duplicates) == (AppendStatus.FLUSH_SLAVE_TIMEOUT, 2)
+        end = store.commitlog_max_offset()
+        tracker.on_ack(1, end, end, now_ms=0)
+        gate.on_progress()
+        confirmed = send(sends, [b"a", b"b"])
+        assert (confirmed.status, confirmed.duplicates) == (AppendStatus.PUT_OK, 2)
+        assert confirmed.physical_offsets == first.physical_offsets
+    finally:
+        store.set_replication_gate(None)
+        store.shutdown()
+
+
+def test_a_batch_only_partly_in_the_log_is_neither_acknowledged_nor_stored_again(sends):
+    """A replica elected with a lost tail (a power loss cut a batch it had copied) rebuilds the
+    batch from its first record but holds only its head: its retry must not be answered as
+    stored (the chaos suite's Kafka producer lost the acknowledged tail that way) nor stored
+    again (the head twice): refused OUT_OF_ORDER_SEQUENCE_NUMBER, nothing stored."""
+    from tidemq.broker.idempotence.sequences import StoredBatch
+
+    first = send(sends, [b"a", b"b"])
+    store = sends.messaging.store
+    end = store.commitlog_max_offset()
+    # the log holds records 0..1; the table says the batch 2..4 starts at its end (its records
+    # lost with the tail)
+    sends.sequences.record((7, "t", 0), 0, StoredBatch(2, 4, 2, end, 3))
+    with pytest.raises(PreconditionFailed) as refused:
+        send(sends, [b"c", b"d", b"e"], first=2)
+    assert refused.value.code == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert "only partly in this broker's log (0 of 3 records" in refused.value.message
+    assert first.first_queue_offset == 0
+    assert stored_bodies(store) == [b"a", b"b"]

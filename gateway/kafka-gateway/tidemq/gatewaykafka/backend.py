@@ -30,6 +30,7 @@ from tidemq.client import (
     PullConsumer,
     PullStatus,
     RouteCache,
+    SendStatus,
 )
 from tidemq.client.admin import Admin
 from tidemq.common import errors
@@ -53,6 +54,10 @@ GAP_READS = 16   # pulls one Fetch makes past gaps of a compacted queue (16 000 
 MAP_REFRESH_S = 5.0                      # a partition map is read again after this
 CREATE_WAIT_S = 30.0                     # a created topic's queues are routed within this
 FETCH_MAX_RECORDS = 1024                 # per partition and Fetch; the client's bytes bound it
+
+
+# A send stored but not confirmed, as the Kafka error its producer retries (possibly stored)
+UNCONFIRMED = {SendStatus.FLUSH_DISK_TIMEOUT: "REQUEST_TIMED_OUT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +243,15 @@ class KafkaBackend:
         `sequence` the broker stores a repeat once (answered with the first offsets and
         time) and refuses gaps, fenced epochs and producers it lost."""
         results = self.producer.send_batch(messages, queue=mq, sequence=sequence)
+        status = results[0].status
+        if status is not SendStatus.SEND_OK:
+            # stored on the master, not confirmed (its replicas or its disk did not answer in
+            # time): no acknowledgement, as Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND. The
+            # client retries; a sequenced repeat is stored once and answered once confirmed.
+            raise errors.PreconditionFailed(
+                f"the batch was stored on the master of {mq.broker_name!r} but not confirmed "
+                f"({status.name}): not acknowledged; retry it",
+                code=UNCONFIRMED.get(status, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"))
         return results[0].queue_offset, results[0].store_timestamp
 
     def fetch(self, mq: MessageQueue, offset: int, max_bytes: int) -> FetchedQueue:

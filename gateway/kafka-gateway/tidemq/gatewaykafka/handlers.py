@@ -50,6 +50,15 @@ KAFKA_CODES = {                 # TideMQ error codes Kafka has a name for
     "INVALID_TOPIC_CONFIG": "INVALID_CONFIG",
     "STORAGE_FULL": "KAFKA_STORAGE_ERROR",   # retriable in every client, as the disk guard is
 }
+# ... and on Produce, where a send that failed after reaching a broker (its connection lost, its
+# attempts exhausted into an open circuit) may have been stored: Kafka's "possibly persisted"
+# error, so an idempotent producer retries it under the same sequence (the broker answers a
+# stored one as a duplicate) instead of numbering it again under a new epoch (stored twice)
+PRODUCE_CODES = {"SERVICE_UNAVAILABLE": "REQUEST_TIMED_OUT", "CIRCUIT_OPEN": "REQUEST_TIMED_OUT",
+                 # refused before anything was appended: retriable, not stored (these were
+                 # UNKNOWN_SERVER_ERROR, which clients give up on)
+                 "NOT_MASTER": "NOT_LEADER_OR_FOLLOWER",
+                 "GROUP_HAS_NO_MASTER": "NOT_LEADER_OR_FOLLOWER"}
 GROUP_CODES = {                 # ... and on group calls, where unavailability is the coordinator's
     "SERVICE_UNAVAILABLE": "COORDINATOR_NOT_AVAILABLE", "CIRCUIT_OPEN": "COORDINATOR_NOT_AVAILABLE",
     "DEADLINE_EXCEEDED": "COORDINATOR_NOT_AVAILABLE",
@@ -257,7 +266,7 @@ class KafkaApis:
             metrics.RECORDS_PRODUCED.inc(len(messages))
         except (errors.TideMQError, records.RecordError) as exc:
             log.info("produce_refused", topic=topic, partition=index, error=str(exc))
-            return kafka_code(exc), -1, -1, contexts
+            return kafka_code(exc, PRODUCE_CODES), -1, -1, contexts
         return 0, offset, (stored or -1) if log_append_time else -1, contexts
 
     # -- fetch and offsets ---------------------------------------------------------------------

@@ -18,11 +18,12 @@ rule added or removed applies to open connections at their next request:
 | JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetFetch, DescribeGroups | SUB on the group |
 | OffsetCommit | SUB on the group and on each topic |
 | CreateTopics, DeleteTopics, CreatePartitions | ADMIN on each topic |
+| IncrementalAlterConfigs | ADMIN on each topic resource; any other resource ADMIN on `cluster:kafka/IncrementalAlterConfigs` |
 | ApiVersions, Metadata, FindCoordinator, InitProducerId, DescribeConfigs, ListGroups | an authenticated user |
 | Metadata creating an unknown topic (`auto_create_topics`) | ADMIN on the topic |
 | any other API | ADMIN on `cluster:kafka/<API name>` |
 
-A refused topic answers TOPIC_AUTHORIZATION_FAILED for its partitions while the request's
+A refused topic answers TOPIC_AUTHORIZATION_FAILED for its partitions (or its resource) while the request's
 other topics are served; a refused group answers GROUP_AUTHORIZATION_FAILED; another refusal
 CLUSTER_AUTHORIZATION_FAILED. Each carries, where the response has a message field, the same
 sentence as the other gateways (`user 'bob' may not PUB on topic 'orders' from 127.0.0.1: no
@@ -375,6 +376,40 @@ async def _describe_groups(security, request, version, conn, handler):
     return answer
 
 
+TOPIC_RESOURCE = 2   # a config resource's type: Kafka's ConfigResource.Type.TOPIC
+
+
+async def _incremental_alter_configs(security, request, version, conn, handler):
+    """A topic's settings are ADMIN on that topic (as creating or deleting it); any other
+    resource (a broker's) ADMIN on the cluster, as every API without a rule. Refused resources
+    are answered TOPIC_/CLUSTER_AUTHORIZATION_FAILED, nothing of them altered; the others are
+    served."""
+    user, ip = conn.sasl.user, conn.peer_host
+    allowed, refusals = [], []
+    for resource in request.resources or []:
+        if resource.resource_type == TOPIC_RESOURCE:
+            code = TOPIC_DENIED
+            needs = [Permission("topic", resource.resource_name, Action.ADMIN)]
+        else:
+            code = "CLUSTER_AUTHORIZATION_FAILED"
+            needs = [Permission("cluster", "kafka/IncrementalAlterConfigs", Action.ADMIN)]
+        sentence = security._refused(user, ip, needs)
+        if sentence is None:
+            allowed.append(resource)
+        else:
+            refusals.append({"error_code": codec.ERRORS[code], "error_message": sentence,
+                             "resource_type": resource.resource_type,
+                             "resource_name": resource.resource_name})
+    if not refusals:
+        return await handler(request, version, conn)
+    answer = {"throttle_time_ms": 0, "responses": []}
+    if allowed:
+        request.resources = allowed
+        answer = await handler(request, version, conn)
+    answer["responses"] = list(answer.get("responses") or []) + refusals
+    return answer
+
+
 _RULES: dict[int, Callable[..., Awaitable[dict | None]]] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch,
     11: _group_call(lambda r: {"generation_id": -1, "protocol_name": "", "leader": "",
@@ -384,4 +419,5 @@ _RULES: dict[int, Callable[..., Awaitable[dict | None]]] = {
     14: _group_call(lambda r: {"assignment": b""}),
     15: _describe_groups,
     19: _create_topics, 20: _delete_topics, 37: _create_partitions,
+    44: _incremental_alter_configs,
 }

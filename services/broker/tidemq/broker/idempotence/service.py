@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tidemq.broker.deadlines import answer_within_deadline
 from tidemq.broker.idempotence.sequences import (
     SequenceTable,
     StoredBatch,
@@ -37,8 +38,9 @@ from tidemq.broker.idempotence.table import ProducerTable, StoredAt
 from tidemq.broker.messaging import Messaging
 from tidemq.broker.store import AppendStatus
 from tidemq.broker.store.commitlog import CommitLog
+from tidemq.broker.store.config import NotMaster
 from tidemq.common import record
-from tidemq.common.errors import InvalidArgument
+from tidemq.common.errors import InvalidArgument, PreconditionFailed
 from tidemq.common.logs import get_logger
 from tidemq.common.record import PROP_PRODUCER_ID, PROP_PRODUCER_SEQUENCE
 
@@ -263,9 +265,23 @@ class IdempotentSends:
                          queue_offset=original.first_queue_offset)
                 offsets = list(range(original.first_queue_offset,
                                      original.first_queue_offset + original.count))
-                return IdempotentResult(AppendStatus.PUT_OK, original.first_queue_offset,
-                                        self._physical_offsets(original), original.count,
-                                        offsets)
+                physical, end = self._stored_span(original)
+                if len(physical) < original.count:
+                    # A replica elected with a lost tail (a power loss cut a copied batch)
+                    # holds only its head: answering it as stored would acknowledge records
+                    # this log does not hold, storing it again would repeat the head.
+                    log.warning("sequenced batch only partly in the log", producer_id=producer_id,
+                                epoch=epoch, sequence=first, topic=topic, queue_id=queue_id,
+                                held=len(physical), records=original.count)
+                    raise PreconditionFailed(
+                        f"producer {producer_id} epoch {epoch} sequence {first}..{last} on "
+                        f"{topic}:{queue_id} is only partly in this broker's log ("
+                        f"{len(physical)} of {original.count} records: its tail was lost "
+                        f"before this replica was elected); it can be neither answered as "
+                        f"stored nor stored again", code="OUT_OF_ORDER_SEQUENCE_NUMBER")
+                status = await self._confirmed(end, deadline)
+                return IdempotentResult(status, original.first_queue_offset, physical,
+                                        original.count, offsets)
             result = await self.messaging.send(topic, queue_id, records, record_count,
                                                deadline=deadline)
             self.sequences.record(key, epoch, StoredBatch(
@@ -274,9 +290,9 @@ class IdempotentSends:
             return IdempotentResult(result.status, result.first_queue_offset,
                                     list(result.physical_offsets), 0, [])
 
-    def _physical_offsets(self, batch: StoredBatch) -> list[int]:
-        """Where each record of a stored batch is: one append, so its records are contiguous
-        from the first (those no longer in the log are left out)."""
+    def _stored_span(self, batch: StoredBatch) -> tuple[list[int], int]:
+        """Where each record of a stored batch is — one append, so its records are contiguous
+        from the first (those no longer in the log are left out) — and where the batch ends."""
         commitlog = self.messaging.store.commitlog
         out, pos = [], batch.first_physical_offset
         for _ in range(batch.count):
@@ -285,7 +301,18 @@ class IdempotentSends:
                 break
             out.append(pos)
             pos += int.from_bytes(head, "big")
-        return out
+        return out, pos
+
+    async def _confirmed(self, end: int, deadline: float | None) -> AppendStatus:
+        """A repeat is answered as its original would be: PUT_OK only once the in-sync
+        replicas hold the original (it may have been answered FLUSH_SLAVE_TIMEOUT, or come
+        back with the log after a restart unconfirmed), else FLUSH_SLAVE_TIMEOUT: a repeat
+        must never acknowledge what a failover can still take away."""
+        try:
+            return await self.messaging.store.confirmed_async(end,
+                                                              answer_within_deadline(deadline))
+        except NotMaster as exc:
+            raise PreconditionFailed(str(exc), code="NOT_MASTER") from None
 
     def describe(self, result: IdempotentResult, reply) -> None:
         """Fill the SendResponse fields that say what was dropped."""

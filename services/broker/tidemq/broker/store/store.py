@@ -328,6 +328,26 @@ class MessageStore:
             gate.hold(result.end_offset, [pending], _settle, answer_by)
         return future
 
+    def confirmed_async(self, end_offset: int, answer_within_s: float | None = None
+                        ) -> asyncio.Future[AppendStatus]:
+        """For a batch appended before and asked for again (an idempotent producer's retry,
+        answered from the kept batches): resolves PUT_OK once the in-sync replicas hold the log
+        below `end_offset` (at once without a SYNC gate, or below the confirmed offset),
+        FLUSH_SLAVE_TIMEOUT as a waiting append would (the gate's timeout, `answer_within_s`,
+        a master deposed meanwhile). NotMaster on a slave, as an append."""
+        loop = asyncio.get_running_loop()
+        gate = self._gate
+        if self._slave or (gate is not None and not gate.may_acknowledge()):
+            raise NotMaster("this broker is no longer the master of its replica group; "
+                            "refresh the route and send to the new master")
+        future: asyncio.Future[AppendStatus] = loop.create_future()
+        if gate is None or not gate.sync:
+            future.set_result(AppendStatus.PUT_OK)
+            return future
+        answer_by = math.inf if answer_within_s is None else loop.time() + answer_within_s
+        gate.hold(end_offset, [_Confirm(future, answer_by)], _settle_confirm, answer_by)
+        return future
+
     def _check_writable(self, gate: ReplicationGate | None) -> None:
         if self._slave:
             raise NotMaster("this broker is a slave of its replica group: it takes no sends; "
@@ -785,3 +805,21 @@ class MessageStore:
 
     def commitlog_max_offset(self) -> int:
         return self.commitlog.max_offset
+
+
+class _Confirm:
+    """A retried batch's wait in the replication gate (`confirmed_async`)."""
+
+    __slots__ = ("future", "answer_by")
+
+    def __init__(self, future: asyncio.Future, answer_by: float) -> None:
+        self.future, self.answer_by = future, answer_by
+
+
+def _settle_confirm(group: list[_Confirm], status: AppendStatus) -> int:
+    settled = 0
+    for waiting in group:
+        if not waiting.future.done():
+            waiting.future.set_result(status)
+            settled += 1
+    return settled
