@@ -144,3 +144,33 @@ def test_rebuild_reads_the_log_in_chunks_of_any_size(tmp_path, monkeypatch, chun
         assert send(restarted, ids, queue_id=1).duplicates == 40
     finally:
         restarted.messaging.store.shutdown()
+
+
+def test_a_repeat_is_acknowledged_only_once_its_original_is_confirmed(tmp_path):
+    """The unique-id path as the sequenced one (test_idempotence_sequences): a send the
+    in-sync replicas did not confirm in time is FLUSH_SLAVE_TIMEOUT, and the producer's retry,
+    every record a duplicate, must not turn it into PUT_OK while a failover can still take it
+    away; once the slave holds it, the retry is PUT_OK with the original offsets."""
+    from tidemq.broker.store import AppendStatus
+    from tidemq.broker.store.ha.gate import ReplicationGate
+    from tidemq.broker.store.ha.in_sync import InSyncTracker
+
+    sends = open_sends(tmp_path)
+    store = sends.messaging.store
+    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+    gate = ReplicationGate(tracker, store.commitlog_max_offset, timeout_ms=300)
+    store.set_replication_gate(gate)
+    try:
+        first = send(sends, ["a", "b"])
+        assert first.status is AppendStatus.FLUSH_SLAVE_TIMEOUT and first.duplicates == 0
+        again = send(sends, ["a", "b"])
+        assert (again.status, again.duplicates) == (AppendStatus.FLUSH_SLAVE_TIMEOUT, 2)
+        end = store.commitlog_max_offset()
+        tracker.on_ack(1, end, end, now_ms=0)
+        gate.on_progress()
+        confirmed = send(sends, ["a", "b"])
+        assert (confirmed.status, confirmed.duplicates) == (AppendStatus.PUT_OK, 2)
+        assert confirmed.physical_offsets == first.physical_offsets
+    finally:
+        store.set_replication_gate(None)
+        store.shutdown()

@@ -235,6 +235,13 @@ class IdempotentSends:
                 appended.append(stored)
         where = [p if isinstance(p, StoredAt) else appended[p] for p in placed]
         duplicates = len(items) - len(fresh)
+        if duplicates and not fresh:
+            # Every record a repeat: answered as its originals would be, PUT_OK only once the
+            # in-sync replicas hold them (a retry of a FLUSH_SLAVE_TIMEOUT send must not
+            # acknowledge what a failover can still take away). A batch that also appended
+            # has its own append's answer, which covers the older originals.
+            status = await self._confirmed(
+                max(self._record_end(w.physical_offset) for w in where), deadline)
         if duplicates:
             log.info("idempotent send dropped duplicates", producer_id=producer_id,
                      topic=topic, queue_id=queue_id, duplicates=duplicates, stored=len(fresh))
@@ -289,6 +296,12 @@ class IdempotentSends:
                 record_count))
             return IdempotentResult(result.status, result.first_queue_offset,
                                     list(result.physical_offsets), 0, [])
+
+    def _record_end(self, physical_offset: int) -> int:
+        """Where the record at `physical_offset` ends (a record retention already deleted is
+        long confirmed: its start will do)."""
+        head = self.messaging.store.commitlog.read(physical_offset, 4)
+        return physical_offset + int.from_bytes(head, "big") if head else physical_offset
 
     def _stored_span(self, batch: StoredBatch) -> tuple[list[int], int]:
         """Where each record of a stored batch is — one append, so its records are contiguous
