@@ -140,3 +140,22 @@ def test_slave_rejects_sends(messaging):
     with pytest.raises(PreconditionFailed, match="slave") as err:
         asyncio.run(messaging.send("t", 0, batch("t", 1), 1))
     assert err.value.code == "NO_PERMISSION"
+
+
+def test_a_slave_never_calls_an_offset_past_its_log_illegal(messaging):
+    """A slave may hold less than its master (behind, or back with a damaged disk): a reader
+    past its log is told nothing is new and keeps its offset, as RocketMQ's slaves do not
+    correct offsets; a master answers OFFSET_ILLEGAL (a Kafka client told so resets its group
+    to the earliest offset and re-reads the partition: the chaos run's compound disk faults)."""
+    asyncio.run(messaging.send("t", 1, batch("t", 3), 3))
+    assert messaging.store.wait_dispatched(5)
+    assert asyncio.run(messaging.pull("t", 1, 10, 10, 0, 0, "")).status is \
+        PullStatus.OFFSET_ILLEGAL
+    messaging.store._slave = True   # what become_slave sets; the pull path reads is_master
+    try:
+        for queue_id, offset in ((1, 10), (0, 4)):   # past the end; a queue it holds nothing of
+            past = asyncio.run(messaging.pull("t", queue_id, offset, 10, 0, 0, ""))
+            assert (past.status, past.next_begin_offset) == (PullStatus.NO_NEW_MSG, offset)
+        assert asyncio.run(messaging.pull("t", 1, 0, 10, 0, 0, "")).record_count == 3
+    finally:
+        messaging.store._slave = False

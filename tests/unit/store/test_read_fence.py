@@ -84,6 +84,11 @@ def test_a_sync_master_serves_only_what_the_in_sync_replicas_confirmed(tmp_path)
     assert (got.status, got.record_count, got.next_begin_offset, got.max_offset) == \
         (GetStatus.FOUND, 2, 2, 2)
     assert store.get_messages("t", 0, 2, 32).status is GetStatus.OFFSET_OVERFLOW_ONE
+    # held but not yet confirmed: nothing to read yet (Kafka: an offset between the high
+    # watermark and the log end), not an offset to reset; past the log's end it is illegal
+    waiting = store.get_messages("t", 0, 4, 32)
+    assert (waiting.status, waiting.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 4)
+    assert store.get_messages("t", 0, 5, 32).status is GetStatus.OFFSET_OVERFLOW_BADLY
     with pytest.raises(MessageNotFound):
         store.read_record(physicals[0])
     assert store.query_by_key("t", "k-new", 0, 2**62) == []

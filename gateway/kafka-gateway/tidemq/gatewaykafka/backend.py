@@ -263,8 +263,10 @@ class KafkaBackend:
             offset = result.next_offset
             result = self.reader.pull(mq, offset, max_messages=FETCH_MAX_RECORDS,
                                       max_bytes=max_bytes)
-        out_of_range = (result.status is PullStatus.OFFSET_ILLEGAL
-                        or not result.min_offset <= offset <= result.max_offset)
+        # the broker's word: past the end of a slave's copy, or between the confirmed offset
+        # and the log's end, it answers "nothing new" (Kafka: an empty fetch), and a Kafka
+        # client told OFFSET_OUT_OF_RANGE would reset its group to the earliest offset
+        out_of_range = result.status is PullStatus.OFFSET_ILLEGAL
         messages = [] if out_of_range else list(result.messages)
         return FetchedQueue(messages, result.max_offset, result.min_offset, out_of_range)
 

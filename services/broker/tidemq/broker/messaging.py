@@ -106,12 +106,19 @@ def subscription_filter(expression_type: str, expression: str, *,
     return SubscriptionFilter(None, sqlfilter.compile_sql92(expression))
 
 
-def _outcome(result: GetResult, offset: int) -> PullOutcome:
-    """Map the store's answer to the wire's four pull statuses (RocketMQ's mapping)."""
+def _outcome(result: GetResult, offset: int, on_slave: bool = False) -> PullOutcome:
+    """Map the store's answer to the wire's four pull statuses (RocketMQ's mapping). On a
+    slave an offset past its log is not illegal: the slave may just hold less than its master
+    (behind, or back with a damaged disk), so the reader is told nothing is new there and keeps
+    its offset, as RocketMQ's slaves do not correct offsets — a reader told OFFSET_ILLEGAL
+    resets (a Kafka client to the earliest offset, re-reading the partition)."""
     status = result.status
     if status is GetStatus.FOUND:
         return PullOutcome(PullStatus.FOUND, result.next_begin_offset, result.min_offset,
                            result.max_offset, result.records, result.record_count)
+    if on_slave and (status is GetStatus.OFFSET_OVERFLOW_BADLY or (
+            status is GetStatus.NO_MESSAGE_IN_QUEUE and offset != 0)):
+        return PullOutcome(PullStatus.NO_NEW_MSG, offset, result.min_offset, result.max_offset)
     if status is GetStatus.NO_MATCHED_MESSAGE:
         pull_status = PullStatus.NO_MATCHED_MSG
     elif status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY) or (
@@ -245,7 +252,7 @@ class Messaging:
             # one may walk 16 000 units in Python: on a thread, so sends are not held up.
             result = (self.store.get_messages(*read) if selector.unfiltered
                       else await asyncio.to_thread(self.store.get_messages, *read))
-            outcome = _outcome(result, offset)
+            outcome = _outcome(result, offset, not self.store.is_master)
             # Hold only when the caller is at the end of the queue with nothing new. Anything
             # else (found, illegal, a hole left by retention) answers now — holding there would
             # spin, as the queue is already longer. A filtered read that skipped non-matching

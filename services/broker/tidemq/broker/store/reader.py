@@ -122,6 +122,11 @@ class StoreReader:
         if queue_offset == high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
         if queue_offset > high:
+            if fenced and queue_offset <= queue.max_offset:
+                # held here, not yet known confirmed (a reader that read up to the confirmed
+                # offset another replica knew): nothing to read yet, as Kafka answers a fetch
+                # between the high watermark and the log end — not an offset to reset
+                return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, queue_offset, low, high)
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, high, low, high)
         if (tag_hashes is None and property_filter is None and max_messages > 0
                 and not queue.has_gaps):
