@@ -56,3 +56,35 @@ def test_an_instance_without_an_external_listener_is_listed_by_its_internal_addr
     # a registration written before listeners existed has no "external" key at all
     old = b'{"node_id": 9, "host": "10.0.0.9", "port": 9092, "rack": null}'
     assert Node.from_json(old).endpoint(EXTERNAL) == ("10.0.0.9", 9092)
+
+
+def test_each_listener_has_a_security_protocol_and_the_external_takes_the_internal_one(
+        monkeypatch):
+    assert _settings().listener_protocols() == ("PLAINTEXT", "PLAINTEXT")
+    assert _settings("--auth-enabled", "true", "--tls-cert-file", "c.pem", "--tls-key-file",
+                     "k.pem").listener_protocols() == ("SASL_SSL", "SASL_SSL")
+    settings = _settings("--auth-enabled", "true", "--tls-cert-file", "c.pem",
+                         "--tls-key-file", "k.pem", "--security-protocol", "plaintext",
+                         "--external-port", "0")
+    assert settings.listener_protocols() == ("PLAINTEXT", "PLAINTEXT")
+    monkeypatch.setenv("TIDEMQ_EXTERNAL_SECURITY_PROTOCOL", "SASL_SSL")
+    settings = _settings("--auth-enabled", "true", "--tls-cert-file", "c.pem",
+                         "--tls-key-file", "k.pem", "--security-protocol", "PLAINTEXT",
+                         "--external-port", "0")
+    assert settings.listener_protocols() == ("PLAINTEXT", "SASL_SSL")
+
+
+@pytest.mark.parametrize(("argv", "sentence"), [
+    (["--security-protocol", "TLS"], "security_protocol must be one of PLAINTEXT, SSL, "
+                                     "SASL_PLAINTEXT, SASL_SSL, got 'TLS'"),
+    (["--security-protocol", "SSL"], "security_protocol SSL needs a certificate"),
+    (["--external-port", "0", "--external-security-protocol", "SASL_SSL", "--auth-enabled",
+      "true"], "external_security_protocol SASL_SSL needs a certificate: set tls_cert_file"),
+    (["--security-protocol", "SASL_PLAINTEXT"], "security_protocol SASL_PLAINTEXT needs "
+                                                "auth_enabled"),
+    (["--external-security-protocol", "SSL"], "external_security_protocol is set but there "
+                                              "is no external listener"),
+])
+def test_bad_security_protocols_are_refused_with_a_sentence(argv, sentence):
+    with pytest.raises(SettingsError, match=sentence):
+        _settings(*argv)

@@ -138,3 +138,29 @@ def test_metadata_creates_topics_only_for_a_user_with_admin_on_them():
                                   topics=[SimpleNamespace(name=topic)])
         asyncio.run(security.call(3, request, 8, conn, handler))
     assert seen == [True, False, True]
+
+
+def test_a_listener_without_sasl_under_auth_is_anonymous_to_the_acl():
+    acl = StaticAcl(AclTable({ALICE.access_key: ALICE}, (
+        Rule.create("anon", "ANONYMOUS", "topic:public", ["PUB"]),)))
+    security = KafkaSecurity(AuthGuard("gateway-kafka-test", acl), sasl=False)
+    conn = Connection(peer_host="127.0.0.1")
+    security.accepted(conn)
+    assert conn.sasl.user.access_key == "ANONYMOUS" and security.admits(0, conn)
+    assert _handshake(security, conn, "PLAIN")["error_code"] == codec.ERRORS["ILLEGAL_SASL_STATE"]
+    served = []
+
+    async def handler(request, version, conn):
+        served.append([t.name for t in request.topic_data])
+        return {"throttle_time_ms": 0, "responses": []}
+
+    request = SimpleNamespace(acks=-1, topic_data=[
+        SimpleNamespace(name=name, partition_data=[SimpleNamespace(index=0)])
+        for name in ("public", "private")])
+    answer = asyncio.run(security.call(0, request, 9, conn, handler))
+    assert served == [["public"]]
+    (refused,) = answer["responses"]
+    assert refused["name"] == "private"
+    partition = refused["partition_responses"][0]
+    assert partition["error_code"] == codec.ERRORS["TOPIC_AUTHORIZATION_FAILED"]
+    assert "user 'ANONYMOUS' may not PUB on topic 'private'" in partition["error_message"]

@@ -63,17 +63,30 @@ async def serve(settings: KafkaGatewaySettings) -> None:
                      cluster_id=settings.cluster_id,
                      auto_create_partitions=(settings.default_partitions
                                              if settings.auto_create_topics else 0))
+    # each listener its own security protocol (docs/kafka.md#listeners)
+    protocols = settings.listener_protocols()
+    if settings.external_port < 0:
+        protocols = protocols[:1]
     security, acl_follower = kafka_security(settings)
     tls = (ReloadingContext(True, settings.tls_cert_file, settings.tls_key_file,
-                            settings.tls_client_ca_file) if settings.tls_cert_file else None)
+                            settings.tls_client_ca_file)
+           if any(p.endswith("SSL") for p in protocols) else None)
     server = KafkaServer(apis, max_request_size=settings.max_request_size, security=security,
                          tls=tls)
-    port = await server.start(settings.host, settings.port)
+
+    def listener_security(protocol: str) -> KafkaSecurity:
+        return KafkaSecurity(security.guard, security.mechanisms,
+                             sasl=protocol.startswith("SASL_"))
+
+    port = await server.start(settings.host, settings.port, security=listener_security(
+        protocols[0]), tls=protocols[0].endswith("SSL"))
     settings.port = port
     advertised_port = settings.advertised_port or port
     external_port, external = 0, (None, None)
     if settings.external_port >= 0:   # docs/kafka.md#listeners
-        external_port = await server.start(settings.host, settings.external_port, EXTERNAL)
+        external_port = await server.start(
+            settings.host, settings.external_port, EXTERNAL,
+            security=listener_security(protocols[1]), tls=protocols[1].endswith("SSL"))
         external = settings.external_endpoint() or (settings.advertised_host, external_port)
     me = Node(settings.node_id if settings.node_id >= 0 else
               derived_node_id(settings.advertised_host, advertised_port),
@@ -95,7 +108,7 @@ async def serve(settings: KafkaGatewaySettings) -> None:
              advertised=f"{me.host}:{me.port}", node_id=me.node_id, metrics_port=metrics_port,
              external=(f"{settings.host}:{external_port} advertised as "
                        f"{me.external_host}:{me.external_port}" if external_port else None),
-             listener=("SASL_" if security.enabled else "") + ("SSL" if tls else "PLAINTEXT"))
+             listener=protocols[0], external_listener=protocols[1] if external_port else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

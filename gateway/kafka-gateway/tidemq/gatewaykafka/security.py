@@ -28,6 +28,13 @@ other topics are served; a refused group answers GROUP_AUTHORIZATION_FAILED; ano
 CLUSTER_AUTHORIZATION_FAILED. Each carries, where the response has a message field, the same
 sentence as the other gateways (`user 'bob' may not PUB on topic 'orders' from 127.0.0.1: no
 rule allows it`). Nothing of a refused topic reaches the brokers.
+
+Each listener has its own security protocol (docs/kafka.md#listeners), so its own
+KafkaSecurity: with `sasl` False under auth (a PLAINTEXT or SSL listener beside a SASL one) a
+connection does not authenticate and is the user ANONYMOUS, as in Kafka: the ACL decides for
+it like for any user (rules naming `ANONYMOUS`, or `*`), so with no such rule everything that
+needs a permission is refused with the errors above. A SaslHandshake there answers
+ILLEGAL_SASL_STATE, as Kafka's broker does on a listener without SASL.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ PRE_AUTH_APIS = frozenset({18, 17, 36})   # ApiVersions, SaslHandshake, SaslAuth
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 AUTHENTICATED_ONLY = frozenset({3, 10, 16, 18, 22, 32})
 FAILED = "SASL_AUTHENTICATION_FAILED"
+ANONYMOUS = User("ANONYMOUS", "")   # the user of a listener without SASL under auth (Kafka's)
 
 Handler = Callable[[Any, int, Any], Awaitable[dict | None]]
 
@@ -92,20 +100,28 @@ class ScramVerifiers:
 
 class KafkaSecurity:
     """SASL on a listener and the ACL check of every request; `guard` None: neither (the
-    PLAINTEXT profile: every request is served as before)."""
+    PLAINTEXT profile: every request is served as before); `sasl` False with a guard: no SASL,
+    every connection is ANONYMOUS to the ACL."""
 
-    def __init__(self, guard: AuthGuard | None, mechanisms: tuple[str, ...] = MECHANISMS) -> None:
+    def __init__(self, guard: AuthGuard | None, mechanisms: tuple[str, ...] = MECHANISMS, *,
+                 sasl: bool = True) -> None:
         unknown = set(mechanisms) - set(MECHANISMS)
         if unknown:
             raise errors.InvalidArgument(f"SASL mechanisms {sorted(unknown)} are not served: "
                                          f"choose among {', '.join(MECHANISMS)}")
         self.guard = guard
+        self.sasl = sasl and guard is not None
         self.mechanisms = tuple(mechanisms)
         self.verifiers = ScramVerifiers()
 
     @property
     def enabled(self) -> bool:
         return self.guard is not None
+
+    def accepted(self, conn) -> None:
+        """A new connection: on a listener without SASL under auth it is ANONYMOUS."""
+        if self.guard is not None and not self.sasl:
+            conn.sasl.user = ANONYMOUS
 
     def admits(self, api_key: int, conn) -> bool:
         """May this request be answered at all? (False: close the connection.)"""
@@ -115,7 +131,7 @@ class KafkaSecurity:
     # -- SASL ----------------------------------------------------------------------------------
 
     async def sasl_handshake(self, request, version: int, conn) -> dict:
-        if self.guard is None:
+        if not self.sasl:
             return {"error_code": codec.ERRORS["ILLEGAL_SASL_STATE"], "mechanisms": []}
         if conn.sasl.user is not None or conn.sasl.mechanism:
             conn.close_after = True   # a second handshake: Kafka closes the connection too
@@ -131,11 +147,11 @@ class KafkaSecurity:
         answer = {"error_code": 0, "error_message": None, "auth_bytes": b"",
                   "session_lifetime_ms": 0}
         state = conn.sasl
-        if self.guard is None or not state.mechanism or state.user is not None:
+        if not self.sasl or not state.mechanism or state.user is not None:
             conn.close_after = True
             answer.update(error_code=codec.ERRORS["ILLEGAL_SASL_STATE"],
                           error_message="SaslAuthenticate needs a SaslHandshake first"
-                          if self.guard is not None else "SASL is not enabled on this listener")
+                          if self.sasl else "SASL is not enabled on this listener")
             return answer
         token = bytes(request.auth_bytes or b"")
         try:

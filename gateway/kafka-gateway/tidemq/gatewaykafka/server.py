@@ -8,11 +8,14 @@ as Kafka's broker does; nothing a client sends can stop the listener.
 One server may listen on several ports, each a named listener (nodes.py: internal, and an
 external one for clients outside the network the internal address is in): a connection is
 served the same on every listener, except the addresses Metadata and FindCoordinator give it,
-which are those of the listener it came in on. Both have the same security protocol.
+which are those of the listener it came in on, and its security protocol: each listener is
+started with its own KafkaSecurity (SASL or not) and TLS or not (Kafka's
+listener.security.protocol.map), and a connection is served by the rules of its listener.
 
-With a TLS context the listener serves TLS only (rotated certificate files are loaded for new
+On a TLS listener the server serves TLS only (rotated certificate files are loaded for new
 connections, checked at most once a second); with security on (security.py) a connection
-authenticates with SASL first and every request is authorized against the ACL.
+authenticates with SASL first, or is ANONYMOUS on a listener without SASL, and every request
+is authorized against the ACL.
 
 Each request is served in a SERVER span of its own (spans.py).
 
@@ -56,15 +59,22 @@ class KafkaServer:
         self._tls_checked = 0.0
         self._servers: dict[str, asyncio.base_events.Server] = {}
         self._connections: set[asyncio.Task] = set()
-        self._sasl = {17: self.security.sasl_handshake, 36: self.security.sasl_authenticate}
 
-    async def start(self, host: str, port: int, listener: str = INTERNAL) -> int:
-        """Listen on `port` (0: a free one) as `listener`; the port listened on."""
+    async def start(self, host: str, port: int, listener: str = INTERNAL, *,
+                    security: KafkaSecurity | None = None, tls: bool | None = None) -> int:
+        """Listen on `port` (0: a free one) as `listener`, with `security` (default: the
+        server's) and TLS or not (default: whether the server has a TLS context); the port
+        listened on."""
         if listener not in LISTENERS or listener in self._servers:
             raise ValueError(f"listener {listener!r}: one of {LISTENERS}, each started once")
+        tls = self.tls is not None if tls is None else tls
+        if tls and self.tls is None:
+            raise ValueError(f"listener {listener!r}: TLS needs the server's TLS context")
         server = await asyncio.start_server(
-            functools.partial(self._serve, listener=listener), host, port, limit=2 ** 16,
-            reuse_address=True, ssl=self.tls.context if self.tls is not None else None)
+            functools.partial(self._serve, listener=listener,
+                              security=security or self.security, tls=tls),
+            host, port, limit=2 ** 16, reuse_address=True,
+            ssl=self.tls.context if tls else None)
         self._servers[listener] = server
         return server.sockets[0].getsockname()[1]
 
@@ -78,13 +88,16 @@ class KafkaServer:
             task.cancel()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                     listener: str = INTERNAL) -> None:
+                     listener: str = INTERNAL, security: KafkaSecurity | None = None,
+                     tls: bool = False) -> None:
         task = asyncio.current_task()
         self._connections.add(task)
+        security = security or self.security
         peer = writer.get_extra_info("peername") or ("?", 0)
         conn = Connection(peer_host=str(peer[0]), listener=listener)
+        security.accepted(conn)
         metrics.CONNECTIONS.inc()
-        if self.tls is not None and time.monotonic() - self._tls_checked >= 1.0:
+        if tls and time.monotonic() - self._tls_checked >= 1.0:
             self._tls_checked = time.monotonic()
             self.tls.refresh()   # for the connections after this one
         try:
@@ -92,7 +105,7 @@ class KafkaServer:
                 payload = await self._read_frame(reader, peer)
                 if payload is None:
                     return
-                answer = await self._answer(payload, conn, peer)
+                answer = await self._answer(payload, conn, peer, security)
                 if answer is False:
                     return
                 if answer:
@@ -135,11 +148,12 @@ class KafkaServer:
             self._bad("truncated", peer, f"{len(exc.partial)} of {size} bytes")
             return None
 
-    async def _answer(self, payload: bytes, conn: Connection, peer) -> bytes | None | bool:
+    async def _answer(self, payload: bytes, conn: Connection, peer,
+                      security: KafkaSecurity) -> bytes | None | bool:
         """The framed answer, None (no answer: acks=0) or False (close the connection)."""
         frame = codec.peek_header(payload)
         api = codec.API_NAMES.get(frame.api_key, str(frame.api_key))
-        if not self.security.admits(frame.api_key, conn):
+        if not security.admits(frame.api_key, conn):
             self._bad("unauthenticated", peer, f"{api} before SASL authentication")
             return False
         if frame.api_key in codec.NEW_GROUP_PROTOCOLS:
@@ -165,10 +179,11 @@ class KafkaServer:
                     frame.api_key, api, frame.api_version, request, conn.client_id,
                     conn.client_software)) as span:
             try:
-                handler = self._sasl.get(frame.api_key) or self.apis.table[frame.api_key]
+                handler = ({17: security.sasl_handshake, 36: security.sasl_authenticate}
+                           .get(frame.api_key) or self.apis.table[frame.api_key])
                 user = conn.sasl.user.access_key if conn.sasl.user is not None else ""
                 with on_behalf_of(conn.client_id, user) as end:
-                    fields = await self.security.call(frame.api_key, request,
+                    fields = await security.call(frame.api_key, request,
                                                       frame.api_version, conn, handler)
                 if end.throttle_ms:
                     self._throttled(api, conn, fields, end.throttle_ms)

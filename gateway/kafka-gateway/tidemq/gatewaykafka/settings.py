@@ -8,6 +8,7 @@ from tidemq.common.settings import ServiceSettings, SettingsError, setting
 
 MAX_REQUEST_SIZE = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes (ref)
 MAX_BATCH_BYTES = 16 * 1024 * 1024     # a produced batch's decompressed records
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")   # Kafka's security.protocol
 
 
 @dataclass
@@ -24,6 +25,13 @@ class KafkaGatewaySettings(ServiceSettings):
     external_advertised_addr: str = setting(
         "", "host:port clients of the external listener are told to connect to ('' = "
             "advertised_host and the external listener's own port)")
+    security_protocol: str = setting(
+        "", "the internal listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or "
+            "SASL_SSL ('' = SASL_ with auth_enabled, SSL with tls_cert_file; "
+            "docs/kafka.md#listeners)")
+    external_security_protocol: str = setting(
+        "", "the external listener's security protocol (Kafka's listener.security.protocol.map; "
+            "'' = the internal listener's)")
     namesrv_addrs: str = setting("127.0.0.1:9876", "name servers, 'host:port;host:port'")
     config_center: str = setting(
         "127.0.0.1:7070", "config center(s): topics are defined and producer ids taken there")
@@ -68,6 +76,31 @@ class KafkaGatewaySettings(ServiceSettings):
                                 "listener: set external_port too")
         if self.external_advertised_addr:
             self.external_endpoint()   # raises on a malformed address
+        if self.external_security_protocol and self.external_port < 0:
+            raise SettingsError("external_security_protocol is set but there is no external "
+                                "listener: set external_port too")
+        for name in ("security_protocol", "external_security_protocol"):
+            self._check_protocol(name, getattr(self, name).strip().upper())
+
+    def _check_protocol(self, name: str, protocol: str) -> None:
+        if not protocol:
+            return
+        if protocol not in PROTOCOLS:
+            raise SettingsError(f"{name} must be one of {', '.join(PROTOCOLS)}, got "
+                                f"{getattr(self, name)!r}")
+        if protocol.endswith("SSL") and not (self.tls_cert_file and self.tls_key_file):
+            raise SettingsError(f"{name} {protocol} needs a certificate: set tls_cert_file and "
+                                "tls_key_file")
+        if protocol.startswith("SASL_") and not self.auth_enabled:
+            raise SettingsError(f"{name} {protocol} needs auth_enabled: SASL authenticates "
+                                "TideMQ's ACL users")
+
+    def listener_protocols(self) -> tuple[str, str]:
+        """(internal, external) security protocols, the defaults resolved."""
+        internal = (self.security_protocol.strip().upper()
+                    or ("SASL_" if self.auth_enabled else "")
+                    + ("SSL" if self.tls_cert_file else "PLAINTEXT"))
+        return internal, self.external_security_protocol.strip().upper() or internal
 
     def external_endpoint(self) -> tuple[str, int] | None:
         """external_advertised_addr as (host, port), None when not set."""
