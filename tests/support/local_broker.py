@@ -53,3 +53,27 @@ class LocalBroker:
     def close(self) -> None:
         self.holds.shutdown()
         self.store.shutdown()
+
+
+class SlowSlave:
+    """A SYNC replication gate on `store` waiting for one slave (id 1) that acknowledges
+    nothing until `catch_up()`: appends time out FLUSH_SLAVE_TIMEOUT after `timeout_ms`."""
+
+    def __init__(self, store: MessageStore, timeout_ms: int = 300) -> None:
+        from tidemq.broker.store.ha.gate import ReplicationGate
+        from tidemq.broker.store.ha.in_sync import InSyncTracker
+
+        self.store = store
+        self.tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
+        self.gate = ReplicationGate(self.tracker, store.commitlog_max_offset,
+                                    timeout_ms=timeout_ms)
+        store.set_replication_gate(self.gate)
+
+    def catch_up(self) -> None:
+        """The slave now holds everything written."""
+        end = self.store.commitlog_max_offset()
+        self.tracker.on_ack(1, end, end, now_ms=0)
+        self.gate.on_progress()
+
+    def close(self) -> None:
+        self.store.set_replication_gate(None)

@@ -13,12 +13,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from tidemq.common.auth.acl import Rule, User
-from tidemq.configclient.acl import AclAdmin
-from tidemq.configclient.client import ConfigClient
 
-from deploy import certs
-from tests.integration.security.conftest import ADMIN, secure_env
-from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.integration.kafka.secured import secured_cluster
+from tests.integration.security.conftest import secure_env
 
 pytestmark = pytest.mark.slow
 
@@ -28,34 +25,22 @@ ALICE = ("alice", "alice-secret")
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    cert_dir = tmp_path_factory.mktemp("kpcerts")
-    certs.issue(cert_dir, "tidemq", certs.create_ca(cert_dir))
-    from tidemq.common import rpc
-
-    with running_cluster(tmp_path_factory.mktemp("kproto"), env=secure_env(cert_dir),
-                         controller=True, broker_names=("broker-a",)) as cluster:
-        rpc.configure_client_security(rpc.ClientSecurity(ADMIN, str(cert_dir / "ca.pem")))
-        try:
-            for topic in (TOPIC, OTHER):
-                create_topic_in_config_center(cluster, topic, 1)
-                wait_for_route(cluster, topic, 1)
-            admin = AclAdmin(ConfigClient(cluster.config_center.addr))
-            admin.add_user(User(*ALICE))
-            for user in ("alice", "ANONYMOUS"):
-                admin.add_rule(Rule.create(f"{user}-topic", user, f"topic:{TOPIC}",
-                                           ["PUB", "SUB"]))
-                admin.add_rule(Rule.create(f"{user}-group", user, f"group:{GROUP}*", ["SUB"]))
-            started = cluster.start("tidemq.gatewaykafka", [
-                "--namesrv-addrs", cluster.namesrv_addrs,
-                "--config-center", cluster.config_center.addr, "--advertised-host", "127.0.0.1",
-                "--security-protocol", "PLAINTEXT", "--external-port", "0",
-                "--external-security-protocol", "SASL_SSL",
-            ], env=secure_env(cert_dir))
-            yield {"plaintext": started.addr,
-                   "sasl_ssl": f"127.0.0.1:{started.info['external_port']}",
-                   "ca": str(cert_dir / "ca.pem")}
-        finally:
-            rpc.configure_client_security(rpc.ClientSecurity.from_env())
+    with secured_cluster(tmp_path_factory, "kproto", (TOPIC, OTHER)) as (cluster, cert_dir,
+                                                                          admin):
+        admin.add_user(User(*ALICE))
+        for user in ("alice", "ANONYMOUS"):
+            admin.add_rule(Rule.create(f"{user}-topic", user, f"topic:{TOPIC}",
+                                       ["PUB", "SUB"]))
+            admin.add_rule(Rule.create(f"{user}-group", user, f"group:{GROUP}*", ["SUB"]))
+        started = cluster.start("tidemq.gatewaykafka", [
+            "--namesrv-addrs", cluster.namesrv_addrs,
+            "--config-center", cluster.config_center.addr, "--advertised-host", "127.0.0.1",
+            "--security-protocol", "PLAINTEXT", "--external-port", "0",
+            "--external-security-protocol", "SASL_SSL",
+        ], env=secure_env(cert_dir))
+        yield {"plaintext": started.addr,
+               "sasl_ssl": f"127.0.0.1:{started.info['external_port']}",
+               "ca": str(cert_dir / "ca.pem")}
 
 
 def _plaintext(gateway, listener: str = "plaintext", **extra) -> dict:

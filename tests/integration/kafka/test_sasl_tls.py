@@ -34,10 +34,10 @@ from tidemq.common.auth.acl import Rule, User
 from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
 
-from deploy import certs
 from tests.integration.kafka.harness import read_frame
+from tests.integration.kafka.secured import secured_cluster
 from tests.integration.security.conftest import ADMIN, secure_env
-from tests.support.cluster import create_topic_in_config_center, running_cluster, wait_for_route
+from tests.support.cluster import create_topic_in_config_center, wait_for_route
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,30 +51,18 @@ TOPIC_DENIED, GROUP_DENIED, SASL_FAILED = 29, 30, 58
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    cert_dir = tmp_path_factory.mktemp("kcerts")
-    certs.issue(cert_dir, "tidemq", certs.create_ca(cert_dir))
-    from tidemq.common import rpc
-
-    with running_cluster(tmp_path_factory.mktemp("ksecure"), env=secure_env(cert_dir),
-                         controller=True, broker_names=("broker-a",)) as cluster:
-        rpc.configure_client_security(rpc.ClientSecurity(ADMIN, str(cert_dir / "ca.pem")))
-        try:
-            for topic in (TOPIC, OTHER):
-                create_topic_in_config_center(cluster, topic, 1)
-                wait_for_route(cluster, topic, 1)
-            admin = AclAdmin(ConfigClient(cluster.config_center.addr))
-            for name, secret in (ALICE, BOB):
-                admin.add_user(User(name, secret))
-            admin.add_rule(Rule.create("alice-topic", "alice", f"topic:{TOPIC}", ["PUB", "SUB"]))
-            admin.add_rule(Rule.create("alice-group", "alice", f"group:{GROUP}*", ["SUB"]))
-            gateway = cluster.start("tidemq.gatewaykafka", [
-                "--namesrv-addrs", cluster.namesrv_addrs,
-                "--config-center", cluster.config_center.addr, "--advertised-host", "127.0.0.1",
-            ], env=secure_env(cert_dir))
-            yield {"bootstrap": gateway.addr, "ca": str(cert_dir / "ca.pem"), "admin": admin,
-                   "cluster": cluster}
-        finally:
-            rpc.configure_client_security(rpc.ClientSecurity.from_env())
+    with secured_cluster(tmp_path_factory, "ksecure", (TOPIC, OTHER)) as (cluster, cert_dir,
+                                                                           admin):
+        for name, secret in (ALICE, BOB):
+            admin.add_user(User(name, secret))
+        admin.add_rule(Rule.create("alice-topic", "alice", f"topic:{TOPIC}", ["PUB", "SUB"]))
+        admin.add_rule(Rule.create("alice-group", "alice", f"group:{GROUP}*", ["SUB"]))
+        gateway = cluster.start("tidemq.gatewaykafka", [
+            "--namesrv-addrs", cluster.namesrv_addrs,
+            "--config-center", cluster.config_center.addr, "--advertised-host", "127.0.0.1",
+        ], env=secure_env(cert_dir))
+        yield {"bootstrap": gateway.addr, "ca": str(cert_dir / "ca.pem"), "admin": admin,
+               "cluster": cluster}
 
 
 def _confluent(secured, mechanism: str, user: tuple[str, str], **extra) -> dict:

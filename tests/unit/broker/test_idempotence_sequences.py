@@ -191,27 +191,23 @@ def test_a_repeat_is_acknowledged_only_once_its_original_is_confirmed(tmp_path):
     acknowledged records that way): the repeat waits for the confirmation as the original
     did, and is PUT_OK once the slave holds it."""
     from tidemq.broker.store import AppendStatus
-    from tidemq.broker.store.ha.gate import ReplicationGate
-    from tidemq.broker.store.ha.in_sync import InSyncTracker
+
+    from tests.support.local_broker import SlowSlave
 
     sends = open_sends(tmp_path)
     store = sends.messaging.store
-    tracker = InSyncTracker(0, {0, 1}, lag_max_ms=10_000, min_in_sync=2)
-    gate = ReplicationGate(tracker, store.commitlog_max_offset, timeout_ms=300)
-    store.set_replication_gate(gate)
+    slave = SlowSlave(store)
     try:
         first = send(sends, [b"a", b"b"])
         assert first.status is AppendStatus.FLUSH_SLAVE_TIMEOUT and first.duplicates == 0
         again = send(sends, [b"a", b"b"])
         assert (again.status, again.duplicates) == (AppendStatus.FLUSH_SLAVE_TIMEOUT, 2)
-        end = store.commitlog_max_offset()
-        tracker.on_ack(1, end, end, now_ms=0)
-        gate.on_progress()
+        slave.catch_up()
         confirmed = send(sends, [b"a", b"b"])
         assert (confirmed.status, confirmed.duplicates) == (AppendStatus.PUT_OK, 2)
         assert confirmed.physical_offsets == first.physical_offsets
     finally:
-        store.set_replication_gate(None)
+        slave.close()
         store.shutdown()
 
 
