@@ -488,6 +488,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compacted-keys", type=int, default=1000)
     parser.add_argument("--segment-size-mib", type=float, default=SEGMENT_MIB)
     args = parser.parse_args(argv)
+    from tidemq.common.logs import configure_logging
+
+    # the clients' per-attempt info lines while the broker restarts would bury the table
+    configure_logging("soak", "warning")
     workdir = Path(tempfile.mkdtemp(prefix="tidemq-soak-"))
     try:
         result = run_soak(workdir, duration_s=args.duration_s, seed=args.seed,
