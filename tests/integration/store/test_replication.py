@@ -102,6 +102,9 @@ def test_a_stopped_slave_never_lets_a_send_through_silently(stores):
         client = HAClient(slave, 1, f"127.0.0.1:{server.port}", config)
         client.start()
         try:
+            # connected before the first send: at load the slave may not connect within 200 ms
+            await wait_until_async(lambda: 1 in gate.tracker.connected, 10,
+                                   message="the slave to connect")
             assert (await append(master, 0)).status is AppendStatus.PUT_OK
             await client.stop()                         # the slave stops fetching
             late = await append(master, 1)
