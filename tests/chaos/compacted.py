@@ -80,7 +80,10 @@ class CompactedVerdict:
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.diverged
+        """Nothing wrong, and something judged: a run whose writer was never acknowledged or
+        whose replicas served no key is not a pass."""
+        return (self.acked > 0 and self.keys_judged > 0 and not self.problems
+                and not self.diverged)
 
     def line(self) -> str:
         return (f"compacted:writes={self.writes} acked={self.acked} "

@@ -99,3 +99,9 @@ def test_settled_needs_every_replica_alike_one_record_per_key_and_no_tombstone()
     assert not settled({"a": COMPACTED, "b": {(0, 2): WRITES[3].body}})
     assert not settled({"a": {**COMPACTED, (0, 0): WRITES[0].body}})
     assert not settled({"a": {**COMPACTED, (0, 3): WRITES[4].body}})
+
+
+def test_nothing_to_judge_is_not_a_pass():
+    """No acknowledged write, or no replica read: nothing was judged, so the verdict fails."""
+    assert not check_compacted([write(0, 0, None)], {"replica-0": {}}).ok
+    assert not check_compacted(WRITES, {}).ok
