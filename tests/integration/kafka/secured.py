@@ -34,3 +34,39 @@ def secured_cluster(tmp_path_factory, name: str, topics: Sequence[str]
             yield cluster, cert_dir, AclAdmin(ConfigClient(cluster.config_center.addr))
         finally:
             rpc.configure_client_security(rpc.ClientSecurity.from_env())
+
+
+def produce(config: dict, topic: str, values: list[bytes]) -> list:
+    """Each value's delivery error through a confluent-kafka producer (None = stored)."""
+    from confluent_kafka import Producer
+
+    outcomes: list = []
+    producer = Producer({"message.timeout.ms": 30000, **config})
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda err, msg: outcomes.append(err))
+    assert producer.flush(60) == 0
+    return outcomes
+
+
+def consume(config: dict, topic: str, wanted: list[bytes]) -> list[bytes]:
+    """What a confluent-kafka consumer (`config` names its group) reads of `topic` from the
+    earliest offset until it has every `wanted` value, or 60 s; an error record raises."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaException
+
+    consumer = Consumer({"auto.offset.reset": "earliest", **config})
+    got: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not set(wanted) <= set(got) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            got.append(msg.value())
+    finally:
+        consumer.close()
+    return got

@@ -11,10 +11,10 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from tidemq.common.auth.acl import Rule, User
 
-from tests.integration.kafka.secured import secured_cluster
+from tests.integration.kafka.secured import consume, produce, secured_cluster
 from tests.integration.security.conftest import secure_env
 
 pytestmark = pytest.mark.slow
@@ -54,31 +54,11 @@ def _sasl_ssl(gateway, listener: str = "sasl_ssl", **extra) -> dict:
 
 
 def _produce(config: dict, topic: str, values: list[bytes]) -> list:
-    outcomes: list = []
-    producer = Producer({**config, "message.timeout.ms": 30000})
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda err, msg: outcomes.append(err))
-    assert producer.flush(60) == 0
-    return outcomes
+    return produce(config, topic, values)
 
 
 def _consume(config: dict, wanted: list[bytes]) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": f"{GROUP}-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest"})
-    got: list[bytes] = []
-    try:
-        consumer.subscribe([TOPIC])
-        deadline = time.monotonic() + 60
-        while not set(wanted) <= set(got) and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
+    return consume({**config, "group.id": f"{GROUP}-{uuid.uuid4().hex[:6]}"}, TOPIC, wanted)
 
 
 @pytest.mark.parametrize("listener", ["plaintext", "sasl_ssl"])

@@ -14,7 +14,6 @@ import asyncio
 import os
 import socket
 import ssl
-import time
 import uuid
 
 import pytest
@@ -35,7 +34,7 @@ from tidemq.configclient.acl import AclAdmin
 from tidemq.configclient.client import ConfigClient
 
 from tests.integration.kafka.harness import read_frame
-from tests.integration.kafka.secured import secured_cluster
+from tests.integration.kafka.secured import consume, produce, secured_cluster
 from tests.integration.security.conftest import ADMIN, secure_env
 from tests.support.cluster import create_topic_in_config_center, wait_for_route
 from tests.support.processes import wait_until
@@ -73,13 +72,8 @@ def _confluent(secured, mechanism: str, user: tuple[str, str], **extra) -> dict:
 
 def _produce_confluent(secured, mechanism, user, topic, values) -> list:
     """Each value's delivery error (None = stored)."""
-    outcomes: list = []
-    producer = ConfluentProducer(_confluent(secured, mechanism, user, **{
-        "enable.idempotence": True, "message.timeout.ms": 30000}))
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda err, msg: outcomes.append(err))
-    assert producer.flush(60) == 0
-    return outcomes
+    return produce(_confluent(secured, mechanism, user, **{"enable.idempotence": True}),
+                   topic, values)
 
 
 def _high_watermark(secured, topic: str) -> int:
@@ -93,22 +87,7 @@ def _high_watermark(secured, topic: str) -> int:
 
 
 def _consume_confluent(secured, mechanism, user, group, wanted: list[bytes]) -> list[bytes]:
-    consumer = Consumer(_confluent(secured, mechanism, user, **{
-        "group.id": group, "auto.offset.reset": "earliest"}))
-    got: list[bytes] = []
-    try:
-        consumer.subscribe([TOPIC])
-        deadline = time.monotonic() + 60
-        while not set(wanted) <= set(got) and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
+    return consume(_confluent(secured, mechanism, user, **{"group.id": group}), TOPIC, wanted)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
