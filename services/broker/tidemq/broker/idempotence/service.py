@@ -241,7 +241,7 @@ class IdempotentSends:
             # acknowledge what a failover can still take away). A batch that also appended
             # has its own append's answer, which covers the older originals.
             status = await self._confirmed(
-                max(self._record_end(w.physical_offset) for w in where), deadline)
+                self._record_end(max(w.physical_offset for w in where)), deadline)
         if duplicates:
             log.info("idempotent send dropped duplicates", producer_id=producer_id,
                      topic=topic, queue_id=queue_id, duplicates=duplicates, stored=len(fresh))
