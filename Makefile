@@ -108,7 +108,7 @@ chaos: sync ## seeded fault schedules against a 3-replica group and its etcd con
 # --- soak (tests/soak.py, docs/consumption.md "Pop state over time") -------------------------
 .PHONY: soak
 DURATION ?= 3600
-soak: sync ## pop/ack/nack/invisibility churn, retention and a compacted topic on a real cluster for DURATION s (an hour) from SEED: RSS, open files, pop state, data dir, compaction, restart time every 15 min, slope checks after warm-up
+soak: sync ## pop/ack/nack/invisibility churn, retention and a compacted topic on a real cluster for DURATION s (an hour) from SEED: RSS, open files, pop state, data dir, compaction, a restart every 30 min (start-up time), slope checks after each process's warm-up
 	$(PY) -m tests.soak --duration-s $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 # --- analytics (services/analytics, docs/analytics.md) ---------------------------------------
